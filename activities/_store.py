@@ -1,0 +1,23 @@
+"""Activity ``store.append``: the workflow's staged messages and events, written idempotently."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from temporalio import activity
+
+from schemas import StoreAppendInput
+
+if TYPE_CHECKING:
+    from store import Store
+
+
+class StoreActivities:
+    def __init__(self, store: "Store") -> None:
+        self._store = store
+
+    @activity.defn(name="store.append")
+    async def append(self, input: StoreAppendInput) -> None:
+        """Insert messages by (session_id, position) and events by (session_id, seq); repeats are no-ops."""
+        await asyncio.to_thread(self._store.append, input)

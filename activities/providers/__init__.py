@@ -1,0 +1,68 @@
+"""Model provider adapters behind one Protocol, so activities call any model the same way.
+
+``provider_for(profile)`` builds the adapter a ``ModelProfile`` names: ``OpenAIProvider``
+(Chat Completions and compatible servers), ``AnthropicProvider`` (Messages) or
+``ScriptedProvider`` (offline). Adapters raise ``ProviderHTTPError`` /
+``ProviderTransportError``; ``application_error_from`` turns those into the Temporal
+``ApplicationError`` an activity raises. Nothing outside this package imports httpx.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text
+from activities.providers._errors import application_error_from, retry_after_seconds
+from activities.providers.anthropic import AnthropicProvider
+from activities.providers.openai import OpenAIProvider
+from activities.providers.scripted import ScriptedProvider
+from schemas import ConfigurationError, ModelProfile
+
+__all__ = [
+    "AnthropicProvider",
+    "OnDelta",
+    "OpenAIProvider",
+    "Provider",
+    "ScriptedProvider",
+    "ToolNames",
+    "application_error_from",
+    "provider_for",
+    "retry_after_seconds",
+    "tool_call_from_text",
+]
+
+
+def provider_for(profile: ModelProfile, *, env: Mapping[str, str] | None = None) -> Provider:
+    """The adapter for ``profile``, with its API key read from ``env`` (default ``os.environ``).
+
+    The key is ``env[profile.api_key_env]``. Raises ``ConfigurationError`` when:
+    ``api_key_env`` is named but unset or empty in ``env``; ``api_key_env`` is None for the
+    vendor's own endpoint (no ``base_url``: api.openai.com and api.anthropic.com always
+    need a key; a ``base_url`` such as a local vLLM/Ollama/llama.cpp server may go
+    without); ``model`` is empty for ``openai``/``anthropic``; ``script`` is missing for
+    ``scripted``. The key lives only in the returned adapter, never in workflow history.
+    """
+    if profile.provider == "scripted":
+        if not profile.script:
+            raise ConfigurationError(f"model profile {profile.name!r} uses the scripted provider but sets no script")
+        return ScriptedProvider(profile)
+    if not profile.model:
+        raise ConfigurationError(f"model profile {profile.name!r} names no model")
+    environ = os.environ if env is None else env
+    api_key: str | None = None
+    if profile.api_key_env is not None:
+        api_key = environ.get(profile.api_key_env) or None
+        if api_key is None:
+            raise ConfigurationError(
+                f"model profile {profile.name!r} reads its API key from ${profile.api_key_env}, which is not set"
+            )
+    elif profile.base_url is None:
+        raise ConfigurationError(
+            f"model profile {profile.name!r} calls the {profile.provider} API but sets no api_key_env"
+        )
+    if profile.provider == "openai":
+        return OpenAIProvider(profile, api_key)
+    if profile.provider == "anthropic":
+        return AnthropicProvider(profile, api_key)
+    raise ConfigurationError(f"model profile {profile.name!r} names an unknown provider {profile.provider!r}")

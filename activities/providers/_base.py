@@ -1,0 +1,188 @@
+"""What every provider adapter shares: the Protocol, tool-name mapping, argument parsing and the SSE transport."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+
+from activities.providers._errors import retry_after_seconds
+from schemas import ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, ToolCall
+
+OnDelta = Callable[[str], Awaitable[None]]
+"""Called with each non-empty piece of assistant text as it streams in, in order."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """One model call: ``request`` in, the complete ``ModelResponse`` out.
+
+    ``on_delta`` (optional) receives the text as it streams. Errors: ``ProviderHTTPError``
+    (non-2xx status, or an error event inside the stream), ``ProviderTransportError`` (no
+    complete answer: connect failure, timeout, stream cut). Adapters never retry; Temporal's
+    retry policy is the one retry loop.
+    """
+
+    async def complete(self, request: ModelRequest, on_delta: OnDelta | None = None) -> ModelResponse: ...
+
+
+# --- tool names --------------------------------------------------------------------------
+
+_WIRE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_NOT_WIRE_CHAR = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def _sanitize(name: str) -> str:
+    wire = _NOT_WIRE_CHAR.sub("_", name.replace(".", "__"))[:64]
+    return wire or "tool"
+
+
+class ToolNames:
+    """Per-request mapping between agentrt tool names (``fs.read``) and wire names (``fs__read``).
+
+    OpenAI and Anthropic both accept only ``^[a-zA-Z0-9_-]{1,64}$``. ``.`` becomes ``__``,
+    any other disallowed character ``_``; names are cut to 64 characters and made unique
+    within the request with a ``_2``, ``_3`` ... suffix. ``to_name`` maps a wire name the
+    model sent back; an unknown wire name is returned unchanged.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._to_wire: dict[str, str] = {}
+        self._to_name: dict[str, str] = {}
+        names = list(dict.fromkeys(names))
+        # Names already valid keep their spelling; they are claimed first so a mapped
+        # name cannot take them.
+        for name in sorted(names, key=lambda n: not _WIRE_NAME.match(n)):
+            wire = name if _WIRE_NAME.match(name) else _sanitize(name)
+            candidate, k = wire, 1
+            while candidate in self._to_name:
+                k += 1
+                suffix = f"_{k}"
+                candidate = wire[: 64 - len(suffix)] + suffix
+            self._to_wire[name] = candidate
+            self._to_name[candidate] = name
+
+    def to_wire(self, name: str) -> str:
+        """Wire name of ``name``; names outside the request's tool list (old calls) are sanitized."""
+        if name in self._to_wire:
+            return self._to_wire[name]
+        return name if _WIRE_NAME.match(name) else _sanitize(name)
+
+    def to_name(self, wire: str) -> str:
+        return self._to_name.get(wire, wire)
+
+
+# --- tool arguments ----------------------------------------------------------------------
+
+
+def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
+    """Build a ``ToolCall`` from the argument text a model sent; never raises.
+
+    Empty (or whitespace) text means ``{}``. Text that is not a JSON object gives
+    ``arguments=None``, ``arguments_raw=raw`` and ``arguments_error`` saying why, so the
+    error can be shown back to the model. When the text parses, ``arguments_raw`` is left
+    empty: the parsed object already says everything and workflow history stays small.
+    """
+    if not raw.strip():
+        return ToolCall(id=call_id, name=name, arguments={})
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=f"arguments are not valid JSON: {e}")
+    if not isinstance(value, dict):
+        return ToolCall(
+            id=call_id,
+            name=name,
+            arguments_raw=raw,
+            arguments_error=f"arguments must be a JSON object, got {type(value).__name__}",
+        )
+    return ToolCall(id=call_id, name=name, arguments=value)
+
+
+def wire_arguments(call: ToolCall) -> dict[str, Any]:
+    """The argument object to send back for a past call; ``{}`` when the model's text did not parse.
+
+    Sending the unparsable text back would make some servers (and Anthropic, whose ``input``
+    must be an object) reject the whole request; the tool result already tells the model
+    what was wrong.
+    """
+    return call.arguments if call.arguments is not None else {}
+
+
+# --- HTTP + SSE --------------------------------------------------------------------------
+
+
+def new_client(timeout_seconds: float) -> httpx.AsyncClient:
+    """An AsyncClient with no retries of its own: Temporal's retry policy is the only retry loop."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout_seconds),
+        transport=httpx.AsyncHTTPTransport(retries=0),
+    )
+
+
+async def stream_sse(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    timeout_seconds: float,
+    client: httpx.AsyncClient | None = None,
+) -> AsyncIterator[ServerSentEvent]:
+    """POST ``body`` as JSON to ``url`` and yield its server-sent events.
+
+    Use under ``contextlib.aclosing`` so an early stop releases the connection. A non-2xx
+    status raises ``ProviderHTTPError`` with the response body and Retry-After; httpx
+    request errors (connect, timeout, protocol) and a 2xx that is not an event stream raise
+    ``ProviderTransportError`` chained from the cause. Errors raised by the consumer of
+    the events are not translated.
+    """
+    owned = client is None
+    http = client if client is not None else new_client(timeout_seconds)
+    try:
+        async with aconnect_sse(http, "POST", url, headers=dict(headers), json=dict(body)) as source:
+            response = source.response
+            if not response.is_success:
+                text = (await response.aread()).decode("utf-8", errors="replace")
+                raise ProviderHTTPError(response.status_code, url, text, retry_after_seconds(response.headers))
+            async for event in source.aiter_sse():
+                yield event
+    except SSEError as e:  # before RequestError: httpx-sse derives it from httpx.TransportError
+        raise ProviderTransportError(url, f"response is not an event stream: {e}") from e
+    except httpx.TimeoutException as e:
+        raise ProviderTransportError(url, f"timed out ({type(e).__name__})") from e
+    except httpx.RequestError as e:
+        raise ProviderTransportError(url, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from e
+    finally:
+        if owned:
+            await http.aclose()
+
+
+@asynccontextmanager
+async def deadline(url: str, seconds: float) -> AsyncIterator[None]:
+    """Bound a whole call (connect + full stream) to ``seconds``; overrun is a ``ProviderTransportError``.
+
+    httpx's timeout bounds each read; this bounds the total, as ``ModelProfile.timeout_seconds``
+    promises.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError as e:
+        raise ProviderTransportError(url, f"no complete answer within {seconds:g} s") from e
+
+
+def load_event_json(url: str, event: ServerSentEvent) -> dict[str, Any]:
+    """The JSON object in an event's data; anything else is a ``ProviderTransportError``."""
+    try:
+        value = json.loads(event.data)
+    except ValueError as e:
+        raise ProviderTransportError(url, f"event data is not JSON: {event.data[:200]!r}") from e
+    if not isinstance(value, dict):
+        raise ProviderTransportError(url, f"event data is not a JSON object: {event.data[:200]!r}")
+    return value

@@ -1,0 +1,85 @@
+"""Provider errors at the Temporal boundary: Retry-After parsing and the ApplicationError they become."""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+
+from temporalio.exceptions import ApplicationError
+
+from schemas import ProviderError, ProviderHTTPError, ProviderTransportError
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait before retrying, from response headers; None when none is given.
+
+    ``retry-after-ms`` (milliseconds; sent by OpenAI and Anthropic) wins over
+    ``Retry-After``, which is either delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
+    Negative, non-finite or unparsable values are ignored; a date in the past gives 0.
+    """
+    ms = _number(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _number(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _number(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return None
+    if not math.isfinite(number) or number < 0:
+        return None
+    return number
+
+
+def application_error_from(exc: ProviderError) -> ApplicationError:
+    """Translate a provider error into the ``ApplicationError`` an activity raises.
+
+    - ``type``: the error's class name (``"ProviderHTTPError"``, ``"ProviderTransportError"``).
+    - ``message``: ``str(exc)``.
+    - ``details``: ``[{"status": int | None, "url": str | None, "body": str | None}]``, plus
+      ``"reason"`` for transport errors.
+    - ``non_retryable``: True for statuses other than 408, 409, 429, 529 and 5xx
+      (``schemas.status_is_retryable``); transport errors are always retryable.
+    - ``next_retry_delay``: the Retry-After delay when the provider gave one, so Temporal's
+      retry policy (the only retry loop) waits as long as the provider asked.
+
+    Raise it ``from exc`` so the cause is kept.
+    """
+    if isinstance(exc, ProviderHTTPError):
+        detail: dict[str, object] = {"status": exc.status, "url": exc.url, "body": exc.body}
+        retryable = exc.retryable
+        retry_after = exc.retry_after
+    elif isinstance(exc, ProviderTransportError):
+        detail = {"status": None, "url": exc.url, "body": None, "reason": exc.reason}
+        retryable = True
+        retry_after = None
+    else:
+        detail = {"status": None, "url": None, "body": None}
+        retryable = bool(getattr(exc, "retryable", True))
+        retry_after = None
+    return ApplicationError(
+        str(exc),
+        detail,
+        type=type(exc).__name__,
+        non_retryable=not retryable,
+        next_retry_delay=timedelta(seconds=retry_after) if retry_after is not None else None,
+    )

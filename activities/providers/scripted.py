@@ -1,0 +1,174 @@
+"""An offline model that replays a script of responses, for demos and tests without a network."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import threading
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from activities.providers._base import OnDelta, tool_call_from_text
+from schemas import InvalidScriptError, ModelProfile, ModelRequest, ModelResponse, ToolCall, Usage
+
+EXHAUSTED_TEXT = "(scripted model: script exhausted)"
+EXHAUSTED_STOP_REASON = "end_of_script"
+_DELAY_STEP_SECONDS = 0.05
+_WORDS_PER_DELTA = 3
+
+__all__ = ["EXHAUSTED_STOP_REASON", "EXHAUSTED_TEXT", "Script", "ScriptedProvider", "load_script"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScriptToolCall(_Strict):
+    """One tool call: ``arguments`` (an object) or ``arguments_raw`` (text, parsed like a real model's)."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | None = None
+    arguments_raw: str | None = None
+
+    @model_validator(mode="after")
+    def _one_argument_form(self) -> "ScriptToolCall":
+        if self.arguments is not None and self.arguments_raw is not None:
+            raise ValueError("give either arguments or arguments_raw, not both")
+        return self
+
+
+class ScriptTurn(_Strict):
+    """One model response: optional text, optional tool calls, and a delay (seconds) before it."""
+
+    text: str = ""
+    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    delay_seconds: float = Field(default=0.0, ge=0.0)
+
+
+class Script(_Strict):
+    """A script file: ``{"turns": [ScriptTurn, ...]}``, one element per model response, in order."""
+
+    turns: list[ScriptTurn]
+
+
+_cache: dict[str, tuple[int, Script]] = {}
+_cache_lock = threading.Lock()
+
+
+def load_script(path: str) -> Script:
+    """Read and validate a script file; cached by (path, mtime).
+
+    ``.yaml``/``.yml`` files are YAML, anything else JSON. A missing, unreadable,
+    unparsable or wrongly shaped file raises ``InvalidScriptError``.
+    """
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError as e:
+        raise InvalidScriptError(path, f"cannot read it: {e.strerror or e}") from e
+    key = os.path.abspath(path)
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidScriptError(path, f"cannot read it: {e}") from e
+    try:
+        data = yaml.safe_load(text) if path.lower().endswith((".yaml", ".yml")) else json.loads(text)
+    except (yaml.YAMLError, ValueError) as e:
+        raise InvalidScriptError(path, f"does not parse: {e}") from e
+    try:
+        script = Script.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors())
+        raise InvalidScriptError(path, f"wrong shape: {problems}") from e
+    with _cache_lock:
+        _cache[key] = (mtime, script)
+    return script
+
+
+class ScriptedProvider:
+    """Answers each request with the next response of the script at ``profile.script``.
+
+    The response index is the number of ``assistant`` messages already in
+    ``request.messages``, so a session walks the script in order and a retried call gets
+    the same answer. Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
+    slept in small cancellable steps before answering; text streams through ``on_delta``
+    in word groups. Usage is estimated as ceil(characters / 4) tokens of the input and of
+    the output. Past the end of the script the answer is ``EXHAUSTED_TEXT`` with
+    ``stop_reason="end_of_script"``. Errors: ``InvalidScriptError`` for a bad script file.
+    """
+
+    def __init__(self, profile: ModelProfile) -> None:
+        if not profile.script:
+            raise InvalidScriptError("", f"profile {profile.name!r} has no script")
+        self.profile = profile
+        self.path = profile.script
+
+    async def complete(self, request: ModelRequest, on_delta: OnDelta | None = None) -> ModelResponse:
+        script = load_script(self.path)
+        index = sum(1 for m in request.messages if m.role == "assistant")
+        input_tokens = _estimate_tokens(_input_chars(request))
+        if index >= len(script.turns):
+            return ModelResponse(
+                text=EXHAUSTED_TEXT,
+                usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(EXHAUSTED_TEXT))),
+                stop_reason=EXHAUSTED_STOP_REASON,
+            )
+        turn = script.turns[index]
+        await _sleep_in_steps(turn.delay_seconds)
+        if on_delta is not None:
+            for chunk in _word_groups(turn.text):
+                await on_delta(chunk)
+        calls = [_tool_call(f"call_{index}_{k}", spec) for k, spec in enumerate(turn.tool_calls)]
+        output_chars = len(turn.text) + sum(len(c.name) + len(_arguments_text(c)) for c in calls)
+        return ModelResponse(
+            text=turn.text,
+            tool_calls=calls,
+            usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(output_chars)),
+            stop_reason="tool_use" if calls else "end_turn",
+        )
+
+
+def _tool_call(call_id: str, spec: ScriptToolCall) -> ToolCall:
+    if spec.arguments_raw is not None:
+        return tool_call_from_text(call_id, spec.name, spec.arguments_raw)
+    return ToolCall(id=call_id, name=spec.name, arguments=spec.arguments or {})
+
+
+def _arguments_text(call: ToolCall) -> str:
+    return json.dumps(call.arguments) if call.arguments is not None else call.arguments_raw
+
+
+def _input_chars(request: ModelRequest) -> int:
+    chars = len(request.system or "")
+    for message in request.messages:
+        chars += len(message.text) + sum(len(c.name) + len(_arguments_text(c)) for c in message.tool_calls)
+    return chars
+
+
+def _estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+async def _sleep_in_steps(seconds: float) -> None:
+    """Sleep ``seconds`` in short steps, so cancellation lands promptly mid-delay."""
+    if seconds <= 0:
+        return
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while (left := end - loop.time()) > 0:
+        await asyncio.sleep(min(_DELAY_STEP_SECONDS, left))
+
+
+def _word_groups(text: str) -> list[str]:
+    """``text`` cut into pieces of a few words each; the pieces join back to ``text`` exactly."""
+    words = re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+    return ["".join(words[i : i + _WORDS_PER_DELTA]) for i in range(0, len(words), _WORDS_PER_DELTA)]

@@ -1,0 +1,39 @@
+"""Built-in tools and the registry that validates and runs model tool calls.
+
+Pure, synchronous Python: the ``tool.execute`` activity wraps ``ToolRegistry.execute``
+and passes heartbeat and cancellation hooks in through ``ToolContext``.
+"""
+
+from activities.tools._fs import FsList, FsRead, FsSearch, FsWrite
+from activities.tools._registry import (
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    format_validation_error,
+)
+from activities.tools._shell import ShellRun, scrubbed_environment
+from activities.tools._workspace import resolve_in_workspace
+
+__all__ = [
+    "FsList",
+    "FsRead",
+    "FsSearch",
+    "FsWrite",
+    "ShellRun",
+    "Tool",
+    "ToolArgs",
+    "ToolContext",
+    "ToolOutput",
+    "ToolRegistry",
+    "default_registry",
+    "format_validation_error",
+    "resolve_in_workspace",
+    "scrubbed_environment",
+]
+
+
+def default_registry() -> ToolRegistry:
+    """A registry with the built-in tools: fs.list, fs.read, fs.search, fs.write, shell.run."""
+    return ToolRegistry([FsList(), FsRead(), FsSearch(), FsWrite(), ShellRun()])

@@ -1,0 +1,186 @@
+"""The tool interface and the registry that validates and dispatches model tool calls.
+
+A ``Tool`` is plain synchronous Python: it gets validated arguments and a ``ToolContext``
+(workspace, time bound, heartbeat and cancellation hooks) and returns a ``ToolOutput``.
+The Temporal activity that wraps the registry lives elsewhere; nothing here imports it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolError, ToolSpec
+
+__all__ = ["Tool", "ToolArgs", "ToolContext", "ToolOutput", "ToolRegistry", "format_validation_error"]
+
+Risk = Literal["read_only", "idempotent", "effectful"]
+
+
+def _noop() -> None:
+    return None
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use besides its arguments.
+
+    - ``workspace``: the directory every path argument is confined to.
+    - ``timeout_seconds``: upper bound on the tool's run time (seconds); tools that take
+      their own timeout argument clamp it to this.
+    - ``heartbeat``: call about once a second during long work (the activity wrapper
+      forwards it to Temporal).
+    - ``is_cancelled``: poll during long work; when True, stop and raise ``ToolError``.
+    """
+
+    workspace: Path
+    timeout_seconds: float = 300.0
+    heartbeat: Callable[[], None] = field(default=_noop)
+    is_cancelled: Callable[[], bool] = field(default=_never)
+
+    def __post_init__(self) -> None:
+        self.workspace = Path(self.workspace)
+
+
+@dataclass
+class ToolOutput:
+    """A tool's result; ``text`` is exactly what the model sees."""
+
+    text: str
+
+
+class ToolArgs(BaseModel):
+    """Base for a tool's ``Args`` model: unknown argument names are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _strip_titles(schema: Any) -> Any:
+    """Drop pydantic's generated ``title`` strings; keep properties that are named ``title``."""
+    if isinstance(schema, dict):
+        return {
+            k: _strip_titles(v)
+            for k, v in schema.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+class Tool(ABC):
+    """One built-in tool.
+
+    Subclasses set ``name``, ``description``, ``risk`` (``read_only``, ``idempotent`` or
+    ``effectful``) and ``Args`` (a ``ToolArgs`` subclass), and implement ``run``, which
+    raises ``ToolError`` (or a subclass) when the call cannot be carried out.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    risk: ClassVar[Risk]
+    Args: ClassVar[type[BaseModel]]
+
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it: ``parameters`` is the JSON Schema of ``Args``."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=_strip_titles(self.Args.model_json_schema()),
+            risk=self.risk,
+        )
+
+    @abstractmethod
+    def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
+        """Carry out the call with validated ``args``; raise ``ToolError`` on failure."""
+
+
+def format_validation_error(error: ValidationError) -> list[str]:
+    """Turn pydantic's errors into short problems a model can act on.
+
+    ``{"loc": ("path",), "type": "missing"}`` becomes ``"path: field required"``;
+    ``extra_forbidden`` becomes ``"extra field 'foo' not allowed"``.
+    """
+    problems: list[str] = []
+    for err in error.errors(include_url=False):
+        loc = ".".join(str(part) for part in err.get("loc", ()))
+        kind = err.get("type", "")
+        msg = str(err.get("msg", "invalid"))
+        if kind == "missing":
+            problems.append(f"{loc}: field required")
+        elif kind == "extra_forbidden":
+            problems.append(f"extra field '{loc}' not allowed")
+        else:
+            msg = msg.removeprefix("Value error, ")
+            problems.append(f"{loc}: {msg}" if loc else msg)
+    return problems
+
+
+class ToolRegistry:
+    """Tools by name, in registration order; validates and runs ``ToolCall``s."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools or []:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        """Add ``tool``; raises ``ConfigurationError`` if its name is already taken."""
+        if tool.name in self._tools:
+            raise ConfigurationError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        """Registered tool names, in registration order."""
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool:
+        """The tool called ``name``; raises ``ToolError`` naming the available tools if unknown."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            available = ", ".join(self._tools) or "(none)"
+            raise ToolError(f"unknown tool {name!r}; available: {available}") from None
+
+    def specs(self, names: list[str] | None = None) -> tuple[list[ToolSpec], list[str]]:
+        """Specs of ``names`` (every tool when None) and the names that are not registered."""
+        if names is None:
+            return [tool.spec() for tool in self._tools.values()], []
+        found = [self._tools[n].spec() for n in names if n in self._tools]
+        unknown = [n for n in names if n not in self._tools]
+        return found, unknown
+
+    def validate(self, name: str, arguments: dict[str, Any] | None) -> BaseModel:
+        """Validate ``arguments`` (None counts as ``{}``) against the tool's ``Args``.
+
+        Raises ``ToolError`` for an unknown tool and ``ToolArgumentsError`` listing every
+        problem (``"path: field required"``, ``"extra field 'foo' not allowed"``).
+        """
+        tool = self.get(name)
+        try:
+            return tool.Args.model_validate(arguments or {})
+        except ValidationError as e:
+            raise ToolArgumentsError(name, format_validation_error(e)) from e
+
+    def execute(self, call: ToolCall, ctx: ToolContext) -> ToolOutput:
+        """Validate and run one model tool call.
+
+        Raises ``ToolError`` for an unknown tool, ``ToolArgumentsError`` when the model's
+        argument text was not a JSON object (``call.arguments`` None) or does not match the
+        schema, and whatever ``ToolError`` the tool raises.
+        """
+        tool = self.get(call.name)
+        if call.arguments is None:
+            reason = call.arguments_error or "arguments are not a JSON object"
+            raise ToolArgumentsError(call.name, [f"arguments are not valid JSON: {reason}"])
+        args = self.validate(call.name, call.arguments)
+        return tool.run(args, ctx)

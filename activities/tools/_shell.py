@@ -1,0 +1,189 @@
+"""``shell.run``: run a command in the workspace with a scrubbed environment, a time bound and group kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
+from schemas import ToolError
+
+__all__ = ["ShellRun", "scrubbed_environment"]
+
+OUTPUT_CAP_BYTES = 64 * 1024
+TERM_GRACE_SECONDS = 2.0
+_POLL_SECONDS = 0.1
+_HEARTBEAT_SECONDS = 1.0
+_DRAIN_SECONDS = 1.0
+
+ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "TMPDIR")
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def scrubbed_environment(source: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a command sees: allowlisted variables only, none that looks like a secret.
+
+    Starts from ``ENV_ALLOWLIST`` taken from ``source`` (default ``os.environ``) and drops
+    any name containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL or AUTH. PATH falls back
+    to ``/usr/local/bin:/usr/bin:/bin`` when absent.
+    """
+    source = dict(os.environ) if source is None else source
+    env = {
+        name: source[name]
+        for name in ENV_ALLOWLIST
+        if name in source and not any(marker in name.upper() for marker in SECRET_MARKERS)
+    }
+    env.setdefault("PATH", _DEFAULT_PATH)
+    return env
+
+
+class _CappedReader(threading.Thread):
+    """Drains one pipe, keeping the first ``OUTPUT_CAP_BYTES`` and counting the rest."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self._fd = fd
+        self.kept = bytearray()
+        self.total = 0
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self._fd, 65536):
+                self.total += len(chunk)
+                room = OUTPUT_CAP_BYTES - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
+        except OSError:
+            pass
+        finally:
+            os.close(self._fd)
+
+    def text(self) -> str:
+        out = bytes(self.kept).decode("utf-8", errors="replace")
+        if self.total > len(self.kept):
+            out += f"\n[truncated: showing the first {len(self.kept)} of {self.total} bytes]"
+        return out
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` still runs; zombies awaiting their reaper do not count (Linux)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True  # no procfs: trust killpg
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state, _ppid, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the command's process group, then SIGKILL whatever is left after the grace period."""
+    pgid = proc.pid  # start_new_session: the shell leads its own group
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + TERM_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not _group_alive(pgid):
+            return
+        time.sleep(_POLL_SECONDS)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+class ShellRun(Tool):
+    name = "shell.run"
+    description = (
+        "Run a shell command (/bin/sh -c) in the workspace directory. Returns the exit code, stdout "
+        "and stderr (each capped at 64 KiB). The environment holds no secrets; stdin is empty. "
+        "A non-zero exit code is reported, not an error; the command is killed after timeout_seconds."
+    )
+    risk = "effectful"
+
+    class Args(ToolArgs):
+        command: str = Field(min_length=1, description="Command line for /bin/sh -c.")
+        timeout_seconds: float = Field(60.0, gt=0, description="Kill the command after this many seconds.")
+
+    def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
+        """Run ``args.command``; raises ``ToolError`` on timeout (clamped to ``ctx.timeout_seconds``) or cancellation."""
+        workspace = Path(ctx.workspace).resolve()
+        if not workspace.is_dir():
+            raise ToolError(f"workspace {str(workspace)!r} is not a directory")
+        timeout = min(args.timeout_seconds, ctx.timeout_seconds)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", args.command],
+                cwd=workspace,
+                env=scrubbed_environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as e:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            raise ToolError(f"cannot start /bin/sh: {e}") from e
+        os.close(out_w)
+        os.close(err_w)
+        stdout, stderr = _CappedReader(out_r), _CappedReader(err_r)
+        stdout.start()
+        stderr.start()
+
+        started = time.monotonic()
+        last_beat = started
+        while True:
+            try:
+                proc.wait(timeout=_POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if now - last_beat >= _HEARTBEAT_SECONDS:
+                ctx.heartbeat()
+                last_beat = now
+            if ctx.is_cancelled():
+                _kill_group(proc)
+                raise ToolError(f"command cancelled after {now - started:.1f} s: {args.command}")
+            if now - started >= timeout:
+                _kill_group(proc)
+                raise ToolError(f"command timed out after {timeout:g} s: {args.command}")
+
+        # Background children may still hold the pipes open; do not wait for them for long.
+        stdout.join(_DRAIN_SECONDS)
+        stderr.join(_DRAIN_SECONDS)
+        text = (
+            f"exit code {proc.returncode}\n"
+            f"--- stdout ---\n{stdout.text()}\n"
+            f"--- stderr ---\n{stderr.text()}"
+        )
+        if stdout.is_alive() or stderr.is_alive():
+            text += "\n[output may be incomplete: background processes still hold stdout/stderr]"
+        return ToolOutput(text=text)

@@ -1,0 +1,467 @@
+"""The `agentrt` command line: run a prompt, drive sessions, run a worker or the embedded dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import sys
+import tempfile
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Optional, TypeVar
+
+import typer
+
+from client._client import AgentClient
+from client._render import event_line, transcript_lines
+from client._runtime import STATE_DIR, Runtime, runtime
+from schemas import (
+    AgentrtError,
+    PermissionRequested,
+    SessionNotFound,
+    TurnEnded,
+    TurnOutcome,
+)
+from store import Store
+from worker._config import AgentrtConfig
+from worker._devserver import DevServer
+from worker._worker import running_worker
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="agentrt",
+    help="A durable agent runtime on Temporal: sessions whose turns, tool calls and approvals survive crashes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+session_app = typer.Typer(help="Inspect and steer existing sessions.", no_args_is_help=True)
+app.add_typer(session_app, name="session")
+
+
+class ApproveMode(str, Enum):
+    ask = "ask"
+    auto = "auto"
+    deny = "deny"
+
+
+def _run(coro_factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine; AgentrtError becomes a one-line error and exit code 2."""
+
+    async def main() -> T:
+        task = asyncio.ensure_future(coro_factory())
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        return await task
+
+    try:
+        return asyncio.run(main())
+    except AgentrtError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+def _config() -> AgentrtConfig:
+    try:
+        return AgentrtConfig.load()
+    except AgentrtError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
+# ---------------------------------------------------------------- run
+
+
+async def _drive_turn(
+    rt: Runtime,
+    session_id: str,
+    turn_id: str,
+    approve: ApproveMode,
+    out: Any,
+    since_seq: int = 0,
+) -> TurnOutcome:
+    """Print the turn's events and streamed text until it ends; answer approvals per ``approve``."""
+    client = rt.client
+    delta_after = max((d.id for d in rt.store.deltas(session_id, 0, 100_000)), default=0)
+    streaming = False
+    answered: set[str] = set()
+    while True:
+        ended = False
+        for delta in rt.store.deltas(session_id, delta_after):
+            delta_after = delta.id
+            if not streaming:
+                out.write("      model> ")
+                streaming = True
+            out.write(delta.text)
+            out.flush()
+        page = await client.events(session_id, since_seq)
+        for event in page.events:
+            since_seq = event.seq
+            if streaming:
+                out.write("\n")
+                streaming = False
+            out.write(event_line(event) + "\n")
+            if isinstance(event, PermissionRequested) and event.request.request_id not in answered:
+                answered.add(event.request.request_id)
+                await _answer_approval(client, session_id, event, approve, out)
+            if isinstance(event, TurnEnded) and event.turn_id == turn_id:
+                ended = True
+        out.flush()
+        if ended:
+            return await client.wait(session_id, turn_id)
+        await asyncio.sleep(0.2)
+
+
+async def _answer_approval(client: AgentClient, session_id: str, event: PermissionRequested, mode: ApproveMode, out: Any) -> None:
+    request = event.request
+    if mode is ApproveMode.auto:
+        out.write(f"      operator {client.principal}: granting {request.request_id} ({request.tool}) [--approve auto]\n")
+        await client.approve(session_id, request.request_id, reason="granted by CLI (--approve auto)")
+    elif mode is ApproveMode.deny:
+        out.write(f"      operator {client.principal}: denying {request.request_id} ({request.tool}) [--approve deny]\n")
+        await client.deny(session_id, request.request_id, reason="denied by CLI (--approve deny)")
+    else:
+        prompt = f"approve {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] "
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        answer = await asyncio.to_thread(sys.stdin.readline)
+        if not answer:
+            out.write(
+                f"      (no terminal answer) approve from elsewhere: agentrt session approve {session_id} {request.request_id}\n"
+            )
+            return
+        if answer.strip().lower() in {"y", "yes"}:
+            await client.approve(session_id, request.request_id, reason="granted at the terminal")
+        else:
+            await client.deny(session_id, request.request_id, reason="denied at the terminal")
+
+
+def _outcome_json(session_id: str, outcome: TurnOutcome) -> str:
+    return json.dumps(
+        {
+            "session_id": session_id,
+            "turn_id": outcome.turn_id,
+            "outcome": outcome.status,
+            "answer": outcome.answer,
+            "error": outcome.error,
+            "rounds": outcome.rounds,
+            "tool_calls": outcome.tool_calls,
+            "usage": outcome.usage.model_dump(),
+        }
+    )
+
+
+def _print_outcome(session_id: str, outcome: TurnOutcome, as_json: bool) -> None:
+    if as_json:
+        typer.echo(_outcome_json(session_id, outcome))
+        return
+    typer.echo("")
+    if outcome.answer:
+        typer.echo(outcome.answer)
+        typer.echo("")
+    usage = outcome.usage
+    detail = f": {outcome.error}" if outcome.error else ""
+    typer.echo(
+        f"[{outcome.status}{detail}] session {session_id} · {outcome.turn_id} · {outcome.rounds} round(s) · "
+        f"{outcome.tool_calls} tool call(s) · {usage.input_tokens} in / {usage.output_tokens} out tokens"
+    )
+
+
+@app.command()
+def run(
+    prompt: str = typer.Argument(..., help="What the agent should do."),
+    workspace: Path = typer.Option(..., "--workspace", "-w", help="Directory the tools work in.", exists=True, file_okay=False, resolve_path=True),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Model profile from agentrt.toml."),
+    script: Optional[Path] = typer.Option(None, "--script", help="Scripted-model file (JSON or YAML): an offline model.", exists=True, dir_okay=False, resolve_path=True),
+    approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, usage."),
+    session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
+    approval_timeout: Optional[float] = typer.Option(None, "--approval-timeout", help="Deny approvals not decided within this many seconds."),
+    max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
+) -> None:
+    """Start a session with PROMPT, stream its progress and print the answer.
+
+    Exit code 0 when the turn completes, 1 for any other outcome, 2 for a usage or runtime error.
+    """
+    if profile and script:
+        raise typer.BadParameter("give --profile or --script, not both")
+    config = _config()
+    progress = sys.stderr if as_json else sys.stdout
+
+    async def go() -> TurnOutcome:
+        async with runtime(config, notice=sys.stderr) as rt:
+            session_config = rt.client.new_config(
+                str(workspace),
+                session_id=session_id,
+                profile=(profile or ("scripted" if script else config.default_profile)),
+                script=str(script) if script else None,
+                approval_timeout_seconds=approval_timeout,
+                max_rounds_per_turn=max_rounds,
+            )
+            if not script:
+                config.profile(session_config.profile)  # fail fast on an unknown profile
+            started = await rt.client.start(session_config, prompt)
+            progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
+            outcome = await _drive_turn(rt, started.session_id, started.turn_id, approve, progress)
+            _print_outcome(started.session_id, outcome, as_json)
+            return outcome
+
+    outcome = _run(go)
+    raise typer.Exit(0 if outcome.status == "completed" else 1)
+
+
+# ---------------------------------------------------------------- session commands
+
+
+def _session_runtime(config: AgentrtConfig) -> Any:
+    return runtime(config, embed_if_missing=False, ensure_worker=False)
+
+
+@session_app.command("list")
+def session_list(
+    query: Optional[str] = typer.Option(None, "--query", "-q", help="Extra visibility filter, e.g. \"AgentSessionStatus = 'idle'\"."),
+    limit: int = typer.Option(50, "--limit", min=1),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List sessions, newest first."""
+    config = _config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            listing = await rt.client.list_sessions(query, limit)
+        if as_json:
+            typer.echo(json.dumps([{**vars(s), "started_at": s.started_at.isoformat() if s.started_at else None} for s in listing]))
+            return
+        if not listing:
+            typer.echo("no sessions")
+        for s in listing:
+            started = s.started_at.strftime("%Y-%m-%d %H:%M:%S") if s.started_at else "-"
+            typer.echo(f"{s.session_id:<14} {s.status:<18} {s.owner or '-':<12} {started}")
+
+    _run(go)
+
+
+@session_app.command("state")
+def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show a session's status, active turn, pending approvals and token usage."""
+    config = _config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            view = await rt.client.state(session_id)
+        if as_json:
+            typer.echo(view.model_dump_json())
+            return
+        typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}")
+        typer.echo(f"workspace {view.workspace}")
+        typer.echo(f"turns     {view.turns_completed} done; active {view.active_turn_id or '-'} round {view.current_round}; queued {', '.join(view.queued_turn_ids) or '-'}")
+        typer.echo(f"usage     {view.usage.input_tokens} in / {view.usage.output_tokens} out tokens")
+        for r in view.pending_approvals:
+            typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")
+
+    _run(go)
+
+
+@session_app.command("events")
+def session_events(
+    session_id: str,
+    since: int = typer.Option(0, "--since", min=0, help="Only events with seq greater than this."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events until the session ends."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+) -> None:
+    """Print a session's events."""
+    config = _config()
+
+    def emit(event: Any) -> None:
+        typer.echo(event.model_dump_json() if as_json else event_line(event))
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            if follow:
+                async for event in rt.client.follow(session_id, since):
+                    emit(event)
+                return
+            page = await rt.client.events(session_id, since, 10_000)
+            for event in page.events:
+                emit(event)
+
+    _run(go)
+
+
+@session_app.command("send")
+def session_send(
+    session_id: str,
+    text: str,
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the turn and print its outcome."),
+    approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Send a message; it runs after any active turn."""
+    config = _config()
+
+    async def go() -> int:
+        async with _session_runtime(config) as rt:
+            before = (await rt.client.state(session_id)).last_seq
+            sent = await rt.client.send(session_id, text)
+            if not wait:
+                typer.echo(json.dumps({"session_id": session_id, "turn_id": sent.turn_id}) if as_json else sent.turn_id)
+                return 0
+            progress = sys.stderr if as_json else sys.stdout
+            outcome = await _drive_turn(rt, session_id, sent.turn_id, approve, progress, since_seq=before)
+            _print_outcome(session_id, outcome, as_json)
+            return 0 if outcome.status == "completed" else 1
+
+    raise typer.Exit(_run(go))
+
+
+def _decision_command(decision: str) -> Callable[..., None]:
+    def command(
+        session_id: str,
+        request_id: str,
+        reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the decision."),
+    ) -> None:
+        config = _config()
+
+        async def go() -> None:
+            async with _session_runtime(config) as rt:
+                if decision == "grant":
+                    await rt.client.approve(session_id, request_id, reason)
+                else:
+                    await rt.client.deny(session_id, request_id, reason)
+            typer.echo(f"{'granted' if decision == 'grant' else 'denied'} {request_id} in session {session_id}")
+
+        _run(go)
+
+    command.__doc__ = f"{'Grant' if decision == 'grant' else 'Deny'} a pending approval (REQUEST_ID as in `session state`)."
+    return command
+
+
+session_app.command("approve")(_decision_command("grant"))
+session_app.command("deny")(_decision_command("deny"))
+
+
+@session_app.command("cancel")
+def session_cancel(
+    session_id: str,
+    turn_id: Optional[str] = typer.Option(None, "--turn", help="A queued turn to drop (default: the running turn)."),
+    reason: Optional[str] = typer.Option(None, "--reason"),
+) -> None:
+    """Cancel the running turn, including a model call in flight."""
+    config = _config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            await rt.client.cancel(session_id, turn_id, reason)
+        typer.echo(f"cancel requested for session {session_id}")
+
+    _run(go)
+
+
+@session_app.command("archive")
+def session_archive(session_id: str, reason: Optional[str] = typer.Option(None, "--reason")) -> None:
+    """End the session; its history stays readable."""
+    config = _config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            view = await rt.client.archive(session_id, reason)
+        typer.echo(f"archived session {session_id} after {view.turns_completed} turn(s)")
+
+    _run(go)
+
+
+# ---------------------------------------------------------------- processes
+
+
+@app.command()
+def worker() -> None:
+    """Run a worker for the configured task queue until Ctrl-C."""
+    config = _config()
+
+    async def go() -> None:
+        async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
+            async with running_worker(rt.client.temporal, config, rt.store):
+                typer.echo(f"worker polling {config.task_queue!r} at {config.temporal_address}; Ctrl-C stops it", err=True)
+                await asyncio.Event().wait()
+
+    _run(go)
+
+
+@app.command()
+def dev(
+    port: int = typer.Option(7233, "--port", help="Temporal frontend port."),
+    ui_port: int = typer.Option(8233, "--ui-port", help="Temporal UI port."),
+    db: Path = typer.Option(STATE_DIR / "temporal.db", "--db", help="SQLite file for Temporal's histories."),
+) -> None:
+    """Start the embedded Temporal dev server and a worker; Ctrl-C stops both."""
+    config = _config()
+    config.temporal_address = f"localhost:{port}"
+
+    async def go() -> None:
+        async with DevServer(port=port, ui_port=ui_port, db_file=db, log_file=STATE_DIR / "temporal.log") as server:
+            typer.echo(f"temporal server at {server.address} · UI {server.ui_url} · history {db}", err=True)
+            async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
+                async with running_worker(rt.client.temporal, config, rt.store):
+                    typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
+                    await asyncio.Event().wait()
+
+    _run(go)
+
+
+# ---------------------------------------------------------------- demo
+
+
+DEMO_PROMPT = "Look around this repository, read its README and write a short NOTES.md about it."
+IGNORED = shutil.ignore_patterns(".git", ".venv", ".agentrt", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis")
+
+
+@app.command()
+def demo(
+    source: Path = typer.Option(Path("."), "--source", help="Repository to copy into the demo workspace.", exists=True, file_okay=False, resolve_path=True),
+) -> None:
+    """Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer."""
+    config = _config()
+    script = resources.files("client") / "demo" / "script.yaml"
+
+    async def go() -> int:
+        with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:
+            workspace = Path(tmp) / source.name
+            shutil.copytree(source, workspace, ignore=IGNORED)
+            async with runtime(config, notice=sys.stdout) as rt:
+                session_config = rt.client.new_config(str(workspace), profile="scripted", script=str(script))
+                typer.echo(f"workspace: {workspace} (a copy of {source})")
+                started = await rt.client.start(session_config, DEMO_PROMPT)
+                typer.echo(f"session {started.session_id} (workflow {started.workflow_id})\n")
+                outcome = await _drive_turn(rt, started.session_id, started.turn_id, ApproveMode.auto, sys.stdout)
+                _print_outcome(started.session_id, outcome, False)
+                typer.echo("\n--- transcript (from the store) ---")
+                for line in transcript_lines(rt.store.messages(started.session_id)):
+                    typer.echo(line)
+                typer.echo("\n--- events ---")
+                for event in (await rt.client.events(started.session_id)).events:
+                    typer.echo(event_line(event))
+                notes = workspace / "NOTES.md"
+                typer.echo(f"\n--- {notes.name} as written by the session ---")
+                typer.echo(notes.read_text() if notes.exists() else "(missing)")
+                typer.echo(
+                    f"\nTemporal UI: {rt.ui_url}/namespaces/{config.namespace}/workflows/{started.workflow_id}"
+                    + ("  (embedded server: run `agentrt dev` to browse it after this demo)" if rt.embedded_server else "")
+                )
+                return 0 if outcome.status == "completed" and notes.exists() else 1
+
+    raise typer.Exit(_run(go))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

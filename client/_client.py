@@ -1,0 +1,289 @@
+"""AgentClient: the typed Python client a backend service uses to drive sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import AsyncIterator
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import (
+    Client,
+    RPCError,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCStatusCode
+
+from client._connection import connect
+from schemas import (
+    ApprovalPolicy,
+    ArchiveInput,
+    CancelTurnInput,
+    Event,
+    EventsPage,
+    EventsQuery,
+    PermissionDecision,
+    RequestRejected,
+    SendMessageInput,
+    SendMessageResult,
+    ServerUnavailable,
+    SessionConfig,
+    SessionInput,
+    SessionNotFound,
+    SessionStateView,
+    TurnOutcome,
+    WaitTurnInput,
+)
+from worker._config import AgentrtConfig
+from workflows.session import SessionWorkflow, workflow_id_for
+
+
+def default_principal() -> str:
+    """``$AGENTRT_PRINCIPAL``, else the OS user name, else ``local``."""
+    try:
+        return os.environ.get("AGENTRT_PRINCIPAL") or getpass.getuser()
+    except Exception:  # noqa: BLE001 - getuser raises several types when no user is known
+        return "local"
+
+
+@dataclass
+class StartedSession:
+    session_id: str
+    turn_id: str
+    workflow_id: str
+
+
+@dataclass
+class SessionListing:
+    session_id: str
+    workflow_id: str
+    status: str
+    owner: str | None
+    started_at: datetime | None
+    closed: bool
+
+
+class AgentClient:
+    """Start sessions, send messages, wait for turns, decide approvals, read state and events.
+
+    Every method raises ``SessionNotFound`` for an unknown session and ``RequestRejected``
+    when the session's update validator refuses the request (the message says why).
+    """
+
+    def __init__(self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None) -> None:
+        self.temporal = temporal
+        self.task_queue = task_queue
+        self.principal = principal or default_principal()
+
+    @classmethod
+    async def connect(cls, config: AgentrtConfig | None = None, *, principal: str | None = None) -> "AgentClient":
+        """Connect using ``config`` (default: ``AgentrtConfig.load()``); raises ``ServerUnavailable``."""
+        config = config or AgentrtConfig.load()
+        try:
+            temporal = await connect(config.temporal_address, config.namespace)
+        except RuntimeError as err:
+            raise ServerUnavailable(config.temporal_address, str(err)) from err
+        return cls(temporal, task_queue=config.task_queue, principal=principal)
+
+    # ------------------------------------------------------------ sessions
+
+    def new_config(
+        self,
+        workspace: str,
+        *,
+        session_id: str | None = None,
+        profile: str = "default",
+        script: str | None = None,
+        **fields: object,
+    ) -> SessionConfig:
+        """A ``SessionConfig`` owned by this client's principal, workspace made absolute."""
+        return SessionConfig(
+            session_id=session_id or uuid.uuid4().hex[:12],
+            owner=self.principal,
+            workspace=os.path.abspath(workspace),
+            profile=profile,
+            script=os.path.abspath(script) if script else None,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    async def start(self, config: SessionConfig, text: str) -> StartedSession:
+        """Start the session and send its first message in one round trip (update-with-start).
+
+        If the session already runs, the message is sent to it. Returns the session and turn ids.
+        """
+        workflow_id = workflow_id_for(config.session_id)
+        operation = WithStartWorkflowOperation(
+            SessionWorkflow.run,
+            SessionInput(config=config),
+            id=workflow_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"session {config.session_id} · {config.profile}",
+            static_details=f"owner `{config.owner}` · workspace `{config.workspace}`",
+        )
+        try:
+            result = await self.temporal.execute_update_with_start_workflow(
+                SessionWorkflow.send_message,
+                SendMessageInput(text=text, principal=self.principal),
+                start_workflow_operation=operation,
+            )
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
+        return StartedSession(config.session_id, result.turn_id, workflow_id)
+
+    async def send(self, session_id: str, text: str) -> SendMessageResult:
+        """Queue a message; it runs after the active turn. Returns its turn id."""
+        handle = self._handle(session_id)
+        try:
+            return await handle.execute_update(
+                SessionWorkflow.send_message, SendMessageInput(text=text, principal=self.principal)
+            )
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(session_id, "send_message", _cause(err)) from err
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+
+    async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
+        """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first."""
+        handle = self._handle(session_id)
+        try:
+            return await handle.execute_update(
+                SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id, timeout_seconds=timeout_seconds)
+            )
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(session_id, "wait_turn", _cause(err)) from err
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND and await self._is_closed(handle):
+                outcome = await handle.query(SessionWorkflow.turn, turn_id)
+                if outcome is not None:
+                    return outcome
+            raise _translate(session_id, err) from err
+
+    async def approve(self, session_id: str, request_id: str, reason: str | None = None) -> None:
+        await self._decide(session_id, request_id, "grant", reason)
+
+    async def deny(self, session_id: str, request_id: str, reason: str | None = None) -> None:
+        await self._decide(session_id, request_id, "deny", reason)
+
+    async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None) -> None:
+        signal = PermissionDecision(
+            request_id=request_id, decision=decision, principal=self.principal, reason=reason  # type: ignore[arg-type]
+        )
+        try:
+            await self._handle(session_id).signal(SessionWorkflow.permission_decision, signal)
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+
+    async def cancel(self, session_id: str, turn_id: str | None = None, reason: str | None = None) -> None:
+        """Cancel the running turn (or the queued turn ``turn_id``); a model call in flight is cancelled too."""
+        try:
+            await self._handle(session_id).signal(
+                SessionWorkflow.cancel_turn, CancelTurnInput(turn_id=turn_id, principal=self.principal, reason=reason)
+            )
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+
+    async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
+        """End the session: a running turn and queued ones are cancelled; the workflow completes."""
+        try:
+            return await self._handle(session_id).execute_update(
+                SessionWorkflow.archive, ArchiveInput(principal=self.principal, reason=reason)
+            )
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(session_id, "archive", _cause(err)) from err
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+
+    async def state(self, session_id: str) -> SessionStateView:
+        try:
+            return await self._handle(session_id).query(SessionWorkflow.state)
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+        except WorkflowQueryFailedError as err:
+            raise RequestRejected(session_id, "state", str(err)) from err
+
+    async def events(self, session_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
+        """Events with ``seq > since_seq`` (at most ``limit``), in order."""
+        try:
+            return await self._handle(session_id).query(
+                SessionWorkflow.events, EventsQuery(since_seq=since_seq, limit=limit)
+            )
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+        except WorkflowQueryFailedError as err:
+            raise RequestRejected(session_id, "events", str(err)) from err
+
+    async def follow(self, session_id: str, since_seq: int = 0, poll_seconds: float = 0.25) -> AsyncIterator[Event]:
+        """Yield events as they happen, until the session's workflow closes."""
+        handle = self._handle(session_id)
+        while True:
+            page = await self.events(session_id, since_seq)
+            for event in page.events:
+                since_seq = event.seq
+                yield event
+            if not page.events:
+                if await self._is_closed(handle):
+                    return
+                await asyncio.sleep(poll_seconds)
+
+    async def list_sessions(self, query: str | None = None, limit: int = 50) -> list[SessionListing]:
+        """Sessions known to Temporal visibility, newest first; ``query`` adds a list filter."""
+        filter_ = "WorkflowType = 'SessionWorkflow'" + (f" AND ({query})" if query else "")
+        found: list[SessionListing] = []
+        async for execution in self.temporal.list_workflows(filter_, limit=limit):
+            attrs = execution.search_attributes or {}
+            status_values = attrs.get("AgentSessionStatus") or []
+            owner_values = attrs.get("AgentOwner") or []
+            closed = execution.close_time is not None
+            found.append(
+                SessionListing(
+                    session_id=execution.id.removeprefix("session-"),
+                    workflow_id=execution.id,
+                    status=str(status_values[0]) if status_values else ("closed" if closed else "starting"),
+                    owner=str(owner_values[0]) if owner_values else None,
+                    started_at=execution.start_time,
+                    closed=closed,
+                )
+            )
+        return found
+
+    async def has_worker(self) -> bool:
+        """True when some worker polls this client's task queue for workflow tasks."""
+        response = await self.temporal.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=self.temporal.namespace,
+                task_queue=TaskQueue(name=self.task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+        return len(response.pollers) > 0
+
+    def _handle(self, session_id: str) -> WorkflowHandle:
+        return self.temporal.get_workflow_handle(workflow_id_for(session_id))
+
+    async def _is_closed(self, handle: WorkflowHandle) -> bool:
+        description = await handle.describe()
+        return description.close_time is not None
+
+
+def _cause(err: WorkflowUpdateFailedError) -> str:
+    cause = err.cause
+    while getattr(cause, "cause", None) is not None:
+        cause = cause.cause  # type: ignore[union-attr]
+    return getattr(cause, "message", None) or str(cause)
+
+
+def _translate(session_id: str, err: RPCError) -> Exception:
+    if err.status == RPCStatusCode.NOT_FOUND:
+        return SessionNotFound(session_id)
+    return err

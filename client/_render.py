@@ -1,0 +1,96 @@
+"""Plain-text rendering of events and transcripts for the CLI."""
+
+from __future__ import annotations
+
+import json
+
+from schemas import (
+    AssistantMessageCompleted,
+    Event,
+    Message,
+    ModelRequestStarted,
+    ModelToolCallRequested,
+    PermissionDecisionIgnored,
+    PermissionDenied,
+    PermissionGranted,
+    PermissionRequested,
+    SessionArchived,
+    SessionCancelled,
+    SessionInitialized,
+    ToolInvocationCompleted,
+    ToolInvocationFailed,
+    ToolInvocationStarted,
+    TurnEnded,
+    TurnStarted,
+    UserMessageAdded,
+)
+
+
+def _short(value: object, limit: int = 100) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(event: Event) -> str:
+    """One line for an event: what happened, without the envelope."""
+    match event:
+        case SessionInitialized():
+            return f"session {event.config.session_id} for {event.config.owner} in {event.config.workspace}; tools: {', '.join(event.tools)}"
+        case UserMessageAdded():
+            return f"{event.principal}: {_short(event.text)}"
+        case TurnStarted():
+            return "turn started"
+        case ModelRequestStarted():
+            return f"round {event.round}: calling model {event.profile}"
+        case AssistantMessageCompleted():
+            calls = f" + {event.tool_calls} tool call(s)" if event.tool_calls else ""
+            return f"assistant: {_short(event.text) or '(no text)'}{calls} [{event.usage.input_tokens} in / {event.usage.output_tokens} out tokens]"
+        case ModelToolCallRequested():
+            args = event.call.arguments if event.call.arguments is not None else event.call.arguments_raw
+            return f"tool call {event.call.id}: {event.call.name} {_short(args)}"
+        case PermissionRequested():
+            r = event.request
+            return f"approval {r.request_id} requested for {r.tool} {_short(r.arguments)} ({r.reason})"
+        case PermissionGranted():
+            return f"approval {event.request_id} granted by {event.principal}" + (f": {event.reason}" if event.reason else "")
+        case PermissionDenied():
+            return f"approval {event.request_id} denied by {event.principal}" + (f": {event.reason}" if event.reason else "")
+        case PermissionDecisionIgnored():
+            return f"decision {event.decision} on {event.request_id} by {event.principal} ignored ({event.why})"
+        case ToolInvocationStarted():
+            return f"running {event.tool} ({event.call_id})"
+        case ToolInvocationCompleted():
+            return f"{event.tool} done ({event.size_bytes} bytes): {_short(event.preview, 80)}"
+        case ToolInvocationFailed():
+            return f"{event.tool} failed [{event.reason}]: {_short(event.error)}"
+        case TurnEnded():
+            tail = f": {event.error}" if event.error else ""
+            return f"turn ended {event.status} after {event.rounds} round(s){tail}"
+        case SessionCancelled():
+            return "turn cancelled" + (f" by {event.principal}" if event.principal else "") + (f": {event.reason}" if event.reason else "")
+        case SessionArchived():
+            return f"session archived by {event.principal}"
+    return event.type
+
+
+def event_line(event: Event) -> str:
+    turn = event.turn_id or "-"
+    return f"{event.seq:>4}  {turn:<8} {event.type:<26} {describe(event)}"
+
+
+def transcript_lines(messages: list[tuple[int, Message]]) -> list[str]:
+    lines = []
+    for position, message in messages:
+        if message.role == "tool":
+            head = f"[{position}] tool {message.name} ({message.tool_call_id}){' ERROR' if message.is_error else ''}:"
+            lines.append(f"{head} {_short(message.text, 300)}")
+        elif message.role == "assistant":
+            text = message.text or "(no text)"
+            lines.append(f"[{position}] assistant: {text}")
+            for call in message.tool_calls:
+                args = call.arguments if call.arguments is not None else call.arguments_raw
+                lines.append(f"      -> {call.name} {_short(args, 200)}")
+        else:
+            lines.append(f"[{position}] {message.role}: {message.text}")
+    return lines

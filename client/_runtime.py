@@ -1,0 +1,80 @@
+"""Finding or starting what a CLI command needs: a Temporal server, a worker, the store."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, TextIO
+
+from client._client import AgentClient
+from client._connection import connect
+from schemas import ServerUnavailable
+from store import Store
+from worker._config import DEFAULT_ADDRESS, AgentrtConfig
+from worker._devserver import DevServer, port_is_open
+from worker._worker import running_worker
+
+STATE_DIR = Path(".agentrt")
+
+
+@dataclass
+class Runtime:
+    client: AgentClient
+    config: AgentrtConfig
+    store: Store
+    embedded_server: DevServer | None
+    ui_url: str | None
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "localhost", int(port)
+
+
+@asynccontextmanager
+async def runtime(
+    config: AgentrtConfig,
+    *,
+    principal: str | None = None,
+    embed_if_missing: bool = True,
+    ensure_worker: bool = True,
+    notice: TextIO = sys.stderr,
+) -> AsyncIterator[Runtime]:
+    """A connected client, plus an embedded dev server and an in-process worker when none exist.
+
+    The embedded server is started only for the default address (``localhost:7233``): an
+    explicitly configured address that does not answer raises ``ServerUnavailable``.
+    """
+    async with AsyncExitStack() as stack:
+        store = Store.open(config.database_url)
+        stack.callback(store.close)
+        host, port = _host_port(config.temporal_address)
+        server: DevServer | None = None
+        ui_url: str | None = "http://localhost:8233"
+        if not port_is_open(host if host != "localhost" else "127.0.0.1", port):
+            if not (embed_if_missing and config.temporal_address == DEFAULT_ADDRESS):
+                raise ServerUnavailable(config.temporal_address, "connection refused")
+            ui_port = 8233 if not port_is_open("127.0.0.1", 8233) else None
+            server = DevServer(port=port, ui_port=ui_port, db_file=STATE_DIR / "temporal.db", log_file=STATE_DIR / "temporal.log")
+            print(
+                f"agentrt: no Temporal server at {config.temporal_address}; started an embedded one for this run"
+                f" (history in {server.db_file}{', UI ' + server.ui_url if server.ui_url else ''})",
+                file=notice,
+            )
+            await server.start()
+            stack.callback(server.stop)
+            ui_url = server.ui_url
+        try:
+            temporal = await connect(config.temporal_address, config.namespace)
+        except RuntimeError as err:
+            raise ServerUnavailable(config.temporal_address, str(err)) from err
+        client = AgentClient(temporal, task_queue=config.task_queue, principal=principal)
+        if ensure_worker and (server is not None or not await client.has_worker()):
+            print(f"agentrt: no worker polls task queue {config.task_queue!r}; running one in this process", file=notice)
+            await stack.enter_async_context(running_worker(temporal, config, store))
+        yield Runtime(client=client, config=config, store=store, embedded_server=server, ui_url=ui_url)
+
+
+__all__ = ["Runtime", "runtime", "DEFAULT_ADDRESS"]

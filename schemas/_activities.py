@@ -1,0 +1,99 @@
+"""Inputs and outputs of activities. They carry references and small metadata, never a transcript."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from schemas._base import Model
+from schemas._config import ModelProfile, SessionConfig
+from schemas._events import Event
+from schemas._messages import Message, ToolCall, ToolSpec, Usage
+
+
+class ModelRequest(Model):
+    """What a provider adapter receives: the profile, system prompt, messages and tools."""
+
+    profile: ModelProfile
+    system: str | None = None
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+
+class ModelResponse(Model):
+    """What a provider adapter returns: final text, tool calls, usage (tokens), stop reason."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: str | None = None
+
+
+class ModelCallInput(Model):
+    """Activity ``provider.complete``: the transcript is read from the store, positions < ``upto_position``."""
+
+    session_id: str
+    turn_id: str
+    round: int
+    profile: str
+    script: str | None = None
+    system_prompt: str | None = None
+    tool_names: list[str] = Field(default_factory=list)
+    upto_position: int
+    reply_position: int
+
+
+class ModelCallResult(Model):
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: str | None = None
+    position: int
+
+
+class ListToolsInput(Model):
+    """Activity ``tools.list``: ``names`` None lists every registered tool."""
+
+    names: list[str] | None = None
+
+
+class ListToolsResult(Model):
+    tools: list[ToolSpec]
+    unknown: list[str] = Field(default_factory=list)
+
+
+class ToolExecuteInput(Model):
+    """Activity ``tool.execute``: run one call in ``workspace`` and store its result at ``result_position``."""
+
+    session_id: str
+    turn_id: str
+    call: ToolCall
+    workspace: str
+    idempotency_key: str
+    result_position: int
+    timeout_seconds: float = 300.0
+
+
+class ToolExecuteResult(Model):
+    """``ok`` False means the tool ran and failed; ``error`` is what the model is shown."""
+
+    ok: bool
+    preview: str = ""
+    size_bytes: int = 0
+    error: str | None = None
+    error_type: str | None = None
+    position: int
+
+
+class PositionedMessage(Model):
+    position: int
+    turn_id: str | None = None
+    message: Message
+
+
+class StoreAppendInput(Model):
+    """Activity ``store.append``: idempotent write of messages by (session, position) and events by (session, seq)."""
+
+    session_id: str
+    config: SessionConfig | None = None
+    messages: list[PositionedMessage] = Field(default_factory=list)
+    events: list[Event] = Field(default_factory=list)

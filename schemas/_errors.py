@@ -1,0 +1,158 @@
+"""One error hierarchy for agentrt, so callers can tell mistakes from run failures.
+
+    AgentrtError
+    ├── ConfigurationError          a developer or operator mistake; never retried
+    │   ├── UnknownProfileError     a model profile name not in the configuration
+    │   └── InvalidScriptError      a scripted-model file that does not parse
+    ├── ClientError                 a client request the runtime could not serve
+    │   ├── SessionNotFound         no session workflow with that id
+    │   ├── RequestRejected         the session refused an update (validator said why)
+    │   └── ServerUnavailable       no Temporal server answers at the address
+    └── RunError                    something failed while work was running
+        ├── ProviderError           a model provider call failed
+        │   ├── ProviderHTTPError   the provider answered with a non-2xx status
+        │   └── ProviderTransportError  no HTTP answer (connect, read, stream cut)
+        ├── ToolError               a tool call could not be carried out
+        │   ├── WorkspaceEscapeError    a path leaves the session's workspace
+        │   └── ToolArgumentsError      arguments do not match the tool's schema
+        ├── PolicyDenied            the policy engine or an approver refused a call
+        ├── BudgetExceeded          a round, token or time budget ran out
+        └── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
+"""
+
+from __future__ import annotations
+
+
+class AgentrtError(Exception):
+    """Root of every error agentrt raises on purpose."""
+
+
+class ConfigurationError(AgentrtError):
+    """A configuration mistake (bad agentrt.toml, unknown profile, bad script). Not retried."""
+
+
+class UnknownProfileError(ConfigurationError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown model profile {name!r}; configured profiles: {', '.join(sorted(known)) or '(none)'}")
+
+
+class InvalidScriptError(ConfigurationError):
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"scripted model file {path!r} is invalid: {reason}")
+
+
+class ClientError(AgentrtError):
+    """A client request (start, send, approve, query) the runtime could not serve."""
+
+
+class SessionNotFound(ClientError):
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no session {session_id!r} (workflow id session-{session_id})")
+
+
+class RequestRejected(ClientError):
+    """The session refused an update; ``reason`` is the validator's message."""
+
+    def __init__(self, session_id: str, request: str, reason: str) -> None:
+        self.session_id = session_id
+        self.request = request
+        self.reason = reason
+        super().__init__(f"session {session_id} rejected {request}: {reason}")
+
+
+class ServerUnavailable(ClientError):
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"no Temporal server answers at {address}: {reason}")
+
+
+class RunError(AgentrtError):
+    """A failure while work was running (provider, tool, policy, budget, effect)."""
+
+
+class ProviderError(RunError):
+    """A model provider call failed."""
+
+
+# Statuses a provider call may succeed on when retried: request timeout, conflict,
+# rate limit, server errors and Anthropic's 529 "overloaded" (docs.anthropic.com/en/api/errors).
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
+
+
+def status_is_retryable(status: int) -> bool:
+    """True for 408, 409, 429, 529 and every 5xx; other statuses are final."""
+    return status in RETRYABLE_STATUSES or 500 <= status <= 599
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an error status (or an error event inside a 200 stream).
+
+    Fields: ``status`` (HTTP status), ``url``, ``body`` (response text, truncated to
+    4,096 characters), ``retry_after`` (seconds, from the Retry-After header, or None).
+    """
+
+    def __init__(self, status: int, url: str, body: str, retry_after: float | None = None) -> None:
+        self.status = status
+        self.url = url
+        self.body = body[:4096]
+        self.retry_after = retry_after
+        super().__init__(f"provider returned HTTP {status} for {url}: {self.body}")
+
+    @property
+    def retryable(self) -> bool:
+        return status_is_retryable(self.status)
+
+
+class ProviderTransportError(ProviderError):
+    """No usable HTTP answer: connection refused, timeout, stream cut. Always retryable."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"provider request to {url} failed: {reason}")
+
+    retryable = True
+
+
+class ToolError(RunError):
+    """A tool call could not be carried out; the message goes back to the model."""
+
+
+class WorkspaceEscapeError(ToolError):
+    def __init__(self, path: str, workspace: str) -> None:
+        self.path = path
+        self.workspace = workspace
+        super().__init__(f"path {path!r} resolves outside the workspace {workspace!r}")
+
+
+class ToolArgumentsError(ToolError):
+    def __init__(self, tool: str, problems: list[str]) -> None:
+        self.tool = tool
+        self.problems = problems
+        super().__init__(f"invalid arguments for tool {tool!r}: {'; '.join(problems)}")
+
+
+class PolicyDenied(RunError):
+    def __init__(self, tool: str, reason: str) -> None:
+        self.tool = tool
+        self.reason = reason
+        super().__init__(f"tool call {tool!r} denied: {reason}")
+
+
+class BudgetExceeded(RunError):
+    def __init__(self, budget: str, limit: float) -> None:
+        self.budget = budget
+        self.limit = limit
+        super().__init__(f"{budget} budget of {limit:g} exceeded")
+
+
+class EffectOutcomeUnknown(RunError):
+    def __init__(self, idempotency_key: str) -> None:
+        self.idempotency_key = idempotency_key
+        super().__init__(f"effect {idempotency_key!r} was claimed but its outcome was never recorded")

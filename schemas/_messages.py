@@ -1,0 +1,68 @@
+"""Conversation content: messages, tool calls, tool results and token usage."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from schemas._base import Model
+
+
+class Usage(Model):
+    """Token counts as reported by the provider (tokens)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ToolCall(Model):
+    """One tool call requested by the model.
+
+    ``arguments`` is the parsed JSON object, or None when the model's argument text did not
+    parse as a JSON object; then ``arguments_error`` says why and ``arguments_raw`` keeps
+    the text the model sent, so the error can be shown back to it.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None = None
+    arguments_raw: str = ""
+    arguments_error: str | None = None
+
+
+class ToolSpec(Model):
+    """A tool as the model and the policy engine see it.
+
+    ``parameters`` is a JSON Schema (draft 2020-12) object for the arguments; ``risk`` is
+    the tool's risk class: ``read_only`` (no effect), ``idempotent`` (repeatable effect) or
+    ``effectful`` (at most once).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    risk: Literal["read_only", "idempotent", "effectful"] = "read_only"
+
+
+class Message(Model):
+    """One transcript entry, as stored and as sent to a provider.
+
+    - ``user``: ``text``.
+    - ``assistant``: ``text`` (may be empty) and ``tool_calls``.
+    - ``tool``: the result of ``tool_call_id`` (``name`` is the tool); ``is_error`` marks a
+      failed call whose ``text`` is the error shown to the model.
+    """
+
+    role: Literal["system", "user", "assistant", "tool"]
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False

@@ -1,0 +1,131 @@
+"""The session workflow's inputs, outputs, messages (updates, signals, queries) and state view."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from schemas._base import Model
+from schemas._config import SessionConfig
+from schemas._messages import Usage
+
+TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
+SessionStatus = Literal["idle", "running", "awaiting_approval", "archived"]
+
+
+class SessionInput(Model):
+    """Input of ``SessionWorkflow.run``."""
+
+    config: SessionConfig
+
+
+class SessionResult(Model):
+    """Result of ``SessionWorkflow.run`` once the session is archived or cancelled."""
+
+    session_id: str
+    turns: int
+    usage: Usage
+    status: Literal["archived", "cancelled"]
+
+
+class SendMessageInput(Model):
+    """Update ``send_message``: queue a user message; returns a ``SendMessageResult``."""
+
+    text: str
+    principal: str
+
+
+class SendMessageResult(Model):
+    turn_id: str
+    queued_behind: int = 0
+
+
+class WaitTurnInput(Model):
+    """Update ``wait_turn``: wait until the turn ends; ``timeout_seconds`` None waits forever."""
+
+    turn_id: str
+    timeout_seconds: float | None = None
+
+
+class TurnOutcome(Model):
+    """How a turn ended.
+
+    ``status``: ``completed`` (final answer in ``answer``), ``failed`` (``error`` says why),
+    ``cancelled`` (``cancel_turn`` or ``archive``) or ``round_limit`` (``max_rounds_per_turn``
+    model calls without a final answer). ``pending`` is True only when ``wait_turn`` timed out.
+    """
+
+    turn_id: str
+    status: TurnStatus | Literal["pending"]
+    answer: str | None = None
+    error: str | None = None
+    rounds: int = 0
+    tool_calls: int = 0
+    usage: Usage = Field(default_factory=Usage)
+
+
+class PermissionRequest(Model):
+    """A tool call waiting for a human decision (event ``PermissionRequested``).
+
+    ``kind`` is ``tool_call`` (approve running it). ``arguments_sha256`` binds the decision
+    to the frozen arguments shown here.
+    """
+
+    request_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    arguments_sha256: str
+    risk: str
+    reason: str
+    kind: Literal["tool_call"] = "tool_call"
+
+
+class PermissionDecision(Model):
+    """Signal ``permission_decision``: ``{"request_id": "req-1", "decision": "grant", "principal": "alice"}``."""
+
+    request_id: str
+    decision: Literal["grant", "deny"]
+    principal: str
+    reason: str | None = None
+
+
+class CancelTurnInput(Model):
+    """Signal ``cancel_turn``: cancel the running turn (``turn_id`` None means whichever runs)."""
+
+    turn_id: str | None = None
+    principal: str | None = None
+    reason: str | None = None
+
+
+class ArchiveInput(Model):
+    """Update ``archive``: end the session; a running turn is cancelled, queued ones too."""
+
+    principal: str
+    reason: str | None = None
+
+
+class EventsQuery(Model):
+    """Query ``events``: events with ``seq > since_seq``, at most ``limit`` of them."""
+
+    since_seq: int = 0
+    limit: int = Field(default=1000, ge=1, le=10_000)
+
+
+class SessionStateView(Model):
+    """Answer of query ``state``."""
+
+    session_id: str
+    owner: str
+    status: SessionStatus
+    profile: str
+    workspace: str
+    active_turn_id: str | None = None
+    queued_turn_ids: list[str] = Field(default_factory=list)
+    pending_approvals: list[PermissionRequest] = Field(default_factory=list)
+    turns_completed: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    last_seq: int = 0
+    current_round: int = 0

@@ -1,0 +1,87 @@
+"""Table definitions of the application store, shared by queries and Alembic's autogenerate.
+
+The migrations in ``store/migrations/versions`` are the source of truth for the schema;
+these definitions must match them.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+
+__all__ = ["events", "messages", "metadata", "sessions", "token_deltas"]
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# One row per session; ``config_json`` is the SessionConfig as JSON text.
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("session_id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("profile", String(255), nullable=False),
+    Column("title", Text, nullable=True),
+    Column("config_json", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index(None, "created_at"),
+)
+
+# The transcript: one Message (JSON) per (session_id, position).
+messages = Table(
+    "messages",
+    metadata,
+    Column("session_id", String(255), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("turn_id", String(255), nullable=True),
+    Column("role", String(32), nullable=False),
+    Column("content_json", Text, nullable=False),
+    PrimaryKeyConstraint("session_id", "position"),
+)
+
+# The event projection: one Event (JSON) per (session_id, seq).
+events = Table(
+    "events",
+    metadata,
+    Column("session_id", String(255), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("turn_id", String(255), nullable=True),
+    Column("at", DateTime(timezone=True), nullable=True),
+    Column("body_json", Text, nullable=False),
+    PrimaryKeyConstraint("session_id", "seq"),
+)
+
+# Streamed model output, read by subscribers in ``id`` order; never in workflow history.
+token_deltas = Table(
+    "token_deltas",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("session_id", String(255), nullable=False),
+    Column("turn_id", String(255), nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "session_id", "id"),
+)

@@ -1,0 +1,1 @@
+"""agentrt package."""

@@ -1,0 +1,101 @@
+"""Tests for what adapters share: wire-safe tool names, tool-argument parsing, provider_for."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from activities.providers import (
+    AnthropicProvider,
+    OpenAIProvider,
+    Provider,
+    ScriptedProvider,
+    ToolNames,
+    provider_for,
+    tool_call_from_text,
+)
+from schemas import ConfigurationError, ModelProfile
+
+WIRE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def test_dotted_tool_names_map_to_wire_names_and_back() -> None:
+    names = ToolNames(["fs.read", "shell.run", "memory_put"])
+
+    assert [names.to_wire(n) for n in ["fs.read", "shell.run", "memory_put"]] == ["fs__read", "shell__run", "memory_put"]
+    assert names.to_name("fs__read") == "fs.read"
+    assert names.to_name("memory_put") == "memory_put"
+
+
+def test_wire_names_stay_unique_and_valid_when_names_collide_or_run_long() -> None:
+    tools = ["fs.read", "fs__read", "mcp:server/tool", "mcp/server:tool", "x." + "y" * 80]
+    names = ToolNames(tools)
+
+    wires = [names.to_wire(t) for t in tools]
+
+    assert len(set(wires)) == len(tools)
+    assert all(WIRE.match(w) for w in wires)
+    assert [names.to_name(w) for w in wires] == tools
+    assert names.to_wire("fs__read") == "fs__read"
+
+
+def test_unknown_wire_name_is_returned_unchanged() -> None:
+    assert ToolNames(["fs.read"]).to_name("made_up") == "made_up"
+
+
+@pytest.mark.parametrize(
+    ("raw", "arguments"),
+    [("", {}), ("  \n", {}), ('{"a": 1}', {"a": 1})],
+)
+def test_argument_text_that_parses_gives_arguments(raw: str, arguments: dict) -> None:
+    call = tool_call_from_text("c1", "fs.read", raw)
+
+    assert (call.arguments, call.arguments_error, call.arguments_raw) == (arguments, None, "")
+
+
+@pytest.mark.parametrize(("raw", "why"), [("{bad", "not valid JSON"), ("[1, 2]", "JSON object"), ('"s"', "JSON object")])
+def test_argument_text_that_is_not_an_object_gives_arguments_error(raw: str, why: str) -> None:
+    call = tool_call_from_text("c1", "fs.read", raw)
+
+    assert (call.arguments, call.arguments_raw) == (None, raw)
+    assert why in (call.arguments_error or "")
+
+
+def test_provider_for_reads_the_api_key_from_the_named_variable() -> None:
+    profile = ModelProfile(name="p", provider="anthropic", model="claude", api_key_env="ANTHROPIC_API_KEY")
+
+    provider = provider_for(profile, env={"ANTHROPIC_API_KEY": "sk-ant"})
+
+    assert isinstance(provider, AnthropicProvider)
+    assert provider.api_key == "sk-ant"
+    assert isinstance(provider, Provider)
+
+
+def test_provider_for_raises_when_the_named_key_variable_is_missing() -> None:
+    profile = ModelProfile(name="p", provider="openai", model="gpt-4o", api_key_env="OPENAI_API_KEY")
+
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        provider_for(profile, env={})
+
+
+def test_provider_for_allows_a_keyless_openai_compatible_local_server() -> None:
+    profile = ModelProfile(name="p", provider="openai", model="llama3", base_url="http://127.0.0.1:11434/v1")
+
+    provider = provider_for(profile, env={})
+
+    assert isinstance(provider, OpenAIProvider)
+    assert provider.api_key is None
+
+
+def test_provider_for_refuses_the_vendor_endpoint_without_a_key_variable() -> None:
+    profile = ModelProfile(name="p", provider="openai", model="gpt-4o")
+
+    with pytest.raises(ConfigurationError, match="api_key_env"):
+        provider_for(profile, env={})
+
+
+def test_provider_for_builds_the_scripted_provider_and_needs_a_script() -> None:
+    assert isinstance(provider_for(ModelProfile(name="s", provider="scripted", script="s.json"), env={}), ScriptedProvider)
+    with pytest.raises(ConfigurationError, match="script"):
+        provider_for(ModelProfile(name="s", provider="scripted"), env={})

@@ -1,0 +1,84 @@
+"""Tests for the error boundary: Retry-After parsing, ApplicationError mapping, httpx error mapping."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from activities.providers import OpenAIProvider, application_error_from, retry_after_seconds
+from schemas import Message, ModelProfile, ModelRequest, ProviderHTTPError, ProviderTransportError
+
+URL = "https://api.example.test/v1/chat/completions"
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 529])
+def test_retryable_statuses_give_a_retryable_application_error(status: int) -> None:
+    error = application_error_from(ProviderHTTPError(status, URL, "{}"))
+
+    assert error.non_retryable is False
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+def test_other_client_errors_give_a_non_retryable_application_error(status: int) -> None:
+    error = application_error_from(ProviderHTTPError(status, URL, "{}"))
+
+    assert error.non_retryable is True
+
+
+def test_application_error_carries_type_message_details_and_retry_delay() -> None:
+    exc = ProviderHTTPError(429, URL, '{"error": "slow down"}', retry_after=2.5)
+
+    error = application_error_from(exc)
+
+    assert error.type == "ProviderHTTPError"
+    assert error.message == str(exc)
+    assert error.details == ({"status": 429, "url": URL, "body": '{"error": "slow down"}'},)
+    assert error.next_retry_delay == timedelta(seconds=2.5)
+
+
+def test_application_error_without_retry_after_has_no_retry_delay() -> None:
+    assert application_error_from(ProviderHTTPError(503, URL, "")).next_retry_delay is None
+
+
+def test_transport_error_is_always_retryable() -> None:
+    error = application_error_from(ProviderTransportError(URL, "ConnectError: refused"))
+
+    assert error.type == "ProviderTransportError"
+    assert error.non_retryable is False
+    assert error.details[0]["url"] == URL
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({}, None),
+        ({"retry-after": "12"}, 12.0),
+        ({"retry-after": "0.5"}, 0.5),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "-3"}, None),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, 10.0),
+    ],
+)
+def test_retry_after_header_is_read_in_seconds(headers: dict[str, str], seconds: float | None) -> None:
+    now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+
+    assert retry_after_seconds(httpx.Headers(headers), now=now) == seconds
+
+
+async def test_read_timeout_from_httpx_becomes_a_chained_transport_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    profile = ModelProfile(name="t", provider="openai", model="m", base_url="https://api.example.test/v1")
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    provider = OpenAIProvider(profile, "k", client=client)
+
+    with pytest.raises(ProviderTransportError, match="timed out") as caught:
+        await provider.complete(ModelRequest(profile=profile, messages=[Message(role="user", text="x")]))
+
+    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
+    assert caught.value.url == URL
+    await client.aclose()

@@ -1,0 +1,269 @@
+"""Behaviour of fs.list, fs.read, fs.search and fs.write on real directories, including confinement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from activities.tools import FsList, FsRead, FsSearch, FsWrite, ToolContext, resolve_in_workspace
+from schemas import ToolArgumentsError, ToolCall, ToolError, WorkspaceEscapeError
+
+
+def run(registry, ctx: ToolContext, name: str, **arguments) -> str:
+    return registry.execute(ToolCall(id="c1", name=name, arguments=arguments), ctx).text
+
+
+# --- resolve_in_workspace ----------------------------------------------------------
+
+
+def test_relative_path_resolves_inside_the_workspace(workspace: Path) -> None:
+    assert resolve_in_workspace(workspace, "a/b.txt") == workspace.resolve() / "a" / "b.txt"
+
+
+def test_absolute_path_inside_the_workspace_is_allowed(workspace: Path) -> None:
+    target = workspace / "x.txt"
+    assert resolve_in_workspace(workspace, str(target)) == target.resolve()
+
+
+def test_dotdot_escape_is_rejected(workspace: Path) -> None:
+    with pytest.raises(WorkspaceEscapeError, match="outside the workspace"):
+        resolve_in_workspace(workspace, "sub/../../outside/secret.txt")
+
+
+def test_absolute_path_outside_the_workspace_is_rejected(workspace: Path, outside: Path) -> None:
+    with pytest.raises(WorkspaceEscapeError):
+        resolve_in_workspace(workspace, str(outside / "secret.txt"))
+
+
+# --- fs.read -------------------------------------------------------------------------
+
+
+def test_read_returns_file_text(registry, ctx, workspace: Path) -> None:
+    (workspace / "hello.txt").write_text("hello\nworld\n")
+    assert run(registry, ctx, "fs.read", path="hello.txt") == "hello\nworld\n"
+
+
+def test_read_notes_truncation_with_byte_range(registry, ctx, workspace: Path) -> None:
+    (workspace / "big.txt").write_bytes(b"x" * 100)
+    text = run(registry, ctx, "fs.read", path="big.txt", limit=10)
+    assert text == "x" * 10 + "\n[truncated: showing bytes 0-10 of 100]"
+
+
+def test_read_from_offset_returns_the_later_bytes(registry, ctx, workspace: Path) -> None:
+    (workspace / "abc.txt").write_text("abcdef")
+    assert run(registry, ctx, "fs.read", path="abc.txt", offset=4).startswith("ef\n[truncated: showing bytes 4-6 of 6]")
+
+
+def test_read_replaces_undecodable_bytes(registry, ctx, workspace: Path) -> None:
+    (workspace / "bad.txt").write_bytes(b"ok \xff end")
+    assert run(registry, ctx, "fs.read", path="bad.txt") == "ok \ufffd end"
+
+
+def test_read_of_a_directory_is_a_tool_error(registry, ctx, workspace: Path) -> None:
+    (workspace / "d").mkdir()
+    with pytest.raises(ToolError, match="is a directory"):
+        run(registry, ctx, "fs.read", path="d")
+
+
+def test_read_of_a_missing_file_is_a_tool_error(registry, ctx) -> None:
+    with pytest.raises(ToolError, match="no such file: 'nope.txt'"):
+        run(registry, ctx, "fs.read", path="nope.txt")
+
+
+def test_read_limit_above_one_mebibyte_is_an_argument_error(registry, ctx) -> None:
+    with pytest.raises(ToolArgumentsError, match="limit: Input should be less than or equal to 1048576"):
+        run(registry, ctx, "fs.read", path="a.txt", limit=2 * 1024 * 1024)
+
+
+def test_read_through_a_symlink_inside_the_workspace_is_allowed(registry, ctx, workspace: Path) -> None:
+    (workspace / "real.txt").write_text("real content")
+    (workspace / "link.txt").symlink_to(workspace / "real.txt")
+    assert run(registry, ctx, "fs.read", path="link.txt") == "real content"
+
+
+def test_read_through_a_symlinked_file_leaving_the_workspace_is_rejected(
+    registry, ctx, workspace: Path, outside: Path
+) -> None:
+    (workspace / "leak.txt").symlink_to(outside / "secret.txt")
+    with pytest.raises(WorkspaceEscapeError):
+        run(registry, ctx, "fs.read", path="leak.txt")
+
+
+def test_read_through_a_symlinked_directory_leaving_the_workspace_is_rejected(
+    registry, ctx, workspace: Path, outside: Path
+) -> None:
+    (workspace / "leakdir").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(WorkspaceEscapeError):
+        run(registry, ctx, "fs.read", path="leakdir/secret.txt")
+
+
+def test_read_of_dotdot_path_is_rejected(registry, ctx) -> None:
+    with pytest.raises(WorkspaceEscapeError):
+        run(registry, ctx, "fs.read", path="../outside/secret.txt")
+
+
+# --- fs.list -------------------------------------------------------------------------
+
+
+def test_list_shows_sorted_entries_with_directories_marked(registry, ctx, workspace: Path) -> None:
+    (workspace / "b.txt").write_text("")
+    (workspace / "a").mkdir()
+    (workspace / "a" / "inner.txt").write_text("")
+    assert run(registry, ctx, "fs.list") == "a/\nb.txt"
+
+
+def test_list_recursive_shows_nested_paths_relative_to_the_workspace(registry, ctx, workspace: Path) -> None:
+    (workspace / "a" / "b").mkdir(parents=True)
+    (workspace / "a" / "b" / "c.txt").write_text("")
+    assert run(registry, ctx, "fs.list", recursive=True) == "a/\na/b/\na/b/c.txt"
+
+
+def test_list_of_a_subdirectory_keeps_workspace_relative_paths(registry, ctx, workspace: Path) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "f.txt").write_text("")
+    assert run(registry, ctx, "fs.list", path="sub") == "sub/f.txt"
+
+
+def test_list_skips_git_directory(registry, ctx, workspace: Path) -> None:
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "HEAD").write_text("ref")
+    (workspace / "f.txt").write_text("")
+    assert run(registry, ctx, "fs.list", recursive=True) == "f.txt"
+
+
+def test_list_notes_truncation_at_max_entries(registry, ctx, workspace: Path) -> None:
+    for name in "abcde":
+        (workspace / f"{name}.txt").write_text("")
+    assert run(registry, ctx, "fs.list", max_entries=2) == "a.txt\nb.txt\n[truncated: showing the first 2 entries]"
+
+
+def test_list_does_not_follow_symlinks_out_of_the_workspace(
+    registry, ctx, workspace: Path, outside: Path
+) -> None:
+    (workspace / "leakdir").symlink_to(outside, target_is_directory=True)
+    (workspace / "leak.txt").symlink_to(outside / "secret.txt")
+    (workspace / "ok.txt").write_text("")
+    assert run(registry, ctx, "fs.list", recursive=True) == "ok.txt"
+
+
+def test_list_of_a_symlinked_directory_leaving_the_workspace_is_rejected(
+    registry, ctx, workspace: Path, outside: Path
+) -> None:
+    (workspace / "leakdir").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(WorkspaceEscapeError):
+        run(registry, ctx, "fs.list", path="leakdir")
+
+
+def test_list_of_a_file_is_a_tool_error(registry, ctx, workspace: Path) -> None:
+    (workspace / "f.txt").write_text("")
+    with pytest.raises(ToolError, match="not a directory"):
+        run(registry, ctx, "fs.list", path="f.txt")
+
+
+# --- fs.search -----------------------------------------------------------------------
+
+
+def test_search_reports_path_line_and_text(registry, ctx, workspace: Path) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "m.py").write_text("import os\ndef main():\n    pass\n")
+    assert run(registry, ctx, "fs.search", pattern=r"def \w+") == "src/m.py:2: def main():"
+
+
+def test_search_with_glob_only_looks_at_matching_files(registry, ctx, workspace: Path) -> None:
+    (workspace / "a.py").write_text("needle\n")
+    (workspace / "a.txt").write_text("needle\n")
+    assert run(registry, ctx, "fs.search", pattern="needle", glob="*.py") == "a.py:1: needle"
+
+
+def test_search_skips_binary_files_and_git(registry, ctx, workspace: Path) -> None:
+    (workspace / "blob.bin").write_bytes(b"needle\0\x01\x02")
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "config").write_text("needle\n")
+    (workspace / "t.txt").write_text("a needle here\n")
+    assert run(registry, ctx, "fs.search", pattern="needle") == "t.txt:1: a needle here"
+
+
+def test_search_stops_at_max_matches(registry, ctx, workspace: Path) -> None:
+    (workspace / "t.txt").write_text("x\n" * 5)
+    assert run(registry, ctx, "fs.search", pattern="x", max_matches=2) == "t.txt:1: x\nt.txt:2: x\n[stopped after 2 matches]"
+
+
+def test_search_with_no_match_says_so(registry, ctx, workspace: Path) -> None:
+    (workspace / "t.txt").write_text("hay\n")
+    assert run(registry, ctx, "fs.search", pattern="needle") == "no matches"
+
+
+def test_search_with_invalid_regex_is_an_argument_error(registry, ctx) -> None:
+    with pytest.raises(ToolArgumentsError, match="pattern: invalid regular expression"):
+        run(registry, ctx, "fs.search", pattern="(unclosed")
+
+
+def test_search_does_not_follow_symlinks_out_of_the_workspace(
+    registry, ctx, workspace: Path, outside: Path
+) -> None:
+    (workspace / "leakdir").symlink_to(outside, target_is_directory=True)
+    (workspace / "leak.txt").symlink_to(outside / "secret.txt")
+    assert run(registry, ctx, "fs.search", pattern="secret") == "no matches"
+
+
+def test_search_outside_the_workspace_is_rejected(registry, ctx) -> None:
+    with pytest.raises(WorkspaceEscapeError):
+        run(registry, ctx, "fs.search", pattern="x", path="..")
+
+
+# --- fs.write ------------------------------------------------------------------------
+
+
+def test_write_creates_the_file_and_reports_bytes(registry, ctx, workspace: Path) -> None:
+    assert run(registry, ctx, "fs.write", path="new.txt", content="héllo") == "wrote 6 bytes to new.txt"
+    assert (workspace / "new.txt").read_text(encoding="utf-8") == "héllo"
+
+
+def test_write_replaces_existing_content(registry, ctx, workspace: Path) -> None:
+    (workspace / "f.txt").write_text("old old old")
+    run(registry, ctx, "fs.write", path="f.txt", content="new")
+    assert (workspace / "f.txt").read_text() == "new"
+
+
+def test_write_with_append_adds_to_the_end(registry, ctx, workspace: Path) -> None:
+    (workspace / "log.txt").write_text("one\n")
+    assert run(registry, ctx, "fs.write", path="log.txt", content="two\n", append=True) == "appended 4 bytes to log.txt"
+    assert (workspace / "log.txt").read_text() == "one\ntwo\n"
+
+
+def test_write_creates_missing_parent_directories(registry, ctx, workspace: Path) -> None:
+    run(registry, ctx, "fs.write", path="a/b/c.txt", content="x")
+    assert (workspace / "a" / "b" / "c.txt").read_text() == "x"
+
+
+def test_write_without_create_dirs_into_missing_directory_is_a_tool_error(registry, ctx) -> None:
+    with pytest.raises(ToolError, match="does not exist"):
+        run(registry, ctx, "fs.write", path="a/b.txt", content="x", create_dirs=False)
+
+
+def test_write_through_a_symlinked_directory_leaving_the_workspace_is_rejected(
+    registry, ctx, workspace: Path, outside: Path
+) -> None:
+    (workspace / "leakdir").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(WorkspaceEscapeError):
+        run(registry, ctx, "fs.write", path="leakdir/pwned.txt", content="x")
+    assert not (outside / "pwned.txt").exists()
+
+
+def test_write_to_absolute_path_outside_the_workspace_is_rejected(registry, ctx, outside: Path) -> None:
+    with pytest.raises(WorkspaceEscapeError):
+        run(registry, ctx, "fs.write", path=str(outside / "pwned.txt"), content="x")
+    assert not (outside / "pwned.txt").exists()
+
+
+def test_write_to_a_directory_is_a_tool_error(registry, ctx, workspace: Path) -> None:
+    (workspace / "d").mkdir()
+    with pytest.raises(ToolError, match="is a directory"):
+        run(registry, ctx, "fs.write", path="d", content="x")
+
+
+def test_file_tools_declare_their_risk_class() -> None:
+    assert [t.risk for t in (FsList(), FsRead(), FsSearch(), FsWrite())] == [
+        "read_only", "read_only", "read_only", "effectful",
+    ]

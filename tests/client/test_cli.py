@@ -1,0 +1,112 @@
+"""The `agentrt` CLI as a user runs it: a real process against the test run's Temporal server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Harness
+from tests.e2e._support import write_script
+
+
+def agentrt(harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+        "AGENTRT_TASK_QUEUE": harness.task_queue,
+        "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+        "AGENTRT_PRINCIPAL": "alice",
+    }
+    env.pop("AGENTRT_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "client._cli", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, input=input,
+    )
+
+
+def test_run_json_prints_one_object_with_the_outcome(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "x.txt", "content": "hi"}}]},
+        {"text": "wrote x.txt"},
+    ])
+    result = agentrt(harness, "run", "write x", "--workspace", str(workspace), "--script", script, "--approve", "auto", "--json", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["outcome"] == "completed" and body["answer"] == "wrote x.txt"
+    assert set(body) >= {"session_id", "turn_id", "outcome", "answer", "usage"}
+    assert (workspace / "x.txt").read_text() == "hi"
+    assert "granting req-1" in result.stderr
+    harness.session_ids.append(body["session_id"])
+
+
+def test_run_with_approve_deny_refuses_the_call_and_still_answers(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "touch no.txt"}}]},
+        {"text": "could not run it"},
+    ])
+    result = agentrt(harness, "run", "run it", "-w", str(workspace), "--script", script, "--approve", "deny", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "denying req-1" in result.stdout
+    assert "could not run it" in result.stdout
+    assert not (workspace / "no.txt").exists()
+
+
+def test_run_with_approve_ask_reads_the_answer_from_the_terminal(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "asked.txt", "content": "yes"}}]},
+        {"text": "ok"},
+    ])
+    result = agentrt(harness, "run", "go", "-w", str(workspace), "--script", script, "--approve", "ask", cwd=tmp_path, input="y\n")
+    assert result.returncode == 0, result.stderr
+    assert "approve fs.write" in result.stderr
+    assert (workspace / "asked.txt").read_text() == "yes"
+
+
+def test_session_commands_show_state_events_and_send(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "first"}, {"text": "second"}])
+    run = agentrt(harness, "run", "hello", "-w", str(workspace), "--script", script, "--json", cwd=tmp_path)
+    session_id = json.loads(run.stdout)["session_id"]
+    harness.session_ids.append(session_id)
+
+    sent = agentrt(harness, "session", "send", session_id, "again", "--json", cwd=tmp_path)
+    assert json.loads(sent.stdout)["answer"] == "second"
+    state = json.loads(agentrt(harness, "session", "state", session_id, "--json", cwd=tmp_path).stdout)
+    assert state["turns_completed"] == 2 and state["status"] == "idle"
+    events = agentrt(harness, "session", "events", session_id, cwd=tmp_path).stdout
+    assert "UserMessageAdded" in events and "TurnEnded" in events
+    listing = agentrt(harness, "session", "list", cwd=tmp_path).stdout
+    assert session_id in listing
+    archived = agentrt(harness, "session", "archive", session_id, cwd=tmp_path)
+    assert archived.returncode == 0 and "archived" in archived.stdout
+
+
+def test_unknown_session_is_a_clear_error(harness: Harness, tmp_path: Path) -> None:
+    result = agentrt(harness, "session", "state", "no-such-session", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no session 'no-such-session'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "x", "--workspace", "/definitely/not/here"], "does not exist"),
+        (["run", "x", "--workspace", ".", "--approve", "maybe"], "'maybe' is not one of"),
+        (["run", "x", "--workspace", ".", "--max-rounds", "0"], "0 is not in the range"),
+    ],
+)
+def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
+    result = agentrt(harness, *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_every_command_has_help(harness: Harness, tmp_path: Path) -> None:
+    for args in (["--help"], ["run", "--help"], ["session", "--help"], ["session", "approve", "--help"], ["dev", "--help"]):
+        result = agentrt(harness, *args, cwd=tmp_path)
+        assert result.returncode == 0 and "Usage" in result.stdout

@@ -1,0 +1,120 @@
+"""Shared fixtures: one real Temporal dev server per test run, a store, and a worker per test."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from activities.tools import default_registry
+from client import AgentClient, connect
+from store import Store
+from worker import AgentrtConfig, DevServer, build_worker
+
+OWNER = "alice"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("agentrt-state")
+
+
+@pytest.fixture(scope="session")
+async def temporal_server(state_dir: Path) -> AsyncIterator[DevServer]:
+    server = DevServer(
+        port=free_port(),
+        ui_port=None,
+        db_file=state_dir / "temporal.db",
+        log_file=state_dir / "temporal.log",
+        extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port())],
+    )
+    await server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(temporal_server: DevServer) -> Client:
+    return await connect(temporal_server.address)
+
+
+@pytest.fixture(scope="session")
+def store_url(state_dir: Path) -> str:
+    return f"sqlite:///{state_dir / 'agentrt.db'}"
+
+
+@pytest.fixture(scope="session")
+def store(store_url: str) -> Store:
+    return Store.open(store_url)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "README.md").write_text("# Demo project\n\nA small project used by tests.\n")
+    (ws / "src").mkdir()
+    (ws / "src" / "main.py").write_text("print('hello')\n")
+    return ws
+
+
+class Harness:
+    """A worker on a fresh task queue plus clients for it; records every session it starts."""
+
+    def __init__(self, temporal: Client, task_queue: str, config: AgentrtConfig, store: Store, server: DevServer) -> None:
+        self.temporal = temporal
+        self.task_queue = task_queue
+        self.config = config
+        self.store = store
+        self.server = server
+        self.client = AgentClient(temporal, task_queue=task_queue, principal=OWNER)
+        self.session_ids: list[str] = []
+
+    def as_principal(self, principal: str) -> AgentClient:
+        return AgentClient(self.temporal, task_queue=self.task_queue, principal=principal)
+
+    def handle(self, session_id: str) -> WorkflowHandle:
+        return self.temporal.get_workflow_handle(f"session-{session_id}")
+
+    def new_session_id(self) -> str:
+        session_id = uuid.uuid4().hex[:12]
+        self.session_ids.append(session_id)
+        return session_id
+
+    @asynccontextmanager
+    async def worker(self) -> AsyncIterator[None]:
+        worker = build_worker(self.temporal, self.config, self.store, default_registry(), task_queue=self.task_queue)
+        async with worker:
+            yield
+
+
+RECORDED_HISTORIES: list[WorkflowHandle] = []
+
+
+@pytest.fixture
+async def harness(temporal_client: Client, temporal_server: DevServer, store: Store, store_url: str) -> AsyncIterator[Harness]:
+    config = AgentrtConfig(temporal_address=temporal_server.address, task_queue=f"tq-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    h = Harness(temporal_client, config.task_queue, config, store, temporal_server)
+    async with h.worker():
+        yield h
+    RECORDED_HISTORIES.extend(h.handle(s) for s in h.session_ids)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "replay_last: runs after every other test (replays their histories)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("replay_last") is not None)

@@ -1,0 +1,278 @@
+"""The session workflow end to end on a real Temporal dev server, a real store and real tools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from schemas import (
+    ApprovalPolicy,
+    PermissionDecisionIgnored,
+    PermissionRequested,
+    RequestRejected,
+    ToolInvocationFailed,
+    ModelRequestStarted,
+)
+from tests.conftest import OWNER, Harness
+from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
+from worker import temporal_binary
+
+
+async def test_turn_with_three_tool_calls_across_rounds_completes(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"text": "listing", "tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]},
+        {"tool_calls": [{"name": "fs.read", "arguments": {"path": "README.md"}}]},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "NOTES.md", "content": "notes\n"}}]},
+        {"text": "all done"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL), "go")
+
+    outcome = await harness.client.wait(sid, started.turn_id)
+
+    assert outcome.status == "completed"
+    assert outcome.answer == "all done"
+    assert outcome.rounds == 4
+    assert outcome.tool_calls == 3
+    assert (workspace / "NOTES.md").read_text() == "notes\n"
+    events = (await harness.client.events(sid)).events
+    assert event_types(events).count("ToolInvocationCompleted") == 3
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    transcript = harness.store.messages(sid)
+    assert [m.role for _, m in transcript] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert "Demo project" in transcript[4][1].text
+
+
+async def test_several_tool_calls_in_one_response_are_all_handled(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [
+            {"name": "fs.read", "arguments": {"path": "README.md"}},
+            {"name": "fs.read", "arguments": {"path": "src/main.py"}},
+            {"name": "fs.list", "arguments": {}},
+        ]},
+        {"text": "read both"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "completed" and outcome.tool_calls == 3
+    tool_results = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert [m.tool_call_id for m in tool_results] == ["call_0_0", "call_0_1", "call_0_2"]
+    assert "print('hello')" in tool_results[1].text
+
+
+async def test_approval_granted_through_the_temporal_cli_runs_the_tool(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "out.txt", "content": "approved\n"}}]},
+        {"text": "written"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "write it")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    assert isinstance(requested, PermissionRequested)
+    assert not (workspace / "out.txt").exists()
+    assert (await harness.client.state(sid)).status == "awaiting_approval"
+
+    body = {"request_id": requested.request.request_id, "decision": "grant", "principal": OWNER}
+    subprocess.run(
+        [temporal_binary(), "workflow", "signal", "--address", harness.server.address,
+         "--workflow-id", f"session-{sid}", "--name", "permission_decision", "--input", json.dumps(body)],
+        check=True, capture_output=True, timeout=60,
+    )
+
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "completed"
+    assert (workspace / "out.txt").read_text() == "approved\n"
+    assert "PermissionGranted" in event_types((await harness.client.events(sid)).events)
+
+
+async def test_denied_approval_tells_the_model_and_skips_the_tool(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "touch ran.txt"}}]},
+        {"text": "ok, not running it"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "run it")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await harness.client.deny(sid, requested.request.request_id, reason="not today")
+
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "completed"
+    assert not (workspace / "ran.txt").exists()
+    tool_message = [m for _, m in harness.store.messages(sid) if m.role == "tool"][0]
+    assert tool_message.is_error and "denied by alice: not today" in tool_message.text
+
+
+async def test_decisions_from_strangers_unknown_requests_and_repeats_are_recorded_and_ignored(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "x"}}]},
+        {"text": "done"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    request_id = requested.request.request_id
+
+    await harness.as_principal("mallory").approve(sid, request_id)
+    await harness.client.approve(sid, "req-999")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionDecisionIgnored) and e.why == "unknown_request")
+    assert (await harness.client.state(sid)).status == "awaiting_approval"
+    await harness.client.approve(sid, request_id)
+    await harness.client.deny(sid, request_id)
+    outcome = await harness.client.wait(sid, started.turn_id)
+
+    assert outcome.status == "completed"
+    assert (workspace / "a.txt").read_text() == "x"
+    ignored = [e for e in (await harness.client.events(sid)).events if isinstance(e, PermissionDecisionIgnored)]
+    assert sorted(e.why for e in ignored) == ["already_decided", "not_owner", "unknown_request"]
+
+
+async def test_message_sent_during_an_approval_wait_runs_after_the_first_turn(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "first.txt", "content": "1"}}]},
+        {"text": "first answer"},
+        {"text": "second answer"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "first")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    second = await harness.client.send(sid, "second")
+    assert second.queued_behind == 1
+    assert (await harness.client.state(sid)).queued_turn_ids == [second.turn_id]
+
+    await harness.client.approve(sid, requested.request.request_id)
+    first_outcome = await harness.client.wait(sid, started.turn_id)
+    second_outcome = await harness.client.wait(sid, second.turn_id)
+
+    assert (first_outcome.answer, second_outcome.answer) == ("first answer", "second answer")
+    users = [m.text for _, m in harness.store.messages(sid) if m.role == "user"]
+    assert users == ["first", "second"]
+
+
+async def test_cancel_turn_during_a_slow_model_call_ends_the_turn_and_the_session_goes_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"text": "too slow", "delay_seconds": 300},
+        {"text": "fast answer"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "slow")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, ModelRequestStarted))
+    await asyncio.sleep(0.5)  # let the activity start and heartbeat
+    await harness.client.cancel(sid, reason="changed my mind")
+
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "cancelled"
+    assert "changed my mind" in (outcome.error or "")
+    assert (await harness.client.state(sid)).status == "idle"
+
+    # The cancelled attempt left no reply; the next call gets the next scripted response.
+    nxt = await harness.client.send(sid, "again")
+    assert (await harness.client.wait(sid, nxt.turn_id)).answer == "too slow"
+
+
+async def test_send_message_rejects_empty_text_strangers_and_archived_sessions(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "hi"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "hello")
+    await harness.client.wait(sid, started.turn_id)
+
+    with pytest.raises(RequestRejected, match="message text is empty"):
+        await harness.client.send(sid, "   ")
+    with pytest.raises(RequestRejected, match="'mallory' may not send"):
+        await harness.as_principal("mallory").send(sid, "let me in")
+    state = await harness.client.state(sid)
+    assert state.turns_completed == 1 and state.queued_turn_ids == []
+
+    await harness.client.archive(sid)
+    with pytest.raises(RequestRejected, match="archived"):
+        await harness.client.send(sid, "too late")
+    result = await harness.handle(sid).result()
+    assert result.status == "archived" and result.turns == 1
+
+
+async def test_unknown_tool_and_malformed_arguments_go_back_to_the_model(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [
+            {"name": "fs.delete_everything", "arguments": {}},
+            {"name": "fs.read", "arguments_raw": "{\"path\": \"README.md\""},
+            {"name": "fs.read", "arguments": {"path": 42}},
+            {"name": "fs.read", "arguments": {"path": "../../etc/passwd"}},
+        ]},
+        {"text": "recovered"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    outcome = await harness.client.wait(sid, started.turn_id)
+
+    assert outcome.status == "completed" and outcome.answer == "recovered"
+    failures = [e for e in (await harness.client.events(sid)).events if isinstance(e, ToolInvocationFailed)]
+    assert [f.reason for f in failures] == ["unknown_tool", "invalid_arguments", "invalid_arguments", "tool_error"]
+    assert "available tools" in failures[0].error
+    assert "not a JSON object" in failures[1].error
+    assert "outside the workspace" in failures[3].error
+    results = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert len(results) == 4 and all(m.is_error for m in results)
+
+
+async def test_round_limit_ends_the_turn_with_a_typed_outcome(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "fs.list", "arguments": {}}]}] * 3)
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script, max_rounds_per_turn=3)
+    started = await harness.client.start(config, "loop")
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "round_limit"
+    assert outcome.rounds == 3 and outcome.tool_calls == 3
+
+
+async def test_approval_timeout_denies_the_call(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "late.txt", "content": "x"}}]},
+        {"text": "gave up"},
+    ])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script, approval_timeout_seconds=1.0)
+    started = await harness.client.start(config, "go")
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "completed"
+    assert not (workspace / "late.txt").exists()
+    denied = [e for e in (await harness.client.events(sid)).events if e.type == "PermissionDenied"]
+    assert denied and denied[0].principal == "system"
+
+
+async def test_a_provider_configuration_error_fails_the_turn_but_not_the_session(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, str(tmp_path / "missing.json"))
+    started = await harness.client.start(config, "go")
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "failed"
+    assert "missing.json" in (outcome.error or "")
+    assert (await harness.client.state(sid)).status == "idle"
+
+
+async def test_sessions_run_concurrently(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "slow one", "delay_seconds": 2}])
+    fast = write_script(tmp_path, [{"text": "fast one"}], name="fast.json")
+    slow_id, fast_id = harness.new_session_id(), harness.new_session_id()
+    slow = await harness.client.start(session_config(harness.client, slow_id, workspace, script), "a")
+    quick = await harness.client.start(session_config(harness.client, fast_id, workspace, fast), "b")
+    fast_outcome = await harness.client.wait(fast_id, quick.turn_id)
+    assert fast_outcome.answer == "fast one"
+    assert (await harness.client.state(slow_id)).status == "running"
+    assert (await harness.client.wait(slow_id, slow.turn_id)).answer == "slow one"

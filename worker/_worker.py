@@ -1,0 +1,70 @@
+"""The worker process: hosts SessionWorkflow and every activity on one task queue."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities import build_activities
+from activities.tools import ToolRegistry, default_registry
+from store import Store
+from worker._config import AgentrtConfig
+from workflows.session import SessionWorkflow
+
+log = logging.getLogger("agentrt.worker")
+
+WORKFLOWS = [SessionWorkflow]
+# Modules that are deterministic and safe to share with the workflow sandbox.
+PASSTHROUGH_MODULES = ("schemas", "workflows.policy", "jsonschema", "referencing", "rpds", "pydantic")
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+
+
+def build_worker(
+    client: Client,
+    config: AgentrtConfig,
+    store: Store,
+    registry: ToolRegistry | None = None,
+    *,
+    task_queue: str | None = None,
+    max_concurrent_activities: int = 32,
+) -> Worker:
+    """A worker for ``task_queue`` (default ``config.task_queue``) with all workflows and activities."""
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities)
+    return Worker(
+        client,
+        task_queue=task_queue or config.task_queue,
+        workflows=WORKFLOWS,
+        activities=build_activities(config, store, registry or default_registry()),
+        activity_executor=executor,
+        max_concurrent_activities=max_concurrent_activities,
+        workflow_runner=workflow_runner(),
+    )
+
+
+@asynccontextmanager
+async def running_worker(client: Client, config: AgentrtConfig, store: Store | None = None) -> AsyncIterator[Worker]:
+    """Run a worker in this process for the duration of the ``async with`` block."""
+    own_store = store is None
+    store = store or Store.open(config.database_url)
+    worker = build_worker(client, config, store)
+    task = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        await worker.shutdown()
+        try:
+            await task
+        except Exception:  # noqa: BLE001 - shutdown errors are logged, not raised over the caller's error
+            log.exception("worker stopped with an error")
+        if own_store:
+            store.close()
