@@ -229,6 +229,27 @@ class Store:
             if inserted and data.config is None:
                 conn.execute(update(sessions).where(sessions.c.session_id == sid).values(updated_at=now))
 
+    def put_message(self, session_id: str, position: int, turn_id: str | None, message: Message) -> None:
+        """Insert or replace the message at (session_id, position).
+
+        Used for results written by an activity: a retried attempt replaces what an
+        interrupted one wrote, so the store matches the result the workflow accepted.
+        """
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        stmt = dialect.insert(messages).values(
+            session_id=session_id,
+            position=position,
+            turn_id=turn_id,
+            role=message.role,
+            content_json=message.model_dump_json(),
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "position"],
+            set_={"turn_id": stmt.excluded.turn_id, "role": stmt.excluded.role, "content_json": stmt.excluded.content_json},
+        )
+        with self._write() as conn, conn.begin():
+            conn.execute(stmt)
+
     def messages(self, session_id: str, upto_position: int | None = None) -> list[tuple[int, Message]]:
         """``(position, Message)`` pairs ordered by position; only positions < ``upto_position`` when given."""
         q = select(messages.c.position, messages.c.content_json).where(messages.c.session_id == session_id)

@@ -16,6 +16,7 @@ from activities.tools import default_registry
 from client import AgentClient, connect
 from store import Store
 from worker import AgentrtConfig, DevServer, build_worker
+from workflows.session import SessionWorkflow
 
 OWNER = "alice"
 
@@ -86,7 +87,7 @@ class Harness:
         return AgentClient(self.temporal, task_queue=self.task_queue, principal=principal)
 
     def handle(self, session_id: str) -> WorkflowHandle:
-        return self.temporal.get_workflow_handle(f"session-{session_id}")
+        return self.temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{session_id}")
 
     def new_session_id(self) -> str:
         session_id = uuid.uuid4().hex[:12]

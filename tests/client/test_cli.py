@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,13 @@ from tests.conftest import Harness
 from tests.e2e._support import write_script
 
 
-def agentrt(harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def plain(text: str) -> str:
+    """The CLI's error text without the box drawing and line wrapping of its terminal formatting."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+async def agentrt(harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a separate process without blocking the event loop the test's worker runs on."""
     env = {
         **os.environ,
         "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
@@ -23,18 +31,20 @@ def agentrt(harness: Harness, *args: str, cwd: Path, input: str | None = None, t
         "AGENTRT_PRINCIPAL": "alice",
     }
     env.pop("AGENTRT_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "client._cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, input=input,
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client._cli", *args,
+        cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
+    stdout, stderr = await asyncio.wait_for(process.communicate(input.encode() if input else None), timeout)
+    return subprocess.CompletedProcess(list(args), process.returncode or 0, stdout.decode(), stderr.decode())
 
 
-def test_run_json_prints_one_object_with_the_outcome(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+async def test_run_json_prints_one_object_with_the_outcome(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path, [
         {"tool_calls": [{"name": "fs.write", "arguments": {"path": "x.txt", "content": "hi"}}]},
         {"text": "wrote x.txt"},
     ])
-    result = agentrt(harness, "run", "write x", "--workspace", str(workspace), "--script", script, "--approve", "auto", "--json", cwd=tmp_path)
+    result = await agentrt(harness, "run", "write x", "--workspace", str(workspace), "--script", script, "--approve", "auto", "--json", cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
@@ -42,54 +52,63 @@ def test_run_json_prints_one_object_with_the_outcome(harness: Harness, workspace
     assert set(body) >= {"session_id", "turn_id", "outcome", "answer", "usage"}
     assert (workspace / "x.txt").read_text() == "hi"
     assert "granting req-1" in result.stderr
+    assert "running one in this process" not in result.stderr
     harness.session_ids.append(body["session_id"])
 
 
-def test_run_with_approve_deny_refuses_the_call_and_still_answers(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+async def test_run_with_approve_deny_refuses_the_call_and_still_answers(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path, [
         {"tool_calls": [{"name": "shell.run", "arguments": {"command": "touch no.txt"}}]},
         {"text": "could not run it"},
     ])
-    result = agentrt(harness, "run", "run it", "-w", str(workspace), "--script", script, "--approve", "deny", cwd=tmp_path)
+    result = await agentrt(harness, "run", "run it", "-w", str(workspace), "--script", script, "--approve", "deny", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "denying req-1" in result.stdout
     assert "could not run it" in result.stdout
     assert not (workspace / "no.txt").exists()
 
 
-def test_run_with_approve_ask_reads_the_answer_from_the_terminal(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+async def test_run_with_approve_ask_reads_the_answer_from_the_terminal(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path, [
         {"tool_calls": [{"name": "fs.write", "arguments": {"path": "asked.txt", "content": "yes"}}]},
         {"text": "ok"},
     ])
-    result = agentrt(harness, "run", "go", "-w", str(workspace), "--script", script, "--approve", "ask", cwd=tmp_path, input="y\n")
+    result = await agentrt(harness, "run", "go", "-w", str(workspace), "--script", script, "--approve", "ask", cwd=tmp_path, input="y\n")
     assert result.returncode == 0, result.stderr
     assert "approve fs.write" in result.stderr
     assert (workspace / "asked.txt").read_text() == "yes"
 
 
-def test_session_commands_show_state_events_and_send(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+async def test_session_commands_show_state_events_and_send(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     script = write_script(tmp_path, [{"text": "first"}, {"text": "second"}])
-    run = agentrt(harness, "run", "hello", "-w", str(workspace), "--script", script, "--json", cwd=tmp_path)
+    run = await agentrt(harness, "run", "hello", "-w", str(workspace), "--script", script, "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
     session_id = json.loads(run.stdout)["session_id"]
     harness.session_ids.append(session_id)
 
-    sent = agentrt(harness, "session", "send", session_id, "again", "--json", cwd=tmp_path)
+    sent = await agentrt(harness, "session", "send", session_id, "again", "--json", cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
     assert json.loads(sent.stdout)["answer"] == "second"
-    state = json.loads(agentrt(harness, "session", "state", session_id, "--json", cwd=tmp_path).stdout)
+    state = json.loads((await agentrt(harness, "session", "state", session_id, "--json", cwd=tmp_path)).stdout)
     assert state["turns_completed"] == 2 and state["status"] == "idle"
-    events = agentrt(harness, "session", "events", session_id, cwd=tmp_path).stdout
+    events = (await agentrt(harness, "session", "events", session_id, cwd=tmp_path)).stdout
     assert "UserMessageAdded" in events and "TurnEnded" in events
-    listing = agentrt(harness, "session", "list", cwd=tmp_path).stdout
+    listing = (await agentrt(harness, "session", "list", cwd=tmp_path)).stdout
     assert session_id in listing
-    archived = agentrt(harness, "session", "archive", session_id, cwd=tmp_path)
+    archived = await agentrt(harness, "session", "archive", session_id, cwd=tmp_path)
     assert archived.returncode == 0 and "archived" in archived.stdout
 
 
-def test_unknown_session_is_a_clear_error(harness: Harness, tmp_path: Path) -> None:
-    result = agentrt(harness, "session", "state", "no-such-session", cwd=tmp_path)
+async def test_unknown_session_is_a_clear_error(harness: Harness, tmp_path: Path) -> None:
+    result = await agentrt(harness, "session", "state", "no-such-session", cwd=tmp_path)
     assert result.returncode == 2
     assert "no session 'no-such-session'" in result.stderr
+
+
+async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    result = await agentrt(harness, "run", "x", "-w", str(workspace), "--profile", "gpt-9", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown model profile 'gpt-9'" in result.stderr and "scripted" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -97,16 +116,16 @@ def test_unknown_session_is_a_clear_error(harness: Harness, tmp_path: Path) -> N
     [
         (["run", "x", "--workspace", "/definitely/not/here"], "does not exist"),
         (["run", "x", "--workspace", ".", "--approve", "maybe"], "'maybe' is not one of"),
-        (["run", "x", "--workspace", ".", "--max-rounds", "0"], "0 is not in the range"),
+        (["run", "x", "--workspace", ".", "--max-rounds", "0"], "greater than or equal to 1"),
     ],
 )
-def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
-    result = agentrt(harness, *args, cwd=tmp_path)
+async def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
+    result = await agentrt(harness, *args, cwd=tmp_path)
     assert result.returncode == 2
-    assert message in result.stderr
+    assert message in plain(result.stderr)
 
 
-def test_every_command_has_help(harness: Harness, tmp_path: Path) -> None:
+async def test_every_command_has_help(harness: Harness, tmp_path: Path) -> None:
     for args in (["--help"], ["run", "--help"], ["session", "--help"], ["session", "approve", "--help"], ["dev", "--help"]):
-        result = agentrt(harness, *args, cwd=tmp_path)
+        result = await agentrt(harness, *args, cwd=tmp_path)
         assert result.returncode == 0 and "Usage" in result.stdout
