@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import sys
@@ -94,13 +95,6 @@ async def _drive_turn(
     answered: set[str] = set()
     while True:
         ended = False
-        for delta in rt.store.deltas(session_id, delta_after):
-            delta_after = delta.id
-            if not streaming:
-                out.write("      model> ")
-                streaming = True
-            out.write(delta.text)
-            out.flush()
         page = await client.events(session_id, since_seq)
         for event in page.events:
             since_seq = event.seq
@@ -113,9 +107,19 @@ async def _drive_turn(
                 await _answer_approval(client, session_id, event, approve, out)
             if isinstance(event, TurnEnded) and event.turn_id == turn_id:
                 ended = True
-        out.flush()
+        for delta in rt.store.deltas(session_id, delta_after):
+            delta_after = delta.id
+            if not streaming:
+                out.write("      model> ")
+                streaming = True
+            out.write(delta.text)
+            out.flush()
         if ended:
+            if streaming:
+                out.write("\n")
+            out.flush()
             return await client.wait(session_id, turn_id)
+        out.flush()
         await asyncio.sleep(0.2)
 
 
@@ -460,7 +464,22 @@ def demo(
 
 
 def main() -> None:
-    app()
+    """Entry point of the `agentrt` console script.
+
+    Exits with ``os._exit`` after flushing output: the Temporal client's core threads can
+    abort CPython's finalization ("PyGILState_Release: thread state must be current",
+    temporalio/sdk-python#300), which would turn a successful command into exit code 134.
+    """
+    try:
+        app()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if isinstance(exit_.code, str):
+            print(exit_.code, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

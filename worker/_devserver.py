@@ -81,6 +81,8 @@ class DevServer:
         """Start the server and wait until its frontend accepts connections (``timeout`` seconds)."""
         if port_is_open(self.host, self.port):
             raise ConfigurationError(f"port {self.port} is already in use; pass --port to pick another")
+        if self.log_file:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         loop = asyncio.get_running_loop()
