@@ -26,8 +26,8 @@ from temporalio.service import RPCStatusCode
 
 from client._connection import connect
 from schemas import (
-    ApprovalPolicy,
     ArchiveInput,
+    ConfigurationError,
     CancelTurnInput,
     Event,
     EventsPage,
@@ -44,6 +44,7 @@ from schemas import (
     TurnOutcome,
     WaitTurnInput,
 )
+from store import Store, TokenDelta
 from worker._config import AgentrtConfig
 from workflows.session import SessionWorkflow, workflow_id_for
 
@@ -80,20 +81,28 @@ class AgentClient:
     when the session's update validator refuses the request (the message says why).
     """
 
-    def __init__(self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None) -> None:
+    def __init__(
+        self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None
+    ) -> None:
         self.temporal = temporal
         self.task_queue = task_queue
         self.principal = principal or default_principal()
+        self.store = store
 
     @classmethod
-    async def connect(cls, config: AgentrtConfig | None = None, *, principal: str | None = None) -> "AgentClient":
-        """Connect using ``config`` (default: ``AgentrtConfig.load()``); raises ``ServerUnavailable``."""
+    async def connect(
+        cls, config: AgentrtConfig | None = None, *, principal: str | None = None, store: Store | None = None
+    ) -> "AgentClient":
+        """Connect using ``config`` (default: ``AgentrtConfig.load()``); raises ``ServerUnavailable``.
+
+        Pass ``store`` (``Store.open(config.database_url)``) to stream token deltas with ``deltas``.
+        """
         config = config or AgentrtConfig.load()
         try:
             temporal = await connect(config.temporal_address, config.namespace)
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
-        return cls(temporal, task_queue=config.task_queue, principal=principal)
+        return cls(temporal, task_queue=config.task_queue, principal=principal, store=store)
 
     # ------------------------------------------------------------ sessions
 
@@ -235,6 +244,30 @@ class AgentClient:
                 if await self._is_closed(handle):
                     return
                 await asyncio.sleep(poll_seconds)
+
+    async def deltas(
+        self, session_id: str, turn_id: str | None = None, poll_seconds: float = 0.1
+    ) -> AsyncIterator[TokenDelta]:
+        """Stream the model's token deltas (text chunks) from the store as they are written.
+
+        Stops when ``turn_id`` (or, without one, the session's active turn) has ended.
+        Needs the client to be built with the worker's ``store``; raises ``ConfigurationError``
+        otherwise. Deltas never enter workflow history.
+        """
+        if self.store is None:
+            raise ConfigurationError("AgentClient.deltas needs the store: pass store=Store.open(url)")
+        if turn_id is None:
+            turn_id = (await self.state(session_id)).active_turn_id
+        after = 0
+        while True:
+            done = turn_id is None or (await self._handle(session_id).query(SessionWorkflow.turn, turn_id)) is not None
+            for delta in await asyncio.to_thread(self.store.deltas, session_id, after):
+                after = delta.id
+                if turn_id is None or delta.turn_id == turn_id:
+                    yield delta
+            if done:
+                return
+            await asyncio.sleep(poll_seconds)
 
     async def list_sessions(self, query: str | None = None, limit: int = 50) -> list[SessionListing]:
         """Sessions known to Temporal visibility, newest first; ``query`` adds a list filter."""

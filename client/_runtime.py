@@ -70,7 +70,7 @@ async def runtime(
             temporal = await connect(config.temporal_address, config.namespace)
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
-        client = AgentClient(temporal, task_queue=config.task_queue, principal=principal)
+        client = AgentClient(temporal, task_queue=config.task_queue, principal=principal, store=store)
         if ensure_worker and (server is not None or not await client.has_worker()):
             print(f"agentrt: no worker polls task queue {config.task_queue!r}; running one in this process", file=notice)
             await stack.enter_async_context(running_worker(temporal, config, store))

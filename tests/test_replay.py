@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 from temporalio.client import WorkflowHistory
@@ -25,7 +26,12 @@ def replayer() -> Replayer:
 async def test_histories_recorded_by_this_run_replay() -> None:
     assert RECORDED_HISTORIES, "the end-to-end tests recorded no histories"
     histories = [await handle.fetch_history() for handle in RECORDED_HISTORIES]
-    results = await replayer().replay_workflows(histories, raise_on_replay_failure=False)
+
+    async def each() -> AsyncIterator[WorkflowHistory]:
+        for history in histories:
+            yield history
+
+    results = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
     failures = {wid: str(err) for wid, err in results.replay_failures.items()}
     assert failures == {}
     if os.environ.get("AGENTRT_RECORD_HISTORIES"):

@@ -145,6 +145,7 @@ class SessionWorkflow:
         self._request_counter = 0
         self._outcomes: dict[str, TurnOutcome] = {}
         self._approvals: dict[str, _PendingApproval] = {}
+        self._decided_requests: set[str] = set()
         self._active_turn: str | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._cancel_request: CancelTurnInput | None = None
@@ -354,6 +355,7 @@ class SessionWorkflow:
         for call, request in runnable:
             if request is not None:
                 pending = self._approvals.pop(request.request_id)
+                self._decided_requests.add(request.request_id)
                 assert pending.decision is not None
                 if pending.decision.decision == "deny":
                     why = pending.decision.reason or "no reason given"
@@ -504,6 +506,7 @@ class SessionWorkflow:
         for approval in list(self._approvals.values()):
             if approval.request.turn_id == turn_id:
                 del self._approvals[approval.request.request_id]
+                self._decided_requests.add(approval.request.request_id)
         answered: set[str] = set()
         last_calls: list[ToolCall] = []
         for event in self._events:
@@ -638,7 +641,9 @@ class SessionWorkflow:
     def permission_decision(self, input: PermissionDecision) -> None:
         pending = self._approvals.get(input.request_id)
         why = None
-        if pending is None:
+        if input.request_id in self._decided_requests:
+            why = "already_decided"
+        elif pending is None:
             why = "unknown_request"
         elif pending.decision is not None:
             why = "already_decided"

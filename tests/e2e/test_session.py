@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from client import AgentClient
 from schemas import (
     ApprovalPolicy,
     PermissionDecisionIgnored,
@@ -281,3 +282,17 @@ async def test_sessions_run_concurrently(harness: Harness, workspace: Path, tmp_
     assert fast_outcome.answer == "fast one"
     assert (await harness.client.state(slow_id)).status == "running"
     assert (await harness.client.wait(slow_id, slow.turn_id)).answer == "slow one"
+
+
+async def test_token_deltas_stream_from_the_store_and_join_to_the_answer(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    answer = "one two three four five six seven eight nine ten"
+    script = write_script(tmp_path, [{"text": answer, "delay_seconds": 0.5}])
+    client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
+    sid = harness.new_session_id()
+    started = await client.start(session_config(client, sid, workspace, script), "count")
+    chunks = [d.text async for d in client.deltas(sid, started.turn_id)]
+    assert len(chunks) > 1
+    assert "".join(chunks) == answer
+    assert "ModelTokenDelta" not in event_types((await client.events(sid)).events)
