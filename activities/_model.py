@@ -16,6 +16,7 @@ from schemas import (
     ModelProfile,
     ModelRequest,
     ProviderError,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -87,16 +88,39 @@ class ModelActivities:
                 activity.heartbeat()
                 await asyncio.sleep(interval)
 
+        async def receipt(status: str, usage: Usage | None = None) -> None:
+            usage = usage or Usage()
+            await asyncio.to_thread(
+                self._store.record_usage,
+                input.session_id,
+                input.turn_id,
+                input.round,
+                info.attempt,
+                status,
+                usage.input_tokens,
+                usage.output_tokens,
+            )
+
+        # A receipt per attempt: "started" now, then "completed" or "interrupted". One left
+        # "started" belongs to an attempt whose worker died; its retry is a fresh request.
+        await receipt("started")
         beating = asyncio.create_task(keep_heartbeating())
         try:
             response = await provider.complete(request, on_delta)
         except ProviderError as err:
+            partial = err.partial_usage if isinstance(err.partial_usage, Usage) else None
+            await receipt("interrupted", partial)
             raise application_error_from(err) from err
         except ConfigurationError as err:
+            await receipt("interrupted")
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+        except asyncio.CancelledError:
+            await asyncio.shield(receipt("interrupted"))
+            raise
         finally:
             beating.cancel()
             await flush()
+        await receipt("completed", response.usage)
         return ModelCallResult(
             text=response.text,
             tool_calls=response.tool_calls,

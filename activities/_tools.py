@@ -1,4 +1,13 @@
-"""Activities ``tools.list`` and ``tool.execute``: built-in tools run on the worker, results go to the store."""
+"""Activities ``tools.list``, ``tool.execute`` and ``effects.reconcile``: tools run on the worker.
+
+Risk classes decide the protocol of ``tool.execute``:
+- ``read_only`` and ``idempotent``: run on every attempt (retried freely).
+- ``effectful``: at most once, through the effect ledger keyed by the idempotency key
+  (``<workflow id>/<turn>/<call id>``): claim before the effect, record after. A retried
+  attempt that finds ``applied``/``failed`` returns the recorded result; one that finds
+  ``claimed`` with no record raises the non-retryable ``EffectOutcomeUnknown``, and the
+  workflow asks an operator to reconcile instead of running it again.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.tools import ToolContext, ToolRegistry
-from schemas import ListToolsInput, ListToolsResult, Message, ToolError, ToolExecuteInput, ToolExecuteResult
+from schemas import (
+    EffectOutcomeUnknown,
+    ListToolsInput,
+    ListToolsResult,
+    Message,
+    ReconcileEffectInput,
+    ToolError,
+    ToolExecuteInput,
+    ToolExecuteResult,
+)
 
 if TYPE_CHECKING:
     from store import Store
@@ -33,25 +52,55 @@ class ToolActivities:
 
         A ``ToolError`` (bad path, workspace escape, invalid arguments, timeout) is a result
         with ``ok=False``, not an activity failure: the model sees the error and goes on.
+        Raises ``ApplicationError(type="EffectOutcomeUnknown", non_retryable=True)`` for an
+        effectful call claimed by an earlier attempt that never recorded its outcome.
         """
+        if self._is_effectful(input.call.name):
+            return self._execute_at_most_once(input)
+        ok, text, error_type = self._run(input)
+        return self._finish(input, ok, text, error_type)
+
+    @activity.defn(name="effects.reconcile")
+    def reconcile(self, input: ReconcileEffectInput) -> None:
+        """Record an operator's answer: ``applied`` closes the claim, ``not_applied`` releases it."""
+        note = f"{input.principal}: {input.note}" if input.note else input.principal
+        self._store.reconcile_effect(input.idempotency_key, input.outcome, note)
+
+    def _is_effectful(self, name: str) -> bool:
+        return name in self._registry.names() and self._registry.get(name).risk == "effectful"
+
+    def _execute_at_most_once(self, input: ToolExecuteInput) -> ToolExecuteResult:
+        key = input.idempotency_key
+        claimed, record = self._store.claim_effect(key, input.session_id, input.call.name)
+        if not claimed:
+            if record.state in ("applied", "failed"):
+                activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
+                ok = record.state == "applied"
+                return self._finish(input, ok, record.result_text or "", None if ok else "ToolError")
+            error = EffectOutcomeUnknown(key)
+            raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
+        ok, text, error_type = self._run(input)
+        self._store.record_effect(key, "applied" if ok else "failed", text)
+        return self._finish(input, ok, text, error_type)
+
+    def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None]:
         context = ToolContext(
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
             heartbeat=activity.heartbeat,
             is_cancelled=activity.is_cancelled,
         )
-        error_type = None
         try:
-            text = self._registry.execute(input.call, context).text
-            ok = True
+            return True, self._registry.execute(input.call, context).text, None
         except ToolError as err:
-            text, ok, error_type = f"error: {err}", False, type(err).__name__
+            return False, f"error: {err}", type(err).__name__
+
+    def _finish(self, input: ToolExecuteInput, ok: bool, text: str, error_type: str | None) -> ToolExecuteResult:
         message = Message(role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok)
         self._store.put_message(input.session_id, input.result_position, input.turn_id, message)
-        preview = " ".join(text.split())[:PREVIEW_CHARS]
         return ToolExecuteResult(
             ok=ok,
-            preview=preview,
+            preview=" ".join(text.split())[:PREVIEW_CHARS],
             size_bytes=len(text.encode()),
             error=None if ok else text.removeprefix("error: "),
             error_type=error_type,

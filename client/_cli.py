@@ -351,6 +351,29 @@ session_app.command("approve")(_decision_command("grant"))
 session_app.command("deny")(_decision_command("deny"))
 
 
+class ReconcileOutcome(str, Enum):
+    applied = "applied"
+    not_applied = "not_applied"
+
+
+@session_app.command("reconcile")
+def session_reconcile(
+    session_id: str,
+    request_id: str,
+    outcome: ReconcileOutcome = typer.Argument(..., help="applied: the effect happened; not_applied: run the call once more."),
+    note: Optional[str] = typer.Option(None, "--note", help="Recorded with the answer."),
+) -> None:
+    """Say whether an effect of unknown outcome was applied (a `reconcile` request)."""
+    config = _config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            await rt.client.reconcile(session_id, request_id, outcome.value, note)
+        typer.echo(f"reconciled {request_id} in session {session_id}: {outcome.value}")
+
+    _run(go)
+
+
 @session_app.command("cancel")
 def session_cancel(
     session_id: str,

@@ -33,6 +33,7 @@ from schemas import (
     EventsPage,
     EventsQuery,
     PermissionDecision,
+    ReconcileDecision,
     RequestRejected,
     SendMessageInput,
     SendMessageResult,
@@ -190,6 +191,16 @@ class AgentClient:
         )
         try:
             await self._handle(session_id).signal(SessionWorkflow.permission_decision, signal)
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+
+    async def reconcile(self, session_id: str, request_id: str, outcome: str, note: str | None = None) -> None:
+        """Answer a ``reconcile`` request: ``applied`` records the call as done, ``not_applied`` runs it once more."""
+        signal = ReconcileDecision(
+            request_id=request_id, outcome=outcome, principal=self.principal, note=note  # type: ignore[arg-type]
+        )
+        try:
+            await self._handle(session_id).signal(SessionWorkflow.reconcile, signal)
         except RPCError as err:
             raise _translate(session_id, err) from err
 

@@ -8,6 +8,7 @@ from schemas._activities import (
     ModelRequest,
     ModelResponse,
     PositionedMessage,
+    ReconcileEffectInput,
     StoreAppendInput,
     ToolExecuteInput,
     ToolExecuteResult,
@@ -40,6 +41,7 @@ from schemas._events import (
     EVENT_ADAPTER,
     EVENT_LIST_ADAPTER,
     AssistantMessageCompleted,
+    EffectReconciled,
     Event,
     ModelRequestStarted,
     ModelTokenDelta,
@@ -66,6 +68,7 @@ from schemas._session import (
     EventsQuery,
     PermissionDecision,
     PermissionRequest,
+    ReconcileDecision,
     SendMessageInput,
     SendMessageResult,
     SessionInput,
@@ -78,7 +81,7 @@ from schemas._session import (
 )
 
 __all__ = [
-    "AgentrtError", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
+    "AgentrtError", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
     "BudgetExceeded", "CancelTurnInput", "ConfigurationError", "EVENT_ADAPTER", "EVENT_LIST_ADAPTER",
     "EffectOutcomeUnknown", "Event", "EventsQuery", "InvalidScriptError", "ListToolsInput",
     "ListToolsResult", "Message", "Model", "ModelCallInput", "ModelCallResult", "ModelProfile",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from schemas._base import Model
@@ -97,3 +99,12 @@ class StoreAppendInput(Model):
     config: SessionConfig | None = None
     messages: list[PositionedMessage] = Field(default_factory=list)
     events: list[Event] = Field(default_factory=list)
+
+
+class ReconcileEffectInput(Model):
+    """Activity ``effects.reconcile``: record an operator's answer for an effect of unknown outcome."""
+
+    idempotency_key: str
+    outcome: Literal["applied", "not_applied"]
+    principal: str
+    note: str | None = None

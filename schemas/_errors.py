@@ -77,7 +77,13 @@ class RunError(AgentrtError):
 
 
 class ProviderError(RunError):
-    """A model provider call failed."""
+    """A model provider call failed.
+
+    ``partial_usage`` (a ``schemas.Usage`` or None) is the usage the provider reported
+    before the failure, e.g. Anthropic's input tokens from ``message_start``.
+    """
+
+    partial_usage: object | None = None
 
 
 # Statuses a provider call may succeed on when retried: request timeout, conflict,

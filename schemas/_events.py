@@ -97,7 +97,18 @@ class PermissionDecisionIgnored(_EventBase):
     request_id: str
     decision: str
     principal: str
-    why: Literal["unknown_request", "already_decided", "not_owner"]
+    why: Literal["unknown_request", "already_decided", "not_owner", "mismatch", "wrong_kind"]
+
+
+class EffectReconciled(_EventBase):
+    """An operator said whether an effect of unknown outcome was applied (signal ``reconcile``)."""
+
+    type: Literal["EffectReconciled"] = "EffectReconciled"
+    request_id: str
+    call_id: str
+    outcome: Literal["applied", "not_applied"]
+    principal: str
+    note: str | None = None
 
 
 class ToolInvocationStarted(_EventBase):
@@ -160,6 +171,7 @@ Event = Annotated[
         PermissionGranted,
         PermissionDenied,
         PermissionDecisionIgnored,
+        EffectReconciled,
         ToolInvocationStarted,
         ToolInvocationCompleted,
         ToolInvocationFailed,

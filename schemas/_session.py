@@ -68,8 +68,10 @@ class TurnOutcome(Model):
 class PermissionRequest(Model):
     """A tool call waiting for a human decision (event ``PermissionRequested``).
 
-    ``kind`` is ``tool_call`` (approve running it). ``arguments_sha256`` binds the decision
-    to the frozen arguments shown here.
+    ``kind`` is ``tool_call`` (approve running it; answer with signal ``permission_decision``)
+    or ``reconcile`` (the worker died between claiming and recording an effect; say whether
+    it was applied with signal ``reconcile``). ``arguments_sha256`` is the SHA-256 of the
+    frozen arguments' canonical JSON; a decision that names another call or hash is ignored.
     """
 
     request_id: str
@@ -80,16 +82,35 @@ class PermissionRequest(Model):
     arguments_sha256: str
     risk: str
     reason: str
-    kind: Literal["tool_call"] = "tool_call"
+    kind: Literal["tool_call", "reconcile"] = "tool_call"
 
 
 class PermissionDecision(Model):
-    """Signal ``permission_decision``: ``{"request_id": "req-1", "decision": "grant", "principal": "alice"}``."""
+    """Signal ``permission_decision``: ``{"request_id": "req-1", "decision": "grant", "principal": "alice"}``.
+
+    ``call_id`` and ``arguments_sha256`` are optional bindings: when given they must match
+    the request, so a decision made for one call can never approve another.
+    """
 
     request_id: str
     decision: Literal["grant", "deny"]
     principal: str
     reason: str | None = None
+    call_id: str | None = None
+    arguments_sha256: str | None = None
+
+
+class ReconcileDecision(Model):
+    """Signal ``reconcile``: ``{"request_id": "req-2", "outcome": "not_applied", "principal": "alice"}``.
+
+    ``applied``: the effect happened; the call is recorded as done (result unknown).
+    ``not_applied``: it did not; the call runs once more.
+    """
+
+    request_id: str
+    outcome: Literal["applied", "not_applied"]
+    principal: str
+    note: str | None = None
 
 
 class CancelTurnInput(Model):

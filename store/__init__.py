@@ -1,5 +1,6 @@
-"""The application store: transcript, event projection, sessions and token deltas (SQLite or PostgreSQL)."""
+"""The application store: transcript, event projection, sessions, token deltas, the effect
+ledger and usage receipts (SQLite or PostgreSQL)."""
 
-from store._store import SessionSummary, Store, TokenDelta, database_url
+from store._store import EffectRecord, SessionSummary, Store, TokenDelta, UsageReceipt, database_url
 
-__all__ = ["SessionSummary", "Store", "TokenDelta", "database_url"]
+__all__ = ["EffectRecord", "SessionSummary", "Store", "TokenDelta", "UsageReceipt", "database_url"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    CheckConstraint,
     Column,
     DateTime,
     Index,
@@ -19,7 +20,17 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["events", "messages", "metadata", "sessions", "token_deltas"]
+__all__ = [
+    "EFFECT_STATES",
+    "USAGE_STATUSES",
+    "effects",
+    "events",
+    "messages",
+    "metadata",
+    "sessions",
+    "token_deltas",
+    "usage_receipts",
+]
 
 metadata = MetaData(
     naming_convention={
@@ -84,4 +95,42 @@ token_deltas = Table(
     Column("text", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index(None, "session_id", "id"),
+)
+
+EFFECT_STATES = ("claimed", "applied", "failed", "not_applied")
+USAGE_STATUSES = ("started", "completed", "interrupted")
+
+# The effect ledger: at-most-once bookkeeping for effectful tool calls, one row per
+# idempotency key. ``claimed`` before the effect, ``applied``/``failed`` after it;
+# ``not_applied`` when an operator reconciled an unknown outcome as "did not happen".
+effects = Table(
+    "effects",
+    metadata,
+    Column("idempotency_key", Text, primary_key=True),
+    Column("session_id", String(255), nullable=False),
+    Column("tool", String(255), nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("result_text", Text, nullable=True),
+    Column("note", Text, nullable=True),
+    Column("claimed_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("state IN ('claimed', 'applied', 'failed', 'not_applied')", name="state"),
+    Index(None, "session_id"),
+)
+
+# Usage receipts: token usage per model call attempt, written when it starts and ends.
+usage_receipts = Table(
+    "usage_receipts",
+    metadata,
+    Column("session_id", String(255), nullable=False),
+    Column("turn_id", String(255), nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("session_id", "turn_id", "round", "attempt"),
+    CheckConstraint("status IN ('started', 'completed', 'interrupted')", name="status"),
 )

@@ -1,4 +1,5 @@
-"""The application store: transcript, event projection, sessions and token deltas in SQL.
+"""The application store: transcript, event projection, sessions, token deltas, the effect
+ledger and usage receipts in SQL.
 
 Activities write here (idempotently, so retries are harmless) and the client reads here,
 so a session's content never has to travel through workflow history. SQLite under
@@ -12,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from alembic import command
 from alembic.config import Config
@@ -22,9 +23,17 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
-from store._models import events, messages, sessions, token_deltas
+from store._models import (
+    USAGE_STATUSES,
+    effects,
+    events,
+    messages,
+    sessions,
+    token_deltas,
+    usage_receipts,
+)
 
-__all__ = ["SessionSummary", "Store", "TokenDelta", "database_url"]
+__all__ = ["EffectRecord", "SessionSummary", "Store", "TokenDelta", "UsageReceipt", "database_url"]
 
 DATABASE_URL_ENV = "AGENTRT_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -84,6 +93,47 @@ class TokenDelta:
     attempt: int
     idx: int
     text: str
+
+
+@dataclass(frozen=True)
+class EffectRecord:
+    """One row of the effect ledger; times are timezone-aware UTC.
+
+    ``state`` is one of:
+
+    - ``claimed``: an attempt is about to perform (or performed) the effect; with no
+      record after it, whether the effect happened is unknown.
+    - ``applied`` / ``failed``: the effect's outcome was recorded (``result_text``), or an
+      operator reconciled it as applied (``result_text`` None, ``note`` set if given).
+    - ``not_applied``: an operator reconciled it as "did not happen"; it may be claimed again.
+    """
+
+    idempotency_key: str
+    session_id: str
+    tool: str
+    state: str
+    result_text: str | None
+    note: str | None
+    claimed_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class UsageReceipt:
+    """Token usage of one model call attempt, keyed by (session_id, turn_id, round, attempt).
+
+    ``status`` is ``started``, ``completed`` or ``interrupted``; times are timezone-aware UTC.
+    """
+
+    session_id: str
+    turn_id: str
+    round: int
+    attempt: int
+    status: str
+    input_tokens: int
+    output_tokens: int
+    created_at: datetime
+    updated_at: datetime
 
 
 def _create_engine(url: str) -> Engine:
@@ -331,6 +381,192 @@ class Store:
         with self._engine.connect() as conn:
             rows = conn.execute(q).all()
         return [TokenDelta(id=r.id, turn_id=r.turn_id, round=r.round, attempt=r.attempt, idx=r.idx, text=r.text) for r in rows]
+
+    # -- effect ledger -------------------------------------------------------------------
+
+    def claim_effect(self, key: str, session_id: str, tool: str) -> tuple[bool, EffectRecord]:
+        """Claim the effect ``key`` before performing it; at most one caller wins.
+
+        Returns ``(True, record)`` (state ``claimed``) only to the caller whose claim took
+        effect: the one that created the row, or the one that re-claimed a row in state
+        ``not_applied`` (released by ``reconcile_effect``; its ``claimed_at`` is reset and
+        its note kept). Every other caller gets ``(False, existing_record)``, whatever its
+        state: ``applied``/``failed`` carry the recorded result, ``claimed`` means another
+        attempt holds the claim and the outcome is unknown. The existing record's
+        ``session_id`` and ``tool`` are the first claimer's, not the arguments.
+
+        Atomic on both dialects: ``INSERT .. ON CONFLICT DO NOTHING``, then a conditional
+        ``UPDATE .. WHERE state = 'not_applied'``, in one write transaction.
+        """
+        now = _now()
+        c = effects.c
+        with self._write() as conn, conn.begin():
+            # RETURNING, not rowcount: psycopg reports rowcount -1 for these INSERTs.
+            insert_stmt = (
+                self._insert_ignore(effects, ["idempotency_key"])
+                .values(
+                    idempotency_key=key, session_id=session_id, tool=tool, state="claimed",
+                    result_text=None, note=None, claimed_at=now, updated_at=now,
+                )
+                .returning(c.idempotency_key)
+            )
+            won = conn.execute(insert_stmt).first() is not None
+            if not won:
+                reclaim = (
+                    update(effects)
+                    .where(c.idempotency_key == key, c.state == "not_applied")
+                    .values(state="claimed", result_text=None, claimed_at=now, updated_at=now)
+                    .returning(c.idempotency_key)
+                )
+                won = conn.execute(reclaim).first() is not None
+            record = self._effect_row(conn, key)
+        assert record is not None  # inserted or already present, and never deleted
+        return won, record
+
+    def record_effect(self, key: str, state: Literal["applied", "failed"], result_text: str) -> EffectRecord:
+        """Record the outcome of a claimed effect: ``claimed`` -> ``applied`` | ``failed``.
+
+        Repeating the state the effect already has is a no-op returning the stored record
+        (its ``result_text`` is not overwritten). Raises ``KeyError`` when ``key`` was never
+        claimed, ``ValueError`` for ``state`` not ``applied``/``failed`` and for any other
+        transition (e.g. ``applied`` -> ``failed``, or recording a ``not_applied`` effect).
+        """
+        if state not in ("applied", "failed"):
+            raise ValueError(f"record_effect: state must be 'applied' or 'failed', not {state!r}")
+        c = effects.c
+        with self._write() as conn, conn.begin():
+            current = self._effect_row(conn, key, for_update=True)
+            if current is None:
+                raise KeyError(key)
+            if current.state == state:
+                return current
+            if current.state != "claimed":
+                raise ValueError(
+                    f"effect {key!r} is {current.state!r}; only a 'claimed' effect can be recorded as {state!r}"
+                )
+            conn.execute(
+                update(effects)
+                .where(c.idempotency_key == key, c.state == "claimed")
+                .values(state=state, result_text=result_text, updated_at=_now())
+            )
+            record = self._effect_row(conn, key)
+        assert record is not None
+        return record
+
+    def reconcile_effect(
+        self, key: str, outcome: Literal["applied", "not_applied"], note: str | None = None
+    ) -> EffectRecord:
+        """An operator's answer for a ``claimed`` effect whose outcome is unknown.
+
+        ``applied``: the state becomes ``applied`` (``result_text`` stays as it is, i.e. None;
+        ``note`` is stored). ``not_applied``: the state becomes ``not_applied`` and the key may
+        be claimed again (``note`` is stored). Repeating the outcome the effect already has is
+        a no-op returning the stored record. Raises ``KeyError`` for an unknown key and
+        ``ValueError`` for an unknown outcome or when the effect is in another final state
+        (``applied``/``failed`` recorded by an attempt, or the opposite reconciliation).
+        """
+        if outcome not in ("applied", "not_applied"):
+            raise ValueError(f"reconcile_effect: outcome must be 'applied' or 'not_applied', not {outcome!r}")
+        c = effects.c
+        with self._write() as conn, conn.begin():
+            current = self._effect_row(conn, key, for_update=True)
+            if current is None:
+                raise KeyError(key)
+            if current.state == outcome:
+                return current
+            if current.state != "claimed":
+                raise ValueError(
+                    f"effect {key!r} is {current.state!r}; only a 'claimed' effect can be reconciled as {outcome!r}"
+                )
+            conn.execute(
+                update(effects)
+                .where(c.idempotency_key == key, c.state == "claimed")
+                .values(state=outcome, note=note, updated_at=_now())
+            )
+            record = self._effect_row(conn, key)
+        assert record is not None
+        return record
+
+    def effect(self, key: str) -> EffectRecord | None:
+        """The ledger row for ``key``, or None when it was never claimed."""
+        with self._engine.connect() as conn:
+            return self._effect_row(conn, key)
+
+    def effects(self, session_id: str) -> list[EffectRecord]:
+        """The session's effects ordered by ``claimed_at``, then ``idempotency_key``."""
+        c = effects.c
+        q = select(effects).where(c.session_id == session_id).order_by(c.claimed_at, c.idempotency_key)
+        with self._engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [_effect_record(r) for r in rows]
+
+    @staticmethod
+    def _effect_row(conn: Connection, key: str, for_update: bool = False) -> EffectRecord | None:
+        q = select(effects).where(effects.c.idempotency_key == key)
+        if for_update:
+            q = q.with_for_update()  # PostgreSQL row lock; SQLite already holds the write lock
+        row = conn.execute(q).one_or_none()
+        return None if row is None else _effect_record(row)
+
+    # -- usage receipts ------------------------------------------------------------------
+
+    def record_usage(
+        self,
+        session_id: str,
+        turn_id: str,
+        round: int,
+        attempt: int,
+        status: Literal["started", "completed", "interrupted"],
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+    ) -> None:
+        """Upsert the receipt at (session_id, turn_id, round, attempt).
+
+        A new receipt is inserted; an existing one gets ``status`` and the token counts
+        (``created_at`` is kept), unless it is already ``completed``: a completed receipt
+        is never changed, so a late ``started``/``interrupted`` write cannot downgrade it.
+        Raises ``ValueError`` for an unknown ``status``.
+        """
+        if status not in USAGE_STATUSES:
+            raise ValueError(f"record_usage: status must be one of {USAGE_STATUSES}, not {status!r}")
+        now = _now()
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        stmt = dialect.insert(usage_receipts).values(
+            session_id=session_id, turn_id=turn_id, round=round, attempt=attempt, status=status,
+            input_tokens=input_tokens, output_tokens=output_tokens, created_at=now, updated_at=now,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "turn_id", "round", "attempt"],
+            set_={k: stmt.excluded[k] for k in ("status", "input_tokens", "output_tokens", "updated_at")},
+            where=usage_receipts.c.status != "completed",
+        )
+        with self._write() as conn, conn.begin():
+            conn.execute(stmt)
+
+    def usage_receipts(self, session_id: str) -> list[UsageReceipt]:
+        """The session's receipts ordered by ``turn_id``, ``round``, ``attempt``.
+
+        ``turn_id`` orders as text; it is not turn chronology unless turn ids sort by time.
+        """
+        c = usage_receipts.c
+        q = select(usage_receipts).where(c.session_id == session_id).order_by(c.turn_id, c.round, c.attempt)
+        with self._engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [
+            UsageReceipt(
+                session_id=r.session_id, turn_id=r.turn_id, round=r.round, attempt=r.attempt, status=r.status,
+                input_tokens=r.input_tokens, output_tokens=r.output_tokens,
+                created_at=_utc(r.created_at), updated_at=_utc(r.updated_at),
+            )
+            for r in rows
+        ]
+
+
+def _effect_record(r: Any) -> EffectRecord:
+    return EffectRecord(
+        idempotency_key=r.idempotency_key, session_id=r.session_id, tool=r.tool, state=r.state,
+        result_text=r.result_text, note=r.note, claimed_at=_utc(r.claimed_at), updated_at=_utc(r.updated_at),
+    )
 
 
 def _rowcount(result: Any) -> int:

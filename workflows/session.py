@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ArchiveInput,
         AssistantMessageCompleted,
         CancelTurnInput,
+        EffectReconciled,
         Event,
         EventsPage,
         EventsQuery,
@@ -44,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
         PermissionRequest,
         PermissionRequested,
         PositionedMessage,
+        ReconcileDecision,
+        ReconcileEffectInput,
         SendMessageInput,
         SendMessageResult,
         SessionArchived,
@@ -77,6 +80,8 @@ PROVIDER_COMPLETE = "provider.complete"
 TOOL_EXECUTE = "tool.execute"
 TOOLS_LIST = "tools.list"
 STORE_APPEND = "store.append"
+EFFECTS_RECONCILE = "effects.reconcile"
+OUTCOME_UNKNOWN = "EffectOutcomeUnknown"
 
 SESSION_STATUS = SearchAttributeKey.for_keyword("AgentSessionStatus")
 SESSION_OWNER = SearchAttributeKey.for_keyword("AgentOwner")
@@ -125,7 +130,7 @@ class _PendingApproval:
 
     def __init__(self, request: PermissionRequest) -> None:
         self.request = request
-        self.decision: PermissionDecision | None = None
+        self.decision: PermissionDecision | ReconcileDecision | None = None
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -170,6 +175,8 @@ class SessionWorkflow:
             outcome = await self._run_turn_task(queued)
             self._finish_turn(outcome)
             await self._flush()
+            # Published only now, so a client that saw the outcome finds the whole turn in the store.
+            self._outcomes[outcome.turn_id] = outcome
         return await self._close()
 
     async def _initialize(self) -> None:
@@ -357,6 +364,7 @@ class SessionWorkflow:
                 pending = self._approvals.pop(request.request_id)
                 self._decided_requests.add(request.request_id)
                 assert pending.decision is not None
+                assert isinstance(pending.decision, PermissionDecision)
                 if pending.decision.decision == "deny":
                     why = pending.decision.reason or "no reason given"
                     self._fail_call(turn_id, call, "denied", f"denied by {pending.decision.principal}: {why}")
@@ -406,33 +414,49 @@ class SessionWorkflow:
         self._set_status("running")
 
     async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall) -> None:
+        """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
         position = self._take_position()
+        idempotency_key = f"{workflow.info().workflow_id}/{turn_id}/{call.id}"
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
-        await self._flush()
-        self._set_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
-        try:
-            result = await workflow.execute_activity(
-                TOOL_EXECUTE,
-                ToolExecuteInput(
-                    session_id=self._config.session_id,
-                    turn_id=turn_id,
-                    call=call,
-                    workspace=self._config.workspace,
-                    idempotency_key=f"{workflow.info().workflow_id}/{turn_id}/{call.id}",
-                    result_position=position,
-                    timeout_seconds=self._config.tool_timeout_seconds,
-                ),
-                result_type=ToolExecuteResult,
-                start_to_close_timeout=timedelta(seconds=self._config.tool_timeout_seconds + 30),
-                heartbeat_timeout=timedelta(seconds=self._config.heartbeat_timeout_seconds),
-                retry_policy=TOOL_RETRY,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"{call.name} {_preview(json.dumps(call.arguments), 60)}",
-            )
-        except ActivityError as err:
-            self._raise_if_cancelling(err)
-            self._fail_call(turn_id, call, "tool_error", f"{call.name} failed: {_error_text(err)}", position)
-            return
+        while True:
+            await self._flush()
+            self._set_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
+            try:
+                result = await workflow.execute_activity(
+                    TOOL_EXECUTE,
+                    ToolExecuteInput(
+                        session_id=self._config.session_id,
+                        turn_id=turn_id,
+                        call=call,
+                        workspace=self._config.workspace,
+                        idempotency_key=idempotency_key,
+                        result_position=position,
+                        timeout_seconds=self._config.tool_timeout_seconds,
+                    ),
+                    result_type=ToolExecuteResult,
+                    start_to_close_timeout=timedelta(seconds=self._config.tool_timeout_seconds + 30),
+                    heartbeat_timeout=timedelta(seconds=self._config.heartbeat_timeout_seconds),
+                    retry_policy=TOOL_RETRY,
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    summary=f"{call.name} {_preview(json.dumps(call.arguments), 60)}",
+                )
+            except ActivityError as err:
+                self._raise_if_cancelling(err)
+                if _error_type(err) != OUTCOME_UNKNOWN:
+                    self._fail_call(turn_id, call, "tool_error", f"{call.name} failed: {_error_text(err)}", position)
+                    return
+                decision = await self._reconcile(turn_id, call, idempotency_key, _error_text(err))
+                if decision.outcome == "not_applied":
+                    continue  # the ledger released the claim: run the call once more
+                text = f"the effect of this call was applied (confirmed by {decision.principal}); its result is unknown"
+                self._stage_message(position, turn_id, Message(role="tool", tool_call_id=call.id, name=call.name, text=text))
+                self._emit(
+                    ToolInvocationCompleted(
+                        turn_id=turn_id, call_id=call.id, tool=call.name, preview=text, size_bytes=len(text), position=position
+                    )
+                )
+                return
+            break
         if result.ok:
             self._emit(
                 ToolInvocationCompleted(
@@ -455,6 +479,49 @@ class SessionWorkflow:
                     position=result.position,
                 )
             )
+
+    async def _reconcile(self, turn_id: str, call: ToolCall, idempotency_key: str, error: str) -> ReconcileDecision:
+        """Ask an operator whether a claimed-but-unrecorded effect happened; never re-run it silently."""
+        self._emit(ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason="outcome_unknown", error=error))
+        self._request_counter += 1
+        arguments = call.arguments or {}
+        request = PermissionRequest(
+            request_id=f"req-{self._request_counter}",
+            turn_id=turn_id,
+            call_id=call.id,
+            tool=call.name,
+            arguments=arguments,
+            arguments_sha256=arguments_sha256(arguments),
+            risk=self._tools[call.name].risk if call.name in self._tools else "effectful",
+            reason="the worker stopped between claiming and recording this effect: was it applied?",
+            kind="reconcile",
+        )
+        pending = _PendingApproval(request)
+        self._approvals[request.request_id] = pending
+        self._emit(PermissionRequested(turn_id=turn_id, request=request))
+        self._set_status("awaiting_approval")
+        example = json.dumps({"request_id": request.request_id, "outcome": "applied", "principal": self._config.owner})
+        self._set_details(
+            f"**reconcile** `{request.request_id}` · `{call.name}` {_preview(json.dumps(arguments), 120)}\n\n"
+            f"Was it applied? Signal `reconcile` with `{example}` (or `\"outcome\": \"not_applied\"` to run it again)"
+        )
+        await self._flush()
+        await workflow.wait_condition(lambda: pending.decision is not None)
+        decision = pending.decision
+        assert isinstance(decision, ReconcileDecision)
+        del self._approvals[request.request_id]
+        self._decided_requests.add(request.request_id)
+        await workflow.execute_activity(
+            EFFECTS_RECONCILE,
+            ReconcileEffectInput(
+                idempotency_key=idempotency_key, outcome=decision.outcome, principal=decision.principal, note=decision.note
+            ),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=STORE_RETRY,
+            summary=f"reconcile {call.name}: {decision.outcome}",
+        )
+        self._set_status("running")
+        return decision
 
     def _fail_call(self, turn_id: str, call: ToolCall, reason: Any, error: str, position: int | None = None) -> None:
         """Record a call that did not run (or failed) and give the model the error as the call's result."""
@@ -530,7 +597,6 @@ class SessionWorkflow:
                 turn_id=outcome.turn_id, status=outcome.status, rounds=outcome.rounds, error=outcome.error, usage=outcome.usage
             )
         )
-        self._outcomes[outcome.turn_id] = outcome
         self._turns_completed += 1
         self._active_turn = None
         self._cancel_request = None
@@ -649,6 +715,12 @@ class SessionWorkflow:
             why = "already_decided"
         elif input.principal != self._config.owner:
             why = "not_owner"
+        elif pending.request.kind != "tool_call":
+            why = "wrong_kind"
+        elif (input.call_id is not None and input.call_id != pending.request.call_id) or (
+            input.arguments_sha256 is not None and input.arguments_sha256 != pending.request.arguments_sha256
+        ):
+            why = "mismatch"
         if why is not None or pending is None:
             self._emit(
                 PermissionDecisionIgnored(
@@ -665,6 +737,37 @@ class SessionWorkflow:
                 call_id=pending.request.call_id,
                 principal=input.principal,
                 reason=input.reason,
+            )
+        )
+
+    @workflow.signal
+    def reconcile(self, input: ReconcileDecision) -> None:
+        pending = self._approvals.get(input.request_id)
+        why = None
+        if input.request_id in self._decided_requests:
+            why = "already_decided"
+        elif pending is None:
+            why = "unknown_request"
+        elif input.principal != self._config.owner:
+            why = "not_owner"
+        elif pending.request.kind != "reconcile":
+            why = "wrong_kind"
+        elif pending.decision is not None:
+            why = "already_decided"
+        if why is not None or pending is None:
+            self._emit(
+                PermissionDecisionIgnored(request_id=input.request_id, decision=input.outcome, principal=input.principal, why=why)
+            )
+            return
+        pending.decision = input
+        self._emit(
+            EffectReconciled(
+                turn_id=pending.request.turn_id,
+                request_id=input.request_id,
+                call_id=pending.request.call_id,
+                outcome=input.outcome,
+                principal=input.principal,
+                note=input.note,
             )
         )
 
@@ -718,6 +821,17 @@ class SessionWorkflow:
             return False
         number = turn_id[len("turn-") :]
         return number.isdigit() and 1 <= int(number) <= self._turn_counter
+
+
+def _error_type(err: BaseException) -> str | None:
+    """The type of the innermost ``ApplicationError`` in the cause chain, if any."""
+    found = None
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ApplicationError):
+            found = cause.type
+        cause = cause.__cause__
+    return found
 
 
 def _error_text(err: BaseException) -> str:

@@ -18,7 +18,7 @@ from activities.providers._base import (
     tool_call_from_text,
     wire_arguments,
 )
-from schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, Usage
+from schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderError, ProviderHTTPError, ProviderTransportError, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -115,57 +115,62 @@ class AnthropicProvider:
         output_tokens = 0
         stop_reason: str | None = None
         stopped = False
-        async with deadline(self.url, self.profile.timeout_seconds):
-            events = stream_sse(
-                self.url,
-                headers=self.headers(),
-                body=body,
-                timeout_seconds=self.profile.timeout_seconds,
-                client=self._client,
-            )
-            async with aclosing(events):
-                async for event in events:
-                    if not event.data.strip():
-                        continue
-                    data = load_event_json(self.url, event)
-                    kind = data.get("type") or event.event
-                    if kind == "message_start":
-                        usage = (data.get("message") or {}).get("usage") or {}
-                        input_tokens = _input_tokens(usage)
-                        output_tokens = int(usage.get("output_tokens") or 0)
-                    elif kind == "content_block_start":
-                        block = data.get("content_block") or {}
-                        blocks[int(data.get("index", len(blocks)))] = _Block(
-                            kind=str(block.get("type", "")),
-                            id=str(block.get("id", "")),
-                            name=str(block.get("name", "")),
-                            start_input=block.get("input") if isinstance(block.get("input"), dict) else None,
-                            text=[block["text"]] if block.get("text") else [],
-                        )
-                    elif kind == "content_block_delta":
-                        target = blocks.get(int(data.get("index", -1)))
-                        delta = data.get("delta") or {}
-                        if target is None:
+        try:
+            async with deadline(self.url, self.profile.timeout_seconds):
+                events = stream_sse(
+                    self.url,
+                    headers=self.headers(),
+                    body=body,
+                    timeout_seconds=self.profile.timeout_seconds,
+                    client=self._client,
+                )
+                async with aclosing(events):
+                    async for event in events:
+                        if not event.data.strip():
                             continue
-                        if delta.get("type") == "text_delta" and target.kind == "text" and delta.get("text"):
-                            target.text.append(delta["text"])
-                            if on_delta is not None:
-                                await on_delta(delta["text"])
-                        elif delta.get("type") == "input_json_delta" and target.kind == "tool_use":
-                            target.text.append(delta.get("partial_json") or "")
-                    elif kind == "message_delta":
-                        stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
-                        usage = data.get("usage") or {}
-                        if usage.get("output_tokens") is not None:
-                            output_tokens = int(usage["output_tokens"])
-                        if usage.get("input_tokens") is not None:
+                        data = load_event_json(self.url, event)
+                        kind = data.get("type") or event.event
+                        if kind == "message_start":
+                            usage = (data.get("message") or {}).get("usage") or {}
                             input_tokens = _input_tokens(usage)
-                    elif kind == "message_stop":
-                        stopped = True
-                        break
-                    elif kind == "error":
-                        raise _stream_error(self.url, data)
-                    # ping, content_block_stop and unknown events need nothing.
+                            output_tokens = int(usage.get("output_tokens") or 0)
+                        elif kind == "content_block_start":
+                            block = data.get("content_block") or {}
+                            blocks[int(data.get("index", len(blocks)))] = _Block(
+                                kind=str(block.get("type", "")),
+                                id=str(block.get("id", "")),
+                                name=str(block.get("name", "")),
+                                start_input=block.get("input") if isinstance(block.get("input"), dict) else None,
+                                text=[block["text"]] if block.get("text") else [],
+                            )
+                        elif kind == "content_block_delta":
+                            target = blocks.get(int(data.get("index", -1)))
+                            delta = data.get("delta") or {}
+                            if target is None:
+                                continue
+                            if delta.get("type") == "text_delta" and target.kind == "text" and delta.get("text"):
+                                target.text.append(delta["text"])
+                                if on_delta is not None:
+                                    await on_delta(delta["text"])
+                            elif delta.get("type") == "input_json_delta" and target.kind == "tool_use":
+                                target.text.append(delta.get("partial_json") or "")
+                        elif kind == "message_delta":
+                            stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
+                            usage = data.get("usage") or {}
+                            if usage.get("output_tokens") is not None:
+                                output_tokens = int(usage["output_tokens"])
+                            if usage.get("input_tokens") is not None:
+                                input_tokens = _input_tokens(usage)
+                        elif kind == "message_stop":
+                            stopped = True
+                            break
+                        elif kind == "error":
+                            raise _stream_error(self.url, data)
+                        # ping, content_block_stop and unknown events need nothing.
+        except ProviderError as err:
+            # Usage the provider reported before the failure (message_start carries input tokens).
+            err.partial_usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+            raise
         if not stopped:
             raise ProviderTransportError(self.url, "stream ended before message_stop")
         text = "".join("".join(b.text) for _, b in sorted(blocks.items()) if b.kind == "text")

@@ -1,0 +1,1 @@
+"""Chaos tests: worker SIGKILLs and Temporal server restarts under a live workload."""

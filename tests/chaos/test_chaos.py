@@ -1,0 +1,36 @@
+"""The CI chaos run: 6 sessions x 3 turns under 20+ worker SIGKILLs and 2 server restarts.
+
+Nothing may be applied twice, lost, left stuck or fail to replay. The bigger run is
+``python -m bench.chaos``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.chaos._harness import run_chaos
+
+SEED = 20240601
+
+
+async def test_sessions_survive_worker_kills_and_server_restarts(tmp_path: Path) -> None:
+    report = await run_chaos(
+        sessions=6,
+        turns_per_session=3,
+        kills=20,
+        server_restarts=2,
+        seed=SEED,
+        workdir=tmp_path,
+        deadline_seconds=165,
+        progress=print,
+    )
+    print(report.details())
+    for problem in report.problems:
+        print("  problem:", problem)
+    print(report.line())
+    assert report.kills >= 20
+    assert report.server_restarts >= 2
+    assert report.duplicates == 0, report.problems
+    assert report.lost == 0, report.problems
+    assert report.stuck == 0, report.problems
+    assert report.replay_failures == 0, report.problems

@@ -1,0 +1,361 @@
+"""Reviewer's breakage tests for SessionWorkflow: cancellation, archive, approvals, wait_turn, restarts.
+
+Tests named after the *expected* behaviour; the ones that fail on the current code demonstrate bugs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from schemas import (
+    ApprovalPolicy,
+    AssistantMessageCompleted,
+    ModelRequestStarted,
+    PermissionDecisionIgnored,
+    PermissionRequested,
+    RequestRejected,
+    SessionNotFound,
+    ToolInvocationStarted,
+    TurnEnded,
+)
+from tests.conftest import Harness
+from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
+from tests.e2e.test_worker_crash import start_worker_process
+
+ASK_ALL = ApprovalPolicy(read_only="ask", idempotent="ask", effectful="ask")
+
+
+def assert_transcript_valid(messages: list) -> None:
+    """Every assistant tool call is followed by exactly one tool result before the next assistant/user message."""
+    open_calls: dict[str, int] = {}
+    for _, m in messages:
+        if m.role == "tool":
+            assert m.tool_call_id in open_calls, f"tool result for unknown/duplicate call {m.tool_call_id}"
+            del open_calls[m.tool_call_id]
+            continue
+        assert not open_calls, f"calls without a result before a {m.role} message: {sorted(open_calls)}"
+        if m.role == "assistant":
+            open_calls = {c.id: 1 for c in m.tool_calls}
+    assert not open_calls, f"calls without a result at the end: {sorted(open_calls)}"
+
+
+# ------------------------------------------------------------------ bugs (expected to fail today)
+
+
+async def test_cancel_turn_while_a_shell_command_runs_ends_the_turn_as_cancelled(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "sleep 30"}}]},
+        {"text": "carried on regardless"},
+    ])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=2.0)
+    started = await harness.client.start(config, "run it")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, ToolInvocationStarted))
+    await asyncio.sleep(1.0)
+    await harness.client.cancel(sid, reason="stop")
+
+    outcome = await asyncio.wait_for(harness.client.wait(sid, started.turn_id), timeout=60)
+    events = (await harness.client.events(sid)).events
+    assert outcome.status == "cancelled", (outcome, event_types(events))
+    assert not any(isinstance(e, ModelRequestStarted) and e.round == 2 for e in events)
+
+
+async def test_archive_while_a_shell_command_runs_stops_the_turn_without_further_model_calls(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "sleep 30"}}]},
+        {"text": "still talking after archive"},
+    ])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=2.0)
+    started = await harness.client.start(config, "run it")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, ToolInvocationStarted))
+    await asyncio.sleep(1.0)
+    await harness.client.archive(sid, reason="bye")
+    result = await asyncio.wait_for(harness.handle(sid).result(), timeout=60)
+    assert result.status == "archived"
+    outcome = await harness.client.wait(sid, started.turn_id)
+    events = (await harness.client.events(sid)).events
+    assert outcome.status == "cancelled", (outcome, event_types(events))
+    assert not any(isinstance(e, ModelRequestStarted) and e.round == 2 for e in events)
+
+
+async def test_cancel_turn_from_a_stranger_is_ignored(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "slow answer", "delay_seconds": 3}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, ModelRequestStarted))
+    await asyncio.sleep(0.5)
+    await harness.as_principal("mallory").cancel(sid, reason="griefing")
+    outcome = await asyncio.wait_for(harness.client.wait(sid, started.turn_id), timeout=60)
+    assert outcome.status == "completed", outcome
+
+
+async def test_wait_turn_with_a_negative_timeout_is_rejected_and_the_session_keeps_working(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "first")
+    await harness.client.wait(sid, started.turn_id)
+
+    nxt = await harness.client.send(sid, "second")
+    bad = asyncio.create_task(harness.client.wait(sid, nxt.turn_id, timeout_seconds=-1))
+    try:
+        # Expected: a RequestRejected (or at least a prompt answer); today the update handler raises
+        # RuntimeError("negative delay") after validation, which fails every workflow task: the session is wedged.
+        with pytest.raises(RequestRejected):
+            await asyncio.wait_for(asyncio.shield(bad), timeout=15)
+    finally:
+        bad.cancel()
+    outcome = await asyncio.wait_for(harness.client.wait(sid, nxt.turn_id), timeout=15)
+    assert outcome.answer == "two"
+
+
+async def test_wait_for_an_unknown_turn_of_an_archived_session_says_the_turn_is_unknown(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "hi"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "hello")
+    await harness.client.wait(sid, started.turn_id)
+    await harness.client.archive(sid)
+    await asyncio.wait_for(harness.handle(sid).result(), timeout=30)
+
+    assert (await harness.client.wait(sid, started.turn_id)).answer == "hi"  # known turn: works
+    # The session exists (it is archived); "no session" is misleading. Expected: RequestRejected naming the turn.
+    with pytest.raises(RequestRejected, match="turn-99"):
+        await harness.client.wait(sid, "turn-99")
+
+
+async def test_starting_an_archived_session_id_again_keeps_the_new_message(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "first answer"}, {"text": "second answer"}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script)
+    started = await harness.client.start(config, "first message")
+    await harness.client.wait(sid, started.turn_id)
+    await harness.client.archive(sid)
+    await asyncio.wait_for(harness.handle(sid).result(), timeout=30)
+
+    # Either refuse (the session is archived) or continue it without losing anything.
+    try:
+        again = await harness.client.start(config, "second message")
+    except RequestRejected:
+        return
+    await asyncio.wait_for(harness.client.wait(sid, again.turn_id), timeout=30)
+    users = [m.text for _, m in harness.store.messages(sid) if m.role == "user"]
+    assert "second message" in users, users  # today: position 0 collides and the insert is silently ignored
+
+
+async def test_a_tool_effect_is_not_repeated_when_its_worker_dies_mid_call(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """DESIGN: 'a retried attempt that finds it started but not completed raises outcome unknown' (effect ledger)."""
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "echo x >> effect.txt; sleep 6"}}]},
+        {"text": "done"},
+    ])
+    client = harness.client
+    client.task_queue = harness.task_queue + "-proc"
+    log = tmp_path / "worker.log"
+    first = start_worker_process(harness, log)
+    try:
+        sid = harness.new_session_id()
+        config = session_config(client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=2.0)
+        started = await client.start(config, "append once")
+        await wait_for_event(client, sid, lambda e: isinstance(e, ToolInvocationStarted), timeout=60)
+        for _ in range(100):
+            if (workspace / "effect.txt").exists():
+                break
+            await asyncio.sleep(0.1)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    second = start_worker_process(harness, log)
+    try:
+        await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=120)
+    finally:
+        os.killpg(second.pid, signal.SIGTERM)
+        second.wait(timeout=30)
+    assert (workspace / "effect.txt").read_text() == "x\n"
+
+
+async def test_a_cancelled_queued_turn_gets_a_turn_ended_event(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "slow", "delay_seconds": 2}, {"text": "three"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "one")
+    second = await harness.client.send(sid, "two")
+    third = await harness.client.send(sid, "three")
+    await harness.client.cancel(sid, turn_id=second.turn_id)
+    assert (await harness.client.wait(sid, second.turn_id)).status == "cancelled"
+    await harness.client.wait(sid, third.turn_id)
+    ended = {e.turn_id for e in (await harness.client.events(sid)).events if isinstance(e, TurnEnded)}
+    assert ended == {started.turn_id, second.turn_id, third.turn_id}
+
+
+async def test_start_with_an_empty_first_message_leaves_no_running_session(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "hi"}])
+    sid = harness.new_session_id()
+    with pytest.raises(RequestRejected, match="empty"):
+        await harness.client.start(session_config(harness.client, sid, workspace, script), "   ")
+    # The caller was told "rejected", but a session workflow was started and now idles forever.
+    with pytest.raises(SessionNotFound):
+        await harness.client.state(sid)
+
+
+# ------------------------------------------------------------------ verified behaviour (passes)
+
+
+async def test_deny_one_and_grant_another_call_of_the_same_response(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [
+            {"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}},
+            {"name": "fs.write", "arguments": {"path": "b.txt", "content": "b"}},
+        ]},
+        {"text": "done"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.request_id == "req-2")
+    state = await harness.client.state(sid)
+    assert [r.request_id for r in state.pending_approvals] == ["req-1", "req-2"]
+    await harness.client.approve(sid, "req-2")
+    await asyncio.sleep(0.5)
+    assert not (workspace / "b.txt").exists()  # nothing runs until the whole batch is decided
+    await harness.client.deny(sid, "req-1", reason="no a")
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "completed"
+    assert not (workspace / "a.txt").exists() and (workspace / "b.txt").read_text() == "b"
+    messages = harness.store.messages(sid)
+    assert_transcript_valid(messages)
+    tools = [m for _, m in messages if m.role == "tool"]
+    assert [m.tool_call_id for m in tools] == ["call_0_0", "call_0_1"]
+    assert tools[0].is_error and not tools[1].is_error
+
+
+async def test_decision_before_the_request_exists_is_ignored_and_a_later_one_counts(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"text": "thinking", "delay_seconds": 1.5},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "done"},
+    ])
+    sid = harness.new_session_id()
+    first = await harness.client.start(session_config(harness.client, sid, workspace, script), "one")
+    await harness.client.approve(sid, "req-1")  # too early
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionDecisionIgnored))
+    await harness.client.wait(sid, first.turn_id)
+    second = await harness.client.send(sid, "two")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    assert (await harness.client.state(sid)).status == "awaiting_approval"
+    await harness.client.approve(sid, "req-1")
+    assert (await harness.client.wait(sid, second.turn_id)).status == "completed"
+    assert (workspace / "a.txt").read_text() == "a"
+
+
+async def test_archive_while_awaiting_approval_cancels_the_turn_and_closes_the_calls(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [
+            {"name": "fs.read", "arguments": {"path": "README.md"}},
+            {"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}},
+        ]},
+        {"text": "done"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    queued = await harness.client.send(sid, "later")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await harness.client.archive(sid, reason="bye")
+    result = await asyncio.wait_for(harness.handle(sid).result(), timeout=30)
+    assert result.status == "archived"
+    assert (await harness.client.wait(sid, started.turn_id)).status == "cancelled"
+    assert (await harness.client.wait(sid, queued.turn_id)).status == "cancelled"
+    assert not (workspace / "a.txt").exists()
+    assert_transcript_valid(harness.store.messages(sid))
+
+
+async def test_cancel_during_approval_leaves_a_valid_transcript_and_the_next_turn_runs(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [
+            {"name": "fs.list", "arguments": {}},
+            {"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}},
+            {"name": "nope.tool", "arguments": {}},
+        ]},
+        {"text": "next turn answer"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await harness.client.cancel(sid, turn_id=started.turn_id, reason="nah")
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "cancelled" and "nah" in (outcome.error or "")
+    state = await harness.client.state(sid)
+    assert state.pending_approvals == [] and state.status == "idle"
+    await harness.client.approve(sid, "req-1")  # late: ignored
+    nxt = await harness.client.send(sid, "again")
+    assert (await harness.client.wait(sid, nxt.turn_id)).answer == "next turn answer"
+    assert not (workspace / "a.txt").exists()
+    assert_transcript_valid(harness.store.messages(sid))
+    ignored = [e for e in (await harness.client.events(sid)).events if isinstance(e, PermissionDecisionIgnored)]
+    assert [e.why for e in ignored] == ["unknown_request"]
+
+
+async def test_cancel_active_turn_with_several_queued_runs_the_rest_in_order(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "B"},
+        {"text": "C"},
+    ])
+    sid = harness.new_session_id()
+    a = await harness.client.start(session_config(harness.client, sid, workspace, script), "a")
+    b = await harness.client.send(sid, "b")
+    c = await harness.client.send(sid, "c")
+    assert c.queued_behind == 2
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await harness.client.cancel(sid, turn_id="turn-99")  # unknown: no-op
+    await harness.client.cancel(sid, turn_id=c.turn_id)  # queued: removed
+    await harness.client.cancel(sid)  # the active one
+    assert (await asyncio.wait_for(harness.client.wait(sid, a.turn_id), 60)).status == "cancelled"
+    assert (await asyncio.wait_for(harness.client.wait(sid, b.turn_id), 60)).answer == "B"
+    assert (await harness.client.wait(sid, c.turn_id)).status == "cancelled"
+    await harness.client.cancel(sid, turn_id=a.turn_id)  # finished turn: no-op
+    d = await harness.client.send(sid, "d")
+    assert (await asyncio.wait_for(harness.client.wait(sid, d.turn_id), 60)).answer == "C"
+    messages = harness.store.messages(sid)
+    assert [m.text for _, m in messages if m.role == "user"] == ["a", "b", "d"]
+    assert_transcript_valid(messages)
+
+
+async def test_wait_turn_for_an_unknown_turn_of_a_running_session_is_rejected(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "hi"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "hello")
+    await harness.client.wait(sid, started.turn_id)
+    for bad in ("turn-2", "turn-0", "nonsense"):
+        with pytest.raises(RequestRejected, match="unknown turn"):
+            await harness.client.wait(sid, bad)
+    pending = await harness.client.wait(sid, started.turn_id, timeout_seconds=0.1)
+    assert pending.status == "completed"
