@@ -250,7 +250,6 @@ class Store:
                     set_={k: stmt.excluded[k] for k in ("owner", "workspace", "profile", "title", "config_json", "updated_at")},
                 )
                 conn.execute(stmt)
-            inserted = 0
             if data.messages:
                 rows = [
                     {
@@ -262,7 +261,7 @@ class Store:
                     }
                     for pm in data.messages
                 ]
-                inserted += _rowcount(conn.execute(self._insert_ignore(messages, ["session_id", "position"]), rows))
+                conn.execute(self._insert_ignore(messages, ["session_id", "position"]), rows)
             if data.events:
                 rows = [
                     {
@@ -275,8 +274,10 @@ class Store:
                     }
                     for ev in data.events
                 ]
-                inserted += _rowcount(conn.execute(self._insert_ignore(events, ["session_id", "seq"]), rows))
-            if inserted and data.config is None:
+                conn.execute(self._insert_ignore(events, ["session_id", "seq"]), rows)
+            # Row counts of multi-row INSERT .. ON CONFLICT are not reported on PostgreSQL (-1),
+            # so any batch with content marks the session as updated.
+            if (data.messages or data.events) and data.config is None:
                 conn.execute(update(sessions).where(sessions.c.session_id == sid).values(updated_at=now))
 
     def put_message(self, session_id: str, position: int, turn_id: str | None, message: Message) -> None:
@@ -567,11 +568,6 @@ def _effect_record(r: Any) -> EffectRecord:
         idempotency_key=r.idempotency_key, session_id=r.session_id, tool=r.tool, state=r.state,
         result_text=r.result_text, note=r.note, claimed_at=_utc(r.claimed_at), updated_at=_utc(r.updated_at),
     )
-
-
-def _rowcount(result: Any) -> int:
-    count = getattr(result, "rowcount", -1)
-    return count if count and count > 0 else 0
 
 
 def _upgrade(engine: Engine) -> None:

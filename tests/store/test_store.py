@@ -250,3 +250,11 @@ def test_several_processes_opening_a_new_sqlite_file_at_once_all_succeed(tmp_pat
 @pytest.mark.postgres
 def test_several_processes_opening_a_new_postgres_database_at_once_all_succeed(fresh_pg_url: str) -> None:
     assert _open_in_processes(fresh_pg_url) == [0, 0, 0]
+
+
+def test_an_append_with_new_content_moves_the_session_updated_at_on_both_dialects(store: Store) -> None:
+    # Regression: PostgreSQL reports -1 rows for INSERT .. ON CONFLICT, which once hid every update.
+    store.append(StoreAppendInput(session_id="s1", config=config("s1")))
+    before = store.list_sessions()[0].updated_at
+    store.append(StoreAppendInput(session_id="s1", messages=[msg(0, "hello")]))
+    assert store.list_sessions()[0].updated_at > before
