@@ -36,7 +36,7 @@ async def test_histories_recorded_by_this_run_replay() -> None:
     assert failures == {}
     if os.environ.get("AGENTRT_RECORD_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
-        for history in histories[:8]:
+        for history in histories:
             (HISTORIES / f"{history.workflow_id}.json").write_text(history.to_json())
 
 
