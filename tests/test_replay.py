@@ -12,7 +12,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.conftest import RECORDED_HISTORIES
+from schemas import PermissionRequested
+from tests.conftest import RECORDED_HISTORIES, Harness
+from tests.e2e._support import session_config, wait_for_event, write_script
 from worker import WORKFLOWS, workflow_runner
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -22,9 +24,27 @@ def replayer() -> Replayer:
     return Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=workflow_runner())
 
 
+async def record_one_session(harness: Harness, tmp_path: Path) -> None:
+    """When this file runs alone: make a history with tool calls and an approval."""
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "done"},
+    ])
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await harness.client.approve(sid, requested.request.request_id)
+    await harness.client.wait(sid, started.turn_id)
+    await harness.client.archive(sid)
+    RECORDED_HISTORIES.append(harness.handle(sid))
+
+
 @pytest.mark.replay_last
-async def test_histories_recorded_by_this_run_replay() -> None:
-    assert RECORDED_HISTORIES, "the end-to-end tests recorded no histories"
+async def test_histories_recorded_by_this_run_replay(harness: Harness, tmp_path: Path) -> None:
+    if not RECORDED_HISTORIES:
+        await record_one_session(harness, tmp_path)
     histories = [await handle.fetch_history() for handle in RECORDED_HISTORIES]
 
     async def each() -> AsyncIterator[WorkflowHistory]:
