@@ -46,6 +46,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import sys
@@ -71,6 +72,9 @@ from workflows.session import workflow_id_for
 from tests.chaos._worker import MARK
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# What a worker imports: copied into the run directory when the run starts, so every worker
+# generation (and the replay) runs the same code even if the working tree changes meanwhile.
+SOURCE_PACKAGES = ("schemas", "workflows", "activities", "worker", "client", "store")
 OWNER = "chaos-operator"
 LOG_FILE = "log.txt"
 TERMINAL = {"completed", "failed", "cancelled", "round_limit"}
@@ -226,6 +230,7 @@ class _Chaos:
             extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port())],
         )
         self.store_url = f"sqlite:///{self.run_dir / 'agentrt.db'}"
+        self.source = self.run_dir / "src"
         self.store: Store | None = None
         self.temporal: Client | None = None
         self.client: AgentClient | None = None
@@ -253,6 +258,15 @@ class _Chaos:
 
     # ------------------------------------------------------------ processes
 
+    def snapshot_source(self) -> None:
+        """Copy the packages a worker imports (and this harness) into ``run_dir/src``."""
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        for package in SOURCE_PACKAGES:
+            shutil.copytree(REPO_ROOT / package, self.source / package, ignore=ignore)
+        (self.source / "tests").mkdir(parents=True)
+        shutil.copy2(REPO_ROOT / "tests" / "__init__.py", self.source / "tests" / "__init__.py")
+        shutil.copytree(REPO_ROOT / "tests" / "chaos", self.source / "tests" / "chaos", ignore=ignore)
+
     async def start_server(self) -> None:
         await self.server.start(timeout=60)
 
@@ -277,7 +291,7 @@ class _Chaos:
             ready = self.run_dir / f"worker-{self.worker_generation}.ready"
             env = {
                 **os.environ,
-                "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                "PYTHONPATH": str(self.source) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                 "AGENTRT_TEMPORAL_ADDRESS": self.server.address,
                 "AGENTRT_TASK_QUEUE": self.task_queue,
                 "AGENTRT_DATABASE_URL": self.store_url,
@@ -838,6 +852,7 @@ class _Chaos:
         tasks: list[asyncio.Task[Any]] = []
         try:
             self.plan_sessions()
+            await asyncio.to_thread(self.snapshot_source)
             await self.start_server()
             self.temporal = await connect(self.server.address)
             self.client = AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)

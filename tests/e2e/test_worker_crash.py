@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schemas import ModelRequestStarted, TurnOutcome
+from schemas import ModelRequestStarted, PermissionRequested, TurnOutcome
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
 
@@ -64,3 +64,36 @@ async def test_worker_killed_mid_turn_is_replaced_and_the_turn_completes_with_th
     assert (workspace / "log.txt").read_text() == "once\n"
     roles = [m.role for _, m in harness.store.messages(sid)]
     assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_worker_killed_during_an_approval_wait_runs_the_approved_call_exactly_once(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "log.txt", "content": "approved\n", "append": True}}]},
+        {"text": "done"},
+    ])
+    client = harness.client
+    client.task_queue = harness.task_queue + "-proc"
+    log = tmp_path / "worker.log"
+    first = start_worker_process(harness, log)
+    try:
+        sid = harness.new_session_id()
+        started = await client.start(session_config(client, sid, workspace, script, heartbeat_timeout_seconds=2.0), "go")
+        requested = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        # Decided while no worker runs: the signal waits in history.
+        await client.approve(sid, requested.request.request_id)
+        await client.approve(sid, requested.request.request_id)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    second = start_worker_process(harness, log)
+    try:
+        outcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=120)
+    finally:
+        os.killpg(second.pid, signal.SIGTERM)
+        second.wait(timeout=30)
+    assert outcome.status == "completed"
+    assert (workspace / "log.txt").read_text() == "approved\n"

@@ -1,0 +1,62 @@
+"""The big chaos run, by hand: sessions keep their promises while workers and the server die.
+
+    python -m bench.chaos [--sessions 50] [--turns 3] [--kills 200] [--server-restarts 10]
+                          [--seed N] [--workdir DIR] [--deadline SECONDS]
+
+Starts its own Temporal dev server (free ports, headless) and worker subprocesses, runs
+``--sessions`` sessions of ``--turns`` turns each while the worker is SIGKILLed ``--kills``
+times and the server restarted ``--server-restarts`` times (see ``tests/chaos/_harness.py``
+for where the kills land and what is checked). Progress goes to stdout; run artefacts
+(server and worker logs, scripts, workspaces, databases) stay under ``--workdir``
+(default: a new temporary directory). The last line is exactly
+
+    chaos sessions=N kills=K server_restarts=R turns_completed=T reconciles=C duplicates=D lost=L stuck=S
+
+Exit status 0 when duplicates, lost, stuck and replay failures are all zero, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.chaos._harness import run_chaos
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=3, help="turns per session")
+    parser.add_argument("--kills", type=int, default=200)
+    parser.add_argument("--server-restarts", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--deadline", type=float, default=None, help="overall bound in seconds (default: from the sizes)")
+    args = parser.parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agentrt-chaos-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    report = asyncio.run(
+        run_chaos(
+            sessions=args.sessions,
+            turns_per_session=args.turns,
+            kills=args.kills,
+            server_restarts=args.server_restarts,
+            seed=args.seed,
+            workdir=workdir,
+            deadline_seconds=args.deadline,
+            progress=lambda text: print(text, flush=True),
+        )
+    )
+    for problem in report.problems:
+        print(f"problem: {problem}", flush=True)
+    print(report.details(), flush=True)
+    print(report.line(), flush=True)
+    ok = report.duplicates == 0 and report.lost == 0 and report.stuck == 0 and report.replay_failures == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
