@@ -1,7 +1,7 @@
 """The big chaos run, by hand: sessions keep their promises while workers and the server die.
 
     python -m bench.chaos [--sessions 50] [--turns 3] [--kills 200] [--server-restarts 10]
-                          [--seed N] [--workdir DIR] [--deadline SECONDS]
+                          [--seed N] [--workdir DIR] [--deadline SECONDS] [--risk effectful]
 
 Starts its own Temporal dev server (free ports, headless) and worker subprocesses, runs
 ``--sessions`` sessions of ``--turns`` turns each while the worker is SIGKILLed ``--kills``
@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
 from tests.chaos._harness import run_chaos
 
 
@@ -34,8 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-restarts", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--risk", default="effectful", help="risk class of chaos.append (idempotent: no effect ledger, expect duplicates)"
+    )
     parser.add_argument("--deadline", type=float, default=None, help="overall bound in seconds (default: from the sizes)")
     args = parser.parse_args(argv)
+    # This process is ours: keep the SDK's retry warnings (server restarts) out of the progress log.
+    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agentrt-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     report = asyncio.run(
@@ -48,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir=workdir,
             deadline_seconds=args.deadline,
             progress=lambda text: print(text, flush=True),
+            append_risk=args.risk,
         )
     )
     for problem in report.problems:

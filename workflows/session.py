@@ -97,7 +97,9 @@ MODEL_RETRY = RetryPolicy(
 )
 # Tool failures come back as results; activity retries cover lost workers only.
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=20)
+# Store writes retry without a bound on purpose: the store is the session's own database and
+# a session must not fail because it was briefly down; the retrying activity shows in the UI.
+STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=0)
 
 PREVIEW_CHARS = 200
 

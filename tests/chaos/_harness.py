@@ -82,6 +82,7 @@ TERMINAL = {"completed", "failed", "cancelled", "round_limit"}
 RANDOM_KILL_DELAY = (0.3, 3.0)
 MODEL_DELAY = (0.2, 1.5)
 TOOL_PAUSE = (0.0, 0.8)
+LONG_PAUSE = (1.5, 4.0)  # some calls sleep this long before their effect (15 %)
 HEARTBEAT_TIMEOUT_SECONDS = 2.0
 RPC_TIMEOUT = 10.0
 
@@ -206,7 +207,9 @@ class _Chaos:
         workdir: Path,
         deadline_seconds: float,
         progress: Callable[[str], None],
+        append_risk: str = "effectful",
     ) -> None:
+        self.append_risk = append_risk
         self.rng = random.Random(seed)
         self.seed = seed
         self.n_sessions = sessions
@@ -216,7 +219,7 @@ class _Chaos:
         self.started = time.monotonic()
         self.deadline = self.started + deadline_seconds
         # Turns must end this long before the deadline, leaving time for the checks and the replay.
-        self.turn_deadline = self.deadline - min(40.0, deadline_seconds / 4)
+        self.turn_deadline = self.deadline - min(30.0, deadline_seconds / 4)
         self.say = progress
         self.run_dir = workdir / f"chaos-{seed}-{os.getpid()}-{int(time.time())}"
         self.run_dir.mkdir(parents=True)
@@ -296,6 +299,7 @@ class _Chaos:
                 "AGENTRT_TASK_QUEUE": self.task_queue,
                 "AGENTRT_DATABASE_URL": self.store_url,
                 "CHAOS_READY_FILE": str(ready),
+                "CHAOS_APPEND_RISK": self.append_risk,
             }
             env.pop("AGENTRT_CONFIG", None)
             process = await asyncio.create_subprocess_exec(
@@ -456,9 +460,12 @@ class _Chaos:
                         await asyncio.sleep(gap)
                         await self.start_worker()
                 if pending_restarts > 0 and (k in restart_after or k >= kills):
-                    await asyncio.sleep(self.rng.uniform(*RANDOM_KILL_DELAY))
+                    mode = self.rng.choice(["random", "before"])
+                    await self._wait_for_kill_point(mode)
                     how = "SIGKILL" if (restarts - pending_restarts) % 2 == 0 else "SIGTERM"
                     async with self.ops:
+                        phases = sorted(set(self.effect_phase.values()))
+                        self.log(f"stopping the server ({how}, {mode} -> effects in flight: {phases or 'none'})")
                         await self.restart_server(how)
                     pending_restarts -= 1
             if k < kills or pending_restarts:
@@ -503,7 +510,9 @@ class _Chaos:
                             "arguments": {
                                 "path": LOG_FILE,
                                 "line": line,
-                                "pause_before_seconds": round(self.rng.uniform(*TOOL_PAUSE), 2),
+                                "pause_before_seconds": round(
+                                    self.rng.uniform(*(LONG_PAUSE if self.rng.random() < 0.15 else TOOL_PAUSE)), 2
+                                ),
                                 "pause_after_seconds": round(self.rng.uniform(*TOOL_PAUSE), 2),
                             },
                         })
@@ -768,7 +777,7 @@ class _Chaos:
             if position is None:
                 continue
             role = {"UserMessageAdded": "user", "AssistantMessageCompleted": "assistant"}.get(event.type, "tool")
-            if position in named and not (named[position] == "tool" and role == "tool"):
+            if position in named:
                 bad(f"position {position} named twice ({named[position]}, {event.type})")
             named[position] = role
         for position, role in sorted(named.items()):
@@ -921,18 +930,21 @@ async def run_chaos(
     *,
     deadline_seconds: float | None = None,
     progress: Callable[[str], None] | None = None,
+    append_risk: str = "effectful",
 ) -> ChaosReport:
     """Run the chaos scenario (see the module docstring) and return what it found.
 
     Everything is bounded by ``deadline_seconds`` (default: a budget from the sizes);
-    turns must end 1/4 of it (at most 40 s) before the deadline, leaving time for the
-    checks and the replay. ``progress`` receives log lines (default: none). Every process
-    started here is stopped before returning.
+    turns must end 1/4 of it (at most 30 s) before the deadline, leaving time for the
+    checks and the replay. ``progress`` receives log lines (default: none). ``append_risk``
+    other than ``effectful`` (e.g. ``idempotent``) takes ``chaos.append`` out of the effect
+    ledger, to see the harness catch the duplicates that come back. Every process started
+    here is stopped before returning.
     """
     if deadline_seconds is None:
         deadline_seconds = 120 + 4.0 * kills + 20.0 * server_restarts + 2.0 * sessions * turns_per_session
     chaos = _Chaos(
         sessions, turns_per_session, kills, server_restarts, seed, Path(workdir), deadline_seconds,
-        progress or (lambda _text: None),
+        progress or (lambda _text: None), append_risk,
     )
     return await chaos.run()

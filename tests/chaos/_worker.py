@@ -3,7 +3,9 @@
 Run as ``python -m tests.chaos._worker`` (with the repository on ``PYTHONPATH``). Configuration
 comes from ``AgentrtConfig.load()``: ``AGENTRT_TEMPORAL_ADDRESS``, ``AGENTRT_TASK_QUEUE``,
 ``AGENTRT_DATABASE_URL``. When ``CHAOS_READY_FILE`` is set, the file is created once the
-worker is polling, so the harness can time its kills from that moment.
+worker is polling, so the harness can time its kills from that moment. ``CHAOS_APPEND_RISK``
+(default ``effectful``) overrides the tool's risk class: ``idempotent`` takes it out of the
+effect ledger, which shows the harness catching the duplicates that come back.
 
 ``chaos.append`` sleeps in this process before and after its effect (one ``O_APPEND``
 write of ``line + "\\n"``), so a SIGKILL of the worker can land before, during or after
@@ -76,10 +78,13 @@ class ChaosAppend(Tool):
         return ToolOutput(text="appended")
 
 
-def chaos_registry() -> ToolRegistry:
-    """``default_registry()`` plus ``chaos.append``."""
+def chaos_registry(risk: str | None = None) -> ToolRegistry:
+    """``default_registry()`` plus ``chaos.append`` (its risk class overridden by ``risk``)."""
     registry = default_registry()
-    registry.register(ChaosAppend())
+    tool = ChaosAppend()
+    if risk:
+        tool.risk = risk  # type: ignore[misc] - e.g. "idempotent" takes it out of the effect ledger
+    registry.register(tool)
     return registry
 
 
@@ -87,7 +92,7 @@ async def main() -> None:
     config = AgentrtConfig.load()
     store = Store.open(config.database_url)
     client = await connect(config.temporal_address, config.namespace)
-    worker = build_worker(client, config, store, chaos_registry())
+    worker = build_worker(client, config, store, chaos_registry(os.environ.get("CHAOS_APPEND_RISK") or None))
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.3)  # validation (a namespace describe) and the first polls
     if not running.done():
