@@ -1,14 +1,16 @@
 """The big chaos run, by hand: sessions keep their promises while workers and the server die.
 
-    python -m bench.chaos [--sessions 50] [--turns 3] [--kills 200] [--server-restarts 10]
+    python -m bench.chaos [--sessions 50] [--turns 10] [--kills 200] [--server-restarts 10]
                           [--seed N] [--workdir DIR] [--deadline SECONDS] [--risk effectful]
 
 Starts its own Temporal dev server (free ports, headless) and worker subprocesses, runs
 ``--sessions`` sessions of ``--turns`` turns each while the worker is SIGKILLed ``--kills``
 times and the server restarted ``--server-restarts`` times (see ``tests/chaos/_harness.py``
-for where the kills land and what is checked). Progress goes to stdout; run artefacts
-(server and worker logs, scripts, workspaces, databases) stay under ``--workdir``
-(default: a new temporary directory). The last line is exactly
+for where the kills land and what is checked). A kill takes about 4 s of wall time (a
+random 0.3-3 s wait plus a worker start), so pick ``--turns`` such that the sessions
+are still working when the last kill lands; the log says when they are not. Progress
+goes to stdout; run artefacts (server and worker logs, scripts, workspaces, databases)
+stay under ``--workdir`` (default: a new temporary directory). The last line is exactly
 
     chaos sessions=N kills=K server_restarts=R turns_completed=T reconciles=C duplicates=D lost=L stuck=S
 
@@ -31,7 +33,9 @@ from tests.chaos._harness import run_chaos
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=50)
-    parser.add_argument("--turns", type=int, default=3, help="turns per session")
+    parser.add_argument(
+        "--turns", type=int, default=10, help="turns per session (enough that the sessions outlast the kills)"
+    )
     parser.add_argument("--kills", type=int, default=200)
     parser.add_argument("--server-restarts", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 import typer
+from temporalio.service import RPCError
 
 from client._client import AgentClient
 from client._render import event_line, transcript_lines
@@ -63,6 +64,9 @@ def _run(coro_factory: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(main())
     except AgentrtError as err:
         typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    except RPCError as err:
+        typer.echo(f"error: Temporal answered {err.status.name}: {err.message}", err=True)
         raise typer.Exit(2) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         typer.echo("interrupted", err=True)

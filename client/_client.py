@@ -8,7 +8,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -41,6 +41,7 @@ from schemas import (
     SessionConfig,
     SessionInput,
     SessionNotFound,
+    WorkerUnavailable,
     SessionStateView,
     TurnOutcome,
     WaitTurnInput,
@@ -131,6 +132,8 @@ class AgentClient:
 
         If the session already runs, the message is sent to it. Returns the session and turn ids.
         """
+        if not text.strip():
+            raise RequestRejected(config.session_id, "send_message", "message text is empty")
         workflow_id = workflow_id_for(config.session_id)
         operation = WithStartWorkflowOperation(
             SessionWorkflow.run,
@@ -153,15 +156,9 @@ class AgentClient:
 
     async def send(self, session_id: str, text: str) -> SendMessageResult:
         """Queue a message; it runs after the active turn. Returns its turn id."""
-        handle = self._handle(session_id)
-        try:
-            return await handle.execute_update(
-                SessionWorkflow.send_message, SendMessageInput(text=text, principal=self.principal)
-            )
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(session_id, "send_message", _cause(err)) from err
-        except RPCError as err:
-            raise _translate(session_id, err) from err
+        return await self._execute(
+            session_id, "send_message", SessionWorkflow.send_message, SendMessageInput(text=text, principal=self.principal)
+        )
 
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
         """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first."""
@@ -180,29 +177,48 @@ class AgentClient:
             raise _translate(session_id, err) from err
 
     async def approve(self, session_id: str, request_id: str, reason: str | None = None) -> None:
+        """Grant a pending approval. Raises ``RequestRejected`` for an unknown or decided request or a non-owner."""
         await self._decide(session_id, request_id, "grant", reason)
 
     async def deny(self, session_id: str, request_id: str, reason: str | None = None) -> None:
         await self._decide(session_id, request_id, "deny", reason)
 
     async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None) -> None:
-        signal = PermissionDecision(
+        update = PermissionDecision(
             request_id=request_id, decision=decision, principal=self.principal, reason=reason  # type: ignore[arg-type]
         )
-        try:
-            await self._handle(session_id).signal(SessionWorkflow.permission_decision, signal)
-        except RPCError as err:
-            raise _translate(session_id, err) from err
+        await self._execute(session_id, "decide", SessionWorkflow.decide, update)
 
     async def reconcile(self, session_id: str, request_id: str, outcome: str, note: str | None = None) -> None:
-        """Answer a ``reconcile`` request: ``applied`` records the call as done, ``not_applied`` runs it once more."""
-        signal = ReconcileDecision(
+        """Answer a ``reconcile`` request: ``applied`` records the call as done, ``not_applied`` runs it once more.
+
+        Raises ``RequestRejected`` (unknown or decided request, not the owner, not a reconcile request).
+        """
+        update = ReconcileDecision(
             request_id=request_id, outcome=outcome, principal=self.principal, note=note  # type: ignore[arg-type]
         )
+        await self._execute(session_id, "reconcile", SessionWorkflow.decide_reconcile, update)
+
+    async def _execute(self, session_id: str, name: str, update: Any, argument: Any) -> Any:
+        handle = self._handle(session_id)
         try:
-            await self._handle(session_id).signal(SessionWorkflow.reconcile, signal)
+            return await handle.execute_update(update, argument)
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(session_id, name, _cause(err)) from err
         except RPCError as err:
-            raise _translate(session_id, err) from err
+            raise await self._translate_closed(session_id, handle, name, err) from err
+
+    async def _translate_closed(self, session_id: str, handle: WorkflowHandle, name: str, err: RPCError) -> Exception:
+        """An update to a closed workflow fails NOT_FOUND; say the session ended instead of 'no session'."""
+        if err.status == RPCStatusCode.NOT_FOUND:
+            try:
+                description = await handle.describe()
+            except RPCError:
+                return SessionNotFound(session_id)
+            if description.close_time is not None:
+                status = description.status.name.lower() if description.status else "closed"
+                return RequestRejected(session_id, name, f"the session has ended ({status})")
+        return _translate(session_id, err)
 
     async def cancel(self, session_id: str, turn_id: str | None = None, reason: str | None = None) -> None:
         """Cancel the running turn (or the queued turn ``turn_id``); a model call in flight is cancelled too."""
@@ -215,14 +231,9 @@ class AgentClient:
 
     async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
         """End the session: a running turn and queued ones are cancelled; the workflow completes."""
-        try:
-            return await self._handle(session_id).execute_update(
-                SessionWorkflow.archive, ArchiveInput(principal=self.principal, reason=reason)
-            )
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(session_id, "archive", _cause(err)) from err
-        except RPCError as err:
-            raise _translate(session_id, err) from err
+        return await self._execute(
+            session_id, "archive", SessionWorkflow.archive, ArchiveInput(principal=self.principal, reason=reason)
+        )
 
     async def state(self, session_id: str) -> SessionStateView:
         try:
@@ -330,4 +341,6 @@ def _cause(err: WorkflowUpdateFailedError) -> str:
 def _translate(session_id: str, err: RPCError) -> Exception:
     if err.status == RPCStatusCode.NOT_FOUND:
         return SessionNotFound(session_id)
+    if "no poller" in err.message:
+        return WorkerUnavailable(session_id, err.message)
     return err

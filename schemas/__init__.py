@@ -27,6 +27,7 @@ from schemas._errors import (
     RequestRejected,
     ServerUnavailable,
     SessionNotFound,
+    WorkerUnavailable,
     ProviderHTTPError,
     ProviderTransportError,
     RunError,
@@ -81,7 +82,7 @@ from schemas._session import (
 )
 
 __all__ = [
-    "AgentrtError", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
+    "AgentrtError", "WorkerUnavailable", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
     "BudgetExceeded", "CancelTurnInput", "ConfigurationError", "EVENT_ADAPTER", "EVENT_LIST_ADAPTER",
     "EffectOutcomeUnknown", "Event", "EventsQuery", "InvalidScriptError", "ListToolsInput",
     "ListToolsResult", "Message", "Model", "ModelCallInput", "ModelCallResult", "ModelProfile",

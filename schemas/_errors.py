@@ -7,7 +7,8 @@
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
     │   ├── RequestRejected         the session refused an update (validator said why)
-    │   └── ServerUnavailable       no Temporal server answers at the address
+    │   ├── ServerUnavailable       no Temporal server answers at the address
+    │   └── WorkerUnavailable       no worker polls the session's task queue (queries need one)
     └── RunError                    something failed while work was running
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status
@@ -70,6 +71,16 @@ class ServerUnavailable(ClientError):
         self.address = address
         self.reason = reason
         super().__init__(f"no Temporal server answers at {address}: {reason}")
+
+
+class WorkerUnavailable(ClientError):
+    def __init__(self, session_id: str, reason: str) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        super().__init__(
+            f"session {session_id}: no worker is running for its task queue ({reason}); "
+            "start one with `agentrt worker` or `agentrt dev`"
+        )
 
 
 class RunError(AgentrtError):

@@ -114,6 +114,15 @@ def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_IGNORED_REASONS = {
+    "already_decided": "request {request} was already decided",
+    "unknown_request": "no pending request {request} in this session",
+    "not_owner": "principal {principal!r} is not the owner of this session",
+    "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect)",
+    "mismatch": "the decision names another call or other arguments than request {request}",
+}
+
+
 class _TurnCancelled(Exception):
     """Raised inside a turn when ``cancel_turn`` or ``archive`` asked it to stop."""
 
@@ -694,7 +703,9 @@ class SessionWorkflow:
         self._archive_request = input
         if self._turn_task is not None and not self._turn_task.done():
             self._turn_task.cancel()
-        return self.state()
+        view = self.state()
+        view.status = "archived"
+        return view
 
     @archive.validator
     def _validate_archive(self, input: ArchiveInput) -> None:
@@ -703,33 +714,65 @@ class SessionWorkflow:
         if input.principal != self._config.owner:
             raise ValueError(f"principal {input.principal!r} may not archive session {self._config.session_id}")
 
+    @workflow.update
+    def decide(self, input: PermissionDecision) -> None:
+        """Like signal ``permission_decision``, but a decision that would be ignored is rejected with the reason."""
+        self.permission_decision(input)
+
+    @decide.validator
+    def _validate_decide(self, input: PermissionDecision) -> None:
+        why = self._why_ignored(input.request_id, input.principal, "tool_call", input.call_id, input.arguments_sha256)
+        if why is not None:
+            raise ValueError(_IGNORED_REASONS[why].format(request=input.request_id, principal=input.principal))
+
+    @workflow.update
+    def decide_reconcile(self, input: ReconcileDecision) -> None:
+        """Like signal ``reconcile``, but an answer that would be ignored is rejected with the reason."""
+        self.reconcile(input)
+
+    @decide_reconcile.validator
+    def _validate_decide_reconcile(self, input: ReconcileDecision) -> None:
+        why = self._why_ignored(input.request_id, input.principal, "reconcile")
+        if why is not None:
+            raise ValueError(_IGNORED_REASONS[why].format(request=input.request_id, principal=input.principal))
+
+    def _why_ignored(
+        self,
+        request_id: str,
+        principal: str,
+        kind: str,
+        call_id: str | None = None,
+        digest: str | None = None,
+    ) -> str | None:
+        """Why a decision on ``request_id`` changes nothing, or None when it is valid. Pure: no state changes."""
+        pending = self._approvals.get(request_id)
+        if request_id in self._decided_requests or (pending is not None and pending.decision is not None):
+            return "already_decided"
+        if pending is None:
+            return "unknown_request"
+        if principal != self._config.owner:
+            return "not_owner"
+        if pending.request.kind != kind:
+            return "wrong_kind"
+        if (call_id is not None and call_id != pending.request.call_id) or (
+            digest is not None and digest != pending.request.arguments_sha256
+        ):
+            return "mismatch"
+        return None
+
     # ---------------------------------------------------------------- signals
 
     @workflow.signal
     def permission_decision(self, input: PermissionDecision) -> None:
-        pending = self._approvals.get(input.request_id)
-        why = None
-        if input.request_id in self._decided_requests:
-            why = "already_decided"
-        elif pending is None:
-            why = "unknown_request"
-        elif pending.decision is not None:
-            why = "already_decided"
-        elif input.principal != self._config.owner:
-            why = "not_owner"
-        elif pending.request.kind != "tool_call":
-            why = "wrong_kind"
-        elif (input.call_id is not None and input.call_id != pending.request.call_id) or (
-            input.arguments_sha256 is not None and input.arguments_sha256 != pending.request.arguments_sha256
-        ):
-            why = "mismatch"
-        if why is not None or pending is None:
+        why = self._why_ignored(input.request_id, input.principal, "tool_call", input.call_id, input.arguments_sha256)
+        if why is not None:
             self._emit(
                 PermissionDecisionIgnored(
-                    request_id=input.request_id, decision=input.decision, principal=input.principal, why=why
+                    request_id=input.request_id, decision=input.decision, principal=input.principal, why=why  # type: ignore[arg-type]
                 )
             )
             return
+        pending = self._approvals[input.request_id]
         pending.decision = input
         event_type = PermissionGranted if input.decision == "grant" else PermissionDenied
         self._emit(
@@ -744,23 +787,15 @@ class SessionWorkflow:
 
     @workflow.signal
     def reconcile(self, input: ReconcileDecision) -> None:
-        pending = self._approvals.get(input.request_id)
-        why = None
-        if input.request_id in self._decided_requests:
-            why = "already_decided"
-        elif pending is None:
-            why = "unknown_request"
-        elif input.principal != self._config.owner:
-            why = "not_owner"
-        elif pending.request.kind != "reconcile":
-            why = "wrong_kind"
-        elif pending.decision is not None:
-            why = "already_decided"
-        if why is not None or pending is None:
+        why = self._why_ignored(input.request_id, input.principal, "reconcile")
+        if why is not None:
             self._emit(
-                PermissionDecisionIgnored(request_id=input.request_id, decision=input.outcome, principal=input.principal, why=why)
+                PermissionDecisionIgnored(
+                    request_id=input.request_id, decision=input.outcome, principal=input.principal, why=why  # type: ignore[arg-type]
+                )
             )
             return
+        pending = self._approvals[input.request_id]
         pending.decision = input
         self._emit(
             EffectReconciled(
@@ -837,13 +872,11 @@ def _error_type(err: BaseException) -> str | None:
 
 
 def _error_text(err: BaseException) -> str:
-    """The innermost cause's message, e.g. the provider's HTTP status and body."""
+    """The first ``ApplicationError``'s type and message in the cause chain (e.g. the provider's
+    status, URL and body); its own causes are lower-level details of the same failure."""
     cause: BaseException | None = err
-    message = str(err)
     while cause is not None:
         if isinstance(cause, ApplicationError):
-            message = f"{cause.type or 'error'}: {cause.message}" if cause.type else cause.message
-        elif str(cause):
-            message = str(cause)
+            return f"{cause.type}: {cause.message}" if cause.type else cause.message
         cause = cause.__cause__
-    return message
+    return str(err)

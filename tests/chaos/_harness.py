@@ -34,6 +34,10 @@ blindly: a send that failed (server gone) is resent only after the session's ``s
 query shows the turn is unknown, so a duplicate user message in the transcript is a
 runtime fault, not a harness artefact.
 
+The packages a worker imports are copied into the run directory when the run starts, so
+every worker generation runs the same code even while the working tree changes (a workflow
+edit mid-run would otherwise show up as non-determinism).
+
 Checks (see ``ChaosReport``) run after the chaos stops, the worker is up and the store has
 caught up with each workflow (its last event ``seq`` is stored), then every session's
 history is replayed.
@@ -559,6 +563,8 @@ class _Chaos:
                     return
         finally:
             session.done = True
+            if all(s.done for s in self.sessions) and not self.chaos_done:
+                self.log("every session has finished its turns; the remaining kills hit an idle worker")
 
     async def _send(self, session: _Session, turn: _Turn) -> bool:
         assert self.client is not None

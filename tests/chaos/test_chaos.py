@@ -21,7 +21,7 @@ async def test_sessions_survive_worker_kills_and_server_restarts(tmp_path: Path)
         server_restarts=2,
         seed=SEED,
         workdir=tmp_path,
-        deadline_seconds=165,
+        deadline_seconds=170,
         progress=print,
     )
     print(report.details())
@@ -34,3 +34,4 @@ async def test_sessions_survive_worker_kills_and_server_restarts(tmp_path: Path)
     assert report.lost == 0, report.problems
     assert report.stuck == 0, report.problems
     assert report.replay_failures == 0, report.problems
+    assert report.reconnect_failures == 0, report.problems

@@ -316,7 +316,9 @@ async def test_cancel_during_approval_leaves_a_valid_transcript_and_the_next_tur
     assert not (workspace / "a.txt").exists()
     assert_transcript_valid(harness.store.messages(sid))
     ignored = [e for e in (await harness.client.events(sid)).events if isinstance(e, PermissionDecisionIgnored)]
-    assert [e.why for e in ignored] == ["unknown_request"]
+    assert [e.why for e in ignored] == ["unknown_request"], [
+        (e.type, getattr(e, "request_id", None), getattr(e, "turn_id", None)) for e in (await harness.client.events(sid)).events
+    ]
 
 
 async def test_cancel_active_turn_with_several_queued_runs_the_rest_in_order(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from schemas import EffectReconciled, PermissionDecisionIgnored, PermissionRequested, ToolInvocationFailed, arguments_sha256
+import pytest
+
+from schemas import RequestRejected, EffectReconciled, PermissionDecisionIgnored, PermissionRequested, ToolInvocationFailed, arguments_sha256
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
 
@@ -67,9 +69,13 @@ async def test_reconciling_as_applied_records_the_call_as_done_without_running_i
     requested = await wait_for_event(
         harness.client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "reconcile"
     )
-    # A permission decision is the wrong answer for a reconcile request: ignored.
-    await harness.client.approve(sid, requested.request.request_id)
+    # A permission decision is the wrong answer for a reconcile request: ignored as a signal, rejected as an update.
+    await harness.handle(sid).signal(
+        "permission_decision", {"request_id": requested.request.request_id, "decision": "grant", "principal": "alice"}
+    )
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionDecisionIgnored) and e.why == "wrong_kind")
+    with pytest.raises(RequestRejected, match="another kind"):
+        await harness.client.approve(sid, requested.request.request_id)
     await harness.client.reconcile(sid, requested.request.request_id, "applied", note="saw it in the file")
 
     outcome = await harness.client.wait(sid, started.turn_id)
@@ -90,8 +96,9 @@ async def test_a_duplicate_approval_signal_does_not_run_the_tool_twice(
     script = write_script(tmp_path, [{"tool_calls": [APPEND]}, {"text": "done"}])
     started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
     requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    body = {"request_id": requested.request.request_id, "decision": "grant", "principal": "alice"}
     for _ in range(3):
-        await harness.client.approve(sid, requested.request.request_id)
+        await harness.handle(sid).signal("permission_decision", body)
 
     outcome = await harness.client.wait(sid, started.turn_id)
     assert outcome.status == "completed"

@@ -121,12 +121,23 @@ async def test_decisions_from_strangers_unknown_requests_and_repeats_are_recorde
     requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
     request_id = requested.request.request_id
 
-    await harness.as_principal("mallory").approve(sid, request_id)
-    await harness.client.approve(sid, "req-999")
+    def signal(request: str, decision: str, principal: str) -> dict[str, str]:
+        return {"request_id": request, "decision": decision, "principal": principal}
+
+    # Signals (temporal CLI, UI) are recorded and ignored ...
+    await harness.handle(sid).signal("permission_decision", signal(request_id, "grant", "mallory"))
+    await harness.handle(sid).signal("permission_decision", signal("req-999", "grant", OWNER))
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionDecisionIgnored) and e.why == "unknown_request")
+    # ... while the client's update is rejected with the reason, changing nothing.
+    with pytest.raises(RequestRejected, match="'mallory' is not the owner"):
+        await harness.as_principal("mallory").approve(sid, request_id)
+    with pytest.raises(RequestRejected, match="no pending request req-999"):
+        await harness.client.approve(sid, "req-999")
     assert (await harness.client.state(sid)).status == "awaiting_approval"
     await harness.client.approve(sid, request_id)
-    await harness.client.deny(sid, request_id)
+    await harness.handle(sid).signal("permission_decision", signal(request_id, "deny", OWNER))
+    with pytest.raises(RequestRejected, match="already decided"):
+        await harness.client.deny(sid, request_id)
     outcome = await harness.client.wait(sid, started.turn_id)
 
     assert outcome.status == "completed"

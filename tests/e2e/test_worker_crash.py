@@ -84,8 +84,9 @@ async def test_worker_killed_during_an_approval_wait_runs_the_approved_call_exac
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         # Decided while no worker runs: the signal waits in history.
-        await client.approve(sid, requested.request.request_id)
-        await client.approve(sid, requested.request.request_id)
+        body = {"request_id": requested.request.request_id, "decision": "grant", "principal": client.principal}
+        await harness.handle(sid).signal("permission_decision", body)
+        await harness.handle(sid).signal("permission_decision", body)
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
