@@ -17,17 +17,18 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar
 import typer
 from temporalio.service import RPCError
 
+from activities.providers.scripted import load_script
 from client._client import AgentClient
 from client._render import event_line, transcript_lines
 from client._runtime import STATE_DIR, Runtime, runtime
 from schemas import (
     AgentrtError,
+    ConfigurationError,
     PermissionRequested,
-    SessionNotFound,
+    RequestRejected,
     TurnEnded,
     TurnOutcome,
 )
-from store import Store
 from worker._config import AgentrtConfig
 from worker._devserver import DevServer
 from worker._worker import running_worker
@@ -92,63 +93,112 @@ async def _drive_turn(
     out: Any,
     since_seq: int = 0,
 ) -> TurnOutcome:
-    """Print the turn's events and streamed text until it ends; answer approvals per ``approve``."""
+    """Print the turn's events and streamed text until it ends; answer approvals per ``approve``.
+
+    Also reports activity retries (a provider down, a tool's worker lost) from the
+    workflow's pending activities, so a stalled round says why.
+    """
     client = rt.client
-    delta_after = max((d.id for d in rt.store.deltas(session_id, 0, 100_000)), default=0)
-    streaming = False
+    delta_after = rt.store.last_delta_id(session_id)
+    stream_key: tuple[str, int, int] | None = None
     answered: set[str] = set()
-    while True:
-        ended = False
-        page = await client.events(session_id, since_seq)
-        for event in page.events:
-            since_seq = event.seq
-            if streaming:
-                out.write("\n")
-                streaming = False
-            out.write(event_line(event) + "\n")
-            if isinstance(event, PermissionRequested) and event.request.request_id not in answered:
-                answered.add(event.request.request_id)
-                await _answer_approval(client, session_id, event, approve, out)
-            if isinstance(event, TurnEnded) and event.turn_id == turn_id:
-                ended = True
-        for delta in rt.store.deltas(session_id, delta_after):
-            delta_after = delta.id
-            if not streaming:
-                out.write("      model> ")
-                streaming = True
-            out.write(delta.text)
+    prompts: list[asyncio.Task[None]] = []
+    reported_failures: set[tuple[str, int]] = set()
+    polls = 0
+    try:
+        while True:
+            ended = False
+            page = await client.events(session_id, since_seq)
+            for event in page.events:
+                since_seq = event.seq
+                if stream_key is not None:
+                    out.write("\n")
+                    stream_key = None
+                out.write(event_line(event) + "\n")
+                if isinstance(event, PermissionRequested) and event.request.request_id not in answered:
+                    answered.add(event.request.request_id)
+                    prompts.append(asyncio.create_task(_answer_approval(client, session_id, event, approve, out)))
+                if isinstance(event, TurnEnded) and event.turn_id == turn_id:
+                    ended = True
+            for delta in rt.store.deltas(session_id, delta_after):
+                delta_after = delta.id
+                key = (delta.turn_id, delta.round, delta.attempt)
+                if key != stream_key:
+                    out.write(("\n" if stream_key is not None else "") + "      model> ")
+                    stream_key = key
+                out.write(delta.text)
+            polls += 1
+            if polls % 5 == 0:
+                await _report_retries(client, session_id, reported_failures, out)
+            if ended:
+                if stream_key is not None:
+                    out.write("\n")
+                out.flush()
+                return await client.wait(session_id, turn_id)
             out.flush()
-        if ended:
-            if streaming:
-                out.write("\n")
-            out.flush()
-            return await client.wait(session_id, turn_id)
-        out.flush()
-        await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)
+    finally:
+        for task in prompts:
+            task.cancel()
+
+
+async def _report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:
+    """Print each failed attempt of a pending activity once: ``retrying model call (attempt 3): <error>``."""
+    try:
+        description = await client.temporal.get_workflow_handle(f"session-{session_id}").describe()
+    except RPCError:
+        return
+    for pending in description.raw_description.pending_activities:
+        if pending.attempt <= 1 or not pending.last_failure.message:
+            continue
+        key = (pending.activity_id, pending.attempt)
+        if key in reported:
+            continue
+        reported.add(key)
+        out.write(
+            f"      retrying {pending.activity_type.name} (attempt {pending.attempt}): "
+            f"{pending.last_failure.message[:300]}\n"
+        )
 
 
 async def _answer_approval(client: AgentClient, session_id: str, event: PermissionRequested, mode: ApproveMode, out: Any) -> None:
     request = event.request
+    if request.kind == "reconcile":
+        out.write(
+            f"      {request.tool} may or may not have run; answer with: "
+            f"agentrt session reconcile {session_id} {request.request_id} applied|not_applied\n"
+        )
+        return
     if mode is ApproveMode.auto:
         out.write(f"      operator {client.principal}: granting {request.request_id} ({request.tool}) [--approve auto]\n")
         await client.approve(session_id, request.request_id, reason="granted by CLI (--approve auto)")
-    elif mode is ApproveMode.deny:
+        return
+    if mode is ApproveMode.deny:
         out.write(f"      operator {client.principal}: denying {request.request_id} ({request.tool}) [--approve deny]\n")
         await client.deny(session_id, request.request_id, reason="denied by CLI (--approve deny)")
-    else:
-        prompt = f"approve {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] "
-        sys.stderr.write(prompt)
-        sys.stderr.flush()
-        answer = await asyncio.to_thread(sys.stdin.readline)
-        if not answer:
-            out.write(
-                f"      (no terminal answer) approve from elsewhere: agentrt session approve {session_id} {request.request_id}\n"
-            )
+        return
+    elsewhere = f"agentrt session approve|deny {session_id} {request.request_id}"
+    sys.stderr.write(f"approve {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] (or from elsewhere: {elsewhere}) ")
+    sys.stderr.flush()
+    reading = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
+    while not reading.done():
+        # Decided from another process, the temporal CLI or the UI: stop asking.
+        pending = {r.request_id for r in (await client.state(session_id)).pending_approvals}
+        if request.request_id not in pending:
+            out.write(f"\n      {request.request_id} was decided elsewhere\n")
             return
+        await asyncio.wait([reading], timeout=0.5)
+    answer = reading.result()
+    if not answer:
+        out.write(f"      (no terminal input) waiting for a decision from elsewhere: {elsewhere}\n")
+        return
+    try:
         if answer.strip().lower() in {"y", "yes"}:
             await client.approve(session_id, request.request_id, reason="granted at the terminal")
         else:
             await client.deny(session_id, request.request_id, reason="denied at the terminal")
+    except RequestRejected as err:
+        out.write(f"      {err}\n")
 
 
 def _outcome_json(session_id: str, outcome: TurnOutcome) -> str:
@@ -200,6 +250,13 @@ def run(
     """
     if profile and script:
         raise typer.BadParameter("give --profile or --script, not both")
+    if not prompt.strip():
+        raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    if script:
+        try:
+            load_script(str(script))
+        except ConfigurationError as err:
+            raise typer.BadParameter(str(err), param_hint="--script") from None
     config = _config()
     progress = sys.stderr if as_json else sys.stdout
 
@@ -269,7 +326,8 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
             return
         typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}")
         typer.echo(f"workspace {view.workspace}")
-        typer.echo(f"turns     {view.turns_completed} done; active {view.active_turn_id or '-'} round {view.current_round}; queued {', '.join(view.queued_turn_ids) or '-'}")
+        active = f"{view.active_turn_id} (round {view.current_round})" if view.active_turn_id else "-"
+        typer.echo(f"turns     {view.turns_completed} done; active {active}; queued {', '.join(view.queued_turn_ids) or '-'}")
         typer.echo(f"usage     {view.usage.input_tokens} in / {view.usage.output_tokens} out tokens")
         for r in view.pending_approvals:
             typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -26,6 +27,19 @@ class Runtime:
     store: Store
     embedded_server: DevServer | None
     ui_url: str | None
+
+
+def _log_worker_to_file() -> Path:
+    """Send the in-process worker's logs (activity retries and their tracebacks) to a file, not the terminal."""
+    STATE_DIR.mkdir(exist_ok=True)
+    path = STATE_DIR / "worker.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("temporalio", "agentrt"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+    return path
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -72,7 +86,11 @@ async def runtime(
             raise ServerUnavailable(config.temporal_address, str(err)) from err
         client = AgentClient(temporal, task_queue=config.task_queue, principal=principal, store=store)
         if ensure_worker and (server is not None or not await client.has_worker()):
-            print(f"agentrt: no worker polls task queue {config.task_queue!r}; running one in this process", file=notice)
+            log_file = _log_worker_to_file()
+            print(
+                f"agentrt: no worker polls task queue {config.task_queue!r}; running one in this process (log: {log_file})",
+                file=notice,
+            )
             await stack.enter_async_context(running_worker(temporal, config, store))
         yield Runtime(client=client, config=config, store=store, embedded_server=server, ui_url=ui_url)
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event, insert, select, text, update
+from sqlalchemy import Connection, func, Engine, create_engine, event, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
@@ -382,6 +382,14 @@ class Store:
         with self._engine.connect() as conn:
             rows = conn.execute(q).all()
         return [TokenDelta(id=r.id, turn_id=r.turn_id, round=r.round, attempt=r.attempt, idx=r.idx, text=r.text) for r in rows]
+
+    def last_delta_id(self, session_id: str) -> int:
+        """The id of the session's newest delta, or 0: where a live stream starts reading."""
+        with self._engine.connect() as conn:
+            value = conn.execute(
+                select(func.max(token_deltas.c.id)).where(token_deltas.c.session_id == session_id)
+            ).scalar()
+        return int(value or 0)
 
     # -- effect ledger -------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from schemas import ConfigurationError, ModelProfile, UnknownProfileError
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agentrt"
+TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store"}
 
 # Always available: the offline scripted model (a script file is given per session with --script).
 BUILTIN_PROFILES = {
@@ -61,6 +62,14 @@ class AgentrtConfig:
                 raise ConfigurationError(f"{file}: invalid TOML: {err}") from err
         elif explicit:
             raise ConfigurationError(f"configuration file {file} does not exist")
+        unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+        unknown += [f"temporal.{k}" for k in sorted(set(data.get("temporal", {})) - {"address", "namespace", "task_queue"})]
+        unknown += [f"store.{k}" for k in sorted(set(data.get("store", {})) - {"url"})]
+        if unknown:
+            raise ConfigurationError(
+                f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
+                "[temporal] address/namespace/task_queue, [store] url"
+            )
         config = cls(source=file if file.exists() else None)
         temporal = data.get("temporal", {})
         config.temporal_address = temporal.get("address", config.temporal_address)

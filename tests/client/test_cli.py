@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Harness
-from tests.e2e._support import write_script
+from schemas import PermissionRequested
+from tests.e2e._support import wait_for_event, write_script
 
 
 def plain(text: str) -> str:
@@ -129,3 +130,30 @@ async def test_every_command_has_help(harness: Harness, tmp_path: Path) -> None:
     for args in (["--help"], ["run", "--help"], ["session", "--help"], ["session", "approve", "--help"], ["dev", "--help"]):
         result = await agentrt(harness, *args, cwd=tmp_path)
         assert result.returncode == 0 and "Usage" in result.stdout
+
+
+async def test_a_script_with_a_typo_is_rejected_before_any_session_starts(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"turns": [{"text": "hi", "tool_call": []}]}')
+    result = await agentrt(harness, "run", "x", "-w", str(workspace), "--script", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "bad.json" in plain(result.stderr) and "tool_call" in plain(result.stderr)
+    assert "session" not in result.stdout
+
+
+async def test_an_approval_the_session_would_ignore_fails_with_the_reason(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "y.txt", "content": "y"}}]},
+        {"text": "ok"},
+    ])
+    sid = harness.new_session_id()
+    config = harness.client.new_config(str(workspace), session_id=sid, profile="scripted", script=script)
+    await harness.client.start(config, "go")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+
+    wrong = await agentrt(harness, "session", "approve", sid, "req-42", cwd=tmp_path)
+    assert wrong.returncode == 2 and "no pending request req-42" in wrong.stderr
+    right = await agentrt(harness, "session", "approve", sid, requested.request.request_id, cwd=tmp_path)
+    assert right.returncode == 0 and f"granted {requested.request.request_id}" in right.stdout
+    again = await agentrt(harness, "session", "approve", sid, requested.request.request_id, cwd=tmp_path)
+    assert again.returncode == 2 and "already decided" in again.stderr

@@ -258,3 +258,12 @@ def test_an_append_with_new_content_moves_the_session_updated_at_on_both_dialect
     before = store.list_sessions()[0].updated_at
     store.append(StoreAppendInput(session_id="s1", messages=[msg(0, "hello")]))
     assert store.list_sessions()[0].updated_at > before
+
+
+def test_last_delta_id_is_where_a_live_stream_starts(store: Store) -> None:
+    assert store.last_delta_id("s1") == 0
+    store.append_deltas("s1", "turn-1", 1, 1, ["a", "b"], 0)
+    store.append_deltas("s2", "turn-1", 1, 1, ["c"], 0)
+    last = store.last_delta_id("s1")
+    assert [d.text for d in store.deltas("s1")][-1] == "b"
+    assert store.deltas("s1", last) == []
