@@ -21,7 +21,8 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from client._connection import connect
@@ -141,6 +142,8 @@ class AgentClient:
             id=workflow_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # An ended session is not restarted under its id: its transcript positions would collide.
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             static_summary=f"session {config.session_id} · {config.profile}",
             static_details=f"owner `{config.owner}` · workspace `{config.workspace}`",
         )
@@ -152,6 +155,10 @@ class AgentClient:
             )
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
+        except WorkflowAlreadyStartedError as err:
+            raise RequestRejected(
+                config.session_id, "start", "a session with this id has ended; start a new session"
+            ) from err
         return StartedSession(config.session_id, result.turn_id, workflow_id)
 
     async def send(self, session_id: str, text: str) -> SendMessageResult:
@@ -161,7 +168,12 @@ class AgentClient:
         )
 
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
-        """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first."""
+        """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
+
+        Raises ``RequestRejected`` for a negative timeout or an unknown turn.
+        """
+        if timeout_seconds is not None and timeout_seconds < 0:
+            raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
         handle = self._handle(session_id)
         try:
             return await handle.execute_update(
@@ -174,6 +186,7 @@ class AgentClient:
                 outcome = await handle.query(SessionWorkflow.turn, turn_id)
                 if outcome is not None:
                     return outcome
+                raise RequestRejected(session_id, "wait_turn", f"unknown turn {turn_id!r}; the session has ended") from err
             raise _translate(session_id, err) from err
 
     async def approve(self, session_id: str, request_id: str, reason: str | None = None) -> None:

@@ -42,6 +42,7 @@ from schemas._events import (
     EVENT_ADAPTER,
     EVENT_LIST_ADAPTER,
     AssistantMessageCompleted,
+    CancelIgnored,
     EffectReconciled,
     Event,
     ModelRequestStarted,
@@ -82,7 +83,7 @@ from schemas._session import (
 )
 
 __all__ = [
-    "AgentrtError", "WorkerUnavailable", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
+    "AgentrtError", "CancelIgnored", "WorkerUnavailable", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
     "BudgetExceeded", "CancelTurnInput", "ConfigurationError", "EVENT_ADAPTER", "EVENT_LIST_ADAPTER",
     "EffectOutcomeUnknown", "Event", "EventsQuery", "InvalidScriptError", "ListToolsInput",
     "ListToolsResult", "Message", "Model", "ModelCallInput", "ModelCallResult", "ModelProfile",

@@ -152,6 +152,14 @@ class SessionCancelled(_EventBase):
     reason: str | None = None
 
 
+class CancelIgnored(_EventBase):
+    """A ``cancel_turn`` signal from a principal that is not the owner; nothing was cancelled."""
+
+    type: Literal["CancelIgnored"] = "CancelIgnored"
+    principal: str
+    why: Literal["not_owner"]
+
+
 class SessionArchived(_EventBase):
     type: Literal["SessionArchived"] = "SessionArchived"
     principal: str
@@ -177,6 +185,7 @@ Event = Annotated[
         ToolInvocationFailed,
         TurnEnded,
         SessionCancelled,
+        CancelIgnored,
         SessionArchived,
     ],
     Field(discriminator="type"),

@@ -45,7 +45,7 @@ class WaitTurnInput(Model):
     """Update ``wait_turn``: wait until the turn ends; ``timeout_seconds`` None waits forever."""
 
     turn_id: str
-    timeout_seconds: float | None = None
+    timeout_seconds: float | None = Field(default=None, ge=0)
 
 
 class TurnOutcome(Model):

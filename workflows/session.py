@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas import (
         ArchiveInput,
         AssistantMessageCompleted,
+        CancelIgnored,
         CancelTurnInput,
         EffectReconciled,
         Event,
@@ -595,8 +596,10 @@ class SessionWorkflow:
                 last_calls = []
             elif isinstance(event, ModelToolCallRequested):
                 last_calls.append(event.call)
-            elif isinstance(event, (ToolInvocationCompleted, ToolInvocationFailed)):
-                answered.add(event.call_id)
+            elif isinstance(event, ToolInvocationCompleted) or (
+                isinstance(event, ToolInvocationFailed) and event.position is not None
+            ):
+                answered.add(event.call_id)  # a result message exists for it
         for call in last_calls:
             if call.id not in answered:
                 self._fail_call(turn_id, call, "cancelled", "the turn was cancelled before this call finished")
@@ -695,6 +698,8 @@ class SessionWorkflow:
 
     @wait_turn.validator
     def _validate_wait_turn(self, input: WaitTurnInput) -> None:
+        if input.timeout_seconds is not None and input.timeout_seconds < 0:
+            raise ValueError(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
         if not self._is_known_turn(input.turn_id):
             raise ValueError(f"unknown turn {input.turn_id!r} in session {self._config.session_id}")
 
@@ -810,13 +815,16 @@ class SessionWorkflow:
 
     @workflow.signal
     def cancel_turn(self, input: CancelTurnInput) -> None:
+        if input.principal is not None and input.principal != self._config.owner:
+            self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"))
+            return
         for queued in list(self._inbox):
             if queued.turn_id == input.turn_id:
                 self._inbox.remove(queued)
                 self._emit(SessionCancelled(turn_id=queued.turn_id, principal=input.principal, reason=input.reason))
-                self._outcomes[queued.turn_id] = TurnOutcome(
-                    turn_id=queued.turn_id, status="cancelled", error="cancelled before it started"
-                )
+                outcome = TurnOutcome(turn_id=queued.turn_id, status="cancelled", error="cancelled before it started")
+                self._emit(TurnEnded(turn_id=queued.turn_id, status="cancelled", rounds=0, error=outcome.error, usage=Usage()))
+                self._outcomes[queued.turn_id] = outcome
                 return
         if self._turn_task is None or self._turn_task.done():
             return

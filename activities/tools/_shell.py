@@ -159,22 +159,30 @@ class ShellRun(Tool):
 
         started = time.monotonic()
         last_beat = started
-        while True:
-            try:
-                proc.wait(timeout=_POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if now - last_beat >= _HEARTBEAT_SECONDS:
-                ctx.heartbeat()
-                last_beat = now
-            if ctx.is_cancelled():
-                _kill_group(proc)
-                raise ToolError(f"command cancelled after {now - started:.1f} s: {args.command}")
-            if now - started >= timeout:
-                _kill_group(proc)
-                raise ToolError(f"command timed out after {timeout:g} s: {args.command}")
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=_POLL_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                now = time.monotonic()
+                if now - last_beat >= _HEARTBEAT_SECONDS:
+                    ctx.heartbeat()
+                    last_beat = now
+                if ctx.is_cancelled():
+                    _kill_group(proc)
+                    raise ToolError(f"command cancelled after {now - started:.1f} s: {args.command}")
+                if now - started >= timeout:
+                    _kill_group(proc)
+                    raise ToolError(f"command timed out after {timeout:g} s: {args.command}")
+        except ToolError:
+            raise
+        except BaseException:
+            # Temporal cancels a thread-pool activity by raising CancelledError inside its thread
+            # (in wait() or heartbeat()); the command must not outlive the call.
+            _kill_group(proc)
+            raise
 
         # Background children may still hold the pipes open; do not wait for them for long.
         stdout.join(_DRAIN_SECONDS)
