@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install dev worker clean
+.PHONY: demo test install dev worker chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# The big chaos run, by hand (15-25 minutes): 50 sessions, 200 worker kills, 10 server restarts.
+chaos: $(STAMP)
+	$(BIN)/python -m bench.chaos --sessions 50 --kills 200 --server-restarts 10
 
 dev: $(STAMP)
 	$(BIN)/agentrt dev
