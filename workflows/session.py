@@ -116,7 +116,7 @@ def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 _IGNORED_REASONS = {
-    "already_decided": "request {request} was already decided",
+    "already_decided": "request {request} was already decided (or its turn ended)",
     "unknown_request": "no pending request {request} in this session",
     "not_owner": "principal {principal!r} is not the owner of this session",
     "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect)",
@@ -228,7 +228,10 @@ class SessionWorkflow:
         request = self._archive_request
         assert request is not None
         for queued in list(self._inbox):
-            self._outcomes[queued.turn_id] = TurnOutcome(turn_id=queued.turn_id, status="cancelled", error="session archived")
+            outcome = TurnOutcome(turn_id=queued.turn_id, status="cancelled", error="session archived")
+            self._emit(SessionCancelled(turn_id=queued.turn_id, principal=request.principal, reason="session archived"))
+            self._emit(TurnEnded(turn_id=queued.turn_id, status="cancelled", rounds=0, error=outcome.error, usage=Usage()))
+            self._outcomes[queued.turn_id] = outcome
         self._inbox.clear()
         self._emit(SessionArchived(principal=request.principal, reason=request.reason))
         self._set_status("archived")
@@ -291,11 +294,12 @@ class SessionWorkflow:
         )
 
     async def _call_model(self, turn_id: str, round_number: int) -> ModelCallResult | None:
+        self._raise_if_cancel_requested()
         self._emit(ModelRequestStarted(turn_id=turn_id, round=round_number, profile=self._config.profile))
         reply_position = self._take_position()
         self._set_details(f"turn `{turn_id}` · round {round_number} · waiting for model `{self._config.profile}`")
         try:
-            return await workflow.execute_activity(
+            reply = await workflow.execute_activity(
                 PROVIDER_COMPLETE,
                 ModelCallInput(
                     session_id=self._config.session_id,
@@ -319,6 +323,8 @@ class SessionWorkflow:
             self._raise_if_cancelling(err)
             self._last_error = _error_text(err)
             return None
+        self._raise_if_cancel_requested()
+        return reply
 
     async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> None:
         """Validate every call, ask for all approvals the batch needs at once, then run the allowed calls in order."""
@@ -395,7 +401,7 @@ class SessionWorkflow:
         pending_ids = [r.request_id for r in requests]
 
         def all_decided() -> bool:
-            return all(self._approvals[i].decision is not None for i in pending_ids)
+            return self._cancel_requested() or all(self._approvals[i].decision is not None for i in pending_ids)
 
         timeout = self._config.approval_timeout_seconds
         try:
@@ -423,6 +429,7 @@ class SessionWorkflow:
                             reason=pending.decision.reason,
                         )
                     )
+        self._raise_if_cancel_requested()
         self._set_status("running")
 
     async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall) -> None:
@@ -432,6 +439,7 @@ class SessionWorkflow:
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         while True:
             await self._flush()
+            self._raise_if_cancel_requested()
             self._set_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
             try:
                 result = await workflow.execute_activity(
@@ -491,6 +499,7 @@ class SessionWorkflow:
                     position=result.position,
                 )
             )
+        self._raise_if_cancel_requested()
 
     async def _reconcile(self, turn_id: str, call: ToolCall, idempotency_key: str, error: str) -> ReconcileDecision:
         """Ask an operator whether a claimed-but-unrecorded effect happened; never re-run it silently."""
@@ -518,7 +527,8 @@ class SessionWorkflow:
             f"Was it applied? Signal `reconcile` with `{example}` (or `\"outcome\": \"not_applied\"` to run it again)"
         )
         await self._flush()
-        await workflow.wait_condition(lambda: pending.decision is not None)
+        await workflow.wait_condition(lambda: pending.decision is not None or self._cancel_requested())
+        self._raise_if_cancel_requested()
         decision = pending.decision
         assert isinstance(decision, ReconcileDecision)
         del self._approvals[request.request_id]
@@ -551,6 +561,18 @@ class SessionWorkflow:
         )
 
     # ---------------------------------------------------------------- turn endings
+
+    def _cancel_requested(self) -> bool:
+        return self._cancel_request is not None or self._archive_request is not None
+
+    def _raise_if_cancel_requested(self) -> None:
+        """Stop the turn at the next step once a cancel was asked for.
+
+        Cancelling the turn's task is not enough on its own: an activity that resolves in the
+        same workflow task as the cancel returns normally and the cancel would be lost.
+        """
+        if self._cancel_requested():
+            raise _TurnCancelled()
 
     def _raise_if_cancelling(self, err: ActivityError) -> None:
         if isinstance(err.cause, CancelledError) or self._cancel_request is not None or self._archive_request is not None:
@@ -750,13 +772,13 @@ class SessionWorkflow:
         digest: str | None = None,
     ) -> str | None:
         """Why a decision on ``request_id`` changes nothing, or None when it is valid. Pure: no state changes."""
+        if principal != self._config.owner:
+            return "not_owner"  # first: a stranger learns nothing about the session's requests
         pending = self._approvals.get(request_id)
         if request_id in self._decided_requests or (pending is not None and pending.decision is not None):
             return "already_decided"
         if pending is None:
             return "unknown_request"
-        if principal != self._config.owner:
-            return "not_owner"
         if pending.request.kind != kind:
             return "wrong_kind"
         if (call_id is not None and call_id != pending.request.call_id) or (
