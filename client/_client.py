@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import os
 import uuid
@@ -156,6 +157,8 @@ class AgentClient:
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
         except WorkflowAlreadyStartedError as err:
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await operation.workflow_handle()  # retrieve the start's own failure: no "never retrieved" warning
             raise RequestRejected(
                 config.session_id, "start", "a session with this id has ended; start a new session"
             ) from err
