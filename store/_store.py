@@ -442,25 +442,7 @@ class Store:
         """
         if state not in ("applied", "failed"):
             raise ValueError(f"record_effect: state must be 'applied' or 'failed', not {state!r}")
-        c = effects.c
-        with self._write() as conn, conn.begin():
-            current = self._effect_row(conn, key, for_update=True)
-            if current is None:
-                raise KeyError(key)
-            if current.state == state:
-                return current
-            if current.state != "claimed":
-                raise ValueError(
-                    f"effect {key!r} is {current.state!r}; only a 'claimed' effect can be recorded as {state!r}"
-                )
-            conn.execute(
-                update(effects)
-                .where(c.idempotency_key == key, c.state == "claimed")
-                .values(state=state, result_text=result_text, updated_at=_now())
-            )
-            record = self._effect_row(conn, key)
-        assert record is not None
-        return record
+        return self._close_claim(key, state, "recorded", result_text=result_text)
 
     def reconcile_effect(
         self, key: str, outcome: Literal["applied", "not_applied"], note: str | None = None
@@ -476,21 +458,25 @@ class Store:
         """
         if outcome not in ("applied", "not_applied"):
             raise ValueError(f"reconcile_effect: outcome must be 'applied' or 'not_applied', not {outcome!r}")
+        return self._close_claim(key, outcome, "reconciled", note=note)
+
+    def _close_claim(self, key: str, state: str, verb: str, **values: Any) -> EffectRecord:
+        """Move a ``claimed`` effect to ``state`` (with ``values``) in one transaction; repeating is a no-op."""
         c = effects.c
         with self._write() as conn, conn.begin():
             current = self._effect_row(conn, key, for_update=True)
             if current is None:
                 raise KeyError(key)
-            if current.state == outcome:
+            if current.state == state:
                 return current
             if current.state != "claimed":
                 raise ValueError(
-                    f"effect {key!r} is {current.state!r}; only a 'claimed' effect can be reconciled as {outcome!r}"
+                    f"effect {key!r} is {current.state!r}; only a 'claimed' effect can be {verb} as {state!r}"
                 )
             conn.execute(
                 update(effects)
                 .where(c.idempotency_key == key, c.state == "claimed")
-                .values(state=outcome, note=note, updated_at=_now())
+                .values(state=state, updated_at=_now(), **values)
             )
             record = self._effect_row(conn, key)
         assert record is not None
