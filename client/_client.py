@@ -173,24 +173,32 @@ class AgentClient:
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
         """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
 
-        Raises ``RequestRejected`` for a negative timeout or an unknown turn.
+        Polls the ``turn`` query (0.05 s growing to 1 s): queries add nothing to history and
+        ride out a worker restart, where a long-lived update would not. Raises
+        ``RequestRejected`` for a negative timeout or an unknown turn, ``SessionNotFound``.
+        (Other Temporal clients can use the ``wait_turn`` update instead.)
         """
         if timeout_seconds is not None and timeout_seconds < 0:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
         handle = self._handle(session_id)
-        try:
-            return await handle.execute_update(
-                SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id, timeout_seconds=timeout_seconds)
-            )
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(session_id, "wait_turn", _cause(err)) from err
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND and await self._is_closed(handle):
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_seconds is None else loop.time() + timeout_seconds
+        interval = 0.05
+        while True:
+            try:
                 outcome = await handle.query(SessionWorkflow.turn, turn_id)
-                if outcome is not None:
-                    return outcome
-                raise RequestRejected(session_id, "wait_turn", f"unknown turn {turn_id!r}; the session has ended") from err
-            raise _translate(session_id, err) from err
+            except WorkflowQueryFailedError as err:
+                raise RequestRejected(session_id, "wait_turn", str(err)) from err
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    raise SessionNotFound(session_id) from err
+                outcome = None  # no worker right now (restarting): keep waiting
+            if outcome is not None:
+                return outcome
+            if deadline is not None and loop.time() >= deadline:
+                return TurnOutcome(turn_id=turn_id, status="pending")
+            await asyncio.sleep(interval)
+            interval = min(1.0, interval * 1.5)
 
     async def approve(self, session_id: str, request_id: str, reason: str | None = None) -> None:
         """Grant a pending approval. Raises ``RequestRejected`` for an unknown or decided request or a non-owner."""
@@ -200,20 +208,45 @@ class AgentClient:
         await self._decide(session_id, request_id, "deny", reason)
 
     async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None) -> None:
-        update = PermissionDecision(
+        await self._check_pending(session_id, request_id, "tool_call")
+        signal = PermissionDecision(
             request_id=request_id, decision=decision, principal=self.principal, reason=reason  # type: ignore[arg-type]
         )
-        await self._execute(session_id, "decide", SessionWorkflow.decide, update)
+        await self._signal(session_id, SessionWorkflow.permission_decision, signal)
 
     async def reconcile(self, session_id: str, request_id: str, outcome: str, note: str | None = None) -> None:
         """Answer a ``reconcile`` request: ``applied`` records the call as done, ``not_applied`` runs it once more.
 
         Raises ``RequestRejected`` (unknown or decided request, not the owner, not a reconcile request).
         """
-        update = ReconcileDecision(
+        await self._check_pending(session_id, request_id, "reconcile")
+        signal = ReconcileDecision(
             request_id=request_id, outcome=outcome, principal=self.principal, note=note  # type: ignore[arg-type]
         )
-        await self._execute(session_id, "reconcile", SessionWorkflow.decide_reconcile, update)
+        await self._signal(session_id, SessionWorkflow.reconcile, signal)
+
+    async def _check_pending(self, session_id: str, request_id: str, kind: str) -> None:
+        """Refuse, with the reason, a decision the session would record and ignore.
+
+        Decisions travel as signals (durable even while no worker runs); the session
+        re-checks them, so a race with another decision is still recorded and ignored.
+        """
+        view = await self.state(session_id)
+        if self.principal != view.owner:
+            raise RequestRejected(session_id, kind, f"principal {self.principal!r} is not the owner of this session")
+        pending = {r.request_id: r for r in view.pending_approvals}
+        if request_id not in pending:
+            raise RequestRejected(session_id, kind, f"no pending request {request_id} (unknown, or already decided)")
+        if pending[request_id].kind != kind:
+            raise RequestRejected(
+                session_id, kind, f"request {request_id} is of another kind ({pending[request_id].kind})"
+            )
+
+    async def _signal(self, session_id: str, signal: Any, argument: Any) -> None:
+        try:
+            await self._handle(session_id).signal(signal, argument)
+        except RPCError as err:
+            raise _translate(session_id, err) from err
 
     async def _execute(self, session_id: str, name: str, update: Any, argument: Any) -> Any:
         handle = self._handle(session_id)

@@ -881,6 +881,9 @@ class SessionWorkflow:
 
     @workflow.query
     def turn(self, turn_id: str) -> TurnOutcome | None:
+        """The turn's outcome, or None while it is queued or running; fails for an unknown turn."""
+        if not self._is_known_turn(turn_id):
+            raise ValueError(f"unknown turn {turn_id!r} in session {self._config.session_id}")
         return self._outcomes.get(turn_id)
 
     def _is_known_turn(self, turn_id: str) -> bool:
