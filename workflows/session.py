@@ -213,6 +213,7 @@ class SessionWorkflow:
         self._cancel_request = None
         self._round = 0
         self._turn_task = asyncio.create_task(self._run_turn(queued))
+        watcher = asyncio.create_task(self._cancel_when_requested(self._turn_task))
         try:
             return await self._turn_task
         except (asyncio.CancelledError, _TurnCancelled, ActivityError):
@@ -222,7 +223,19 @@ class SessionWorkflow:
                 raise
             return self._cancelled_outcome(queued.turn_id)
         finally:
+            watcher.cancel()
             self._turn_task = None
+
+    async def _cancel_when_requested(self, turn: asyncio.Task[TurnOutcome]) -> None:
+        """Cancel the turn once ``cancel_turn`` or ``archive`` asked for it.
+
+        Signal and update handlers only set a flag: the flag is acted on here, when conditions
+        are checked after all of a workflow task's jobs are applied, so the turn stops at the
+        same step whatever order the signal and an activity result arrived in (replay-safe).
+        """
+        await workflow.wait_condition(self._cancel_requested)
+        if not turn.done():
+            turn.cancel()
 
     async def _close(self) -> SessionResult:
         request = self._archive_request
@@ -294,7 +307,6 @@ class SessionWorkflow:
         )
 
     async def _call_model(self, turn_id: str, round_number: int) -> ModelCallResult | None:
-        self._raise_if_cancel_requested()
         self._emit(ModelRequestStarted(turn_id=turn_id, round=round_number, profile=self._config.profile))
         reply_position = self._take_position()
         self._set_details(f"turn `{turn_id}` · round {round_number} · waiting for model `{self._config.profile}`")
@@ -323,7 +335,6 @@ class SessionWorkflow:
             self._raise_if_cancelling(err)
             self._last_error = _error_text(err)
             return None
-        self._raise_if_cancel_requested()
         return reply
 
     async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> None:
@@ -439,7 +450,6 @@ class SessionWorkflow:
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         while True:
             await self._flush()
-            self._raise_if_cancel_requested()
             self._set_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
             try:
                 result = await workflow.execute_activity(
@@ -499,7 +509,6 @@ class SessionWorkflow:
                     position=result.position,
                 )
             )
-        self._raise_if_cancel_requested()
 
     async def _reconcile(self, turn_id: str, call: ToolCall, idempotency_key: str, error: str) -> ReconcileDecision:
         """Ask an operator whether a claimed-but-unrecorded effect happened; never re-run it silently."""
@@ -566,16 +575,12 @@ class SessionWorkflow:
         return self._cancel_request is not None or self._archive_request is not None
 
     def _raise_if_cancel_requested(self) -> None:
-        """Stop the turn at the next step once a cancel was asked for.
-
-        Cancelling the turn's task is not enough on its own: an activity that resolves in the
-        same workflow task as the cancel returns normally and the cancel would be lost.
-        """
+        """Stop the turn after a wait whose condition also watches for a cancel."""
         if self._cancel_requested():
             raise _TurnCancelled()
 
     def _raise_if_cancelling(self, err: ActivityError) -> None:
-        if isinstance(err.cause, CancelledError) or self._cancel_request is not None or self._archive_request is not None:
+        if isinstance(err.cause, CancelledError):
             raise _TurnCancelled() from err
 
     def _failed_outcome(self, turn_id: str, rounds: int, usage: Usage, tool_calls: int) -> TurnOutcome:
@@ -728,8 +733,6 @@ class SessionWorkflow:
     @workflow.update
     def archive(self, input: ArchiveInput) -> SessionStateView:
         self._archive_request = input
-        if self._turn_task is not None and not self._turn_task.done():
-            self._turn_task.cancel()
         view = self.state()
         view.status = "archived"
         return view
@@ -853,7 +856,6 @@ class SessionWorkflow:
         if input.turn_id is not None and input.turn_id != self._active_turn:
             return
         self._cancel_request = input
-        self._turn_task.cancel()
 
     # ---------------------------------------------------------------- queries
 

@@ -28,6 +28,15 @@ from tests.e2e.test_worker_crash import start_worker_process
 ASK_ALL = ApprovalPolicy(read_only="ask", idempotent="ask", effectful="ask")
 
 
+async def wait_for_settled_workflow_task(harness: Harness, session_id: str) -> None:
+    for _ in range(300):
+        description = await harness.handle(session_id).describe()
+        if not description.raw_description.HasField("pending_workflow_task"):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the workflow task never settled")
+
+
 def assert_transcript_valid(messages: list) -> None:
     """Every assistant tool call is followed by exactly one tool result before the next assistant/user message."""
     open_calls: dict[str, int] = {}
@@ -183,6 +192,10 @@ async def test_cancel_during_reconcile_leaves_a_tool_result_for_the_call(
             client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "reconcile", timeout=90
         )
         assert (workspace / "effect.txt").read_text() == "x\n"  # the ledger stopped a second run
+        # Let the workflow task that asked for the reconcile settle first: a signal that lands on a
+        # workflow task timed out on the dead worker's sticky queue replays differently in
+        # temporalio 1.35 (activation split), an SDK matter this test is not about.
+        await wait_for_settled_workflow_task(harness, sid)
         await client.cancel(sid, reason="give up")
         outcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=60)
         assert outcome.status == "cancelled"
