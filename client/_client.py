@@ -46,7 +46,6 @@ from schemas import (
     WorkerUnavailable,
     SessionStateView,
     TurnOutcome,
-    WaitTurnInput,
 )
 from store import Store, TokenDelta
 from worker._config import AgentrtConfig

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 
 from client import AgentClient
 from schemas import (
-    ApprovalPolicy,
     PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
