@@ -124,6 +124,14 @@ _IGNORED_REASONS = {
 }
 
 
+class _ModelCallFailed(Exception):
+    """The model activity failed for good (retries spent or a non-retryable error)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class _TurnCancelled(Exception):
     """Raised inside a turn when ``cancel_turn`` or ``archive`` asked it to stop."""
 
@@ -171,8 +179,6 @@ class SessionWorkflow:
         self._turns_completed = 0
         self._round = 0
         self._status: SessionStatus = "idle"
-        self._initialized = False
-        self._last_error = "model call failed"
 
     # ---------------------------------------------------------------- run
 
@@ -205,7 +211,6 @@ class SessionWorkflow:
             workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)
         self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
         await self._flush(include_config=True)
-        self._initialized = True
         self._set_status("idle")
 
     async def _run_turn_task(self, queued: _QueuedMessage) -> TurnOutcome:
@@ -268,9 +273,17 @@ class SessionWorkflow:
         for round_number in range(1, self._config.max_rounds_per_turn + 1):
             self._round = round_number
             await self._flush()
-            reply = await self._call_model(turn_id, round_number)
-            if reply is None:
-                return self._failed_outcome(turn_id, round_number, usage, tool_calls_total)
+            try:
+                reply = await self._call_model(turn_id, round_number)
+            except _ModelCallFailed as failure:
+                return TurnOutcome(
+                    turn_id=turn_id,
+                    status="failed",
+                    error=failure.error,
+                    rounds=round_number,
+                    tool_calls=tool_calls_total,
+                    usage=usage,
+                )
             usage = usage + reply.usage
             self._usage = self._usage + reply.usage
             self._stage_message(
@@ -306,7 +319,8 @@ class SessionWorkflow:
             usage=usage,
         )
 
-    async def _call_model(self, turn_id: str, round_number: int) -> ModelCallResult | None:
+    async def _call_model(self, turn_id: str, round_number: int) -> ModelCallResult:
+        """One model activity; raises ``_ModelCallFailed`` once its retries are spent."""
         self._emit(ModelRequestStarted(turn_id=turn_id, round=round_number, profile=self._config.profile))
         reply_position = self._take_position()
         self._set_details(f"turn `{turn_id}` · round {round_number} · waiting for model `{self._config.profile}`")
@@ -333,8 +347,7 @@ class SessionWorkflow:
             )
         except ActivityError as err:
             self._raise_if_cancelling(err)
-            self._last_error = _error_text(err)
-            return None
+            raise _ModelCallFailed(_error_text(err)) from err
         return reply
 
     async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> None:
@@ -582,16 +595,6 @@ class SessionWorkflow:
     def _raise_if_cancelling(self, err: ActivityError) -> None:
         if isinstance(err.cause, CancelledError):
             raise _TurnCancelled() from err
-
-    def _failed_outcome(self, turn_id: str, rounds: int, usage: Usage, tool_calls: int) -> TurnOutcome:
-        return TurnOutcome(
-            turn_id=turn_id,
-            status="failed",
-            error=self._last_error,
-            rounds=rounds,
-            tool_calls=tool_calls,
-            usage=usage,
-        )
 
     def _cancelled_outcome(self, turn_id: str) -> TurnOutcome:
         request = self._cancel_request or CancelTurnInput(

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from client import AgentClient
 from schemas import ApprovalPolicy, Event, SessionConfig
+
+if TYPE_CHECKING:
+    from tests.conftest import Harness
 
 ALLOW_ALL = ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow")
 
@@ -45,3 +53,33 @@ async def wait_for_event(
 
 def event_types(events: list[Event]) -> list[str]:
     return [e.type for e in events]
+
+
+@contextmanager
+def worker_process(harness: "Harness", log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`agentrt worker` as a separate process on the harness's ``-proc`` task queue; stopped on exit."""
+    env = {
+        **os.environ,
+        "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+        "AGENTRT_TASK_QUEUE": harness.task_queue + "-proc",
+        "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "client._cli", "worker"],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+
+
+def kill_hard(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker's whole process group, as a crash would, and reap it."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

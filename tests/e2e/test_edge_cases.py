@@ -22,8 +22,7 @@ from schemas import (
     TurnEnded,
 )
 from tests.conftest import Harness
-from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
-from tests.e2e.test_worker_crash import start_worker_process
+from tests.e2e._support import ALLOW_ALL, event_types, kill_hard, session_config, wait_for_event, worker_process, write_script
 
 ASK_ALL = ApprovalPolicy(read_only="ask", idempotent="ask", effectful="ask")
 
@@ -171,8 +170,7 @@ async def test_cancel_during_reconcile_leaves_a_tool_result_for_the_call(
     client = harness.client
     client.task_queue = harness.task_queue + "-proc"
     log = tmp_path / "worker.log"
-    first = start_worker_process(harness, log)
-    try:
+    with worker_process(harness, log) as first:
         sid = harness.new_session_id()
         config = session_config(client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=2.0)
         started = await client.start(config, "append once")
@@ -181,13 +179,8 @@ async def test_cancel_during_reconcile_leaves_a_tool_result_for_the_call(
             if (workspace / "effect.txt").exists():
                 break
             await asyncio.sleep(0.1)
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    second = start_worker_process(harness, log)
-    try:
+        kill_hard(first)
+    with worker_process(harness, log):
         await wait_for_event(
             client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "reconcile", timeout=90
         )
@@ -200,9 +193,6 @@ async def test_cancel_during_reconcile_leaves_a_tool_result_for_the_call(
         outcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=60)
         assert outcome.status == "cancelled"
         messages = harness.store.messages(sid)
-    finally:
-        os.killpg(second.pid, signal.SIGTERM)
-        second.wait(timeout=30)
     assert_transcript_valid(messages)
 
 

@@ -3,31 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from schemas import ModelRequestStarted, PermissionRequested, TurnOutcome
 from tests.conftest import Harness
-from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
-
-
-def start_worker_process(harness: Harness, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
-        "AGENTRT_TASK_QUEUE": harness.task_queue + "-proc",
-        "AGENTRT_DATABASE_URL": harness.config.database_url or "",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "client._cli", "worker"],
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+from tests.e2e._support import ALLOW_ALL, kill_hard, session_config, wait_for_event, worker_process, write_script
 
 
 async def test_worker_killed_mid_turn_is_replaced_and_the_turn_completes_with_the_file_written_once(
@@ -40,24 +20,15 @@ async def test_worker_killed_mid_turn_is_replaced_and_the_turn_completes_with_th
     client = harness.client
     client.task_queue = harness.task_queue + "-proc"
     log = tmp_path / "worker.log"
-    first = start_worker_process(harness, log)
-    try:
+    with worker_process(harness, log) as first:
         sid = harness.new_session_id()
         config = session_config(client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=2.0)
         started = await client.start(config, "append a line, then think slowly")
         await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted) and e.round == 2)
         await asyncio.sleep(1.0)  # the slow model call is in flight
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    second = start_worker_process(harness, log)
-    try:
+        kill_hard(first)
+    with worker_process(harness, log):
         outcome: TurnOutcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=120)
-    finally:
-        os.killpg(second.pid, signal.SIGTERM)
-        second.wait(timeout=30)
 
     assert outcome.status == "completed"
     assert outcome.answer == "finished after the crash"
@@ -76,25 +47,16 @@ async def test_worker_killed_during_an_approval_wait_runs_the_approved_call_exac
     client = harness.client
     client.task_queue = harness.task_queue + "-proc"
     log = tmp_path / "worker.log"
-    first = start_worker_process(harness, log)
-    try:
+    with worker_process(harness, log) as first:
         sid = harness.new_session_id()
         started = await client.start(session_config(client, sid, workspace, script, heartbeat_timeout_seconds=2.0), "go")
         requested = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
+        kill_hard(first)
         # Decided while no worker runs: the signal waits in history.
         body = {"request_id": requested.request.request_id, "decision": "grant", "principal": client.principal}
         await harness.handle(sid).signal("permission_decision", body)
         await harness.handle(sid).signal("permission_decision", body)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    second = start_worker_process(harness, log)
-    try:
+    with worker_process(harness, log):
         outcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=120)
-    finally:
-        os.killpg(second.pid, signal.SIGTERM)
-        second.wait(timeout=30)
     assert outcome.status == "completed"
     assert (workspace / "log.txt").read_text() == "approved\n"
