@@ -178,7 +178,8 @@ async def _answer_approval(client: AgentClient, session_id: str, event: Permissi
         await client.deny(session_id, request.request_id, reason="denied by CLI (--approve deny)")
         return
     elsewhere = f"agentrt session approve|deny {session_id} {request.request_id}"
-    sys.stderr.write(f"approve {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] (or from elsewhere: {elsewhere}) ")
+    sys.stdout.flush()
+    sys.stderr.write(f"\napprove {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] (or from elsewhere: {elsewhere}) ")
     sys.stderr.flush()
     reading = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
     while not reading.done():

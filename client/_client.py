@@ -230,15 +230,16 @@ class AgentClient:
         Decisions travel as signals (durable even while no worker runs); the session
         re-checks them, so a race with another decision is still recorded and ignored.
         """
+        what = f"the decision on {request_id}"
         view = await self.state(session_id)
         if self.principal != view.owner:
-            raise RequestRejected(session_id, kind, f"principal {self.principal!r} is not the owner of this session")
+            raise RequestRejected(session_id, what, f"principal {self.principal!r} is not the owner of this session")
         pending = {r.request_id: r for r in view.pending_approvals}
         if request_id not in pending:
-            raise RequestRejected(session_id, kind, f"no pending request {request_id} (unknown, or already decided)")
+            raise RequestRejected(session_id, what, f"no pending request {request_id} (unknown, or already decided)")
         if pending[request_id].kind != kind:
             raise RequestRejected(
-                session_id, kind, f"request {request_id} is of another kind ({pending[request_id].kind})"
+                session_id, what, f"request {request_id} is of another kind ({pending[request_id].kind})"
             )
 
     async def _signal(self, session_id: str, signal: Any, argument: Any) -> None:
