@@ -43,9 +43,18 @@ class TurnStarted(_EventBase):
 
 
 class ModelRequestStarted(_EventBase):
+    """A model call begins. ``context_tokens`` is the planned input estimate (tokens) and
+    ``context_messages`` / ``omitted_messages`` count the transcript messages sent and left
+    out; ``history_bytes`` is the workflow history's size (bytes) when the call was made."""
+
     type: Literal["ModelRequestStarted"] = "ModelRequestStarted"
     round: int
     profile: str
+    context_tokens: int | None = None
+    context_messages: int | None = None
+    omitted_messages: int = 0
+    summary_id: int | None = None
+    history_bytes: int | None = None
 
 
 class ModelTokenDelta(_EventBase):
@@ -160,6 +169,80 @@ class CancelIgnored(_EventBase):
     why: Literal["not_owner"]
 
 
+class ContextCompactionStarted(_EventBase):
+    """Compaction begins: the transcript at positions < ``upto_position`` will be summarised.
+
+    ``reason``: ``threshold`` (automatic at turn end), ``requested`` (update ``compact``) or
+    ``switch`` (before ``switch_model`` to a smaller window). ``estimated_tokens`` is the
+    context before compaction (tokens).
+    """
+
+    type: Literal["ContextCompactionStarted"] = "ContextCompactionStarted"
+    reason: Literal["threshold", "requested", "switch"]
+    profile: str
+    from_position: int
+    upto_position: int
+    estimated_tokens: int
+
+
+class ContextCompactionCompleted(_EventBase):
+    """The summary ``summary_id`` now stands in the context for positions < ``upto_position``.
+
+    The transcript itself stays in the store unchanged; ``summary_tokens`` and
+    ``estimated_tokens`` (the context after compaction) are in tokens.
+    """
+
+    type: Literal["ContextCompactionCompleted"] = "ContextCompactionCompleted"
+    summary_id: int
+    upto_position: int
+    summary_tokens: int
+    estimated_tokens: int
+    chunks: int = 1
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ContextCompactionFailed(_EventBase):
+    """Compaction failed (the model call's retries were spent); the context is unchanged."""
+
+    type: Literal["ContextCompactionFailed"] = "ContextCompactionFailed"
+    error: str
+
+
+class ModelProfileSwitched(_EventBase):
+    """The session now uses ``profile`` (update ``switch_model``); windows are in tokens."""
+
+    type: Literal["ModelProfileSwitched"] = "ModelProfileSwitched"
+    principal: str
+    from_profile: str
+    profile: str
+    context_window: int
+    max_output_tokens: int
+    compacted: bool = False
+
+
+class ModelProfileSwitchFailed(_EventBase):
+    """A ``switch_model`` request that could not be carried out (e.g. an unknown profile)."""
+
+    type: Literal["ModelProfileSwitchFailed"] = "ModelProfileSwitchFailed"
+    principal: str
+    profile: str
+    error: str
+
+
+class SessionContinuedAsNew(_EventBase):
+    """The session's workflow continued as new run number ``run`` (1 is the first run).
+
+    ``history_events`` and ``history_bytes`` describe the run that ended. Nothing the user
+    sees is lost: state, queued messages and the context pointer carry over; the whole
+    transcript and every event stay in the store.
+    """
+
+    type: Literal["SessionContinuedAsNew"] = "SessionContinuedAsNew"
+    run: int
+    history_events: int
+    history_bytes: int
+
+
 class SessionArchived(_EventBase):
     type: Literal["SessionArchived"] = "SessionArchived"
     principal: str
@@ -186,6 +269,12 @@ Event = Annotated[
         TurnEnded,
         SessionCancelled,
         CancelIgnored,
+        ContextCompactionStarted,
+        ContextCompactionCompleted,
+        ContextCompactionFailed,
+        ModelProfileSwitched,
+        ModelProfileSwitchFailed,
+        SessionContinuedAsNew,
         SessionArchived,
     ],
     Field(discriminator="type"),

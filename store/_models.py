@@ -13,6 +13,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -23,10 +24,12 @@ from sqlalchemy import (
 __all__ = [
     "EFFECT_STATES",
     "USAGE_STATUSES",
+    "context_summaries",
     "effects",
     "events",
     "messages",
     "metadata",
+    "payloads",
     "sessions",
     "token_deltas",
     "usage_receipts",
@@ -133,4 +136,29 @@ usage_receipts = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("session_id", "turn_id", "round", "attempt"),
     CheckConstraint("status IN ('started', 'completed', 'interrupted')", name="status"),
+)
+
+# Compaction summaries: summary ``summary_id`` stands for the transcript at positions
+# < ``upto_position``; the transcript itself is never rewritten.
+context_summaries = Table(
+    "context_summaries",
+    metadata,
+    Column("session_id", String(255), nullable=False),
+    Column("summary_id", Integer, nullable=False),
+    Column("upto_position", Integer, nullable=False),
+    Column("profile", String(255), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("session_id", "summary_id"),
+)
+
+# Temporal payloads above the external-storage threshold, keyed by their content hash
+# (driver ``agentrt.store``; see ``worker/_payloads.py``).
+payloads = Table(
+    "payloads",
+    metadata,
+    Column("key", String(128), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

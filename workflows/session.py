@@ -321,7 +321,14 @@ class SessionWorkflow:
 
     async def _call_model(self, turn_id: str, round_number: int) -> ModelCallResult:
         """One model activity; raises ``_ModelCallFailed`` once its retries are spent."""
-        self._emit(ModelRequestStarted(turn_id=turn_id, round=round_number, profile=self._config.profile))
+        self._emit(
+            ModelRequestStarted(
+                turn_id=turn_id,
+                round=round_number,
+                profile=self._config.profile,
+                history_bytes=workflow.info().get_current_history_size(),
+            )
+        )
         reply_position = self._take_position()
         self._set_details(f"turn `{turn_id}` · round {round_number} · waiting for model `{self._config.profile}`")
         try:
