@@ -21,4 +21,4 @@ def build_activities(config: "AgentrtConfig", store: "Store", registry: "ToolReg
     models = ModelActivities(config, store, registry)
     tools = ToolActivities(registry, store)
     writes = StoreActivities(store)
-    return [models.complete, tools.list_tools, tools.execute, tools.reconcile, writes.append]
+    return [models.complete, models.compact, models.describe, tools.list_tools, tools.execute, tools.reconcile, writes.append]

@@ -1,4 +1,6 @@
-"""Activity ``provider.complete``: one model call, content loaded from the store, deltas streamed to it."""
+"""Model activities: ``provider.complete`` (one model call, content loaded from the store by the
+workflow's context plan, deltas streamed to the store), ``context.compact`` (a compaction
+summary) and ``profiles.describe`` (a profile's context limits)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,21 @@ from temporalio.exceptions import ApplicationError
 
 from activities.providers import application_error_from, provider_for
 from schemas import (
+    CompactInput,
+    CompactResult,
     ConfigurationError,
+    DescribeProfileInput,
+    Message,
     ModelCallInput,
     ModelCallResult,
     ModelProfile,
     ModelRequest,
+    ProfileInfo,
     ProviderError,
+    UnknownProfileError,
     Usage,
 )
+from workflows.context import superseded_positions, truncate_middle
 
 if TYPE_CHECKING:
     from activities.tools import ToolRegistry
@@ -26,6 +35,17 @@ if TYPE_CHECKING:
 
 DELTA_FLUSH_SECONDS = 0.2
 DELTA_FLUSH_COUNT = 32
+SUMMARY_HEADING = "## Summary of the earlier conversation"
+OMITTED_NOTE = (
+    "[Earlier messages of this conversation are omitted here to fit the context window; "
+    "they remain in the session's transcript.]"
+)
+SUMMARY_SYSTEM = (
+    "You maintain the running summary of a long conversation between a user and an AI agent "
+    "that uses tools. Write a faithful, dense summary: the user's goals and constraints, "
+    "decisions made, facts learned (file names, values, errors), work done and still open. "
+    "Keep what a successor needs to continue the work; drop pleasantries. Plain text."
+)
 
 
 class ModelActivities:
@@ -36,10 +56,69 @@ class ModelActivities:
         self._store = store
         self._registry = registry
 
-    def _profile(self, input: ModelCallInput) -> ModelProfile:
-        if input.script:
-            return ModelProfile(name=input.profile, provider="scripted", model="scripted", script=input.script)
-        return self._config.profile(input.profile)
+    def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
+        """The profile called ``name``; with a session ``script`` it becomes a scripted profile
+        that keeps the configured profile's context limits (defaults when unknown, unless ``strict``)."""
+        if script:
+            known = self._config.profiles.get(name)
+            if known is None and strict:
+                raise UnknownProfileError(name, list(self._config.profiles))
+            limits = {"context_window": known.context_window, "max_output_tokens": known.max_output_tokens} if known else {}
+            return ModelProfile(name=name, provider="scripted", model="scripted", script=script, **limits)
+        return self._config.profile(name)
+
+    @activity.defn(name="profiles.describe")
+    def describe(self, input: DescribeProfileInput) -> ProfileInfo:
+        """The context limits (tokens) of ``input.profile``.
+
+        Raises ``ApplicationError(type="UnknownProfileError", non_retryable=True)`` naming
+        the configured profiles when there is no such profile.
+        """
+        try:
+            profile = self._profile(input.profile, input.script, strict=True)
+        except ConfigurationError as err:
+            raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+        return ProfileInfo(
+            name=profile.name,
+            provider=profile.provider,
+            model=profile.model,
+            context_window=profile.context_window,
+            max_output_tokens=profile.max_output_tokens,
+        )
+
+    def _context(self, input: ModelCallInput) -> tuple[str | None, list[Message]]:
+        """The system prompt and messages a call sees: by the plan's ranges, or everything before the reply."""
+        plan = input.plan
+        if plan is None:
+            rows = self._store.messages(input.session_id, input.upto_position)
+            return input.system_prompt, [m for _, m in rows]
+        rows = self._store.messages_in(input.session_id, plan.ranges)
+        superseded = superseded_positions((p, m.state_keys) for p, m in rows if m.role == "tool" and not m.is_error)
+        limits = {t.position: t.max_chars for t in plan.truncate}
+        starts = {start for start, _ in plan.ranges[1:]}
+        messages: list[Message] = []
+        for position, message in rows:
+            if position in starts:
+                messages.append(Message(role="user", text=OMITTED_NOTE))
+            if position in superseded:
+                keys = ", ".join(superseded[position])
+                text = f"[superseded: {keys} was updated by a later tool result; this earlier result is not shown]"
+                message = message.model_copy(update={"text": text})
+            elif position in limits:
+                message = message.model_copy(update={"text": truncate_middle(message.text, limits[position])})
+            messages.append(message)
+        if (plan.omitted or plan.summary_id is not None) and (not messages or messages[0].role != "user"):
+            messages.insert(0, Message(role="user", text=OMITTED_NOTE))
+        system = input.system_prompt
+        if plan.summary_id is not None:
+            summary = self._store.summary(input.session_id, plan.summary_id)
+            if summary is None:
+                raise ApplicationError(
+                    f"compaction summary {plan.summary_id} of session {input.session_id} is not in the store",
+                    type="MissingSummary",
+                )
+            system = f"{system}\n\n{SUMMARY_HEADING}\n{summary}" if system else f"{SUMMARY_HEADING}\n{summary}"
+        return system, messages
 
     @activity.defn(name="provider.complete")
     async def complete(self, input: ModelCallInput) -> ModelCallResult:
@@ -51,14 +130,14 @@ class ModelActivities:
         """
         info = activity.info()
         try:
-            profile = self._profile(input)
+            profile = self._profile(input.profile, input.script)
             provider = provider_for(profile)
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        rows = await asyncio.to_thread(self._store.messages, input.session_id, input.upto_position)
+        system, messages = await asyncio.to_thread(self._context, input)
         tools, _unknown = self._registry.specs(input.tool_names)
         request = ModelRequest(
-            profile=profile, system=input.system_prompt, messages=[m for _, m in rows], tools=tools
+            profile=profile, system=system, messages=messages, tools=tools, reply_index=input.reply_index
         )
         buffer: list[str] = []
         written = 0
@@ -128,3 +207,53 @@ class ModelActivities:
             stop_reason=response.stop_reason,
             position=input.reply_position,
         )
+
+    @activity.defn(name="context.compact")
+    async def compact(self, input: CompactInput) -> CompactResult:
+        """Summarise the previous summary plus the messages in ``input.ranges`` and store the
+        result as summary ``input.summary_id`` (standing for positions < ``upto_position``).
+
+        The transcript is not changed. Raises the same ``ApplicationError``s as
+        ``provider.complete`` (provider status, configuration mistakes).
+        """
+        try:
+            profile = self._profile(input.profile, input.script)
+            profile = profile.model_copy(update={"max_output_tokens": input.max_summary_tokens})
+            provider = provider_for(profile)
+        except ConfigurationError as err:
+            raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+        previous = None
+        if input.previous_summary_id is not None:
+            previous = await asyncio.to_thread(self._store.summary, input.session_id, input.previous_summary_id)
+        rows = await asyncio.to_thread(self._store.messages_in, input.session_id, input.ranges)
+        prompt = _summary_prompt(previous, rows, input.max_message_chars, input.max_summary_tokens)
+        request = ModelRequest(
+            profile=profile, system=SUMMARY_SYSTEM, messages=[Message(role="user", text=prompt)], purpose="summary"
+        )
+        activity.heartbeat()
+        try:
+            response = await provider.complete(request, None)
+        except ProviderError as err:
+            raise application_error_from(err) from err
+        except ConfigurationError as err:
+            raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+        text = truncate_middle(response.text.strip(), input.max_summary_tokens * 4) or "(nothing to summarise)"
+        await asyncio.to_thread(
+            self._store.put_summary, input.session_id, input.summary_id, input.upto_position, profile.name, text
+        )
+        return CompactResult(summary_id=input.summary_id, summary_chars=len(text), usage=response.usage)
+
+
+def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_chars: int, max_tokens: int) -> str:
+    """The summariser's one user message: the summary so far and the new messages, as text."""
+    parts = [f"Write the updated summary in at most {max_tokens * 3 // 4} words."]
+    if previous:
+        parts.append(f"Summary so far:\n{previous}")
+    lines = []
+    for position, message in rows:
+        label = message.role if message.role != "tool" else f"tool {message.name or ''} result".replace("  ", " ")
+        text = truncate_middle(message.text, max_message_chars)
+        calls = "".join(f"\n  -> calls {c.name} {c.arguments_raw or c.arguments}"[:300] for c in message.tool_calls)
+        lines.append(f"[{position}] {label}: {text}{calls}")
+    parts.append("New messages:\n" + "\n".join(lines))
+    return "\n\n".join(parts)

@@ -57,8 +57,8 @@ class ToolActivities:
         """
         if self._is_effectful(input.call.name):
             return self._execute_at_most_once(input)
-        ok, text, error_type = self._run(input)
-        return self._finish(input, ok, text, error_type)
+        ok, text, error_type, keys = self._run(input)
+        return self._finish(input, ok, text, error_type, keys)
 
     @activity.defn(name="effects.reconcile")
     def reconcile(self, input: ReconcileEffectInput) -> None:
@@ -76,27 +76,37 @@ class ToolActivities:
             if record.state in ("applied", "failed"):
                 activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
                 ok = record.state == "applied"
-                return self._finish(input, ok, record.result_text or "", None if ok else "ToolError")
+                keys = self._registry.state_keys(input.call, self._context(input)) if ok else []
+                return self._finish(input, ok, record.result_text or "", None if ok else "ToolError", keys)
             error = EffectOutcomeUnknown(key)
             raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
-        ok, text, error_type = self._run(input)
+        ok, text, error_type, keys = self._run(input)
         self._store.record_effect(key, "applied" if ok else "failed", text)
-        return self._finish(input, ok, text, error_type)
+        return self._finish(input, ok, text, error_type, keys)
 
-    def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None]:
-        context = ToolContext(
+    @staticmethod
+    def _context(input: ToolExecuteInput) -> ToolContext:
+        return ToolContext(
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
             heartbeat=activity.heartbeat,
             is_cancelled=activity.is_cancelled,
         )
-        try:
-            return True, self._registry.execute(input.call, context).text, None
-        except ToolError as err:
-            return False, f"error: {err}", type(err).__name__
 
-    def _finish(self, input: ToolExecuteInput, ok: bool, text: str, error_type: str | None) -> ToolExecuteResult:
-        message = Message(role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok)
+    def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str]]:
+        try:
+            output = self._registry.execute(input.call, self._context(input))
+        except ToolError as err:
+            return False, f"error: {err}", type(err).__name__, []
+        return True, output.text, None, output.state_keys
+
+    def _finish(
+        self, input: ToolExecuteInput, ok: bool, text: str, error_type: str | None, state_keys: list[str] | None = None
+    ) -> ToolExecuteResult:
+        state_keys = state_keys or []
+        message = Message(
+            role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys
+        )
         self._store.put_message(input.session_id, input.result_position, input.turn_id, message)
         return ToolExecuteResult(
             ok=ok,
@@ -105,4 +115,5 @@ class ToolActivities:
             error=None if ok else text.removeprefix("error: "),
             error_type=error_type,
             position=input.result_position,
+            state_keys=state_keys,
         )

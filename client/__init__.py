@@ -2,5 +2,6 @@
 
 from client._client import AgentClient, SessionListing, StartedSession, default_principal
 from client._connection import connect
+from worker._payloads import build_data_converter
 
-__all__ = ["AgentClient", "SessionListing", "StartedSession", "connect", "default_principal"]
+__all__ = ["AgentClient", "SessionListing", "StartedSession", "build_data_converter", "connect", "default_principal"]

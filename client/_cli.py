@@ -330,6 +330,13 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         active = f"{view.active_turn_id} (round {view.current_round})" if view.active_turn_id else "-"
         typer.echo(f"turns     {view.turns_completed} done; active {active}; queued {', '.join(view.queued_turn_ids) or '-'}")
         typer.echo(f"usage     {view.usage.input_tokens} in / {view.usage.output_tokens} out tokens")
+        if view.context_window is not None:
+            summary = f"; summary {view.summary_id}" if view.summary_id is not None else ""
+            typer.echo(
+                f"context   ~{view.context_tokens} of {view.context_window} tokens "
+                f"({view.max_output_tokens} reserved for output); {view.compactions} compaction(s){summary}"
+            )
+        typer.echo(f"history   run {view.run}; events from seq {view.first_seq_in_run} held by this run, {view.last_seq} in all")
         for r in view.pending_approvals:
             typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")
 
@@ -355,9 +362,14 @@ def session_events(
                 async for event in rt.client.follow(session_id, since):
                     emit(event)
                 return
-            page = await rt.client.events(session_id, since, 10_000)
-            for event in page.events:
-                emit(event)
+            after = since
+            while True:  # page through every run's events (older runs come from the store)
+                page = await rt.client.events(session_id, after, 10_000)
+                for event in page.events:
+                    emit(event)
+                if not page.events:
+                    return
+                after = page.events[-1].seq
 
     _run(go)
 
@@ -450,6 +462,55 @@ def session_cancel(
         async with _session_runtime(config) as rt:
             await rt.client.cancel(session_id, turn_id, reason)
         typer.echo(f"cancel requested for session {session_id}")
+
+    _run(go)
+
+
+@session_app.command("compact")
+def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Summarise the older part of the conversation now (after the running turn).
+
+    The transcript stays whole in the store and in `session events`; the model sees the
+    summary in place of the older messages.
+    """
+    config = _config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            outcome = await rt.client.compact(session_id)
+        if as_json:
+            typer.echo(outcome.model_dump_json())
+        elif outcome.compacted:
+            typer.echo(
+                f"compacted session {session_id}: summary {outcome.summary_id} stands for positions "
+                f"< {outcome.upto_position}; context ~{outcome.tokens_before} -> ~{outcome.tokens_after} tokens"
+            )
+        else:
+            typer.echo(f"nothing compacted in session {session_id}: {outcome.error or outcome.reason}")
+
+    _run(go)
+
+
+@session_app.command("switch-model")
+def session_switch_model(
+    session_id: str,
+    profile: str = typer.Argument(..., help="A profile name from agentrt.toml ([profiles.NAME])."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Use another model profile from the next turn on (compacts first if the conversation would not fit)."""
+    config = _config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            result = await rt.client.switch_model(session_id, profile)
+        if as_json:
+            typer.echo(result.model_dump_json())
+            return
+        compacted = " after compacting the context" if result.compacted else ""
+        typer.echo(
+            f"session {session_id} switched {result.from_profile} -> {result.profile}{compacted}: "
+            f"window {result.context_window} tokens, context now ~{result.estimated_tokens} tokens"
+        )
 
     _run(go)
 

@@ -31,6 +31,9 @@ from schemas import (
     ArchiveInput,
     ConfigurationError,
     CancelTurnInput,
+    AssistantMessageCompleted,
+    CompactOutcome,
+    CompactRequest,
     Event,
     EventsPage,
     EventsQuery,
@@ -45,10 +48,14 @@ from schemas import (
     SessionNotFound,
     WorkerUnavailable,
     SessionStateView,
+    SwitchModelInput,
+    SwitchModelResult,
+    TurnEnded,
     TurnOutcome,
 )
 from store import Store, TokenDelta
 from worker._config import AgentrtConfig
+from worker._payloads import build_data_converter
 from workflows.session import SessionWorkflow, workflow_id_for
 
 
@@ -102,7 +109,9 @@ class AgentClient:
         """
         config = config or AgentrtConfig.load()
         try:
-            temporal = await connect(config.temporal_address, config.namespace)
+            temporal = await connect(
+                config.temporal_address, config.namespace, data_converter=build_data_converter(config, store)
+            )
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
         return cls(temporal, task_queue=config.task_queue, principal=principal, store=store)
@@ -187,6 +196,10 @@ class AgentClient:
             try:
                 outcome = await handle.query(SessionWorkflow.turn, turn_id)
             except WorkflowQueryFailedError as err:
+                if "ended in an earlier run" in str(err) and self.store is not None:
+                    remembered = await asyncio.to_thread(_outcome_from_store, self.store, session_id, turn_id)
+                    if remembered is not None:
+                        return remembered
                 raise RequestRejected(session_id, "wait_turn", str(err)) from err
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
@@ -292,16 +305,48 @@ class AgentClient:
         except WorkflowQueryFailedError as err:
             raise RequestRejected(session_id, "state", str(err)) from err
 
+    async def switch_model(self, session_id: str, profile: str) -> SwitchModelResult:
+        """Switch the session to ``profile`` once the active and queued turns are done; waits for it.
+
+        Compacts first when the conversation does not fit the new profile's window (tokens).
+        Raises ``RequestRejected`` for a non-owner, an archived session or an unknown profile.
+        """
+        return await self._execute(
+            session_id, "switch_model", SessionWorkflow.switch_model, SwitchModelInput(profile=profile, principal=self.principal)
+        )
+
+    async def compact(self, session_id: str) -> CompactOutcome:
+        """Compact the session's context now (after the active turn); waits for the outcome.
+
+        The transcript stays whole in the store; the summary replaces the older part in what
+        the model sees. Raises ``RequestRejected`` for a non-owner or an archived session.
+        """
+        return await self._execute(
+            session_id, "compact", SessionWorkflow.compact, CompactRequest(principal=self.principal)
+        )
+
     async def events(self, session_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
-        """Events with ``seq > since_seq`` (at most ``limit``), in order."""
+        """Events with ``seq > since_seq`` (at most ``limit``), in order, across every run of the session.
+
+        The workflow holds the events of its current run; older ones (before a
+        continue-as-new) are read from the store's event projection, which needs the client
+        to be built with ``store``; without it they are skipped and ``first_seq`` says where
+        the page starts.
+        """
         try:
-            return await self._handle(session_id).query(
+            page = await self._handle(session_id).query(
                 SessionWorkflow.events, EventsQuery(since_seq=since_seq, limit=limit)
             )
         except RPCError as err:
             raise _translate(session_id, err) from err
         except WorkflowQueryFailedError as err:
             raise RequestRejected(session_id, "events", str(err)) from err
+        if since_seq + 1 >= page.first_seq or self.store is None:
+            return page
+        older = await asyncio.to_thread(self.store.events, session_id, since_seq, limit)
+        older = [e for e in older if e.seq < page.first_seq]
+        combined = (older + page.events)[:limit]
+        return EventsPage(events=combined, last_seq=page.last_seq, first_seq=min(since_seq + 1, page.first_seq))
 
     async def follow(self, session_id: str, since_seq: int = 0, poll_seconds: float = 0.25) -> AsyncIterator[Event]:
         """Yield events as they happen, until the session's workflow closes."""
@@ -378,6 +423,27 @@ class AgentClient:
     async def _is_closed(self, handle: WorkflowHandle) -> bool:
         description = await handle.describe()
         return description.close_time is not None
+
+
+def _outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutcome | None:
+    """A finished turn's outcome rebuilt from its events in the store (for turns of earlier runs)."""
+    answer: str | None = None
+    tool_calls = 0
+    for event in store.turn_events(session_id, turn_id):
+        if isinstance(event, AssistantMessageCompleted):
+            answer = event.text
+            tool_calls += event.tool_calls
+        elif isinstance(event, TurnEnded):
+            return TurnOutcome(
+                turn_id=turn_id,
+                status=event.status,
+                answer=answer if event.status == "completed" else None,
+                error=event.error,
+                rounds=event.rounds,
+                tool_calls=tool_calls,
+                usage=event.usage,
+            )
+    return None
 
 
 def _cause(err: WorkflowUpdateFailedError) -> str:

@@ -6,8 +6,13 @@ import json
 
 from schemas import (
     AssistantMessageCompleted,
+    ContextCompactionCompleted,
+    ContextCompactionFailed,
+    ContextCompactionStarted,
     Event,
     Message,
+    ModelProfileSwitched,
+    ModelProfileSwitchFailed,
     ModelRequestStarted,
     ModelToolCallRequested,
     PermissionDecisionIgnored,
@@ -16,6 +21,7 @@ from schemas import (
     PermissionRequested,
     SessionArchived,
     SessionCancelled,
+    SessionContinuedAsNew,
     SessionInitialized,
     ToolInvocationCompleted,
     ToolInvocationFailed,
@@ -42,7 +48,34 @@ def describe(event: Event) -> str:
         case TurnStarted():
             return "turn started"
         case ModelRequestStarted():
-            return f"round {event.round}: calling model {event.profile}"
+            context = ""
+            if event.context_tokens is not None:
+                omitted = f", {event.omitted_messages} omitted" if event.omitted_messages else ""
+                summary = f", summary {event.summary_id}" if event.summary_id is not None else ""
+                context = f" with ~{event.context_tokens} tokens ({event.context_messages} messages{omitted}{summary})"
+            return f"round {event.round}: calling model {event.profile}{context}"
+        case ContextCompactionStarted():
+            return (
+                f"compacting ({event.reason}) with {event.profile}: positions {event.from_position}-{event.upto_position - 1}, "
+                f"~{event.estimated_tokens} tokens"
+            )
+        case ContextCompactionCompleted():
+            return (
+                f"compacted into summary {event.summary_id} (~{event.summary_tokens} tokens, {event.chunks} chunk(s)); "
+                f"context now ~{event.estimated_tokens} tokens"
+            )
+        case ContextCompactionFailed():
+            return f"compaction failed: {_short(event.error)}"
+        case ModelProfileSwitched():
+            compacted = " after compacting" if event.compacted else ""
+            return (
+                f"model switched {event.from_profile} -> {event.profile} by {event.principal}{compacted} "
+                f"(window {event.context_window} tokens, output {event.max_output_tokens})"
+            )
+        case ModelProfileSwitchFailed():
+            return f"switch to {event.profile} by {event.principal} failed: {_short(event.error)}"
+        case SessionContinuedAsNew():
+            return f"continued as new: run {event.run} (previous run {event.history_events} events, {event.history_bytes} bytes)"
         case AssistantMessageCompleted():
             calls = f" + {event.tool_calls} tool call(s)" if event.tool_calls else ""
             return f"assistant: {_short(event.text) or '(no text)'}{calls} [{event.usage.input_tokens} in / {event.usage.output_tokens} out tokens]"

@@ -15,6 +15,7 @@ from schemas import ServerUnavailable
 from store import Store
 from worker._config import DEFAULT_ADDRESS, AgentrtConfig
 from worker._devserver import DevServer, port_is_open
+from worker._payloads import build_data_converter
 from worker._worker import running_worker
 
 STATE_DIR = Path(".agentrt")
@@ -81,7 +82,10 @@ async def runtime(
             stack.callback(server.stop)
             ui_url = server.ui_url
         try:
-            temporal = await connect(config.temporal_address, config.namespace)
+            # The in-process worker runs on this client: one converter, one set of payload drivers.
+            temporal = await connect(
+                config.temporal_address, config.namespace, data_converter=build_data_converter(config, store)
+            )
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
         client = AgentClient(temporal, task_queue=config.task_queue, principal=principal, store=store)

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from schemas._base import Model
 from schemas._config import ModelProfile, SessionConfig
+from schemas._context import ContextPlan
 from schemas._events import Event
 from schemas._messages import Message, ToolCall, ToolSpec, Usage
 
@@ -19,6 +20,8 @@ class ModelRequest(Model):
     system: str | None = None
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
+    purpose: Literal["reply", "summary"] = "reply"
+    reply_index: int | None = None
 
 
 class ModelResponse(Model):
@@ -31,7 +34,12 @@ class ModelResponse(Model):
 
 
 class ModelCallInput(Model):
-    """Activity ``provider.complete``: the transcript is read from the store, positions < ``upto_position``."""
+    """Activity ``provider.complete``: the transcript is read from the store.
+
+    With a ``plan``, the positions in its ranges (plus its summary); without one, every
+    position < ``upto_position``. ``reply_index`` counts the session's earlier assistant
+    messages (the scripted model's step).
+    """
 
     session_id: str
     turn_id: str
@@ -42,6 +50,8 @@ class ModelCallInput(Model):
     tool_names: list[str] = Field(default_factory=list)
     upto_position: int
     reply_position: int
+    plan: ContextPlan | None = None
+    reply_index: int | None = None
 
 
 class ModelCallResult(Model):
@@ -84,6 +94,7 @@ class ToolExecuteResult(Model):
     error: str | None = None
     error_type: str | None = None
     position: int
+    state_keys: list[str] = Field(default_factory=list)
 
 
 class PositionedMessage(Model):

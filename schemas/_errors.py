@@ -18,7 +18,9 @@
         │   └── ToolArgumentsError      arguments do not match the tool's schema
         ├── PolicyDenied            the policy engine or an approver refused a call
         ├── BudgetExceeded          a round, token or time budget ran out
-        └── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
+        ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
+        └── PayloadStorageError     an externally stored payload could not be read back (worker/_payloads.py)
+            └── PayloadNotFound     no payload under that key: reader and writer use different storage
 """
 
 from __future__ import annotations

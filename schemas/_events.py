@@ -285,7 +285,12 @@ EVENT_LIST_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 
 class EventsPage(Model):
-    """Answer of query ``events``: events in ``seq`` order and the session's latest ``last_seq``."""
+    """Answer of query ``events``: events in ``seq`` order and the session's latest ``last_seq``.
+
+    The workflow holds only the events of its current run, from ``first_seq`` on; earlier
+    ones (before a continue-as-new) are in the store's event projection.
+    """
 
     events: list[Event]
     last_seq: int
+    first_seq: int = 1

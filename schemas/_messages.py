@@ -57,7 +57,9 @@ class Message(Model):
     - ``user``: ``text``.
     - ``assistant``: ``text`` (may be empty) and ``tool_calls``.
     - ``tool``: the result of ``tool_call_id`` (``name`` is the tool); ``is_error`` marks a
-      failed call whose ``text`` is the error shown to the model.
+      failed call whose ``text`` is the error shown to the model; ``state_keys`` name the
+      state this result updates (e.g. ``file:notes.md``): a later result updating the same
+      keys supersedes it in the context, while the stored result is never rewritten.
     """
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -66,3 +68,4 @@ class Message(Model):
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    state_keys: list[str] = Field(default_factory=list)

@@ -8,16 +8,19 @@ from pydantic import Field
 
 from schemas._base import Model
 from schemas._config import SessionConfig
-from schemas._messages import Usage
+from schemas._context import ContextState, ProfileInfo
+from schemas._messages import ToolSpec, Usage
 
 TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
 SessionStatus = Literal["idle", "running", "awaiting_approval", "archived"]
 
 
 class SessionInput(Model):
-    """Input of ``SessionWorkflow.run``."""
+    """Input of ``SessionWorkflow.run``: ``state`` is None for a new session and the carried
+    state when the session continues as new."""
 
     config: SessionConfig
+    state: "SessionState | None" = None
 
 
 class SessionResult(Model):
@@ -135,8 +138,81 @@ class EventsQuery(Model):
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 
+class SwitchModelInput(Model):
+    """Update ``switch_model``: use ``profile`` from the next turn on.
+
+    Runs behind the active turn and queued messages; compacts first when the conversation
+    does not fit the new profile's window. Fails for a non-owner or an unknown profile.
+    """
+
+    profile: str
+    principal: str
+
+
+class SwitchModelResult(Model):
+    from_profile: str
+    profile: str
+    context_window: int
+    max_output_tokens: int
+    compacted: bool = False
+    estimated_tokens: int = 0
+
+
+class CompactRequest(Model):
+    """Update ``compact``: summarise the conversation now (behind the active turn)."""
+
+    principal: str
+
+
+class CompactOutcome(Model):
+    """What a compaction did. ``compacted`` False: nothing old enough to summarise (``reason``
+    says why) or the summary call failed (``error``). Token counts are estimates."""
+
+    compacted: bool
+    summary_id: int | None = None
+    upto_position: int | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    reason: str | None = None
+    error: str | None = None
+
+
+class QueuedOperation(Model):
+    """An inbox entry: a user message (a turn), a model switch or a compaction."""
+
+    kind: Literal["message", "switch_model", "compact"]
+    op_id: str
+    principal: str
+    text: str = ""
+    profile: str | None = None
+
+
+class SessionState(Model):
+    """Everything a session carries through continue-as-new (the config travels beside it)."""
+
+    run: int = 1
+    seq: int = 0
+    next_position: int = 0
+    turn_counter: int = 0
+    request_counter: int = 0
+    op_counter: int = 0
+    assistant_messages: int = 0
+    turns_completed: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    profile: ProfileInfo | None = None
+    context: ContextState = Field(default_factory=ContextState)
+    inbox: list[QueuedOperation] = Field(default_factory=list)
+    recent_outcomes: list[TurnOutcome] = Field(default_factory=list)
+    pending_approvals: list[PermissionRequest] = Field(default_factory=list)
+
+
 class SessionStateView(Model):
-    """Answer of query ``state``."""
+    """Answer of query ``state``.
+
+    ``context_tokens`` is the estimated size of the live context (tokens) against
+    ``context_window``; ``run`` counts the workflow runs (continue-as-new) so far.
+    """
 
     session_id: str
     owner: str
@@ -150,3 +226,13 @@ class SessionStateView(Model):
     usage: Usage = Field(default_factory=Usage)
     last_seq: int = 0
     current_round: int = 0
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    context_tokens: int | None = None
+    summary_id: int | None = None
+    compactions: int = 0
+    run: int = 1
+    first_seq_in_run: int = 1
+
+
+SessionInput.model_rebuild()

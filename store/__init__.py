@@ -1,6 +1,16 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
-ledger and usage receipts (SQLite or PostgreSQL)."""
+ledger, usage receipts and externally stored Temporal payloads (SQLite or PostgreSQL)."""
 
+from store._payloads import get_payloads, put_payloads
 from store._store import EffectRecord, SessionSummary, Store, TokenDelta, UsageReceipt, database_url
 
-__all__ = ["EffectRecord", "SessionSummary", "Store", "TokenDelta", "UsageReceipt", "database_url"]
+__all__ = [
+    "EffectRecord",
+    "SessionSummary",
+    "Store",
+    "TokenDelta",
+    "UsageReceipt",
+    "database_url",
+    "get_payloads",
+    "put_payloads",
+]

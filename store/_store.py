@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, func, Engine, create_engine, event, insert, select, text, update
+from sqlalchemy import Connection, and_, func, or_, Engine, create_engine, event, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
@@ -25,6 +25,7 @@ from sqlalchemy.pool import StaticPool
 from schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
 from store._models import (
     USAGE_STATUSES,
+    context_summaries,
     effects,
     events,
     messages,
@@ -310,6 +311,54 @@ class Store:
             rows = conn.execute(q.order_by(messages.c.position)).all()
         return [(pos, Message.model_validate_json(body)) for pos, body in rows]
 
+    def messages_in(self, session_id: str, ranges: list[tuple[int, int]]) -> list[tuple[int, Message]]:
+        """``(position, Message)`` pairs at positions in any of ``ranges`` (each ``[start, end)``), by position."""
+        if not ranges:
+            return []
+        q = select(messages.c.position, messages.c.content_json).where(
+            messages.c.session_id == session_id,
+            or_(*(and_(messages.c.position >= start, messages.c.position < end) for start, end in ranges)),
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(q.order_by(messages.c.position)).all()
+        return [(pos, Message.model_validate_json(body)) for pos, body in rows]
+
+    def put_summary(self, session_id: str, summary_id: int, upto_position: int, profile: str, text_: str) -> None:
+        """Insert or replace compaction summary ``summary_id`` (a retried compaction rewrites its own row)."""
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        stmt = dialect.insert(context_summaries).values(
+            session_id=session_id,
+            summary_id=summary_id,
+            upto_position=upto_position,
+            profile=profile,
+            text=text_,
+            created_at=_now(),
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "summary_id"],
+            set_={"upto_position": stmt.excluded.upto_position, "profile": stmt.excluded.profile, "text": stmt.excluded.text},
+        )
+        with self._write() as conn, conn.begin():
+            conn.execute(stmt)
+
+    def summary(self, session_id: str, summary_id: int) -> str | None:
+        """The text of compaction summary ``summary_id``, or None when there is none."""
+        q = select(context_summaries.c.text).where(
+            context_summaries.c.session_id == session_id, context_summaries.c.summary_id == summary_id
+        )
+        with self._engine.connect() as conn:
+            return conn.execute(q).scalar_one_or_none()
+
+    def summaries(self, session_id: str) -> list[tuple[int, int, str]]:
+        """Every compaction summary of the session as ``(summary_id, upto_position, text)``, oldest first."""
+        q = (
+            select(context_summaries.c.summary_id, context_summaries.c.upto_position, context_summaries.c.text)
+            .where(context_summaries.c.session_id == session_id)
+            .order_by(context_summaries.c.summary_id)
+        )
+        with self._engine.connect() as conn:
+            return [(r[0], r[1], r[2]) for r in conn.execute(q).all()]
+
     def events(self, session_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > since_seq``, ordered by seq, at most ``limit``."""
         q = (
@@ -317,6 +366,17 @@ class Store:
             .where(events.c.session_id == session_id, events.c.seq > since_seq)
             .order_by(events.c.seq)
             .limit(limit)
+        )
+        with self._engine.connect() as conn:
+            bodies = conn.execute(q).scalars().all()
+        return [EVENT_ADAPTER.validate_json(body) for body in bodies]
+
+    def turn_events(self, session_id: str, turn_id: str) -> list[Event]:
+        """The events of one turn, ordered by seq."""
+        q = (
+            select(events.c.body_json)
+            .where(events.c.session_id == session_id, events.c.turn_id == turn_id)
+            .order_by(events.c.seq)
         )
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()

@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.tools import default_registry
 from client import AgentClient, connect
 from store import Store
-from worker import AgentrtConfig, DevServer, build_worker
+from worker import AgentrtConfig, DevServer, build_data_converter, build_worker
 from workflows.session import SessionWorkflow
 
 # hypothesis' pytest plugin imports hypothesis at the terminal summary if no test did; after
@@ -50,8 +50,12 @@ async def temporal_server(state_dir: Path) -> AsyncIterator[DevServer]:
 
 
 @pytest.fixture(scope="session")
-async def temporal_client(temporal_server: DevServer) -> Client:
-    return await connect(temporal_server.address)
+async def temporal_client(temporal_server: DevServer, store: Store, store_url: str) -> Client:
+    # Harness workers run on this client: big payloads go to the test store, not ./.agentrt.
+    return await connect(
+        temporal_server.address,
+        data_converter=build_data_converter(AgentrtConfig(database_url=store_url), store),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -9,20 +9,21 @@ from typing import AsyncIterator
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from schemas import PermissionRequested
 from tests.conftest import RECORDED_HISTORIES, Harness
 from tests.e2e._support import session_config, wait_for_event, write_script
-from worker import WORKFLOWS, workflow_runner
+from worker import WORKFLOWS, AgentrtConfig, build_data_converter, workflow_runner
 
 HISTORIES = Path(__file__).parent / "histories"
 
 
-def replayer() -> Replayer:
-    return Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=workflow_runner())
+def replayer(store_url: str | None = None) -> Replayer:
+    """A replayer whose converter reads externally stored payloads from the store at ``store_url``."""
+    converter = build_data_converter(AgentrtConfig(database_url=store_url))
+    return Replayer(workflows=WORKFLOWS, data_converter=converter, workflow_runner=workflow_runner())
 
 
 async def record_one_session(harness: Harness, tmp_path: Path) -> None:
@@ -59,7 +60,7 @@ async def test_histories_recorded_by_this_run_replay(harness: Harness, tmp_path:
         for history in histories:
             yield history
 
-    results = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
+    results = await replayer(harness.config.database_url).replay_workflows(each(), raise_on_replay_failure=False)
     failures = {wid: str(err) for wid, err in results.replay_failures.items()}
     assert failures == {}
     if os.environ.get("AGENTRT_RECORD_HISTORIES"):

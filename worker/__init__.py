@@ -1,14 +1,31 @@
-"""The process side of agentrt: configuration, the worker and the embedded Temporal dev server."""
+"""The process side of agentrt: configuration, the worker, big-payload storage and the embedded Temporal dev server."""
 
-from worker._config import AgentrtConfig
+from worker._config import AgentrtConfig, PayloadConfig
 from worker._devserver import SEARCH_ATTRIBUTES, DevServer, port_is_open, temporal_binary
+from worker._payloads import (
+    DIRECTORY_DRIVER_NAME,
+    STORE_DRIVER_NAME,
+    DirectoryPayloadDriver,
+    PayloadNotFound,
+    PayloadStorageError,
+    StorePayloadDriver,
+    build_data_converter,
+)
 from worker._worker import WORKFLOWS, build_worker, running_worker, workflow_runner
 
 __all__ = [
     "AgentrtConfig",
+    "DIRECTORY_DRIVER_NAME",
     "DevServer",
+    "DirectoryPayloadDriver",
+    "PayloadConfig",
+    "PayloadNotFound",
+    "PayloadStorageError",
     "SEARCH_ATTRIBUTES",
+    "STORE_DRIVER_NAME",
+    "StorePayloadDriver",
     "WORKFLOWS",
+    "build_data_converter",
     "build_worker",
     "port_is_open",
     "running_worker",

@@ -6,7 +6,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from pydantic import ValidationError
 
@@ -15,12 +15,57 @@ from schemas import ConfigurationError, ModelProfile, UnknownProfileError
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agentrt"
-TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store"}
+TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads"}
+PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
+
+PayloadDriverName = Literal["store", "directory", "none"]
+PAYLOAD_DRIVERS: tuple[str, ...] = get_args(PayloadDriverName)
+DEFAULT_PAYLOAD_PATH = ".agentrt/payloads"
+# The SDK's default; the server rejects a single payload above 2 MiB and a gRPC message above 4 MB.
+DEFAULT_PAYLOAD_THRESHOLD_BYTES = 256 * 1024
 
 # Always available: the offline scripted model (a script file is given per session with --script).
 BUILTIN_PROFILES = {
     "scripted": ModelProfile(name="scripted", provider="scripted", model="scripted", context_window=200_000),
 }
+
+
+@dataclass
+class PayloadConfig:
+    """The ``[payloads]`` section: where Temporal payloads at or above ``threshold_bytes`` go.
+
+    ``driver`` is ``"store"`` (the ``payloads`` table of the application store),
+    ``"directory"`` (one file per payload under ``path``; relative paths are taken from the
+    working directory) or ``"none"`` (payloads stay inline in workflow history).
+    ``threshold_bytes`` is the serialized payload size (bytes) from which a payload is
+    stored externally. Every client and worker of a task queue must use the same settings.
+    """
+
+    driver: PayloadDriverName = "store"
+    path: str = DEFAULT_PAYLOAD_PATH
+    threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES
+
+
+def _payload_driver(value: object, where: str) -> PayloadDriverName:
+    if value not in PAYLOAD_DRIVERS:
+        raise ConfigurationError(f"{where}: payload driver must be one of {', '.join(PAYLOAD_DRIVERS)}, not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _payload_config(raw: Mapping[str, Any], file: Path) -> PayloadConfig:
+    config = PayloadConfig()
+    if "driver" in raw:
+        config.driver = _payload_driver(raw["driver"], f"{file}: [payloads] driver")
+    if "path" in raw:
+        if not isinstance(raw["path"], str) or not raw["path"]:
+            raise ConfigurationError(f"{file}: [payloads] path must be a non-empty string, not {raw['path']!r}")
+        config.path = raw["path"]
+    if "threshold_bytes" in raw:
+        threshold = raw["threshold_bytes"]
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise ConfigurationError(f"{file}: [payloads] threshold_bytes must be an integer >= 0, not {threshold!r}")
+        config.threshold_bytes = threshold
+    return config
 
 
 @dataclass
@@ -30,7 +75,8 @@ class AgentrtConfig:
     Sources, lowest to highest precedence: built-in defaults, the TOML file
     (``$AGENTRT_CONFIG`` or ``./agentrt.toml``), then environment variables
     ``AGENTRT_TEMPORAL_ADDRESS``, ``AGENTRT_NAMESPACE``, ``AGENTRT_TASK_QUEUE``,
-    ``AGENTRT_DATABASE_URL``, ``AGENTRT_DEFAULT_PROFILE``.
+    ``AGENTRT_DATABASE_URL``, ``AGENTRT_DEFAULT_PROFILE``, ``AGENTRT_PAYLOAD_DRIVER``,
+    ``AGENTRT_PAYLOAD_PATH``.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -39,6 +85,7 @@ class AgentrtConfig:
     database_url: str | None = None
     default_profile: str = "default"
     profiles: dict[str, ModelProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
+    payloads: PayloadConfig = field(default_factory=PayloadConfig)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -50,7 +97,8 @@ class AgentrtConfig:
 
     @classmethod
     def load(cls, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> "AgentrtConfig":
-        """Read the configuration; raises ``ConfigurationError`` for a missing named file or bad TOML."""
+        """Read the configuration; raises ``ConfigurationError`` for a missing named file, bad TOML,
+        an unknown setting or an invalid value."""
         env = os.environ if env is None else env
         explicit = path or env.get("AGENTRT_CONFIG")
         file = Path(explicit) if explicit else Path.cwd() / "agentrt.toml"
@@ -62,13 +110,16 @@ class AgentrtConfig:
                 raise ConfigurationError(f"{file}: invalid TOML: {err}") from err
         elif explicit:
             raise ConfigurationError(f"configuration file {file} does not exist")
+        if not isinstance(data.get("payloads", {}), dict):
+            raise ConfigurationError(f"{file}: payloads must be a table ([payloads]), not {data['payloads']!r}")
         unknown = sorted(set(data) - TOP_LEVEL_KEYS)
         unknown += [f"temporal.{k}" for k in sorted(set(data.get("temporal", {})) - {"address", "namespace", "task_queue"})]
         unknown += [f"store.{k}" for k in sorted(set(data.get("store", {})) - {"url"})]
+        unknown += [f"payloads.{k}" for k in sorted(set(data.get("payloads", {})) - PAYLOAD_KEYS)]
         if unknown:
             raise ConfigurationError(
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
-                "[temporal] address/namespace/task_queue, [store] url"
+                "[temporal] address/namespace/task_queue, [store] url, [payloads] driver/path/threshold_bytes"
             )
         config = cls(source=file if file.exists() else None)
         temporal = data.get("temporal", {})
@@ -77,6 +128,7 @@ class AgentrtConfig:
         config.task_queue = temporal.get("task_queue", config.task_queue)
         config.database_url = data.get("store", {}).get("url")
         config.default_profile = data.get("default_profile", config.default_profile)
+        config.payloads = _payload_config(data.get("payloads", {}), file)
         for name, raw in data.get("profiles", {}).items():
             try:
                 config.profiles[name] = ModelProfile(name=name, **raw)
@@ -87,4 +139,8 @@ class AgentrtConfig:
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)
         config.database_url = env.get("AGENTRT_DATABASE_URL", config.database_url)
         config.default_profile = env.get("AGENTRT_DEFAULT_PROFILE", config.default_profile)
+        if "AGENTRT_PAYLOAD_DRIVER" in env:
+            config.payloads.driver = _payload_driver(env["AGENTRT_PAYLOAD_DRIVER"], "AGENTRT_PAYLOAD_DRIVER")
+        if env.get("AGENTRT_PAYLOAD_PATH"):
+            config.payloads.path = env["AGENTRT_PAYLOAD_PATH"]
         return config

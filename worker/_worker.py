@@ -22,7 +22,7 @@ log = logging.getLogger("agentrt.worker")
 
 WORKFLOWS = [SessionWorkflow]
 # Modules that are deterministic and safe to share with the workflow sandbox.
-PASSTHROUGH_MODULES = ("schemas", "workflows.policy", "jsonschema", "referencing", "rpds", "pydantic")
+PASSTHROUGH_MODULES = ("schemas", "workflows.policy", "workflows.context", "jsonschema", "referencing", "rpds", "pydantic")
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -38,7 +38,11 @@ def build_worker(
     task_queue: str | None = None,
     max_concurrent_activities: int = 32,
 ) -> Worker:
-    """A worker for ``task_queue`` (default ``config.task_queue``) with all workflows and activities."""
+    """A worker for ``task_queue`` (default ``config.task_queue``) with all workflows and activities.
+
+    Payloads go through ``client``'s data converter, so big ones land where that converter's
+    external storage puts them: connect with ``build_data_converter(config, store)``.
+    """
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities)
     return Worker(
         client,

@@ -28,6 +28,15 @@ with workflow.unsafe.imports_passed_through():
         AssistantMessageCompleted,
         CancelIgnored,
         CancelTurnInput,
+        CompactInput,
+        CompactOutcome,
+        CompactRequest,
+        CompactResult,
+        ContextCompactionCompleted,
+        ContextCompactionFailed,
+        ContextCompactionStarted,
+        ContextPlan,
+        DescribeProfileInput,
         EffectReconciled,
         Event,
         EventsPage,
@@ -37,6 +46,8 @@ with workflow.unsafe.imports_passed_through():
         Message,
         ModelCallInput,
         ModelCallResult,
+        ModelProfileSwitched,
+        ModelProfileSwitchFailed,
         ModelRequestStarted,
         ModelToolCallRequested,
         PermissionDecision,
@@ -46,18 +57,24 @@ with workflow.unsafe.imports_passed_through():
         PermissionRequest,
         PermissionRequested,
         PositionedMessage,
+        ProfileInfo,
+        QueuedOperation,
         ReconcileDecision,
         ReconcileEffectInput,
         SendMessageInput,
         SendMessageResult,
         SessionArchived,
         SessionCancelled,
+        SessionContinuedAsNew,
         SessionInitialized,
         SessionInput,
         SessionResult,
+        SessionState,
         SessionStateView,
         SessionStatus,
         StoreAppendInput,
+        SwitchModelInput,
+        SwitchModelResult,
         ToolCall,
         ToolExecuteInput,
         ToolExecuteResult,
@@ -74,6 +91,7 @@ with workflow.unsafe.imports_passed_through():
         argument_problems,
         arguments_sha256,
     )
+    from workflows import context
     from workflows.policy import Allowed, DeniedByPolicy, PolicyEngine
 
 # Stable activity names (see activities/); workflows refer to them by name only.
@@ -82,6 +100,15 @@ TOOL_EXECUTE = "tool.execute"
 TOOLS_LIST = "tools.list"
 STORE_APPEND = "store.append"
 EFFECTS_RECONCILE = "effects.reconcile"
+CONTEXT_COMPACT = "context.compact"
+PROFILES_DESCRIBE = "profiles.describe"
+# Patch id guarding the context window, compaction, model switching and continue-as-new:
+# histories recorded before them replay without their commands.
+CONTEXT_PATCH = "context-window-v1"
+# Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
+DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
+# Turn outcomes the workflow still answers for after continue-as-new; older ones are in the store.
+RECENT_OUTCOMES = 200
 OUTCOME_UNKNOWN = "EffectOutcomeUnknown"
 
 SESSION_STATUS = SearchAttributeKey.for_keyword("AgentSessionStatus")
@@ -136,15 +163,6 @@ class _TurnCancelled(Exception):
     """Raised inside a turn when ``cancel_turn`` or ``archive`` asked it to stop."""
 
 
-class _QueuedMessage:
-    __slots__ = ("turn_id", "text", "principal")
-
-    def __init__(self, turn_id: str, text: str, principal: str) -> None:
-        self.turn_id = turn_id
-        self.text = text
-        self.principal = principal
-
-
 class _PendingApproval:
     __slots__ = ("request", "decision")
 
@@ -157,28 +175,49 @@ class _PendingApproval:
 class SessionWorkflow:
     @workflow.init
     def __init__(self, input: SessionInput) -> None:
+        carried = input.state or SessionState()
         self._config = input.config
+        self._carried = input.state is not None
         self._policy = PolicyEngine(input.config.approval)
-        self._tools: dict[str, ToolSpec] = {}
+        self._tools: dict[str, ToolSpec] = {t.name: t for t in carried.tools}
         self._events: list[Event] = []
-        self._seq = 0
+        self._seq = carried.seq
+        self._first_seq = carried.seq + 1
+        self._run_number = carried.run
         self._unflushed_events: list[Event] = []
         self._unflushed_messages: list[PositionedMessage] = []
-        self._next_position = 0
-        self._inbox: deque[_QueuedMessage] = deque()
-        self._turn_counter = 0
-        self._request_counter = 0
-        self._outcomes: dict[str, TurnOutcome] = {}
-        self._approvals: dict[str, _PendingApproval] = {}
+        self._next_position = carried.next_position
+        self._inbox: deque[QueuedOperation] = deque(carried.inbox)
+        self._turn_counter = carried.turn_counter
+        self._request_counter = carried.request_counter
+        self._op_counter = carried.op_counter
+        self._assistant_messages = carried.assistant_messages
+        self._outcomes: dict[str, TurnOutcome] = {o.turn_id: o for o in carried.recent_outcomes}
+        # Turns numbered below this ended in an earlier run and their outcomes were not carried.
+        self._forgotten_below = min(
+            [_turn_number(t) for t in self._outcomes]
+            + [_turn_number(q.op_id) for q in carried.inbox if q.kind == "message"]
+            + [carried.turn_counter + 1]
+        )
+        self._op_results: dict[str, SwitchModelResult | CompactOutcome | str] = {}
+        self._approvals: dict[str, _PendingApproval] = {r.request_id: _PendingApproval(r) for r in carried.pending_approvals}
         self._decided_requests: set[str] = set()
         self._active_turn: str | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._cancel_request: CancelTurnInput | None = None
         self._archive_request: ArchiveInput | None = None
-        self._usage = Usage()
-        self._turns_completed = 0
+        self._usage = carried.usage
+        self._turns_completed = carried.turns_completed
         self._round = 0
         self._status: SessionStatus = "idle"
+        self._context = carried.context.model_copy(deep=True)
+        window, max_output = DEFAULT_PROFILE_LIMITS
+        self._profile = carried.profile or ProfileInfo(
+            name=input.config.profile, provider="", context_window=window, max_output_tokens=max_output
+        )
+        self._context_enabled = False
+        self._compacting = False
+        self._fixed_tokens = 0
 
     # ---------------------------------------------------------------- run
 
@@ -186,18 +225,50 @@ class SessionWorkflow:
     async def run(self, input: SessionInput) -> SessionResult:
         await self._initialize()
         while True:
-            await workflow.wait_condition(lambda: bool(self._inbox) or self._archive_request is not None)
+            await workflow.wait_condition(
+                lambda: bool(self._inbox) or self._archive_request is not None or self._should_continue_as_new()
+            )
             if self._archive_request is not None:
                 break
-            queued = self._inbox.popleft()
-            outcome = await self._run_turn_task(queued)
-            self._finish_turn(outcome)
-            await self._flush()
-            # Published only now, so a client that saw the outcome finds the whole turn in the store.
-            self._outcomes[outcome.turn_id] = outcome
+            if self._should_continue_as_new():
+                await self._continue_as_new()
+            operation = self._inbox.popleft()
+            if operation.kind == "message":
+                await self._run_message(operation)
+            elif operation.kind == "compact":
+                self._op_results[operation.op_id] = await self._compact("requested")
+                self._set_status("idle")
+            else:
+                self._op_results[operation.op_id] = await self._switch_model(operation)
+                self._set_status("idle")
         return await self._close()
 
+    async def _run_message(self, operation: QueuedOperation) -> None:
+        outcome = await self._run_turn_task(operation)
+        self._finish_turn(outcome)
+        await self._flush()
+        # Published only now, so a client that saw the outcome finds the whole turn in the store.
+        self._outcomes[outcome.turn_id] = outcome
+        self._forget_old_outcomes()
+        if self._context_enabled and context.needs_compaction(
+            self._context, self._fixed_tokens, self._profile.context_window, self._profile.max_output_tokens
+        ):
+            await self._compact("threshold")
+            self._set_status("idle")
+
+    def _forget_old_outcomes(self) -> None:
+        while len(self._outcomes) > RECENT_OUTCOMES:
+            oldest = next(iter(self._outcomes))
+            del self._outcomes[oldest]
+            self._forgotten_below = max(self._forgotten_below, _turn_number(oldest) + 1)
+
     async def _initialize(self) -> None:
+        # A new run of a continued session always records the patch; a history from before it never has it.
+        self._context_enabled = workflow.patched(CONTEXT_PATCH)
+        if self._carried:
+            self._fixed_tokens = self._estimate_fixed_tokens()
+            self._set_status("idle")
+            return
         listed = await workflow.execute_activity(
             TOOLS_LIST,
             ListToolsInput(names=self._config.tools),
@@ -209,12 +280,216 @@ class SessionWorkflow:
         self._tools = {t.name: t for t in listed.tools}
         if listed.unknown:
             workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)
+        if self._context_enabled:
+            try:
+                self._profile = await self._describe_profile(self._config.profile)
+            except ActivityError as err:
+                # The first model call reports an unknown profile as the turn's error; plan with defaults until then.
+                workflow.logger.warning("session %s: %s", self._config.session_id, _error_text(err))
+            self._fixed_tokens = self._estimate_fixed_tokens()
         self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
         await self._flush(include_config=True)
         self._set_status("idle")
 
-    async def _run_turn_task(self, queued: _QueuedMessage) -> TurnOutcome:
-        self._active_turn = queued.turn_id
+    async def _describe_profile(self, profile: str) -> ProfileInfo:
+        return await workflow.execute_activity(
+            PROFILES_DESCRIBE,
+            DescribeProfileInput(profile=profile, script=self._config.script),
+            result_type=ProfileInfo,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=MODEL_RETRY,
+            summary=f"describe profile {profile}",
+        )
+
+    def _estimate_fixed_tokens(self) -> int:
+        """Tokens of what every model call carries besides messages: system prompt and tool specs."""
+        specs = json.dumps([self._tools[name].model_dump(mode="json") for name in sorted(self._tools)], sort_keys=True)
+        return context.estimate_tokens(len((self._config.system_prompt or "").encode()) + len(specs.encode()))
+
+    # ---------------------------------------------------------------- continue-as-new
+
+    def _should_continue_as_new(self) -> bool:
+        return (
+            self._context_enabled
+            and self._archive_request is None
+            and workflow.info().is_continue_as_new_suggested()
+            and workflow.all_handlers_finished()
+        )
+
+    async def _continue_as_new(self) -> None:
+        """Continue as a new run carrying ``SessionState``; every event is in the store first."""
+        info = workflow.info()
+        self._emit(
+            SessionContinuedAsNew(
+                run=self._run_number + 1,
+                history_events=info.get_current_history_length(),
+                history_bytes=info.get_current_history_size(),
+            )
+        )
+        while True:
+            await self._flush()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            if not self._unflushed_events and not self._unflushed_messages:
+                break
+        state = SessionState(
+            run=self._run_number + 1,
+            seq=self._seq,
+            next_position=self._next_position,
+            turn_counter=self._turn_counter,
+            request_counter=self._request_counter,
+            op_counter=self._op_counter,
+            assistant_messages=self._assistant_messages,
+            turns_completed=self._turns_completed,
+            usage=self._usage,
+            tools=[self._tools[name] for name in sorted(self._tools)],
+            profile=self._profile,
+            context=self._context,
+            inbox=list(self._inbox),
+            recent_outcomes=list(self._outcomes.values()),
+            pending_approvals=[p.request for p in self._approvals.values() if p.decision is None],
+        )
+        workflow.continue_as_new(SessionInput(config=self._config, state=state))
+
+    # ---------------------------------------------------------------- compaction and model switching
+
+    async def _compact(self, reason: str, target: ProfileInfo | None = None) -> CompactOutcome:
+        """Summarise the older part of the conversation so the rest fits ``target``'s window.
+
+        The current profile writes the summary (in chunks that fit its window); the newest
+        groups that fit a quarter of the target's input budget stay verbatim. The transcript
+        in the store is never changed. Re-entry is refused while a compaction runs.
+        """
+        if self._compacting:
+            return CompactOutcome(compacted=False, reason="a compaction is already running")
+        if not self._context_enabled:
+            return CompactOutcome(compacted=False, reason="this session's history predates compaction")
+        target = target or self._profile
+        ctx = self._context
+        before = context.context_tokens(ctx, self._fixed_tokens)
+        upto = context.compaction_split(
+            ctx,
+            context_window=target.context_window,
+            max_output_tokens=target.max_output_tokens,
+            fixed_tokens=self._fixed_tokens,
+            latest_turn_only=reason == "requested",
+        )
+        if upto is None:
+            return CompactOutcome(
+                compacted=False,
+                reason="nothing to compact: the conversation since the last summary is its newest part",
+                tokens_before=before,
+                tokens_after=before,
+            )
+        summarizer = self._profile
+        max_summary = context.max_summary_tokens(target.context_window)
+        budget = int(context.input_budget(summarizer.context_window, summarizer.max_output_tokens) / ctx.calibration)
+        chunk_tokens = max(budget - self._fixed_tokens - 2 * max_summary - context.SUMMARY_PROMPT_TOKENS, 512)
+        message_cap = max(chunk_tokens // 4, context.MIN_MESSAGE_TOKENS)
+        chunks = context.compaction_chunks(ctx, upto, chunk_tokens=chunk_tokens, message_cap_tokens=message_cap)
+        self._compacting = True
+        self._set_status("running")
+        self._set_details(f"compacting the context ({reason}) with `{summarizer.name}`")
+        self._emit(
+            ContextCompactionStarted(
+                reason=reason,  # type: ignore[arg-type]
+                profile=summarizer.name,
+                from_position=ctx.summary_upto,
+                upto_position=upto,
+                estimated_tokens=before,
+            )
+        )
+        await self._flush()
+        summary_id = ctx.summary_id
+        usage = Usage()
+        result: CompactResult | None = None
+        try:
+            for index, (start, end) in enumerate(chunks):
+                new_id = ctx.next_summary_id
+                ctx.next_summary_id += 1
+                result = await workflow.execute_activity(
+                    CONTEXT_COMPACT,
+                    CompactInput(
+                        session_id=self._config.session_id,
+                        profile=summarizer.name,
+                        script=self._config.script,
+                        previous_summary_id=summary_id,
+                        ranges=[(start, end)],
+                        summary_id=new_id,
+                        upto_position=end if index < len(chunks) - 1 else upto,
+                        max_summary_tokens=max_summary,
+                        max_message_chars=message_cap * context.BYTES_PER_TOKEN,
+                    ),
+                    result_type=CompactResult,
+                    start_to_close_timeout=timedelta(seconds=self._config.model_timeout_seconds),
+                    retry_policy=MODEL_RETRY,
+                    summary=f"compact {start}-{end} with {summarizer.name} ({index + 1}/{len(chunks)})",
+                )
+                summary_id = new_id
+                usage = usage + result.usage
+        except ActivityError as err:
+            error = _error_text(err)
+            self._emit(ContextCompactionFailed(error=error))
+            await self._flush()
+            return CompactOutcome(compacted=False, error=error, tokens_before=before, tokens_after=before)
+        finally:
+            self._compacting = False
+        assert result is not None and summary_id is not None
+        context.apply_compaction(ctx, summary_id, upto, context.estimate_tokens(result.summary_chars))
+        self._usage = self._usage + usage
+        after = context.context_tokens(ctx, self._fixed_tokens)
+        self._emit(
+            ContextCompactionCompleted(
+                summary_id=summary_id,
+                upto_position=upto,
+                summary_tokens=ctx.summary_tokens,
+                estimated_tokens=after,
+                chunks=len(chunks),
+                usage=usage,
+            )
+        )
+        await self._flush()
+        return CompactOutcome(
+            compacted=True, summary_id=summary_id, upto_position=upto, tokens_before=before, tokens_after=after
+        )
+
+    async def _switch_model(self, operation: QueuedOperation) -> SwitchModelResult | str:
+        """Switch to ``operation.profile``, compacting first when the conversation would not fit it."""
+        assert operation.profile is not None
+        try:
+            target = await self._describe_profile(operation.profile)
+        except ActivityError as err:
+            error = _error_text(err)
+            self._emit(ModelProfileSwitchFailed(principal=operation.principal, profile=operation.profile, error=error))
+            await self._flush()
+            return error
+        compacted = False
+        if context.needs_compaction(self._context, self._fixed_tokens, target.context_window, target.max_output_tokens):
+            compacted = (await self._compact("switch", target)).compacted
+        previous = self._config.profile
+        self._config = self._config.model_copy(update={"profile": target.name})
+        self._profile = target
+        self._emit(
+            ModelProfileSwitched(
+                principal=operation.principal,
+                from_profile=previous,
+                profile=target.name,
+                context_window=target.context_window,
+                max_output_tokens=target.max_output_tokens,
+                compacted=compacted,
+            )
+        )
+        await self._flush()
+        return SwitchModelResult(
+            from_profile=previous,
+            profile=target.name,
+            context_window=target.context_window,
+            max_output_tokens=target.max_output_tokens,
+            compacted=compacted,
+            estimated_tokens=context.context_tokens(self._context, self._fixed_tokens),
+        )
+
+    async def _run_turn_task(self, queued: QueuedOperation) -> TurnOutcome:
+        self._active_turn = queued.op_id
         self._cancel_request = None
         self._round = 0
         self._turn_task = asyncio.create_task(self._run_turn(queued))
@@ -226,7 +501,7 @@ class SessionWorkflow:
             # of whatever activity it was awaiting; anything else is the workflow's own cancellation.
             if self._cancel_request is None and self._archive_request is None:
                 raise
-            return self._cancelled_outcome(queued.turn_id)
+            return self._cancelled_outcome(queued.op_id)
         finally:
             watcher.cancel()
             self._turn_task = None
@@ -246,10 +521,13 @@ class SessionWorkflow:
         request = self._archive_request
         assert request is not None
         for queued in list(self._inbox):
-            outcome = TurnOutcome(turn_id=queued.turn_id, status="cancelled", error="session archived")
-            self._emit(SessionCancelled(turn_id=queued.turn_id, principal=request.principal, reason="session archived"))
-            self._emit(TurnEnded(turn_id=queued.turn_id, status="cancelled", rounds=0, error=outcome.error, usage=Usage()))
-            self._outcomes[queued.turn_id] = outcome
+            if queued.kind != "message":
+                self._op_results[queued.op_id] = "the session was archived first"
+                continue
+            outcome = TurnOutcome(turn_id=queued.op_id, status="cancelled", error="session archived")
+            self._emit(SessionCancelled(turn_id=queued.op_id, principal=request.principal, reason="session archived"))
+            self._emit(TurnEnded(turn_id=queued.op_id, status="cancelled", rounds=0, error=outcome.error, usage=Usage()))
+            self._outcomes[queued.op_id] = outcome
         self._inbox.clear()
         self._emit(SessionArchived(principal=request.principal, reason=request.reason))
         self._set_status("archived")
@@ -261,8 +539,8 @@ class SessionWorkflow:
 
     # ---------------------------------------------------------------- one turn
 
-    async def _run_turn(self, queued: _QueuedMessage) -> TurnOutcome:
-        turn_id = queued.turn_id
+    async def _run_turn(self, queued: QueuedOperation) -> TurnOutcome:
+        turn_id = queued.op_id
         self._set_status("running")
         self._emit(TurnStarted(turn_id=turn_id))
         position = self._take_position()
@@ -321,15 +599,28 @@ class SessionWorkflow:
 
     async def _call_model(self, turn_id: str, round_number: int) -> ModelCallResult:
         """One model activity; raises ``_ModelCallFailed`` once its retries are spent."""
+        reply_position = self._take_position()
+        plan: ContextPlan | None = None
+        if self._context_enabled:
+            plan = context.plan_context(
+                self._context,
+                context_window=self._profile.context_window,
+                max_output_tokens=self._profile.max_output_tokens,
+                fixed_tokens=self._fixed_tokens,
+                upto_position=reply_position,
+            )
         self._emit(
             ModelRequestStarted(
                 turn_id=turn_id,
                 round=round_number,
                 profile=self._config.profile,
+                context_tokens=plan.estimated_tokens if plan else None,
+                context_messages=plan.messages if plan else None,
+                omitted_messages=plan.omitted if plan else 0,
+                summary_id=plan.summary_id if plan else None,
                 history_bytes=workflow.info().get_current_history_size(),
             )
         )
-        reply_position = self._take_position()
         self._set_details(f"turn `{turn_id}` · round {round_number} · waiting for model `{self._config.profile}`")
         try:
             reply = await workflow.execute_activity(
@@ -344,6 +635,8 @@ class SessionWorkflow:
                     tool_names=sorted(self._tools),
                     upto_position=reply_position,
                     reply_position=reply_position,
+                    plan=plan,
+                    reply_index=self._assistant_messages if self._context_enabled else None,
                 ),
                 result_type=ModelCallResult,
                 start_to_close_timeout=timedelta(seconds=self._config.model_timeout_seconds),
@@ -355,6 +648,9 @@ class SessionWorkflow:
         except ActivityError as err:
             self._raise_if_cancelling(err)
             raise _ModelCallFailed(_error_text(err)) from err
+        self._assistant_messages += 1
+        if plan is not None:
+            context.observe(self._context, plan.raw_tokens, reply.usage.input_tokens)
         return reply
 
     async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> None:
@@ -507,6 +803,7 @@ class SessionWorkflow:
                 )
                 return
             break
+        self._track(result.position, "tool", result.size_bytes, result.state_keys if result.ok else [])
         if result.ok:
             self._emit(
                 ToolInvocationCompleted(
@@ -662,6 +959,15 @@ class SessionWorkflow:
 
     def _stage_message(self, position: int, turn_id: str, message: Message) -> None:
         self._unflushed_messages.append(PositionedMessage(position=position, turn_id=turn_id, message=message))
+        size = len(message.text.encode()) + sum(
+            len(c.name) + len(c.arguments_raw or json.dumps(c.arguments)) for c in message.tool_calls
+        )
+        self._track(position, message.role, size, message.state_keys)
+
+    def _track(self, position: int, role: str, size_bytes: int, state_keys: list[str]) -> None:
+        """Add a message written by the workflow or an activity to the context bookkeeping."""
+        if self._context_enabled:
+            context.add_entry(self._context, position, role, size_bytes, state_keys)
 
     def _emit(self, event: Event) -> None:
         self._seq += 1
@@ -708,7 +1014,7 @@ class SessionWorkflow:
     def send_message(self, input: SendMessageInput) -> SendMessageResult:
         self._turn_counter += 1
         turn_id = f"turn-{self._turn_counter}"
-        self._inbox.append(_QueuedMessage(turn_id, input.text, input.principal))
+        self._inbox.append(QueuedOperation(kind="message", op_id=turn_id, principal=input.principal, text=input.text))
         ahead = len(self._inbox) - 1 + (1 if self._active_turn is not None else 0)
         return SendMessageResult(turn_id=turn_id, queued_behind=ahead)
 
@@ -739,6 +1045,8 @@ class SessionWorkflow:
             raise ValueError(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
         if not self._is_known_turn(input.turn_id):
             raise ValueError(f"unknown turn {input.turn_id!r} in session {self._config.session_id}")
+        if self._is_forgotten_turn(input.turn_id):
+            raise ValueError(_forgotten_turn_text(input.turn_id, self._config.session_id))
 
     @workflow.update
     def archive(self, input: ArchiveInput) -> SessionStateView:
@@ -753,6 +1061,60 @@ class SessionWorkflow:
             raise ValueError(f"session {self._config.session_id} is already archived")
         if input.principal != self._config.owner:
             raise ValueError(f"principal {input.principal!r} may not archive session {self._config.session_id}")
+
+    @workflow.update
+    async def switch_model(self, input: SwitchModelInput) -> SwitchModelResult:
+        """Queue a switch to ``input.profile`` behind the active turn and wait until it is done.
+
+        Compacts first when the conversation does not fit the new window. Fails with
+        ``ApplicationError(type="ModelSwitchFailed")`` for an unknown profile.
+        """
+        self._op_counter += 1
+        op_id = f"op-{self._op_counter}"
+        self._inbox.append(QueuedOperation(kind="switch_model", op_id=op_id, principal=input.principal, profile=input.profile))
+        await workflow.wait_condition(lambda: op_id in self._op_results)
+        result = self._op_results.pop(op_id)
+        if isinstance(result, str):
+            raise ApplicationError(result, type="ModelSwitchFailed", non_retryable=True)
+        assert isinstance(result, SwitchModelResult)
+        return result
+
+    @switch_model.validator
+    def _validate_switch_model(self, input: SwitchModelInput) -> None:
+        self._validate_operation(input.principal, "switch the model of")
+        if not input.profile.strip():
+            raise ValueError("profile name is empty")
+        if not self._context_enabled:
+            raise ValueError(f"session {self._config.session_id} predates model switching; start a new session")
+
+    @workflow.update
+    async def compact(self, input: CompactRequest) -> CompactOutcome:
+        """Compact the context now (behind the active turn); joins a compaction already queued."""
+        queued = next((q for q in self._inbox if q.kind == "compact"), None)
+        if queued is not None:
+            op_id = queued.op_id
+        else:
+            self._op_counter += 1
+            op_id = f"op-{self._op_counter}"
+            self._inbox.append(QueuedOperation(kind="compact", op_id=op_id, principal=input.principal))
+        await workflow.wait_condition(lambda: op_id in self._op_results)
+        result = self._op_results[op_id]
+        if isinstance(result, str):
+            raise ApplicationError(result, type="CompactionFailed", non_retryable=True)
+        assert isinstance(result, CompactOutcome)
+        return result
+
+    @compact.validator
+    def _validate_compact(self, input: CompactRequest) -> None:
+        self._validate_operation(input.principal, "compact")
+        if not self._context_enabled:
+            raise ValueError(f"session {self._config.session_id} predates compaction; start a new session")
+
+    def _validate_operation(self, principal: str, verb: str) -> None:
+        if self._archive_request is not None:
+            raise ValueError(f"session {self._config.session_id} is archived")
+        if principal != self._config.owner:
+            raise ValueError(f"principal {principal!r} may not {verb} session {self._config.session_id}")
 
     @workflow.update
     def decide(self, input: PermissionDecision) -> None:
@@ -791,6 +1153,9 @@ class SessionWorkflow:
         if request_id in self._decided_requests or (pending is not None and pending.decision is not None):
             return "already_decided"
         if pending is None:
+            number = request_id.removeprefix("req-")
+            if number.isdigit() and 1 <= int(number) <= self._request_counter:
+                return "already_decided"  # decided in an earlier run (before a continue-as-new)
             return "unknown_request"
         if pending.request.kind != kind:
             return "wrong_kind"
@@ -854,12 +1219,12 @@ class SessionWorkflow:
             self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"))
             return
         for queued in list(self._inbox):
-            if queued.turn_id == input.turn_id:
+            if queued.kind == "message" and queued.op_id == input.turn_id:
                 self._inbox.remove(queued)
-                self._emit(SessionCancelled(turn_id=queued.turn_id, principal=input.principal, reason=input.reason))
-                outcome = TurnOutcome(turn_id=queued.turn_id, status="cancelled", error="cancelled before it started")
-                self._emit(TurnEnded(turn_id=queued.turn_id, status="cancelled", rounds=0, error=outcome.error, usage=Usage()))
-                self._outcomes[queued.turn_id] = outcome
+                self._emit(SessionCancelled(turn_id=queued.op_id, principal=input.principal, reason=input.reason))
+                outcome = TurnOutcome(turn_id=queued.op_id, status="cancelled", error="cancelled before it started")
+                self._emit(TurnEnded(turn_id=queued.op_id, status="cancelled", rounds=0, error=outcome.error, usage=Usage()))
+                self._outcomes[queued.op_id] = outcome
                 return
         if self._turn_task is None or self._turn_task.done():
             return
@@ -878,31 +1243,55 @@ class SessionWorkflow:
             profile=self._config.profile,
             workspace=self._config.workspace,
             active_turn_id=self._active_turn,
-            queued_turn_ids=[q.turn_id for q in self._inbox],
+            queued_turn_ids=[q.op_id for q in self._inbox if q.kind == "message"],
             pending_approvals=[p.request for p in self._approvals.values() if p.decision is None],
             turns_completed=self._turns_completed,
             usage=self._usage,
             last_seq=self._seq,
             current_round=self._round,
+            context_window=self._profile.context_window if self._context_enabled else None,
+            max_output_tokens=self._profile.max_output_tokens if self._context_enabled else None,
+            context_tokens=context.context_tokens(self._context, self._fixed_tokens) if self._context_enabled else None,
+            summary_id=self._context.summary_id,
+            compactions=self._context.compactions,
+            run=self._run_number,
+            first_seq_in_run=self._first_seq,
         )
 
     @workflow.query
     def events(self, input: EventsQuery) -> EventsPage:
         selected = [e for e in self._events if e.seq > input.since_seq][: input.limit]
-        return EventsPage(events=selected, last_seq=self._seq)
+        return EventsPage(events=selected, last_seq=self._seq, first_seq=self._first_seq)
 
     @workflow.query
     def turn(self, turn_id: str) -> TurnOutcome | None:
         """The turn's outcome, or None while it is queued or running; fails for an unknown turn."""
         if not self._is_known_turn(turn_id):
             raise ValueError(f"unknown turn {turn_id!r} in session {self._config.session_id}")
+        if self._is_forgotten_turn(turn_id):
+            raise ValueError(_forgotten_turn_text(turn_id, self._config.session_id))
         return self._outcomes.get(turn_id)
+
+    def _is_forgotten_turn(self, turn_id: str) -> bool:
+        """A turn that ended in an earlier run, beyond the outcomes carried through continue-as-new."""
+        return turn_id not in self._outcomes and _turn_number(turn_id) < self._forgotten_below
 
     def _is_known_turn(self, turn_id: str) -> bool:
         if not turn_id.startswith("turn-"):
             return False
         number = turn_id[len("turn-") :]
         return number.isdigit() and 1 <= int(number) <= self._turn_counter
+
+
+def _turn_number(turn_id: str) -> int:
+    return int(turn_id.removeprefix("turn-"))
+
+
+def _forgotten_turn_text(turn_id: str, session_id: str) -> str:
+    return (
+        f"turn {turn_id!r} of session {session_id} ended in an earlier run of the workflow; "
+        "its outcome is the TurnEnded event in the store (agentrt session events)"
+    )
 
 
 def _error_type(err: BaseException) -> str | None:

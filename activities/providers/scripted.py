@@ -97,9 +97,12 @@ def load_script(path: str) -> Script:
 class ScriptedProvider:
     """Answers each request with the next response of the script at ``profile.script``.
 
-    The response index is the number of ``assistant`` messages already in
-    ``request.messages``, so a session walks the script in order and a retried call gets
-    the same answer. Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
+    The response index is ``request.reply_index`` (the session's earlier assistant messages)
+    or, when that is None, the number of ``assistant`` messages in ``request.messages``, so
+    a session walks the script in order and a retried call gets the same answer. A
+    ``purpose="summary"`` request (compaction) does not use the script: it answers with an
+    extractive summary (the summary so far plus the first words of each user and assistant
+    message) of at most ``profile.max_output_tokens * 4`` characters. Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
     slept in small cancellable steps before answering; text streams through ``on_delta``
     in word groups. Usage is estimated as ceil(characters / 4) tokens of the input and of
     the output. Past the end of the script the answer is ``EXHAUSTED_TEXT`` with
@@ -113,9 +116,18 @@ class ScriptedProvider:
         self.path = profile.script
 
     async def complete(self, request: ModelRequest, on_delta: OnDelta | None = None) -> ModelResponse:
-        script = load_script(self.path)
-        index = sum(1 for m in request.messages if m.role == "assistant")
         input_tokens = _estimate_tokens(_input_chars(request))
+        if request.purpose == "summary":
+            text = _extractive_summary(request.messages[-1].text if request.messages else "", request.profile.max_output_tokens * 4)
+            return ModelResponse(
+                text=text,
+                usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(text))),
+                stop_reason="end_turn",
+            )
+        script = load_script(self.path)
+        index = request.reply_index
+        if index is None:
+            index = sum(1 for m in request.messages if m.role == "assistant")
         if index >= len(script.turns):
             return ModelResponse(
                 text=EXHAUSTED_TEXT,
@@ -135,6 +147,26 @@ class ScriptedProvider:
             usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(output_chars)),
             stop_reason="tool_use" if calls else "end_turn",
         )
+
+
+_SUMMARY_LINE = re.compile(r"^\[(\d+)\] (user|assistant): (.*)$")
+
+
+def _extractive_summary(prompt: str, max_chars: int) -> str:
+    """The summary so far plus ``[position] role: first words`` of each user and assistant line."""
+    previous = ""
+    if "Summary so far:\n" in prompt:
+        previous = prompt.split("Summary so far:\n", 1)[1].split("\n\nNew messages:", 1)[0].strip()
+    notes = []
+    for line in prompt.splitlines():
+        match = _SUMMARY_LINE.match(line)
+        if match and match.group(3).strip():
+            notes.append(f"[{match.group(1)}] {match.group(2)}: {' '.join(match.group(3).split()[:12])}")
+    text = "\n".join(part for part in [previous, *notes] if part)
+    if len(text) > max_chars:
+        head = max_chars // 3
+        text = text[:head] + "\n…\n" + text[len(text) - (max_chars - head - 3):]
+    return text or "(nothing to summarise)"
 
 
 def _tool_call(call_id: str, spec: ScriptToolCall) -> ToolCall:

@@ -120,6 +120,10 @@ class FsRead(Tool):
             text += f"\n[truncated: showing bytes {args.offset}-{end} of {size}]"
         return ToolOutput(text=text)
 
+    def state_keys(self, args: Args, ctx: ToolContext) -> list[str]:
+        """A read from the start of a file is the file's state: a later read or write of it supersedes this one."""
+        return [file_state_key(ctx.workspace, args.path)] if args.offset == 0 else []
+
 
 class FsSearch(Tool):
     name = "fs.search"
@@ -218,3 +222,15 @@ class FsWrite(Tool):
             raise ToolError(f"cannot write {args.path!r}: {e.strerror or e}") from e
         verb = "appended" if args.append else "wrote"
         return ToolOutput(text=f"{verb} {len(data)} bytes to {relative_display(root, path)}")
+
+    def state_keys(self, args: Args, ctx: ToolContext) -> list[str]:
+        """Replacing a file supersedes earlier reads of it; appending does not (they stay true in part)."""
+        return [] if args.append else [file_state_key(ctx.workspace, args.path)]
+
+
+def file_state_key(workspace: Path, path: str) -> str:
+    """``file:<path relative to the workspace>``; the raw path when it does not resolve inside it."""
+    try:
+        return f"file:{relative_display(workspace.resolve(), resolve_in_workspace(workspace, path))}"
+    except ToolError:
+        return f"file:{path}"

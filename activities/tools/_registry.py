@@ -53,9 +53,14 @@ class ToolContext:
 
 @dataclass
 class ToolOutput:
-    """A tool's result; ``text`` is exactly what the model sees."""
+    """A tool's result; ``text`` is exactly what the model sees.
+
+    ``state_keys`` name the state this result represents (e.g. ``file:notes.md``): a later
+    result with the same keys supersedes this one in the model's context (state projection).
+    """
 
     text: str
+    state_keys: list[str] = field(default_factory=list)
 
 
 class ToolArgs(BaseModel):
@@ -102,6 +107,14 @@ class Tool(ABC):
     @abstractmethod
     def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
         """Carry out the call with validated ``args``; raise ``ToolError`` on failure."""
+
+    def state_keys(self, args: Any, ctx: ToolContext) -> list[str]:
+        """Keys of the state a successful call with ``args`` replaces (none by default).
+
+        A function of the arguments, not of the output, so a recorded effect replayed from
+        the ledger gets the same keys as the original run.
+        """
+        return []
 
 
 def format_validation_error(error: ValidationError) -> list[str]:
@@ -183,4 +196,15 @@ class ToolRegistry:
             reason = call.arguments_error or "arguments are not a JSON object"
             raise ToolArgumentsError(call.name, [f"arguments are not valid JSON: {reason}"])
         args = self.validate(call.name, call.arguments)
-        return tool.run(args, ctx)
+        output = tool.run(args, ctx)
+        if not output.state_keys:
+            output.state_keys = tool.state_keys(args, ctx)
+        return output
+
+    def state_keys(self, call: ToolCall, ctx: ToolContext) -> list[str]:
+        """The state keys a successful ``call`` carries; [] when the call is unknown or invalid."""
+        try:
+            args = self.validate(call.name, call.arguments)
+            return self.get(call.name).state_keys(args, ctx)
+        except ToolError:
+            return []

@@ -64,13 +64,12 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from client import AgentClient, connect
 from schemas import ApprovalPolicy, RequestRejected, SessionConfig, TurnOutcome
 from store import Store
-from worker import WORKFLOWS, DevServer, workflow_runner
+from worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, workflow_runner
 from workflows.session import workflow_id_for
 
 from tests.chaos._worker import MARK
@@ -418,7 +417,7 @@ class _Chaos:
         if not client_ok:
             self.report.reconnect_failures += 1
             self.problem("the harness's client did not reconnect within 30 s of the server restart; connecting anew")
-            self.temporal = await connect(self.server.address)
+            self.temporal = await connect(self.server.address, data_converter=build_data_converter(AgentrtConfig(database_url=self.store_url)))
             assert self.client is not None
             self.client.temporal = self.temporal
         # The worker that was running before the restart: it must poll the new server.
@@ -855,7 +854,8 @@ class _Chaos:
             for history in histories:
                 yield history
 
-        replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=workflow_runner())
+        converter = build_data_converter(AgentrtConfig(database_url=self.store_url))
+        replayer = Replayer(workflows=WORKFLOWS, data_converter=converter, workflow_runner=workflow_runner())
         results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
         for workflow_id, err in results.replay_failures.items():
             self.report.replay_failures += 1
@@ -869,7 +869,7 @@ class _Chaos:
             self.plan_sessions()
             await asyncio.to_thread(self.snapshot_source)
             await self.start_server()
-            self.temporal = await connect(self.server.address)
+            self.temporal = await connect(self.server.address, data_converter=build_data_converter(AgentrtConfig(database_url=self.store_url)))
             self.client = AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)
             self.store = await asyncio.to_thread(Store.open, self.store_url)
             await self.start_worker()

@@ -29,7 +29,8 @@ def write_script(directory: Path, turns: list[dict[str, Any]], name: str = "scri
 
 def session_config(client: AgentClient, session_id: str, workspace: Path, script: str, **fields: Any) -> SessionConfig:
     fields.setdefault("heartbeat_timeout_seconds", 5.0)
-    return client.new_config(str(workspace), session_id=session_id, profile="scripted", script=script, **fields)
+    fields.setdefault("profile", "scripted")
+    return client.new_config(str(workspace), session_id=session_id, script=script, **fields)
 
 
 async def wait_for_event(

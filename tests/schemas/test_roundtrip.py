@@ -35,6 +35,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.sampled_from(get_args(annotation))
     if origin is list:
         return st.lists(strategy_for(get_args(annotation)[0]), max_size=3)
+    if origin is tuple:
+        return st.tuples(*(strategy_for(a) for a in get_args(annotation)))
     if origin is dict:
         key, value = get_args(annotation)
         return st.dictionaries(strategy_for(key), strategy_for(value), max_size=3)

@@ -390,10 +390,10 @@ def _check_upgrade_from_0001(url: str) -> None:
 
     with Store.open(url) as store:
         with store.engine.connect() as conn:
-            assert MigrationContext.configure(conn).get_current_revision() == "0002"
+            assert MigrationContext.configure(conn).get_current_revision() == "0003"
             assert conn.execute(select(sessions_table.c.session_id)).scalars().all() == ["old"]
         insp = inspect(store.engine)
-        assert {"effects", "usage_receipts"} <= set(insp.get_table_names())
+        assert {"effects", "usage_receipts", "context_summaries", "payloads"} <= set(insp.get_table_names())
         assert "ix_effects_session_id" in {ix["name"] for ix in insp.get_indexes("effects")}
         assert store.claim_effect("k1", "old", "t")[0] is True
         store.record_usage("old", "t1", 0, 1, "completed", 1, 2)
@@ -403,12 +403,12 @@ def _check_upgrade_from_0001(url: str) -> None:
         assert again.effect("k1").state == "claimed"
 
 
-def test_sqlite_database_at_0001_upgrades_to_0002(tmp_path: Path) -> None:
+def test_sqlite_database_at_0001_upgrades_to_head(tmp_path: Path) -> None:
     _check_upgrade_from_0001(f"sqlite:///{tmp_path / 'old.db'}")
 
 
 @pytest.mark.postgres
-def test_postgres_database_at_0001_upgrades_to_0002(fresh_pg_url: str) -> None:
+def test_postgres_database_at_0001_upgrades_to_head(fresh_pg_url: str) -> None:
     _check_upgrade_from_0001(fresh_pg_url)
 
 

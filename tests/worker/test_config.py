@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from schemas import ConfigurationError, UnknownProfileError
-from worker import AgentrtConfig
+from worker import AgentrtConfig, PayloadConfig
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -59,3 +59,44 @@ def test_a_named_config_file_that_does_not_exist_is_an_error(tmp_path: Path) -> 
 def test_an_unknown_profile_lists_the_known_ones() -> None:
     with pytest.raises(UnknownProfileError, match="configured profiles: scripted"):
         AgentrtConfig().profile("gpt-9")
+
+
+def test_payloads_default_to_the_store_driver_at_256_kib(tmp_path: Path) -> None:
+    config = AgentrtConfig.load(write(tmp_path, ""), env={})
+    assert (config.payloads.driver, config.payloads.path, config.payloads.threshold_bytes) == (
+        "store", ".agentrt/payloads", 262144,
+    )
+
+
+def test_the_payloads_section_is_read_and_the_environment_wins(tmp_path: Path) -> None:
+    path = write(tmp_path, '[payloads]\ndriver = "directory"\npath = "/srv/payloads"\nthreshold_bytes = 1024\n')
+    assert AgentrtConfig.load(path, env={}).payloads == PayloadConfig(driver="directory", path="/srv/payloads", threshold_bytes=1024)
+    overridden = AgentrtConfig.load(path, env={"AGENTRT_PAYLOAD_DRIVER": "store", "AGENTRT_PAYLOAD_PATH": "/mnt/p"})
+    assert overridden.payloads == PayloadConfig(driver="store", path="/mnt/p", threshold_bytes=1024)
+
+
+def test_a_misspelt_payloads_setting_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, '[payloads]\ndriver = "store"\nthreshold = 10\n')
+    with pytest.raises(ConfigurationError, match=r"unknown setting\(s\) payloads.threshold;.*\[payloads\] driver/path/threshold_bytes"):
+        AgentrtConfig.load(path, env={})
+
+
+def test_an_unknown_payload_driver_is_an_error_in_the_file_and_in_the_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, '[payloads]\ndriver = "s3"\n')
+    with pytest.raises(ConfigurationError, match="payload driver must be one of store, directory, none, not 's3'"):
+        AgentrtConfig.load(path, env={})
+    with pytest.raises(ConfigurationError, match="AGENTRT_PAYLOAD_DRIVER: payload driver must be one of"):
+        AgentrtConfig.load(write(tmp_path, ""), env={"AGENTRT_PAYLOAD_DRIVER": "disk"})
+
+
+@pytest.mark.parametrize("value", ["-1", '"big"', "true", "1.5"])
+def test_a_threshold_that_is_not_a_non_negative_integer_is_an_error(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, f"[payloads]\nthreshold_bytes = {value}\n")
+    with pytest.raises(ConfigurationError, match="threshold_bytes must be an integer >= 0"):
+        AgentrtConfig.load(path, env={})
+
+
+def test_payloads_that_is_not_a_table_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, 'payloads = "store"\n')
+    with pytest.raises(ConfigurationError, match=r"payloads must be a table"):
+        AgentrtConfig.load(path, env={})

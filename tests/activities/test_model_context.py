@@ -1,0 +1,87 @@
+"""What ``provider.complete`` sends the model for a context plan: ranges, summary, truncation, supersession."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities import ModelActivities
+from activities.tools import default_registry
+from schemas import ContextPlan, Message, ModelCallInput, StoreAppendInput, PositionedMessage, ToolCall, TruncatedMessage
+from store import Store
+from worker import AgentrtConfig
+
+SID = "ctx-session"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    store = Store.open(f"sqlite:///{tmp_path / 'agentrt.db'}")
+    messages = [
+        Message(role="user", text="first question"),
+        Message(role="assistant", text="", tool_calls=[ToolCall(id="c1", name="fs.read", arguments={"path": "a.md"})]),
+        Message(role="tool", tool_call_id="c1", name="fs.read", text="A" * 5000, state_keys=["file:a.md"]),
+        Message(role="assistant", text="first answer"),
+        Message(role="user", text="second question"),
+        Message(role="assistant", text="", tool_calls=[ToolCall(id="c2", name="fs.read", arguments={"path": "a.md"})]),
+        Message(role="tool", tool_call_id="c2", name="fs.read", text="B" * 5000, state_keys=["file:a.md"]),
+    ]
+    store.append(
+        StoreAppendInput(
+            session_id=SID, messages=[PositionedMessage(position=i, message=m) for i, m in enumerate(messages)]
+        )
+    )
+    return store
+
+
+def _context(store: Store, plan: ContextPlan | None, system: str | None = "be brief") -> tuple[str | None, list[Message]]:
+    activities = ModelActivities(AgentrtConfig(), store, default_registry())
+    call = ModelCallInput(
+        session_id=SID, turn_id="turn-2", round=2, profile="scripted", system_prompt=system,
+        upto_position=7, reply_position=7, plan=plan,
+    )
+    return activities._context(call)
+
+
+def test_without_a_plan_every_message_before_the_reply_is_sent(store: Store) -> None:
+    _, messages = _context(store, None)
+    assert [m.text[:5] for m in messages][2] == "AAAAA" and len(messages) == 7
+
+
+def test_an_earlier_result_of_the_same_state_key_is_sent_as_a_superseded_note(store: Store) -> None:
+    _, messages = _context(store, ContextPlan(ranges=[(0, 7)]))
+    assert messages[2].text.startswith("[superseded: file:a.md was updated by a later tool result")
+    assert messages[6].text == "B" * 5000
+    assert store.messages(SID)[2][1].text == "A" * 5000  # the stored result is untouched
+
+
+def test_omitted_messages_leave_a_note_and_the_summary_joins_the_system_prompt(store: Store) -> None:
+    store.put_summary(SID, 1, 4, "scripted", "the user asked a first question about a.md")
+    system, messages = _context(store, ContextPlan(ranges=[(4, 7)], summary_id=1, omitted=4))
+    assert system == "be brief\n\n## Summary of the earlier conversation\nthe user asked a first question about a.md"
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+    assert messages[0].text == "second question"
+
+
+def test_a_gap_between_ranges_is_marked_for_the_model(store: Store) -> None:
+    _, messages = _context(store, ContextPlan(ranges=[(0, 1), (5, 7)], omitted=4))
+    assert [m.role for m in messages] == ["user", "user", "assistant", "tool"]
+    assert "omitted" in messages[1].text
+
+
+def test_a_plan_starting_at_an_assistant_message_gets_a_leading_user_note(store: Store) -> None:
+    _, messages = _context(store, ContextPlan(ranges=[(3, 7)], omitted=3))
+    assert messages[0].role == "user" and "omitted" in messages[0].text
+    assert messages[1].text == "first answer"
+
+
+def test_a_truncated_message_keeps_its_head_and_tail(store: Store) -> None:
+    _, messages = _context(store, ContextPlan(ranges=[(4, 7)], truncate=[TruncatedMessage(position=6, max_chars=300)]))
+    assert len(messages[2].text) < 400 and messages[2].text.startswith("BBB") and "omitted" in messages[2].text
+
+
+def test_a_plan_naming_a_missing_summary_fails_with_a_clear_error(store: Store) -> None:
+    with pytest.raises(ApplicationError, match="compaction summary 9 of session ctx-session is not in the store"):
+        _context(store, ContextPlan(ranges=[(4, 7)], summary_id=9))

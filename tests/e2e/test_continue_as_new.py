@@ -1,0 +1,122 @@
+"""A session of thousands of turns continues as new and loses nothing the user sees.
+
+The dev server here suggests continue-as-new after 300 history events (server default:
+4,096), so a session moves to a new run every ~20 turns. ``AGENTRT_CAN_TURNS`` sets the
+number of turns (CI: 400; the by-hand run in the README: 10,000).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+
+from client import AgentClient, connect
+from schemas import SessionContinuedAsNew, TurnEnded, UserMessageAdded
+from store import Store
+from tests.conftest import OWNER, free_port
+from tests.e2e._support import session_config, write_script
+from temporalio.worker import Replayer
+
+from worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
+
+TURNS = int(os.environ.get("AGENTRT_CAN_TURNS", "400"))
+BATCH = 25
+SUGGEST_AFTER_EVENTS = 300
+
+
+@pytest.fixture(scope="module")
+async def low_limit_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+    state = tmp_path_factory.mktemp("can-server")
+    server = DevServer(
+        port=free_port(),
+        ui_port=None,
+        db_file=state / "temporal.db",
+        log_file=state / "temporal.log",
+        extra_args=[
+            "--http-port", str(free_port()), "--metrics-port", str(free_port()),
+            "--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}",
+        ],
+    )
+    await server.start()
+    yield server
+    server.stop()
+
+
+async def test_a_session_of_many_turns_continues_as_new_and_shows_the_whole_session(
+    low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"can-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
+    client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
+    script = write_script(tmp_path, [{"text": f"answer {i + 1}"} for i in range(TURNS)])
+    sid = uuid.uuid4().hex[:12]
+    async with build_worker(temporal, config, store, task_queue=config.task_queue):
+        started = await client.start(session_config(client, sid, workspace, script), "message 1")
+        started_run_id = (await temporal.get_workflow_handle(f"session-{sid}").describe()).run_id
+        turn_ids = [started.turn_id]
+        for first in range(2, TURNS + 1, BATCH):
+            for n in range(first, min(first + BATCH, TURNS + 1)):
+                turn_ids.append((await client.send(sid, f"message {n}")).turn_id)
+            last = await client.wait(sid, turn_ids[-1], timeout_seconds=300)
+            assert last.status == "completed" and last.answer == f"answer {len(turn_ids)}"
+
+        view = await client.state(sid)
+        assert view.turns_completed == TURNS and view.last_seq > 0
+        assert view.run > TURNS // 40  # many runs: the session continued as new again and again
+        # A turn of the first run is answered from the store.
+        first_outcome = await client.wait(sid, turn_ids[0], timeout_seconds=10)
+        assert first_outcome.status == "completed" and first_outcome.answer == "answer 1"
+
+        events, since = [], 0
+        while True:
+            page = await client.events(sid, since_seq=since, limit=10_000)
+            if not page.events:
+                break
+            events.extend(page.events)
+            since = page.events[-1].seq
+        assert [e.seq for e in events] == list(range(1, view.last_seq + 1))
+        assert sum(isinstance(e, TurnEnded) and e.status == "completed" for e in events) == TURNS
+        assert [e.text for e in events if isinstance(e, UserMessageAdded)] == [f"message {n}" for n in range(1, TURNS + 1)]
+        continued = [e for e in events if isinstance(e, SessionContinuedAsNew)]
+        assert [e.run for e in continued] == list(range(2, view.run + 1))
+        assert len(store.messages(sid)) == 2 * TURNS
+
+        # The CLI shows the whole session too.
+        env = {
+            **os.environ,
+            "AGENTRT_TEMPORAL_ADDRESS": low_limit_server.address,
+            "AGENTRT_TASK_QUEUE": config.task_queue,
+            "AGENTRT_DATABASE_URL": store_url,
+            "AGENTRT_PRINCIPAL": OWNER,
+        }
+        env.pop("AGENTRT_CONFIG", None)
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "client._cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+            )
+
+        state_out = await asyncio.to_thread(cli, "session", "state", sid, "--json")
+        assert state_out.returncode == 0, state_out.stderr
+        assert json.loads(state_out.stdout)["turns_completed"] == TURNS
+        events_out = await asyncio.to_thread(cli, "session", "events", sid, "--json")
+        assert events_out.returncode == 0, events_out.stderr
+        lines = events_out.stdout.splitlines()
+        assert len(lines) == view.last_seq
+        assert json.loads(lines[0])["type"] == "SessionInitialized"
+        print(f"{TURNS} turns in {view.run} runs, {view.last_seq} events")
+
+        # The latest run (it started from carried state) and the first run both replay.
+        handle = temporal.get_workflow_handle(f"session-{sid}")
+        replayer = Replayer(workflows=WORKFLOWS, data_converter=temporal.data_converter, workflow_runner=workflow_runner())
+        await replayer.replay_workflow(await handle.fetch_history())
+        first_run = temporal.get_workflow_handle(f"session-{sid}", run_id=started_run_id)
+        await replayer.replay_workflow(await first_run.fetch_history())

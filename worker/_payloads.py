@@ -1,0 +1,274 @@
+"""Big Temporal payloads leave workflow history: agentrt's external-storage drivers and data converter.
+
+The server fails a payload above 2 MiB and a gRPC message above 4 MB, and every byte in
+history is replayed. With ``temporalio.converter.ExternalStorage`` the SDK hands each
+payload at or above a threshold (256 KiB by default) to a driver and writes only a small
+reference (driver name plus claim, about 200 bytes) into history. The drivers here are
+content-addressed by the SHA-256 of the serialized payload, so a retried activity or a
+replayed workflow task stores the same bytes under the same key once.
+
+Whoever reads a reference needs the driver that wrote it: every client and worker of a
+task queue must be built with ``build_data_converter`` from the same configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import (
+    DataConverter,
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+
+from schemas import RunError
+from store import Store, database_url, get_payloads, put_payloads
+from worker._config import AgentrtConfig
+
+__all__ = [
+    "DIRECTORY_DRIVER_NAME",
+    "STORE_DRIVER_NAME",
+    "DirectoryPayloadDriver",
+    "PayloadNotFound",
+    "PayloadStorageError",
+    "StorePayloadDriver",
+    "build_data_converter",
+    "payload_key",
+]
+
+STORE_DRIVER_NAME = "agentrt.store"
+DIRECTORY_DRIVER_NAME = "agentrt.directory"
+_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+class PayloadStorageError(RunError):
+    """An externally stored payload could not be read back: a malformed claim or bytes that do
+    not match their key. Fields: ``driver`` (driver name), ``key`` (SHA-256 hex), ``location``
+    (database URL without password, or directory), ``reason``."""
+
+    def __init__(self, driver: str, key: str, location: str, reason: str) -> None:
+        self.driver = driver
+        self.key = key
+        self.location = location
+        self.reason = reason
+        super().__init__(f"payload {key!r} in {driver} ({location}): {reason}")
+
+
+class PayloadNotFound(PayloadStorageError):
+    """A reference in workflow history names a payload this driver does not hold.
+
+    Usually the process reading it is configured with another database or directory than
+    the one that wrote it.
+    """
+
+    def __init__(self, driver: str, key: str, location: str) -> None:
+        super().__init__(
+            driver, key, location,
+            "not found; every client and worker must use the same payload storage "
+            "([payloads] and [store] url in agentrt.toml, AGENTRT_PAYLOAD_* and AGENTRT_DATABASE_URL)",
+        )
+
+
+def payload_key(payload: Payload) -> tuple[str, bytes]:
+    """``(key, data)``: the payload serialized deterministically and the SHA-256 hex (64 characters) of those bytes."""
+    data = payload.SerializeToString(deterministic=True)
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def _claim_key(driver: str, location: str, claim: StorageDriverClaim) -> str:
+    key = claim.claim_data.get("key", "")
+    if not _KEY.fullmatch(key):
+        raise PayloadStorageError(driver, key, location, "malformed claim: 'key' must be 64 lower-case hex digits")
+    return key
+
+
+def _parse(driver: str, location: str, key: str, data: bytes | None) -> Payload:
+    if data is None:
+        raise PayloadNotFound(driver, key, location)
+    if hashlib.sha256(data).hexdigest() != key:
+        raise PayloadStorageError(driver, key, location, "stored bytes do not match their SHA-256 key")
+    payload = Payload()
+    payload.ParseFromString(data)
+    return payload
+
+
+class StorePayloadDriver(StorageDriver):
+    """Payloads in the ``payloads`` table of the application store (driver name ``agentrt.store``).
+
+    Give an open ``store`` (shared; not closed here) or a ``url`` (``store.database_url``
+    rules: ``None`` means ``AGENTRT_DATABASE_URL`` or ``./.agentrt/agentrt.db``), which is
+    opened and migrated on the first store or retrieve, so building a client opens no
+    database. Database calls run in a thread. ``retrieve`` raises ``PayloadNotFound`` for a
+    key the table does not hold.
+    """
+
+    def __init__(self, store: Store | None = None, *, url: str | None = None) -> None:
+        if store is not None and url is not None:
+            raise ValueError("give StorePayloadDriver a store or a url, not both")
+        self._store = store
+        self._url = url
+        self._owned = False
+        self._lock = threading.Lock()
+
+    def name(self) -> str:
+        return STORE_DRIVER_NAME
+
+    @property
+    def location(self) -> str:
+        """The database URL, password hidden."""
+        url = self._store.engine.url if self._store is not None else make_url(database_url(self._url))
+        return url.render_as_string(hide_password=True)
+
+    def _open(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = Store.open(self._url)
+                self._owned = True
+            return self._store
+
+    def close(self) -> None:
+        """Close the store if this driver opened it (from ``url``); a shared store stays open."""
+        with self._lock:
+            if self._owned and self._store is not None:
+                self._store.close()
+                self._store = None
+                self._owned = False
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        """Insert each payload under its content key (insert-ignore); one claim ``{"key": sha256 hex}`` per payload."""
+        keyed = [payload_key(p) for p in payloads]
+        if keyed:
+            await asyncio.to_thread(lambda: put_payloads(self._open(), dict(keyed)))
+        return [StorageDriverClaim(claim_data={"key": key}) for key, _ in keyed]
+
+    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        """The payloads behind ``claims``, in order; ``PayloadNotFound`` / ``PayloadStorageError`` otherwise."""
+        location = self.location
+        keys = [_claim_key(STORE_DRIVER_NAME, location, c) for c in claims]
+        if not keys:
+            return []
+        found = await asyncio.to_thread(lambda: get_payloads(self._open(), keys))
+        return [_parse(STORE_DRIVER_NAME, location, key, found.get(key)) for key in keys]
+
+
+class DirectoryPayloadDriver(StorageDriver):
+    """Payloads as files ``<root>/<key[:2]>/<key>`` (driver name ``agentrt.directory``).
+
+    ``root`` is made absolute against the working directory at construction and created on
+    the first store. Each file holds the serialized payload, written to a temporary file in
+    the same directory, fsynced and renamed into place (``os.replace``), so a reader never
+    sees a partial file; an existing file is left as it is. File I/O runs in a thread.
+    Every process reading these payloads must see the same directory (a shared volume).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self._root = Path(root).expanduser().absolute()
+
+    def name(self) -> str:
+        return DIRECTORY_DRIVER_NAME
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def path(self, key: str) -> Path:
+        """The file that holds the payload with content key ``key``."""
+        return self._root / key[:2] / key
+
+    def _write(self, key: str, data: bytes) -> None:
+        target = self.path(key)
+        if target.exists():
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{key}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        if os.name == "posix":  # make the rename itself durable
+            dir_fd = os.open(target.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def _read(self, key: str) -> bytes | None:
+        try:
+            return self.path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        """Write each payload to its content-addressed file; one claim ``{"key": sha256 hex}`` per payload."""
+        keyed = [payload_key(p) for p in payloads]
+
+        def write_all() -> None:
+            for key, data in dict(keyed).items():
+                self._write(key, data)
+
+        if keyed:
+            await asyncio.to_thread(write_all)
+        return [StorageDriverClaim(claim_data={"key": key}) for key, _ in keyed]
+
+    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        """The payloads behind ``claims``, in order; ``PayloadNotFound`` / ``PayloadStorageError`` otherwise."""
+        location = str(self._root)
+        keys = [_claim_key(DIRECTORY_DRIVER_NAME, location, c) for c in claims]
+        blobs = await asyncio.to_thread(lambda: [self._read(key) for key in keys])
+        return [_parse(DIRECTORY_DRIVER_NAME, location, key, data) for key, data in zip(keys, blobs)]
+
+
+def build_data_converter(
+    config: AgentrtConfig | None = None, store: Store | None = None, *, driver: StorageDriver | None = None
+) -> DataConverter:
+    """The project's data converter: pydantic JSON, and payloads of ``config.payloads.threshold_bytes``
+    or more stored externally by the driver ``config.payloads.driver`` names.
+
+    ``config`` defaults to ``AgentrtConfig()`` (built-in defaults, no file or environment).
+    ``store`` is used by the store driver when given (it must be the database at
+    ``config.database_url``); otherwise that database is opened on first use. ``driver``, a
+    driver of your own such as ``temporalio.contrib.aws.s3driver.S3StorageDriver``, stores
+    instead of the configured one.
+
+    Both agentrt drivers are always registered for reading, so references written before a
+    change of ``[payloads] driver`` (or with ``driver = "none"``) stay readable; neither
+    touches its database or directory until a reference or a big payload needs it.
+    """
+    config = config or AgentrtConfig()
+    settings = config.payloads
+    store_driver = StorePayloadDriver(store) if store is not None else StorePayloadDriver(url=config.database_url)
+    directory_driver = DirectoryPayloadDriver(settings.path)
+    drivers: list[StorageDriver] = [store_driver, directory_driver]
+    writer: StorageDriver | None
+    if driver is not None:
+        writer = driver
+        drivers.insert(0, driver)
+    else:
+        writer = {"store": store_driver, "directory": directory_driver, "none": None}[settings.driver]
+    external = ExternalStorage(
+        drivers=drivers,
+        driver_selector=lambda _context, _payload: writer,
+        payload_size_threshold=settings.threshold_bytes,
+    )
+    return dataclasses.replace(pydantic_data_converter, external_storage=external)
