@@ -238,7 +238,10 @@ def run(
     prompt: str = typer.Argument(..., help="What the agent should do."),
     workspace: Path = typer.Option(..., "--workspace", "-w", help="Directory the tools work in.", exists=True, file_okay=False, resolve_path=True),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Model profile from agentrt.toml."),
-    script: Optional[Path] = typer.Option(None, "--script", help="Scripted-model file (JSON or YAML): an offline model.", exists=True, dir_okay=False, resolve_path=True),
+    script: Optional[Path] = typer.Option(
+        None, "--script", exists=True, dir_okay=False, resolve_path=True,
+        help="Scripted-model file (JSON or YAML): an offline model. With --profile it keeps that profile's context window.",
+    ),
     approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, usage."),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
@@ -249,8 +252,6 @@ def run(
 
     Exit code 0 when the turn completes, 1 for any other outcome, 2 for a usage or runtime error.
     """
-    if profile and script:
-        raise typer.BadParameter("give --profile or --script, not both")
     if not prompt.strip():
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
     if script:
@@ -271,7 +272,7 @@ def run(
                 approval_timeout_seconds=approval_timeout,
                 max_rounds_per_turn=max_rounds,
             )
-            if not script:
+            if profile or not script:
                 config.profile(session_config.profile)  # fail fast on an unknown profile
             started = await rt.client.start(session_config, prompt)
             progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
