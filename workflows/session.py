@@ -1021,11 +1021,11 @@ class SessionWorkflow:
     @send_message.validator
     def _validate_send_message(self, input: SendMessageInput) -> None:
         if not input.text.strip():
-            raise ValueError("message text is empty")
+            raise _rejected("message text is empty")
         if self._archive_request is not None:
-            raise ValueError(f"session {self._config.session_id} is archived")
+            raise _rejected(f"session {self._config.session_id} is archived")
         if input.principal != self._config.owner:
-            raise ValueError(
+            raise _rejected(
                 f"principal {input.principal!r} may not send to session {self._config.session_id} "
                 f"(owner is {self._config.owner!r})"
             )
@@ -1042,11 +1042,11 @@ class SessionWorkflow:
     @wait_turn.validator
     def _validate_wait_turn(self, input: WaitTurnInput) -> None:
         if input.timeout_seconds is not None and input.timeout_seconds < 0:
-            raise ValueError(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
+            raise _rejected(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
         if not self._is_known_turn(input.turn_id):
-            raise ValueError(f"unknown turn {input.turn_id!r} in session {self._config.session_id}")
+            raise _rejected(f"unknown turn {input.turn_id!r} in session {self._config.session_id}")
         if self._is_forgotten_turn(input.turn_id):
-            raise ValueError(_forgotten_turn_text(input.turn_id, self._config.session_id))
+            raise _rejected(_forgotten_turn_text(input.turn_id, self._config.session_id))
 
     @workflow.update
     def archive(self, input: ArchiveInput) -> SessionStateView:
@@ -1058,9 +1058,9 @@ class SessionWorkflow:
     @archive.validator
     def _validate_archive(self, input: ArchiveInput) -> None:
         if self._archive_request is not None:
-            raise ValueError(f"session {self._config.session_id} is already archived")
+            raise _rejected(f"session {self._config.session_id} is already archived")
         if input.principal != self._config.owner:
-            raise ValueError(f"principal {input.principal!r} may not archive session {self._config.session_id}")
+            raise _rejected(f"principal {input.principal!r} may not archive session {self._config.session_id}")
 
     @workflow.update
     async def switch_model(self, input: SwitchModelInput) -> SwitchModelResult:
@@ -1083,9 +1083,9 @@ class SessionWorkflow:
     def _validate_switch_model(self, input: SwitchModelInput) -> None:
         self._validate_operation(input.principal, "switch the model of")
         if not input.profile.strip():
-            raise ValueError("profile name is empty")
+            raise _rejected("profile name is empty")
         if not self._context_enabled:
-            raise ValueError(f"session {self._config.session_id} predates model switching; start a new session")
+            raise _rejected(f"session {self._config.session_id} predates model switching; start a new session")
 
     @workflow.update
     async def compact(self, input: CompactRequest) -> CompactOutcome:
@@ -1108,13 +1108,13 @@ class SessionWorkflow:
     def _validate_compact(self, input: CompactRequest) -> None:
         self._validate_operation(input.principal, "compact")
         if not self._context_enabled:
-            raise ValueError(f"session {self._config.session_id} predates compaction; start a new session")
+            raise _rejected(f"session {self._config.session_id} predates compaction; start a new session")
 
     def _validate_operation(self, principal: str, verb: str) -> None:
         if self._archive_request is not None:
-            raise ValueError(f"session {self._config.session_id} is archived")
+            raise _rejected(f"session {self._config.session_id} is archived")
         if principal != self._config.owner:
-            raise ValueError(f"principal {principal!r} may not {verb} session {self._config.session_id}")
+            raise _rejected(f"principal {principal!r} may not {verb} session {self._config.session_id}")
 
     @workflow.update
     def decide(self, input: PermissionDecision) -> None:
@@ -1125,7 +1125,7 @@ class SessionWorkflow:
     def _validate_decide(self, input: PermissionDecision) -> None:
         why = self._why_ignored(input.request_id, input.principal, "tool_call", input.call_id, input.arguments_sha256)
         if why is not None:
-            raise ValueError(_IGNORED_REASONS[why].format(request=input.request_id, principal=input.principal))
+            raise _rejected(_IGNORED_REASONS[why].format(request=input.request_id, principal=input.principal))
 
     @workflow.update
     def decide_reconcile(self, input: ReconcileDecision) -> None:
@@ -1136,7 +1136,7 @@ class SessionWorkflow:
     def _validate_decide_reconcile(self, input: ReconcileDecision) -> None:
         why = self._why_ignored(input.request_id, input.principal, "reconcile")
         if why is not None:
-            raise ValueError(_IGNORED_REASONS[why].format(request=input.request_id, principal=input.principal))
+            raise _rejected(_IGNORED_REASONS[why].format(request=input.request_id, principal=input.principal))
 
     def _why_ignored(
         self,
@@ -1281,6 +1281,11 @@ class SessionWorkflow:
             return False
         number = turn_id[len("turn-") :]
         return number.isdigit() and 1 <= int(number) <= self._turn_counter
+
+
+def _rejected(message: str) -> ApplicationError:
+    """An update validator's refusal: not retryable, typed ``RequestRejected`` (shown as such by any Temporal client)."""
+    return ApplicationError(message, type="RequestRejected", non_retryable=True)
 
 
 def _turn_number(turn_id: str) -> int:

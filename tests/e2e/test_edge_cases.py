@@ -11,10 +11,13 @@ import signal
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from schemas import (
     ApprovalPolicy,
     ModelRequestStarted,
+    PermissionDecision,
     PermissionRequested,
     RequestRejected,
     SessionNotFound,
@@ -23,6 +26,7 @@ from schemas import (
 )
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, event_types, kill_hard, session_config, wait_for_event, worker_process, write_script
+from workflows.session import SessionWorkflow
 
 ASK_ALL = ApprovalPolicy(read_only="ask", idempotent="ask", effectful="ask")
 
@@ -396,3 +400,21 @@ async def test_wait_turn_for_an_unknown_turn_of_a_running_session_is_rejected(
             await harness.client.wait(sid, bad)
     pending = await harness.client.wait(sid, started.turn_id, timeout_seconds=0.1)
     assert pending.status == "completed"
+
+
+async def test_a_rejected_update_is_a_non_retryable_request_rejected_error_for_any_temporal_client(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "hi"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "hello")
+    await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
+    with pytest.raises(WorkflowUpdateFailedError) as raised:
+        await harness.handle(sid).execute_update(
+            SessionWorkflow.decide, PermissionDecision(request_id="req-9", decision="grant", principal="alice")
+        )
+    cause = raised.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "RequestRejected" and cause.non_retryable
+    assert cause.message == "no pending request req-9 in this session"
+    assert (await harness.client.state(sid)).turns_completed == 1
