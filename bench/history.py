@@ -1,6 +1,6 @@
 """How Temporal workflow history grows per round of a long agent turn: agentrt vs a naive loop.
 
-    cd /work/main && .venv/bin/python -m bench.history [--rounds 200] [--result-bytes 1024] [--window 5] [--workdir DIR]
+    python -m bench.history [--rounds 200] [--result-bytes 1024] [--window 5] [--workdir DIR]
 
 Starts its own Temporal dev server (free ports, headless, database in a temporary
 directory), a SQLite store and two in-process workers on fresh task queues: agentrt's
@@ -9,7 +9,7 @@ workload: one turn of R rounds (``--rounds``) by the scripted model, each round 
 ``fs.read`` of a different workspace file of ``--result-bytes`` bytes, then a final
 answer in round R + 1. The two runs go one after the other, so they do not share the
 two cores and batch their workflow tasks alike. agentrt runs with its own data converter
-(``worker._payloads.build_data_converter`` when present: pydantic JSON plus external
+(``worker.build_data_converter``: pydantic JSON plus external
 storage of big payloads, here in the benchmark's store); the naive baseline with the plain
 pydantic converter (``temporalio.contrib.pydantic.pydantic_data_converter``) and no
 external storage, as the runtimes it stands for run.
@@ -85,7 +85,7 @@ from bench._naive import NAIVE_ACTIVITIES, NaiveAgentInput, NaiveAgentResult, Na
 from client import AgentClient
 from schemas import ModelRequestStarted
 from store import Store
-from worker import AgentrtConfig, DevServer, build_worker, workflow_runner
+from worker import AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
 
 DEFAULT_ROUNDS = 200
 DEFAULT_RESULT_BYTES = 1024
@@ -279,15 +279,11 @@ def with_converter(temporal: Client, converter: DataConverter) -> Client:
 
 
 def agentrt_converter(store: Store) -> DataConverter:
-    """agentrt's data converter, its big-payload storage (if this version has one) in ``store``.
+    """agentrt's data converter, with its big-payload storage in ``store``.
 
     ``client.connect`` without a converter would put big payloads in the database of
     ``AgentrtConfig.load()`` (``./.agentrt`` by default), outside the benchmark's directory.
     """
-    try:
-        from worker._payloads import build_data_converter
-    except ImportError:  # a version of agentrt without external payload storage
-        return pydantic_data_converter
     return build_data_converter(AgentrtConfig(), store)
 
 
