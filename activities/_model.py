@@ -5,6 +5,7 @@ summary) and ``profiles.describe`` (a profile's context limits)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING
 
 from temporalio import activity
@@ -22,6 +23,7 @@ from schemas import (
     ModelProfile,
     ModelRequest,
     ProfileInfo,
+    ProfileLookup,
     ProviderError,
     UnknownProfileError,
     Usage,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 DELTA_FLUSH_SECONDS = 0.2
 DELTA_FLUSH_COUNT = 32
+PREVIEW_CHARS = 300
 SUMMARY_HEADING = "## Summary of the earlier conversation"
 OMITTED_NOTE = (
     "[Earlier messages of this conversation are omitted here to fit the context window; "
@@ -68,22 +71,22 @@ class ModelActivities:
         return self._config.profile(name)
 
     @activity.defn(name="profiles.describe")
-    def describe(self, input: DescribeProfileInput) -> ProfileInfo:
-        """The context limits (tokens) of ``input.profile``.
-
-        Raises ``ApplicationError(type="UnknownProfileError", non_retryable=True)`` naming
-        the configured profiles when there is no such profile.
-        """
+    def describe(self, input: DescribeProfileInput) -> ProfileLookup:
+        """The context limits (tokens) of ``input.profile``, or, for a name the worker's
+        configuration does not know, ``error`` naming the configured profiles (a result, not
+        a failure: an operator's typo is not a worker problem)."""
         try:
             profile = self._profile(input.profile, input.script, strict=True)
         except ConfigurationError as err:
-            raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        return ProfileInfo(
-            name=profile.name,
-            provider=profile.provider,
-            model=profile.model,
-            context_window=profile.context_window,
-            max_output_tokens=profile.max_output_tokens,
+            return ProfileLookup(error=f"{type(err).__name__}: {err}")
+        return ProfileLookup(
+            info=ProfileInfo(
+                name=profile.name,
+                provider=profile.provider,
+                model=profile.model,
+                context_window=profile.context_window,
+                max_output_tokens=profile.max_output_tokens,
+            )
         )
 
     def _context(self, input: ModelCallInput) -> tuple[str | None, list[Message]]:
@@ -105,7 +108,7 @@ class ModelActivities:
                 text = f"[superseded: {keys} was updated by a later tool result; this earlier result is not shown]"
                 message = message.model_copy(update={"text": text})
             elif position in limits:
-                message = message.model_copy(update={"text": truncate_middle(message.text, limits[position])})
+                message = _fit(message, limits[position])
             messages.append(message)
         if (plan.omitted or plan.summary_id is not None) and (not messages or messages[0].role != "user"):
             messages.insert(0, Message(role="user", text=OMITTED_NOTE))
@@ -241,7 +244,27 @@ class ModelActivities:
         await asyncio.to_thread(
             self._store.put_summary, input.session_id, input.summary_id, input.upto_position, profile.name, text
         )
-        return CompactResult(summary_id=input.summary_id, summary_chars=len(text), usage=response.usage)
+        preview = " ".join(text.split())[:PREVIEW_CHARS]
+        return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
+
+
+def _fit(message: Message, max_bytes: int) -> Message:
+    """``message`` cut to about ``max_bytes`` UTF-8 bytes: its text in the middle, and tool-call
+    arguments over the limit replaced by a placeholder that says what they were."""
+    text = message.text
+    size = len(text.encode())
+    if size > max_bytes:
+        text = truncate_middle(text, max(max_bytes * len(text) // size, 16))
+    calls = []
+    for call in message.tool_calls:
+        raw = call.arguments_raw or json.dumps(call.arguments)
+        if len(raw.encode()) > max_bytes:
+            shown = truncate_middle(raw, max(max_bytes // 2, 64))
+            call = call.model_copy(
+                update={"arguments": {"_omitted": f"{len(raw.encode())} bytes of arguments, shortened: {shown}"}, "arguments_raw": ""}
+            )
+        calls.append(call)
+    return message.model_copy(update={"text": text, "tool_calls": calls})
 
 
 def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_chars: int, max_tokens: int) -> str:

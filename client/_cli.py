@@ -334,8 +334,9 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         if view.context_window is not None:
             summary = f"; summary {view.summary_id}" if view.summary_id is not None else ""
             typer.echo(
-                f"context   ~{view.context_tokens} of {view.context_window} tokens "
-                f"({view.max_output_tokens} reserved for output); {view.compactions} compaction(s){summary}"
+                f"context   next call ~{view.context_tokens} of {view.context_window} tokens "
+                f"({view.max_output_tokens} reserved for output); conversation since the last summary "
+                f"~{view.live_tokens} tokens; {view.compactions} compaction(s){summary}"
             )
         typer.echo(f"history   run {view.run}; events from seq {view.first_seq_in_run} held by this run, {view.last_seq} in all")
         for r in view.pending_approvals:
@@ -471,8 +472,7 @@ def session_cancel(
 def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Summarise the older part of the conversation now (after the running turn).
 
-    The transcript stays whole in the store and in `session events`; the model sees the
-    summary in place of the older messages.
+    The transcript stays whole in the store and in `session events`; the model sees the summary in place of the older messages.
     """
     config = _config()
 
@@ -484,7 +484,7 @@ def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json
         elif outcome.compacted:
             typer.echo(
                 f"compacted session {session_id}: summary {outcome.summary_id} stands for positions "
-                f"< {outcome.upto_position}; context ~{outcome.tokens_before} -> ~{outcome.tokens_after} tokens"
+                f"0-{(outcome.upto_position or 1) - 1}; conversation ~{outcome.tokens_before} -> ~{outcome.tokens_after} tokens"
             )
         else:
             typer.echo(f"nothing compacted in session {session_id}: {outcome.error or outcome.reason}")
@@ -495,7 +495,7 @@ def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json
 @session_app.command("switch-model")
 def session_switch_model(
     session_id: str,
-    profile: str = typer.Argument(..., help="A profile name from agentrt.toml ([profiles.NAME])."),
+    profile: str = typer.Argument(..., help="A profile name from agentrt.toml (a \\[profiles.NAME] table)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Use another model profile from the next turn on (compacts first if the conversation would not fit)."""
@@ -507,10 +507,19 @@ def session_switch_model(
         if as_json:
             typer.echo(result.model_dump_json())
             return
+        if result.from_profile == result.profile:
+            typer.echo(f"session {session_id} already uses {result.profile}; nothing changed")
+            return
         compacted = " after compacting the context" if result.compacted else ""
+        if result.compaction_error:
+            typer.echo(
+                f"warning: compaction failed ({result.compaction_error}); older messages are left out of the "
+                "context instead of summarised",
+                err=True,
+            )
         typer.echo(
             f"session {session_id} switched {result.from_profile} -> {result.profile}{compacted}: "
-            f"window {result.context_window} tokens, context now ~{result.estimated_tokens} tokens"
+            f"window {result.context_window} tokens, next call ~{result.estimated_tokens} tokens"
         )
 
     _run(go)

@@ -62,7 +62,7 @@ def describe(event: Event) -> str:
         case ContextCompactionCompleted():
             return (
                 f"compacted into summary {event.summary_id} (~{event.summary_tokens} tokens, {event.chunks} chunk(s)); "
-                f"context now ~{event.estimated_tokens} tokens"
+                f"context now ~{event.estimated_tokens} tokens" + (f": {_short(event.preview, 120)}" if event.preview else "")
             )
         case ContextCompactionFailed():
             return f"compaction failed: {_short(event.error)}"

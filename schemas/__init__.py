@@ -22,6 +22,7 @@ from schemas._context import (
     ContextState,
     DescribeProfileInput,
     ProfileInfo,
+    ProfileLookup,
     TruncatedMessage,
 )
 from schemas._config import ApprovalPolicy, ApprovalRule, ModelProfile, SessionConfig
@@ -104,6 +105,10 @@ from schemas._session import (
     WaitTurnInput,
 )
 
+# SessionState carries events and messages, whose modules import this one: resolve them last.
+SessionState.model_rebuild(_types_namespace={"Event": Event, "PositionedMessage": PositionedMessage, "SessionState": SessionState})
+SessionInput.model_rebuild(_types_namespace={"SessionState": SessionState})
+
 __all__ = [
     "AgentrtError", "CancelIgnored", "WorkerUnavailable", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
     "BudgetExceeded", "CancelTurnInput", "ConfigurationError", "EVENT_ADAPTER", "EVENT_LIST_ADAPTER",
@@ -120,7 +125,7 @@ __all__ = [
     "TurnStarted", "TurnStatus", "Usage", "UnknownProfileError", "UserMessageAdded", "WaitTurnInput",
     "WorkspaceEscapeError", "status_is_retryable", "argument_problems", "arguments_sha256", "EventsPage",
     "CompactInput", "CompactResult", "ContextEntry", "ContextPlan", "ContextState", "DescribeProfileInput",
-    "ProfileInfo", "TruncatedMessage", "ContextCompactionCompleted", "ContextCompactionFailed",
+    "ProfileInfo", "ProfileLookup", "TruncatedMessage", "ContextCompactionCompleted", "ContextCompactionFailed",
     "ContextCompactionStarted", "ModelProfileSwitched", "ModelProfileSwitchFailed", "SessionContinuedAsNew",
     "CompactOutcome", "CompactRequest", "QueuedOperation", "SessionState", "SwitchModelInput", "SwitchModelResult",
 ]

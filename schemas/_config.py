@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from schemas._base import Model
 
@@ -28,11 +28,20 @@ class ModelProfile(Model):
     model: str = ""
     base_url: str | None = None
     api_key_env: str | None = None
-    context_window: int = 128_000
-    max_output_tokens: int = 4_096
+    context_window: int = Field(default=128_000, ge=1)
+    max_output_tokens: int = Field(default=4_096, ge=1)
     temperature: float | None = None
     script: str | None = None
     timeout_seconds: float = 600.0
+
+    @model_validator(mode="after")
+    def _output_fits_the_window(self) -> "ModelProfile":
+        if self.max_output_tokens >= self.context_window:
+            raise ValueError(
+                f"max_output_tokens ({self.max_output_tokens}) must be smaller than context_window "
+                f"({self.context_window}): the reply's tokens are reserved inside the window"
+            )
+        return self
 
 
 class ApprovalPolicy(Model):

@@ -81,8 +81,15 @@ class ProfileInfo(Model):
     max_output_tokens: int
 
 
+class ProfileLookup(Model):
+    """Result of ``profiles.describe``: the profile's limits, or why there are none (an unknown name)."""
+
+    info: ProfileInfo | None = None
+    error: str | None = None
+
+
 class DescribeProfileInput(Model):
-    """Activity ``profiles.describe``: the limits of ``profile``; raises ``UnknownProfileError``."""
+    """Activity ``profiles.describe``: the limits of ``profile`` (``ProfileLookup``)."""
 
     profile: str
     script: str | None = None
@@ -109,4 +116,5 @@ class CompactInput(Model):
 class CompactResult(Model):
     summary_id: int
     summary_chars: int
+    preview: str = ""
     usage: Usage = Field(default_factory=Usage)

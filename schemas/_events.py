@@ -199,6 +199,7 @@ class ContextCompactionCompleted(_EventBase):
     estimated_tokens: int
     chunks: int = 1
     usage: Usage = Field(default_factory=Usage)
+    preview: str = ""
 
 
 class ContextCompactionFailed(_EventBase):

@@ -150,11 +150,17 @@ class SwitchModelInput(Model):
 
 
 class SwitchModelResult(Model):
+    """A switch that happened. ``compaction_error`` says why a needed compaction failed (the
+    older part of the conversation is then omitted rather than summarised);
+    ``estimated_tokens`` is the next call's planned input. ``from_profile == profile`` means
+    the session already used it (nothing changed)."""
+
     from_profile: str
     profile: str
     context_window: int
     max_output_tokens: int
     compacted: bool = False
+    compaction_error: str | None = None
     estimated_tokens: int = 0
 
 
@@ -205,13 +211,17 @@ class SessionState(Model):
     inbox: list[QueuedOperation] = Field(default_factory=list)
     recent_outcomes: list[TurnOutcome] = Field(default_factory=list)
     pending_approvals: list[PermissionRequest] = Field(default_factory=list)
+    unflushed_events: list["Event"] = Field(default_factory=list)
+    unflushed_messages: list["PositionedMessage"] = Field(default_factory=list)
 
 
 class SessionStateView(Model):
     """Answer of query ``state``.
 
-    ``context_tokens`` is the estimated size of the live context (tokens) against
-    ``context_window``; ``run`` counts the workflow runs (continue-as-new) so far.
+    ``context_tokens`` is the estimated input of the next model call (tokens, as planned
+    against ``context_window``); ``live_tokens`` the whole conversation since the latest
+    summary, before anything is omitted or cut (what compaction reduces); ``run`` counts
+    the workflow runs (continue-as-new) so far.
     """
 
     session_id: str
@@ -229,10 +239,9 @@ class SessionStateView(Model):
     context_window: int | None = None
     max_output_tokens: int | None = None
     context_tokens: int | None = None
+    live_tokens: int | None = None
     summary_id: int | None = None
     compactions: int = 0
     run: int = 1
     first_seq_in_run: int = 1
 
-
-SessionInput.model_rebuild()

@@ -12,7 +12,8 @@ reports (``observe``). A plan:
   the pending results the model must see);
 - adds whole groups (a user or assistant message with the tool results after it), newest
   first, while they fit; older messages are omitted (they are in the summary and the store);
-- truncates a tool result larger than a quarter of the budget (head and tail are kept);
+- truncates a tool result or assistant message larger than a quarter of the budget (head
+  and tail of the text are kept; oversized tool-call arguments become a short placeholder);
 - counts a tool result whose state keys were all updated by a later result as a short
   "superseded" note (state projection).
 """
@@ -181,7 +182,7 @@ def plan_context(
     caps: dict[int, int] = {}
     message_cap = max(MIN_MESSAGE_TOKENS, available // 4)
     for index, entry in enumerate(entries):
-        if entry.role == "tool" and entry.position not in superseded and costs[index] > message_cap:
+        if entry.role in ("tool", "assistant") and entry.position not in superseded and costs[index] > message_cap:
             caps[index] = message_cap
 
     groups = _groups(entries)
@@ -200,8 +201,7 @@ def plan_context(
 
     pinned_cost = sum(group_cost(groups[g]) for g in pinned)
     if pinned_cost > available:
-        # Even the pinned messages overflow: share what is left among them (an assistant
-        # message's text is cut, its tool calls are not).
+        # Even the pinned messages overflow: share what is left among them.
         shrinkable = [i for g in pinned for i in range(groups[g].start, groups[g].end)]
         share = max(MIN_MESSAGE_TOKENS, available // max(len(shrinkable), 1))
         for i in shrinkable:

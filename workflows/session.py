@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         PermissionRequested,
         PositionedMessage,
         ProfileInfo,
+        ProfileLookup,
         QueuedOperation,
         ReconcileDecision,
         ReconcileEffectInput,
@@ -123,6 +124,15 @@ MODEL_RETRY = RetryPolicy(
     maximum_attempts=8,
     non_retryable_error_types=["ConfigurationError", "UnknownProfileError", "InvalidScriptError"],
 )
+# Compaction is an optimisation the session can go on without (the plan omits what does not
+# fit): a few attempts, so a failing provider delays a switch by seconds, not minutes.
+COMPACT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+    non_retryable_error_types=MODEL_RETRY.non_retryable_error_types,
+)
 # Tool failures come back as results; activity retries cover lost workers only.
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
 # Store writes retry without a bound on purpose: the store is the session's own database and
@@ -180,12 +190,13 @@ class SessionWorkflow:
         self._carried = input.state is not None
         self._policy = PolicyEngine(input.config.approval)
         self._tools: dict[str, ToolSpec] = {t.name: t for t in carried.tools}
-        self._events: list[Event] = []
+        # Events the previous run emitted but did not write to the store belong to this run's view.
+        self._events: list[Event] = list(carried.unflushed_events)
         self._seq = carried.seq
-        self._first_seq = carried.seq + 1
+        self._first_seq = carried.unflushed_events[0].seq if carried.unflushed_events else carried.seq + 1
         self._run_number = carried.run
-        self._unflushed_events: list[Event] = []
-        self._unflushed_messages: list[PositionedMessage] = []
+        self._unflushed_events: list[Event] = list(carried.unflushed_events)
+        self._unflushed_messages: list[PositionedMessage] = list(carried.unflushed_messages)
         self._next_position = carried.next_position
         self._inbox: deque[QueuedOperation] = deque(carried.inbox)
         self._turn_counter = carried.turn_counter
@@ -215,7 +226,9 @@ class SessionWorkflow:
         self._profile = carried.profile or ProfileInfo(
             name=input.config.profile, provider="", context_window=window, max_output_tokens=max_output
         )
-        self._context_enabled = False
+        # Decided here, not in run(): update validators of the first activation run before run()
+        # does. A continued run always has the patch; a history from before it never does.
+        self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
         self._compacting = False
         self._fixed_tokens = 0
 
@@ -231,7 +244,7 @@ class SessionWorkflow:
             if self._archive_request is not None:
                 break
             if self._should_continue_as_new():
-                await self._continue_as_new()
+                self._continue_as_new()
             operation = self._inbox.popleft()
             if operation.kind == "message":
                 await self._run_message(operation)
@@ -263,11 +276,10 @@ class SessionWorkflow:
             self._forgotten_below = max(self._forgotten_below, _turn_number(oldest) + 1)
 
     async def _initialize(self) -> None:
-        # A new run of a continued session always records the patch; a history from before it never has it.
-        self._context_enabled = workflow.patched(CONTEXT_PATCH)
         if self._carried:
             self._fixed_tokens = self._estimate_fixed_tokens()
             self._set_status("idle")
+            await self._flush()
             return
         listed = await workflow.execute_activity(
             TOOLS_LIST,
@@ -281,21 +293,22 @@ class SessionWorkflow:
         if listed.unknown:
             workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)
         if self._context_enabled:
-            try:
-                self._profile = await self._describe_profile(self._config.profile)
-            except ActivityError as err:
+            lookup = await self._describe_profile(self._config.profile)
+            if lookup.info is not None:
+                self._profile = lookup.info
+            else:
                 # The first model call reports an unknown profile as the turn's error; plan with defaults until then.
-                workflow.logger.warning("session %s: %s", self._config.session_id, _error_text(err))
+                workflow.logger.warning("session %s: %s", self._config.session_id, lookup.error)
             self._fixed_tokens = self._estimate_fixed_tokens()
         self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
         await self._flush(include_config=True)
         self._set_status("idle")
 
-    async def _describe_profile(self, profile: str) -> ProfileInfo:
+    async def _describe_profile(self, profile: str) -> ProfileLookup:
         return await workflow.execute_activity(
             PROFILES_DESCRIBE,
             DescribeProfileInput(profile=profile, script=self._config.script),
-            result_type=ProfileInfo,
+            result_type=ProfileLookup,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=MODEL_RETRY,
             summary=f"describe profile {profile}",
@@ -316,8 +329,14 @@ class SessionWorkflow:
             and workflow.all_handlers_finished()
         )
 
-    async def _continue_as_new(self) -> None:
-        """Continue as a new run carrying ``SessionState``; every event is in the store first."""
+    def _continue_as_new(self) -> None:
+        """Continue as a new run carrying ``SessionState``.
+
+        Synchronous on purpose: between the check that no handler runs and the
+        continue-as-new there is no await, so no update or signal can arrive in between and
+        be left behind. Events not yet in the store travel in the state; the new run writes
+        them first.
+        """
         info = workflow.info()
         self._emit(
             SessionContinuedAsNew(
@@ -326,11 +345,6 @@ class SessionWorkflow:
                 history_bytes=info.get_current_history_size(),
             )
         )
-        while True:
-            await self._flush()
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            if not self._unflushed_events and not self._unflushed_messages:
-                break
         state = SessionState(
             run=self._run_number + 1,
             seq=self._seq,
@@ -347,6 +361,8 @@ class SessionWorkflow:
             inbox=list(self._inbox),
             recent_outcomes=list(self._outcomes.values()),
             pending_approvals=[p.request for p in self._approvals.values() if p.decision is None],
+            unflushed_events=list(self._unflushed_events),
+            unflushed_messages=list(self._unflushed_messages),
         )
         workflow.continue_as_new(SessionInput(config=self._config, state=state))
 
@@ -421,7 +437,7 @@ class SessionWorkflow:
                     ),
                     result_type=CompactResult,
                     start_to_close_timeout=timedelta(seconds=self._config.model_timeout_seconds),
-                    retry_policy=MODEL_RETRY,
+                    retry_policy=COMPACT_RETRY,
                     summary=f"compact {start}-{end} with {summarizer.name} ({index + 1}/{len(chunks)})",
                 )
                 summary_id = new_id
@@ -445,6 +461,7 @@ class SessionWorkflow:
                 estimated_tokens=after,
                 chunks=len(chunks),
                 usage=usage,
+                preview=result.preview,
             )
         )
         await self._flush()
@@ -456,18 +473,32 @@ class SessionWorkflow:
         """Switch to ``operation.profile``, compacting first when the conversation would not fit it."""
         assert operation.profile is not None
         try:
-            target = await self._describe_profile(operation.profile)
+            lookup = await self._describe_profile(operation.profile)
         except ActivityError as err:
-            error = _error_text(err)
+            lookup = ProfileLookup(error=_error_text(err))
+        if lookup.info is None:
+            error = lookup.error or f"profile {operation.profile!r} has no description"
             self._emit(ModelProfileSwitchFailed(principal=operation.principal, profile=operation.profile, error=error))
             await self._flush()
             return error
-        compacted = False
-        if context.needs_compaction(self._context, self._fixed_tokens, target.context_window, target.max_output_tokens):
-            compacted = (await self._compact("switch", target)).compacted
+        target = lookup.info
         previous = self._config.profile
+        if target.name == previous:
+            return SwitchModelResult(
+                from_profile=previous,
+                profile=previous,
+                context_window=target.context_window,
+                max_output_tokens=target.max_output_tokens,
+                estimated_tokens=self._planned_tokens(target),
+            )
+        compacted = False
+        compaction_error = None
+        if context.needs_compaction(self._context, self._fixed_tokens, target.context_window, target.max_output_tokens):
+            outcome = await self._compact("switch", target)
+            compacted, compaction_error = outcome.compacted, outcome.error
         self._config = self._config.model_copy(update={"profile": target.name})
         self._profile = target
+        self._context.calibration = 1.0  # another model, another tokenizer: learn it anew
         self._emit(
             ModelProfileSwitched(
                 principal=operation.principal,
@@ -485,8 +516,19 @@ class SessionWorkflow:
             context_window=target.context_window,
             max_output_tokens=target.max_output_tokens,
             compacted=compacted,
-            estimated_tokens=context.context_tokens(self._context, self._fixed_tokens),
+            compaction_error=compaction_error,
+            estimated_tokens=self._planned_tokens(target),
         )
+
+    def _planned_tokens(self, profile: ProfileInfo) -> int:
+        """The estimated input (tokens) of a model call made now with ``profile``."""
+        plan = context.plan_context(
+            self._context,
+            context_window=profile.context_window,
+            max_output_tokens=profile.max_output_tokens,
+            fixed_tokens=self._fixed_tokens,
+        )
+        return plan.estimated_tokens
 
     async def _run_turn_task(self, queued: QueuedOperation) -> TurnOutcome:
         self._active_turn = queued.op_id
@@ -1251,7 +1293,8 @@ class SessionWorkflow:
             current_round=self._round,
             context_window=self._profile.context_window if self._context_enabled else None,
             max_output_tokens=self._profile.max_output_tokens if self._context_enabled else None,
-            context_tokens=context.context_tokens(self._context, self._fixed_tokens) if self._context_enabled else None,
+            context_tokens=self._planned_tokens(self._profile) if self._context_enabled else None,
+            live_tokens=context.context_tokens(self._context, self._fixed_tokens) if self._context_enabled else None,
             summary_id=self._context.summary_id,
             compactions=self._context.compactions,
             run=self._run_number,

@@ -105,7 +105,7 @@ class ScriptedProvider:
     message) of at most ``profile.max_output_tokens * 4`` characters. Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
     slept in small cancellable steps before answering; text streams through ``on_delta``
     in word groups. Usage is estimated as ceil(characters / 4) tokens of the input and of
-    the output. Past the end of the script the answer is ``EXHAUSTED_TEXT`` with
+    the output (input: system prompt, tool specs as JSON and messages). Past the end of the script the answer is ``EXHAUSTED_TEXT`` with
     ``stop_reason="end_of_script"``. Errors: ``InvalidScriptError`` for a bad script file.
     """
 
@@ -180,7 +180,7 @@ def _arguments_text(call: ToolCall) -> str:
 
 
 def _input_chars(request: ModelRequest) -> int:
-    chars = len(request.system or "")
+    chars = len(request.system or "") + len(json.dumps([t.model_dump(mode="json") for t in request.tools]))
     for message in request.messages:
         chars += len(message.text) + sum(len(c.name) + len(_arguments_text(c)) for c in message.tool_calls)
     return chars

@@ -118,11 +118,9 @@ class FsRead(Tool):
         end = args.offset + len(data)
         if args.offset > 0 or end < size:
             text += f"\n[truncated: showing bytes {args.offset}-{end} of {size}]"
-        return ToolOutput(text=text)
-
-    def state_keys(self, args: Args, ctx: ToolContext) -> list[str]:
-        """A read from the start of a file is the file's state: a later read or write of it supersedes this one."""
-        return [file_state_key(ctx.workspace, args.path)] if args.offset == 0 else []
+            return ToolOutput(text=text)
+        # A whole-file read is the file's state: a later whole read or a write of it supersedes this one.
+        return ToolOutput(text=text, state_keys=[file_state_key(ctx.workspace, args.path)])
 
 
 class FsSearch(Tool):

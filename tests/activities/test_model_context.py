@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,21 @@ def test_a_truncated_message_keeps_its_head_and_tail(store: Store) -> None:
 def test_a_plan_naming_a_missing_summary_fails_with_a_clear_error(store: Store) -> None:
     with pytest.raises(ApplicationError, match="compaction summary 9 of session ctx-session is not in the store"):
         _context(store, ContextPlan(ranges=[(4, 7)], summary_id=9))
+
+
+def test_oversized_tool_call_arguments_become_a_placeholder_and_cjk_text_is_cut_by_bytes(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'big.db'}")
+    call = ToolCall(id="c1", name="fs.write", arguments={"path": "big.txt", "content": "x" * 100_000})
+    store.append(StoreAppendInput(session_id=SID, messages=[
+        PositionedMessage(position=0, message=Message(role="user", text="write it")),
+        PositionedMessage(position=1, message=Message(role="assistant", text="writing", tool_calls=[call])),
+        PositionedMessage(position=2, message=Message(role="tool", tool_call_id="c1", name="fs.write", text="漢字" * 20_000)),
+    ]))
+    plan = ContextPlan(ranges=[(0, 3)], truncate=[
+        TruncatedMessage(position=1, max_chars=4_000), TruncatedMessage(position=2, max_chars=4_000),
+    ])
+    _, messages = _context(store, plan)
+    shortened = messages[1].tool_calls[0].arguments
+    assert list(shortened) == ["_omitted"] and shortened["_omitted"].startswith("100")
+    assert len(json.dumps(shortened)) < 4_000
+    assert len(messages[2].text.encode()) < 4_500

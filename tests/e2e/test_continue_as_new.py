@@ -25,6 +25,7 @@ from tests.conftest import OWNER, free_port
 from tests.e2e._support import session_config, write_script
 from temporalio.worker import Replayer
 
+from workflows.session import SessionWorkflow
 from worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
 
 TURNS = int(os.environ.get("AGENTRT_CAN_TURNS", "400"))
@@ -120,3 +121,33 @@ async def test_a_session_of_many_turns_continues_as_new_and_shows_the_whole_sess
         await replayer.replay_workflow(await handle.fetch_history())
         first_run = temporal.get_workflow_handle(f"session-{sid}", run_id=started_run_id)
         await replayer.replay_workflow(await first_run.fetch_history())
+
+
+async def test_updates_arriving_when_the_session_continues_as_new_are_never_left_waiting(
+    low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    """Regression: a compact, switch_model or archive that landed while the workflow was about to
+    continue as new used to wait forever (or be acknowledged and lost)."""
+    config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"can-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
+    client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
+    script = write_script(tmp_path, [{"text": f"answer {i + 1}"} for i in range(60)])
+    sid = uuid.uuid4().hex[:12]
+    async with build_worker(temporal, config, store, task_queue=config.task_queue):
+        started = await client.start(session_config(client, sid, workspace, script), "message 1")
+        await client.wait(sid, started.turn_id, timeout_seconds=60)
+        for n in range(2, 26):
+            sent = await client.send(sid, f"message {n}")
+            # Right behind the turn: these land while the session may be continuing as new.
+            if n % 3 == 0:
+                await asyncio.wait_for(client.switch_model(sid, "scripted"), 60)
+            else:
+                await asyncio.wait_for(client.compact(sid), 60)
+            outcome = await asyncio.wait_for(client.wait(sid, sent.turn_id), 60)
+            assert outcome.status == "completed" and outcome.answer == f"answer {n}"
+        view = await client.state(sid)
+        assert view.run > 2 and view.turns_completed == 25
+        archived = await asyncio.wait_for(client.archive(sid), 60)
+        assert archived.status == "archived"
+        result = await asyncio.wait_for(temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{sid}").result(), 60)
+        assert result.status == "archived" and result.turns == 25

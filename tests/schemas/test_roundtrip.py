@@ -67,7 +67,14 @@ def field_strategy(info: Any) -> st.SearchStrategy[Any]:
 
 def model_strategy(cls: type[BaseModel]) -> st.SearchStrategy[BaseModel]:
     fields = {name: field_strategy(info) for name, info in cls.model_fields.items()}
-    return st.fixed_dictionaries(fields).map(lambda data: cls.model_validate(data))
+
+    def build(data: dict[str, Any]) -> BaseModel | None:
+        try:
+            return cls.model_validate(data)
+        except ValidationError:
+            return None  # a cross-field rule (e.g. max_output_tokens < context_window) said no
+
+    return st.fixed_dictionaries(fields).map(build).filter(lambda value: value is not None)
 
 
 MODELS = sorted(

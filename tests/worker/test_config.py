@@ -100,3 +100,17 @@ def test_payloads_that_is_not_a_table_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, 'payloads = "store"\n')
     with pytest.raises(ConfigurationError, match=r"payloads must be a table"):
         AgentrtConfig.load(path, env={})
+
+
+def test_a_profile_whose_output_does_not_fit_its_window_is_a_configuration_error(tmp_path: Path) -> None:
+    file = tmp_path / "agentrt.toml"
+    file.write_text('[profiles.inverted]\nprovider = "scripted"\ncontext_window = 4000\nmax_output_tokens = 8000\n')
+    with pytest.raises(ConfigurationError, match=r"max_output_tokens \(8000\) must be smaller than context_window \(4000\)"):
+        AgentrtConfig.load(file, env={})
+
+
+def test_a_profile_with_a_zero_window_is_a_configuration_error(tmp_path: Path) -> None:
+    file = tmp_path / "agentrt.toml"
+    file.write_text('[profiles.zero]\nprovider = "scripted"\ncontext_window = 0\n')
+    with pytest.raises(ConfigurationError, match="profile 'zero' is invalid"):
+        AgentrtConfig.load(file, env={})

@@ -267,3 +267,20 @@ def test_file_tools_declare_their_risk_class() -> None:
     assert [t.risk for t in (FsList(), FsRead(), FsSearch(), FsWrite())] == [
         "read_only", "read_only", "read_only", "effectful",
     ]
+
+
+def _keys(registry, ctx: ToolContext, name: str, **arguments) -> list[str]:
+    return registry.execute(ToolCall(id="c1", name=name, arguments=arguments), ctx).state_keys
+
+
+def test_a_whole_file_read_and_a_replacing_write_carry_the_file_state_key(registry, ctx, workspace: Path) -> None:
+    (workspace / "abc.txt").write_text("abcdef")
+    assert _keys(registry, ctx, "fs.read", path="./abc.txt") == ["file:abc.txt"]
+    assert _keys(registry, ctx, "fs.write", path="abc.txt", content="x") == ["file:abc.txt"]
+
+
+def test_a_partial_read_or_an_append_never_supersedes_a_whole_read(registry, ctx, workspace: Path) -> None:
+    (workspace / "abc.txt").write_text("abcdef")
+    assert _keys(registry, ctx, "fs.read", path="abc.txt", limit=2) == []
+    assert _keys(registry, ctx, "fs.read", path="abc.txt", offset=1) == []
+    assert _keys(registry, ctx, "fs.write", path="abc.txt", content="x", append=True) == []
