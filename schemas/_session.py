@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -10,6 +10,10 @@ from schemas._base import Model
 from schemas._config import SessionConfig
 from schemas._context import ContextState, ProfileInfo
 from schemas._messages import ToolSpec, Usage
+
+if TYPE_CHECKING:  # resolved in schemas/__init__.py (these modules import this one)
+    from schemas._activities import PositionedMessage
+    from schemas._events import Event
 
 TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
 SessionStatus = Literal["idle", "running", "awaiting_approval", "archived"]
