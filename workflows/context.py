@@ -36,6 +36,10 @@ MAX_SUMMARY_TOKENS = 4_000  # ... capped here
 MIN_SUMMARY_TOKENS = 200
 SUMMARY_PROMPT_TOKENS = 300  # the summariser's instructions
 CALIBRATION_BOUNDS = (0.25, 4.0)
+# The live segment's bookkeeping travels through continue-as-new and is walked on every
+# round: past this many messages a session compacts even below the token threshold, and a
+# compaction keeps at most half of them verbatim.
+MAX_LIVE_ENTRIES = 2_000
 
 __all__ = [
     "COMPACT_THRESHOLD",
@@ -153,7 +157,10 @@ def context_tokens(state: ContextState, fixed_tokens: int) -> int:
 
 
 def needs_compaction(state: ContextState, fixed_tokens: int, context_window: int, max_output_tokens: int) -> bool:
-    """True when the live context passes ``COMPACT_THRESHOLD`` of the input budget."""
+    """True when the live context passes ``COMPACT_THRESHOLD`` of the input budget, or holds
+    more than ``MAX_LIVE_ENTRIES`` messages."""
+    if len(state.entries) > MAX_LIVE_ENTRIES:
+        return True
     budget = input_budget(context_window, max_output_tokens)
     return context_tokens(state, fixed_tokens) > COMPACT_THRESHOLD * budget
 
@@ -264,8 +271,9 @@ def compaction_split(
 ) -> int | None:
     """The position before which a compaction summarises, or None when nothing can be.
 
-    The newest groups that fit in ``KEEP_TAIL_FRACTION`` of the input budget stay verbatim
-    (the newest group always does); the split is at the start of the oldest group kept.
+    The newest groups that fit in ``KEEP_TAIL_FRACTION`` of the input budget, and in half of
+    ``MAX_LIVE_ENTRIES`` messages, stay verbatim (the newest group always does); the split is
+    at the start of the oldest group kept.
     ``latest_turn_only`` (an explicit request) keeps no more than the latest turn: the
     split is at least at the latest user message.
     """
@@ -287,7 +295,7 @@ def compaction_split(
     used = sum(costs[groups[kept].start : groups[kept].end])
     while kept > 0:
         needed = sum(costs[groups[kept - 1].start : groups[kept - 1].end])
-        if used + needed > tail_budget:
+        if used + needed > tail_budget or len(entries) - groups[kept - 1].start > MAX_LIVE_ENTRIES // 2:
             break
         kept -= 1
         used += needed

@@ -189,3 +189,14 @@ def test_a_requested_compaction_summarises_everything_before_the_latest_turn() -
         state, context_window=200_000, max_output_tokens=4_000, fixed_tokens=0, latest_turn_only=True
     )
     assert again is None
+
+
+def test_many_small_messages_compact_by_count_and_keep_at_most_half_the_limit_verbatim() -> None:
+    state = ContextState()
+    for position in range(context.MAX_LIVE_ENTRIES + 2):
+        context.add_entry(state, position, "user" if position % 2 == 0 else "assistant", 20)
+    assert context.context_tokens(state, 0) < 0.1 * 196_000
+    assert context.needs_compaction(state, 0, 200_000, 4_000)
+    upto = context.compaction_split(state, context_window=200_000, max_output_tokens=4_000, fixed_tokens=0)
+    assert upto is not None
+    assert len(state.entries) - upto <= context.MAX_LIVE_ENTRIES // 2
