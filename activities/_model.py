@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 DELTA_FLUSH_SECONDS = 0.2
 DELTA_FLUSH_COUNT = 32
 PREVIEW_CHARS = 300
+COMPACT_MAX_RETRY_DELAY_SECONDS = 10.0
 SUMMARY_HEADING = "## Summary of the earlier conversation"
 OMITTED_NOTE = (
     "[Earlier messages of this conversation are omitted here to fit the context window; "
@@ -233,13 +234,16 @@ class ModelActivities:
         request = ModelRequest(
             profile=profile, system=SUMMARY_SYSTEM, messages=[Message(role="user", text=prompt)], purpose="summary"
         )
-        activity.heartbeat()
+        beating = asyncio.create_task(_keep_heartbeating())
         try:
             response = await provider.complete(request, None)
         except ProviderError as err:
-            raise application_error_from(err) from err
+            # A summary is an optimisation: never wait long on a provider's Retry-After for it.
+            raise application_error_from(err, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from err
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+        finally:
+            beating.cancel()
         text = truncate_middle(response.text.strip(), input.max_summary_tokens * 4) or "(nothing to summarise)"
         await asyncio.to_thread(
             self._store.put_summary, input.session_id, input.summary_id, input.upto_position, profile.name, text
@@ -248,20 +252,39 @@ class ModelActivities:
         return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
 
 
+async def _keep_heartbeating() -> None:
+    info = activity.info()
+    interval = max(0.5, (info.heartbeat_timeout.total_seconds() / 3) if info.heartbeat_timeout else 5.0)
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(interval)
+
+
+def _cut_bytes(text: str, max_bytes: int) -> str:
+    """``text`` cut in the middle to at most about ``max_bytes`` UTF-8 bytes (head 2/3, tail 1/3)."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    keep = max(max_bytes, 64)
+    head = data[: keep * 2 // 3].decode(errors="ignore")
+    tail = data[len(data) - (keep - keep * 2 // 3) :].decode(errors="ignore")
+    omitted = len(data) - len(head.encode()) - len(tail.encode())
+    return f"{head}\n[… {omitted} bytes omitted to fit the context window …]\n{tail}"
+
+
 def _fit(message: Message, max_bytes: int) -> Message:
-    """``message`` cut to about ``max_bytes`` UTF-8 bytes: its text in the middle, and tool-call
-    arguments over the limit replaced by a placeholder that says what they were."""
-    text = message.text
-    size = len(text.encode())
-    if size > max_bytes:
-        text = truncate_middle(text, max(max_bytes * len(text) // size, 16))
+    """``message`` cut to about ``max_bytes`` UTF-8 bytes in all: its text in the middle, and
+    tool-call arguments over their share replaced by a placeholder that says what they were."""
+    share = max(max_bytes // (len(message.tool_calls) + 1), 64)
+    text = _cut_bytes(message.text, share if message.tool_calls else max_bytes)
     calls = []
     for call in message.tool_calls:
         raw = call.arguments_raw or json.dumps(call.arguments)
-        if len(raw.encode()) > max_bytes:
-            shown = truncate_middle(raw, max(max_bytes // 2, 64))
+        size = len(raw.encode())
+        if size > share:
+            shown = _cut_bytes(raw, max(share // 2, 32))
             call = call.model_copy(
-                update={"arguments": {"_omitted": f"{len(raw.encode())} bytes of arguments, shortened: {shown}"}, "arguments_raw": ""}
+                update={"arguments": {"_omitted": f"{size} bytes of arguments, shortened: {shown}"}, "arguments_raw": ""}
             )
         calls.append(call)
     return message.model_copy(update={"text": text, "tool_calls": calls})

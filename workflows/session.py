@@ -108,6 +108,8 @@ PROFILES_DESCRIBE = "profiles.describe"
 CONTEXT_PATCH = "context-window-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
+# Turns without automatic compaction after one failed (a provider that cannot summarise now).
+AUTO_COMPACTION_PAUSE_TURNS = 5
 # Turn outcomes the workflow still answers for after continue-as-new; older ones are in the store.
 RECENT_OUTCOMES = 200
 OUTCOME_UNKNOWN = "EffectOutcomeUnknown"
@@ -230,6 +232,7 @@ class SessionWorkflow:
         # does. A continued run always has the patch; a history from before it never does.
         self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
         self._compacting = False
+        self._auto_compaction_pause = 0
         self._fixed_tokens = 0
 
     # ---------------------------------------------------------------- run
@@ -263,10 +266,14 @@ class SessionWorkflow:
         # Published only now, so a client that saw the outcome finds the whole turn in the store.
         self._outcomes[outcome.turn_id] = outcome
         self._forget_old_outcomes()
-        if self._context_enabled and context.needs_compaction(
+        if self._auto_compaction_pause > 0:
+            self._auto_compaction_pause -= 1
+        elif self._context_enabled and context.needs_compaction(
             self._context, self._fixed_tokens, self._profile.context_window, self._profile.max_output_tokens
         ):
-            await self._compact("threshold")
+            if (await self._compact("threshold")).error is not None:
+                # The plan still fits the window by omission; try again a few turns later.
+                self._auto_compaction_pause = AUTO_COMPACTION_PAUSE_TURNS
             self._set_status("idle")
 
     def _forget_old_outcomes(self) -> None:
@@ -437,6 +444,7 @@ class SessionWorkflow:
                     ),
                     result_type=CompactResult,
                     start_to_close_timeout=timedelta(seconds=self._config.model_timeout_seconds),
+                    heartbeat_timeout=timedelta(seconds=self._config.heartbeat_timeout_seconds),
                     retry_policy=COMPACT_RETRY,
                     summary=f"compact {start}-{end} with {summarizer.name} ({index + 1}/{len(chunks)})",
                 )

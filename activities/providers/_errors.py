@@ -50,7 +50,7 @@ def _number(value: str | None) -> float | None:
     return number
 
 
-def application_error_from(exc: ProviderError) -> ApplicationError:
+def application_error_from(exc: ProviderError, *, max_retry_delay: float | None = None) -> ApplicationError:
     """Translate a provider error into the ``ApplicationError`` an activity raises.
 
     - ``type``: the error's class name (``"ProviderHTTPError"``, ``"ProviderTransportError"``).
@@ -60,7 +60,8 @@ def application_error_from(exc: ProviderError) -> ApplicationError:
     - ``non_retryable``: True for statuses other than 408, 409, 429, 529 and 5xx
       (``schemas.status_is_retryable``); transport errors are always retryable.
     - ``next_retry_delay``: the Retry-After delay when the provider gave one, so Temporal's
-      retry policy (the only retry loop) waits as long as the provider asked.
+      retry policy (the only retry loop) waits as long as the provider asked, at most
+      ``max_retry_delay`` seconds when given (for calls the session can do without).
 
     Raise it ``from exc`` so the cause is kept.
     """
@@ -76,6 +77,8 @@ def application_error_from(exc: ProviderError) -> ApplicationError:
         detail = {"status": None, "url": None, "body": None}
         retryable = bool(getattr(exc, "retryable", True))
         retry_after = None
+    if retry_after is not None and max_retry_delay is not None:
+        retry_after = min(retry_after, max_retry_delay)
     return ApplicationError(
         str(exc),
         detail,

@@ -104,3 +104,20 @@ def test_oversized_tool_call_arguments_become_a_placeholder_and_cjk_text_is_cut_
     assert list(shortened) == ["_omitted"] and shortened["_omitted"].startswith("100")
     assert len(json.dumps(shortened)) < 4_000
     assert len(messages[2].text.encode()) < 4_500
+
+
+def test_many_tool_calls_share_the_limit_and_mixed_scripts_are_cut_by_bytes(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'many.db'}")
+    calls = [ToolCall(id=f"c{i}", name="fs.write", arguments={"path": f"f{i}", "content": "y" * 5_000}) for i in range(20)]
+    store.append(StoreAppendInput(session_id=SID, messages=[
+        PositionedMessage(position=0, message=Message(role="user", text="write them")),
+        PositionedMessage(position=1, message=Message(role="assistant", text="", tool_calls=calls)),
+        PositionedMessage(position=2, message=Message(role="tool", tool_call_id="c0", name="fs.write", text="漢" * 1_500 + "a" * 200_000)),
+    ]))
+    plan = ContextPlan(ranges=[(0, 3)], truncate=[
+        TruncatedMessage(position=1, max_chars=8_000), TruncatedMessage(position=2, max_chars=8_000),
+    ])
+    _, messages = _context(store, plan)
+    sent = sum(len(json.dumps(c.arguments)) for c in messages[1].tool_calls)
+    assert sent < 9_000
+    assert len(messages[2].text.encode()) < 8_300

@@ -82,3 +82,10 @@ async def test_read_timeout_from_httpx_becomes_a_chained_transport_error() -> No
     assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
     assert caught.value.url == URL
     await client.aclose()
+
+
+def test_a_retry_after_beyond_the_callers_bound_is_clamped() -> None:
+    exc = ProviderHTTPError(503, URL, "busy", retry_after=3600)
+    err = application_error_from(exc, max_retry_delay=10)
+    assert err.next_retry_delay == timedelta(seconds=10) and not err.non_retryable
+    assert application_error_from(exc).next_retry_delay == timedelta(seconds=3600)
