@@ -65,7 +65,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import traceback
@@ -508,12 +507,6 @@ def check_parameters(rounds: int, result_bytes: int, window: int) -> None:
         raise ValueError(f"window must be >= 1, got {window}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def run_benchmark(
     *,
     rounds: int = DEFAULT_ROUNDS,
@@ -528,13 +521,7 @@ async def run_benchmark(
     own_dir = workdir is None
     directory = Path(tempfile.mkdtemp(prefix="agentrt-history-")) if workdir is None else workdir
     directory.mkdir(parents=True, exist_ok=True)
-    server = DevServer(
-        port=_free_port(),
-        ui_port=None,
-        db_file=directory / "temporal.db",
-        log_file=directory / "temporal.log",
-        extra_args=["--http-port", str(_free_port()), "--metrics-port", str(_free_port())],
-    )
+    server = DevServer.on_free_ports(directory)
     store: Store | None = None
     try:
         await server.start()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,12 +23,6 @@ from workflows.session import SessionWorkflow
 OWNER = "alice"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("agentrt-state")
@@ -37,13 +30,7 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 async def temporal_server(state_dir: Path) -> AsyncIterator[DevServer]:
-    server = DevServer(
-        port=free_port(),
-        ui_port=None,
-        db_file=state_dir / "temporal.db",
-        log_file=state_dir / "temporal.log",
-        extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port())],
-    )
+    server = DevServer.on_free_ports(state_dir)
     await server.start()
     yield server
     server.stop()

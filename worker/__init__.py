@@ -1,7 +1,7 @@
 """The process side of agentrt: configuration, the worker, big-payload storage and the embedded Temporal dev server."""
 
 from worker._config import AgentrtConfig, PayloadConfig
-from worker._devserver import SEARCH_ATTRIBUTES, DevServer, port_is_open, temporal_binary
+from worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
 from worker._payloads import (
     DIRECTORY_DRIVER_NAME,
     STORE_DRIVER_NAME,
@@ -27,6 +27,7 @@ __all__ = [
     "WORKFLOWS",
     "build_data_converter",
     "build_worker",
+    "free_port",
     "port_is_open",
     "running_worker",
     "temporal_binary",

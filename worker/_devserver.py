@@ -43,6 +43,13 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
 def port_is_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -66,6 +73,18 @@ class DevServer:
     extra_args: list[str] = field(default_factory=list)
     log_file: Path | None = None
     process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def on_free_ports(cls, directory: Path, extra_args: list[str] | None = None) -> "DevServer":
+        """A headless server whose frontend, HTTP and metrics ports are free ones, with its
+        database and log in ``directory`` (for tests and benchmarks beside other servers)."""
+        return cls(
+            port=free_port(),
+            ui_port=None,
+            db_file=directory / "temporal.db",
+            log_file=directory / "temporal.log",
+            extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port()), *(extra_args or [])],
+        )
 
     @property
     def address(self) -> str:

@@ -52,7 +52,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,12 +87,6 @@ TOOL_PAUSE = (0.0, 0.8)
 LONG_PAUSE = (1.5, 4.0)  # some calls sleep this long before their effect (15 %)
 HEARTBEAT_TIMEOUT_SECONDS = 2.0
 RPC_TIMEOUT = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -228,13 +221,7 @@ class _Chaos:
         self.run_dir.mkdir(parents=True)
         self.task_queue = f"chaos-{seed}"
         self.report = ChaosReport(sessions=sessions, run_dir=str(self.run_dir))
-        self.server = DevServer(
-            port=free_port(),
-            ui_port=None,
-            db_file=self.run_dir / "temporal.db",
-            log_file=self.run_dir / "temporal.log",
-            extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port())],
-        )
+        self.server = DevServer.on_free_ports(self.run_dir)
         self.store_url = f"sqlite:///{self.run_dir / 'agentrt.db'}"
         self.source = self.run_dir / "src"
         self.store: Store | None = None

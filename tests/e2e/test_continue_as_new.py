@@ -21,7 +21,7 @@ import pytest
 from client import AgentClient, connect
 from schemas import SessionContinuedAsNew, TurnEnded, UserMessageAdded
 from store import Store
-from tests.conftest import OWNER, free_port
+from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
 from temporalio.worker import Replayer
 
@@ -36,15 +36,8 @@ SUGGEST_AFTER_EVENTS = 300
 @pytest.fixture(scope="module")
 async def low_limit_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
     state = tmp_path_factory.mktemp("can-server")
-    server = DevServer(
-        port=free_port(),
-        ui_port=None,
-        db_file=state / "temporal.db",
-        log_file=state / "temporal.log",
-        extra_args=[
-            "--http-port", str(free_port()), "--metrics-port", str(free_port()),
-            "--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}",
-        ],
+    server = DevServer.on_free_ports(
+        state, ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}"]
     )
     await server.start()
     yield server
