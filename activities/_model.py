@@ -28,7 +28,7 @@ from schemas import (
     UnknownProfileError,
     Usage,
 )
-from workflows.context import superseded_positions, truncate_middle
+from workflows.context import BYTES_PER_TOKEN, superseded_positions, truncate_middle
 
 if TYPE_CHECKING:
     from activities.tools import ToolRegistry
@@ -98,7 +98,7 @@ class ModelActivities:
             return input.system_prompt, [m for _, m in rows]
         rows = self._store.messages_in(input.session_id, plan.ranges)
         superseded = superseded_positions((p, m.state_keys) for p, m in rows if m.role == "tool" and not m.is_error)
-        limits = {t.position: t.max_chars for t in plan.truncate}
+        limits = {t.position: t.max_bytes for t in plan.truncate}
         starts = {start for start, _ in plan.ranges[1:]}
         messages: list[Message] = []
         for position, message in rows:
@@ -165,12 +165,6 @@ class ModelActivities:
             if len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
                 await flush()
 
-        async def keep_heartbeating() -> None:
-            interval = max(0.5, (info.heartbeat_timeout.total_seconds() / 3) if info.heartbeat_timeout else 5.0)
-            while True:
-                activity.heartbeat()
-                await asyncio.sleep(interval)
-
         async def receipt(status: str, usage: Usage | None = None) -> None:
             usage = usage or Usage()
             await asyncio.to_thread(
@@ -187,7 +181,7 @@ class ModelActivities:
         # A receipt per attempt: "started" now, then "completed" or "interrupted". One left
         # "started" belongs to an attempt whose worker died; its retry is a fresh request.
         await receipt("started")
-        beating = asyncio.create_task(keep_heartbeating())
+        beating = asyncio.create_task(_keep_heartbeating())
         try:
             response = await provider.complete(request, on_delta)
         except ProviderError as err:
@@ -230,7 +224,7 @@ class ModelActivities:
         if input.previous_summary_id is not None:
             previous = await asyncio.to_thread(self._store.summary, input.session_id, input.previous_summary_id)
         rows = await asyncio.to_thread(self._store.messages_in, input.session_id, input.ranges)
-        prompt = _summary_prompt(previous, rows, input.max_message_chars, input.max_summary_tokens)
+        prompt = _summary_prompt(previous, rows, input.max_message_bytes, input.max_summary_tokens)
         request = ModelRequest(
             profile=profile, system=SUMMARY_SYSTEM, messages=[Message(role="user", text=prompt)], purpose="summary"
         )
@@ -244,7 +238,7 @@ class ModelActivities:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         finally:
             beating.cancel()
-        text = truncate_middle(response.text.strip(), input.max_summary_tokens * 4) or "(nothing to summarise)"
+        text = truncate_middle(response.text.strip(), input.max_summary_tokens * BYTES_PER_TOKEN) or "(nothing to summarise)"
         await asyncio.to_thread(
             self._store.put_summary, input.session_id, input.summary_id, input.upto_position, profile.name, text
         )
@@ -253,6 +247,7 @@ class ModelActivities:
 
 
 async def _keep_heartbeating() -> None:
+    """Heartbeat about three times per heartbeat timeout until cancelled (a provider may be silent for long)."""
     info = activity.info()
     interval = max(0.5, (info.heartbeat_timeout.total_seconds() / 3) if info.heartbeat_timeout else 5.0)
     while True:
@@ -260,29 +255,17 @@ async def _keep_heartbeating() -> None:
         await asyncio.sleep(interval)
 
 
-def _cut_bytes(text: str, max_bytes: int) -> str:
-    """``text`` cut in the middle to at most about ``max_bytes`` UTF-8 bytes (head 2/3, tail 1/3)."""
-    data = text.encode()
-    if len(data) <= max_bytes:
-        return text
-    keep = max(max_bytes, 64)
-    head = data[: keep * 2 // 3].decode(errors="ignore")
-    tail = data[len(data) - (keep - keep * 2 // 3) :].decode(errors="ignore")
-    omitted = len(data) - len(head.encode()) - len(tail.encode())
-    return f"{head}\n[… {omitted} bytes omitted to fit the context window …]\n{tail}"
-
-
 def _fit(message: Message, max_bytes: int) -> Message:
     """``message`` cut to about ``max_bytes`` UTF-8 bytes in all: its text in the middle, and
     tool-call arguments over their share replaced by a placeholder that says what they were."""
     share = max(max_bytes // (len(message.tool_calls) + 1), 64)
-    text = _cut_bytes(message.text, share if message.tool_calls else max_bytes)
+    text = truncate_middle(message.text, share if message.tool_calls else max_bytes)
     calls = []
     for call in message.tool_calls:
         raw = call.arguments_raw or json.dumps(call.arguments)
         size = len(raw.encode())
         if size > share:
-            shown = _cut_bytes(raw, max(share // 2, 32))
+            shown = truncate_middle(raw, max(share // 2, 32))
             call = call.model_copy(
                 update={"arguments": {"_omitted": f"{size} bytes of arguments, shortened: {shown}"}, "arguments_raw": ""}
             )
@@ -290,7 +273,7 @@ def _fit(message: Message, max_bytes: int) -> Message:
     return message.model_copy(update={"text": text, "tool_calls": calls})
 
 
-def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_chars: int, max_tokens: int) -> str:
+def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_bytes: int, max_tokens: int) -> str:
     """The summariser's one user message: the summary so far and the new messages, as text."""
     parts = [f"Write the updated summary in at most {max_tokens * 3 // 4} words."]
     if previous:
@@ -298,7 +281,7 @@ def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_m
     lines = []
     for position, message in rows:
         label = message.role if message.role != "tool" else f"tool {message.name or ''} result".replace("  ", " ")
-        text = truncate_middle(message.text, max_message_chars)
+        text = truncate_middle(message.text, max_message_bytes)
         calls = "".join(f"\n  -> calls {c.name} {c.arguments_raw or c.arguments}"[:300] for c in message.tool_calls)
         lines.append(f"[{position}] {label}: {text}{calls}")
     parts.append("New messages:\n" + "\n".join(lines))

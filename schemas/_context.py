@@ -49,10 +49,10 @@ class ContextState(Model):
 
 
 class TruncatedMessage(Model):
-    """Show at most ``max_chars`` characters of the message at ``position`` (head and tail kept)."""
+    """Show at most about ``max_bytes`` UTF-8 bytes of the message at ``position`` (head and tail kept)."""
 
     position: int
-    max_chars: int
+    max_bytes: int
 
 
 class ContextPlan(Model):
@@ -98,7 +98,7 @@ class DescribeProfileInput(Model):
 class CompactInput(Model):
     """Activity ``context.compact``: summarise the previous summary plus ``ranges`` into summary ``summary_id``.
 
-    ``max_summary_tokens`` bounds the summary; ``max_message_chars`` bounds each message shown
+    ``max_summary_tokens`` bounds the summary; ``max_message_bytes`` bounds each message shown
     to the summariser; the summary stands for positions < ``upto_position`` once stored.
     """
 
@@ -110,7 +110,7 @@ class CompactInput(Model):
     summary_id: int
     upto_position: int
     max_summary_tokens: int
-    max_message_chars: int
+    max_message_bytes: int
 
 
 class CompactResult(Model):

@@ -107,15 +107,17 @@ def superseded_positions(items: Iterable[tuple[int, Sequence[str]]]) -> dict[int
     return {position: keys for position, keys in listed if keys and all(latest[k] > position for k in keys)}
 
 
-def truncate_middle(text: str, max_chars: int) -> str:
-    """``text`` cut to about ``max_chars`` characters, keeping its head and tail and saying how much went."""
-    if len(text) <= max_chars:
+def truncate_middle(text: str, max_bytes: int) -> str:
+    """``text`` cut to about ``max_bytes`` UTF-8 bytes (at least 64), keeping its head (2/3) and
+    tail (1/3) and saying how many bytes went. Bytes, not characters: estimates count bytes."""
+    data = text.encode()
+    if len(data) <= max_bytes:
         return text
-    keep = max(max_chars, 64)
-    head = keep * 2 // 3
-    tail = keep - head
-    omitted = len(text) - head - tail
-    return f"{text[:head]}\n[… {omitted} characters omitted to fit the context window …]\n{text[len(text) - tail:]}"
+    keep = max(max_bytes, 64)
+    head = data[: keep * 2 // 3].decode(errors="ignore")
+    tail = data[len(data) - (keep - keep * 2 // 3) :].decode(errors="ignore")
+    omitted = len(data) - len(head.encode()) - len(tail.encode())
+    return f"{head}\n[… {omitted} bytes omitted to fit the context window …]\n{tail}"
 
 
 class Group:
@@ -245,7 +247,7 @@ def plan_context(
     if start is not None:
         ranges.append((start, last + 1))
     truncate = [
-        TruncatedMessage(position=entries[i].position, max_chars=max(cap - MESSAGE_OVERHEAD_TOKENS, 16) * BYTES_PER_TOKEN)
+        TruncatedMessage(position=entries[i].position, max_bytes=max(cap - MESSAGE_OVERHEAD_TOKENS, 16) * BYTES_PER_TOKEN)
         for i, cap in sorted(caps.items())
         if keep[i]
     ]

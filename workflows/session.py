@@ -440,7 +440,7 @@ class SessionWorkflow:
                         summary_id=new_id,
                         upto_position=end if index < len(chunks) - 1 else upto,
                         max_summary_tokens=max_summary,
-                        max_message_chars=message_cap * context.BYTES_PER_TOKEN,
+                        max_message_bytes=message_cap * context.BYTES_PER_TOKEN,
                     ),
                     result_type=CompactResult,
                     start_to_close_timeout=timedelta(seconds=self._config.model_timeout_seconds),

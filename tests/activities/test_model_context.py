@@ -79,7 +79,7 @@ def test_a_plan_starting_at_an_assistant_message_gets_a_leading_user_note(store:
 
 
 def test_a_truncated_message_keeps_its_head_and_tail(store: Store) -> None:
-    _, messages = _context(store, ContextPlan(ranges=[(4, 7)], truncate=[TruncatedMessage(position=6, max_chars=300)]))
+    _, messages = _context(store, ContextPlan(ranges=[(4, 7)], truncate=[TruncatedMessage(position=6, max_bytes=300)]))
     assert len(messages[2].text) < 400 and messages[2].text.startswith("BBB") and "omitted" in messages[2].text
 
 
@@ -97,7 +97,7 @@ def test_oversized_tool_call_arguments_become_a_placeholder_and_cjk_text_is_cut_
         PositionedMessage(position=2, message=Message(role="tool", tool_call_id="c1", name="fs.write", text="漢字" * 20_000)),
     ]))
     plan = ContextPlan(ranges=[(0, 3)], truncate=[
-        TruncatedMessage(position=1, max_chars=4_000), TruncatedMessage(position=2, max_chars=4_000),
+        TruncatedMessage(position=1, max_bytes=4_000), TruncatedMessage(position=2, max_bytes=4_000),
     ])
     _, messages = _context(store, plan)
     shortened = messages[1].tool_calls[0].arguments
@@ -115,7 +115,7 @@ def test_many_tool_calls_share_the_limit_and_mixed_scripts_are_cut_by_bytes(tmp_
         PositionedMessage(position=2, message=Message(role="tool", tool_call_id="c0", name="fs.write", text="漢" * 1_500 + "a" * 200_000)),
     ]))
     plan = ContextPlan(ranges=[(0, 3)], truncate=[
-        TruncatedMessage(position=1, max_chars=8_000), TruncatedMessage(position=2, max_chars=8_000),
+        TruncatedMessage(position=1, max_bytes=8_000), TruncatedMessage(position=2, max_bytes=8_000),
     ])
     _, messages = _context(store, plan)
     sent = sum(len(json.dumps(c.arguments)) for c in messages[1].tool_calls)

@@ -109,7 +109,7 @@ def test_truncate_middle_keeps_head_and_tail_and_says_what_went() -> None:
     text = "A" * 1000 + "Z" * 1000
     cut = context.truncate_middle(text, 300)
     assert cut.startswith("A" * 100) and cut.endswith("Z" * 50)
-    assert "1700 characters omitted" in cut
+    assert "1700 bytes omitted" in cut
     assert context.truncate_middle("short", 300) == "short"
 
 
