@@ -21,7 +21,7 @@ reports (``observe``). A plan:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from schemas import ContextEntry, ContextPlan, ContextState, TruncatedMessage
 
@@ -146,8 +146,10 @@ def _live(state: ContextState, upto_position: int | None) -> list[ContextEntry]:
     return [e for e in state.entries if e.position < upto_position]
 
 
-def _effective_tokens(entries: Sequence[ContextEntry]) -> list[int]:
-    superseded = superseded_positions((e.position, e.state_keys) for e in entries)
+def _effective_tokens(entries: Sequence[ContextEntry], superseded: Mapping[int, object] | None = None) -> list[int]:
+    """Each entry's tokens, a superseded one counting as its short note."""
+    if superseded is None:
+        superseded = superseded_positions((e.position, e.state_keys) for e in entries)
     return [SUPERSEDED_TOKENS if e.position in superseded else e.tokens for e in entries]
 
 
@@ -186,8 +188,8 @@ def plan_context(
     budget = math.floor(input_budget(context_window, max_output_tokens) / calibration)
     summary_tokens = state.summary_tokens if state.summary_id is not None else 0
     available = max(budget - fixed_tokens - summary_tokens, MIN_MESSAGE_TOKENS)
-    costs = _effective_tokens(entries)
     superseded = superseded_positions((e.position, e.state_keys) for e in entries)
+    costs = _effective_tokens(entries, superseded)
     caps: dict[int, int] = {}
     message_cap = max(MIN_MESSAGE_TOKENS, available // 4)
     for index, entry in enumerate(entries):
