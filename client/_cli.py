@@ -364,14 +364,8 @@ def session_events(
                 async for event in rt.client.follow(session_id, since):
                     emit(event)
                 return
-            after = since
-            while True:  # page through every run's events (older runs come from the store)
-                page = await rt.client.events(session_id, after, 10_000)
-                for event in page.events:
-                    emit(event)
-                if not page.events:
-                    return
-                after = page.events[-1].seq
+            async for event in rt.client.all_events(session_id, since):
+                emit(event)
 
     _run(go)
 

@@ -56,7 +56,7 @@ from schemas import (
 from store import Store, TokenDelta
 from worker._config import AgentrtConfig
 from worker._payloads import build_data_converter
-from workflows.session import SessionWorkflow, workflow_id_for
+from workflows.session import FORGOTTEN_TURN, SessionWorkflow, workflow_id_for
 
 
 def default_principal() -> str:
@@ -196,7 +196,7 @@ class AgentClient:
             try:
                 outcome = await handle.query(SessionWorkflow.turn, turn_id)
             except WorkflowQueryFailedError as err:
-                if "ended in an earlier run" in str(err) and self.store is not None:
+                if FORGOTTEN_TURN in str(err) and self.store is not None:
                     remembered = await asyncio.to_thread(_outcome_from_store, self.store, session_id, turn_id)
                     if remembered is not None:
                         return remembered
@@ -347,6 +347,17 @@ class AgentClient:
         older = [e for e in older if e.seq < page.first_seq]
         combined = (older + page.events)[:limit]
         return EventsPage(events=combined, last_seq=page.last_seq, first_seq=min(since_seq + 1, page.first_seq))
+
+    async def all_events(self, session_id: str, since_seq: int = 0, page_size: int = 10_000) -> AsyncIterator[Event]:
+        """Yield every event with ``seq > since_seq`` recorded so far, across all runs, page by page
+        (``page_size`` events per query); ends at the latest one. Earlier runs need the store."""
+        while True:
+            page = await self.events(session_id, since_seq, page_size)
+            if not page.events:
+                return
+            for event in page.events:
+                yield event
+            since_seq = page.events[-1].seq
 
     async def follow(self, session_id: str, since_seq: int = 0, poll_seconds: float = 0.25) -> AsyncIterator[Event]:
         """Yield events as they happen, until the session's workflow closes."""

@@ -110,6 +110,8 @@ CONTEXT_PATCH = "context-window-v1"
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
 # Turns without automatic compaction after one failed (a provider that cannot summarise now).
 AUTO_COMPACTION_PAUSE_TURNS = 5
+# How the workflow says a turn's outcome is no longer held (clients then read the store).
+FORGOTTEN_TURN = "ended in an earlier run of the workflow"
 # Turn outcomes the workflow still answers for after continue-as-new; older ones are in the store.
 RECENT_OUTCOMES = 200
 OUTCOME_UNKNOWN = "EffectOutcomeUnknown"
@@ -1345,7 +1347,7 @@ def _turn_number(turn_id: str) -> int:
 
 def _forgotten_turn_text(turn_id: str, session_id: str) -> str:
     return (
-        f"turn {turn_id!r} of session {session_id} ended in an earlier run of the workflow; "
+        f"turn {turn_id!r} of session {session_id} {FORGOTTEN_TURN}; "
         "its outcome is the TurnEnded event in the store (agentrt session events)"
     )
 

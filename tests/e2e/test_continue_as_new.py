@@ -69,13 +69,7 @@ async def test_a_session_of_many_turns_continues_as_new_and_shows_the_whole_sess
         first_outcome = await client.wait(sid, turn_ids[0], timeout_seconds=10)
         assert first_outcome.status == "completed" and first_outcome.answer == "answer 1"
 
-        events, since = [], 0
-        while True:
-            page = await client.events(sid, since_seq=since, limit=10_000)
-            if not page.events:
-                break
-            events.extend(page.events)
-            since = page.events[-1].seq
+        events = [event async for event in client.all_events(sid)]
         assert [e.seq for e in events] == list(range(1, view.last_seq + 1))
         assert sum(isinstance(e, TurnEnded) and e.status == "completed" for e in events) == TURNS
         assert [e.text for e in events if isinstance(e, UserMessageAdded)] == [f"message {n}" for n in range(1, TURNS + 1)]

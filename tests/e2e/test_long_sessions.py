@@ -42,13 +42,7 @@ def _store_client(harness: Harness) -> AgentClient:
 
 
 async def _all_events(client: AgentClient, session_id: str) -> list:
-    events, since = [], 0
-    while True:
-        page = await client.events(session_id, since_seq=since, limit=5_000)
-        if not page.events:
-            return events
-        events.extend(page.events)
-        since = page.events[-1].seq
+    return [event async for event in client.all_events(session_id)]
 
 
 def _per_round_growth(requests: list[ModelRequestStarted], at_round: int, window: int = 5) -> float:
