@@ -233,7 +233,6 @@ class SessionWorkflow:
         # Decided here, not in run(): update validators of the first activation run before run()
         # does. A continued run always has the patch; a history from before it never does.
         self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
-        self._compacting = False
         self._auto_compaction_pause = 0
         self._fixed_tokens = 0
 
@@ -382,10 +381,9 @@ class SessionWorkflow:
 
         The current profile writes the summary (in chunks that fit its window); the newest
         groups that fit a quarter of the target's input budget stay verbatim. The transcript
-        in the store is never changed. Re-entry is refused while a compaction runs.
+        in the store is never changed. Only the main loop calls it, one inbox operation or
+        turn end at a time, so compactions never overlap; ``compact`` requests join a queued one.
         """
-        if self._compacting:
-            return CompactOutcome(compacted=False, reason="a compaction is already running")
         if not self._context_enabled:
             return CompactOutcome(compacted=False, reason="this session's history predates compaction")
         target = target or self._profile
@@ -411,7 +409,6 @@ class SessionWorkflow:
         chunk_tokens = max(budget - self._fixed_tokens - 2 * max_summary - context.SUMMARY_PROMPT_TOKENS, 512)
         message_cap = max(chunk_tokens // 4, context.MIN_MESSAGE_TOKENS)
         chunks = context.compaction_chunks(ctx, upto, chunk_tokens=chunk_tokens, message_cap_tokens=message_cap)
-        self._compacting = True
         self._set_status("running")
         self._set_details(f"compacting the context ({reason}) with `{summarizer.name}`")
         self._emit(
@@ -457,8 +454,6 @@ class SessionWorkflow:
             self._emit(ContextCompactionFailed(error=error))
             await self._flush()
             return CompactOutcome(compacted=False, error=error, tokens_before=before, tokens_after=before)
-        finally:
-            self._compacting = False
         assert result is not None and summary_id is not None
         context.apply_compaction(ctx, summary_id, upto, context.estimate_tokens(result.summary_chars))
         self._usage = self._usage + usage
