@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from activities._model import ModelActivities
-from activities._store import StoreActivities
-from activities._tools import ToolActivities
+from agentrt.activities._model import ModelActivities
+from agentrt.activities._store import StoreActivities
+from agentrt.activities._tools import ToolActivities
 
 if TYPE_CHECKING:
-    from activities.tools import ToolRegistry
-    from store import Store
-    from worker._config import AgentrtConfig
+    from agentrt.activities.tools import ToolRegistry
+    from agentrt.store import Store
+    from agentrt.worker._config import AgentrtConfig
 
 __all__ = ["ModelActivities", "StoreActivities", "ToolActivities", "build_activities"]
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.providers import application_error_from, provider_for
-from schemas import (
+from agentrt.activities.providers import application_error_from, provider_for
+from agentrt.schemas import (
     CompactInput,
     CompactResult,
     ConfigurationError,
@@ -28,12 +28,12 @@ from schemas import (
     UnknownProfileError,
     Usage,
 )
-from workflows.context import BYTES_PER_TOKEN, superseded_positions, truncate_middle
+from agentrt.workflows.context import BYTES_PER_TOKEN, superseded_positions, truncate_middle
 
 if TYPE_CHECKING:
-    from activities.tools import ToolRegistry
-    from store import Store
-    from worker._config import AgentrtConfig
+    from agentrt.activities.tools import ToolRegistry
+    from agentrt.store import Store
+    from agentrt.worker._config import AgentrtConfig
 
 DELTA_FLUSH_SECONDS = 0.2
 DELTA_FLUSH_COUNT = 32

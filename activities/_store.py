@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
-from schemas import StoreAppendInput
+from agentrt.schemas import StoreAppendInput
 
 if TYPE_CHECKING:
-    from store import Store
+    from agentrt.store import Store
 
 
 class StoreActivities:

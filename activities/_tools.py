@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.tools import ToolContext, ToolRegistry
-from schemas import (
+from agentrt.activities.tools import ToolContext, ToolRegistry
+from agentrt.schemas import (
     EffectOutcomeUnknown,
     ListToolsInput,
     ListToolsResult,
@@ -30,7 +30,7 @@ from schemas import (
 )
 
 if TYPE_CHECKING:
-    from store import Store
+    from agentrt.store import Store
 
 PREVIEW_CHARS = 200
 

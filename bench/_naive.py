@@ -35,9 +35,9 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.providers.scripted import ScriptedProvider
-    from activities.tools import ToolContext, default_registry
-    from schemas import Message, ModelProfile, ModelRequest, ModelResponse, ToolCall, ToolError, ToolSpec
+    from agentrt.activities.providers.scripted import ScriptedProvider
+    from agentrt.activities.tools import ToolContext, default_registry
+    from agentrt.schemas import Message, ModelProfile, ModelRequest, ModelResponse, ToolCall, ToolError, ToolSpec
 
 NAIVE_MODEL = "naive.model_complete"
 NAIVE_TOOL = "naive.tool_execute"

@@ -1,7 +1,7 @@
 """The public client side of agentrt: ``AgentClient`` for services and the ``agentrt`` CLI."""
 
-from client._client import AgentClient, SessionListing, StartedSession, default_principal
-from client._connection import connect
-from worker._payloads import build_data_converter
+from agentrt.client._client import AgentClient, SessionListing, StartedSession, default_principal
+from agentrt.client._connection import connect
+from agentrt.worker._payloads import build_data_converter
 
 __all__ = ["AgentClient", "SessionListing", "StartedSession", "build_data_converter", "connect", "default_principal"]

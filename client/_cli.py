@@ -17,11 +17,11 @@ from typing import Any, Awaitable, Callable, Optional, TypeVar
 import typer
 from temporalio.service import RPCError
 
-from activities.providers.scripted import load_script
-from client._client import AgentClient
-from client._render import event_line, transcript_lines
-from client._runtime import STATE_DIR, Runtime, runtime
-from schemas import (
+from agentrt.activities.providers.scripted import load_script
+from agentrt.client._client import AgentClient
+from agentrt.client._render import event_line, transcript_lines
+from agentrt.client._runtime import STATE_DIR, Runtime, runtime
+from agentrt.schemas import (
     AgentrtError,
     ConfigurationError,
     PermissionRequested,
@@ -29,9 +29,9 @@ from schemas import (
     TurnEnded,
     TurnOutcome,
 )
-from worker._config import AgentrtConfig
-from worker._devserver import DevServer
-from worker._worker import running_worker
+from agentrt.worker._config import AgentrtConfig
+from agentrt.worker._devserver import DevServer
+from agentrt.worker._worker import running_worker
 
 T = TypeVar("T")
 
@@ -583,7 +583,7 @@ def demo(
 ) -> None:
     """Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer."""
     config = _config()
-    script = resources.files("client") / "demo" / "script.yaml"
+    script = resources.files("agentrt.client") / "demo" / "script.yaml"
 
     async def go() -> int:
         with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:

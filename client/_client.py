@@ -26,8 +26,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
-from client._connection import connect
-from schemas import (
+from agentrt.client._connection import connect
+from agentrt.schemas import (
     ArchiveInput,
     ConfigurationError,
     CancelTurnInput,
@@ -53,10 +53,10 @@ from schemas import (
     TurnEnded,
     TurnOutcome,
 )
-from store import Store, TokenDelta
-from worker._config import AgentrtConfig
-from worker._payloads import build_data_converter
-from workflows.session import FORGOTTEN_TURN, SessionWorkflow, workflow_id_for
+from agentrt.store import Store, TokenDelta
+from agentrt.worker._config import AgentrtConfig
+from agentrt.worker._payloads import build_data_converter
+from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow, workflow_id_for
 
 
 def default_principal() -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from schemas import (
+from agentrt.schemas import (
     AssistantMessageCompleted,
     ContextCompactionCompleted,
     ContextCompactionFailed,

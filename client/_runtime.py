@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, TextIO
 
-from client._client import AgentClient
-from client._connection import connect
-from schemas import ServerUnavailable
-from store import Store
-from worker._config import DEFAULT_ADDRESS, AgentrtConfig
-from worker._devserver import DevServer, port_is_open
-from worker._payloads import build_data_converter
-from worker._worker import running_worker
+from agentrt.client._client import AgentClient
+from agentrt.client._connection import connect
+from agentrt.schemas import ServerUnavailable
+from agentrt.store import Store
+from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig
+from agentrt.worker._devserver import DevServer, port_is_open
+from agentrt.worker._payloads import build_data_converter
+from agentrt.worker._worker import running_worker
 
 STATE_DIR = Path(".agentrt")
 

@@ -1,6 +1,6 @@
 """Pydantic v2 types shared by workflows, activities, the worker and clients. No I/O here."""
 
-from schemas._activities import (
+from agentrt.schemas._activities import (
     ListToolsInput,
     ListToolsResult,
     ModelCallInput,
@@ -13,8 +13,8 @@ from schemas._activities import (
     ToolExecuteInput,
     ToolExecuteResult,
 )
-from schemas._base import Model
-from schemas._context import (
+from agentrt.schemas._base import Model
+from agentrt.schemas._context import (
     CompactInput,
     CompactResult,
     ContextEntry,
@@ -25,8 +25,8 @@ from schemas._context import (
     ProfileLookup,
     TruncatedMessage,
 )
-from schemas._config import ApprovalPolicy, ApprovalRule, ModelProfile, SessionConfig
-from schemas._errors import (
+from agentrt.schemas._config import ApprovalPolicy, ApprovalRule, ModelProfile, SessionConfig
+from agentrt.schemas._errors import (
     AgentrtError,
     BudgetExceeded,
     ClientError,
@@ -48,7 +48,7 @@ from schemas._errors import (
     WorkspaceEscapeError,
     status_is_retryable,
 )
-from schemas._events import (
+from agentrt.schemas._events import (
     EventsPage,
     EVENT_ADAPTER,
     EVENT_LIST_ADAPTER,
@@ -79,9 +79,9 @@ from schemas._events import (
     TurnStarted,
     UserMessageAdded,
 )
-from schemas._messages import Message, ToolCall, ToolSpec, Usage
-from schemas._validation import argument_problems, arguments_sha256
-from schemas._session import (
+from agentrt.schemas._messages import Message, ToolCall, ToolSpec, Usage
+from agentrt.schemas._validation import argument_problems, arguments_sha256
+from agentrt.schemas._session import (
     ArchiveInput,
     CancelTurnInput,
     CompactOutcome,

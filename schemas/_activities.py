@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas._base import Model
-from schemas._config import ModelProfile, SessionConfig
-from schemas._context import ContextPlan
-from schemas._events import Event
-from schemas._messages import Message, ToolCall, ToolSpec, Usage
+from agentrt.schemas._base import Model
+from agentrt.schemas._config import ModelProfile, SessionConfig
+from agentrt.schemas._context import ContextPlan
+from agentrt.schemas._events import Event
+from agentrt.schemas._messages import Message, ToolCall, ToolSpec, Usage
 
 
 class ModelRequest(Model):

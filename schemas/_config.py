@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import Model
+from agentrt.schemas._base import Model
 
 ApprovalRule = Literal["allow", "ask", "deny"]
 

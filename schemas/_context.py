@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas._base import Model
-from schemas._messages import Usage
+from agentrt.schemas._base import Model
+from agentrt.schemas._messages import Usage
 
 
 class ContextEntry(Model):

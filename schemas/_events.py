@@ -13,10 +13,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
-from schemas._base import Model
-from schemas._config import SessionConfig
-from schemas._messages import ToolCall, Usage
-from schemas._session import PermissionRequest, TurnStatus
+from agentrt.schemas._base import Model
+from agentrt.schemas._config import SessionConfig
+from agentrt.schemas._messages import ToolCall, Usage
+from agentrt.schemas._session import PermissionRequest, TurnStatus
 
 
 class _EventBase(Model):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from schemas._base import Model
+from agentrt.schemas._base import Model
 
 
 class Usage(Model):

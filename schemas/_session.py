@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from schemas._base import Model
-from schemas._config import SessionConfig
-from schemas._context import ContextState, ProfileInfo
-from schemas._messages import ToolSpec, Usage
+from agentrt.schemas._base import Model
+from agentrt.schemas._config import SessionConfig
+from agentrt.schemas._context import ContextState, ProfileInfo
+from agentrt.schemas._messages import ToolSpec, Usage
 
 if TYPE_CHECKING:  # resolved in schemas/__init__.py (these modules import this one)
-    from schemas._activities import PositionedMessage
-    from schemas._events import Event
+    from agentrt.schemas._activities import PositionedMessage
+    from agentrt.schemas._events import Event
 
 TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
 SessionStatus = Literal["idle", "running", "awaiting_approval", "archived"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 
-from schemas._messages import ToolSpec
+from agentrt.schemas._messages import ToolSpec
 
 
 def argument_problems(spec: ToolSpec, arguments: dict[str, Any]) -> list[str]:

@@ -1,8 +1,8 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
 ledger, usage receipts and externally stored Temporal payloads (SQLite or PostgreSQL)."""
 
-from store._payloads import get_payloads, put_payloads
-from store._store import EffectRecord, SessionSummary, Store, TokenDelta, UsageReceipt, database_url
+from agentrt.store._payloads import get_payloads, put_payloads
+from agentrt.store._store import EffectRecord, SessionSummary, Store, TokenDelta, UsageReceipt, database_url
 
 __all__ = [
     "EffectRecord",

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 from sqlalchemy import select
 
-from store._models import payloads
-from store._store import Store
+from agentrt.store._models import payloads
+from agentrt.store._store import Store
 
 
 def put_payloads(store: Store, blobs: Mapping[str, bytes]) -> None:

@@ -22,8 +22,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
-from schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
-from store._models import (
+from agentrt.schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
+from agentrt.store._models import (
     USAGE_STATUSES,
     context_summaries,
     effects,

@@ -11,11 +11,11 @@ import hypothesis  # noqa: F401 - imported (and assertion-rewritten) at collecti
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from activities.tools import default_registry
-from client import AgentClient, connect
-from store import Store
-from worker import AgentrtConfig, DevServer, build_data_converter, build_worker
-from workflows.session import SessionWorkflow
+from agentrt.activities.tools import default_registry
+from agentrt.client import AgentClient, connect
+from agentrt.store import Store
+from agentrt.worker import AgentrtConfig, DevServer, build_data_converter, build_worker
+from agentrt.workflows.session import SessionWorkflow
 
 # hypothesis' pytest plugin imports hypothesis at the terminal summary if no test did; after
 # Temporal's core threads ran, that late import's ast.parse can fail on CPython 3.11.7 with

@@ -12,10 +12,10 @@ from temporalio.client import WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
-from schemas import PermissionRequested
+from agentrt.schemas import PermissionRequested
 from tests.conftest import RECORDED_HISTORIES, Harness
 from tests.e2e._support import session_config, wait_for_event, write_script
-from worker import WORKFLOWS, AgentrtConfig, build_data_converter, workflow_runner
+from agentrt.worker import WORKFLOWS, AgentrtConfig, build_data_converter, workflow_runner
 
 HISTORIES = Path(__file__).parent / "histories"
 

@@ -1,8 +1,8 @@
 """The process side of agentrt: configuration, the worker, big-payload storage and the embedded Temporal dev server."""
 
-from worker._config import AgentrtConfig, PayloadConfig
-from worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
-from worker._payloads import (
+from agentrt.worker._config import AgentrtConfig, PayloadConfig
+from agentrt.worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
+from agentrt.worker._payloads import (
     DIRECTORY_DRIVER_NAME,
     STORE_DRIVER_NAME,
     DirectoryPayloadDriver,
@@ -11,7 +11,7 @@ from worker._payloads import (
     StorePayloadDriver,
     build_data_converter,
 )
-from worker._worker import WORKFLOWS, build_worker, running_worker, workflow_runner
+from agentrt.worker._worker import WORKFLOWS, build_worker, running_worker, workflow_runner
 
 __all__ = [
     "AgentrtConfig",

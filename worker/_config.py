@@ -10,7 +10,7 @@ from typing import Any, Literal, Mapping, get_args
 
 from pydantic import ValidationError
 
-from schemas import ConfigurationError, ModelProfile, UnknownProfileError
+from agentrt.schemas import ConfigurationError, ModelProfile, UnknownProfileError
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas import ConfigurationError
+from agentrt.schemas import ConfigurationError
 
 # Search attributes the workflows upsert; a server without them fails the upsert.
 SEARCH_ATTRIBUTES = {"AgentSessionStatus": "Keyword", "AgentOwner": "Keyword"}

@@ -36,9 +36,9 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from schemas import RunError
-from store import Store, database_url, get_payloads, put_payloads
-from worker._config import AgentrtConfig
+from agentrt.schemas import RunError
+from agentrt.store import Store, database_url, get_payloads, put_payloads
+from agentrt.worker._config import AgentrtConfig
 
 __all__ = [
     "DIRECTORY_DRIVER_NAME",

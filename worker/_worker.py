@@ -12,17 +12,17 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities import build_activities
-from activities.tools import ToolRegistry, default_registry
-from store import Store
-from worker._config import AgentrtConfig
-from workflows.session import SessionWorkflow
+from agentrt.activities import build_activities
+from agentrt.activities.tools import ToolRegistry, default_registry
+from agentrt.store import Store
+from agentrt.worker._config import AgentrtConfig
+from agentrt.workflows.session import SessionWorkflow
 
 log = logging.getLogger("agentrt.worker")
 
 WORKFLOWS = [SessionWorkflow]
 # Modules that are deterministic and safe to share with the workflow sandbox.
-PASSTHROUGH_MODULES = ("schemas", "workflows.policy", "workflows.context", "jsonschema", "referencing", "rpds", "pydantic")
+PASSTHROUGH_MODULES = ("agentrt.schemas", "agentrt.workflows.policy", "agentrt.workflows.context", "jsonschema", "referencing", "rpds", "pydantic")
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:

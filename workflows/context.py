@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from schemas import ContextEntry, ContextPlan, ContextState, TruncatedMessage
+from agentrt.schemas import ContextEntry, ContextPlan, ContextState, TruncatedMessage
 
 BYTES_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4

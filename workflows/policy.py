@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from schemas import ApprovalPolicy, ToolSpec
+from agentrt.schemas import ApprovalPolicy, ToolSpec
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from schemas import (
+    from agentrt.schemas import (
         ArchiveInput,
         AssistantMessageCompleted,
         CancelIgnored,
@@ -92,8 +92,8 @@ with workflow.unsafe.imports_passed_through():
         argument_problems,
         arguments_sha256,
     )
-    from workflows import context
-    from workflows.policy import Allowed, DeniedByPolicy, PolicyEngine
+    from agentrt.workflows import context
+    from agentrt.workflows.policy import Allowed, DeniedByPolicy, PolicyEngine
 
 # Stable activity names (see activities/); workflows refer to them by name only.
 PROVIDER_COMPLETE = "provider.complete"

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text
-from activities.providers._errors import application_error_from, retry_after_seconds
-from activities.providers.anthropic import AnthropicProvider
-from activities.providers.openai import OpenAIProvider
-from activities.providers.scripted import ScriptedProvider
-from schemas import ConfigurationError, ModelProfile
+from agentrt.activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text
+from agentrt.activities.providers._errors import application_error_from, retry_after_seconds
+from agentrt.activities.providers.anthropic import AnthropicProvider
+from agentrt.activities.providers.openai import OpenAIProvider
+from agentrt.activities.providers.scripted import ScriptedProvider
+from agentrt.schemas import ConfigurationError, ModelProfile
 
 __all__ = [
     "AnthropicProvider",

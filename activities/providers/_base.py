@@ -12,8 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
-from activities.providers._errors import retry_after_seconds
-from schemas import ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, ToolCall
+from agentrt.activities.providers._errors import retry_after_seconds
+from agentrt.schemas import ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, ToolCall
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each non-empty piece of assistant text as it streams in, in order."""

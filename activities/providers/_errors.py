@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
-from schemas import ProviderError, ProviderHTTPError, ProviderTransportError
+from agentrt.schemas import ProviderError, ProviderHTTPError, ProviderTransportError
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from activities.providers._base import (
+from agentrt.activities.providers._base import (
     OnDelta,
     ToolNames,
     deadline,
@@ -18,7 +18,7 @@ from activities.providers._base import (
     tool_call_from_text,
     wire_arguments,
 )
-from schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderError, ProviderHTTPError, ProviderTransportError, Usage
+from agentrt.schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderError, ProviderHTTPError, ProviderTransportError, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from activities.providers._base import (
+from agentrt.activities.providers._base import (
     OnDelta,
     ToolNames,
     deadline,
@@ -19,7 +19,7 @@ from activities.providers._base import (
     tool_call_from_text,
     wire_arguments,
 )
-from schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, Usage
+from agentrt.schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from activities.providers._base import OnDelta, tool_call_from_text
-from schemas import InvalidScriptError, ModelProfile, ModelRequest, ModelResponse, ToolCall, Usage
+from agentrt.activities.providers._base import OnDelta, tool_call_from_text
+from agentrt.schemas import InvalidScriptError, ModelProfile, ModelRequest, ModelResponse, ToolCall, Usage
 
 EXHAUSTED_TEXT = "(scripted model: script exhausted)"
 EXHAUSTED_STOP_REASON = "end_of_script"

@@ -4,8 +4,8 @@ Pure, synchronous Python: the ``tool.execute`` activity wraps ``ToolRegistry.exe
 and passes heartbeat and cancellation hooks in through ``ToolContext``.
 """
 
-from activities.tools._fs import FsList, FsRead, FsSearch, FsWrite
-from activities.tools._registry import (
+from agentrt.activities.tools._fs import FsList, FsRead, FsSearch, FsWrite
+from agentrt.activities.tools._registry import (
     Tool,
     ToolArgs,
     ToolContext,
@@ -13,8 +13,8 @@ from activities.tools._registry import (
     ToolRegistry,
     format_validation_error,
 )
-from activities.tools._shell import ShellRun, scrubbed_environment
-from activities.tools._workspace import resolve_in_workspace
+from agentrt.activities.tools._shell import ShellRun, scrubbed_environment
+from agentrt.activities.tools._workspace import resolve_in_workspace
 
 __all__ = [
     "FsList",

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
-from activities.tools._workspace import is_inside, relative_display, resolve_in_workspace
-from schemas import ToolError
+from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
+from agentrt.activities.tools._workspace import is_inside, relative_display, resolve_in_workspace
+from agentrt.schemas import ToolError
 
 __all__ = ["FsList", "FsRead", "FsSearch", "FsWrite"]
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolError, ToolSpec
+from agentrt.schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolError, ToolSpec
 
 __all__ = ["Tool", "ToolArgs", "ToolContext", "ToolOutput", "ToolRegistry", "format_validation_error"]
 

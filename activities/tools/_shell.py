@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
-from schemas import ToolError
+from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
+from agentrt.schemas import ToolError
 
 __all__ = ["ShellRun", "scrubbed_environment"]
 

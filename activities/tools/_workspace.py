@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from schemas import WorkspaceEscapeError
+from agentrt.schemas import WorkspaceEscapeError
 
 __all__ = ["is_inside", "relative_display", "resolve_in_workspace"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from store._models import metadata
+from agentrt.store._models import metadata
 
 config = context.config
 
@@ -26,7 +26,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    from store._store import database_url
+    from agentrt.store._store import database_url
 
     engine = create_engine(database_url(config.get_main_option("sqlalchemy.url") or None))
     try:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities import ModelActivities
-from activities.tools import default_registry
-from schemas import ContextPlan, Message, ModelCallInput, StoreAppendInput, PositionedMessage, ToolCall, TruncatedMessage
-from store import Store
-from worker import AgentrtConfig
+from agentrt.activities import ModelActivities
+from agentrt.activities.tools import default_registry
+from agentrt.schemas import ContextPlan, Message, ModelCallInput, StoreAppendInput, PositionedMessage, ToolCall, TruncatedMessage
+from agentrt.store import Store
+from agentrt.worker import AgentrtConfig
 
 SID = "ctx-session"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from bench import history
-from store import Store
+from agentrt.store import Store
 
 
 async def test_agentrt_history_per_round_is_flat_where_the_naive_loop_grows(

@@ -65,11 +65,11 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from client import AgentClient, connect
-from schemas import ApprovalPolicy, RequestRejected, SessionConfig, TurnOutcome
-from store import Store
-from worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, workflow_runner
-from workflows.session import workflow_id_for
+from agentrt.client import AgentClient, connect
+from agentrt.schemas import ApprovalPolicy, RequestRejected, SessionConfig, TurnOutcome
+from agentrt.store import Store
+from agentrt.worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, workflow_runner
+from agentrt.workflows.session import workflow_id_for
 
 from tests.chaos._worker import MARK
 
@@ -252,10 +252,10 @@ class _Chaos:
     # ------------------------------------------------------------ processes
 
     def snapshot_source(self) -> None:
-        """Copy the packages a worker imports (and this harness) into ``run_dir/src``."""
+        """Copy the packages a worker imports (as ``agentrt.*``, and this harness) into ``run_dir/src``."""
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
         for package in SOURCE_PACKAGES:
-            shutil.copytree(REPO_ROOT / package, self.source / package, ignore=ignore)
+            shutil.copytree(REPO_ROOT / package, self.source / "agentrt" / package, ignore=ignore)
         (self.source / "tests").mkdir(parents=True)
         shutil.copy2(REPO_ROOT / "tests" / "__init__.py", self.source / "tests" / "__init__.py")
         shutil.copytree(REPO_ROOT / "tests" / "chaos", self.source / "tests" / "chaos", ignore=ignore)

@@ -24,11 +24,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry, default_registry, resolve_in_workspace
-from client import connect
-from schemas import ToolError
-from store import Store
-from worker import AgentrtConfig, build_worker
+from agentrt.activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry, default_registry, resolve_in_workspace
+from agentrt.client import connect
+from agentrt.schemas import ToolError
+from agentrt.store import Store
+from agentrt.worker import AgentrtConfig, build_worker
 
 _STEP_SECONDS = 0.1
 MARK = "@chaos"

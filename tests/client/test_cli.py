@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Harness
-from schemas import PermissionRequested
+from agentrt.schemas import PermissionRequested
 from tests.e2e._support import wait_for_event, write_script
 
 
@@ -33,7 +33,7 @@ async def agentrt(harness: Harness, *args: str, cwd: Path, input: str | None = N
     }
     env.pop("AGENTRT_CONFIG", None)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client._cli", *args,
+        sys.executable, "-m", "agentrt.client._cli", *args,
         cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(input.encode() if input else None), timeout)

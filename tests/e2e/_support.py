@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from client import AgentClient
-from schemas import ApprovalPolicy, Event, SessionConfig
+from agentrt.client import AgentClient
+from agentrt.schemas import ApprovalPolicy, Event, SessionConfig
 
 if TYPE_CHECKING:
     from tests.conftest import Harness
@@ -66,7 +66,7 @@ def worker_process(harness: "Harness", log: Path) -> Iterator[subprocess.Popen[b
         "AGENTRT_DATABASE_URL": harness.config.database_url or "",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "client._cli", "worker"],
+        [sys.executable, "-m", "agentrt.client._cli", "worker"],
         env=env,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,

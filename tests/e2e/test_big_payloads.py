@@ -14,12 +14,12 @@ from typing import AsyncIterator
 import pytest
 from pydantic import Field
 
-from activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, default_registry
-from client import AgentClient
-from schemas import ModelRequestStarted, ToolInvocationCompleted
+from agentrt.activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, default_registry
+from agentrt.client import AgentClient
+from agentrt.schemas import ModelRequestStarted, ToolInvocationCompleted
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, write_script
-from worker import build_worker
+from agentrt.worker import build_worker
 
 MB = 1024 * 1024
 

@@ -18,15 +18,15 @@ from typing import AsyncIterator
 
 import pytest
 
-from client import AgentClient, connect
-from schemas import SessionContinuedAsNew, TurnEnded, UserMessageAdded
-from store import Store
+from agentrt.client import AgentClient, connect
+from agentrt.schemas import SessionContinuedAsNew, TurnEnded, UserMessageAdded
+from agentrt.store import Store
 from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
 from temporalio.worker import Replayer
 
-from workflows.session import SessionWorkflow
-from worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
+from agentrt.workflows.session import SessionWorkflow
+from agentrt.worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
 
 TURNS = int(os.environ.get("AGENTRT_CAN_TURNS", "400"))
 BATCH = 25
@@ -89,7 +89,7 @@ async def test_a_session_of_many_turns_continues_as_new_and_shows_the_whole_sess
 
         def cli(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [sys.executable, "-m", "client._cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+                [sys.executable, "-m", "agentrt.client._cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
             )
 
         state_out = await asyncio.to_thread(cli, "session", "state", sid, "--json")

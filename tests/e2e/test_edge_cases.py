@@ -14,7 +14,7 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from schemas import (
+from agentrt.schemas import (
     ApprovalPolicy,
     ModelRequestStarted,
     PermissionDecision,
@@ -26,7 +26,7 @@ from schemas import (
 )
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, event_types, kill_hard, session_config, wait_for_event, worker_process, write_script
-from workflows.session import SessionWorkflow
+from agentrt.workflows.session import SessionWorkflow
 
 ASK_ALL = ApprovalPolicy(read_only="ask", idempotent="ask", effectful="ask")
 

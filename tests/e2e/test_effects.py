@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import RequestRejected, EffectReconciled, PermissionDecisionIgnored, PermissionRequested, ToolInvocationFailed, arguments_sha256
+from agentrt.schemas import RequestRejected, EffectReconciled, PermissionDecisionIgnored, PermissionRequested, ToolInvocationFailed, arguments_sha256
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
 

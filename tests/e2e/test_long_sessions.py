@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from client import AgentClient
-from schemas import (
+from agentrt.client import AgentClient
+from agentrt.schemas import (
     ContextCompactionCompleted,
     ContextCompactionStarted,
     ModelProfile,

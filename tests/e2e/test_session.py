@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from client import AgentClient
-from schemas import (
+from agentrt.client import AgentClient
+from agentrt.schemas import (
     PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
@@ -19,7 +19,7 @@ from schemas import (
 )
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
-from worker import temporal_binary
+from agentrt.worker import temporal_binary
 
 
 async def test_turn_with_three_tool_calls_across_rounds_completes(harness: Harness, workspace: Path, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from schemas import ModelRequestStarted, PermissionRequested, TurnOutcome
+from agentrt.schemas import ModelRequestStarted, PermissionRequested, TurnOutcome
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, kill_hard, session_config, wait_for_event, worker_process, write_script
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-import schemas
-from schemas import EVENT_ADAPTER, Event, Model, SessionConfig
+from agentrt import schemas
+from agentrt.schemas import EVENT_ADAPTER, Event, Model, SessionConfig
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-10**9, 10**9) | st.text(max_size=20),

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from store import Store
+from agentrt.store import Store
 from tests._pg import create_temp_database, drop_database
 
 

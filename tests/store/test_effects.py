@@ -15,10 +15,10 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, insert, select, text
 
-import store._store as store_module
-from store import EffectRecord, Store, UsageReceipt
-from store._models import metadata
-from store._models import sessions as sessions_table
+import agentrt.store._store as store_module
+from agentrt.store import EffectRecord, Store, UsageReceipt
+from agentrt.store._models import metadata
+from agentrt.store._models import sessions as sessions_table
 
 T = TypeVar("T")
 THREADS = 8

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select
 
-import store._store as store_module
-from schemas import (
+import agentrt.store._store as store_module
+from agentrt.schemas import (
     AssistantMessageCompleted,
     Message,
     PositionedMessage,
@@ -23,9 +23,9 @@ from schemas import (
     Usage,
     UserMessageAdded,
 )
-from store import Store, database_url
-from store._models import events as events_table
-from store._models import messages as messages_table
+from agentrt.store import Store, database_url
+from agentrt.store._models import events as events_table
+from agentrt.store._models import messages as messages_table
 
 AT = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas import ConfigurationError, UnknownProfileError
-from worker import AgentrtConfig, PayloadConfig
+from agentrt.schemas import ConfigurationError, UnknownProfileError
+from agentrt.worker import AgentrtConfig, PayloadConfig
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -27,10 +27,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from temporalio.worker import Worker
 
-    from client import connect
-    from store import Store, get_payloads
+    from agentrt.client import connect
+    from agentrt.store import Store, get_payloads
     from tests._pg import create_temp_database, drop_database
-    from worker import (
+    from agentrt.worker import (
         AgentrtConfig,
         DevServer,
         DirectoryPayloadDriver,
@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         build_data_converter,
         workflow_runner,
     )
-    from worker._payloads import payload_key
+    from agentrt.worker._payloads import payload_key
 
 STORE_CONTEXT = StorageDriverStoreContext()
 RETRIEVE_CONTEXT = StorageDriverRetrieveContext()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import ContextState
-from workflows import context
+from agentrt.schemas import ContextState
+from agentrt.workflows import context
 
 
 def _conversation(turns: int, result_bytes: int = 5_000, keys: bool = False) -> ContextState:

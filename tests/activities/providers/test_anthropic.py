@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from activities.providers import AnthropicProvider, application_error_from
-from schemas import (
+from agentrt.activities.providers import AnthropicProvider, application_error_from
+from agentrt.schemas import (
     Message,
     ModelProfile,
     ModelRequest,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from activities.providers import (
+from agentrt.activities.providers import (
     AnthropicProvider,
     OpenAIProvider,
     Provider,
@@ -15,7 +15,7 @@ from activities.providers import (
     provider_for,
     tool_call_from_text,
 )
-from schemas import ConfigurationError, ModelProfile
+from agentrt.schemas import ConfigurationError, ModelProfile
 
 WIRE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

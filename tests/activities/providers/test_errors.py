@@ -7,8 +7,8 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from activities.providers import OpenAIProvider, application_error_from, retry_after_seconds
-from schemas import Message, ModelProfile, ModelRequest, ProviderHTTPError, ProviderTransportError
+from agentrt.activities.providers import OpenAIProvider, application_error_from, retry_after_seconds
+from agentrt.schemas import Message, ModelProfile, ModelRequest, ProviderHTTPError, ProviderTransportError
 
 URL = "https://api.example.test/v1/chat/completions"
 

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from activities.providers import OpenAIProvider, ToolNames, application_error_from
-from schemas import (
+from agentrt.activities.providers import OpenAIProvider, ToolNames, application_error_from
+from agentrt.schemas import (
     Message,
     ModelProfile,
     ModelRequest,

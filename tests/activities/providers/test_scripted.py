@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.providers import ScriptedProvider
-from schemas import InvalidScriptError, Message, ModelProfile, ModelRequest, ToolCall
+from agentrt.activities.providers import ScriptedProvider
+from agentrt.schemas import InvalidScriptError, Message, ModelProfile, ModelRequest, ToolCall
 
 
 def write_json(path: Path, script: dict) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools import ToolContext, default_registry
+from agentrt.activities.tools import ToolContext, default_registry
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools import FsList, FsRead, FsSearch, FsWrite, ToolContext, resolve_in_workspace
-from schemas import ToolArgumentsError, ToolCall, ToolError, WorkspaceEscapeError
+from agentrt.activities.tools import FsList, FsRead, FsSearch, FsWrite, ToolContext, resolve_in_workspace
+from agentrt.schemas import ToolArgumentsError, ToolCall, ToolError, WorkspaceEscapeError
 
 
 def run(registry, ctx: ToolContext, name: str, **arguments) -> str:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
-from schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolError
+from agentrt.activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
+from agentrt.schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolError
 
 
 class Echo(Tool):

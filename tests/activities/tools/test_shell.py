@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools import ShellRun, ToolContext, scrubbed_environment
-from schemas import ToolArgumentsError, ToolCall, ToolError
+from agentrt.activities.tools import ShellRun, ToolContext, scrubbed_environment
+from agentrt.schemas import ToolArgumentsError, ToolCall, ToolError
 
 
 def shell(registry, ctx: ToolContext, command: str, **extra) -> str:
