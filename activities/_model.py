@@ -13,6 +13,9 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities.providers import application_error_from, provider_for
 from agentrt.schemas import (
+    CONTEXT_COMPACT,
+    PROFILES_DESCRIBE,
+    PROVIDER_COMPLETE,
     CompactInput,
     CompactResult,
     ConfigurationError,
@@ -71,7 +74,7 @@ class ModelActivities:
             return ModelProfile(name=name, provider="scripted", model="scripted", script=script, **limits)
         return self._config.profile(name)
 
-    @activity.defn(name="profiles.describe")
+    @activity.defn(name=PROFILES_DESCRIBE)
     def describe(self, input: DescribeProfileInput) -> ProfileLookup:
         """The context limits (tokens) of ``input.profile``, or, for a name the worker's
         configuration does not know, ``error`` naming the configured profiles (a result, not
@@ -124,7 +127,7 @@ class ModelActivities:
             system = f"{system}\n\n{SUMMARY_HEADING}\n{summary}" if system else f"{SUMMARY_HEADING}\n{summary}"
         return system, messages
 
-    @activity.defn(name="provider.complete")
+    @activity.defn(name=PROVIDER_COMPLETE)
     async def complete(self, input: ModelCallInput) -> ModelCallResult:
         """Call the session's model with the transcript at positions < ``upto_position``.
 
@@ -206,7 +209,7 @@ class ModelActivities:
             position=input.reply_position,
         )
 
-    @activity.defn(name="context.compact")
+    @activity.defn(name=CONTEXT_COMPACT)
     async def compact(self, input: CompactInput) -> CompactResult:
         """Summarise the previous summary plus the messages in ``input.ranges`` and store the
         result as summary ``input.summary_id`` (standing for positions < ``upto_position``).

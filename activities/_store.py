@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
-from agentrt.schemas import StoreAppendInput
+from agentrt.schemas import STORE_APPEND, StoreAppendInput
 
 if TYPE_CHECKING:
     from agentrt.store import Store
@@ -17,7 +17,7 @@ class StoreActivities:
     def __init__(self, store: "Store") -> None:
         self._store = store
 
-    @activity.defn(name="store.append")
+    @activity.defn(name=STORE_APPEND)
     async def append(self, input: StoreAppendInput) -> None:
         """Insert messages by (session_id, position) and events by (session_id, seq); repeats are no-ops."""
         await asyncio.to_thread(self._store.append, input)

@@ -19,6 +19,9 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
+    EFFECTS_RECONCILE,
+    TOOL_EXECUTE,
+    TOOLS_LIST,
     EffectOutcomeUnknown,
     ListToolsInput,
     ListToolsResult,
@@ -40,13 +43,13 @@ class ToolActivities:
         self._registry = registry
         self._store = store
 
-    @activity.defn(name="tools.list")
+    @activity.defn(name=TOOLS_LIST)
     def list_tools(self, input: ListToolsInput) -> ListToolsResult:
         """Specs of the requested tools (all when ``names`` is None) and the names not registered."""
         tools, unknown = self._registry.specs(input.names)
         return ListToolsResult(tools=tools, unknown=unknown)
 
-    @activity.defn(name="tool.execute")
+    @activity.defn(name=TOOL_EXECUTE)
     def execute(self, input: ToolExecuteInput) -> ToolExecuteResult:
         """Run one tool call in the session's workspace and store its result at ``result_position``.
 
@@ -60,7 +63,7 @@ class ToolActivities:
         ok, text, error_type, keys = self._run(input)
         return self._finish(input, ok, text, error_type, keys)
 
-    @activity.defn(name="effects.reconcile")
+    @activity.defn(name=EFFECTS_RECONCILE)
     def reconcile(self, input: ReconcileEffectInput) -> None:
         """Record an operator's answer: ``applied`` closes the claim, ``not_applied`` releases it."""
         note = f"{input.principal}: {input.note}" if input.note else input.principal

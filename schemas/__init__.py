@@ -79,6 +79,20 @@ from agentrt.schemas._events import (
     TurnStarted,
     UserMessageAdded,
 )
+from agentrt.schemas._names import (
+    CONTEXT_COMPACT,
+    EFFECTS_RECONCILE,
+    PROFILES_DESCRIBE,
+    PROVIDER_COMPLETE,
+    SEARCH_ATTRIBUTE_KEYS,
+    SESSION_OWNER,
+    SESSION_STATUS,
+    SESSION_WORKFLOW,
+    STORE_APPEND,
+    TOOL_EXECUTE,
+    TOOLS_LIST,
+    session_workflow_id,
+)
 from agentrt.schemas._messages import Message, ToolCall, ToolSpec, Usage
 from agentrt.schemas._validation import argument_problems, arguments_sha256
 from agentrt.schemas._session import (
@@ -128,4 +142,7 @@ __all__ = [
     "ProfileInfo", "ProfileLookup", "TruncatedMessage", "ContextCompactionCompleted", "ContextCompactionFailed",
     "ContextCompactionStarted", "ModelProfileSwitched", "ModelProfileSwitchFailed", "SessionContinuedAsNew",
     "CompactOutcome", "CompactRequest", "QueuedOperation", "SessionState", "SwitchModelInput", "SwitchModelResult",
+    "CONTEXT_COMPACT", "EFFECTS_RECONCILE", "PROFILES_DESCRIBE", "PROVIDER_COMPLETE", "SEARCH_ATTRIBUTE_KEYS",
+    "SESSION_OWNER", "SESSION_STATUS", "SESSION_WORKFLOW", "STORE_APPEND", "TOOL_EXECUTE", "TOOLS_LIST",
+    "session_workflow_id",
 ]
