@@ -54,6 +54,7 @@ from agentrt.schemas._events import (
     EVENT_LIST_ADAPTER,
     AssistantMessageCompleted,
     CancelIgnored,
+    CancelRequested,
     ContextCompactionCompleted,
     ContextCompactionFailed,
     ContextCompactionStarted,
@@ -124,7 +125,7 @@ SessionState.model_rebuild(_types_namespace={"Event": Event, "PositionedMessage"
 SessionInput.model_rebuild(_types_namespace={"SessionState": SessionState})
 
 __all__ = [
-    "AgentrtError", "CancelIgnored", "WorkerUnavailable", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
+    "AgentrtError", "CancelIgnored", "CancelRequested", "WorkerUnavailable", "EffectReconciled", "ReconcileDecision", "ReconcileEffectInput", "ClientError", "RequestRejected", "ServerUnavailable", "SessionNotFound", "ApprovalPolicy", "ApprovalRule", "ArchiveInput", "AssistantMessageCompleted",
     "BudgetExceeded", "CancelTurnInput", "ConfigurationError", "EVENT_ADAPTER", "EVENT_LIST_ADAPTER",
     "EffectOutcomeUnknown", "Event", "EventsQuery", "InvalidScriptError", "ListToolsInput",
     "ListToolsResult", "Message", "Model", "ModelCallInput", "ModelCallResult", "ModelProfile",

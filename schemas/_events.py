@@ -161,6 +161,15 @@ class SessionCancelled(_EventBase):
     reason: str | None = None
 
 
+class CancelRequested(_EventBase):
+    """A cancel of the running turn was asked for (signal ``cancel_turn``, ``archive`` or a
+    workflow cancellation); the turn ends with ``SessionCancelled`` once the step in flight stops."""
+
+    type: Literal["CancelRequested"] = "CancelRequested"
+    principal: str | None = None
+    reason: str | None = None
+
+
 class CancelIgnored(_EventBase):
     """A ``cancel_turn`` signal from a principal that is not the owner; nothing was cancelled."""
 
@@ -245,6 +254,8 @@ class SessionContinuedAsNew(_EventBase):
 
 
 class SessionArchived(_EventBase):
+    """The session ended: update ``archive``, or (``principal`` "temporal") a workflow cancellation."""
+
     type: Literal["SessionArchived"] = "SessionArchived"
     principal: str
     reason: str | None = None
@@ -269,6 +280,7 @@ Event = Annotated[
         ToolInvocationFailed,
         TurnEnded,
         SessionCancelled,
+        CancelRequested,
         CancelIgnored,
         ContextCompactionStarted,
         ContextCompactionCompleted,

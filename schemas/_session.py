@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # resolved in schemas/__init__.py (these modules import this 
     from agentrt.schemas._events import Event
 
 TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
-SessionStatus = Literal["idle", "running", "awaiting_approval", "archived"]
+SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
 
 
 class SessionInput(Model):
@@ -60,7 +60,9 @@ class TurnOutcome(Model):
 
     ``status``: ``completed`` (final answer in ``answer``), ``failed`` (``error`` says why),
     ``cancelled`` (``cancel_turn`` or ``archive``) or ``round_limit`` (``max_rounds_per_turn``
-    model calls without a final answer). ``pending`` is True only when ``wait_turn`` timed out.
+    model calls without a final answer). ``pending``: ``wait_turn`` returned before the turn
+    ended, because its timeout passed or (``ask_again`` True) because the session is about to
+    continue as new; wait again (a handle without a run id follows the new run).
     """
 
     turn_id: str
@@ -70,6 +72,7 @@ class TurnOutcome(Model):
     rounds: int = 0
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
+    ask_again: bool = False
 
 
 class PermissionRequest(Model):
@@ -121,11 +124,18 @@ class ReconcileDecision(Model):
 
 
 class CancelTurnInput(Model):
-    """Signal ``cancel_turn``: cancel the running turn (``turn_id`` None means whichever runs)."""
+    """Signal ``cancel_turn``: cancel the running turn (``turn_id`` None means whichever runs),
+    or the queued turn ``turn_id``. ``include_queued``: drop every queued turn as well.
+
+    The turn ends ``cancelled`` within about a second wherever it is (model call, tool call,
+    approval wait, between rounds); a tool call or model reply that finished meanwhile is
+    recorded, and nothing further runs.
+    """
 
     turn_id: str | None = None
     principal: str | None = None
     reason: str | None = None
+    include_queued: bool = False
 
 
 class ArchiveInput(Model):
@@ -198,7 +208,13 @@ class QueuedOperation(Model):
 
 
 class SessionState(Model):
-    """Everything a session carries through continue-as-new (the config travels beside it)."""
+    """Everything a session carries through continue-as-new (the config travels beside it).
+
+    The workflow holds one instance and continues as new with it as it is. Counters number
+    turns (``turn-N``), approval requests (``req-N``) and inbox operations (``op-N``);
+    ``approval_decisions`` holds decisions on ``pending_approvals`` not yet acted on;
+    ``auto_compaction_pause`` counts turns left without automatic compaction after one failed.
+    """
 
     run: int = 1
     seq: int = 0
@@ -215,6 +231,8 @@ class SessionState(Model):
     inbox: list[QueuedOperation] = Field(default_factory=list)
     recent_outcomes: list[TurnOutcome] = Field(default_factory=list)
     pending_approvals: list[PermissionRequest] = Field(default_factory=list)
+    approval_decisions: dict[str, PermissionDecision | ReconcileDecision] = Field(default_factory=dict)
+    auto_compaction_pause: int = 0
     unflushed_events: list["Event"] = Field(default_factory=list)
     unflushed_messages: list["PositionedMessage"] = Field(default_factory=list)
 

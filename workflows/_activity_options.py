@@ -1,0 +1,110 @@
+"""Activity options, one ``ActivityConfig`` per activity: timeouts, retry policy, cancellation.
+
+Temporal's ``RetryPolicy`` is the only retry loop in agentrt; every policy here has a bound
+or says why it has none. Timeouts that depend on the session (model and tool timeouts,
+heartbeat timeout) are given per call from ``SessionConfig``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
+
+from agentrt.schemas import (
+    CONTEXT_COMPACT,
+    EFFECTS_RECONCILE,
+    PROFILES_DESCRIBE,
+    PROVIDER_COMPLETE,
+    STORE_APPEND,
+    TOOL_EXECUTE,
+    TOOLS_LIST,
+)
+
+CONFIGURATION_ERRORS = ["ConfigurationError", "UnknownProfileError", "InvalidScriptError"]
+
+# Provider retries: bounded, exponential (Retry-After, when sent, is the next delay); configuration mistakes are final.
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8,
+    non_retryable_error_types=CONFIGURATION_ERRORS,
+)
+# Compaction is an optimisation the session can go on without (the plan omits what does not
+# fit): a few attempts, so a failing provider delays a switch by seconds, not minutes.
+COMPACT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+    non_retryable_error_types=CONFIGURATION_ERRORS,
+)
+# Tool failures come back as results; activity retries cover lost workers only.
+TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+# Listing tools reads the worker's registry: a few attempts (about 1.5 minutes) cover a
+# worker restart; a registry that keeps failing is a broken worker, and the session says so.
+TOOLS_LIST_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=12
+)
+# Store writes retry without a bound on purpose: the store is the session's own database and
+# a session must not fail because it was briefly down; the retrying activity shows in the UI.
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=0
+)
+
+
+@dataclass(frozen=True)
+class ActivityConfig:
+    """How one activity is scheduled.
+
+    - ``start_to_close``: fixed bound on one attempt (seconds); None when the session gives it.
+    - ``heartbeats``: the activity heartbeats, so a lost worker is noticed within the
+      session's ``heartbeat_timeout_seconds`` and a cancel reaches it.
+    - ``cancellable``: the workflow waits for the activity to acknowledge a cancel
+      (``WAIT_CANCELLATION_COMPLETED``), so nothing of a cancelled call runs after the turn ends.
+    """
+
+    name: str
+    retry_policy: RetryPolicy
+    start_to_close: float | None = None
+    heartbeats: bool = False
+    cancellable: bool = False
+
+    def options(
+        self, *, summary: str, start_to_close: float | None = None, heartbeat_timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Keyword arguments for ``workflow.execute_activity`` (seconds in, ``timedelta`` out).
+
+        Raises ``ValueError`` when the activity needs a per-call bound that was not given.
+        """
+        bound = start_to_close if start_to_close is not None else self.start_to_close
+        if bound is None:
+            raise ValueError(f"activity {self.name} needs a start_to_close bound")
+        options: dict[str, Any] = {
+            "start_to_close_timeout": timedelta(seconds=bound),
+            "retry_policy": self.retry_policy,
+            "summary": summary,
+        }
+        if self.heartbeats:
+            if heartbeat_timeout is None:
+                raise ValueError(f"activity {self.name} heartbeats and needs a heartbeat timeout")
+            options["heartbeat_timeout"] = timedelta(seconds=heartbeat_timeout)
+        if self.cancellable:
+            options["cancellation_type"] = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        return options
+
+
+MODEL_CALL = ActivityConfig(PROVIDER_COMPLETE, MODEL_RETRY, heartbeats=True, cancellable=True)
+COMPACTION = ActivityConfig(CONTEXT_COMPACT, COMPACT_RETRY, heartbeats=True)
+DESCRIBE_PROFILE = ActivityConfig(PROFILES_DESCRIBE, MODEL_RETRY, start_to_close=30)
+LIST_TOOLS = ActivityConfig(TOOLS_LIST, TOOLS_LIST_RETRY, start_to_close=30)
+TOOL_CALL = ActivityConfig(TOOL_EXECUTE, TOOL_RETRY, heartbeats=True, cancellable=True)
+RECONCILE_EFFECT = ActivityConfig(EFFECTS_RECONCILE, STORE_RETRY, start_to_close=30)
+STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30)
+
+# Extra time a tool activity gets beyond the tool's own time bound (seconds): to store its result.
+TOOL_GRACE_SECONDS = 30

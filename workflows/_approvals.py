@@ -1,0 +1,183 @@
+"""The approvals book: permission requests a turn waits on, and the decisions that answer them.
+
+Pure bookkeeping over ``SessionState`` (``request_counter``, ``pending_approvals``,
+``approval_decisions``): the signal handlers and update validators of the session
+workflow ask it whether a decision counts and record it; the turn loop asks it whether
+everything it waits for is decided. A decision that changes nothing is ignored with a
+reason (``why_ignored``), never applied twice.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from agentrt.schemas import (
+    EffectReconciled,
+    Event,
+    PermissionDecision,
+    PermissionDecisionIgnored,
+    PermissionDenied,
+    PermissionGranted,
+    PermissionRequest,
+    ReconcileDecision,
+    SessionState,
+    ToolCall,
+    arguments_sha256,
+)
+
+IgnoredWhy = Literal["already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch"]
+
+IGNORED_REASONS: dict[str, str] = {
+    "already_decided": "request {request} was already decided (or its turn ended)",
+    "unknown_request": "no pending request {request} in this session",
+    "not_owner": "principal {principal!r} is not the owner of this session",
+    "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect)",
+    "mismatch": "the decision names another call or other arguments than request {request}",
+}
+
+RECONCILE_REASON = "the worker stopped between claiming and recording this effect: was it applied?"
+
+Decision = PermissionDecision | ReconcileDecision
+
+
+def ignored_text(why: str, request_id: str, principal: str) -> str:
+    """The sentence a caller sees when a decision is refused (update validators)."""
+    return IGNORED_REASONS[why].format(request=request_id, principal=principal)
+
+
+class ApprovalBook:
+    """Requests ``req-N`` waiting for a decision, numbered for the whole session."""
+
+    def __init__(self, state: SessionState, owner: str) -> None:
+        self._state = state
+        self._owner = owner
+
+    # ------------------------------------------------------------ requests
+
+    def request(
+        self,
+        turn_id: str,
+        call: ToolCall,
+        risk: str,
+        reason: str,
+        kind: Literal["tool_call", "reconcile"] = "tool_call",
+    ) -> PermissionRequest:
+        """Open a request for ``call`` (its arguments frozen by their SHA-256)."""
+        self._state.request_counter += 1
+        arguments = call.arguments or {}
+        request = PermissionRequest(
+            request_id=f"req-{self._state.request_counter}",
+            turn_id=turn_id,
+            call_id=call.id,
+            tool=call.name,
+            arguments=arguments,
+            arguments_sha256=arguments_sha256(arguments),
+            risk=risk,
+            reason=reason,
+            kind=kind,
+        )
+        self._state.pending_approvals.append(request)
+        return request
+
+    def undecided(self) -> list[PermissionRequest]:
+        """Requests still waiting for a decision (what the ``state`` query shows)."""
+        return [r for r in self._state.pending_approvals if r.request_id not in self._state.approval_decisions]
+
+    def all_decided(self, request_ids: list[str]) -> bool:
+        return all(i in self._state.approval_decisions for i in request_ids)
+
+    def decision(self, request_id: str) -> Decision | None:
+        return self._state.approval_decisions.get(request_id)
+
+    def close(self, request_id: str) -> Decision | None:
+        """Remove the request (its turn acted on the decision, or ended); returns the decision, if any."""
+        self._state.pending_approvals = [r for r in self._state.pending_approvals if r.request_id != request_id]
+        return self._state.approval_decisions.pop(request_id, None)
+
+    def close_turn(self, turn_id: str) -> None:
+        """Remove every request of ``turn_id`` (the turn ended without acting on them)."""
+        for request in [r for r in self._state.pending_approvals if r.turn_id == turn_id]:
+            self.close(request.request_id)
+
+    def time_out(self, request_ids: list[str], timeout_seconds: float) -> list[Event]:
+        """Deny every undecided request of ``request_ids`` as ``system``; returns the ``PermissionDenied`` events."""
+        events: list[Event] = []
+        for request in self._state.pending_approvals:
+            if request.request_id in request_ids and request.request_id not in self._state.approval_decisions:
+                reason = f"no decision within {timeout_seconds:g} s"
+                self._state.approval_decisions[request.request_id] = PermissionDecision(
+                    request_id=request.request_id, decision="deny", principal="system", reason=reason
+                )
+                events.append(
+                    PermissionDenied(
+                        turn_id=request.turn_id,
+                        request_id=request.request_id,
+                        call_id=request.call_id,
+                        principal="system",
+                        reason=reason,
+                    )
+                )
+        return events
+
+    # ------------------------------------------------------------ decisions
+
+    def why_ignored(
+        self,
+        request_id: str,
+        principal: str,
+        kind: str,
+        call_id: str | None = None,
+        digest: str | None = None,
+    ) -> IgnoredWhy | None:
+        """Why a decision on ``request_id`` would change nothing, or None when it counts. Changes no state."""
+        if principal != self._owner:
+            return "not_owner"  # first: a stranger learns nothing about the session's requests
+        if request_id in self._state.approval_decisions:
+            return "already_decided"
+        pending = next((r for r in self._state.pending_approvals if r.request_id == request_id), None)
+        if pending is None:
+            number = request_id.removeprefix("req-")
+            if number.isdigit() and 1 <= int(number) <= self._state.request_counter:
+                return "already_decided"  # acted on, or its turn ended (in this run or an earlier one)
+            return "unknown_request"
+        if pending.kind != kind:
+            return "wrong_kind"
+        if (call_id is not None and call_id != pending.call_id) or (
+            digest is not None and digest != pending.arguments_sha256
+        ):
+            return "mismatch"
+        return None
+
+    def decide(self, decision: Decision) -> Event:
+        """Record ``decision`` when it counts; returns the event that says what happened."""
+        if isinstance(decision, PermissionDecision):
+            why = self.why_ignored(
+                decision.request_id, decision.principal, "tool_call", decision.call_id, decision.arguments_sha256
+            )
+            verdict = decision.decision
+        else:
+            why = self.why_ignored(decision.request_id, decision.principal, "reconcile")
+            verdict = decision.outcome
+        if why is not None:
+            return PermissionDecisionIgnored(
+                request_id=decision.request_id, decision=verdict, principal=decision.principal, why=why
+            )
+        request = next(r for r in self._state.pending_approvals if r.request_id == decision.request_id)
+        self._state.approval_decisions[decision.request_id] = decision
+        if isinstance(decision, ReconcileDecision):
+            return EffectReconciled(
+                turn_id=request.turn_id,
+                request_id=decision.request_id,
+                call_id=request.call_id,
+                outcome=decision.outcome,
+                principal=decision.principal,
+                note=decision.note,
+            )
+        event_type = PermissionGranted if decision.decision == "grant" else PermissionDenied
+        return event_type(
+            turn_id=request.turn_id,
+            request_id=decision.request_id,
+            call_id=request.call_id,
+            principal=decision.principal,
+            reason=decision.reason,
+        )

@@ -1,0 +1,175 @@
+"""Context steps of the session workflow: profile lookup, compaction and model switching.
+
+Part of ``SessionWorkflow`` (a base class of it); the decisions are the pure functions of
+``_compaction``, this module runs the activities they plan. Workflow code only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from agentrt.schemas import (
+    CompactOutcome,
+    CompactResult,
+    ContextCompactionCompleted,
+    ContextCompactionFailed,
+    ContextCompactionStarted,
+    DescribeProfileInput,
+    ModelProfileSwitched,
+    ModelProfileSwitchFailed,
+    ProfileInfo,
+    ProfileLookup,
+    QueuedOperation,
+    SwitchModelResult,
+    Usage,
+)
+from agentrt.workflows import _activity_options as options
+from agentrt.workflows import _compaction as compaction
+from agentrt.workflows import context
+from agentrt.workflows._errors import (
+    error_text,
+)
+from agentrt.workflows._session_core import SessionCore
+
+
+class ContextSteps(SessionCore):
+    """Keeps the conversation inside the model's context window."""
+
+    async def _describe_profile(self, profile: str) -> ProfileLookup:
+        return await workflow.execute_activity(
+            options.DESCRIBE_PROFILE.name,
+            DescribeProfileInput(profile=profile, script=self._config.script),
+            result_type=ProfileLookup,
+            **options.DESCRIBE_PROFILE.options(summary=f"describe profile {profile}"),
+        )
+
+    def _estimate_fixed_tokens(self) -> int:
+        """Tokens of what every model call carries besides messages: system prompt and tool specs."""
+        specs = json.dumps([self._tools[name].model_dump(mode="json") for name in sorted(self._tools)], sort_keys=True)
+        return context.estimate_tokens(len((self._config.system_prompt or "").encode()) + len(specs.encode()))
+
+    # ---------------------------------------------------------------- compaction and model switching
+
+    async def _compact(self, reason: compaction.CompactionReason, target: ProfileInfo | None = None) -> CompactOutcome:
+        """Summarise the older part of the conversation so the rest fits ``target``'s window.
+
+        The current profile writes the summary in chunks that fit its window; the transcript
+        in the store is never changed. Only the main loop calls it, one operation or turn
+        end at a time, so compactions never overlap; ``compact`` requests join a queued one.
+        """
+        if not self._context_enabled:
+            return CompactOutcome(compacted=False, reason="this session's history predates compaction")
+        ctx = self._state.context
+        plan = compaction.plan_compaction(
+            ctx, fixed_tokens=self._fixed_tokens, target=target or self._profile, summarizer=self._profile, reason=reason
+        )
+        if isinstance(plan, CompactOutcome):
+            return plan
+        self._set_status("running")
+        workflow.set_current_details(f"compacting the context ({reason}) with `{plan.summarizer}`")
+        self._emit(
+            ContextCompactionStarted(
+                reason=reason,
+                profile=plan.summarizer,
+                from_position=plan.from_position,
+                upto_position=plan.upto,
+                estimated_tokens=plan.tokens_before,
+            )
+        )
+        await self._flush()
+        summary_id, usage, result = ctx.summary_id, Usage(), None
+        try:
+            for index, (start, end) in enumerate(plan.chunks):
+                new_id = compaction.take_summary_id(ctx)
+                result = await workflow.execute_activity(
+                    options.COMPACTION.name,
+                    plan.chunk_input(
+                        index,
+                        session_id=self._config.session_id,
+                        script=self._config.script,
+                        previous_summary_id=summary_id,
+                        summary_id=new_id,
+                    ),
+                    result_type=CompactResult,
+                    **options.COMPACTION.options(
+                        summary=f"compact {start}-{end} with {plan.summarizer} ({index + 1}/{len(plan.chunks)})",
+                        start_to_close=self._config.model_timeout_seconds,
+                        heartbeat_timeout=self._config.heartbeat_timeout_seconds,
+                    ),
+                )
+                summary_id, usage = new_id, usage + result.usage
+        except ActivityError as err:
+            self._emit(ContextCompactionFailed(error=error_text(err)))
+            await self._flush()
+            return CompactOutcome(
+                compacted=False, error=error_text(err), tokens_before=plan.tokens_before, tokens_after=plan.tokens_before
+            )
+        assert result is not None and summary_id is not None
+        context.apply_compaction(ctx, summary_id, plan.upto, context.estimate_tokens(result.summary_chars))
+        self._state.usage = self._state.usage + usage
+        after = context.context_tokens(ctx, self._fixed_tokens)
+        self._emit(
+            ContextCompactionCompleted(
+                summary_id=summary_id,
+                upto_position=plan.upto,
+                summary_tokens=ctx.summary_tokens,
+                estimated_tokens=after,
+                chunks=len(plan.chunks),
+                usage=usage,
+                preview=result.preview,
+            )
+        )
+        await self._flush()
+        return CompactOutcome(
+            compacted=True,
+            summary_id=summary_id,
+            upto_position=plan.upto,
+            tokens_before=plan.tokens_before,
+            tokens_after=after,
+        )
+
+    async def _switch_model(self, operation: QueuedOperation) -> SwitchModelResult | str:
+        """Switch to ``operation.profile``, compacting first when the conversation would not fit it."""
+        assert operation.profile is not None
+        try:
+            lookup = await self._describe_profile(operation.profile)
+        except ActivityError as err:
+            lookup = ProfileLookup(error=error_text(err))
+        if lookup.info is None:
+            error = lookup.error or f"profile {operation.profile!r} has no description"
+            self._emit(ModelProfileSwitchFailed(principal=operation.principal, profile=operation.profile, error=error))
+            await self._flush()
+            return error
+        target, previous = lookup.info, self._config.profile
+        compacted, compaction_error = False, None
+        if target.name != previous:
+            if compaction.switch_needs_compaction(self._state.context, fixed_tokens=self._fixed_tokens, target=target):
+                outcome = await self._compact("switch", target)
+                compacted, compaction_error = outcome.compacted, outcome.error
+            self._config = self._config.model_copy(update={"profile": target.name})
+            self._state.profile = target
+            self._state.context.calibration = 1.0  # another model, another tokenizer: learn it anew
+            self._emit(
+                ModelProfileSwitched(
+                    principal=operation.principal,
+                    from_profile=previous,
+                    profile=target.name,
+                    context_window=target.context_window,
+                    max_output_tokens=target.max_output_tokens,
+                    compacted=compacted,
+                )
+            )
+            await self._flush()
+        return SwitchModelResult(
+            from_profile=previous,
+            profile=target.name,
+            context_window=target.context_window,
+            max_output_tokens=target.max_output_tokens,
+            compacted=compacted,
+            compaction_error=compaction_error,
+            estimated_tokens=compaction.planned_tokens(self._state.context, fixed_tokens=self._fixed_tokens, profile=target),
+        )
+

@@ -1,0 +1,196 @@
+"""The state and shared steps every part of the session workflow uses: events, the store, status, cancel checks.
+
+``SessionCore`` declares the attributes ``SessionWorkflow.__init__`` sets and the small steps
+the turn loop, the tool-call steps (``_tool_steps``) and the context steps
+(``_context_steps``) share. Workflow code only: deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+from agentrt.schemas import (
+    SESSION_OWNER,
+    SESSION_STATUS,
+    ArchiveInput,
+    CancelTurnInput,
+    Event,
+    Message,
+    ProfileInfo,
+    QueuedOperation,
+    SessionCancelled,
+    SessionConfig,
+    SessionState,
+    SessionStateView,
+    SessionStatus,
+    StoreAppendInput,
+    ToolCall,
+    ToolInvocationFailed,
+    ToolSpec,
+    TurnEnded,
+    TurnOutcome,
+    Usage,
+)
+from agentrt.workflows import _activity_options as options
+from agentrt.workflows import _compaction as compaction
+from agentrt.workflows import context
+from agentrt.workflows._approvals import ApprovalBook
+from agentrt.workflows._inbox import Inbox
+from agentrt.workflows._journal import EventJournal
+from agentrt.workflows.policy import PolicyEngine
+
+
+class SessionCore:
+    """Attributes and shared steps of ``SessionWorkflow`` (see its ``__init__``)."""
+
+    _state: SessionState
+    _config: SessionConfig
+    _policy: PolicyEngine
+    _journal: EventJournal
+    _inbox: Inbox
+    _approvals: ApprovalBook
+    _tools: dict[str, ToolSpec]
+    _active_turn: str | None
+    _cancel_request: CancelTurnInput | None
+    _archive_request: ArchiveInput | None
+    _status: SessionStatus
+    _context_enabled: bool
+    _turn_control: bool
+    _fixed_tokens: int
+    _round: int
+
+    @property
+    def _profile(self) -> ProfileInfo:
+        assert self._state.profile is not None
+        return self._state.profile
+
+    def _workflow_cancelled(self) -> bool:
+        return workflow.cancellation_reason() is not None
+
+    def _cancel_requested(self) -> bool:
+        return (
+            self._cancel_request is not None
+            or self._archive_request is not None
+            or (self._turn_control and self._workflow_cancelled())
+        )
+
+    def _stop_after_step(self) -> bool:
+        """A cancel arrived while a call that finished anyway was in flight: stop before the next step."""
+        return self._turn_control and self._cancel_requested()
+
+    def _cancel_reason(self) -> tuple[str | None, str | None]:
+        """(principal, reason) of the cancel that ends the active turn."""
+        if self._cancel_request is not None:
+            return self._cancel_request.principal, self._cancel_request.reason
+        if self._archive_request is not None:
+            return self._archive_request.principal, "session archived"
+        return "temporal", f"workflow cancelled{': ' + workflow.cancellation_reason() if workflow.cancellation_reason() else ''}"
+
+    # ---------------------------------------------------------------- store and events
+
+    def _stage_message(self, position: int, turn_id: str, message: Message) -> None:
+        size = self._journal.stage_message(position, turn_id, message)
+        self._track(position, message.role, size, message.state_keys)
+
+    def _track(self, position: int, role: str, size_bytes: int, state_keys: list[str]) -> None:
+        """Add a message written by the workflow or an activity to the context bookkeeping."""
+        if self._context_enabled:
+            context.add_entry(self._state.context, position, role, size_bytes, state_keys)
+
+    def _emit(self, event: Event) -> None:
+        self._journal.emit(event, workflow.now())
+
+    async def _flush(self, include_config: bool = False) -> None:
+        """Write staged messages and events to the store (idempotent by position and seq)."""
+        events, messages = self._journal.unflushed()
+        if not events and not messages and not include_config:
+            return
+        await workflow.execute_activity(
+            options.STORE_WRITE.name,
+            StoreAppendInput(
+                session_id=self._config.session_id,
+                config=self._config if include_config else None,
+                messages=messages,
+                events=events,
+            ),
+            **options.STORE_WRITE.options(summary=f"store {len(messages)} messages, {len(events)} events"),
+        )
+        self._journal.flushed(len(events), len(messages))
+
+    def _set_status(self, status: SessionStatus) -> None:
+        self._status = status
+        workflow.upsert_search_attributes([SESSION_STATUS.value_set(status), SESSION_OWNER.value_set(self._config.owner)])
+        if status == "idle":
+            workflow.set_current_details(
+                f"**idle** · {self._state.turns_completed} turns · profile `{self._config.profile}`"
+            )
+        elif status == "archived":
+            workflow.set_current_details(f"**archived** · {self._state.turns_completed} turns")
+
+    def _fail_call(self, turn_id: str, call: ToolCall, reason: Any, error: str, position: int | None = None) -> None:
+        """Record a call that did not run (or failed) and give the model the error as the call's result."""
+        if position is None:
+            position = self._journal.take_position()
+        message = Message(role="tool", tool_call_id=call.id, name=call.name, text=f"error: {error}", is_error=True)
+        self._stage_message(position, turn_id, message)
+        self._emit(
+            ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason=reason, error=error, position=position)
+        )
+
+    def _cancelled_outcome(self, turn_id: str) -> TurnOutcome:
+        principal, reason = self._cancel_reason()
+        self._approvals.close_turn(turn_id)
+        for call in self._journal.unanswered_calls(turn_id):
+            self._fail_call(turn_id, call, "cancelled", "the turn was cancelled before this call finished")
+        self._emit(SessionCancelled(turn_id=turn_id, principal=principal, reason=reason))
+        return TurnOutcome(
+            turn_id=turn_id,
+            status="cancelled",
+            error=f"cancelled{' by ' + principal if principal else ''}" + (f": {reason}" if reason else ""),
+            rounds=self._round,
+        )
+
+    def _cancel_queued(self, queued: QueuedOperation, principal: str | None, reason: str | None, error: str) -> None:
+        """End a turn that never started, or answer an operation that never ran."""
+        if queued.kind != "message":
+            self._inbox.finish(queued.op_id, "the session was archived first")
+            return
+        outcome = TurnOutcome(turn_id=queued.op_id, status="cancelled", error=error)
+        self._emit(SessionCancelled(turn_id=queued.op_id, principal=principal, reason=reason))
+        self._emit(TurnEnded(turn_id=queued.op_id, status="cancelled", rounds=0, error=error, usage=Usage()))
+        self._inbox.record(outcome)
+
+    def _view(self) -> SessionStateView:
+        """What the ``state`` query answers."""
+        status = "cancelling" if self._active_turn is not None and self._cancel_requested() else self._status
+        fields: dict[str, Any] = {}
+        if self._context_enabled:
+            fields = {
+                "context_window": self._profile.context_window,
+                "max_output_tokens": self._profile.max_output_tokens,
+                "context_tokens": compaction.planned_tokens(
+                    self._state.context, fixed_tokens=self._fixed_tokens, profile=self._profile
+                ),
+                "live_tokens": context.context_tokens(self._state.context, self._fixed_tokens),
+            }
+        return SessionStateView(
+            session_id=self._config.session_id,
+            owner=self._config.owner,
+            status=status,
+            profile=self._config.profile,
+            workspace=self._config.workspace,
+            active_turn_id=self._active_turn,
+            queued_turn_ids=self._inbox.queued_turn_ids(),
+            pending_approvals=self._approvals.undecided(),
+            turns_completed=self._state.turns_completed,
+            usage=self._state.usage,
+            last_seq=self._journal.last_seq,
+            current_round=self._round,
+            summary_id=self._state.context.summary_id,
+            compactions=self._state.context.compactions,
+            run=self._state.run,
+            first_seq_in_run=self._journal.first_seq,
+            **fields,
+        )

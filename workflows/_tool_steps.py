@@ -1,0 +1,198 @@
+"""The tool calls of one round: triage, approvals, execution under the effect ledger, reconciliation.
+
+Part of ``SessionWorkflow`` (a base class of it); workflow code only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+from agentrt.schemas import (
+    Message,
+    ModelToolCallRequested,
+    PermissionDecision,
+    PermissionRequest,
+    PermissionRequested,
+    ReconcileDecision,
+    ReconcileEffectInput,
+    ToolCall,
+    ToolExecuteInput,
+    ToolExecuteResult,
+    ToolInvocationCompleted,
+    ToolInvocationFailed,
+    ToolInvocationStarted,
+)
+from agentrt.workflows import _activity_options as options
+from agentrt.workflows._approvals import RECONCILE_REASON
+from agentrt.workflows._errors import (
+    OUTCOME_UNKNOWN,
+    TurnCancelled,
+    error_text,
+    error_type,
+)
+from agentrt.workflows._session_core import SessionCore
+from agentrt.workflows._tool_calls import arguments_preview, triage
+
+
+class ToolCallSteps(SessionCore):
+    """Runs the tool calls a model reply asked for."""
+
+    async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> None:
+        """Triage every call, ask for all approvals the batch needs at once, then run the allowed calls in order."""
+        runnable: list[tuple[ToolCall, PermissionRequest | None]] = []
+        for call in calls:
+            self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
+            verdict = triage(call, self._tools, self._policy)
+            if verdict.action == "refuse":
+                self._fail_call(turn_id, call, verdict.failure, verdict.text)
+            elif verdict.action == "run":
+                runnable.append((call, None))
+            else:
+                request = self._approvals.request(turn_id, call, self._tools[call.name].risk, verdict.text)
+                self._emit(PermissionRequested(turn_id=turn_id, request=request))
+                runnable.append((call, request))
+        waiting = [r for _, r in runnable if r is not None]
+        if waiting:
+            await self._await_decisions(waiting)
+        for call, request in runnable:
+            if request is not None:
+                decision = self._approvals.close(request.request_id)
+                assert isinstance(decision, PermissionDecision)
+                if decision.decision == "deny":
+                    why = decision.reason or "no reason given"
+                    self._fail_call(turn_id, call, "denied", f"denied by {decision.principal}: {why}")
+                    continue
+            await self._execute_tool(turn_id, round_number, call)
+
+    async def _await_decisions(self, requests: list[PermissionRequest]) -> None:
+        self._set_status("awaiting_approval")
+        example = json.dumps({"request_id": requests[0].request_id, "decision": "grant", "principal": self._config.owner})
+        lines = [f"- `{r.request_id}` · `{r.tool}` {arguments_preview(r.arguments, 120)}" for r in requests]
+        workflow.set_current_details(
+            "**awaiting approval**\n\n" + "\n".join(lines) + f"\n\nSignal `permission_decision` with `{example}`"
+        )
+        await self._flush()
+        ids = [r.request_id for r in requests]
+        timeout = self._config.approval_timeout_seconds
+        try:
+            await workflow.wait_condition(
+                lambda: self._cancel_requested() or self._approvals.all_decided(ids),
+                timeout=timedelta(seconds=timeout) if timeout is not None else None,
+                timeout_summary="approval timeout" if timeout is not None else None,
+            )
+        except asyncio.TimeoutError:
+            assert timeout is not None
+            for event in self._approvals.time_out(ids, timeout):
+                self._emit(event)
+        if self._cancel_requested():
+            raise TurnCancelled()
+        self._set_status("running")
+
+    async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall) -> None:
+        """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
+        position = self._journal.take_position()
+        idempotency_key = f"{workflow.info().workflow_id}/{turn_id}/{call.id}"
+        self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
+        while True:
+            await self._flush()
+            workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
+            try:
+                result = await workflow.execute_activity(
+                    options.TOOL_CALL.name,
+                    ToolExecuteInput(
+                        session_id=self._config.session_id,
+                        turn_id=turn_id,
+                        call=call,
+                        workspace=self._config.workspace,
+                        idempotency_key=idempotency_key,
+                        result_position=position,
+                        timeout_seconds=self._config.tool_timeout_seconds,
+                    ),
+                    result_type=ToolExecuteResult,
+                    **options.TOOL_CALL.options(
+                        summary=f"{call.name} {arguments_preview(call.arguments, 60)}",
+                        start_to_close=self._config.tool_timeout_seconds + options.TOOL_GRACE_SECONDS,
+                        heartbeat_timeout=self._config.heartbeat_timeout_seconds,
+                    ),
+                )
+            except ActivityError as err:
+                if isinstance(err.cause, CancelledError):
+                    raise TurnCancelled() from err
+                if error_type(err) != OUTCOME_UNKNOWN:
+                    self._fail_call(turn_id, call, "tool_error", f"{call.name} failed: {error_text(err)}", position)
+                    if self._stop_after_step():
+                        raise TurnCancelled() from err
+                    return
+                decision = await self._reconcile(turn_id, call, idempotency_key, error_text(err))
+                if decision.outcome == "not_applied":
+                    continue  # the ledger released the claim: run the call once more
+                text = f"the effect of this call was applied (confirmed by {decision.principal}); its result is unknown"
+                self._stage_message(position, turn_id, Message(role="tool", tool_call_id=call.id, name=call.name, text=text))
+                self._emit(
+                    ToolInvocationCompleted(
+                        turn_id=turn_id, call_id=call.id, tool=call.name, preview=text, size_bytes=len(text), position=position
+                    )
+                )
+                return
+            break
+        self._track(result.position, "tool", result.size_bytes, result.state_keys if result.ok else [])
+        if result.ok:
+            self._emit(
+                ToolInvocationCompleted(
+                    turn_id=turn_id,
+                    call_id=call.id,
+                    tool=call.name,
+                    preview=result.preview,
+                    size_bytes=result.size_bytes,
+                    position=result.position,
+                )
+            )
+        else:
+            self._emit(
+                ToolInvocationFailed(
+                    turn_id=turn_id,
+                    call_id=call.id,
+                    tool=call.name,
+                    reason="tool_error",
+                    error=result.error or "tool failed",
+                    position=result.position,
+                )
+            )
+        if self._stop_after_step():
+            raise TurnCancelled()
+
+    async def _reconcile(self, turn_id: str, call: ToolCall, idempotency_key: str, error: str) -> ReconcileDecision:
+        """Ask an operator whether a claimed-but-unrecorded effect happened; never re-run it silently."""
+        self._emit(ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason="outcome_unknown", error=error))
+        risk = self._tools[call.name].risk if call.name in self._tools else "effectful"
+        request = self._approvals.request(turn_id, call, risk, RECONCILE_REASON, kind="reconcile")
+        self._emit(PermissionRequested(turn_id=turn_id, request=request))
+        self._set_status("awaiting_approval")
+        example = json.dumps({"request_id": request.request_id, "outcome": "applied", "principal": self._config.owner})
+        workflow.set_current_details(
+            f"**reconcile** `{request.request_id}` · `{call.name}` {arguments_preview(request.arguments, 120)}\n\n"
+            f"Was it applied? Signal `reconcile` with `{example}` (or `\"outcome\": \"not_applied\"` to run it again)"
+        )
+        await self._flush()
+        await workflow.wait_condition(
+            lambda: self._approvals.decision(request.request_id) is not None or self._cancel_requested()
+        )
+        if self._cancel_requested():
+            raise TurnCancelled()
+        decision = self._approvals.close(request.request_id)
+        assert isinstance(decision, ReconcileDecision)
+        await workflow.execute_activity(
+            options.RECONCILE_EFFECT.name,
+            ReconcileEffectInput(
+                idempotency_key=idempotency_key, outcome=decision.outcome, principal=decision.principal, note=decision.note
+            ),
+            **options.RECONCILE_EFFECT.options(summary=f"reconcile {call.name}: {decision.outcome}"),
+        )
+        self._set_status("running")
+        return decision
+
