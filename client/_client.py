@@ -282,11 +282,16 @@ class AgentClient:
                 return RequestRejected(session_id, name, f"the session has ended ({status})")
         return _translate(session_id, err)
 
-    async def cancel(self, session_id: str, turn_id: str | None = None, reason: str | None = None) -> None:
-        """Cancel the running turn (or the queued turn ``turn_id``); a model call in flight is cancelled too."""
+    async def cancel(
+        self, session_id: str, turn_id: str | None = None, reason: str | None = None, *, include_queued: bool = False
+    ) -> None:
+        """Cancel the running turn (or the queued turn ``turn_id``); a model or tool call in flight is
+        cancelled too. ``include_queued`` drops every queued turn as well. Returns once the signal
+        is delivered; the turn ends ``cancelled`` within about a second (``wait`` for it)."""
         try:
             await self._handle(session_id).signal(
-                SessionWorkflow.cancel_turn, CancelTurnInput(turn_id=turn_id, principal=self.principal, reason=reason)
+                SessionWorkflow.cancel_turn,
+                CancelTurnInput(turn_id=turn_id, principal=self.principal, reason=reason, include_queued=include_queued),
             )
         except RPCError as err:
             raise _translate(session_id, err) from err

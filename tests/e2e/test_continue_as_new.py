@@ -19,7 +19,7 @@ from typing import AsyncIterator
 import pytest
 
 from agentrt.client import AgentClient, connect
-from agentrt.schemas import SessionContinuedAsNew, TurnEnded, UserMessageAdded
+from agentrt.schemas import SessionContinuedAsNew, TurnEnded, TurnOutcome, UserMessageAdded, WaitTurnInput
 from agentrt.store import Store
 from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
@@ -138,3 +138,49 @@ async def test_updates_arriving_when_the_session_continues_as_new_are_never_left
         assert archived.status == "archived"
         result = await asyncio.wait_for(temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{sid}").result(), 60)
         assert result.status == "archived" and result.turns == 25
+
+
+async def test_waiters_held_open_on_every_turn_do_not_keep_the_session_from_continuing_as_new(
+    low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    """Regression: a client that always holds a ``wait_turn`` open (here: on each of the next three
+    turns) starved continue-as-new, which waited for every handler to finish. Waiters now answer
+    ``pending`` with ``ask_again`` when continue-as-new is due, and asking again reaches the new run."""
+    config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"can-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
+    client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
+    turns = 45
+    # Turns slower than the client sends: there is always a queued turn with a waiter on it.
+    script = write_script(tmp_path, [{"text": f"answer {i + 1}", "delay_seconds": 0.2} for i in range(turns)])
+    sid = uuid.uuid4().hex[:12]
+    handle = temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{sid}")
+    asked_again = 0
+
+    async def wait_turn(turn_id: str) -> TurnOutcome:
+        nonlocal asked_again
+        while True:
+            outcome = await handle.execute_update(SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id))
+            if outcome.status != "pending":
+                return outcome
+            assert outcome.ask_again
+            asked_again += 1
+
+    async with build_worker(temporal, config, store, task_queue=config.task_queue):
+        started = await client.start(session_config(client, sid, workspace, script), "message 1")
+        waiters = [asyncio.create_task(wait_turn(started.turn_id))]
+        for n in range(2, 4):
+            waiters.append(asyncio.create_task(wait_turn((await client.send(sid, f"message {n}")).turn_id)))
+        outcomes = []
+        for n in range(4, turns + 4):
+            outcomes.append(await asyncio.wait_for(waiters.pop(0), 120))
+            if n <= turns:
+                waiters.append(asyncio.create_task(wait_turn((await client.send(sid, f"message {n}")).turn_id)))
+        assert [o.answer for o in outcomes] == [f"answer {n}" for n in range(1, turns + 1)]
+        view = await client.state(sid)
+        assert view.turns_completed == turns
+        assert asked_again > 0
+        # Continue-as-new happened while turns were still queued, not only once the session went idle.
+        events = [event async for event in client.all_events(sid)]
+        first_continue = next(e.seq for e in events if isinstance(e, SessionContinuedAsNew))
+        last_turn_end = max(e.seq for e in events if isinstance(e, TurnEnded))
+        assert first_continue < last_turn_end
