@@ -1,0 +1,204 @@
+"""Record the committed replay histories of the current workflow code, one file per scenario.
+
+    python -m tests.record_histories [--out tests/histories] [--prefix turn-control-v1]
+
+Starts its own Temporal dev server (it suggests continue-as-new after 120 history events,
+so a short session continues as new), a SQLite store and a worker, runs each scenario
+below with the scripted model and writes ``<prefix>-<scenario>.json`` (the workflow's
+history as the Temporal CLI and UI export it). ``tests/test_replay.py`` replays every
+committed file. Record new files after a change of command order (behind a new
+``workflow.patched`` id); never re-record old ones: they stand for running sessions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from temporalio.client import Client, WorkflowHandle
+
+from agentrt.client import AgentClient, connect
+from agentrt.schemas import (
+    ModelRequestStarted,
+    PermissionRequested,
+    SessionConfig,
+    ToolInvocationStarted,
+    TurnOutcome,
+    WaitTurnInput,
+)
+from agentrt.store import Store
+from agentrt.worker import AgentrtConfig, DevServer, build_data_converter, build_worker
+from agentrt.workflows.session import SessionWorkflow
+from tests.e2e._support import ALLOW_ALL, wait_for_event
+
+SUGGEST_AFTER_EVENTS = 120
+OWNER = "alice"
+
+Scenario = Callable[["Recorder"], Awaitable[dict[str, WorkflowHandle]]]
+
+
+class Recorder:
+    def __init__(self, temporal: Client, client: AgentClient, root: Path) -> None:
+        self.temporal = temporal
+        self.client = client
+        self.root = root
+
+    def config(self, turns: list[dict[str, Any]], **fields: Any) -> SessionConfig:
+        run_dir = self.root / uuid.uuid4().hex[:8]
+        (run_dir / "ws").mkdir(parents=True)
+        script = run_dir / "script.json"
+        script.write_text(json.dumps({"turns": turns}))
+        return self.client.new_config(str(run_dir / "ws"), script=str(script), profile="scripted", **fields)
+
+    def handle(self, session_id: str, run_id: str | None = None) -> WorkflowHandle:
+        return self.temporal.get_workflow_handle(f"session-{session_id}", run_id=run_id)
+
+    async def wait_turn(self, session_id: str, turn_id: str) -> TurnOutcome:
+        handle = self.temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{session_id}")
+        while True:
+            outcome = await handle.execute_update(SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id))
+            if outcome.status != "pending":
+                return outcome
+
+
+async def tool_call_approved(r: Recorder) -> dict[str, WorkflowHandle]:
+    config = r.config([{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]}, {"text": "done"}])
+    started = await r.client.start(config, "write a file")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await r.client.approve(config.session_id, requested.request.request_id)
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    return {"tool-call-approved-then-archived": r.handle(config.session_id)}
+
+
+async def _cancel_at(r: Recorder, turns: list[dict[str, Any]], event_type: type, name: str, **fields: Any) -> dict[str, WorkflowHandle]:
+    config = r.config(turns, **fields)
+    started = await r.client.start(config, "go")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, event_type))
+    if event_type is ToolInvocationStarted:
+        await asyncio.sleep(1.0)
+    await r.client.cancel(config.session_id, reason="recorded")
+    await r.wait_turn(config.session_id, started.turn_id)
+    return {name: r.handle(config.session_id)}
+
+
+async def cancel_during_model_call(r: Recorder) -> dict[str, WorkflowHandle]:
+    return await _cancel_at(r, [{"text": "late", "delay_seconds": 60}], ModelRequestStarted, "cancel-during-model-call")
+
+
+async def cancel_during_tool(r: Recorder) -> dict[str, WorkflowHandle]:
+    turns = [{"tool_calls": [{"name": "shell.run", "arguments": {"command": "sleep 5"}}]}, {"text": "unreached"}]
+    return await _cancel_at(r, turns, ToolInvocationStarted, "cancel-during-tool", approval=ALLOW_ALL)
+
+
+async def cancel_during_approval(r: Recorder) -> dict[str, WorkflowHandle]:
+    turns = [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]}, {"text": "unreached"}]
+    return await _cancel_at(r, turns, PermissionRequested, "cancel-during-approval-wait")
+
+
+async def cancel_with_queued_turns(r: Recorder) -> dict[str, WorkflowHandle]:
+    config = r.config([{"text": "slow", "delay_seconds": 60}, {"text": "two"}, {"text": "three"}])
+    started = await r.client.start(config, "one")
+    await r.client.send(config.session_id, "two")
+    await r.client.send(config.session_id, "three")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await r.client.cancel(config.session_id, include_queued=True)
+    await r.wait_turn(config.session_id, started.turn_id)
+    return {"cancel-with-queued-turns": r.handle(config.session_id)}
+
+
+async def workflow_cancelled(r: Recorder) -> dict[str, WorkflowHandle]:
+    config = r.config([{"text": "slow", "delay_seconds": 60}, {"text": "two"}])
+    await r.client.start(config, "one")
+    await r.client.send(config.session_id, "two")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, ModelRequestStarted))
+    handle = r.handle(config.session_id)
+    await handle.cancel()
+    try:
+        await handle.result()
+    except Exception:  # noqa: BLE001 - a cancelled workflow's result raises; its history is what we keep
+        pass
+    return {"workflow-cancelled-with-a-queued-turn": handle}
+
+
+async def continued_as_new(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Turns with waiters held open on the next ones, until the session continues as new twice."""
+    config = r.config([{"text": f"answer {i}", "delay_seconds": 0.2} for i in range(1, 41)])
+    started = await r.client.start(config, "message 1")
+    first_run = (await r.handle(config.session_id).describe()).run_id
+    waiters = [asyncio.create_task(r.wait_turn(config.session_id, started.turn_id))]
+    for n in range(2, 41):
+        waiters.append(asyncio.create_task(r.wait_turn(config.session_id, (await r.client.send(config.session_id, f"message {n}")).turn_id)))
+        if len(waiters) > 3:
+            await waiters.pop(0)
+        if (await r.client.state(config.session_id)).run >= 3:
+            break
+    for waiter in waiters:
+        await waiter
+    history = await r.handle(config.session_id, first_run).fetch_history()
+    completed = history.events[-1].workflow_execution_continued_as_new_event_attributes
+    second_run = completed.new_execution_run_id
+    return {
+        "continue-as-new-with-waiters-first-run": r.handle(config.session_id, first_run),
+        "continue-as-new-second-run": r.handle(config.session_id, second_run),
+    }
+
+
+SCENARIOS: list[Scenario] = [
+    tool_call_approved,
+    cancel_during_model_call,
+    cancel_during_tool,
+    cancel_during_approval,
+    cancel_with_queued_turns,
+    workflow_cancelled,
+    continued_as_new,
+]
+
+
+async def record(out: Path, prefix: str) -> list[Path]:
+    """Run every scenario on a fresh server and write its histories into ``out``; returns the files."""
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        server = DevServer.on_free_ports(
+            root / "server", ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}"]
+        )
+        await server.start()
+        try:
+            config = AgentrtConfig(
+                temporal_address=server.address, task_queue=f"rec-{uuid.uuid4().hex[:8]}",
+                database_url=f"sqlite:///{root / 'agentrt.db'}",
+            )
+            store = Store.open(config.database_url)
+            temporal = await connect(server.address, data_converter=build_data_converter(config, store))
+            client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
+            recorder = Recorder(temporal, client, root)
+            async with build_worker(temporal, config, store):
+                for scenario in SCENARIOS:
+                    for name, handle in (await scenario(recorder)).items():
+                        history = await handle.fetch_history()
+                        path = out / f"{prefix}-{name}.json"
+                        path.write_text(history.to_json())
+                        written.append(path)
+                        print(f"wrote {path} ({len(history.events)} events)")
+            store.close()
+        finally:
+            server.stop()
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "histories")
+    parser.add_argument("--prefix", default="turn-control-v1")
+    args = parser.parse_args()
+    asyncio.run(record(args.out, args.prefix))
+
+
+if __name__ == "__main__":
+    main()
