@@ -162,6 +162,18 @@ class SessionCore:
         self._emit(TurnEnded(turn_id=queued.op_id, status="cancelled", rounds=0, error=error, usage=Usage()))
         self._inbox.record(outcome)
 
+    def _finish_turn(self, outcome: TurnOutcome) -> None:
+        assert outcome.status != "pending"
+        self._emit(
+            TurnEnded(
+                turn_id=outcome.turn_id, status=outcome.status, rounds=outcome.rounds, error=outcome.error, usage=outcome.usage
+            )
+        )
+        self._state.turns_completed += 1
+        self._active_turn = None
+        self._cancel_request = None
+        self._set_status("idle")
+
     def _view(self) -> SessionStateView:
         """What the ``state`` query answers."""
         status = "cancelling" if self._active_turn is not None and self._cancel_requested() else self._status

@@ -57,7 +57,6 @@ from agentrt.schemas import (
     SessionStatus,
     SwitchModelInput,
     SwitchModelResult,
-    TurnEnded,
     TurnOutcome,
     TurnStarted,
     Usage,
@@ -160,18 +159,21 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         if operation.kind == "message":
             await self._run_message(operation)
             return
-        if operation.kind == "compact":
-            self._inbox.finish(operation.op_id, await self._compact("requested"))
-        else:
-            self._inbox.finish(operation.op_id, await self._switch_model(operation))
+        result: SwitchModelResult | CompactOutcome | str = "the session ended first"
+        try:
+            result = await (self._compact("requested") if operation.kind == "compact" else self._switch_model(operation))
+        finally:
+            self._inbox.finish(operation.op_id, result)  # the caller's update must never wait forever
         self._set_status("idle")
 
     async def _run_message(self, operation: QueuedOperation) -> None:
         outcome = await self._run_turn_task(operation)
         self._finish_turn(outcome)
-        await self._flush()
-        # Published only now, so a client that saw the outcome finds the whole turn in the store.
-        self._inbox.record(outcome)
+        try:
+            await self._flush()
+        finally:
+            # Published only now, so a client that saw the outcome finds the whole turn in the store.
+            self._inbox.record(outcome)
         if not self._context_enabled:
             return
         compact, self._state.auto_compaction_pause = compaction.needs_auto_compaction(
@@ -216,6 +218,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
         await self._flush(include_config=True)
         self._set_status("idle")
+
     # ---------------------------------------------------------------- continue-as-new
 
     def _may_continue_as_new(self) -> bool:
@@ -402,18 +405,6 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             context.observe(self._state.context, plan.raw_tokens, reply.usage.input_tokens)
         return reply
     # ---------------------------------------------------------------- turn endings
-    def _finish_turn(self, outcome: TurnOutcome) -> None:
-        assert outcome.status != "pending"
-        self._emit(
-            TurnEnded(
-                turn_id=outcome.turn_id, status=outcome.status, rounds=outcome.rounds, error=outcome.error, usage=outcome.usage
-            )
-        )
-        self._state.turns_completed += 1
-        self._active_turn = None
-        self._cancel_request = None
-        self._set_status("idle")
-
     async def _close(self) -> SessionResult:
         """End the session (archive or workflow cancellation): queued turns are cancelled, the rest recorded."""
         principal = self._archive_request.principal if self._archive_request else "temporal"
