@@ -55,7 +55,7 @@ async def test_cancel_during_a_sleeping_tool_kills_it_and_runs_no_further_model_
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, [
-        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "sleep 5; echo finished > done.txt"}}]},
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "sleep 30; echo finished > done.txt"}}]},
         {"text": "must not be asked"},
     ])
     sid = harness.new_session_id()
