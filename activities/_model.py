@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -36,7 +37,6 @@ from agentrt.workflows.context import BYTES_PER_TOKEN, superseded_positions, tru
 if TYPE_CHECKING:
     from agentrt.activities.tools import ToolRegistry
     from agentrt.store import Store
-    from agentrt.worker._config import AgentrtConfig
 
 DELTA_FLUSH_SECONDS = 0.2
 DELTA_FLUSH_COUNT = 32
@@ -58,10 +58,19 @@ SUMMARY_SYSTEM = (
 # How often a model activity heartbeats while it waits for the provider (seconds).
 HEARTBEAT_SECONDS = 0.5
 
-class ModelActivities:
-    """Holds the worker's configuration, store and tool registry; the workflow sends only a profile name."""
 
-    def __init__(self, config: "AgentrtConfig", store: "Store", registry: "ToolRegistry") -> None:
+class ProfileSource(Protocol):
+    """What the model activities read of the worker's configuration: its model profiles, by
+    name. The worker's ``AgentrtConfig`` is one; any object with such a ``profiles`` is another."""
+
+    @property
+    def profiles(self) -> Mapping[str, ModelProfile]: ...
+
+
+class ModelActivities:
+    """Holds the worker's model profiles, store and tool registry; the workflow sends only a profile name."""
+
+    def __init__(self, config: ProfileSource, store: "Store", registry: "ToolRegistry") -> None:
         self._config = config
         self._store = store
         self._registry = registry
@@ -75,7 +84,10 @@ class ModelActivities:
                 raise UnknownProfileError(name, list(self._config.profiles))
             limits = {"context_window": known.context_window, "max_output_tokens": known.max_output_tokens} if known else {}
             return ModelProfile(name=name, provider="scripted", model="scripted", script=script, **limits)
-        return self._config.profile(name)
+        try:
+            return self._config.profiles[name]
+        except KeyError:
+            raise UnknownProfileError(name, list(self._config.profiles)) from None
 
     @activity.defn(name=PROFILES_DESCRIBE)
     def describe(self, input: DescribeProfileInput) -> ProfileLookup:

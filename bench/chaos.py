@@ -5,7 +5,7 @@
 
 Starts its own Temporal dev server (free ports, headless) and worker subprocesses, runs
 ``--sessions`` sessions of ``--turns`` turns each while the worker is SIGKILLed ``--kills``
-times and the server restarted ``--server-restarts`` times (see ``tests/chaos/_harness.py``
+times and the server restarted ``--server-restarts`` times (see ``bench/_chaos_harness.py``
 for where the kills land and what is checked). A kill takes about 4 s of wall time (a
 random 0.3-3 s wait plus a worker start), so pick ``--turns`` such that the sessions
 are still working when the last kill lands; the log says when they are not. Progress
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
-from tests.chaos._harness import run_chaos
+from bench._chaos_harness import run_chaos
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,13 +78,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 
-from agentrt.activities.tools import default_registry
-from agentrt.activities.tools._fs import MAX_READ_BYTES
-from bench._naive import NAIVE_ACTIVITIES, NaiveAgentInput, NaiveAgentResult, NaiveAgentWorkflow
+from agentrt.activities.tools import MAX_READ_BYTES, default_registry
 from agentrt.client import AgentClient
 from agentrt.schemas import ModelRequestStarted
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
+from bench._naive import NAIVE_ACTIVITIES, NaiveAgentInput, NaiveAgentResult, NaiveAgentWorkflow
 
 DEFAULT_ROUNDS = 200
 DEFAULT_RESULT_BYTES = 1024

@@ -29,9 +29,7 @@ from agentrt.schemas import (
     TurnEnded,
     TurnOutcome,
 )
-from agentrt.worker._config import AgentrtConfig
-from agentrt.worker._devserver import DevServer
-from agentrt.worker._worker import running_worker
+from agentrt.worker import AgentrtConfig, DevServer, running_worker
 
 T = TypeVar("T")
 

@@ -54,8 +54,7 @@ from agentrt.schemas import (
     TurnOutcome,
 )
 from agentrt.store import Store, TokenDelta
-from agentrt.worker._config import AgentrtConfig
-from agentrt.worker._payloads import build_data_converter
+from agentrt.worker import AgentrtConfig, build_data_converter
 from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow, workflow_id_for
 
 

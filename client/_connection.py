@@ -10,8 +10,7 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 
-from agentrt.worker._config import AgentrtConfig
-from agentrt.worker._payloads import build_data_converter
+from agentrt.worker import AgentrtConfig, build_data_converter
 
 
 async def connect(address: str, namespace: str = "default", *, data_converter: DataConverter | None = None) -> Client:

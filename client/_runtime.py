@@ -13,10 +13,7 @@ from agentrt.client._client import AgentClient
 from agentrt.client._connection import connect
 from agentrt.schemas import ServerUnavailable
 from agentrt.store import Store
-from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig
-from agentrt.worker._devserver import DevServer, port_is_open
-from agentrt.worker._payloads import build_data_converter
-from agentrt.worker._worker import running_worker
+from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, DevServer, build_data_converter, port_is_open, running_worker
 
 STATE_DIR = Path(".agentrt")
 

@@ -10,7 +10,7 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._config import ModelProfile, SessionConfig
 from agentrt.schemas._context import ContextPlan
 from agentrt.schemas._events import Event
-from agentrt.schemas._messages import Message, ToolCall, ToolSpec, Usage
+from agentrt.schemas._messages import Message, PositionedMessage, ToolCall, ToolSpec, Usage
 
 
 class ModelRequest(Model):
@@ -95,12 +95,6 @@ class ToolExecuteResult(Model):
     error_type: str | None = None
     position: int
     state_keys: list[str] = Field(default_factory=list)
-
-
-class PositionedMessage(Model):
-    position: int
-    turn_id: str | None = None
-    message: Message
 
 
 class StoreAppendInput(Model):

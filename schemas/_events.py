@@ -16,7 +16,7 @@ from pydantic import Field, TypeAdapter
 from agentrt.schemas._base import Model
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._messages import ToolCall, Usage
-from agentrt.schemas._session import PermissionRequest, TurnStatus
+from agentrt.schemas._turns import PermissionRequest, TurnStatus
 
 
 class _EventBase(Model):

@@ -69,3 +69,11 @@ class Message(Model):
     name: str | None = None
     is_error: bool = False
     state_keys: list[str] = Field(default_factory=list)
+
+
+class PositionedMessage(Model):
+    """A transcript message at its ``position`` (0, 1, 2, ... per session), with the turn that added it."""
+
+    position: int
+    turn_id: str | None = None
+    message: Message

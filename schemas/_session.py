@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._context import ContextState, ProfileInfo
-from agentrt.schemas._messages import ToolSpec, Usage
+from agentrt.schemas._events import Event
+from agentrt.schemas._messages import PositionedMessage, ToolSpec, Usage
+from agentrt.schemas._turns import PermissionRequest, TurnStatus
 
-if TYPE_CHECKING:  # resolved in schemas/__init__.py (these modules import this one)
-    from agentrt.schemas._activities import PositionedMessage
-    from agentrt.schemas._events import Event
-
-TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
-
-
-class SessionInput(Model):
-    """Input of ``SessionWorkflow.run``: ``state`` is None for a new session and the carried
-    state when the session continues as new."""
-
-    config: SessionConfig
-    state: "SessionState | None" = None
 
 
 class SessionResult(Model):
@@ -73,26 +62,6 @@ class TurnOutcome(Model):
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
     ask_again: bool = False
-
-
-class PermissionRequest(Model):
-    """A tool call waiting for a human decision (event ``PermissionRequested``).
-
-    ``kind`` is ``tool_call`` (approve running it; answer with signal ``permission_decision``)
-    or ``reconcile`` (the worker died between claiming and recording an effect; say whether
-    it was applied with signal ``reconcile``). ``arguments_sha256`` is the SHA-256 of the
-    frozen arguments' canonical JSON; a decision that names another call or hash is ignored.
-    """
-
-    request_id: str
-    turn_id: str
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    arguments_sha256: str
-    risk: str
-    reason: str
-    kind: Literal["tool_call", "reconcile"] = "tool_call"
 
 
 class PermissionDecision(Model):
@@ -233,8 +202,16 @@ class SessionState(Model):
     pending_approvals: list[PermissionRequest] = Field(default_factory=list)
     approval_decisions: dict[str, PermissionDecision | ReconcileDecision] = Field(default_factory=dict)
     auto_compaction_pause: int = 0
-    unflushed_events: list["Event"] = Field(default_factory=list)
-    unflushed_messages: list["PositionedMessage"] = Field(default_factory=list)
+    unflushed_events: list[Event] = Field(default_factory=list)
+    unflushed_messages: list[PositionedMessage] = Field(default_factory=list)
+
+
+class SessionInput(Model):
+    """Input of ``SessionWorkflow.run``: ``state`` is None for a new session and the carried
+    state when the session continues as new."""
+
+    config: SessionConfig
+    state: SessionState | None = None
 
 
 class SessionStateView(Model):

@@ -1,8 +1,13 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
 ledger, usage receipts and externally stored Temporal payloads (SQLite or PostgreSQL)."""
 
+from agentrt.store._deltas import TokenDelta
+from agentrt.store._effects import EffectRecord
+from agentrt.store._engine import database_url
 from agentrt.store._payloads import get_payloads, put_payloads
-from agentrt.store._store import EffectRecord, SessionSummary, Store, TokenDelta, UsageReceipt, database_url
+from agentrt.store._store import Store
+from agentrt.store._transcript import SessionSummary
+from agentrt.store._usage import UsageReceipt
 
 __all__ = [
     "EffectRecord",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -113,3 +114,33 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("replay_last") is not None)
+
+
+# The repository's folders install as ``agentrt.<name>``; pytest puts the repository root on
+# sys.path, so ``import schemas`` would quietly load a second copy of a package (other classes,
+# other module state). A run in which that happened fails, naming what was loaded.
+BARE_PACKAGES = frozenset({"activities", "client", "schemas", "store", "worker", "workflows"})
+
+
+def bare_modules_loaded() -> list[str]:
+    """Modules in ``sys.modules`` loaded under a bare top-level name instead of ``agentrt.<name>``."""
+    return sorted(name for name in list(sys.modules) if name.partition(".")[0] in BARE_PACKAGES)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    loaded = bare_modules_loaded()
+    if not loaded:
+        return
+    message = (
+        f"modules imported under a bare top-level name instead of agentrt.<name>: {', '.join(loaded)} "
+        "(import them as agentrt.<name>)"
+    )
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write("\n")
+        reporter.write_sep("=", "bare top-level imports", red=True)
+        reporter.write_line(message, red=True, bold=True)
+    else:
+        print(message, file=sys.stderr)
+    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,6 +1,6 @@
 """The process side of agentrt: configuration, the worker, big-payload storage and the embedded Temporal dev server."""
 
-from agentrt.worker._config import AgentrtConfig, PayloadConfig
+from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig, PayloadConfig
 from agentrt.worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
 from agentrt.worker._payloads import (
     DIRECTORY_DRIVER_NAME,
@@ -15,6 +15,7 @@ from agentrt.worker._worker import WORKFLOWS, build_worker, running_worker, work
 
 __all__ = [
     "AgentrtConfig",
+    "DEFAULT_ADDRESS",
     "DIRECTORY_DRIVER_NAME",
     "DevServer",
     "DirectoryPayloadDriver",

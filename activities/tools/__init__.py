@@ -4,7 +4,7 @@ Pure, synchronous Python: the ``tool.execute`` activity wraps ``ToolRegistry.exe
 and passes heartbeat and cancellation hooks in through ``ToolContext``.
 """
 
-from agentrt.activities.tools._fs import FsList, FsRead, FsSearch, FsWrite
+from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
 from agentrt.activities.tools._registry import (
     Tool,
     ToolArgs,
@@ -21,6 +21,7 @@ __all__ = [
     "FsRead",
     "FsSearch",
     "FsWrite",
+    "MAX_READ_BYTES",
     "ShellRun",
     "Tool",
     "ToolArgs",

@@ -14,8 +14,9 @@ from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, Tool
 from agentrt.activities.tools._workspace import is_inside, relative_display, resolve_in_workspace
 from agentrt.schemas import ToolError
 
-__all__ = ["FsList", "FsRead", "FsSearch", "FsWrite"]
+__all__ = ["FsList", "FsRead", "FsSearch", "FsWrite", "MAX_READ_BYTES"]
 
+# The most bytes one fs.read returns (its ``limit`` argument is capped here).
 MAX_READ_BYTES = 1024 * 1024
 SKIP_DIRS = frozenset({".git"})
 _BINARY_SNIFF_BYTES = 8192

@@ -26,7 +26,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    from agentrt.store._store import database_url
+    from agentrt.store._engine import database_url
 
     engine = create_engine(database_url(config.get_main_option("sqlalchemy.url") or None))
     try:

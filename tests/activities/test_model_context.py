@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,27 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import ModelActivities
 from agentrt.activities.tools import default_registry
-from agentrt.schemas import ContextPlan, Message, ModelCallInput, StoreAppendInput, PositionedMessage, ToolCall, TruncatedMessage
+from agentrt.schemas import (
+    ContextPlan,
+    DescribeProfileInput,
+    Message,
+    ModelCallInput,
+    ModelProfile,
+    PositionedMessage,
+    StoreAppendInput,
+    ToolCall,
+    TruncatedMessage,
+)
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig
 
 SID = "ctx-session"
+
+
+@dataclass
+class Profiles:
+    """A profile source other than the worker's configuration: the activities need only ``profiles``."""
+
+    profiles: dict[str, ModelProfile] = field(default_factory=dict)
 
 
 @pytest.fixture
@@ -38,7 +55,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def _context(store: Store, plan: ContextPlan | None, system: str | None = "be brief") -> tuple[str | None, list[Message]]:
-    activities = ModelActivities(AgentrtConfig(), store, default_registry())
+    activities = ModelActivities(Profiles(), store, default_registry())
     call = ModelCallInput(
         session_id=SID, turn_id="turn-2", round=2, profile="scripted", system_prompt=system,
         upto_position=7, reply_position=7, plan=plan,
@@ -121,3 +138,18 @@ def test_many_tool_calls_share_the_limit_and_mixed_scripts_are_cut_by_bytes(tmp_
     sent = sum(len(json.dumps(c.arguments)) for c in messages[1].tool_calls)
     assert sent < 9_000
     assert len(messages[2].text.encode()) < 8_300
+
+
+def test_model_activities_describe_a_profile_of_any_profile_source(store: Store) -> None:
+    small = ModelProfile(name="small", provider="openai", model="m", context_window=8000, max_output_tokens=1000)
+    activities = ModelActivities(Profiles({"small": small}), store, default_registry())
+    lookup = activities.describe(DescribeProfileInput(profile="small"))
+    assert lookup.info is not None and (lookup.info.context_window, lookup.info.max_output_tokens) == (8000, 1000)
+
+
+def test_model_activities_name_the_known_profiles_for_an_unknown_one(store: Store) -> None:
+    small = ModelProfile(name="small", provider="openai", model="m", context_window=8000, max_output_tokens=1000)
+    activities = ModelActivities(Profiles({"small": small}), store, default_registry())
+    lookup = activities.describe(DescribeProfileInput(profile="big"))
+    assert lookup.info is None and lookup.error is not None
+    assert "UnknownProfileError" in lookup.error and "'big'" in lookup.error and "small" in lookup.error

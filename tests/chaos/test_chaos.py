@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.chaos._harness import run_chaos
+from bench.chaos import run_chaos
 
 SEED = 20240601
 

@@ -15,7 +15,7 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, insert, select, text
 
-import agentrt.store._store as store_module
+import agentrt.store._engine as engine_module
 from agentrt.store import EffectRecord, Store, UsageReceipt
 from agentrt.store._models import metadata
 from agentrt.store._models import sessions as sessions_table
@@ -271,7 +271,7 @@ def test_effects_are_per_session_in_claim_order(store: Store) -> None:
 
 def test_effects_with_equal_claim_times_are_ordered_by_key(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     at = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
-    monkeypatch.setattr(store_module, "_now", lambda: at)
+    monkeypatch.setattr(store, "_now", lambda: at)
     for key in ("c", "a", "b"):
         store.claim_effect(key, "s1", "t")
     assert [r.idempotency_key for r in store.effects("s1")] == ["a", "b", "c"]
@@ -356,15 +356,15 @@ def test_concurrent_usage_writes_end_completed(store: Store) -> None:
 
 def _alembic_config(conn) -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(store_module._MIGRATIONS_DIR))
+    cfg.set_main_option("script_location", str(engine_module.MIGRATIONS_DIR))
     cfg.attributes["connection"] = conn
     return cfg
 
 
 def _upgrade_to(url: str, revision: str) -> None:
-    engine = store_module._create_engine(store_module.database_url(url))
+    engine = engine_module.make_engine(engine_module.database_url(url))
     try:
-        with store_module._ALEMBIC_LOCK, engine.connect() as conn, conn.begin():
+        with engine_module.ALEMBIC_LOCK, engine.connect() as conn, conn.begin():
             command.upgrade(_alembic_config(conn), revision)
     finally:
         engine.dispose()
@@ -372,7 +372,7 @@ def _upgrade_to(url: str, revision: str) -> None:
 
 def _check_upgrade_from_0001(url: str) -> None:
     _upgrade_to(url, "0001")
-    engine = store_module._create_engine(store_module.database_url(url))
+    engine = engine_module.make_engine(engine_module.database_url(url))
     try:
         tables = set(inspect(engine).get_table_names())
         assert "sessions" in tables and "effects" not in tables and "usage_receipts" not in tables
@@ -415,9 +415,9 @@ def test_postgres_database_at_0001_upgrades_to_head(fresh_pg_url: str) -> None:
 def test_0002_downgrades_to_0001(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'down.db'}"
     Store.open(url).close()
-    engine = store_module._create_engine(url)
+    engine = engine_module.make_engine(url)
     try:
-        with store_module._ALEMBIC_LOCK, engine.connect() as conn, conn.begin():
+        with engine_module.ALEMBIC_LOCK, engine.connect() as conn, conn.begin():
             command.downgrade(_alembic_config(conn), "0001")
         tables = set(inspect(engine).get_table_names())
         assert "effects" not in tables and "usage_receipts" not in tables and "sessions" in tables

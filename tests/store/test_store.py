@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select
 
-import agentrt.store._store as store_module
 from agentrt.schemas import (
     AssistantMessageCompleted,
     Message,
@@ -163,7 +162,7 @@ def test_appending_a_new_config_updates_the_session_and_keeps_created_at(store: 
 
 def test_list_sessions_is_newest_first(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     ticks = iter(AT + timedelta(seconds=n) for n in range(100))
-    monkeypatch.setattr(store_module, "_now", lambda: next(ticks))
+    monkeypatch.setattr(store, "_now", lambda: next(ticks))
     for sid in ("old", "middle", "new"):
         store.append(StoreAppendInput(session_id=sid, config=config(sid)))
     assert [s.session_id for s in store.list_sessions()] == ["new", "middle", "old"]

@@ -1,7 +1,7 @@
 """The chaos harness: sessions run while workers are SIGKILLed and the Temporal server restarts.
 
 ``run_chaos`` starts its own ``temporal server start-dev`` (free ports, headless, SQLite
-file in the run directory) and a worker subprocess (``python -m tests.chaos._worker``:
+file in the run directory) and a worker subprocess (``python -m bench._chaos_worker``:
 the normal worker plus the effectful tool ``chaos.append``). It drives ``sessions``
 sessions of ``turns_per_session`` turns each through ``AgentClient`` while a chaos loop
 
@@ -71,9 +71,9 @@ from agentrt.store import Store
 from agentrt.worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, workflow_runner
 from agentrt.workflows.session import workflow_id_for
 
-from tests.chaos._worker import MARK
+from bench._chaos_worker import MARK
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # What a worker imports: copied into the run directory when the run starts, so every worker
 # generation (and the replay) runs the same code even if the working tree changes meanwhile.
 SOURCE_PACKAGES = ("schemas", "workflows", "activities", "worker", "client", "store")
@@ -256,9 +256,7 @@ class _Chaos:
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
         for package in SOURCE_PACKAGES:
             shutil.copytree(REPO_ROOT / package, self.source / "agentrt" / package, ignore=ignore)
-        (self.source / "tests").mkdir(parents=True)
-        shutil.copy2(REPO_ROOT / "tests" / "__init__.py", self.source / "tests" / "__init__.py")
-        shutil.copytree(REPO_ROOT / "tests" / "chaos", self.source / "tests" / "chaos", ignore=ignore)
+        shutil.copytree(REPO_ROOT / "bench", self.source / "bench", ignore=ignore)
 
     async def start_server(self) -> None:
         await self.server.start(timeout=60)
@@ -293,7 +291,7 @@ class _Chaos:
             }
             env.pop("AGENTRT_CONFIG", None)
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tests.chaos._worker",
+                sys.executable, "-m", "bench._chaos_worker",
                 cwd=self.run_dir, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
             )

@@ -1,6 +1,6 @@
 """The chaos worker: the normal agentrt worker plus one effectful tool, ``chaos.append``.
 
-Run as ``python -m tests.chaos._worker`` (with the repository on ``PYTHONPATH``). Configuration
+Run as ``python -m bench._chaos_worker`` (with the repository on ``PYTHONPATH``). Configuration
 comes from ``AgentrtConfig.load()``: ``AGENTRT_TEMPORAL_ADDRESS``, ``AGENTRT_TASK_QUEUE``,
 ``AGENTRT_DATABASE_URL``. When ``CHAOS_READY_FILE`` is set, the file is created once the
 worker is polling, so the harness can time its kills from that moment. ``CHAOS_APPEND_RISK``

@@ -1,0 +1,33 @@
+"""What the events and the session's state both say about a turn: how it ended
+(``TurnStatus``) and the tool call it may be waiting on (``PermissionRequest``).
+
+Below both ``_events`` and ``_session`` so that each model is complete where it is defined.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from agentrt.schemas._base import Model
+
+TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
+
+
+class PermissionRequest(Model):
+    """A tool call waiting for a human decision (event ``PermissionRequested``).
+
+    ``kind`` is ``tool_call`` (approve running it; answer with signal ``permission_decision``)
+    or ``reconcile`` (the worker died between claiming and recording an effect; say whether
+    it was applied with signal ``reconcile``). ``arguments_sha256`` is the SHA-256 of the
+    frozen arguments' canonical JSON; a decision that names another call or hash is ignored.
+    """
+
+    request_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    arguments_sha256: str
+    risk: str
+    reason: str
+    kind: Literal["tool_call", "reconcile"] = "tool_call"

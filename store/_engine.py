@@ -1,0 +1,104 @@
+"""Where the store lives and how its schema gets there: the database URL, the SQLAlchemy
+engine (SQLite tuned for concurrent writers) and ``alembic upgrade head`` under a lock.
+
+Kept apart from the tables' queries so that opening and migrating a database is one
+concern, shared by ``Store.open`` and the Alembic environment.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+
+DATABASE_URL_ENV = "AGENTRT_DATABASE_URL"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Arbitrary constant key for pg_advisory_xact_lock: serializes concurrent migrations.
+PG_MIGRATION_LOCK = 0x6167656E7472  # "agentr"
+# Alembic's ``context``/``op`` are process-global proxies: one migration run per process at a time.
+ALEMBIC_LOCK = threading.Lock()
+
+
+def database_url(url: str | None = None) -> str:
+    """The store's SQLAlchemy URL: ``url`` if given, else ``AGENTRT_DATABASE_URL``, else
+    ``sqlite:///<cwd>/.agentrt/agentrt.db``.
+
+    ``postgresql://`` and ``postgres://`` URLs are rewritten to use the installed psycopg 3
+    driver (``postgresql+psycopg://``).
+    """
+    url = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{Path.cwd() / '.agentrt' / 'agentrt.db'}"
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for the SQLAlchemy ``url`` (taken as given; see ``database_url``).
+
+    SQLite: creates the file's directory, waits up to ``SQLITE_BUSY_TIMEOUT_MS`` for locks,
+    uses WAL for files, and begins transactions of connections with the execution option
+    ``agentrt_write`` as ``BEGIN IMMEDIATE``. Other backends: a pre-pinged pool.
+    """
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+
+    memory = sa_url.database in (None, "", ":memory:")
+    if not memory:
+        Path(sa_url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        **({"poolclass": StaticPool} if memory else {}),
+    )
+
+    # pysqlite's own transaction handling defers BEGIN and never wraps DDL; take it over
+    # (SQLAlchemy docs, "Serializable isolation / Savepoints / Transactional DDL").
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        if not memory:
+            cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.close()
+
+    # Writers take the write lock up front (BEGIN IMMEDIATE) so busy_timeout applies,
+    # instead of failing with SQLITE_BUSY when a read transaction is upgraded.
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get("agentrt_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def upgrade(engine: Engine) -> None:
+    """``alembic upgrade head`` on ``engine``, holding locks so concurrent openers take turns.
+
+    The database lock (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped advisory
+    lock) orders processes; ``ALEMBIC_LOCK`` orders threads, because Alembic's ``context``
+    and ``op`` proxies are module globals.
+    """
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with ALEMBIC_LOCK, engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = conn.execution_options(agentrt_write=True)
+        with conn.begin():
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK})
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")

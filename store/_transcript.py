@@ -1,0 +1,217 @@
+"""Sessions, the transcript, the event projection and compaction summaries: what a session
+said and did, written by activities (idempotently) and read by the model activities and
+the client, so a session's content never has to travel through workflow history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, or_, select, update
+
+from agentrt.schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
+from agentrt.store._base import StoreBase, utc
+from agentrt.store._models import context_summaries, events, messages, sessions
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One row of ``Store.list_sessions``; times are timezone-aware UTC."""
+
+    session_id: str
+    owner: str
+    workspace: str
+    profile: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class TranscriptTables(StoreBase):
+    """Tables ``sessions``, ``messages``, ``events`` and ``context_summaries``."""
+
+    def append(self, data: StoreAppendInput) -> None:
+        """Write one batch in one transaction; safe to repeat.
+
+        ``data.config`` (when given) upserts the session row (``created_at`` is kept).
+        Messages are inserted by (session_id, position) and events by (session_id, seq);
+        rows that already exist are left as they are, so a retried append changes nothing.
+        """
+        now = self._now()
+        sid = data.session_id
+        with self._write() as conn, conn.begin():
+            if data.config is not None:
+                cfg = data.config
+                values = {
+                    "session_id": sid,
+                    "owner": cfg.owner,
+                    "workspace": cfg.workspace,
+                    "profile": cfg.profile,
+                    "title": cfg.title,
+                    "config_json": cfg.model_dump_json(),
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                stmt = self._insert(sessions).values(values)
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=["session_id"],
+                    set_={k: stmt.excluded[k] for k in ("owner", "workspace", "profile", "title", "config_json", "updated_at")},
+                )
+                conn.execute(stmt)
+            if data.messages:
+                rows = [
+                    {
+                        "session_id": sid,
+                        "position": pm.position,
+                        "turn_id": pm.turn_id,
+                        "role": pm.message.role,
+                        "content_json": pm.message.model_dump_json(),
+                    }
+                    for pm in data.messages
+                ]
+                conn.execute(self._insert_ignore(messages, ["session_id", "position"]), rows)
+            if data.events:
+                rows = [
+                    {
+                        "session_id": sid,
+                        "seq": ev.seq,
+                        "type": ev.type,
+                        "turn_id": ev.turn_id,
+                        "at": ev.at,
+                        "body_json": ev.model_dump_json(),
+                    }
+                    for ev in data.events
+                ]
+                conn.execute(self._insert_ignore(events, ["session_id", "seq"]), rows)
+            # Row counts of multi-row INSERT .. ON CONFLICT are not reported on PostgreSQL (-1),
+            # so any batch with content marks the session as updated.
+            if (data.messages or data.events) and data.config is None:
+                conn.execute(update(sessions).where(sessions.c.session_id == sid).values(updated_at=now))
+
+    def put_message(self, session_id: str, position: int, turn_id: str | None, message: Message) -> None:
+        """Insert or replace the message at (session_id, position).
+
+        Used for results written by an activity: a retried attempt replaces what an
+        interrupted one wrote, so the store matches the result the workflow accepted.
+        """
+        stmt = self._insert(messages).values(
+            session_id=session_id,
+            position=position,
+            turn_id=turn_id,
+            role=message.role,
+            content_json=message.model_dump_json(),
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "position"],
+            set_={"turn_id": stmt.excluded.turn_id, "role": stmt.excluded.role, "content_json": stmt.excluded.content_json},
+        )
+        with self._write() as conn, conn.begin():
+            conn.execute(stmt)
+
+    def messages(self, session_id: str, upto_position: int | None = None) -> list[tuple[int, Message]]:
+        """``(position, Message)`` pairs ordered by position; only positions < ``upto_position`` when given."""
+        q = select(messages.c.position, messages.c.content_json).where(messages.c.session_id == session_id)
+        if upto_position is not None:
+            q = q.where(messages.c.position < upto_position)
+        with self._engine.connect() as conn:
+            rows = conn.execute(q.order_by(messages.c.position)).all()
+        return [(pos, Message.model_validate_json(body)) for pos, body in rows]
+
+    def messages_in(self, session_id: str, ranges: list[tuple[int, int]]) -> list[tuple[int, Message]]:
+        """``(position, Message)`` pairs at positions in any of ``ranges`` (each ``[start, end)``), by position."""
+        if not ranges:
+            return []
+        q = select(messages.c.position, messages.c.content_json).where(
+            messages.c.session_id == session_id,
+            or_(*(and_(messages.c.position >= start, messages.c.position < end) for start, end in ranges)),
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(q.order_by(messages.c.position)).all()
+        return [(pos, Message.model_validate_json(body)) for pos, body in rows]
+
+    def put_summary(self, session_id: str, summary_id: int, upto_position: int, profile: str, text_: str) -> None:
+        """Insert or replace compaction summary ``summary_id`` (a retried compaction rewrites its own row)."""
+        stmt = self._insert(context_summaries).values(
+            session_id=session_id,
+            summary_id=summary_id,
+            upto_position=upto_position,
+            profile=profile,
+            text=text_,
+            created_at=self._now(),
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "summary_id"],
+            set_={"upto_position": stmt.excluded.upto_position, "profile": stmt.excluded.profile, "text": stmt.excluded.text},
+        )
+        with self._write() as conn, conn.begin():
+            conn.execute(stmt)
+
+    def summary(self, session_id: str, summary_id: int) -> str | None:
+        """The text of compaction summary ``summary_id``, or None when there is none."""
+        q = select(context_summaries.c.text).where(
+            context_summaries.c.session_id == session_id, context_summaries.c.summary_id == summary_id
+        )
+        with self._engine.connect() as conn:
+            return conn.execute(q).scalar_one_or_none()
+
+    def summaries(self, session_id: str) -> list[tuple[int, int, str]]:
+        """Every compaction summary of the session as ``(summary_id, upto_position, text)``, oldest first."""
+        q = (
+            select(context_summaries.c.summary_id, context_summaries.c.upto_position, context_summaries.c.text)
+            .where(context_summaries.c.session_id == session_id)
+            .order_by(context_summaries.c.summary_id)
+        )
+        with self._engine.connect() as conn:
+            return [(r[0], r[1], r[2]) for r in conn.execute(q).all()]
+
+    def events(self, session_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
+        """Events with ``seq > since_seq``, ordered by seq, at most ``limit``."""
+        q = (
+            select(events.c.body_json)
+            .where(events.c.session_id == session_id, events.c.seq > since_seq)
+            .order_by(events.c.seq)
+            .limit(limit)
+        )
+        with self._engine.connect() as conn:
+            bodies = conn.execute(q).scalars().all()
+        return [EVENT_ADAPTER.validate_json(body) for body in bodies]
+
+    def turn_events(self, session_id: str, turn_id: str) -> list[Event]:
+        """The events of one turn, ordered by seq."""
+        q = (
+            select(events.c.body_json)
+            .where(events.c.session_id == session_id, events.c.turn_id == turn_id)
+            .order_by(events.c.seq)
+        )
+        with self._engine.connect() as conn:
+            bodies = conn.execute(q).scalars().all()
+        return [EVENT_ADAPTER.validate_json(body) for body in bodies]
+
+    def session_config(self, session_id: str) -> SessionConfig | None:
+        """The session's latest ``SessionConfig``, or None when the session is unknown."""
+        with self._engine.connect() as conn:
+            body = conn.execute(
+                select(sessions.c.config_json).where(sessions.c.session_id == session_id)
+            ).scalar_one_or_none()
+        return None if body is None else SessionConfig.model_validate_json(body)
+
+    def list_sessions(self, limit: int = 50) -> list[SessionSummary]:
+        """Up to ``limit`` sessions, newest (by ``created_at``) first."""
+        q = (
+            select(
+                sessions.c.session_id, sessions.c.owner, sessions.c.workspace, sessions.c.profile,
+                sessions.c.title, sessions.c.created_at, sessions.c.updated_at,
+            )
+            .order_by(sessions.c.created_at.desc(), sessions.c.session_id.desc())
+            .limit(limit)
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [
+            SessionSummary(
+                session_id=r.session_id, owner=r.owner, workspace=r.workspace, profile=r.profile,
+                title=r.title, created_at=utc(r.created_at), updated_at=utc(r.updated_at),
+            )
+            for r in rows
+        ]

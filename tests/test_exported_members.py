@@ -1,0 +1,79 @@
+"""Every package's ``__all__`` is its public API, kept honest (after httpx's test of the same
+name): each listed name exists, the list is sorted, and each public name the ``__init__``
+takes from the package's own modules or defines itself is listed."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from tests._packages import agentrt_packages
+
+PACKAGES = agentrt_packages()
+
+
+def init_source(package: str) -> ast.Module:
+    return ast.parse(Path(inspect.getfile(importlib.import_module(package))).read_text())
+
+
+def own_public_names(package: str) -> set[str]:
+    """Public names the package's ``__init__`` imports from its own modules (``package._x``,
+    ``package.x``) or defines (functions, classes, assignments)."""
+    names: set[str] = set()
+    for node in init_source(package).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(package + "."):
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id != "__all__")
+    return {name for name in names if not name.startswith("_")}
+
+
+def test_every_package_of_agentrt_is_checked() -> None:
+    assert PACKAGES == [
+        "agentrt.activities",
+        "agentrt.activities.providers",
+        "agentrt.activities.tools",
+        "agentrt.client",
+        "agentrt.schemas",
+        "agentrt.store",
+        "agentrt.worker",
+        "agentrt.workflows",
+    ]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_name_in_all_exists(package: str) -> None:
+    module = importlib.import_module(package)
+    assert [name for name in module.__all__ if not hasattr(module, name)] == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_all_is_sorted(package: str) -> None:
+    exported = importlib.import_module(package).__all__
+    assert exported == sorted(exported)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_all_lists_each_name_once(package: str) -> None:
+    exported = importlib.import_module(package).__all__
+    assert len(exported) == len(set(exported))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_public_name_taken_from_the_package_s_own_modules_is_in_all(package: str) -> None:
+    exported = set(importlib.import_module(package).__all__)
+    assert sorted(own_public_names(package) - exported) == []
+
+
+def test_a_name_imported_from_another_package_is_not_required_in_all() -> None:
+    # agentrt.activities.providers uses ConfigurationError from agentrt.schemas without re-exporting it.
+    assert "ConfigurationError" not in own_public_names("agentrt.activities.providers")
+    assert "provider_for" in own_public_names("agentrt.activities.providers")
