@@ -137,7 +137,8 @@ class ApprovalBook:
         pending = next((r for r in self._state.pending_approvals if r.request_id == request_id), None)
         if pending is None:
             number = request_id.removeprefix("req-")
-            if number.isdigit() and 1 <= int(number) <= self._state.request_counter:
+            # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
+            if number.isascii() and number.isdigit() and 1 <= int(number) <= self._state.request_counter:
                 return "already_decided"  # acted on, or its turn ended (in this run or an earlier one)
             return "unknown_request"
         if pending.kind != kind:

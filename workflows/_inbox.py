@@ -38,12 +38,11 @@ class Inbox:
         self._state = state
         self._session_id = session_id
         self._outcomes: dict[str, TurnOutcome] = {o.turn_id: o for o in state.recent_outcomes}
-        # Turns numbered below this ended in an earlier run and their outcomes were not carried.
-        self._forgotten_below = min(
-            [turn_number(t) for t in self._outcomes]
-            + [turn_number(q.op_id) for q in state.inbox if q.kind == "message"]
-            + [state.turn_counter + 1]
-        )
+        # The turn ``pop`` started whose outcome is not recorded yet. A known turn that is neither
+        # queued, nor running, nor held has ended and its outcome was forgotten: turns end out of
+        # numeric order (a queued turn can be cancelled before the running one ends), so no
+        # "every turn below N" threshold can say which.
+        self._running: str | None = None
         self._results: dict[str, OperationResult] = {}
         self._waiters: dict[str, int] = {}
 
@@ -71,7 +70,10 @@ class Inbox:
         return op_id
 
     def pop(self) -> QueuedOperation:
-        return self._state.inbox.pop(0)
+        queued = self._state.inbox.pop(0)
+        if queued.kind == "message":
+            self._running = queued.op_id
+        return queued
 
     def pop_operation(self) -> QueuedOperation | None:
         """Take the oldest queued model switch or compaction, leaving messages queued."""
@@ -133,10 +135,10 @@ class Inbox:
     def record(self, outcome: TurnOutcome) -> None:
         """Remember how a turn ended; the oldest outcomes beyond ``RECENT_OUTCOMES`` are forgotten."""
         self._outcomes[outcome.turn_id] = outcome
+        if outcome.turn_id == self._running:
+            self._running = None
         while len(self._outcomes) > RECENT_OUTCOMES:
-            oldest = next(iter(self._outcomes))
-            del self._outcomes[oldest]
-            self._forgotten_below = max(self._forgotten_below, turn_number(oldest) + 1)
+            del self._outcomes[next(iter(self._outcomes))]
         self._state.recent_outcomes = list(self._outcomes.values())
 
     def outcome(self, turn_id: str) -> TurnOutcome | None:
@@ -146,11 +148,16 @@ class Inbox:
         if not turn_id.startswith("turn-"):
             return False
         number = turn_id[len("turn-") :]
-        return number.isdigit() and 1 <= int(number) <= self._state.turn_counter
+        # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
+        return number.isascii() and number.isdigit() and 1 <= int(number) <= self._state.turn_counter
 
     def is_forgotten_turn(self, turn_id: str) -> bool:
-        """A turn that ended in an earlier run, beyond the outcomes carried through continue-as-new."""
-        return turn_id not in self._outcomes and turn_number(turn_id) < self._forgotten_below
+        """A turn that ended (in this run or an earlier one) beyond the outcomes still held."""
+        return (
+            turn_id not in self._outcomes
+            and turn_id != self._running
+            and turn_id not in self.queued_turn_ids()
+        )
 
     def unknown_or_forgotten(self, turn_id: str) -> str | None:
         """Why the workflow cannot answer for ``turn_id``, or None when it can."""
