@@ -2,7 +2,7 @@
 ledger, usage receipts and externally stored Temporal payloads (SQLite or PostgreSQL)."""
 
 from agentrt.store._payloads import get_payloads, put_payloads
-from agentrt.store._store import EffectRecord, SessionSummary, Store, TokenDelta, UsageReceipt, database_url
+from agentrt.store._store import EffectRecord, SessionSummary, Store, TokenDelta, UsageReceipt, agentrt_home, database_url
 
 __all__ = [
     "EffectRecord",
@@ -10,6 +10,7 @@ __all__ = [
     "Store",
     "TokenDelta",
     "UsageReceipt",
+    "agentrt_home",
     "database_url",
     "get_payloads",
     "put_payloads",

@@ -3,7 +3,8 @@ ledger and usage receipts in SQL.
 
 Activities write here (idempotently, so retries are harmless) and the client reads here,
 so a session's content never has to travel through workflow history. SQLite under
-``.agentrt/`` by default; PostgreSQL when ``AGENTRT_DATABASE_URL`` says so.
+``$AGENTRT_HOME`` (default ``~/.agentrt``) by default; PostgreSQL when
+``AGENTRT_DATABASE_URL`` says so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from alembic import command
 from alembic.config import Config
@@ -34,9 +35,10 @@ from agentrt.store._models import (
     usage_receipts,
 )
 
-__all__ = ["EffectRecord", "SessionSummary", "Store", "TokenDelta", "UsageReceipt", "database_url"]
+__all__ = ["EffectRecord", "SessionSummary", "Store", "TokenDelta", "UsageReceipt", "agentrt_home", "database_url"]
 
 DATABASE_URL_ENV = "AGENTRT_DATABASE_URL"
+HOME_ENV = "AGENTRT_HOME"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Arbitrary constant key for pg_advisory_xact_lock: serializes concurrent migrations.
@@ -56,14 +58,27 @@ def _utc(value: datetime | None) -> datetime | None:
     return value
 
 
+def agentrt_home(env: Mapping[str, str] | None = None) -> Path:
+    """The directory that holds one machine's agentrt configuration and state: ``$AGENTRT_HOME``,
+    else ``~/.agentrt`` (made absolute; not created here).
+
+    It holds ``agentrt.toml``, the SQLite store ``agentrt.db``, the ``payloads/`` directory and
+    the embedded dev server's ``temporal.db`` and logs, so the CLI, the Python client and a
+    worker on one machine find the same files whatever their working directory. ``env``
+    defaults to ``os.environ``.
+    """
+    env = os.environ if env is None else env
+    return Path(env.get(HOME_ENV) or Path.home() / ".agentrt").expanduser().absolute()
+
+
 def database_url(url: str | None = None) -> str:
     """The store's SQLAlchemy URL: ``url`` if given, else ``AGENTRT_DATABASE_URL``, else
-    ``sqlite:///<cwd>/.agentrt/agentrt.db``.
+    ``sqlite:///<agentrt_home()>/agentrt.db``.
 
     ``postgresql://`` and ``postgres://`` URLs are rewritten to use the installed psycopg 3
     driver (``postgresql+psycopg://``).
     """
-    url = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{Path.cwd() / '.agentrt' / 'agentrt.db'}"
+    url = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{agentrt_home() / 'agentrt.db'}"
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
