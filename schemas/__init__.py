@@ -33,6 +33,7 @@ from agentrt.schemas._errors import (
     ConfigurationError,
     EffectOutcomeUnknown,
     InvalidScriptError,
+    PayloadStorageMismatch,
     PolicyDenied,
     ProviderError,
     RequestRejected,
@@ -144,5 +145,6 @@ __all__ = [
     "CompactOutcome", "CompactRequest", "QueuedOperation", "SessionState", "SwitchModelInput", "SwitchModelResult",
     "CONTEXT_COMPACT", "EFFECTS_RECONCILE", "PROFILES_DESCRIBE", "PROVIDER_COMPLETE", "SEARCH_ATTRIBUTE_KEYS",
     "SESSION_OWNER", "SESSION_STATUS", "SESSION_WORKFLOW", "STORE_APPEND", "TOOL_EXECUTE", "TOOLS_LIST",
+    "PayloadStorageMismatch",
     "session_workflow_id",
 ]
