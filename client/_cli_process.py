@@ -28,6 +28,7 @@ log = logging.getLogger("agentrt.worker")
 def _log_to_stderr() -> None:
     """An operator reads a worker's log: INFO and up, with times, on stderr."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per store migration step is noise here
 
 
 def run(

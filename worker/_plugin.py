@@ -11,6 +11,7 @@ worker runs.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 PLUGIN_NAME = "agentrt"
+# The SDK's default number of activity slots, when a worker sets none.
+DEFAULT_ACTIVITY_THREADS = 100
 WORKFLOWS: list[type] = [SessionWorkflow]
 
 # Modules the workflow sandbox shares with the worker instead of importing them afresh for
@@ -133,8 +136,14 @@ class AgentrtPlugin(SimplePlugin):
         return given + [w for w in WORKFLOWS if w not in given]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """See ``SimplePlugin``; also appends ``agentrt-payloads=...`` to the worker's identity."""
+        """See ``SimplePlugin``. Also appends ``agentrt-payloads=...`` to the worker's identity, and
+        gives a worker that runs the plugin's (synchronous) activities a thread pool for them
+        when it has no activity executor."""
+        adds_activities = not config.get("activities") and bool(self._activities)
         config = super().configure_worker(config)
+        if adds_activities and config.get("activity_executor") is None:
+            slots = config.get("max_concurrent_activities") or DEFAULT_ACTIVITY_THREADS
+            config["activity_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=slots)
         client = config.get("client")
         base = config.get("identity") or (client.identity if client is not None else None) or f"{os.getpid()}@{socket.gethostname()}"
         if PAYLOADS_IDENTITY_KEY + "=" not in base:

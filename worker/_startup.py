@@ -49,20 +49,18 @@ def search_attribute_type_name(value: int) -> str:
 
 class MissingSearchAttributes(ConfigurationError):
     """The namespace lacks search attributes sessions write (or has them with another type), and
-    this worker could not register them. Fields: ``namespace``, ``address``, ``missing`` (name ->
-    type needed), ``mistyped`` (name -> type found), ``reason`` (why registering failed), and
-    ``commands`` (the ``temporal`` commands an operator runs to fix it)."""
+    this worker could not register them. Fields: ``namespace``, ``address``, ``needed`` (name ->
+    type agentrt needs, for each attribute at fault), ``mistyped`` (name -> type found, for those
+    that exist with another type), ``reason`` (why registering failed) and ``commands`` (the
+    ``temporal`` commands an operator runs to fix it)."""
 
-    def __init__(
-        self, namespace: str, address: str, missing: dict[str, str], mistyped: dict[str, str], reason: str
-    ) -> None:
+    def __init__(self, namespace: str, address: str, needed: dict[str, str], mistyped: dict[str, str], reason: str) -> None:
         self.namespace = namespace
         self.address = address
-        self.missing = missing
+        self.needed = needed
         self.mistyped = mistyped
         self.reason = reason
-        self.commands = _fix_commands(namespace, address, missing, mistyped)
-        needed = {**missing, **{name: missing.get(name) or _needed_type(name) for name in mistyped}}
+        self.commands = _fix_commands(namespace, address, needed, mistyped)
         listed = ", ".join(f"{name} ({kind})" for name, kind in needed.items())
         found = "".join(f"; {name} exists as {kind}" for name, kind in mistyped.items())
         lines = "\n".join(f"  {command}" for command in self.commands)
@@ -72,20 +70,17 @@ class MissingSearchAttributes(ConfigurationError):
             f"Ask an operator of the namespace to run:\n{lines}\nthen start the worker again."
         )
 
+    @property
+    def missing(self) -> list[str]:
+        """Names that do not exist at all."""
+        return [name for name in self.needed if name not in self.mistyped]
 
-def _needed_type(name: str) -> str:
-    return next(search_attribute_type_name(k.indexed_value_type) for k in SEARCH_ATTRIBUTE_KEYS if k.name == name)
 
-
-def _fix_commands(namespace: str, address: str, missing: dict[str, str], mistyped: dict[str, str]) -> list[str]:
+def _fix_commands(namespace: str, address: str, needed: dict[str, str], mistyped: dict[str, str]) -> list[str]:
     target = f"--address {address} --namespace {namespace}"
     commands = [f"temporal operator search-attribute remove {target} --name {name} --yes" for name in mistyped]
-    by_type: dict[str, list[str]] = {}
-    for name in [*missing, *mistyped]:
-        by_type.setdefault(missing.get(name) or _needed_type(name), []).append(name)
-    for kind, names in by_type.items():
-        flags = " ".join(f"--name {name}" for name in names)
-        commands.append(f"temporal operator search-attribute create {target} {flags} --type {kind}")
+    # One create per attribute: `temporal` 1.9 registers only the first of several --name flags.
+    commands += [f"temporal operator search-attribute create {target} --name {name} --type {kind}" for name, kind in needed.items()]
     return commands
 
 
@@ -160,24 +155,24 @@ async def ensure_search_attributes(
     address = client.service_client.config.target_host
     namespace = client.namespace
     found = await _list_search_attributes(client, address)
-    missing = {k.name: search_attribute_type_name(k.indexed_value_type) for k in keys if k.name not in found}
-    mistyped = {
-        k.name: search_attribute_type_name(found[k.name])
+    needed = {
+        k.name: search_attribute_type_name(k.indexed_value_type)
         for k in keys
-        if k.name in found and found[k.name] != int(k.indexed_value_type)
+        if found.get(k.name) != int(k.indexed_value_type)
     }
+    mistyped = {name: search_attribute_type_name(found[name]) for name in needed if name in found}
     if mistyped:
         raise MissingSearchAttributes(
-            namespace, address, missing, mistyped, "A search attribute's type cannot be changed; it must be removed and created again"
+            namespace, address, needed, mistyped, "A search attribute's type cannot be changed; it must be removed and created again"
         )
-    if not missing:
+    if not needed:
         return []
     if not register:
-        raise MissingSearchAttributes(namespace, address, missing, {}, "This worker was told not to register them")
+        raise MissingSearchAttributes(namespace, address, needed, {}, "This worker was told not to register them")
     request = AddSearchAttributesRequest(
         namespace=namespace,
         search_attributes={
-            k.name: IndexedValueType.ValueType(int(k.indexed_value_type)) for k in keys if k.name in missing
+            k.name: IndexedValueType.ValueType(int(k.indexed_value_type)) for k in keys if k.name in needed
         },
     )
     try:
@@ -185,11 +180,11 @@ async def ensure_search_attributes(
     except RPCError as err:
         status = err.status.name if err.status else "error"
         raise MissingSearchAttributes(
-            namespace, address, missing, {}, f"Registering them was refused ({status}: {err.message})"
+            namespace, address, needed, {}, f"Registering them was refused ({status}: {err.message})"
         ) from err
     log.info(
         "registered search attributes %s in namespace %r",
-        ", ".join(f"{name} ({kind})" for name, kind in missing.items()),
+        ", ".join(f"{name} ({kind})" for name, kind in needed.items()),
         namespace,
     )
-    return list(missing)
+    return list(needed)
