@@ -59,9 +59,10 @@ PASSTHROUGH_MODULES = (
     "agentrt.workflows.policy",
     # Context planning: pure, deterministic functions over agentrt.schemas types.
     "agentrt.workflows.context",
-    # JSON Schema validation of tool-call arguments (agentrt.schemas._validation), deterministic
-    # library code; jsonschema imports referencing and the compiled rpds. Passed through with
-    # agentrt.schemas, which imports them, so that tree is imported once per worker, not per run.
+    # JSON Schema validation of tool-call arguments (agentrt.schemas._validation): deterministic
+    # library code (jsonschema, its referencing, and the compiled rpds under it). agentrt.schemas
+    # imports them outside the sandbox already; listed so that workflow code importing them
+    # directly shares those modules instead of importing the whole tree again for every run.
     "jsonschema",
     "referencing",
     "rpds",
@@ -121,10 +122,6 @@ class AgentrtPlugin(SimplePlugin):
             workflow_runner=workflow_runner(),
             workflow_failure_exception_types=[],
         )
-
-    @property
-    def has_activities(self) -> bool:
-        return bool(self._activities)
 
     def _add_activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
         return list(given) if given else list(self._activities)
