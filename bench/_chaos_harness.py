@@ -68,7 +68,7 @@ from temporalio.worker import Replayer
 from agentrt.client import AgentClient, connect
 from agentrt.schemas import ApprovalPolicy, RequestRejected, SessionConfig, TurnOutcome
 from agentrt.store import Store
-from agentrt.worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, workflow_runner
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer
 from agentrt.workflows.session import workflow_id_for
 
 from bench._chaos_worker import MARK
@@ -402,7 +402,7 @@ class _Chaos:
         if not client_ok:
             self.report.reconnect_failures += 1
             self.problem("the harness's client did not reconnect within 30 s of the server restart; connecting anew")
-            self.temporal = await connect(self.server.address, data_converter=build_data_converter(AgentrtConfig(database_url=self.store_url)))
+            self.temporal = await connect(self.server.address, plugin=AgentrtPlugin(AgentrtConfig(database_url=self.store_url)))
             assert self.client is not None
             self.client.temporal = self.temporal
         # The worker that was running before the restart: it must poll the new server.
@@ -839,8 +839,7 @@ class _Chaos:
             for history in histories:
                 yield history
 
-        converter = build_data_converter(AgentrtConfig(database_url=self.store_url))
-        replayer = Replayer(workflows=WORKFLOWS, data_converter=converter, workflow_runner=workflow_runner())
+        replayer = Replayer(workflows=[], plugins=[AgentrtPlugin(AgentrtConfig(database_url=self.store_url))])
         results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
         for workflow_id, err in results.replay_failures.items():
             self.report.replay_failures += 1
@@ -854,7 +853,7 @@ class _Chaos:
             self.plan_sessions()
             await asyncio.to_thread(self.snapshot_source)
             await self.start_server()
-            self.temporal = await connect(self.server.address, data_converter=build_data_converter(AgentrtConfig(database_url=self.store_url)))
+            self.temporal = await connect(self.server.address, plugin=AgentrtPlugin(AgentrtConfig(database_url=self.store_url)))
             self.client = AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)
             self.store = await asyncio.to_thread(Store.open, self.store_url)
             await self.start_worker()

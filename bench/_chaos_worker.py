@@ -28,7 +28,7 @@ from agentrt.activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, To
 from agentrt.client import connect
 from agentrt.schemas import ToolError
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, build_worker
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, build_worker
 
 _STEP_SECONDS = 0.1
 MARK = "@chaos"
@@ -91,7 +91,7 @@ def chaos_registry(risk: str | None = None) -> ToolRegistry:
 async def main() -> None:
     config = AgentrtConfig.load()
     store = Store.open(config.database_url)
-    client = await connect(config.temporal_address, config.namespace)
+    client = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
     worker = build_worker(client, config, store, chaos_registry(os.environ.get("CHAOS_APPEND_RISK") or None))
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.3)  # validation (a namespace describe) and the first polls

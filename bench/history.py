@@ -9,7 +9,7 @@ workload: one turn of R rounds (``--rounds``) by the scripted model, each round 
 ``fs.read`` of a different workspace file of ``--result-bytes`` bytes, then a final
 answer in round R + 1. The two runs go one after the other, so they do not share the
 two cores and batch their workflow tasks alike. agentrt runs with its own data converter
-(``worker.build_data_converter``: pydantic JSON plus external
+(``worker.AgentrtPlugin``: pydantic JSON plus external
 storage of big payloads, here in the benchmark's store); the naive baseline with the plain
 pydantic converter (``temporalio.contrib.pydantic.pydantic_data_converter``) and no
 external storage, as the runtimes it stands for run.
@@ -82,7 +82,7 @@ from agentrt.activities.tools import MAX_READ_BYTES, default_registry
 from agentrt.client import AgentClient
 from agentrt.schemas import ModelRequestStarted
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker, workflow_runner
 from bench._naive import NAIVE_ACTIVITIES, NaiveAgentInput, NaiveAgentResult, NaiveAgentWorkflow
 
 DEFAULT_ROUNDS = 200
@@ -276,13 +276,15 @@ def with_converter(temporal: Client, converter: DataConverter) -> Client:
     return Client(**config)
 
 
-def agentrt_converter(store: Store) -> DataConverter:
-    """agentrt's data converter, with its big-payload storage in ``store``.
+def with_agentrt_plugin(temporal: Client, store: Store) -> Client:
+    """A client on ``temporal``'s connection with ``AgentrtPlugin``, its big-payload storage in ``store``.
 
-    ``client.connect`` without a converter would put big payloads in the database of
-    ``AgentrtConfig.load()`` (``./.agentrt`` by default), outside the benchmark's directory.
+    ``client.connect`` without a plugin would put big payloads in the database of
+    ``AgentrtConfig.load()`` (``$AGENTRT_HOME`` by default), outside the benchmark's directory.
     """
-    return build_data_converter(AgentrtConfig(), store)
+    config = temporal.config()
+    config["plugins"] = [AgentrtPlugin(AgentrtConfig(), store)]
+    return Client(**config)
 
 
 async def run_chain(temporal: Client, workflow_id: str) -> list[RunSize]:
@@ -352,9 +354,9 @@ async def measure_agentrt(
 ) -> RunMeasure:
     """One agentrt session, one turn of ``rounds`` tool rounds, on an in-process worker of its own.
 
-    The worker and client use ``agentrt_converter(store)`` on ``temporal``'s connection.
+    The worker and client use ``AgentrtPlugin`` with ``store`` on ``temporal``'s connection.
     """
-    temporal = with_converter(temporal, agentrt_converter(store))
+    temporal = with_agentrt_plugin(temporal, store)
     task_queue = f"bench-history-{uuid.uuid4().hex[:8]}"
     config = AgentrtConfig(task_queue=task_queue)  # the worker uses only its profiles (built-in: scripted)
     agent = AgentClient(temporal, task_queue=task_queue, principal=PRINCIPAL)

@@ -11,9 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, AsyncIterator
 
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     RPCError,
@@ -27,6 +24,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
+from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
     ArchiveInput,
     ConfigurationError,
@@ -54,7 +52,7 @@ from agentrt.schemas import (
     TurnOutcome,
 )
 from agentrt.store import Store, TokenDelta
-from agentrt.worker import AgentrtConfig, build_data_converter
+from agentrt.worker import AgentrtConfig, AgentrtPlugin
 from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow, workflow_id_for
 
 
@@ -102,15 +100,14 @@ class AgentClient:
     async def connect(
         cls, config: AgentrtConfig | None = None, *, principal: str | None = None, store: Store | None = None
     ) -> "AgentClient":
-        """Connect using ``config`` (default: ``AgentrtConfig.load()``); raises ``ServerUnavailable``.
+        """Connect with ``AgentrtPlugin(config, store)`` (``config`` default: ``AgentrtConfig.load()``);
+        raises ``ServerUnavailable``.
 
         Pass ``store`` (``Store.open(config.database_url)``) to stream token deltas with ``deltas``.
         """
         config = config or AgentrtConfig.load()
         try:
-            temporal = await connect(
-                config.temporal_address, config.namespace, data_converter=build_data_converter(config, store)
-            )
+            temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
         return cls(temporal, task_queue=config.task_queue, principal=principal, store=store)
@@ -140,9 +137,13 @@ class AgentClient:
         """Start the session and send its first message in one round trip (update-with-start).
 
         If the session already runs, the message is sent to it. Returns the session and turn ids.
+        Raises ``PayloadStorageMismatch`` (nothing started or sent) for a message that would
+        leave history for payload storage the task queue's workers do not read.
         """
         if not text.strip():
             raise RequestRejected(config.session_id, "send_message", "message text is empty")
+        message = SendMessageInput(text=text, principal=self.principal)
+        await check_payload_storage(self.temporal, self.task_queue, config.session_id, message)
         workflow_id = workflow_id_for(config.session_id)
         operation = WithStartWorkflowOperation(
             SessionWorkflow.run,
@@ -157,9 +158,7 @@ class AgentClient:
         )
         try:
             result = await self.temporal.execute_update_with_start_workflow(
-                SessionWorkflow.send_message,
-                SendMessageInput(text=text, principal=self.principal),
-                start_workflow_operation=operation,
+                SessionWorkflow.send_message, message, start_workflow_operation=operation
             )
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
@@ -172,10 +171,13 @@ class AgentClient:
         return StartedSession(config.session_id, result.turn_id, workflow_id)
 
     async def send(self, session_id: str, text: str) -> SendMessageResult:
-        """Queue a message; it runs after the active turn. Returns its turn id."""
-        return await self._execute(
-            session_id, "send_message", SessionWorkflow.send_message, SendMessageInput(text=text, principal=self.principal)
-        )
+        """Queue a message; it runs after the active turn. Returns its turn id.
+
+        Raises ``PayloadStorageMismatch`` (nothing sent) as ``start`` does.
+        """
+        message = SendMessageInput(text=text, principal=self.principal)
+        await check_payload_storage(self.temporal, self.task_queue, session_id, message)
+        return await self._execute(session_id, "send_message", SessionWorkflow.send_message, message)
 
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
         """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
@@ -400,37 +402,38 @@ class AgentClient:
                 return
             await asyncio.sleep(poll_seconds)
 
-    async def list_sessions(self, query: str | None = None, limit: int = 50) -> list[SessionListing]:
-        """Sessions known to Temporal visibility, newest first; ``query`` adds a list filter."""
-        filter_ = "WorkflowType = 'SessionWorkflow'" + (f" AND ({query})" if query else "")
-        found: list[SessionListing] = []
+    async def list_sessions(
+        self, query: str | None = None, limit: int = 50, *, include_archived: bool = False
+    ) -> list[SessionListing]:
+        """Sessions known to Temporal visibility, one per session: its latest run (runs that
+        continued as new are left out), the most recently started run first, so ``started_at``
+        is when that run started. Archived sessions only with ``include_archived``; ``query``
+        adds a visibility filter."""
+        filter_ = "WorkflowType = 'SessionWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
+        if not include_archived:
+            filter_ += " AND (AgentSessionStatus IS NULL OR AgentSessionStatus != 'archived')"
+        filter_ += f" AND ({query})" if query else ""
+        found: dict[str, SessionListing] = {}
         async for execution in self.temporal.list_workflows(filter_, limit=limit):
+            if execution.id in found:  # visibility may briefly show a run that is continuing as new
+                continue
             attrs = execution.search_attributes or {}
             status_values = attrs.get("AgentSessionStatus") or []
             owner_values = attrs.get("AgentOwner") or []
             closed = execution.close_time is not None
-            found.append(
-                SessionListing(
-                    session_id=execution.id.removeprefix("session-"),
-                    workflow_id=execution.id,
-                    status=str(status_values[0]) if status_values else ("closed" if closed else "starting"),
-                    owner=str(owner_values[0]) if owner_values else None,
-                    started_at=execution.start_time,
-                    closed=closed,
-                )
+            found[execution.id] = SessionListing(
+                session_id=execution.id.removeprefix("session-"),
+                workflow_id=execution.id,
+                status=str(status_values[0]) if status_values else ("closed" if closed else "starting"),
+                owner=str(owner_values[0]) if owner_values else None,
+                started_at=execution.start_time,
+                closed=closed,
             )
-        return found
+        return list(found.values())
 
     async def has_worker(self) -> bool:
         """True when some worker polls this client's task queue for workflow tasks."""
-        response = await self.temporal.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=self.temporal.namespace,
-                task_queue=TaskQueue(name=self.task_queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            )
-        )
-        return len(response.pollers) > 0
+        return len(await workflow_pollers(self.temporal, self.task_queue)) > 0
 
     def _handle(self, session_id: str) -> WorkflowHandle:
         return self.temporal.get_workflow_handle(workflow_id_for(session_id))

@@ -1,31 +1,30 @@
-"""The one connection factory: client and worker share the data converter and interceptors.
+"""The one connection factory: every agentrt client connects with the AgentrtPlugin.
 
-The data converter also carries the external storage for big payloads. A worker encodes
-and decodes with the converter of the client it is built on, so that converter decides
-where big payloads go; a client that reads what a worker wrote needs the same drivers.
+The plugin carries the data converter, including the external storage for big payloads.
+A worker built on a client inherits the client's plugins, so that converter decides where
+big payloads go; a client that reads what a worker wrote needs the same storage.
 """
 
 from __future__ import annotations
 
 from temporalio.client import Client
-from temporalio.converter import DataConverter
 
-from agentrt.worker import AgentrtConfig, build_data_converter
+from agentrt.worker import AgentrtConfig, AgentrtPlugin
 
 
-async def connect(address: str, namespace: str = "default", *, data_converter: DataConverter | None = None) -> Client:
-    """Connect to the Temporal frontend at ``address`` (``host:port``).
+async def connect(address: str, namespace: str = "default", *, plugin: AgentrtPlugin | None = None) -> Client:
+    """Connect to the Temporal frontend at ``address`` (``host:port``) with ``plugin``.
 
-    ``data_converter`` is normally ``build_data_converter(config, store)`` for the process's
-    configuration and open store. Without it, the converter is built from
-    ``AgentrtConfig.load()`` (``agentrt.toml`` or ``$AGENTRT_CONFIG`` plus environment):
-    the configuration an ``agentrt worker`` started in the same directory and environment
-    reads, so both store and find big payloads in the same place; its store is opened only
-    when a payload needs it.
+    ``plugin`` is normally ``AgentrtPlugin(config, store)`` for the process's configuration
+    and open store. Without it, the plugin is built from ``AgentrtConfig.load()``
+    (``$AGENTRT_CONFIG``, ``./agentrt.toml`` or ``$AGENTRT_HOME/agentrt.toml``, plus
+    environment): the configuration an ``agentrt worker`` on the same machine reads, so both
+    store and find big payloads in the same place; its store is opened only when a payload
+    needs it.
 
     Raises ``RuntimeError`` from the SDK when nothing answers at ``address``, and
     ``schemas.ConfigurationError`` when the default configuration cannot be read.
     """
-    if data_converter is None:
-        data_converter = build_data_converter(AgentrtConfig.load())
-    return await Client.connect(address, namespace=namespace, data_converter=data_converter)
+    if plugin is None:
+        plugin = AgentrtPlugin(AgentrtConfig.load())
+    return await Client.connect(address, namespace=namespace, plugins=[plugin])

@@ -12,10 +12,13 @@ from typing import AsyncIterator, TextIO
 from agentrt.client._client import AgentClient
 from agentrt.client._connection import connect
 from agentrt.schemas import ServerUnavailable
-from agentrt.store import Store
-from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, DevServer, build_data_converter, port_is_open, running_worker
+from agentrt.store import Store, agentrt_home
+from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, AgentrtPlugin, DevServer, port_is_open, running_worker
 
-STATE_DIR = Path(".agentrt")
+
+def state_dir() -> Path:
+    """Where the CLI keeps the embedded server's database and the logs: ``$AGENTRT_HOME``."""
+    return agentrt_home()
 
 
 @dataclass
@@ -29,8 +32,8 @@ class Runtime:
 
 def _log_worker_to_file() -> Path:
     """Send the in-process worker's logs (activity retries and their tracebacks) to a file, not the terminal."""
-    STATE_DIR.mkdir(exist_ok=True)
-    path = STATE_DIR / "worker.log"
+    state_dir().mkdir(parents=True, exist_ok=True)
+    path = state_dir() / "worker.log"
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for name in ("temporalio", "agentrt"):
@@ -69,7 +72,9 @@ async def runtime(
             if not (embed_if_missing and config.temporal_address == DEFAULT_ADDRESS):
                 raise ServerUnavailable(config.temporal_address, "connection refused")
             ui_port = 8233 if not port_is_open("127.0.0.1", 8233) else None
-            server = DevServer(port=port, ui_port=ui_port, db_file=STATE_DIR / "temporal.db", log_file=STATE_DIR / "temporal.log")
+            server = DevServer(
+                port=port, ui_port=ui_port, db_file=state_dir() / "temporal.db", log_file=state_dir() / "temporal.log"
+            )
             print(
                 f"agentrt: no Temporal server at {config.temporal_address}; started an embedded one for this run"
                 f" (history in {server.db_file}{', UI ' + server.ui_url if server.ui_url else ''})",
@@ -79,10 +84,8 @@ async def runtime(
             stack.callback(server.stop)
             ui_url = server.ui_url
         try:
-            # The in-process worker runs on this client: one converter, one set of payload drivers.
-            temporal = await connect(
-                config.temporal_address, config.namespace, data_converter=build_data_converter(config, store)
-            )
+            # The in-process worker runs on this client: one plugin, one set of payload drivers.
+            temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
         client = AgentClient(temporal, task_queue=config.task_queue, principal=principal, store=store)
@@ -96,4 +99,4 @@ async def runtime(
         yield Runtime(client=client, config=config, store=store, embedded_server=server, ui_url=ui_url)
 
 
-__all__ = ["Runtime", "runtime", "DEFAULT_ADDRESS"]
+__all__ = ["DEFAULT_ADDRESS", "Runtime", "runtime", "state_dir"]

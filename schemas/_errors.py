@@ -3,12 +3,14 @@
     AgentrtError
     ├── ConfigurationError          a developer or operator mistake; never retried
     │   ├── UnknownProfileError     a model profile name not in the configuration
-    │   └── InvalidScriptError      a scripted-model file that does not parse
+    │   ├── InvalidScriptError      a scripted-model file that does not parse
+    │   └── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
     │   ├── RequestRejected         the session refused an update (validator said why)
     │   ├── ServerUnavailable       no Temporal server answers at the address
-    │   └── WorkerUnavailable       no worker polls the session's task queue (queries need one)
+    │   ├── WorkerUnavailable       no worker polls the session's task queue (queries need one)
+    │   └── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
     └── RunError                    something failed while work was running
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status
@@ -82,6 +84,44 @@ class WorkerUnavailable(ClientError):
         super().__init__(
             f"session {session_id}: no worker is running for its task queue ({reason}); "
             "start one with `agentrt worker` or `agentrt dev`"
+        )
+
+
+class PayloadStorageMismatch(ClientError):
+    """A message big enough to leave workflow history would be stored where no worker of the
+    task queue reads; it was not sent (the session is unchanged).
+
+    Fields: ``session_id``, ``task_queue``, ``size_bytes`` (the serialized message),
+    ``threshold_bytes``, ``client_storage`` (driver and location this client writes to),
+    ``client_fingerprint``, ``worker_fingerprints`` (worker identity -> the fingerprints of
+    the storage it reads).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        task_queue: str,
+        size_bytes: int,
+        threshold_bytes: int,
+        client_storage: str,
+        client_fingerprint: str,
+        worker_fingerprints: dict[str, list[str]],
+    ) -> None:
+        self.session_id = session_id
+        self.task_queue = task_queue
+        self.size_bytes = size_bytes
+        self.threshold_bytes = threshold_bytes
+        self.client_storage = client_storage
+        self.client_fingerprint = client_fingerprint
+        self.worker_fingerprints = worker_fingerprints
+        workers = "; ".join(f"{identity.split()[0]} reads {', '.join(prints)}" for identity, prints in worker_fingerprints.items())
+        super().__init__(
+            f"session {session_id}: message not sent. At {size_bytes:,} bytes it would leave workflow history "
+            f"(threshold {threshold_bytes:,} bytes) and be stored in this client's payload storage, "
+            f"{client_storage} ({client_fingerprint}), which no worker on task queue {task_queue!r} reads "
+            f"(worker {workers}; a worker logs the location of each at start). Give this client the "
+            "workers' payload storage: the same AGENTRT_HOME, or the same [store] url / AGENTRT_DATABASE_URL "
+            "(driver \"store\"), or the same [payloads] path / AGENTRT_PAYLOAD_PATH (driver \"directory\")."
         )
 
 

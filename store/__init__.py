@@ -3,7 +3,7 @@ ledger, usage receipts and externally stored Temporal payloads (SQLite or Postgr
 
 from agentrt.store._deltas import TokenDelta
 from agentrt.store._effects import EffectRecord
-from agentrt.store._engine import database_url
+from agentrt.store._engine import agentrt_home, database_url
 from agentrt.store._payloads import get_payloads, put_payloads
 from agentrt.store._store import Store
 from agentrt.store._transcript import SessionSummary
@@ -15,6 +15,7 @@ __all__ = [
     "Store",
     "TokenDelta",
     "UsageReceipt",
+    "agentrt_home",
     "database_url",
     "get_payloads",
     "put_payloads",

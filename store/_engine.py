@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from alembic import command
 from alembic.config import Config
@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 DATABASE_URL_ENV = "AGENTRT_DATABASE_URL"
+HOME_ENV = "AGENTRT_HOME"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Arbitrary constant key for pg_advisory_xact_lock: serializes concurrent migrations.
@@ -27,14 +28,27 @@ PG_MIGRATION_LOCK = 0x6167656E7472  # "agentr"
 ALEMBIC_LOCK = threading.Lock()
 
 
+def agentrt_home(env: Mapping[str, str] | None = None) -> Path:
+    """The directory that holds one machine's agentrt configuration and state: ``$AGENTRT_HOME``,
+    else ``~/.agentrt`` (made absolute; not created here).
+
+    It holds ``agentrt.toml``, the SQLite store ``agentrt.db``, the ``payloads/`` directory and
+    the embedded dev server's ``temporal.db`` and logs, so the CLI, the Python client and a
+    worker on one machine find the same files whatever their working directory. ``env``
+    defaults to ``os.environ``.
+    """
+    env = os.environ if env is None else env
+    return Path(env.get(HOME_ENV) or Path.home() / ".agentrt").expanduser().absolute()
+
+
 def database_url(url: str | None = None) -> str:
     """The store's SQLAlchemy URL: ``url`` if given, else ``AGENTRT_DATABASE_URL``, else
-    ``sqlite:///<cwd>/.agentrt/agentrt.db``.
+    ``sqlite:///<agentrt_home()>/agentrt.db``.
 
     ``postgresql://`` and ``postgres://`` URLs are rewritten to use the installed psycopg 3
     driver (``postgresql+psycopg://``).
     """
-    url = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{Path.cwd() / '.agentrt' / 'agentrt.db'}"
+    url = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{agentrt_home() / 'agentrt.db'}"
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]

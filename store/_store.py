@@ -3,7 +3,7 @@ engine, and how it is opened (connect, then migrate to the latest schema).
 
 Activities write here (idempotently, so retries are harmless) and the client reads here,
 so a session's content never has to travel through workflow history. SQLite under
-``.agentrt/`` by default; PostgreSQL when ``AGENTRT_DATABASE_URL`` says so.
+``$AGENTRT_HOME`` (default ``~/.agentrt``) by default; PostgreSQL when ``AGENTRT_DATABASE_URL`` says so.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+import os
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterator
 
 import hypothesis  # noqa: F401 - imported (and assertion-rewritten) at collection, see below
 import pytest
@@ -15,13 +16,25 @@ from temporalio.client import Client, WorkflowHandle
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient, connect
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, DevServer, build_data_converter, build_worker
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
 
 # hypothesis' pytest plugin imports hypothesis at the terminal summary if no test did; after
 # Temporal's core threads ran, that late import's ast.parse can fail on CPython 3.11.7 with
 # "AST constructor recursion depth mismatch". Importing it here keeps subset runs clean.
 OWNER = "alice"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def agentrt_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test, and every process a test starts, keeps its agentrt files in a temporary
+    AGENTRT_HOME, never in the user's ~/.agentrt, and reads no agentrt.toml of the user's."""
+    home = tmp_path_factory.mktemp("agentrt-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTRT_HOME", str(home))
+        for name in ("AGENTRT_CONFIG", "AGENTRT_DATABASE_URL", "AGENTRT_PAYLOAD_DRIVER", "AGENTRT_PAYLOAD_PATH"):
+            patch.delenv(name, raising=False)
+        yield home
 
 
 @pytest.fixture(scope="session")
@@ -39,11 +52,8 @@ async def temporal_server(state_dir: Path) -> AsyncIterator[DevServer]:
 
 @pytest.fixture(scope="session")
 async def temporal_client(temporal_server: DevServer, store: Store, store_url: str) -> Client:
-    # Harness workers run on this client: big payloads go to the test store, not ./.agentrt.
-    return await connect(
-        temporal_server.address,
-        data_converter=build_data_converter(AgentrtConfig(database_url=store_url), store),
-    )
+    # Harness workers run on this client: big payloads go to the test store.
+    return await connect(temporal_server.address, plugin=AgentrtPlugin(AgentrtConfig(database_url=store_url), store))
 
 
 @pytest.fixture(scope="session")

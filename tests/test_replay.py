@@ -15,15 +15,15 @@ from temporalio.worker import Replayer
 from agentrt.schemas import PermissionRequested
 from tests.conftest import RECORDED_HISTORIES, Harness
 from tests.e2e._support import session_config, wait_for_event, write_script
-from agentrt.worker import WORKFLOWS, AgentrtConfig, build_data_converter, workflow_runner
+from agentrt.worker import AgentrtConfig, AgentrtPlugin
 
 HISTORIES = Path(__file__).parent / "histories"
 
 
 def replayer(store_url: str | None = None) -> Replayer:
-    """A replayer whose converter reads externally stored payloads from the store at ``store_url``."""
-    converter = build_data_converter(AgentrtConfig(database_url=store_url))
-    return Replayer(workflows=WORKFLOWS, data_converter=converter, workflow_runner=workflow_runner())
+    """The worker's plugin in a replayer (workflows, sandbox, converter), reading externally
+    stored payloads from the store at ``store_url``."""
+    return Replayer(workflows=[], plugins=[AgentrtPlugin(AgentrtConfig(database_url=store_url))])
 
 
 async def record_one_session(harness: Harness, tmp_path: Path) -> None:

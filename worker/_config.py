@@ -1,4 +1,5 @@
-"""Worker and client configuration: agentrt.toml (or $AGENTRT_CONFIG) plus environment overrides."""
+"""Worker and client configuration: agentrt.toml plus environment overrides, found the same way by
+every process on a machine (``$AGENTRT_CONFIG``, ``./agentrt.toml``, ``$AGENTRT_HOME/agentrt.toml``)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, get_args
 
 from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from agentrt.schemas import ConfigurationError, ModelProfile, UnknownProfileError
+from agentrt.store import agentrt_home
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agentrt"
+CONFIG_FILE_NAME = "agentrt.toml"
 TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads"}
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 
 PayloadDriverName = Literal["store", "directory", "none"]
 PAYLOAD_DRIVERS: tuple[str, ...] = get_args(PayloadDriverName)
-DEFAULT_PAYLOAD_PATH = ".agentrt/payloads"
 # The SDK's default; the server rejects a single payload above 2 MiB and a gRPC message above 4 MB.
 DEFAULT_PAYLOAD_THRESHOLD_BYTES = 256 * 1024
 
@@ -35,14 +39,16 @@ class PayloadConfig:
     """The ``[payloads]`` section: where Temporal payloads at or above ``threshold_bytes`` go.
 
     ``driver`` is ``"store"`` (the ``payloads`` table of the application store),
-    ``"directory"`` (one file per payload under ``path``; relative paths are taken from the
-    working directory) or ``"none"`` (payloads stay inline in workflow history).
+    ``"directory"`` (one file per payload under ``path``, default ``$AGENTRT_HOME/payloads``;
+    a relative ``path`` in agentrt.toml is taken from the file's directory, one in
+    ``AGENTRT_PAYLOAD_PATH`` from the working directory) or ``"none"`` (payloads stay
+    inline in workflow history).
     ``threshold_bytes`` is the serialized payload size (bytes) from which a payload is
     stored externally. Every client and worker of a task queue must use the same settings.
     """
 
     driver: PayloadDriverName = "store"
-    path: str = DEFAULT_PAYLOAD_PATH
+    path: str = field(default_factory=lambda: str(agentrt_home() / "payloads"))
     threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES
 
 
@@ -52,14 +58,14 @@ def _payload_driver(value: object, where: str) -> PayloadDriverName:
     return value  # type: ignore[return-value]
 
 
-def _payload_config(raw: Mapping[str, Any], file: Path) -> PayloadConfig:
-    config = PayloadConfig()
+def _payload_config(raw: Mapping[str, Any], file: Path | None, home: Path) -> PayloadConfig:
+    config = PayloadConfig(path=str(home / "payloads"))
     if "driver" in raw:
         config.driver = _payload_driver(raw["driver"], f"{file}: [payloads] driver")
     if "path" in raw:
         if not isinstance(raw["path"], str) or not raw["path"]:
             raise ConfigurationError(f"{file}: [payloads] path must be a non-empty string, not {raw['path']!r}")
-        config.path = raw["path"]
+        config.path = str(_beside(file, Path(raw["path"]).expanduser()))
     if "threshold_bytes" in raw:
         threshold = raw["threshold_bytes"]
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
@@ -68,15 +74,49 @@ def _payload_config(raw: Mapping[str, Any], file: Path) -> PayloadConfig:
     return config
 
 
+def _beside(file: Path | None, path: Path) -> Path:
+    """``path`` as written in ``file``: a relative one is taken from the file's directory."""
+    return path if path.is_absolute() or file is None else file.parent / path
+
+
+def _store_url_beside(file: Path | None, url: str) -> str:
+    """A SQLite ``[store] url`` with a relative file path, made absolute against the file's directory."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as err:
+        raise ConfigurationError(f"{file}: [store] url {url!r} is not a database URL: {err}") from err
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:" or database.startswith("file:"):
+        return url
+    return parsed.set(database=str(_beside(file, Path(database).expanduser()))).render_as_string(hide_password=False)
+
+
+def config_file(env: Mapping[str, str] | None = None) -> Path | None:
+    """The agentrt.toml a process reads, first found of: ``$AGENTRT_CONFIG`` (it must exist),
+    ``./agentrt.toml`` (the working directory), ``$AGENTRT_HOME/agentrt.toml``; None without one."""
+    env = os.environ if env is None else env
+    explicit = env.get("AGENTRT_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    for candidate in (Path.cwd() / CONFIG_FILE_NAME, agentrt_home(env) / CONFIG_FILE_NAME):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 @dataclass
 class AgentrtConfig:
     """Resolved configuration.
 
-    Sources, lowest to highest precedence: built-in defaults, the TOML file
-    (``$AGENTRT_CONFIG`` or ``./agentrt.toml``), then environment variables
-    ``AGENTRT_TEMPORAL_ADDRESS``, ``AGENTRT_NAMESPACE``, ``AGENTRT_TASK_QUEUE``,
-    ``AGENTRT_DATABASE_URL``, ``AGENTRT_DEFAULT_PROFILE``, ``AGENTRT_PAYLOAD_DRIVER``,
-    ``AGENTRT_PAYLOAD_PATH``.
+    Sources, lowest to highest precedence: built-in defaults, one TOML file (the first of
+    ``$AGENTRT_CONFIG``, ``./agentrt.toml``, ``$AGENTRT_HOME/agentrt.toml``; see
+    ``config_file``), then environment variables ``AGENTRT_TEMPORAL_ADDRESS``,
+    ``AGENTRT_NAMESPACE``, ``AGENTRT_TASK_QUEUE``, ``AGENTRT_DATABASE_URL``,
+    ``AGENTRT_DEFAULT_PROFILE``, ``AGENTRT_PAYLOAD_DRIVER``, ``AGENTRT_PAYLOAD_PATH``.
+
+    ``AgentrtConfig.load()`` always sets ``database_url`` (default
+    ``sqlite:///$AGENTRT_HOME/agentrt.db``); a config built directly may leave it None, which
+    the store reads as the same default. ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -100,16 +140,16 @@ class AgentrtConfig:
         """Read the configuration; raises ``ConfigurationError`` for a missing named file, bad TOML,
         an unknown setting or an invalid value."""
         env = os.environ if env is None else env
-        explicit = path or env.get("AGENTRT_CONFIG")
-        file = Path(explicit) if explicit else Path.cwd() / "agentrt.toml"
+        home = agentrt_home(env)
+        file = Path(path).expanduser().absolute() if path else config_file(env)
         data: dict[str, Any] = {}
-        if file.exists():
+        if file is not None:
+            if not file.is_file():
+                raise ConfigurationError(f"configuration file {file} does not exist")
             try:
                 data = tomllib.loads(file.read_text())
             except tomllib.TOMLDecodeError as err:
                 raise ConfigurationError(f"{file}: invalid TOML: {err}") from err
-        elif explicit:
-            raise ConfigurationError(f"configuration file {file} does not exist")
         if not isinstance(data.get("payloads", {}), dict):
             raise ConfigurationError(f"{file}: payloads must be a table ([payloads]), not {data['payloads']!r}")
         unknown = sorted(set(data) - TOP_LEVEL_KEYS)
@@ -121,14 +161,15 @@ class AgentrtConfig:
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue, [store] url, [payloads] driver/path/threshold_bytes"
             )
-        config = cls(source=file if file.exists() else None)
+        config = cls(source=file)
         temporal = data.get("temporal", {})
         config.temporal_address = temporal.get("address", config.temporal_address)
         config.namespace = temporal.get("namespace", config.namespace)
         config.task_queue = temporal.get("task_queue", config.task_queue)
-        config.database_url = data.get("store", {}).get("url")
+        file_url = data.get("store", {}).get("url")
+        config.database_url = _store_url_beside(file, file_url) if file_url else None
         config.default_profile = data.get("default_profile", config.default_profile)
-        config.payloads = _payload_config(data.get("payloads", {}), file)
+        config.payloads = _payload_config(data.get("payloads", {}), file, home)
         for name, raw in data.get("profiles", {}).items():
             try:
                 config.profiles[name] = ModelProfile(name=name, **raw)
@@ -137,7 +178,9 @@ class AgentrtConfig:
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)
-        config.database_url = env.get("AGENTRT_DATABASE_URL", config.database_url)
+        config.database_url = (
+            env.get("AGENTRT_DATABASE_URL") or config.database_url or f"sqlite:///{home / 'agentrt.db'}"
+        )
         config.default_profile = env.get("AGENTRT_DEFAULT_PROFILE", config.default_profile)
         if "AGENTRT_PAYLOAD_DRIVER" in env:
             config.payloads.driver = _payload_driver(env["AGENTRT_PAYLOAD_DRIVER"], "AGENTRT_PAYLOAD_DRIVER")

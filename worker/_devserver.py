@@ -12,10 +12,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrt.schemas import ConfigurationError
+from agentrt.schemas import SEARCH_ATTRIBUTE_KEYS, ConfigurationError
+from agentrt.worker._startup import search_attribute_type_name
 
-# Search attributes the workflows upsert; a server without them fails the upsert.
-SEARCH_ATTRIBUTES = {"AgentSessionStatus": "Keyword", "AgentOwner": "Keyword"}
+# Search attributes the workflows upsert (name -> type); a server without them fails the upsert.
+SEARCH_ATTRIBUTES = {key.name: search_attribute_type_name(key.indexed_value_type) for key in SEARCH_ATTRIBUTE_KEYS}
 
 
 def temporal_binary() -> str:
@@ -63,7 +64,9 @@ class DevServer:
     """A `temporal server start-dev` child process.
 
     ``db_file`` keeps workflow histories across restarts (SQLite); ``ui_port`` None runs headless.
-    Use ``await server.start()`` / ``server.stop()`` or ``async with``.
+    ``search_attributes`` registers the ones sessions write at start (False leaves the
+    namespace without them, as a fresh production cluster is). Use ``await server.start()``
+    / ``server.stop()`` or ``async with``.
     """
 
     port: int = 7233
@@ -72,10 +75,13 @@ class DevServer:
     host: str = "127.0.0.1"
     extra_args: list[str] = field(default_factory=list)
     log_file: Path | None = None
+    search_attributes: bool = True
     process: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def on_free_ports(cls, directory: Path, extra_args: list[str] | None = None) -> "DevServer":
+    def on_free_ports(
+        cls, directory: Path, extra_args: list[str] | None = None, *, search_attributes: bool = True
+    ) -> "DevServer":
         """A headless server whose frontend, HTTP and metrics ports are free ones, with its
         database and log in ``directory`` (for tests and benchmarks beside other servers)."""
         return cls(
@@ -84,6 +90,7 @@ class DevServer:
             db_file=directory / "temporal.db",
             log_file=directory / "temporal.log",
             extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port()), *(extra_args or [])],
+            search_attributes=search_attributes,
         )
 
     @property
@@ -103,7 +110,7 @@ class DevServer:
         if self.db_file:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
             args += ["--db-filename", str(self.db_file)]
-        for name, kind in SEARCH_ATTRIBUTES.items():
+        for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             args += ["--search-attribute", f"{name}={kind}"]
         return args + self.extra_args
 

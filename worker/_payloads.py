@@ -8,7 +8,10 @@ content-addressed by the SHA-256 of the serialized payload, so a retried activit
 replayed workflow task stores the same bytes under the same key once.
 
 Whoever reads a reference needs the driver that wrote it: every client and worker of a
-task queue must be built with ``build_data_converter`` from the same configuration.
+task queue must be built from the same payload settings (``AgentrtPlugin`` does it). Each
+driver has a fingerprint (driver name and a hash of its location) that workers advertise
+in their identity, so a client can tell before it sends a big payload whether they can
+read it.
 """
 
 from __future__ import annotations
@@ -45,10 +48,14 @@ __all__ = [
     "STORE_DRIVER_NAME",
     "DirectoryPayloadDriver",
     "PayloadNotFound",
+    "PayloadStorage",
     "PayloadStorageError",
     "StorePayloadDriver",
     "build_data_converter",
+    "driver_fingerprint",
+    "driver_location",
     "payload_key",
+    "payload_storage",
 ]
 
 STORE_DRIVER_NAME = "agentrt.store"
@@ -130,8 +137,10 @@ class StorePayloadDriver(StorageDriver):
 
     @property
     def location(self) -> str:
-        """The database URL, password hidden."""
+        """The database URL, password hidden; a relative SQLite file made absolute (as SQLite opens it)."""
         url = self._store.engine.url if self._store is not None else make_url(database_url(self._url))
+        if url.drivername.startswith("sqlite") and url.database and url.database != ":memory:":
+            url = url.set(database=os.path.abspath(url.database))
         return url.render_as_string(hide_password=True)
 
     def _open(self) -> Store:
@@ -239,6 +248,90 @@ class DirectoryPayloadDriver(StorageDriver):
         return [_parse(DIRECTORY_DRIVER_NAME, location, key, data) for key, data in zip(keys, blobs)]
 
 
+def driver_location(driver: StorageDriver) -> str | None:
+    """Where ``driver`` keeps payloads, for people and fingerprints: the database URL (password
+    hidden) of a store driver, the directory of a directory driver, None for other drivers
+    (their claims carry the location, e.g. the S3 bucket)."""
+    if isinstance(driver, StorePayloadDriver):
+        return driver.location
+    if isinstance(driver, DirectoryPayloadDriver):
+        return str(driver.root)
+    return None
+
+
+def driver_fingerprint(driver: StorageDriver) -> str:
+    """``<driver name>@<first 12 hex digits of the SHA-256 of its location>``, or the bare driver
+    name when the claims themselves say where the payload is (``driver_location`` is None).
+
+    Two processes with the same fingerprint store and read payloads in the same place; the
+    hash keeps database hosts and paths out of worker identities, which every client sees.
+    """
+    location = driver_location(driver)
+    if location is None:
+        return driver.name()
+    return f"{driver.name()}@{hashlib.sha256(location.encode()).hexdigest()[:12]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class PayloadStorage:
+    """One process's external payload storage: the drivers that read references, the one that
+    writes big payloads (``writer``; None keeps every payload inline), and the size from which a
+    serialized payload leaves history (``threshold_bytes``)."""
+
+    readers: tuple[StorageDriver, ...]
+    writer: StorageDriver | None
+    threshold_bytes: int
+
+    def data_converter(self) -> DataConverter:
+        """Pydantic JSON with this external storage."""
+        writer = self.writer
+        external = ExternalStorage(
+            drivers=list(self.readers),
+            driver_selector=lambda _context, _payload: writer,
+            payload_size_threshold=self.threshold_bytes,
+        )
+        return dataclasses.replace(pydantic_data_converter, external_storage=external)
+
+    @property
+    def writer_fingerprint(self) -> str | None:
+        return driver_fingerprint(self.writer) if self.writer is not None else None
+
+    @property
+    def reader_fingerprints(self) -> list[str]:
+        """Fingerprints of every driver that reads, the writer first."""
+        ordered = ([self.writer] if self.writer is not None else []) + [d for d in self.readers if d is not self.writer]
+        return [driver_fingerprint(d) for d in ordered]
+
+    def describe(self) -> str:
+        """One line for logs: where big payloads go and what else is read."""
+        def one(driver: StorageDriver) -> str:
+            location = driver_location(driver)
+            where = f" at {location}" if location else ""
+            return f"{driver.name()}{where} ({driver_fingerprint(driver)})"
+
+        writes = f"big payloads (>= {self.threshold_bytes} bytes) go to {one(self.writer)}" if self.writer else "payloads stay in history"
+        others = [one(d) for d in self.readers if d is not self.writer]
+        return writes + (f"; also reads {', '.join(others)}" if others else "")
+
+
+def payload_storage(
+    config: AgentrtConfig | None = None, store: Store | None = None, *, driver: StorageDriver | None = None
+) -> PayloadStorage:
+    """The drivers ``build_data_converter`` uses for ``config``, ``store`` and ``driver`` (same rules)."""
+    config = config or AgentrtConfig()
+    settings = config.payloads
+    store_driver = StorePayloadDriver(store) if store is not None else StorePayloadDriver(url=config.database_url)
+    directory_driver = DirectoryPayloadDriver(settings.path)
+    readers: list[StorageDriver] = [store_driver, directory_driver]
+    writer: StorageDriver | None
+    if driver is not None:
+        writer = driver
+        readers.insert(0, driver)
+    else:
+        writer = {"store": store_driver, "directory": directory_driver, "none": None}[settings.driver]
+    return PayloadStorage(readers=tuple(readers), writer=writer, threshold_bytes=settings.threshold_bytes)
+
+
 def build_data_converter(
     config: AgentrtConfig | None = None, store: Store | None = None, *, driver: StorageDriver | None = None
 ) -> DataConverter:
@@ -254,21 +347,6 @@ def build_data_converter(
     Both agentrt drivers are always registered for reading, so references written before a
     change of ``[payloads] driver`` (or with ``driver = "none"``) stay readable; neither
     touches its database or directory until a reference or a big payload needs it.
+    ``AgentrtPlugin`` carries this converter for clients, workers and replayers.
     """
-    config = config or AgentrtConfig()
-    settings = config.payloads
-    store_driver = StorePayloadDriver(store) if store is not None else StorePayloadDriver(url=config.database_url)
-    directory_driver = DirectoryPayloadDriver(settings.path)
-    drivers: list[StorageDriver] = [store_driver, directory_driver]
-    writer: StorageDriver | None
-    if driver is not None:
-        writer = driver
-        drivers.insert(0, driver)
-    else:
-        writer = {"store": store_driver, "directory": directory_driver, "none": None}[settings.driver]
-    external = ExternalStorage(
-        drivers=drivers,
-        driver_selector=lambda _context, _payload: writer,
-        payload_size_threshold=settings.threshold_bytes,
-    )
-    return dataclasses.replace(pydantic_data_converter, external_storage=external)
+    return payload_storage(config, store, driver=driver).data_converter()

@@ -6,27 +6,28 @@ import asyncio
 import concurrent.futures
 import logging
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import AsyncIterator
 
 from temporalio.client import Client
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentrt.activities import build_activities
 from agentrt.activities.tools import ToolRegistry, default_registry
+from agentrt.schemas import ConfigurationError
 from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
-from agentrt.workflows.session import SessionWorkflow
+from agentrt.worker._plugin import plugin_of
+from agentrt.worker._startup import ensure_search_attributes
 
 log = logging.getLogger("agentrt.worker")
 
-WORKFLOWS = [SessionWorkflow]
-# Modules that are deterministic and safe to share with the workflow sandbox.
-PASSTHROUGH_MODULES = ("agentrt.schemas", "agentrt.workflows.policy", "agentrt.workflows.context", "jsonschema", "referencing", "rpds", "pydantic")
-
-
-def workflow_runner() -> SandboxedWorkflowRunner:
-    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+# The SDK sends an activity's heartbeats at most every 80% of its heartbeat timeout (30 s by
+# default here), and a cancellation reaches a running activity only in the answer to a sent
+# heartbeat: a cancelled turn's model call would run on for ~24 s. Sending at most one
+# heartbeat per second bounds that delay to about a second, for one small RPC per second
+# per running activity.
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 
 def build_worker(
@@ -38,29 +39,52 @@ def build_worker(
     task_queue: str | None = None,
     max_concurrent_activities: int = 32,
 ) -> Worker:
-    """A worker for ``task_queue`` (default ``config.task_queue``) with all workflows and activities.
+    """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
+    ``config``, ``store`` and ``registry`` (default ``default_registry()``).
 
-    Payloads go through ``client``'s data converter, so big ones land where that converter's
-    external storage puts them: connect with ``build_data_converter(config, store)``.
+    ``client`` must be connected with ``AgentrtPlugin`` (``agentrt.client.connect`` does):
+    the worker inherits from it the workflows, the sandbox, the data converter that decides
+    where big payloads go, and its identity. Raises ``ConfigurationError`` otherwise.
     """
+    if plugin_of(client) is None:
+        raise ConfigurationError(
+            "build_worker needs a client connected with AgentrtPlugin "
+            "(agentrt.client.connect(address, namespace, plugin=AgentrtPlugin(config, store)))"
+        )
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities)
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
-        workflows=WORKFLOWS,
         activities=build_activities(config, store, registry or default_registry()),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
-        workflow_runner=workflow_runner(),
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
 
 
 @asynccontextmanager
-async def running_worker(client: Client, config: AgentrtConfig, store: Store | None = None) -> AsyncIterator[Worker]:
-    """Run a worker in this process for the duration of the ``async with`` block."""
+async def running_worker(
+    client: Client, config: AgentrtConfig, store: Store | None = None, registry: ToolRegistry | None = None
+) -> AsyncIterator[Worker]:
+    """Run a worker in this process for the duration of the ``async with`` block.
+
+    First makes sure the namespace has the search attributes sessions write (registering
+    missing ones; ``MissingSearchAttributes`` when it cannot), then polls. The worker logs
+    where it stores and reads big payloads.
+    """
+    plugin = plugin_of(client)
     own_store = store is None
     store = store or Store.open(config.database_url)
-    worker = build_worker(client, config, store)
+    try:
+        await ensure_search_attributes(client)
+        worker = build_worker(client, config, store, registry)
+    except BaseException:
+        if own_store:
+            store.close()
+        raise
+    if plugin is not None:
+        log.info("payload storage: %s", plugin.payload_storage.describe())
     task = asyncio.create_task(worker.run())
     try:
         yield worker

@@ -26,7 +26,7 @@ from tests.e2e._support import session_config, write_script
 from temporalio.worker import Replayer
 
 from agentrt.workflows.session import SessionWorkflow
-from agentrt.worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 
 TURNS = int(os.environ.get("AGENTRT_CAN_TURNS", "400"))
 BATCH = 25
@@ -48,7 +48,7 @@ async def test_a_session_of_many_turns_continues_as_new_and_shows_the_whole_sess
     low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
 ) -> None:
     config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"can-{uuid.uuid4().hex[:8]}", database_url=store_url)
-    temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
+    temporal = await connect(low_limit_server.address, plugin=AgentrtPlugin(config, store))
     client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
     script = write_script(tmp_path, [{"text": f"answer {i + 1}"} for i in range(TURNS)])
     sid = uuid.uuid4().hex[:12]
@@ -104,7 +104,7 @@ async def test_a_session_of_many_turns_continues_as_new_and_shows_the_whole_sess
 
         # The latest run (it started from carried state) and the first run both replay.
         handle = temporal.get_workflow_handle(f"session-{sid}")
-        replayer = Replayer(workflows=WORKFLOWS, data_converter=temporal.data_converter, workflow_runner=workflow_runner())
+        replayer = Replayer(workflows=[], plugins=[AgentrtPlugin(config, store)])
         await replayer.replay_workflow(await handle.fetch_history())
         first_run = temporal.get_workflow_handle(f"session-{sid}", run_id=started_run_id)
         await replayer.replay_workflow(await first_run.fetch_history())
@@ -116,7 +116,7 @@ async def test_updates_arriving_when_the_session_continues_as_new_are_never_left
     """Regression: a compact, switch_model or archive that landed while the workflow was about to
     continue as new used to wait forever (or be acknowledged and lost)."""
     config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"can-{uuid.uuid4().hex[:8]}", database_url=store_url)
-    temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
+    temporal = await connect(low_limit_server.address, plugin=AgentrtPlugin(config, store))
     client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
     script = write_script(tmp_path, [{"text": f"answer {i + 1}"} for i in range(60)])
     sid = uuid.uuid4().hex[:12]

@@ -22,7 +22,7 @@ from agentrt.schemas import (
     Usage,
     UserMessageAdded,
 )
-from agentrt.store import Store, database_url
+from agentrt.store import Store, agentrt_home, database_url
 from agentrt.store._models import events as events_table
 from agentrt.store._models import messages as messages_table
 
@@ -48,10 +48,19 @@ def test_reopening_a_migrated_database_is_a_no_op(db_url: str) -> None:
         assert again.messages("nobody") == []
 
 
-def test_default_url_is_a_sqlite_file_under_dot_agentrt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_default_url_is_a_sqlite_file_in_agentrt_home_whatever_the_working_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("AGENTRT_DATABASE_URL", raising=False)
+    monkeypatch.setenv("AGENTRT_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
-    assert database_url() == f"sqlite:///{tmp_path}/.agentrt/agentrt.db"
+    assert database_url() == f"sqlite:///{tmp_path}/home/agentrt.db"
+
+
+def test_agentrt_home_defaults_to_dot_agentrt_in_the_user_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("AGENTRT_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert agentrt_home() == tmp_path / ".agentrt"
 
 
 def test_environment_url_overrides_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,11 +73,11 @@ def test_explicit_url_overrides_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert database_url("sqlite:///x.db") == "sqlite:///x.db"
 
 
-def test_open_with_default_url_creates_the_agentrt_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_open_with_default_url_creates_the_agentrt_home_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("AGENTRT_DATABASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AGENTRT_HOME", str(tmp_path / "home"))
     Store.open().close()
-    assert (tmp_path / ".agentrt" / "agentrt.db").is_file()
+    assert (tmp_path / "home" / "agentrt.db").is_file()
 
 
 def test_sqlite_database_uses_wal_journal(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ url = "sqlite:///x.db"
     assert config.profile("local").context_window == 32000
     assert config.temporal_address == "temporal:7233"
     assert config.task_queue == "override"
-    assert config.database_url == "sqlite:///x.db"
+    assert config.database_url == f"sqlite:///{tmp_path / 'x.db'}"  # relative to the file's directory
     assert config.profile("scripted").provider == "scripted"
 
 
@@ -62,10 +62,80 @@ def test_an_unknown_profile_lists_the_known_ones() -> None:
 
 
 def test_payloads_default_to_the_store_driver_at_256_kib(tmp_path: Path) -> None:
-    config = AgentrtConfig.load(write(tmp_path, ""), env={})
+    config = AgentrtConfig.load(write(tmp_path, ""), env={"AGENTRT_HOME": str(tmp_path / "home")})
     assert (config.payloads.driver, config.payloads.path, config.payloads.threshold_bytes) == (
-        "store", ".agentrt/payloads", 262144,
+        "store", str(tmp_path / "home" / "payloads"), 262144,
     )
+
+
+# ---------------------------------------------------------------- AGENTRT_HOME and the file lookup
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory without an agentrt.toml."""
+    directory = tmp_path / "elsewhere"
+    directory.mkdir()
+    monkeypatch.chdir(directory)
+    return directory
+
+
+def test_without_any_file_the_store_and_payloads_live_in_agentrt_home(tmp_path: Path, elsewhere: Path) -> None:
+    home = tmp_path / "home"
+    config = AgentrtConfig.load(env={"AGENTRT_HOME": str(home)})
+    assert config.source is None
+    assert config.database_url == f"sqlite:///{home / 'agentrt.db'}"
+    assert config.payloads.path == str(home / "payloads")
+
+
+def test_the_agentrt_toml_in_agentrt_home_is_read_from_any_working_directory(tmp_path: Path, elsewhere: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    write(home, '[temporal]\ntask_queue = "from-home"\n')
+    config = AgentrtConfig.load(env={"AGENTRT_HOME": str(home)})
+    assert config.source == home / "agentrt.toml"
+    assert config.task_queue == "from-home"
+
+
+def test_an_agentrt_toml_in_the_working_directory_wins_over_the_one_in_agentrt_home(tmp_path: Path, elsewhere: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    write(home, '[temporal]\ntask_queue = "from-home"\n')
+    write(elsewhere, '[temporal]\ntask_queue = "from-cwd"\n')
+    config = AgentrtConfig.load(env={"AGENTRT_HOME": str(home)})
+    assert config.source == elsewhere / "agentrt.toml"
+    assert config.task_queue == "from-cwd"
+
+
+def test_agentrt_config_wins_over_the_working_directory_and_agentrt_home(tmp_path: Path, elsewhere: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    write(home, '[temporal]\ntask_queue = "from-home"\n')
+    write(elsewhere, '[temporal]\ntask_queue = "from-cwd"\n')
+    named = tmp_path / "named"
+    named.mkdir()
+    write(named, '[temporal]\ntask_queue = "named"\n')
+    config = AgentrtConfig.load(env={"AGENTRT_HOME": str(home), "AGENTRT_CONFIG": str(named / "agentrt.toml")})
+    assert config.task_queue == "named"
+
+
+def test_relative_store_and_payload_paths_in_a_file_are_taken_from_its_directory(tmp_path: Path, elsewhere: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    write(home, '[store]\nurl = "sqlite:///state/agentrt.db"\n[payloads]\ndriver = "directory"\npath = "blobs"\n')
+    config = AgentrtConfig.load(env={"AGENTRT_HOME": str(home)})
+    assert config.database_url == f"sqlite:///{home / 'state' / 'agentrt.db'}"
+    assert config.payloads.path == str(home / "blobs")
+
+
+def test_a_postgresql_store_url_in_a_file_is_kept_as_written(tmp_path: Path) -> None:
+    path = write(tmp_path, '[store]\nurl = "postgresql+psycopg://agentrt:secret@db:5432/agentrt"\n')
+    assert AgentrtConfig.load(path, env={}).database_url == "postgresql+psycopg://agentrt:secret@db:5432/agentrt"
+
+
+def test_the_environment_database_url_wins_over_the_home_default(tmp_path: Path, elsewhere: Path) -> None:
+    config = AgentrtConfig.load(env={"AGENTRT_HOME": str(tmp_path / "home"), "AGENTRT_DATABASE_URL": "sqlite:////srv/a.db"})
+    assert config.database_url == "sqlite:////srv/a.db"
 
 
 def test_the_payloads_section_is_read_and_the_environment_wins(tmp_path: Path) -> None:

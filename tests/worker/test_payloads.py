@@ -25,9 +25,9 @@ with workflow.unsafe.imports_passed_through():
         StorageDriverRetrieveContext,
         StorageDriverStoreContext,
     )
+    from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from agentrt.client import connect
     from agentrt.store import Store, get_payloads
     from tests._pg import create_temp_database, drop_database
     from agentrt.worker import (
@@ -293,7 +293,8 @@ async def test_megabyte_payloads_complete_and_stay_out_of_workflow_history(
     temporal_server: DevServer, store: Store, store_url: str, tmp_path: Path, driver: str
 ) -> None:
     config = AgentrtConfig(database_url=store_url, payloads=PayloadConfig(driver=driver, path=str(tmp_path / "payloads")))
-    client = await connect(temporal_server.address, data_converter=build_data_converter(config, store))
+    # A workflow of its own, not a session: the converter alone, without the plugin's workflows.
+    client = await Client.connect(temporal_server.address, data_converter=build_data_converter(config, store))
     task_queue = f"big-payloads-{uuid.uuid4().hex[:8]}"
     echo = "e" * ECHO_BYTES
 

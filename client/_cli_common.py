@@ -1,0 +1,207 @@
+"""What every `agentrt` command shares: exit codes for errors, the configuration, and following a turn
+(its events, streamed text and approvals) until it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from enum import Enum
+from typing import Any, Awaitable, Callable, TypeVar
+
+import typer
+from temporalio.service import RPCError
+
+from agentrt.client._client import AgentClient
+from agentrt.client._render import event_line
+from agentrt.client._runtime import Runtime
+from agentrt.schemas import AgentrtError, PermissionRequested, RequestRejected, TurnEnded, TurnOutcome
+from agentrt.worker import AgentrtConfig
+
+T = TypeVar("T")
+
+
+class ApproveMode(str, Enum):
+    ask = "ask"
+    auto = "auto"
+    deny = "deny"
+
+
+def run_command(coro_factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine; AgentrtError becomes a one-line error and exit code 2."""
+
+    async def main() -> T:
+        task = asyncio.ensure_future(coro_factory())
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        return await task
+
+    try:
+        return asyncio.run(main())
+    except AgentrtError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    except RPCError as err:
+        typer.echo(f"error: Temporal answered {err.status.name}: {err.message}", err=True)
+        raise typer.Exit(2) from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+
+
+def load_config() -> AgentrtConfig:
+    """``AgentrtConfig.load()``; a configuration error becomes a one-line error and exit code 2."""
+    try:
+        return AgentrtConfig.load()
+    except AgentrtError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
+async def drive_turn(
+    rt: Runtime,
+    session_id: str,
+    turn_id: str,
+    approve: ApproveMode,
+    out: Any,
+    since_seq: int = 0,
+) -> TurnOutcome:
+    """Print the turn's events and streamed text until it ends; answer approvals per ``approve``.
+
+    Also reports activity retries (a provider down, a tool's worker lost) from the
+    workflow's pending activities, so a stalled round says why.
+    """
+    client = rt.client
+    delta_after = rt.store.last_delta_id(session_id)
+    stream_key: tuple[str, int, int] | None = None
+    answered: set[str] = set()
+    prompts: list[asyncio.Task[None]] = []
+    reported_failures: set[tuple[str, int]] = set()
+    polls = 0
+    try:
+        while True:
+            ended = False
+            page = await client.events(session_id, since_seq)
+            for event in page.events:
+                since_seq = event.seq
+                if stream_key is not None:
+                    out.write("\n")
+                    stream_key = None
+                out.write(event_line(event) + "\n")
+                if isinstance(event, PermissionRequested) and event.request.request_id not in answered:
+                    answered.add(event.request.request_id)
+                    prompts.append(asyncio.create_task(answer_approval(client, session_id, event, approve, out)))
+                if isinstance(event, TurnEnded) and event.turn_id == turn_id:
+                    ended = True
+            for delta in rt.store.deltas(session_id, delta_after):
+                delta_after = delta.id
+                key = (delta.turn_id, delta.round, delta.attempt)
+                if key != stream_key:
+                    out.write(("\n" if stream_key is not None else "") + "      model> ")
+                    stream_key = key
+                out.write(delta.text)
+            polls += 1
+            if polls % 5 == 0:
+                await report_retries(client, session_id, reported_failures, out)
+            if ended:
+                if stream_key is not None:
+                    out.write("\n")
+                out.flush()
+                return await client.wait(session_id, turn_id)
+            out.flush()
+            await asyncio.sleep(0.2)
+    finally:
+        for task in prompts:
+            task.cancel()
+
+
+async def report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:
+    """Print each failed attempt of a pending activity once: ``retrying model call (attempt 3): <error>``."""
+    try:
+        description = await client.temporal.get_workflow_handle(f"session-{session_id}").describe()
+    except RPCError:
+        return
+    for pending in description.raw_description.pending_activities:
+        if pending.attempt <= 1 or not pending.last_failure.message:
+            continue
+        key = (pending.activity_id, pending.attempt)
+        if key in reported:
+            continue
+        reported.add(key)
+        out.write(
+            f"      retrying {pending.activity_type.name} (attempt {pending.attempt}): "
+            f"{pending.last_failure.message[:300]}\n"
+        )
+
+
+async def answer_approval(client: AgentClient, session_id: str, event: PermissionRequested, mode: ApproveMode, out: Any) -> None:
+    request = event.request
+    if request.kind == "reconcile":
+        out.write(
+            f"      {request.tool} may or may not have run; answer with: "
+            f"agentrt session reconcile {session_id} {request.request_id} applied|not_applied\n"
+        )
+        return
+    if mode is ApproveMode.auto:
+        out.write(f"      operator {client.principal}: granting {request.request_id} ({request.tool}) [--approve auto]\n")
+        await client.approve(session_id, request.request_id, reason="granted by CLI (--approve auto)")
+        return
+    if mode is ApproveMode.deny:
+        out.write(f"      operator {client.principal}: denying {request.request_id} ({request.tool}) [--approve deny]\n")
+        await client.deny(session_id, request.request_id, reason="denied by CLI (--approve deny)")
+        return
+    elsewhere = f"agentrt session approve|deny {session_id} {request.request_id}"
+    sys.stdout.flush()
+    sys.stderr.write(f"\napprove {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] (or from elsewhere: {elsewhere}) ")
+    sys.stderr.flush()
+    reading = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
+    while not reading.done():
+        # Decided from another process, the temporal CLI or the UI: stop asking.
+        pending = {r.request_id for r in (await client.state(session_id)).pending_approvals}
+        if request.request_id not in pending:
+            out.write(f"\n      {request.request_id} was decided elsewhere\n")
+            return
+        await asyncio.wait([reading], timeout=0.5)
+    answer = reading.result()
+    if not answer:
+        out.write(f"      (no terminal input) waiting for a decision from elsewhere: {elsewhere}\n")
+        return
+    try:
+        if answer.strip().lower() in {"y", "yes"}:
+            await client.approve(session_id, request.request_id, reason="granted at the terminal")
+        else:
+            await client.deny(session_id, request.request_id, reason="denied at the terminal")
+    except RequestRejected as err:
+        out.write(f"      {err}\n")
+
+
+def outcome_json(session_id: str, outcome: TurnOutcome) -> str:
+    return json.dumps(
+        {
+            "session_id": session_id,
+            "turn_id": outcome.turn_id,
+            "outcome": outcome.status,
+            "answer": outcome.answer,
+            "error": outcome.error,
+            "rounds": outcome.rounds,
+            "tool_calls": outcome.tool_calls,
+            "usage": outcome.usage.model_dump(),
+        }
+    )
+
+
+def print_outcome(session_id: str, outcome: TurnOutcome, as_json: bool) -> None:
+    if as_json:
+        typer.echo(outcome_json(session_id, outcome))
+        return
+    typer.echo("")
+    if outcome.answer:
+        typer.echo(outcome.answer)
+        typer.echo("")
+    usage = outcome.usage
+    detail = f": {outcome.error}" if outcome.error else ""
+    typer.echo(
+        f"[{outcome.status}{detail}] session {session_id} · {outcome.turn_id} · {outcome.rounds} round(s) · "
+        f"{outcome.tool_calls} tool call(s) · {usage.input_tokens} in / {usage.output_tokens} out tokens"
+    )

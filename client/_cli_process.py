@@ -1,0 +1,172 @@
+"""The `agentrt` commands that run things: `run` (a prompt), `worker`, `dev` (embedded server and a
+worker) and `demo`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from agentrt.activities.providers.scripted import load_script
+from agentrt.client._cli_common import ApproveMode, drive_turn, load_config, print_outcome, run_command
+from agentrt.client._render import event_line, transcript_lines
+from agentrt.client._runtime import runtime, state_dir
+from agentrt.schemas import ConfigurationError, TurnOutcome
+from agentrt.store import Store
+from agentrt.worker import AgentrtPlugin, DevServer, connect_when_ready, running_worker
+
+log = logging.getLogger("agentrt.worker")
+
+
+def _log_to_stderr() -> None:
+    """An operator reads a worker's log: INFO and up, with times, on stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per store migration step is noise here
+
+
+def run(
+    prompt: str = typer.Argument(..., help="What the agent should do."),
+    workspace: Path = typer.Option(..., "--workspace", "-w", help="Directory the tools work in.", exists=True, file_okay=False, resolve_path=True),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Model profile from agentrt.toml."),
+    script: Optional[Path] = typer.Option(
+        None, "--script", exists=True, dir_okay=False, resolve_path=True,
+        help="Scripted-model file (JSON or YAML): an offline model. With --profile it keeps that profile's context window.",
+    ),
+    approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, usage."),
+    session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
+    approval_timeout: Optional[float] = typer.Option(None, "--approval-timeout", help="Deny approvals not decided within this many seconds."),
+    max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
+) -> None:
+    """Start a session with PROMPT, stream its progress and print the answer.
+
+    Exit code 0 when the turn completes, 1 for any other outcome, 2 for a usage or runtime error.
+    """
+    if not prompt.strip():
+        raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    if script:
+        try:
+            load_script(str(script))
+        except ConfigurationError as err:
+            raise typer.BadParameter(str(err), param_hint="--script") from None
+    config = load_config()
+    progress = sys.stderr if as_json else sys.stdout
+
+    async def go() -> TurnOutcome:
+        async with runtime(config, notice=sys.stderr) as rt:
+            session_config = rt.client.new_config(
+                str(workspace),
+                session_id=session_id,
+                profile=(profile or ("scripted" if script else config.default_profile)),
+                script=str(script) if script else None,
+                approval_timeout_seconds=approval_timeout,
+                max_rounds_per_turn=max_rounds,
+            )
+            if profile or not script:
+                config.profile(session_config.profile)  # fail fast on an unknown profile
+            started = await rt.client.start(session_config, prompt)
+            progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
+            outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)
+            print_outcome(started.session_id, outcome, as_json)
+            return outcome
+
+    outcome = run_command(go)
+    raise typer.Exit(0 if outcome.status == "completed" else 1)
+
+
+def worker() -> None:
+    """Run a worker for the configured task queue until Ctrl-C.
+
+    Waits (with backoff) for a Temporal server that is not up yet, registers the search
+    attributes sessions write when the namespace lacks them (or exits with code 2 and the
+    command that does), then polls.
+    """
+    config = load_config()
+    _log_to_stderr()
+
+    async def go() -> None:
+        store = Store.open(config.database_url)
+        try:
+            plugin = AgentrtPlugin(config, store)
+            temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
+            async with running_worker(temporal, config, store):
+                log.info(
+                    "worker polling %r at %s (namespace %r); Ctrl-C stops it",
+                    config.task_queue, config.temporal_address, config.namespace,
+                )
+                await asyncio.Event().wait()
+        finally:
+            store.close()
+
+    run_command(go)
+
+
+def dev(
+    port: int = typer.Option(7233, "--port", help="Temporal frontend port."),
+    ui_port: int = typer.Option(8233, "--ui-port", help="Temporal UI port."),
+    db: Optional[Path] = typer.Option(
+        None, "--db", help="SQLite file for Temporal's histories.", show_default="$AGENTRT_HOME/temporal.db"
+    ),
+) -> None:
+    """Start the embedded Temporal dev server and a worker; Ctrl-C stops both."""
+    config = load_config()
+    config.temporal_address = f"localhost:{port}"
+    db = db or state_dir() / "temporal.db"
+    _log_to_stderr()
+
+    async def go() -> None:
+        async with DevServer(port=port, ui_port=ui_port, db_file=db, log_file=state_dir() / "temporal.log") as server:
+            typer.echo(f"temporal server at {server.address} · UI {server.ui_url} · history {db}", err=True)
+            async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
+                async with running_worker(rt.client.temporal, config, rt.store):
+                    typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
+                    await asyncio.Event().wait()
+
+    run_command(go)
+
+
+DEMO_PROMPT = "Look around this repository, read its README and write a short NOTES.md about it."
+IGNORED = shutil.ignore_patterns(".git", ".venv", ".agentrt", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis")
+
+
+def demo(
+    source: Path = typer.Option(Path("."), "--source", help="Repository to copy into the demo workspace.", exists=True, file_okay=False, resolve_path=True),
+) -> None:
+    """Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer."""
+    config = load_config()
+    script = resources.files("agentrt.client") / "demo" / "script.yaml"
+
+    async def go() -> int:
+        with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:
+            workspace = Path(tmp) / source.name
+            shutil.copytree(source, workspace, ignore=IGNORED)
+            async with runtime(config, notice=sys.stdout) as rt:
+                session_config = rt.client.new_config(str(workspace), profile="scripted", script=str(script))
+                typer.echo(f"workspace: {workspace} (a copy of {source})")
+                started = await rt.client.start(session_config, DEMO_PROMPT)
+                typer.echo(f"session {started.session_id} (workflow {started.workflow_id})\n")
+                outcome = await drive_turn(rt, started.session_id, started.turn_id, ApproveMode.auto, sys.stdout)
+                print_outcome(started.session_id, outcome, False)
+                typer.echo("\n--- transcript (from the store) ---")
+                for line in transcript_lines(rt.store.messages(started.session_id)):
+                    typer.echo(line)
+                typer.echo("\n--- events ---")
+                for event in (await rt.client.events(started.session_id)).events:
+                    typer.echo(event_line(event))
+                notes = workspace / "NOTES.md"
+                typer.echo(f"\n--- {notes.name} as written by the session ---")
+                typer.echo(notes.read_text() if notes.exists() else "(missing)")
+                typer.echo(
+                    f"\nTemporal UI: {rt.ui_url}/namespaces/{config.namespace}/workflows/{started.workflow_id}"
+                    + ("  (embedded server: run `agentrt dev` to browse it after this demo)" if rt.embedded_server else "")
+                )
+                return 0 if outcome.status == "completed" and notes.exists() else 1
+
+    raise typer.Exit(run_command(go))

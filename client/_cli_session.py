@@ -1,0 +1,267 @@
+"""`agentrt session ...`: inspect and steer existing sessions (list, state, events, send, approvals,
+cancel, compact, switch-model, archive)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from typing import Any, Callable, Optional
+
+import typer
+
+from agentrt.client._cli_common import ApproveMode, drive_turn, load_config, print_outcome, run_command
+from agentrt.client._render import event_line
+from agentrt.client._runtime import runtime
+from agentrt.worker import AgentrtConfig
+
+session_app = typer.Typer(help="Inspect and steer existing sessions.", no_args_is_help=True)
+
+
+def _session_runtime(config: AgentrtConfig) -> Any:
+    return runtime(config, embed_if_missing=False, ensure_worker=False)
+
+
+@session_app.command("list")
+def session_list(
+    query: Optional[str] = typer.Option(None, "--query", "-q", help="Extra visibility filter, e.g. \"AgentSessionStatus = 'idle'\"."),
+    limit: int = typer.Option(50, "--limit", min=1),
+    include_archived: bool = typer.Option(False, "--all", help="Include archived sessions."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List sessions, one row each (its latest run), most recently started run first; archived ones only with --all."""
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            listing = await rt.client.list_sessions(query, limit, include_archived=include_archived)
+        if as_json:
+            typer.echo(json.dumps([{**vars(s), "started_at": s.started_at.isoformat() if s.started_at else None} for s in listing]))
+            return
+        if not listing:
+            typer.echo("no sessions")
+        for s in listing:
+            started = s.started_at.strftime("%Y-%m-%d %H:%M:%S") if s.started_at else "-"
+            typer.echo(f"{s.session_id:<14} {s.status:<18} {s.owner or '-':<12} {started}")
+
+    run_command(go)
+
+
+@session_app.command("state")
+def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show a session's status, active turn, pending approvals and token usage."""
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            view = await rt.client.state(session_id)
+        if as_json:
+            typer.echo(view.model_dump_json())
+            return
+        typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}")
+        typer.echo(f"workspace {view.workspace}")
+        active = f"{view.active_turn_id} (round {view.current_round})" if view.active_turn_id else "-"
+        typer.echo(f"turns     {view.turns_completed} done; active {active}; queued {', '.join(view.queued_turn_ids) or '-'}")
+        typer.echo(f"usage     {view.usage.input_tokens} in / {view.usage.output_tokens} out tokens")
+        if view.context_window is not None:
+            summary = f"; summary {view.summary_id}" if view.summary_id is not None else ""
+            typer.echo(
+                f"context   next call ~{view.context_tokens} of {view.context_window} tokens "
+                f"({view.max_output_tokens} reserved for output); conversation since the last summary "
+                f"~{view.live_tokens} tokens; {view.compactions} compaction(s){summary}"
+            )
+        typer.echo(f"history   run {view.run}; events from seq {view.first_seq_in_run} held by this run, {view.last_seq} in all")
+        for r in view.pending_approvals:
+            typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")
+
+    run_command(go)
+
+
+@session_app.command("events")
+def session_events(
+    session_id: str,
+    since: int = typer.Option(0, "--since", min=0, help="Only events with seq greater than this."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events until the session ends."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+) -> None:
+    """Print a session's events."""
+    config = load_config()
+
+    def emit(event: Any) -> None:
+        typer.echo(event.model_dump_json() if as_json else event_line(event))
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            if follow:
+                async for event in rt.client.follow(session_id, since):
+                    emit(event)
+                return
+            async for event in rt.client.all_events(session_id, since):
+                emit(event)
+
+    run_command(go)
+
+
+@session_app.command("send")
+def session_send(
+    session_id: str,
+    text: str,
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the turn and print its outcome."),
+    approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Send a message; it runs after any active turn."""
+    config = load_config()
+
+    async def go() -> int:
+        async with _session_runtime(config) as rt:
+            before = (await rt.client.state(session_id)).last_seq
+            sent = await rt.client.send(session_id, text)
+            if not wait:
+                typer.echo(json.dumps({"session_id": session_id, "turn_id": sent.turn_id}) if as_json else sent.turn_id)
+                return 0
+            progress = sys.stderr if as_json else sys.stdout
+            outcome = await drive_turn(rt, session_id, sent.turn_id, approve, progress, since_seq=before)
+            print_outcome(session_id, outcome, as_json)
+            return 0 if outcome.status == "completed" else 1
+
+    raise typer.Exit(run_command(go))
+
+
+def _decision_command(decision: str) -> Callable[..., None]:
+    def command(
+        session_id: str,
+        request_id: str,
+        reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the decision."),
+    ) -> None:
+        config = load_config()
+
+        async def go() -> None:
+            async with _session_runtime(config) as rt:
+                if decision == "grant":
+                    await rt.client.approve(session_id, request_id, reason)
+                else:
+                    await rt.client.deny(session_id, request_id, reason)
+            typer.echo(f"{'granted' if decision == 'grant' else 'denied'} {request_id} in session {session_id}")
+
+        run_command(go)
+
+    command.__doc__ = f"{'Grant' if decision == 'grant' else 'Deny'} a pending approval (REQUEST_ID as in `session state`)."
+    return command
+
+
+session_app.command("approve")(_decision_command("grant"))
+session_app.command("deny")(_decision_command("deny"))
+
+
+class ReconcileOutcome(str, Enum):
+    applied = "applied"
+    not_applied = "not_applied"
+
+
+@session_app.command("reconcile")
+def session_reconcile(
+    session_id: str,
+    request_id: str,
+    outcome: ReconcileOutcome = typer.Argument(..., help="applied: the effect happened; not_applied: run the call once more."),
+    note: Optional[str] = typer.Option(None, "--note", help="Recorded with the answer."),
+) -> None:
+    """Say whether an effect of unknown outcome was applied (a `reconcile` request)."""
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            await rt.client.reconcile(session_id, request_id, outcome.value, note)
+        typer.echo(f"reconciled {request_id} in session {session_id}: {outcome.value}")
+
+    run_command(go)
+
+
+@session_app.command("cancel")
+def session_cancel(
+    session_id: str,
+    turn_id: Optional[str] = typer.Option(None, "--turn", help="A queued turn to drop (default: the running turn)."),
+    queued: bool = typer.Option(False, "--queued", help="Cancel the running turn and every queued turn."),
+    reason: Optional[str] = typer.Option(None, "--reason"),
+) -> None:
+    """Cancel the running turn wherever it is (model call, tool, approval wait); it ends `cancelled` within about a second."""
+    config = load_config()
+    if queued and turn_id is not None:
+        raise typer.BadParameter("--queued cancels every turn; it does not take --turn")
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            await rt.client.cancel(session_id, turn_id, reason, include_queued=queued)
+        typer.echo(f"cancel requested for session {session_id}")
+
+    run_command(go)
+
+
+@session_app.command("compact")
+def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Summarise the older part of the conversation now (after the running turn).
+
+    The transcript stays whole in the store and in `session events`; the model sees the summary in place of the older messages.
+    """
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            outcome = await rt.client.compact(session_id)
+        if as_json:
+            typer.echo(outcome.model_dump_json())
+        elif outcome.compacted:
+            typer.echo(
+                f"compacted session {session_id}: summary {outcome.summary_id} stands for positions "
+                f"0-{(outcome.upto_position or 1) - 1}; conversation ~{outcome.tokens_before} -> ~{outcome.tokens_after} tokens"
+            )
+        else:
+            typer.echo(f"nothing compacted in session {session_id}: {outcome.error or outcome.reason}")
+
+    run_command(go)
+
+
+@session_app.command("switch-model")
+def session_switch_model(
+    session_id: str,
+    profile: str = typer.Argument(..., help="A profile name from agentrt.toml (a \\[profiles.NAME] table)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Use another model profile from the next turn on (compacts first if the conversation would not fit)."""
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            result = await rt.client.switch_model(session_id, profile)
+        if as_json:
+            typer.echo(result.model_dump_json())
+            return
+        if result.from_profile == result.profile:
+            typer.echo(f"session {session_id} already uses {result.profile}; nothing changed")
+            return
+        compacted = " after compacting the context" if result.compacted else ""
+        if result.compaction_error:
+            typer.echo(
+                f"warning: compaction failed ({result.compaction_error}); older messages are left out of the "
+                "context instead of summarised",
+                err=True,
+            )
+        typer.echo(
+            f"session {session_id} switched {result.from_profile} -> {result.profile}{compacted}: "
+            f"window {result.context_window} tokens, next call ~{result.estimated_tokens} tokens"
+        )
+
+    run_command(go)
+
+
+@session_app.command("archive")
+def session_archive(session_id: str, reason: Optional[str] = typer.Option(None, "--reason")) -> None:
+    """End the session; its history stays readable."""
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            view = await rt.client.archive(session_id, reason)
+        typer.echo(f"archived session {session_id} after {view.turns_completed} turn(s)")
+
+    run_command(go)

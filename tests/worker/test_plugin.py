@@ -1,0 +1,126 @@
+"""AgentrtPlugin: one plugin gives the client, the worker and the replayer the same converter,
+workflows, sandbox and failure policy; workers advertise their payload storage."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Replayer, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from agentrt.activities.tools import default_registry
+from agentrt.client import AgentClient, connect
+from agentrt.client._workers import workflow_pollers
+from agentrt.schemas import ConfigurationError
+from agentrt.store import Store
+from agentrt.worker import (
+    PASSTHROUGH_MODULES,
+    WORKFLOWS,
+    AgentrtConfig,
+    AgentrtPlugin,
+    DevServer,
+    PayloadConfig,
+    build_worker,
+    driver_fingerprint,
+    payload_fingerprints_of,
+    plugin_of,
+)
+from agentrt.workflows.session import SessionWorkflow
+from tests.conftest import OWNER, Harness
+from tests.e2e._support import session_config, write_script
+
+
+def test_the_plugin_gives_a_replayer_the_workflows_sandbox_converter_and_no_failure_types() -> None:
+    plugin = AgentrtPlugin(AgentrtConfig())
+    config = Replayer(workflows=[], plugins=[plugin]).config(active_config=True)
+    assert list(config["workflows"]) == WORKFLOWS == [SessionWorkflow]
+    runner = config["workflow_runner"]
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    assert set(PASSTHROUGH_MODULES) <= set(runner.restrictions.passthrough_modules)
+    assert config["data_converter"] is plugin.data_converter
+    assert config["data_converter"].external_storage is not None
+    assert list(config["workflow_failure_exception_types"]) == []
+
+
+async def test_build_worker_throttles_heartbeats_to_one_second_so_a_cancel_arrives_fast(harness: Harness) -> None:
+    worker = build_worker(harness.temporal, harness.config, harness.store, task_queue=f"tq-{uuid.uuid4().hex[:8]}")
+    config = worker.config(active_config=True)
+    assert config["max_heartbeat_throttle_interval"] == timedelta(seconds=1)
+    assert config["default_heartbeat_throttle_interval"] == timedelta(seconds=1)
+    assert list(config["workflows"]) == [SessionWorkflow]
+    assert list(config["workflow_failure_exception_types"]) == []
+
+
+async def test_build_worker_refuses_a_client_connected_without_the_plugin(temporal_server: DevServer, store: Store) -> None:
+    plain = await Client.connect(temporal_server.address)
+    with pytest.raises(ConfigurationError, match="connected with AgentrtPlugin"):
+        build_worker(plain, AgentrtConfig(), store)
+
+
+async def test_a_plain_sdk_worker_on_a_client_with_the_plugin_runs_a_session(
+    temporal_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    config = AgentrtConfig(database_url=store_url, task_queue=f"plain-{uuid.uuid4().hex[:8]}")
+    plugin = AgentrtPlugin(config, store, registry=default_registry())
+    temporal = await Client.connect(temporal_server.address, plugins=[plugin])
+    agent = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER)
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.read", "arguments": {"path": "README.md"}}]},
+        {"text": "read it"},
+    ])
+    async with Worker(temporal, task_queue=config.task_queue):  # everything else comes from the plugin
+        started = await agent.start(session_config(agent, uuid.uuid4().hex[:12], workspace, script), "read the readme")
+        outcome = await agent.wait(started.session_id, started.turn_id, timeout_seconds=60)
+    assert (outcome.status, outcome.answer, outcome.tool_calls) == ("completed", "read it", 1)
+
+
+async def test_a_worker_identity_advertises_the_fingerprints_of_the_payload_storage_it_reads(harness: Harness) -> None:
+    plugin = plugin_of(harness.temporal)
+    assert plugin is not None
+    identities: list[str] = []
+    for _ in range(100):  # the server lists a poller once its first poll arrives
+        identities = [p.identity for p in await workflow_pollers(harness.temporal, harness.task_queue)]
+        if identities:
+            break
+        await asyncio.sleep(0.1)
+    assert identities
+    advertised = payload_fingerprints_of(identities[0])
+    assert advertised == plugin.payload_storage.reader_fingerprints
+    assert advertised[0] == driver_fingerprint(plugin.payload_storage.readers[0])  # the writer (store driver) first
+    assert not any("sqlite" in identity or "/" in identity.split(" ", 1)[1] for identity in identities)
+
+
+def test_fingerprints_differ_for_different_stores_and_directories_and_match_for_the_same(tmp_path: Path) -> None:
+    def fingerprint(**kwargs: object) -> str | None:
+        return AgentrtPlugin(AgentrtConfig(**kwargs)).payload_storage.writer_fingerprint  # type: ignore[arg-type]
+
+    a, b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    assert fingerprint(database_url=a) == fingerprint(database_url=a)
+    assert fingerprint(database_url=a) != fingerprint(database_url=b)
+    directory = PayloadConfig(driver="directory", path=str(tmp_path / "p"))
+    other = PayloadConfig(driver="directory", path=str(tmp_path / "q"))
+    assert fingerprint(payloads=directory).startswith("agentrt.directory@")
+    assert fingerprint(payloads=directory) != fingerprint(payloads=other)
+    assert fingerprint(payloads=PayloadConfig(driver="none")) is None
+
+
+def test_a_postgresql_fingerprint_does_not_depend_on_the_password() -> None:
+    def fingerprint(url: str) -> str | None:
+        return AgentrtPlugin(AgentrtConfig(database_url=url)).payload_storage.writer_fingerprint
+
+    assert fingerprint("postgresql+psycopg://agentrt:one@db/agentrt") == fingerprint("postgresql+psycopg://agentrt:two@db/agentrt")
+    assert fingerprint("postgresql+psycopg://agentrt:one@db/agentrt") != fingerprint("postgresql+psycopg://agentrt:one@db/other")
+
+
+async def test_connect_without_a_plugin_reads_the_configuration_of_agentrt_home(
+    temporal_server: DevServer, agentrt_home: Path
+) -> None:
+    temporal = await connect(temporal_server.address)
+    plugin = plugin_of(temporal)
+    assert plugin is not None
+    assert plugin.config.database_url == f"sqlite:///{agentrt_home / 'agentrt.db'}"

@@ -1,0 +1,175 @@
+"""AgentrtPlugin: the one object that makes a Temporal client, worker or replayer speak agentrt.
+
+Given to ``Client.connect(plugins=[...])`` it sets the data converter (pydantic JSON plus
+external storage for big payloads); every ``Worker`` built on that client inherits it and
+gets the workflows, the sandbox passthrough, the activities (when the plugin has a store
+and a tool registry), the interceptors, ``workflow_failure_exception_types`` and an
+identity that advertises where the worker reads payloads. ``Replayer(plugins=[...])`` gets
+the same converter, workflows, sandbox and failure types, so a replay runs exactly what a
+worker runs.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import temporalio.client
+import temporalio.worker
+from temporalio.converter import StorageDriver
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkerConfig
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from agentrt.activities import build_activities
+from agentrt.activities.tools import ToolRegistry
+from agentrt.store import Store
+from agentrt.worker._config import AgentrtConfig
+from agentrt.worker._payloads import PayloadStorage, payload_storage
+from agentrt.workflows.session import SessionWorkflow
+
+__all__ = [
+    "AgentrtPlugin",
+    "PASSTHROUGH_MODULES",
+    "PAYLOADS_IDENTITY_KEY",
+    "WORKFLOWS",
+    "payload_fingerprints_of",
+    "plugin_of",
+    "workflow_runner",
+]
+
+PLUGIN_NAME = "agentrt"
+# The SDK's default number of activity slots, when a worker sets none.
+DEFAULT_ACTIVITY_THREADS = 100
+WORKFLOWS: list[type] = [SessionWorkflow]
+
+# Modules the workflow sandbox shares with the worker instead of importing them afresh for
+# every workflow run. Only modules that are deterministic and hold no mutable module state
+# may be here: whatever passes through is shared by every workflow the worker runs.
+# (pydantic and pydantic_core are passed through by the SDK's default restrictions already.)
+PASSTHROUGH_MODULES = (
+    # The pydantic models of every workflow input, result, state and event: plain data, no I/O.
+    # Passed through so a model class is the same object inside and outside the sandbox (the
+    # data converter builds instances outside) and is not rebuilt for every workflow run.
+    "agentrt.schemas",
+    # The policy engine: a pure decide(risk, approval, sandbox) over agentrt.schemas types.
+    "agentrt.workflows.policy",
+    # Context planning: pure, deterministic functions over agentrt.schemas types.
+    "agentrt.workflows.context",
+    # The session workflow's pure bookkeeping (inbox, approvals book, event journal, compaction
+    # plans, tool-call triage, activity options, error reading): plain classes and functions
+    # over agentrt.schemas types with no module state; the workflow holds their instances.
+    "agentrt.workflows._activity_options",
+    "agentrt.workflows._approvals",
+    "agentrt.workflows._compaction",
+    "agentrt.workflows._errors",
+    "agentrt.workflows._inbox",
+    "agentrt.workflows._journal",
+    "agentrt.workflows._tool_calls",
+    # JSON Schema validation of tool-call arguments (agentrt.schemas._validation): deterministic
+    # library code (jsonschema, its referencing, and the compiled rpds under it). agentrt.schemas
+    # imports them outside the sandbox already; listed so that workflow code importing them
+    # directly shares those modules instead of importing the whole tree again for every run.
+    "jsonschema",
+    "referencing",
+    "rpds",
+)
+
+# A worker's identity ends with ``agentrt-payloads=<fingerprint>,...``: the payload storage it reads.
+PAYLOADS_IDENTITY_KEY = "agentrt-payloads"
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandboxed runner with agentrt's passthrough modules (the plugin's; also for test workflows)."""
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+
+
+class AgentrtPlugin(SimplePlugin):
+    """The data converter, workflows, sandbox, activities and interceptors of agentrt, in one plugin.
+
+    - ``config`` (default ``AgentrtConfig()``) decides where big payloads go (``[payloads]``,
+      ``[store] url``); ``store`` is the open store the store driver and the activities use
+      (without it the store driver opens ``config.database_url`` on first use);
+      ``driver`` replaces the configured payload writer (e.g. the SDK's S3 driver).
+    - ``registry``: with a ``store`` and a tool registry the plugin also carries the
+      activities, so ``Worker(client, task_queue=...)`` on a client connected with it runs
+      sessions. Activities given to a ``Worker`` explicitly replace the plugin's (a worker
+      with another tool registry keeps exactly its own); ``build_worker`` does that.
+    - ``interceptors``: client and worker interceptors (none by default; the hook for
+      tracing, e.g. ``temporalio.contrib.opentelemetry.TracingInterceptor()``).
+
+    ``workflow_failure_exception_types`` is empty on purpose: an exception a workflow does
+    not expect (a bug, a ``TypeError``, a non-determinism error) fails the *workflow task*,
+    which Temporal retries, so the session waits for a fixed worker and then carries on; it
+    never fails the session and its history. The session workflow turns the failures it
+    expects into outcomes (a failed turn, a denied call) itself.
+    """
+
+    def __init__(
+        self,
+        config: AgentrtConfig | None = None,
+        store: Store | None = None,
+        *,
+        registry: ToolRegistry | None = None,
+        driver: StorageDriver | None = None,
+        interceptors: Sequence[temporalio.client.Interceptor | temporalio.worker.Interceptor] = (),
+    ) -> None:
+        self.config = config or AgentrtConfig()
+        self.store = store
+        self.payload_storage: PayloadStorage = payload_storage(self.config, store, driver=driver)
+        self._activities: list[Callable[..., Any]] = (
+            build_activities(self.config, store, registry) if store is not None and registry is not None else []
+        )
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=self.payload_storage.data_converter(),
+            interceptors=list(interceptors),
+            activities=self._add_activities,
+            workflows=self._add_workflows,
+            workflow_runner=workflow_runner(),
+            workflow_failure_exception_types=[],
+        )
+
+    def _add_activities(self, given: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
+        return list(given) if given else list(self._activities)
+
+    @staticmethod
+    def _add_workflows(given: Sequence[type] | None) -> Sequence[type]:
+        # Appends each agentrt workflow once, so a worker that lists them too does not fail.
+        given = list(given or [])
+        return given + [w for w in WORKFLOWS if w not in given]
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """See ``SimplePlugin``. Also appends ``agentrt-payloads=...`` to the worker's identity, and
+        gives a worker that runs the plugin's (synchronous) activities a thread pool for them
+        when it has no activity executor."""
+        adds_activities = not config.get("activities") and bool(self._activities)
+        config = super().configure_worker(config)
+        if adds_activities and config.get("activity_executor") is None:
+            slots = config.get("max_concurrent_activities") or DEFAULT_ACTIVITY_THREADS
+            config["activity_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=slots)
+        client = config.get("client")
+        base = config.get("identity") or (client.identity if client is not None else None) or f"{os.getpid()}@{socket.gethostname()}"
+        if PAYLOADS_IDENTITY_KEY + "=" not in base:
+            config["identity"] = f"{base} {PAYLOADS_IDENTITY_KEY}={','.join(self.payload_storage.reader_fingerprints)}"
+        return config
+
+
+def payload_fingerprints_of(identity: str) -> list[str] | None:
+    """The payload fingerprints a worker identity advertises, or None when it advertises none."""
+    marker = PAYLOADS_IDENTITY_KEY + "="
+    for part in identity.split():
+        if part.startswith(marker):
+            return [f for f in part[len(marker):].split(",") if f]
+    return None
+
+
+def plugin_of(client: temporalio.client.Client) -> AgentrtPlugin | None:
+    """The ``AgentrtPlugin`` a client was connected with, if any."""
+    for plugin in client.config().get("plugins", []):
+        if isinstance(plugin, AgentrtPlugin):
+            return plugin
+    return None
