@@ -45,7 +45,7 @@ from agentrt.schemas import (
     WaitTurnInput,
 )
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, DevServer, build_data_converter, build_worker
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
 
 OWNER = "bench"
@@ -129,7 +129,7 @@ async def run_benchmark(repeat: int = 3, workdir: Path | None = None) -> dict[st
                 database_url=f"sqlite:///{root / 'agentrt.db'}",
             )
             store = Store.open(config.database_url)
-            temporal = await connect(server.address, data_converter=build_data_converter(config, store))
+            temporal = await connect(server.address, plugin=AgentrtPlugin(config, store))
             client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
             results: dict[str, list[float]] = {name: [] for name in [*SCENARIOS, "floor"]}
             async with build_worker(temporal, config, store):

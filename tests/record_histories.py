@@ -32,7 +32,7 @@ from agentrt.schemas import (
     WaitTurnInput,
 )
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, DevServer, build_data_converter, build_worker
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
 from tests.e2e._support import ALLOW_ALL, wait_for_event
 
@@ -175,7 +175,7 @@ async def record(out: Path, prefix: str) -> list[Path]:
                 database_url=f"sqlite:///{root / 'agentrt.db'}",
             )
             store = Store.open(config.database_url)
-            temporal = await connect(server.address, data_converter=build_data_converter(config, store))
+            temporal = await connect(server.address, plugin=AgentrtPlugin(config, store))
             client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
             recorder = Recorder(temporal, client, root)
             async with build_worker(temporal, config, store):

@@ -147,7 +147,7 @@ async def test_waiters_held_open_on_every_turn_do_not_keep_the_session_from_cont
     turns) starved continue-as-new, which waited for every handler to finish. Waiters now answer
     ``pending`` with ``ask_again`` when continue-as-new is due, and asking again reaches the new run."""
     config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"can-{uuid.uuid4().hex[:8]}", database_url=store_url)
-    temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
+    temporal = await connect(low_limit_server.address, plugin=AgentrtPlugin(config, store))
     client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
     turns = 45
     # Turns slower than the client sends: there is always a queued turn with a waiter on it.
