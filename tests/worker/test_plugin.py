@@ -9,13 +9,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient, connect
-from agentrt.client._workers import workflow_pollers
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store
 from agentrt.worker import (
@@ -77,6 +79,18 @@ async def test_a_plain_sdk_worker_on_a_client_with_the_plugin_runs_a_session(
         started = await agent.start(session_config(agent, uuid.uuid4().hex[:12], workspace, script), "read the readme")
         outcome = await agent.wait(started.session_id, started.turn_id, timeout_seconds=60)
     assert (outcome.status, outcome.answer, outcome.tool_calls) == ("completed", "read it", 1)
+
+
+async def workflow_pollers(temporal: Client, task_queue: str) -> list:
+    """What the server says about the workers polling ``task_queue`` (DescribeTaskQueue)."""
+    response = await temporal.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=temporal.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return list(response.pollers)
 
 
 async def test_a_worker_identity_advertises_the_fingerprints_of_the_payload_storage_it_reads(harness: Harness) -> None:
