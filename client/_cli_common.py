@@ -28,13 +28,24 @@ class ApproveMode(str, Enum):
     deny = "deny"
 
 
-def run_command(coro_factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; AgentrtError becomes a one-line error and exit code 2."""
+def run_command(coro_factory: Callable[[], Awaitable[T]], *, service: bool = False) -> T:
+    """Run a coroutine; AgentrtError becomes a one-line error and exit code 2.
+
+    Ctrl-C and SIGTERM cancel it. A ``service`` (``worker``, ``dev``) stopped by SIGTERM, as
+    a container runtime stops it, exits 0 after a graceful shutdown; otherwise an
+    interruption exits 130.
+    """
+    stopped_by_sigterm = False
 
     async def main() -> T:
         task = asyncio.ensure_future(coro_factory())
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+        def on_sigterm() -> None:
+            nonlocal stopped_by_sigterm
+            stopped_by_sigterm = True
+            task.cancel()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
         return await task
 
     try:
@@ -46,6 +57,9 @@ def run_command(coro_factory: Callable[[], Awaitable[T]]) -> T:
         typer.echo(f"error: Temporal answered {err.status.name}: {err.message}", err=True)
         raise typer.Exit(2) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
+        if service and stopped_by_sigterm:
+            typer.echo("stopped (SIGTERM)", err=True)
+            raise typer.Exit(0) from None
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
 

@@ -105,7 +105,7 @@ def worker() -> None:
         finally:
             store.close()
 
-    run_command(go)
+    run_command(go, service=True)
 
 
 def dev(
@@ -129,7 +129,7 @@ def dev(
                     typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
                     await asyncio.Event().wait()
 
-    run_command(go)
+    run_command(go, service=True)
 
 
 DEMO_PROMPT = "Look around this repository, read its README and write a short NOTES.md about it."

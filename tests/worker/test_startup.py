@@ -203,3 +203,15 @@ async def test_a_worker_started_before_its_server_waits_for_it_and_then_serves_a
         print(log.read_text())
     finally:
         server.stop()
+
+
+async def test_a_worker_stopped_by_sigterm_shuts_down_gracefully_and_exits_zero(
+    temporal_server: DevServer, store_url: str, tmp_path: Path
+) -> None:
+    """Container runtimes stop a worker with SIGTERM: that is a normal stop, not an error."""
+    log = tmp_path / "worker.log"
+    with agentrt_worker(temporal_server.address, f"term-{uuid.uuid4().hex[:8]}", store_url, log) as process:
+        await wait_for_line(log, "worker polling", process)
+        os.killpg(process.pid, signal.SIGTERM)
+        assert await asyncio.to_thread(process.wait, 30) == 0
+    assert "stopped (SIGTERM)" in log.read_text()
