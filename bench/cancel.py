@@ -1,6 +1,6 @@
 """How long a cancel takes to end a turn, wherever it lands, with default session settings.
 
-    python -m bench.cancel [--repeat 3] [--workdir DIR]
+    python -m bench.cancel [--repeat 3]
 
 Starts its own Temporal dev server (free ports, headless), a SQLite store and an
 in-process worker (``agentrt.worker.build_worker``, as ``agentrt worker`` builds it), then
@@ -27,14 +27,13 @@ import argparse
 import asyncio
 import json
 import statistics
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 from temporalio.client import Client
 
-from agentrt.client import AgentClient, connect
+from agentrt.client import AgentClient
 from agentrt.schemas import (
     ApprovalPolicy,
     Event,
@@ -44,9 +43,8 @@ from agentrt.schemas import (
     TurnOutcome,
     WaitTurnInput,
 )
-from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
+from bench.local import local_stack
 
 OWNER = "bench"
 SCENARIOS = {
@@ -117,38 +115,22 @@ async def _floor(temporal: Client, client: AgentClient, workdir: Path) -> float:
     return elapsed
 
 
-async def run_benchmark(repeat: int = 3, workdir: Path | None = None) -> dict[str, list[float]]:
+async def run_benchmark(repeat: int = 3) -> dict[str, list[float]]:
     """Run every scenario ``repeat`` times; returns seconds per scenario (and ``floor``)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = workdir or Path(tmp)
-        server = DevServer.on_free_ports(root / "server")
-        await server.start()
-        try:
-            config = AgentrtConfig(
-                temporal_address=server.address, task_queue=f"bench-{uuid.uuid4().hex[:8]}",
-                database_url=f"sqlite:///{root / 'agentrt.db'}",
-            )
-            store = Store.open(config.database_url)
-            temporal = await connect(server.address, plugin=AgentrtPlugin(config, store))
-            client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
-            results: dict[str, list[float]] = {name: [] for name in [*SCENARIOS, "floor"]}
-            async with build_worker(temporal, config, store):
-                for _ in range(repeat):
-                    for name in SCENARIOS:
-                        results[name].append(await _one(temporal, client, root, name))
-                    results["floor"].append(await _floor(temporal, client, root))
-            store.close()
-            return results
-        finally:
-            server.stop()
+    results: dict[str, list[float]] = {name: [] for name in [*SCENARIOS, "floor"]}
+    async with local_stack(OWNER) as stack:
+        for _ in range(repeat):
+            for name in SCENARIOS:
+                results[name].append(await _one(stack.temporal, stack.client, stack.root, name))
+            results["floor"].append(await _floor(stack.temporal, stack.client, stack.root))
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    results = asyncio.run(run_benchmark(args.repeat, args.workdir))
+    results = asyncio.run(run_benchmark(args.repeat))
     labels = {"model": "model call", "tool": "sleep 5 tool", "approval": "approval wait", "floor": "turn floor"}
     print(f"{'cancel during':<16}{'median s':>10}{'max s':>10}")
     for name, values in results.items():

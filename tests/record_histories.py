@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from temporalio.client import Client, WorkflowHandle
 
-from agentrt.client import AgentClient, connect
+from agentrt.client import AgentClient
 from agentrt.schemas import (
     ModelRequestStarted,
     PermissionRequested,
@@ -31,9 +30,8 @@ from agentrt.schemas import (
     TurnOutcome,
     WaitTurnInput,
 )
-from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
+from bench.local import local_stack
 from tests.e2e._support import ALLOW_ALL, wait_for_event
 
 SUGGEST_AFTER_EVENTS = 120
@@ -163,32 +161,16 @@ SCENARIOS: list[Scenario] = [
 async def record(out: Path, prefix: str) -> list[Path]:
     """Run every scenario on a fresh server and write its histories into ``out``; returns the files."""
     written: list[Path] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        server = DevServer.on_free_ports(
-            root / "server", ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}"]
-        )
-        await server.start()
-        try:
-            config = AgentrtConfig(
-                temporal_address=server.address, task_queue=f"rec-{uuid.uuid4().hex[:8]}",
-                database_url=f"sqlite:///{root / 'agentrt.db'}",
-            )
-            store = Store.open(config.database_url)
-            temporal = await connect(server.address, plugin=AgentrtPlugin(config, store))
-            client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
-            recorder = Recorder(temporal, client, root)
-            async with build_worker(temporal, config, store):
-                for scenario in SCENARIOS:
-                    for name, handle in (await scenario(recorder)).items():
-                        history = await handle.fetch_history()
-                        path = out / f"{prefix}-{name}.json"
-                        path.write_text(history.to_json())
-                        written.append(path)
-                        print(f"wrote {path} ({len(history.events)} events)")
-            store.close()
-        finally:
-            server.stop()
+    server_args = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}"]
+    async with local_stack(OWNER, server_args) as stack:
+        recorder = Recorder(stack.temporal, stack.client, stack.root)
+        for scenario in SCENARIOS:
+            for name, handle in (await scenario(recorder)).items():
+                history = await handle.fetch_history()
+                path = out / f"{prefix}-{name}.json"
+                path.write_text(history.to_json())
+                written.append(path)
+                print(f"wrote {path} ({len(history.events)} events)")
     return written
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from agentrt.client import AgentClient, connect
+from agentrt.client._workers import workflow_pollers
 from agentrt.schemas import PayloadStorageMismatch, SessionNotFound, UserMessageAdded
-from agentrt.worker import AgentrtConfig, AgentrtPlugin
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, driver_fingerprint, payload_fingerprints_of, plugin_of
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import session_config, write_script
 
@@ -119,3 +120,19 @@ async def test_a_client_connected_from_another_agentrt_home_is_refused_a_big_mes
     with pytest.raises(PayloadStorageMismatch, match=str(other_home / "agentrt.db")):
         await elsewhere.send(sid, "v" * BIG)
     assert (await harness.client.state(sid)).turns_completed == 1
+
+
+async def test_a_worker_identity_advertises_the_fingerprints_of_the_payload_storage_it_reads(harness: Harness) -> None:
+    plugin = plugin_of(harness.temporal)
+    assert plugin is not None
+    identities: list[str] = []
+    for _ in range(100):  # the server lists a poller once its first poll arrives
+        identities = [p.identity for p in await workflow_pollers(harness.temporal, harness.task_queue)]
+        if identities:
+            break
+        await asyncio.sleep(0.1)
+    assert identities
+    advertised = payload_fingerprints_of(identities[0])
+    assert advertised == plugin.payload_storage.reader_fingerprints
+    assert advertised[0] == driver_fingerprint(plugin.payload_storage.readers[0])  # the writer (store driver) first
+    assert not any("sqlite" in identity or "/" in identity.split(" ", 1)[1] for identity in identities)

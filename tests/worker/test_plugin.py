@@ -3,15 +3,11 @@ workflows, sandbox and failure policy; workers advertise their payload storage."
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -28,8 +24,6 @@ from agentrt.worker import (
     DevServer,
     PayloadConfig,
     build_worker,
-    driver_fingerprint,
-    payload_fingerprints_of,
     plugin_of,
 )
 from agentrt.workflows.session import SessionWorkflow
@@ -79,34 +73,6 @@ async def test_a_plain_sdk_worker_on_a_client_with_the_plugin_runs_a_session(
         started = await agent.start(session_config(agent, uuid.uuid4().hex[:12], workspace, script), "read the readme")
         outcome = await agent.wait(started.session_id, started.turn_id, timeout_seconds=60)
     assert (outcome.status, outcome.answer, outcome.tool_calls) == ("completed", "read it", 1)
-
-
-async def workflow_pollers(temporal: Client, task_queue: str) -> list:
-    """What the server says about the workers polling ``task_queue`` (DescribeTaskQueue)."""
-    response = await temporal.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=temporal.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-    )
-    return list(response.pollers)
-
-
-async def test_a_worker_identity_advertises_the_fingerprints_of_the_payload_storage_it_reads(harness: Harness) -> None:
-    plugin = plugin_of(harness.temporal)
-    assert plugin is not None
-    identities: list[str] = []
-    for _ in range(100):  # the server lists a poller once its first poll arrives
-        identities = [p.identity for p in await workflow_pollers(harness.temporal, harness.task_queue)]
-        if identities:
-            break
-        await asyncio.sleep(0.1)
-    assert identities
-    advertised = payload_fingerprints_of(identities[0])
-    assert advertised == plugin.payload_storage.reader_fingerprints
-    assert advertised[0] == driver_fingerprint(plugin.payload_storage.readers[0])  # the writer (store driver) first
-    assert not any("sqlite" in identity or "/" in identity.split(" ", 1)[1] for identity in identities)
 
 
 def test_fingerprints_differ_for_different_stores_and_directories_and_match_for_the_same(tmp_path: Path) -> None:
