@@ -286,16 +286,20 @@ class AgentClient:
     async def cancel(
         self, session_id: str, turn_id: str | None = None, reason: str | None = None, *, include_queued: bool = False
     ) -> None:
-        """Cancel the running turn (or the queued turn ``turn_id``); a model or tool call in flight is
-        cancelled too. ``include_queued`` drops every queued turn as well. Returns once the signal
-        is delivered; the turn ends ``cancelled`` within about a second (``wait`` for it)."""
-        try:
-            await self._handle(session_id).signal(
-                SessionWorkflow.cancel_turn,
-                CancelTurnInput(turn_id=turn_id, principal=self.principal, reason=reason, include_queued=include_queued),
-            )
-        except RPCError as err:
-            raise _translate(session_id, err) from err
+        """Cancel the running turn (or, when none runs yet, the one about to start), or the queued
+        turn ``turn_id``; a model or tool call in flight is cancelled too. ``include_queued``
+        drops every queued turn as well. Returns once the session accepted the cancel; the turn
+        ends ``cancelled`` within about a second (``wait`` for it).
+
+        Raises ``RequestRejected`` (with the reason) when the cancel would change nothing: not
+        the owner, an unknown or finished turn, nothing running or queued, already cancelling.
+        """
+        await self._execute(
+            session_id,
+            "cancel",
+            SessionWorkflow.cancel,
+            CancelTurnInput(turn_id=turn_id, principal=self.principal, reason=reason, include_queued=include_queued),
+        )
 
     async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
         """End the session: a running turn and queued ones are cancelled; the workflow completes."""

@@ -20,8 +20,10 @@ from agentrt.schemas import (
     Message,
     ProfileInfo,
     QueuedOperation,
+    SessionArchived,
     SessionCancelled,
     SessionConfig,
+    SessionResult,
     SessionState,
     SessionStateView,
     SessionStatus,
@@ -37,6 +39,7 @@ from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _compaction as compaction
 from agentrt.workflows import context
 from agentrt.workflows._approvals import ApprovalBook
+from agentrt.workflows._errors import rejected
 from agentrt.workflows._inbox import Inbox
 from agentrt.workflows._journal import EventJournal
 from agentrt.workflows.policy import PolicyEngine
@@ -173,6 +176,49 @@ class SessionCore:
         self._active_turn = None
         self._cancel_request = None
         self._set_status("idle")
+
+    def _cancel_refusal(self, input: CancelTurnInput) -> str | None:
+        """Why a cancel would change nothing (update ``cancel`` rejects it), or None."""
+        session = self._config.session_id
+        if input.principal != self._config.owner:
+            return f"principal {input.principal!r} may not cancel turns of session {session} (owner is {self._config.owner!r})"
+        queued = self._inbox.queued_turn_ids()
+        running = self._active_turn if self._cancel_request is None else None
+        if input.turn_id is not None and input.turn_id not in queued and input.turn_id != running:
+            if input.turn_id == self._active_turn:
+                return f"turn {input.turn_id!r} of session {session} is already being cancelled"
+            return self._inbox.unknown_or_forgotten(input.turn_id) or f"turn {input.turn_id!r} has already ended"
+        if running is None and not queued:
+            return f"nothing to cancel in session {session}: no turn is running or queued"
+        return None
+
+    def _validate_operation(self, principal: str, verb: str) -> None:
+        if self._archive_request is not None:
+            raise rejected(f"session {self._config.session_id} is archived")
+        if principal != self._config.owner:
+            raise rejected(
+                f"principal {principal!r} may not {verb} session {self._config.session_id} (owner is {self._config.owner!r})"
+            )
+
+    async def _queue_operation(self, kind: Any, principal: str, profile: str | None = None) -> Any:
+        op_id = self._inbox.add_operation(kind, principal, profile)
+        self._inbox.expect(op_id)
+        await workflow.wait_condition(lambda: self._inbox.has_result(op_id))
+        return self._inbox.collect(op_id)
+
+    async def _close(self) -> SessionResult:
+        """End the session (archive or workflow cancellation): queued turns are cancelled, the rest recorded."""
+        principal = self._archive_request.principal if self._archive_request else "temporal"
+        reason = self._archive_request.reason if self._archive_request else self._cancel_reason()[1]
+        for queued in self._inbox.drain():
+            self._cancel_queued(queued, principal, "session archived", "session archived")
+        self._emit(SessionArchived(principal=principal, reason=reason))
+        self._set_status("archived")
+        await self._flush()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return SessionResult(
+            session_id=self._config.session_id, turns=self._state.turns_completed, usage=self._state.usage, status="archived"
+        )
 
     def _view(self) -> SessionStateView:
         """What the ``state`` query answers."""

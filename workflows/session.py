@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -47,7 +46,6 @@ from agentrt.schemas import (
     ReconcileDecision,
     SendMessageInput,
     SendMessageResult,
-    SessionArchived,
     SessionContinuedAsNew,
     SessionInitialized,
     SessionInput,
@@ -113,6 +111,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._cancel_request: CancelTurnInput | None = None
         self._archive_request: ArchiveInput | None = None
         self._draining = False  # continue-as-new is due: wait_turn calls answer "ask again"
+        self._initialized = self._carried  # SessionInitialized emitted (a continued run has it)
+        self._early_cancels: list[CancelTurnInput] = []
         self._round = 0
         self._status: SessionStatus = "idle"
         if self._state.profile is None:
@@ -216,6 +216,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 workflow.logger.warning("session %s: %s", self._config.session_id, lookup.error)
             self._fixed_tokens = self._estimate_fixed_tokens()
         self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
+        self._initialized = True
+        for early in self._early_cancels:
+            self.cancel_turn(early)
         await self._flush(include_config=True)
         self._set_status("idle")
 
@@ -405,19 +408,6 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             context.observe(self._state.context, plan.raw_tokens, reply.usage.input_tokens)
         return reply
     # ---------------------------------------------------------------- turn endings
-    async def _close(self) -> SessionResult:
-        """End the session (archive or workflow cancellation): queued turns are cancelled, the rest recorded."""
-        principal = self._archive_request.principal if self._archive_request else "temporal"
-        reason = self._archive_request.reason if self._archive_request else self._cancel_reason()[1]
-        for queued in self._inbox.drain():
-            self._cancel_queued(queued, principal, "session archived", "session archived")
-        self._emit(SessionArchived(principal=principal, reason=reason))
-        self._set_status("archived")
-        await self._flush()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return SessionResult(
-            session_id=self._config.session_id, turns=self._state.turns_completed, usage=self._state.usage, status="archived"
-        )
     # ---------------------------------------------------------------- updates
 
     @workflow.update
@@ -506,20 +496,6 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         if not self._context_enabled:
             raise rejected(f"session {self._config.session_id} predates compaction; start a new session")
 
-    async def _queue_operation(self, kind: Any, principal: str, profile: str | None = None) -> Any:
-        op_id = self._inbox.add_operation(kind, principal, profile)
-        self._inbox.expect(op_id)
-        await workflow.wait_condition(lambda: self._inbox.has_result(op_id))
-        return self._inbox.collect(op_id)
-
-    def _validate_operation(self, principal: str, verb: str) -> None:
-        if self._archive_request is not None:
-            raise rejected(f"session {self._config.session_id} is archived")
-        if principal != self._config.owner:
-            raise rejected(
-                f"principal {principal!r} may not {verb} session {self._config.session_id} (owner is {self._config.owner!r})"
-            )
-
     @workflow.update
     def decide(self, input: PermissionDecision) -> None:
         """Like signal ``permission_decision``, but a decision that would be ignored is rejected with the reason."""
@@ -554,13 +530,19 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     @workflow.signal
     def cancel_turn(self, input: CancelTurnInput) -> None:
+        if self._turn_control and not self._initialized:
+            self._early_cancels.append(input)  # applied once SessionInitialized is the first event
+            return
         if input.principal is not None and input.principal != self._config.owner:
             self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"))
             return
         if input.include_queued:
             dropped = self._inbox.remove_turns()
         else:
-            named = self._inbox.remove_turn(input.turn_id) if input.turn_id is not None else None
+            target = input.turn_id
+            if target is None and self._turn_control and self._active_turn is None:
+                target = next(iter(self._inbox.queued_turn_ids()), None)  # the turn about to run
+            named = self._inbox.remove_turn(target) if target is not None else None
             dropped = [named] if named is not None else []
         for queued in dropped:
             self._cancel_queued(queued, input.principal, input.reason, "cancelled before it started")
@@ -574,6 +556,17 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         if self._turn_control:
             self._emit(CancelRequested(turn_id=self._active_turn, principal=input.principal, reason=input.reason))
             workflow.set_current_details(f"**cancelling** turn `{self._active_turn}`")
+
+    @workflow.update
+    def cancel(self, input: CancelTurnInput) -> None:
+        """Like signal ``cancel_turn``, but a cancel that would change nothing is rejected with the reason."""
+        self.cancel_turn(input)
+
+    @cancel.validator
+    def _validate_cancel(self, input: CancelTurnInput) -> None:
+        why = self._cancel_refusal(input)
+        if why is not None:
+            raise rejected(why)
 
     # ---------------------------------------------------------------- queries
 

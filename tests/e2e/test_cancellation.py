@@ -12,6 +12,7 @@ from agentrt.schemas import (
     CancelRequested,
     ModelRequestStarted,
     PermissionRequested,
+    RequestRejected,
     SessionArchived,
     SessionCancelled,
     ToolInvocationFailed,
@@ -68,7 +69,7 @@ async def test_cancel_during_a_sleeping_tool_kills_it_and_runs_no_further_model_
     events = await turn_events(harness, sid, started.turn_id)
     assert sum(isinstance(e, ModelRequestStarted) for e in events) == 1
     failed = [e for e in events if isinstance(e, ToolInvocationFailed)]
-    assert len(failed) == 1 and "cancelled" in failed[0].error
+    assert len(failed) == 1 and "cancelled" in failed[0].error, [(e.type, getattr(e, "error", None)) for e in events]
     assert not (workspace / "done.txt").exists()
     # The transcript stays valid: the call has exactly one result message.
     tool_messages = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
@@ -136,11 +137,57 @@ async def test_cancelling_the_workflow_cancels_the_running_and_queued_turns_and_
     assert [r.status for r in harness.store.usage_receipts(sid)] == ["interrupted"]
 
 
-async def test_a_cancel_from_a_stranger_changes_nothing(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+async def test_a_cancel_from_a_stranger_is_refused_with_the_reason_and_the_turn_goes_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
     script = write_script(tmp_path, [{"text": "done", "delay_seconds": 1}])
     sid = harness.new_session_id()
     started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, ModelRequestStarted))
-    await harness.as_principal("mallory").cancel(sid, include_queued=True)
+    with pytest.raises(RequestRejected, match="'mallory' may not cancel turns"):
+        await harness.as_principal("mallory").cancel(sid, include_queued=True)
     outcome = await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
     assert outcome.status == "completed" and outcome.answer == "done"
+
+
+async def test_a_cancel_with_nothing_running_or_queued_is_refused(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "done"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
+    with pytest.raises(RequestRejected, match="nothing to cancel"):
+        await harness.client.cancel(sid)
+    assert (await harness.client.send(sid, "still here")).turn_id == "turn-2"
+
+
+async def test_a_cancel_sent_right_after_start_cancels_the_turn_about_to_run(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """Regression: the first turn was still queued (the session was listing its tools) and a
+    cancel naming no turn matched nothing; the turn then ran to the end."""
+    script = write_script(tmp_path, [{"text": "too late", "delay_seconds": 120}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script, **DEFAULTS), "go")
+    await harness.client.cancel(sid)
+    outcome = await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
+    assert outcome.status == "cancelled"
+    events = harness.store.events(sid)
+    assert events[0].type == "SessionInitialized"  # events of the cancel come after it
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_a_cancel_of_everything_right_after_start_records_the_session_first(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """Regression: SessionCancelled and TurnEnded of the queued turns were numbered before
+    SessionInitialized when the cancel arrived while the session initialised."""
+    script = write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    sid = harness.new_session_id()
+    first = await harness.client.start(session_config(harness.client, sid, workspace, script), "one")
+    second = await harness.client.send(sid, "two")
+    await harness.client.cancel(sid, include_queued=True)
+    outcomes = [await harness.client.wait(sid, t.turn_id, timeout_seconds=60) for t in (first, second)]
+    assert [o.status for o in outcomes] == ["cancelled", "cancelled"]
+    types = [e.type for e in harness.store.events(sid)]
+    assert types[0] == "SessionInitialized"
+    assert types.count("TurnEnded") == 2

@@ -16,6 +16,8 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.schemas import (
     ApprovalPolicy,
+    CancelIgnored,
+    CancelTurnInput,
     ModelRequestStarted,
     PermissionDecision,
     PermissionRequested,
@@ -24,9 +26,17 @@ from agentrt.schemas import (
     ToolInvocationStarted,
     TurnEnded,
 )
-from tests.conftest import Harness
-from tests.e2e._support import ALLOW_ALL, event_types, kill_hard, session_config, wait_for_event, worker_process, write_script
 from agentrt.workflows.session import SessionWorkflow
+from tests.conftest import Harness
+from tests.e2e._support import (
+    ALLOW_ALL,
+    event_types,
+    kill_hard,
+    session_config,
+    wait_for_event,
+    worker_process,
+    write_script,
+)
 
 ASK_ALL = ApprovalPolicy(read_only="ask", idempotent="ask", effectful="ask")
 
@@ -97,16 +107,22 @@ async def test_archive_while_a_shell_command_runs_stops_the_turn_without_further
     assert not any(isinstance(e, ModelRequestStarted) and e.round == 2 for e in events)
 
 
-async def test_cancel_turn_from_a_stranger_is_ignored(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+async def test_a_cancel_turn_signal_from_a_stranger_is_recorded_and_ignored(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
     script = write_script(tmp_path, [{"text": "slow answer", "delay_seconds": 8}])
     sid = harness.new_session_id()
     config = session_config(harness.client, sid, workspace, script, heartbeat_timeout_seconds=1.0)
     started = await harness.client.start(config, "go")
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, ModelRequestStarted))
     await asyncio.sleep(0.5)
-    await harness.as_principal("mallory").cancel(sid, reason="griefing")
+    await harness.handle(sid).signal(
+        SessionWorkflow.cancel_turn, CancelTurnInput(principal="mallory", reason="griefing", include_queued=True)
+    )
     outcome = await asyncio.wait_for(harness.client.wait(sid, started.turn_id), timeout=60)
     assert outcome.status == "completed", outcome
+    ignored = [e for e in harness.store.events(sid) if isinstance(e, CancelIgnored)]
+    assert [(e.principal, e.why) for e in ignored] == [("mallory", "not_owner")]
 
 
 async def test_wait_turn_with_a_negative_timeout_is_rejected_and_the_session_keeps_working(
@@ -374,13 +390,15 @@ async def test_cancel_active_turn_with_several_queued_runs_the_rest_in_order(
     c = await harness.client.send(sid, "c")
     assert c.queued_behind == 2
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
-    await harness.client.cancel(sid, turn_id="turn-99")  # unknown: no-op
+    with pytest.raises(RequestRejected, match="unknown turn 'turn-99'"):
+        await harness.client.cancel(sid, turn_id="turn-99")
     await harness.client.cancel(sid, turn_id=c.turn_id)  # queued: removed
     await harness.client.cancel(sid)  # the active one
     assert (await asyncio.wait_for(harness.client.wait(sid, a.turn_id), 60)).status == "cancelled"
     assert (await asyncio.wait_for(harness.client.wait(sid, b.turn_id), 60)).answer == "B"
     assert (await harness.client.wait(sid, c.turn_id)).status == "cancelled"
-    await harness.client.cancel(sid, turn_id=a.turn_id)  # finished turn: no-op
+    with pytest.raises(RequestRejected, match="has already ended"):
+        await harness.client.cancel(sid, turn_id=a.turn_id)
     d = await harness.client.send(sid, "d")
     assert (await asyncio.wait_for(harness.client.wait(sid, d.turn_id), 60)).answer == "C"
     messages = harness.store.messages(sid)
