@@ -8,7 +8,7 @@ import getpass
 import os
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
 from temporalio.client import (
@@ -433,7 +433,8 @@ class AgentClient:
                 started_at=execution.start_time,
                 closed=closed,
             )
-        return list(found.values())
+        never = datetime.min.replace(tzinfo=timezone.utc)
+        return sorted(found.values(), key=lambda s: s.started_at or never, reverse=True)
 
     async def has_worker(self) -> bool:
         """True when some worker polls this client's task queue for workflow tasks."""

@@ -6,6 +6,8 @@ import json
 
 from agentrt.schemas import (
     AssistantMessageCompleted,
+    CancelIgnored,
+    CancelRequested,
     ContextCompactionCompleted,
     ContextCompactionFailed,
     ContextCompactionStarted,
@@ -100,6 +102,10 @@ def describe(event: Event) -> str:
         case TurnEnded():
             tail = f": {event.error}" if event.error else ""
             return f"turn ended {event.status} after {event.rounds} round(s){tail}"
+        case CancelRequested():
+            return "cancel requested" + (f" by {event.principal}" if event.principal else "") + (f": {event.reason}" if event.reason else "")
+        case CancelIgnored():
+            return f"cancel by {event.principal} ignored ({event.why})"
         case SessionCancelled():
             return "turn cancelled" + (f" by {event.principal}" if event.principal else "") + (f": {event.reason}" if event.reason else "")
         case SessionArchived():
