@@ -96,6 +96,14 @@ async def test_archived_sessions_are_listed_only_when_asked_for(listed: Listed) 
     assert [s.session_id for s in everything].count(listed.continued) == 1
 
 
+async def test_sessions_are_listed_newest_first_whether_open_or_closed(listed: Listed) -> None:
+    """Regression: visibility lists open runs before closed ones; the listing is by start time."""
+    everything = await listed.client.list_sessions(include_archived=True)
+    starts = [s.started_at for s in everything]
+    assert starts == sorted(starts, reverse=True)
+    assert {listed.archived, listed.continued} <= {s.session_id for s in everything}
+
+
 async def test_a_query_narrows_the_listing_and_still_shows_one_row_per_session(listed: Listed) -> None:
     idle = await listed.client.list_sessions("AgentSessionStatus = 'idle'", include_archived=True)
     assert [s.session_id for s in idle] == [listed.continued]
