@@ -16,7 +16,7 @@ from temporalio.service import RPCError
 from agentrt.client._client import AgentClient
 from agentrt.client._render import event_line
 from agentrt.client._runtime import Runtime
-from agentrt.schemas import AgentrtError, PermissionRequested, RequestRejected, TurnEnded, TurnOutcome
+from agentrt.schemas import AgentrtError, PermissionRequested, RequestRejected, TurnEnded, TurnOutcome, session_workflow_id
 from agentrt.worker import AgentrtConfig
 
 T = TypeVar("T")
@@ -133,7 +133,7 @@ async def drive_turn(
 async def report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:
     """Print each failed attempt of a pending activity once: ``retrying model call (attempt 3): <error>``."""
     try:
-        description = await client.temporal.get_workflow_handle(f"session-{session_id}").describe()
+        description = await client.temporal.get_workflow_handle(session_workflow_id(session_id)).describe()
     except RPCError:
         return
     for pending in description.raw_description.pending_activities:

@@ -26,6 +26,10 @@ from temporalio.service import RPCStatusCode
 from agentrt.client._connection import connect
 from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
+    SESSION_ID_PREFIX,
+    SESSION_OWNER,
+    SESSION_STATUS,
+    SESSION_WORKFLOW,
     ArchiveInput,
     ConfigurationError,
     CancelTurnInput,
@@ -413,20 +417,20 @@ class AgentClient:
         continued as new are left out), the most recently started run first, so ``started_at``
         is when that run started. Archived sessions only with ``include_archived``; ``query``
         adds a visibility filter."""
-        filter_ = "WorkflowType = 'SessionWorkflow' AND ExecutionStatus != 'ContinuedAsNew'"
+        filter_ = f"WorkflowType = '{SESSION_WORKFLOW}' AND ExecutionStatus != 'ContinuedAsNew'"
         if not include_archived:
-            filter_ += " AND (AgentSessionStatus IS NULL OR AgentSessionStatus != 'archived')"
+            filter_ += f" AND ({SESSION_STATUS.name} IS NULL OR {SESSION_STATUS.name} != 'archived')"
         filter_ += f" AND ({query})" if query else ""
         found: dict[str, SessionListing] = {}
         async for execution in self.temporal.list_workflows(filter_, limit=limit):
             if execution.id in found:  # visibility may briefly show a run that is continuing as new
                 continue
             attrs = execution.search_attributes or {}
-            status_values = attrs.get("AgentSessionStatus") or []
-            owner_values = attrs.get("AgentOwner") or []
+            status_values = attrs.get(SESSION_STATUS.name) or []
+            owner_values = attrs.get(SESSION_OWNER.name) or []
             closed = execution.close_time is not None
             found[execution.id] = SessionListing(
-                session_id=execution.id.removeprefix("session-"),
+                session_id=execution.id.removeprefix(SESSION_ID_PREFIX),
                 workflow_id=execution.id,
                 status=str(status_values[0]) if status_values else ("closed" if closed else "starting"),
                 owner=str(owner_values[0]) if owner_values else None,
