@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import AsyncIterator
 
 from temporalio.client import Client
@@ -21,6 +22,10 @@ from agentrt.workflows.session import SessionWorkflow
 log = logging.getLogger("agentrt.worker")
 
 WORKFLOWS = [SessionWorkflow]
+# A cancel reaches an activity only in the answer to a heartbeat, and the worker sends
+# heartbeats at most every 0.8 x heartbeat timeout unless bounded here (24 s with the 30 s
+# default): a model reply could come first and a cancelled turn would complete.
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 # Modules that are deterministic and safe to share with the workflow sandbox.
 PASSTHROUGH_MODULES = ("agentrt.schemas", "agentrt.workflows.policy", "agentrt.workflows.context", "jsonschema", "referencing", "rpds", "pydantic")
 
@@ -51,6 +56,8 @@ def build_worker(
         activities=build_activities(config, store, registry or default_registry()),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         workflow_runner=workflow_runner(),
     )
 
