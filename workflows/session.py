@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, is_cancelled_exception
 
 from agentrt.schemas import (
     SEARCH_ATTRIBUTE_KEYS,
@@ -90,6 +90,8 @@ CONTEXT_PATCH = "context-window-v1"
 TURN_CONTROL_PATCH = "turn-control-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
+# The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
+MAX_WAIT_TURN_SECONDS = 10 * 365 * 24 * 3600
 
 __all__ = ["FORGOTTEN_TURN", "RECENT_OUTCOMES", "SEARCH_ATTRIBUTE_KEYS", "SessionWorkflow", "workflow_id_for"]
 
@@ -111,6 +113,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._active_turn: str | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._cancel_request: CancelTurnInput | None = None
+        self._cancel_announced = False  # a CancelRequested event was emitted for the active turn
         self._archive_request: ArchiveInput | None = None
         self._draining = False  # continue-as-new is due: wait_turn calls answer "ask again"
         self._round = 0
@@ -141,10 +144,15 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 if self._may_continue_as_new():
                     if await self._drain_handlers():
                         self._continue_as_new()
+                    elif self._inbox and not self._ending():
+                        # A model switch or compaction waits behind this message: it runs first.
+                        await self._run_operation(self._inbox.pop())
                     continue
                 await self._run_operation(self._inbox.pop())
-        except asyncio.CancelledError:
-            if not self._ending():
+        except (asyncio.CancelledError, ActivityError) as err:
+            # The workflow's cancellation surfaces where the run awaited: a condition, or the
+            # ActivityError of the call in flight (a store write, a compaction, a tool listing).
+            if not self._ending() or not (isinstance(err, asyncio.CancelledError) or self._cancelled_call(err)):
                 raise
         result = await self._close()
         if self._archive_request is None:
@@ -154,6 +162,10 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def _ending(self) -> bool:
         """The session was archived, or (``turn-control-v1``) its workflow was cancelled."""
         return self._archive_request is not None or (self._turn_control and self._workflow_cancelled())
+
+    def _cancelled_call(self, err: BaseException) -> bool:
+        """``err`` is a call cut short by the workflow's cancellation (``turn-control-v1``)."""
+        return self._turn_control and self._workflow_cancelled() and is_cancelled_exception(err)
 
     async def _run_operation(self, operation: QueuedOperation) -> None:
         if operation.kind == "message":
@@ -174,8 +186,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         finally:
             # Published only now, so a client that saw the outcome finds the whole turn in the store.
             self._inbox.record(outcome)
-        if not self._context_enabled:
-            return
+        if not self._context_enabled or (self._turn_control and self._ending()):
+            return  # an ending session summarises nothing more
         compact, self._state.auto_compaction_pause = compaction.needs_auto_compaction(
             self._state.context, self._state.auto_compaction_pause, fixed_tokens=self._fixed_tokens, profile=self._profile
         )
@@ -198,6 +210,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 **options.LIST_TOOLS.options(summary="list tools"),
             )
         except ActivityError as err:
+            if self._cancelled_call(err):
+                raise  # not a broken tool registry: the workflow was cancelled meanwhile
             raise ApplicationError(
                 f"session {self._config.session_id} cannot list its tools: {error_text(err)}",
                 type="ToolsUnavailable",
@@ -231,21 +245,28 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         )
 
     async def _drain_handlers(self) -> bool:
-        """Let every update handler finish before continue-as-new; False if the session was archived meanwhile.
+        """Let every update handler finish before continue-as-new; False if the session was archived
+        meanwhile, or if a queued model switch or compaction waits behind a message.
 
-        ``wait_turn`` calls answer ``pending`` with ``ask_again``; queued model switches and
-        compactions run (their callers wait for them); queued messages travel to the next run.
+        ``wait_turn`` calls answer ``pending`` with ``ask_again``; model switches and compactions
+        at the head of the queue run (their callers wait for them); one behind a message keeps
+        its place, so that message runs first, in this run (the caller runs it when this returns
+        False); queued messages with no operation behind them travel to the next run.
         """
         self._draining = True
-        while not workflow.all_handlers_finished() and not self._ending():
-            operation = self._inbox.pop_operation()
-            if operation is not None:
-                await self._run_operation(operation)
-                continue
-            await workflow.wait_condition(
-                lambda: workflow.all_handlers_finished() or self._inbox.has_operation() or self._ending()
-            )
-        self._draining = False
+        try:
+            while not workflow.all_handlers_finished() and not self._ending():
+                operation = self._inbox.pop_leading_operation()
+                if operation is not None:
+                    await self._run_operation(operation)
+                    continue
+                if self._inbox.has_operation():
+                    return False  # behind a message: the turn runs first, in arrival order
+                await workflow.wait_condition(
+                    lambda: workflow.all_handlers_finished() or self._inbox.has_operation() or self._ending()
+                )
+        finally:
+            self._draining = False
         return not self._ending()
 
     def _continue_as_new(self) -> None:
@@ -272,6 +293,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     async def _run_turn_task(self, queued: QueuedOperation) -> TurnOutcome:
         self._active_turn = queued.op_id
         self._cancel_request = None
+        self._cancel_announced = False
         self._round = 0
         self._turn_task = asyncio.create_task(self._run_turn(queued))
         watcher = asyncio.create_task(self._cancel_when_requested(self._turn_task))
@@ -282,6 +304,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             # of whatever activity it was awaiting; anything else is the workflow's own cancellation.
             if not self._cancel_requested():
                 raise
+            self._announce_workflow_cancel()
             return self._cancelled_outcome(queued.op_id)
         finally:
             watcher.cancel()
@@ -295,6 +318,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         order the signal and an activity result arrived in (replay-safe).
         """
         await workflow.wait_condition(self._cancel_requested)
+        self._announce_workflow_cancel()
         if not turn.done():
             turn.cancel()
 
@@ -405,6 +429,20 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             context.observe(self._state.context, plan.raw_tokens, reply.usage.input_tokens)
         return reply
     # ---------------------------------------------------------------- turn endings
+    def _announce_workflow_cancel(self) -> None:
+        """Record that Temporal asked for the cancel (``cancel_turn`` and ``archive`` record their own)."""
+        if (
+            self._turn_control
+            and self._active_turn is not None
+            and not self._cancel_announced
+            and self._cancel_request is None
+            and self._archive_request is None
+            and self._workflow_cancelled()
+        ):
+            principal, reason = self._cancel_reason()
+            self._emit(CancelRequested(turn_id=self._active_turn, principal=principal, reason=reason))
+            self._cancel_announced = True
+
     async def _close(self) -> SessionResult:
         """End the session (archive or workflow cancellation): queued turns are cancelled, the rest recorded."""
         principal = self._archive_request.principal if self._archive_request else "temporal"
@@ -413,7 +451,12 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             self._cancel_queued(queued, principal, "session archived", "session archived")
         self._emit(SessionArchived(principal=principal, reason=reason))
         self._set_status("archived")
-        await self._flush()
+        try:
+            await self._flush()
+        except ActivityError as err:
+            if not self._cancelled_call(err):
+                raise
+            await self._flush()  # cancelled while the end was being written: write it all the same
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SessionResult(
             session_id=self._config.session_id, turns=self._state.turns_completed, usage=self._state.usage, status="archived"
@@ -450,6 +493,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def _validate_wait_turn(self, input: WaitTurnInput) -> None:
         if input.timeout_seconds is not None and input.timeout_seconds < 0:
             raise rejected(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
+        if input.timeout_seconds is not None and input.timeout_seconds > MAX_WAIT_TURN_SECONDS:
+            raise rejected(
+                f"timeout_seconds must be at most {MAX_WAIT_TURN_SECONDS} (ten years), got {input.timeout_seconds:g}; "
+                "leave it out to wait without a bound"
+            )
         why = self._inbox.unknown_or_forgotten(input.turn_id)
         if why is not None:
             raise rejected(why)
@@ -458,6 +506,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def archive(self, input: ArchiveInput) -> SessionStateView:
         if self._active_turn is not None and self._turn_control:
             self._emit(CancelRequested(turn_id=self._active_turn, principal=input.principal, reason="session archived"))
+            self._cancel_announced = True
         self._archive_request = input
         view = self._view()
         view.status = "archived"
@@ -467,6 +516,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def _validate_archive(self, input: ArchiveInput) -> None:
         if self._archive_request is not None:
             raise rejected(f"session {self._config.session_id} is already archived")
+        if self._ending():
+            raise rejected(f"session {self._config.session_id} is ending: its workflow was cancelled")
         if input.principal != self._config.owner:
             raise rejected(f"principal {input.principal!r} may not archive session {self._config.session_id}")
 
@@ -515,6 +566,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def _validate_operation(self, principal: str, verb: str) -> None:
         if self._archive_request is not None:
             raise rejected(f"session {self._config.session_id} is archived")
+        if self._ending():
+            raise rejected(f"session {self._config.session_id} is ending: its workflow was cancelled")
         if principal != self._config.owner:
             raise rejected(
                 f"principal {principal!r} may not {verb} session {self._config.session_id} (owner is {self._config.owner!r})"
@@ -573,6 +626,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._cancel_request = input
         if self._turn_control:
             self._emit(CancelRequested(turn_id=self._active_turn, principal=input.principal, reason=input.reason))
+            self._cancel_announced = True
             workflow.set_current_details(f"**cancelling** turn `{self._active_turn}`")
 
     # ---------------------------------------------------------------- queries
