@@ -18,8 +18,10 @@ from agentrt.schemas import (
     CancelTurnInput,
     Event,
     Message,
+    PermissionRequest,
     ProfileInfo,
     QueuedOperation,
+    ReconcileDecision,
     SessionCancelled,
     SessionConfig,
     SessionState,
@@ -60,6 +62,8 @@ class SessionCore:
     _turn_control: bool
     _fixed_tokens: int
     _round: int
+    # Reconcile answers of a cancelled turn not yet in the effect ledger (``turn-control-v1``).
+    _owed_reconciles: list[tuple[PermissionRequest, ReconcileDecision]]
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -141,7 +145,9 @@ class SessionCore:
 
     def _cancelled_outcome(self, turn_id: str) -> TurnOutcome:
         principal, reason = self._cancel_reason()
-        self._approvals.close_turn(turn_id)
+        answered = self._approvals.close_turn(turn_id)
+        if self._turn_control:
+            self._owed_reconciles.extend(answered)
         for call in self._journal.unanswered_calls(turn_id):
             self._fail_call(turn_id, call, "cancelled", "the turn was cancelled before this call finished")
         self._emit(SessionCancelled(turn_id=turn_id, principal=principal, reason=reason))

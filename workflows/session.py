@@ -116,6 +116,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._cancel_announced = False  # a CancelRequested event was emitted for the active turn
         self._archive_request: ArchiveInput | None = None
         self._draining = False  # continue-as-new is due: wait_turn calls answer "ask again"
+        self._owed_reconciles = []
         self._round = 0
         self._status: SessionStatus = "idle"
         if self._state.profile is None:
@@ -182,6 +183,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         outcome = await self._run_turn_task(operation)
         self._finish_turn(outcome)
         try:
+            await self._settle_owed_reconciles()
             await self._flush()
         finally:
             # Published only now, so a client that saw the outcome finds the whole turn in the store.
@@ -451,6 +453,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             self._cancel_queued(queued, principal, "session archived", "session archived")
         self._emit(SessionArchived(principal=principal, reason=reason))
         self._set_status("archived")
+        await self._settle_owed_reconciles()  # left owed only when the workflow's cancel cut the first try short
         try:
             await self._flush()
         except ActivityError as err:

@@ -24,11 +24,13 @@ from agentrt.client import AgentClient
 from agentrt.activities.tools import ToolRegistry
 from agentrt.schemas import (
     ContextCompactionStarted,
+    EffectReconciled,
     ModelProfile,
     ModelRequestStarted,
     PermissionDecisionIgnored,
     PermissionDecision,
     PermissionRequested,
+    ReconcileDecision,
     RequestRejected,
     SessionContinuedAsNew,
     TOOL_EXECUTE,
@@ -594,3 +596,79 @@ async def test_a_message_queued_before_a_model_switch_runs_on_the_old_model_when
     assert any(isinstance(e, SessionContinuedAsNew) and e.seq > long_end for e in events), "continue-as-new was not due"
     asked = [e.profile for e in events if isinstance(e, ModelRequestStarted) and e.turn_id == queued.turn_id]
     assert asked == ["big"]
+
+
+# ---------------------------------------------------------------- a tool that finishes while its turn stops
+
+
+async def test_the_state_says_cancelling_until_the_tool_in_flight_stops_and_its_result_is_kept(
+    harness: Harness, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "must not be asked"},
+        {"text": "next turn"},
+    ])
+    sid = harness.new_session_id()
+    entered, released = threading.Event(), threading.Event()
+    put_message = harness.store.put_message
+
+    def held_put_message(session_id: str, *args: Any) -> None:  # the tool's result write, held
+        if session_id == sid and not entered.is_set():
+            entered.set()
+            released.wait(WAIT)
+        put_message(session_id, *args)
+
+    monkeypatch.setattr(harness.store, "put_message", held_put_message)
+    config = session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=30.0)
+    started = await harness.client.start(config, "go")
+    try:
+        assert await asyncio.to_thread(entered.wait, WAIT)
+        await harness.client.cancel(sid, reason="stop")
+
+        async def cancelling() -> None:
+            while (await harness.client.state(sid)).status != "cancelling":
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(cancelling(), WAIT)
+    finally:
+        released.set()
+    outcome = await harness.client.wait(sid, started.turn_id, timeout_seconds=WAIT)
+    assert outcome.status == "cancelled"
+    assert (workspace / "a.txt").read_text() == "a"
+    tool_results = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert [(m.tool_call_id, m.is_error) for m in tool_results] == [("call_0_0", False)]
+    assert (await harness.client.state(sid)).status == "idle"
+    sent = await harness.client.send(sid, "again")
+    assert (await harness.client.wait(sid, sent.turn_id, timeout_seconds=WAIT)).answer == "must not be asked"
+
+
+async def test_a_reconcile_answer_landing_with_a_workflow_cancel_reaches_the_effect_ledger(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "must not be asked"},
+    ])
+    sid = harness.new_session_id()
+    # An earlier attempt claimed the call's effect and never recorded it: the outcome is unknown.
+    harness.store.claim_effect(f"session-{sid}/turn-1/call_0_0", sid, "fs.write")
+    queue = harness.task_queue + "-reconcile"
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
+    handle = harness.handle(sid)
+    async with build_worker(harness.temporal, harness.config, harness.store, default_registry(), task_queue=queue):
+        await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "go")
+        requested = await wait_for_event(
+            client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "reconcile"
+        )
+    # No worker now: the answer and the cancel reach the workflow in one workflow task.
+    await handle.signal(
+        SessionWorkflow.reconcile,
+        ReconcileDecision(request_id=requested.request.request_id, outcome="applied", principal=OWNER),
+    )
+    await handle.cancel()
+    async with build_worker(harness.temporal, harness.config, harness.store, default_registry(), task_queue=queue):
+        await cancelled_workflow_result(handle)
+    events = harness.store.events(sid)
+    assert [e.outcome for e in events if isinstance(e, EffectReconciled)] == ["applied"]
+    assert [e.state for e in harness.store.effects(sid)] == ["applied"]
