@@ -482,6 +482,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     async def wait_turn(self, input: WaitTurnInput) -> TurnOutcome:
         """The turn's outcome once it ends; ``pending`` when ``timeout_seconds`` passed first, or
         with ``ask_again`` when the session continues as new meanwhile (wait again)."""
+        ended = self._inbox.outcome(input.turn_id)
+        if ended is not None:
+            return ended  # answered before waiting: a zero timeout expires before a condition is checked
         timeout = timedelta(seconds=input.timeout_seconds) if input.timeout_seconds is not None else None
         try:
             await workflow.wait_condition(

@@ -269,6 +269,42 @@ async def test_a_wait_turn_with_a_timeout_beyond_any_timer_is_refused_and_the_se
     assert (await harness.client.wait(sid, sent.turn_id, timeout_seconds=WAIT)).answer == "second"
 
 
+async def test_a_wait_turn_with_a_zero_timeout_on_an_ended_turn_answers_its_outcome(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "first"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    assert (await harness.client.wait(sid, started.turn_id, timeout_seconds=WAIT)).status == "completed"
+    polled = await harness.handle(sid).execute_update(
+        SessionWorkflow.wait_turn, WaitTurnInput(turn_id=started.turn_id, timeout_seconds=0)
+    )
+    assert polled.status == "completed" and polled.answer == "first"
+
+
+async def test_a_stream_of_short_wait_turns_answers_pending_until_the_turn_ends_then_its_outcome(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "first", "delay_seconds": 2}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    handle = harness.handle(sid)
+    statuses = []
+
+    async def poll() -> None:
+        while not statuses or statuses[-1] == "pending":
+            timeout = [0, 0.05, 0.3][len(statuses) % 3]
+            outcome = await handle.execute_update(
+                SessionWorkflow.wait_turn, WaitTurnInput(turn_id=started.turn_id, timeout_seconds=timeout)
+            )
+            assert not outcome.ask_again
+            statuses.append(outcome.status)
+
+    await asyncio.wait_for(poll(), WAIT)
+    assert statuses[-1] == "completed" and set(statuses[:-1]) == {"pending"}
+    assert (await harness.client.state(sid)).status == "idle"
+
+
 async def test_a_wait_turn_with_the_longest_timeout_answers_when_the_turn_ends(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
