@@ -39,6 +39,7 @@ from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _compaction as compaction
 from agentrt.workflows import context
 from agentrt.workflows._approvals import ApprovalBook
+from agentrt.workflows._errors import TurnCancelled
 from agentrt.workflows._inbox import Inbox
 from agentrt.workflows._journal import EventJournal
 from agentrt.workflows.policy import PolicyEngine
@@ -83,6 +84,17 @@ class SessionCore:
     def _stop_after_step(self) -> bool:
         """A cancel arrived while a call that finished anyway was in flight: stop before the next step."""
         return self._turn_control and self._cancel_requested()
+
+    async def _flush_in_turn(self) -> None:
+        """``_flush`` before a turn's next model or tool call; raises ``TurnCancelled`` if a cancel came meanwhile.
+
+        A store write that completes in the workflow task that also brings the cancel returns
+        normally (the SDK turns the turn task's cancellation into a cancel of the write, which
+        had finished): without this check the next call would run, unasked and uncancelled.
+        """
+        await self._flush()
+        if self._stop_after_step():
+            raise TurnCancelled()
 
     def _cancel_reason(self) -> tuple[str | None, str | None]:
         """(principal, reason) of the cancel that ends the active turn."""

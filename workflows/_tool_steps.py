@@ -99,7 +99,7 @@ class ToolCallSteps(SessionCore):
         idempotency_key = self._idempotency_key(turn_id, call.id)
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         while True:
-            await self._flush()
+            await self._flush_in_turn()
             workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
             try:
                 result = await workflow.execute_activity(

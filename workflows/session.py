@@ -334,7 +334,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         usage, calls = Usage(), 0
         for round_number in range(1, self._config.max_rounds_per_turn + 1):
             self._round = round_number
-            await self._flush()
+            await self._flush_in_turn()
             try:
                 reply = await self._call_model(turn_id, round_number)
             except ModelCallFailed as failure:
@@ -453,13 +453,15 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             self._cancel_queued(queued, principal, "session archived", "session archived")
         self._emit(SessionArchived(principal=principal, reason=reason))
         self._set_status("archived")
-        await self._settle_owed_reconciles()  # left owed only when the workflow's cancel cut the first try short
         try:
+            await self._settle_owed_reconciles()  # owed only when the workflow's cancel cut the first try short
             await self._flush()
         except ActivityError as err:
             if not self._cancelled_call(err):
                 raise
-            await self._flush()  # cancelled while the end was being written: write it all the same
+            # Cancelled while the end was being written (after an archive): write it all the same.
+            await self._settle_owed_reconciles()
+            await self._flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SessionResult(
             session_id=self._config.session_id, turns=self._state.turns_completed, usage=self._state.usage, status="archived"

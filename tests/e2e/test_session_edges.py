@@ -10,6 +10,7 @@ workflow writes again reaches the store.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import uuid
 from pathlib import Path
@@ -39,13 +40,15 @@ from agentrt.schemas import (
     StoreAppendInput,
     ToolInvocationStarted,
     TurnEnded,
+    UserMessageAdded,
     WaitTurnInput,
 )
+from agentrt.activities import build_activities
 from agentrt.activities.tools import default_registry
 from agentrt.client import connect
 from agentrt.store import Store
 from agentrt.worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, Worker
 from agentrt.workflows.session import MAX_WAIT_TURN_SECONDS, SessionWorkflow
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
@@ -457,12 +460,7 @@ async def test_a_workflow_cancel_and_a_grant_landing_together_run_no_tool_and_en
     async with build_worker(harness.temporal, harness.config, harness.store, default_registry(), task_queue=queue):
         await cancelled_workflow_result(handle)
     assert not (workspace / "a.txt").exists()
-    scheduled = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        async for e in handle.fetch_history_events()
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
-    assert TOOL_EXECUTE not in scheduled
+    assert TOOL_EXECUTE not in await scheduled_activities(handle)
     events = harness.store.events(sid)
     assert [e.status for e in events if isinstance(e, TurnEnded)] == ["cancelled"]
     assert [e.principal for e in events if isinstance(e, SessionArchived)] == ["temporal"]
@@ -637,6 +635,23 @@ async def test_a_message_queued_before_a_model_switch_runs_on_the_old_model_when
 # ---------------------------------------------------------------- a tool that finishes while its turn stops
 
 
+def hold_tool_results(
+    harness: Harness, session_id: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Event, threading.Event]:
+    """Hold the first tool result the session's tool activity writes until the second event is set."""
+    entered, released = threading.Event(), threading.Event()
+    put_message = harness.store.put_message
+
+    def held_put_message(sid: str, *args: Any) -> None:
+        if sid == session_id and not entered.is_set():
+            entered.set()
+            released.wait(WAIT)
+        put_message(sid, *args)
+
+    monkeypatch.setattr(harness.store, "put_message", held_put_message)
+    return entered, released
+
+
 async def test_the_state_says_cancelling_until_the_tool_in_flight_stops_and_its_result_is_kept(
     harness: Harness, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -646,16 +661,7 @@ async def test_the_state_says_cancelling_until_the_tool_in_flight_stops_and_its_
         {"text": "next turn"},
     ])
     sid = harness.new_session_id()
-    entered, released = threading.Event(), threading.Event()
-    put_message = harness.store.put_message
-
-    def held_put_message(session_id: str, *args: Any) -> None:  # the tool's result write, held
-        if session_id == sid and not entered.is_set():
-            entered.set()
-            released.wait(WAIT)
-        put_message(session_id, *args)
-
-    monkeypatch.setattr(harness.store, "put_message", held_put_message)
+    entered, released = hold_tool_results(harness, sid, monkeypatch)
     config = session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=30.0)
     started = await harness.client.start(config, "go")
     try:
@@ -708,3 +714,159 @@ async def test_a_reconcile_answer_landing_with_a_workflow_cancel_reaches_the_eff
     events = harness.store.events(sid)
     assert [e.outcome for e in events if isinstance(e, EffectReconciled)] == ["applied"]
     assert [e.state for e in harness.store.effects(sid)] == ["applied"]
+
+
+async def test_an_archive_while_a_cancelled_turn_stops_ends_the_turn_once_and_completes_the_session(
+    harness: Harness, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "must not be asked"},
+    ])
+    sid = harness.new_session_id()
+    entered, released = hold_tool_results(harness, sid, monkeypatch)
+    config = session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL, heartbeat_timeout_seconds=30.0)
+    started = await harness.client.start(config, "go")
+    try:
+        assert await asyncio.to_thread(entered.wait, WAIT)
+        await harness.client.cancel(sid, reason="first")
+        archived = await asyncio.wait_for(harness.client.archive(sid, reason="second"), WAIT)
+        assert archived.status == "archived"
+        with pytest.raises(RequestRejected):
+            await harness.client.send(sid, "too late")
+    finally:
+        released.set()
+    result = await asyncio.wait_for(harness.handle(sid).result(), WAIT)
+    assert result.status == "archived" and result.turns == 1
+    outcome = await harness.client.wait(sid, started.turn_id, timeout_seconds=WAIT)
+    assert outcome.status == "cancelled" and outcome.error == "cancelled by alice: first"
+    events = harness.store.events(sid)
+    assert [e.status for e in events if isinstance(e, TurnEnded)] == ["cancelled"]
+    assert [(e.principal, e.reason) for e in events if isinstance(e, SessionArchived)] == [("alice", "second")]
+    assert not any(isinstance(e, ModelRequestStarted) and e.round == 2 for e in events)
+
+
+class SplitWorkers:
+    """A worker for the activities of ``queue`` that keeps running, and workflow workers the test
+    starts and stops: what lands while no workflow worker runs reaches the workflow in one task."""
+
+    def __init__(self, harness: Harness, queue: str) -> None:
+        self._harness = harness
+        self._queue = queue
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+        activities = build_activities(harness.config, harness.store, default_registry())
+        self._activities = Worker(
+            harness.temporal, task_queue=queue, activities=activities, activity_executor=self._executor
+        )
+
+    async def __aenter__(self) -> "SplitWorkers":
+        await self._activities.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._activities.__aexit__(*exc)
+        self._executor.shutdown()
+
+    def workflows(self) -> Worker:
+        return Worker(self._harness.temporal, task_queue=self._queue, workflows=WORKFLOWS, workflow_runner=workflow_runner())
+
+
+async def scheduled_activities(handle: WorkflowHandle) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def last_activity_completed(handle: WorkflowHandle, name: str) -> None:
+    """Wait until the latest scheduled activity ``name`` of the workflow completed."""
+
+    async def poll() -> None:
+        while True:
+            scheduled, completed = None, set()
+            async for e in handle.fetch_history_events():
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    if e.activity_task_scheduled_event_attributes.activity_type.name == name:
+                        scheduled = e.event_id
+                elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    completed.add(e.activity_task_completed_event_attributes.scheduled_event_id)
+            if scheduled is not None and scheduled in completed:
+                return
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(poll(), WAIT)
+
+
+async def test_a_cancel_landing_with_the_final_reply_ends_that_turn_consistently_and_spares_the_next(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "the answer", "delay_seconds": 1}, {"text": "second"}])
+    sid = harness.new_session_id()
+    queue = harness.task_queue + "-split"
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
+    handle = harness.handle(sid)
+    async with SplitWorkers(harness, queue) as workers:
+        async with workers.workflows():
+            first = await client.start(session_config(client, sid, workspace, script), "one")
+            second = await client.send(sid, "two")
+            await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted))
+        # No workflow worker: the reply lands, then the cancel; both reach one workflow task.
+        await last_activity_completed(handle, "provider.complete")
+        await client.cancel(sid, turn_id=first.turn_id, reason="late")
+        async with workers.workflows():
+            outcome = await client.wait(sid, first.turn_id, timeout_seconds=WAIT)
+            following = await client.wait(sid, second.turn_id, timeout_seconds=WAIT)
+    assert (outcome.status, outcome.answer) in {("completed", "the answer"), ("cancelled", None)}
+    assert following.status == "completed" and following.answer == "second"
+    ended = {e.turn_id: e.status for e in harness.store.events(sid) if isinstance(e, TurnEnded)}
+    assert ended == {first.turn_id: outcome.status, second.turn_id: "completed"}
+
+
+async def test_a_cancel_landing_with_the_write_before_a_tool_call_keeps_the_tool_from_running(
+    harness: Harness, gates: Any, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "echo ran > ran.txt"}}]},
+        {"text": "must not be asked"},
+    ])
+    sid = harness.new_session_id()
+    queue = harness.task_queue + "-split"
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
+    handle = harness.handle(sid)
+    gate = gates(sid, has_event(ToolInvocationStarted))
+    async with SplitWorkers(harness, queue) as workers:
+        async with workers.workflows():
+            started = await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "go")
+            await gate.wait_entered()
+        # No workflow worker: the write before the tool call lands, then the cancel, in one task.
+        gate.release()
+        await last_activity_completed(handle, "store.append")
+        await client.cancel(sid, reason="stop")
+        async with workers.workflows():
+            outcome = await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
+    assert outcome.status == "cancelled"
+    assert not (workspace / "ran.txt").exists()
+    assert TOOL_EXECUTE not in await scheduled_activities(handle)
+
+
+async def test_a_cancel_landing_with_the_write_before_a_model_call_sends_no_model_request(
+    harness: Harness, gates: Any, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "answered anyway"}])
+    sid = harness.new_session_id()
+    queue = harness.task_queue + "-split"
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
+    handle = harness.handle(sid)
+    gate = gates(sid, has_event(UserMessageAdded))
+    async with SplitWorkers(harness, queue) as workers:
+        async with workers.workflows():
+            started = await client.start(session_config(client, sid, workspace, script), "go")
+            await gate.wait_entered()
+        gate.release()
+        await last_activity_completed(handle, "store.append")
+        await client.cancel(sid, reason="stop")
+        async with workers.workflows():
+            outcome = await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
+    assert outcome.status == "cancelled"
+    assert "provider.complete" not in await scheduled_activities(handle)
