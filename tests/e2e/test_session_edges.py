@@ -870,3 +870,33 @@ async def test_a_cancel_landing_with_the_write_before_a_model_call_sends_no_mode
             outcome = await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
     assert outcome.status == "cancelled"
     assert "provider.complete" not in await scheduled_activities(handle)
+
+
+async def test_a_workflow_cancel_landing_with_the_write_that_starts_a_compaction_runs_no_summary(
+    harness: Harness, gates: Any, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "first answer " * 20}, {"text": "second answer " * 20}])
+    sid = harness.new_session_id()
+    queue = harness.task_queue + "-split"
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
+    handle = harness.handle(sid)
+    gate = gates(sid, has_event(ContextCompactionStarted))
+    async with SplitWorkers(harness, queue) as workers:
+        async with workers.workflows():
+            started = await client.start(session_config(client, sid, workspace, script), "one " * 20)
+            await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
+            sent = await client.send(sid, "two " * 20)
+            await client.wait(sid, sent.turn_id, timeout_seconds=WAIT)
+            compact = asyncio.create_task(client.compact(sid))
+            await gate.wait_entered()
+        gate.release()
+        await last_activity_completed(handle, "store.append")
+        await handle.cancel()
+        async with workers.workflows():
+            try:
+                assert not (await asyncio.wait_for(compact, WAIT)).compacted
+            except RequestRejected:
+                pass  # answered: refused because the session ended
+            await cancelled_workflow_result(handle)
+    assert "context.compact" not in await scheduled_activities(handle)
+    assert [e.principal for e in harness.store.events(sid) if isinstance(e, SessionArchived)] == ["temporal"]
