@@ -264,6 +264,21 @@ class ModelActivities:
         return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
 
 
+def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_bytes: int, max_tokens: int) -> str:
+    """The summariser's one user message: the summary so far and the new messages, as text."""
+    parts = [f"Write the updated summary in at most {max_tokens * 3 // 4} words."]
+    if previous:
+        parts.append(f"Summary so far:\n{previous}")
+    lines = []
+    for position, message in rows:
+        label = message.role if message.role != "tool" else f"tool {message.name or ''} result".replace("  ", " ")
+        text = truncate_middle(message.text, max_message_bytes)
+        calls = "".join(f"\n  -> calls {c.name} {c.arguments_raw or c.arguments}"[:300] for c in message.tool_calls)
+        lines.append(f"[{position}] {label}: {text}{calls}")
+    parts.append("New messages:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
 async def _keep_heartbeating() -> None:
     """Heartbeat every ``HEARTBEAT_SECONDS`` until cancelled: a provider may be silent for long,
     and a cancel reaches an activity only in the answer to a heartbeat (the worker sends them
