@@ -250,20 +250,22 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         """Let every update handler finish before continue-as-new; False if the session was archived
         meanwhile, or if a queued model switch or compaction waits behind a message.
 
-        ``wait_turn`` calls answer ``pending`` with ``ask_again``; model switches and compactions
-        at the head of the queue run (their callers wait for them); one behind a message keeps
-        its place, so that message runs first, in this run (the caller runs it when this returns
-        False); queued messages with no operation behind them travel to the next run.
+        Model switches and compactions at the head of the queue run (their callers wait for
+        them); one behind a message keeps its place, so that message runs first, in this run
+        (the caller runs it when this returns False); queued messages with no operation behind
+        them travel to the next run. Only then, with continue-as-new at hand, do waiting
+        ``wait_turn`` calls answer ``pending`` with ``ask_again`` (a client asks again at once).
         """
-        self._draining = True
         try:
             while not workflow.all_handlers_finished() and not self._ending():
                 operation = self._inbox.pop_leading_operation()
                 if operation is not None:
+                    self._draining = False
                     await self._run_operation(operation)
                     continue
                 if self._inbox.has_operation():
                     return False  # behind a message: the turn runs first, in arrival order
+                self._draining = True
                 await workflow.wait_condition(
                     lambda: workflow.all_handlers_finished() or self._inbox.has_operation() or self._ending()
                 )

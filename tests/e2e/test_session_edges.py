@@ -19,11 +19,18 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ApplicationError
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
 
 from agentrt.client import AgentClient
 from agentrt.activities.tools import ToolRegistry
 from agentrt.schemas import (
+    CompactRequest,
     ContextCompactionStarted,
     EffectReconciled,
     ModelProfile,
@@ -40,6 +47,7 @@ from agentrt.schemas import (
     StoreAppendInput,
     ToolInvocationStarted,
     TurnEnded,
+    TurnOutcome,
     UserMessageAdded,
     WaitTurnInput,
 )
@@ -586,6 +594,19 @@ async def low_limit_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIte
     server.stop()
 
 
+async def near_continue_as_new(client: AgentClient, handle: WorkflowHandle, replies: int) -> int:
+    """Run one-reply turns until the run's history is a long turn short of the suggestion; returns the turns run."""
+    done = 1
+    while (await handle.describe()).raw_description.workflow_execution_info.history_length not in range(
+        SUGGEST_AFTER_EVENTS - 50, SUGGEST_AFTER_EVENTS - 20
+    ):
+        assert done < replies, "the session never came near the continue-as-new suggestion"
+        sent = await client.send(handle.id.removeprefix("session-"), f"q{done}")
+        await client.wait(handle.id.removeprefix("session-"), sent.turn_id, timeout_seconds=WAIT)
+        done += 1
+    return done
+
+
 async def test_a_message_queued_before_a_model_switch_runs_on_the_old_model_when_continue_as_new_is_due(
     low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
 ) -> None:
@@ -607,14 +628,7 @@ async def test_a_message_queued_before_a_model_switch_runs_on_the_old_model_when
     async with build_worker(temporal, config, store, task_queue=config.task_queue):
         started = await client.start(session_config(client, sid, workspace, script, profile="big", approval=ALLOW_ALL), "q")
         await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
-        done = 1
-        while (length := (await handle.describe()).raw_description.workflow_execution_info.history_length) not in range(
-            SUGGEST_AFTER_EVENTS - 50, SUGGEST_AFTER_EVENTS - 20
-        ):
-            assert done < len(quick), "the session never came near the continue-as-new suggestion"
-            sent = await client.send(sid, f"q{done}")
-            await client.wait(sid, sent.turn_id, timeout_seconds=WAIT)
-            done += 1
+        done = await near_continue_as_new(client, handle, len(quick))
         # Near the suggestion: a long turn crosses it while a message and then a switch queue behind it.
         write_script(tmp_path, quick[:done] + slow)  # the next replies are the long turn's
         long_turn = await client.send(sid, "long")
@@ -900,3 +914,63 @@ async def test_a_workflow_cancel_landing_with_the_write_that_starts_a_compaction
             await cancelled_workflow_result(handle)
     assert "context.compact" not in await scheduled_activities(handle)
     assert [e.principal for e in harness.store.events(sid) if isinstance(e, SessionArchived)] == ["temporal"]
+
+
+async def test_a_waiter_on_a_queued_turn_keeps_waiting_while_a_compaction_runs_before_continue_as_new(
+    low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Waiting ``wait_turn`` calls answer ``ask_again`` only once continue-as-new is at hand: a
+    client that asks again at once must not spin on the session while a queued operation runs."""
+    config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"edges-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
+    client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
+    quick = [{"text": f"quick answer number {i}"} for i in range(60)]
+    slow = [{"text": "slow turn done", "delay_seconds": 2}, {"text": "after the compaction"}]
+    script = write_script(tmp_path, quick)
+    sid = uuid.uuid4().hex[:12]
+    handle = temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{sid}")
+    entered, released = threading.Event(), threading.Event()
+    put_summary = store.put_summary
+
+    def held_put_summary(session_id: str, *args: Any) -> None:
+        if session_id == sid:
+            entered.set()
+            released.wait(WAIT)
+        put_summary(session_id, *args)
+
+    monkeypatch.setattr(store, "put_summary", held_put_summary)
+    asked_again = 0
+
+    async def wait_turn(turn_id: str) -> TurnOutcome:
+        nonlocal asked_again
+        while True:
+            outcome = await handle.execute_update(SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id))
+            if outcome.status != "pending":
+                return outcome
+            asked_again += 1
+
+    async with build_worker(temporal, config, store, task_queue=config.task_queue):
+        started = await client.start(session_config(client, sid, workspace, script), "q")
+        await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
+        done = await near_continue_as_new(client, handle, len(quick))
+        write_script(tmp_path, quick[:done] + slow)
+        long_turn = await client.send(sid, "long")
+        await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted) and e.turn_id == long_turn.turn_id)
+        compact = await handle.start_update(
+            SessionWorkflow.compact, CompactRequest(principal=OWNER), wait_for_stage=WorkflowUpdateStage.ACCEPTED
+        )
+        queued = await client.send(sid, "after the compaction")
+        waiter = asyncio.create_task(wait_turn(queued.turn_id))
+        try:
+            assert await asyncio.to_thread(entered.wait, WAIT)
+            await asyncio.sleep(1.5)  # the compaction is held: a waiter told to ask again would ask again and again
+        finally:
+            released.set()
+        assert (await asyncio.wait_for(compact.result(), WAIT)).compacted
+        outcome = await asyncio.wait_for(waiter, WAIT)
+        events = [e async for e in client.all_events(sid)]
+    assert outcome.status == "completed" and outcome.answer == "after the compaction"
+    long_end = next(e.seq for e in events if isinstance(e, TurnEnded) and e.turn_id == long_turn.turn_id)
+    assert any(isinstance(e, SessionContinuedAsNew) and e.seq > long_end for e in events), "continue-as-new was not due"
+    assert asked_again <= 2
