@@ -186,7 +186,10 @@ class ToolCallSteps(SessionCore):
             raise TurnCancelled()  # an answer that came with the cancel is owed to the ledger (_cancelled_outcome)
         # turn-control-v1: the request stays open until the ledger has the answer, so that a
         # cancel meanwhile leaves the answer owed instead of lost.
-        decision = self._approvals.decision(request.request_id) if self._turn_control else self._approvals.close(request.request_id)
+        if self._turn_control:
+            decision = self._approvals.decision(request.request_id)
+        else:
+            decision = self._approvals.close(request.request_id)
         assert isinstance(decision, ReconcileDecision)
         await self._write_reconcile(idempotency_key, call.name, decision)
         self._approvals.close(request.request_id)

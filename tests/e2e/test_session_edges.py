@@ -18,7 +18,6 @@ from typing import Any, AsyncIterator, Callable
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.exceptions import ApplicationError
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -26,23 +25,26 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateStage,
 )
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Replayer, Worker
 
-from agentrt.client import AgentClient
-from agentrt.activities.tools import ToolRegistry
+from agentrt.activities import build_activities
+from agentrt.activities.tools import ToolRegistry, default_registry
+from agentrt.client import AgentClient, connect
 from agentrt.schemas import (
+    TOOL_EXECUTE,
     CompactRequest,
     ContextCompactionStarted,
     EffectReconciled,
     ModelProfile,
     ModelRequestStarted,
-    PermissionDecisionIgnored,
     PermissionDecision,
+    PermissionDecisionIgnored,
     PermissionRequested,
     ReconcileDecision,
     RequestRejected,
-    SessionContinuedAsNew,
-    TOOL_EXECUTE,
     SessionArchived,
+    SessionContinuedAsNew,
     SessionInput,
     StoreAppendInput,
     ToolInvocationStarted,
@@ -51,12 +53,8 @@ from agentrt.schemas import (
     UserMessageAdded,
     WaitTurnInput,
 )
-from agentrt.activities import build_activities
-from agentrt.activities.tools import default_registry
-from agentrt.client import connect
 from agentrt.store import Store
 from agentrt.worker import WORKFLOWS, AgentrtConfig, DevServer, build_data_converter, build_worker, workflow_runner
-from temporalio.worker import Replayer, Worker
 from agentrt.workflows.session import MAX_WAIT_TURN_SECONDS, SessionWorkflow
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
@@ -271,11 +269,9 @@ async def test_a_wait_turn_with_a_timeout_beyond_any_timer_is_refused_and_the_se
     sid = harness.new_session_id()
     started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
     handle = harness.handle(sid)
+    too_long = WaitTurnInput(turn_id=started.turn_id, timeout_seconds=1e14)
     with pytest.raises(WorkflowUpdateFailedError):
-        await asyncio.wait_for(
-            handle.execute_update(SessionWorkflow.wait_turn, WaitTurnInput(turn_id=started.turn_id, timeout_seconds=1e14)),
-            WAIT,
-        )
+        await asyncio.wait_for(handle.execute_update(SessionWorkflow.wait_turn, too_long), WAIT)
     sent = await harness.client.send(sid, "again")
     assert (await harness.client.wait(sid, sent.turn_id, timeout_seconds=WAIT)).answer == "second"
 
@@ -610,7 +606,9 @@ async def near_continue_as_new(client: AgentClient, handle: WorkflowHandle, repl
 async def test_a_message_queued_before_a_model_switch_runs_on_the_old_model_when_continue_as_new_is_due(
     low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
 ) -> None:
-    config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"edges-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    config = AgentrtConfig(
+        temporal_address=low_limit_server.address, task_queue=f"edges-{uuid.uuid4().hex[:8]}", database_url=store_url
+    )
     config.profiles["big"] = ModelProfile(name="big", provider="scripted", context_window=200_000, max_output_tokens=4_000)
     config.profiles["other"] = ModelProfile(name="other", provider="scripted", context_window=200_000, max_output_tokens=4_000)
     temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
@@ -922,7 +920,9 @@ async def test_a_waiter_on_a_queued_turn_keeps_waiting_while_a_compaction_runs_b
 ) -> None:
     """Waiting ``wait_turn`` calls answer ``ask_again`` only once continue-as-new is at hand: a
     client that asks again at once must not spin on the session while a queued operation runs."""
-    config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"edges-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    config = AgentrtConfig(
+        temporal_address=low_limit_server.address, task_queue=f"edges-{uuid.uuid4().hex[:8]}", database_url=store_url
+    )
     temporal = await connect(low_limit_server.address, data_converter=build_data_converter(config, store))
     client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
     quick = [{"text": f"quick answer number {i}"} for i in range(60)]
