@@ -264,6 +264,24 @@ class ModelActivities:
         return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
 
 
+def _fit(message: Message, max_bytes: int) -> Message:
+    """``message`` cut to about ``max_bytes`` UTF-8 bytes in all: its text in the middle, and
+    tool-call arguments over their share replaced by a placeholder that says what they were."""
+    share = max(max_bytes // (len(message.tool_calls) + 1), 64)
+    text = truncate_middle(message.text, share if message.tool_calls else max_bytes)
+    calls = []
+    for call in message.tool_calls:
+        raw = call.arguments_raw or json.dumps(call.arguments)
+        size = len(raw.encode())
+        if size > share:
+            shown = truncate_middle(raw, max(share // 2, 32))
+            call = call.model_copy(
+                update={"arguments": {"_omitted": f"{size} bytes of arguments, shortened: {shown}"}, "arguments_raw": ""}
+            )
+        calls.append(call)
+    return message.model_copy(update={"text": text, "tool_calls": calls})
+
+
 def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_bytes: int, max_tokens: int) -> str:
     """The summariser's one user message: the summary so far and the new messages, as text."""
     parts = [f"Write the updated summary in at most {max_tokens * 3 // 4} words."]
