@@ -264,15 +264,6 @@ class ModelActivities:
         return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
 
 
-async def _keep_heartbeating() -> None:
-    """Heartbeat every ``HEARTBEAT_SECONDS`` until cancelled: a provider may be silent for long,
-    and a cancel reaches an activity only in the answer to a heartbeat (the worker sends them
-    at most once per ``max_heartbeat_throttle_interval``)."""
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(HEARTBEAT_SECONDS)
-
-
 def _fit(message: Message, max_bytes: int) -> Message:
     """``message`` cut to about ``max_bytes`` UTF-8 bytes in all: its text in the middle, and
     tool-call arguments over their share replaced by a placeholder that says what they were."""
@@ -304,3 +295,12 @@ def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_m
         lines.append(f"[{position}] {label}: {text}{calls}")
     parts.append("New messages:\n" + "\n".join(lines))
     return "\n\n".join(parts)
+
+
+async def _keep_heartbeating() -> None:
+    """Heartbeat every ``HEARTBEAT_SECONDS`` until cancelled: a provider may be silent for long,
+    and a cancel reaches an activity only in the answer to a heartbeat (the worker sends them
+    at most once per ``max_heartbeat_throttle_interval``)."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_SECONDS)

@@ -38,7 +38,8 @@ class SendMessageResult(Model):
 
 
 class WaitTurnInput(Model):
-    """Update ``wait_turn``: wait until the turn ends; ``timeout_seconds`` None waits forever."""
+    """Update ``wait_turn``: wait until the turn ends; ``timeout_seconds`` None waits forever (at
+    most ten years otherwise; 0 answers at once: the outcome, or ``pending``)."""
 
     turn_id: str
     timeout_seconds: float | None = Field(default=None, ge=0)

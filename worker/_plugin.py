@@ -143,11 +143,14 @@ class AgentrtPlugin(SimplePlugin):
         return given + [w for w in WORKFLOWS if w not in given]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """See ``SimplePlugin``. Also appends ``agentrt-payloads=...`` to the worker's identity, and
+        """See ``SimplePlugin``. Also appends ``agentrt-payloads=...`` to the worker's identity,
         gives a worker that runs the plugin's (synchronous) activities a thread pool for them
-        when it has no activity executor."""
+        when it has no activity executor, and adds no workflows to a worker given activities only."""
         adds_activities = not config.get("activities") and bool(self._activities)
+        activities_only = bool(config.get("activities")) and not config.get("workflows")
         config = super().configure_worker(config)
+        if activities_only:
+            config["workflows"] = []  # a worker given only activities (e.g. tools on their own queue) stays so
         if adds_activities and config.get("activity_executor") is None:
             slots = config.get("max_concurrent_activities") or DEFAULT_ACTIVITY_THREADS
             config["activity_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=slots)

@@ -17,7 +17,7 @@ from agentrt.activities.tools import ToolRegistry, default_registry
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
-from agentrt.worker._plugin import plugin_of
+from agentrt.worker._plugin import WORKFLOWS, plugin_of
 from agentrt.worker._startup import ensure_search_attributes
 
 log = logging.getLogger("agentrt.worker")
@@ -55,6 +55,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
+        workflows=WORKFLOWS,
         activities=build_activities(config, store, registry or default_registry()),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,

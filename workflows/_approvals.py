@@ -94,10 +94,18 @@ class ApprovalBook:
         self._state.pending_approvals = [r for r in self._state.pending_approvals if r.request_id != request_id]
         return self._state.approval_decisions.pop(request_id, None)
 
-    def close_turn(self, turn_id: str) -> None:
-        """Remove every request of ``turn_id`` (the turn ended without acting on them)."""
+    def close_turn(self, turn_id: str) -> list[tuple[PermissionRequest, ReconcileDecision]]:
+        """Remove every request of ``turn_id`` (the turn ended without acting on them).
+
+        Returns the reconcile answers among them: whether an effect happened is a fact the
+        effect ledger needs even when the turn that asked stopped before writing it there.
+        """
+        answered: list[tuple[PermissionRequest, ReconcileDecision]] = []
         for request in [r for r in self._state.pending_approvals if r.turn_id == turn_id]:
-            self.close(request.request_id)
+            decision = self.close(request.request_id)
+            if isinstance(decision, ReconcileDecision):
+                answered.append((request, decision))
+        return answered
 
     def time_out(self, request_ids: list[str], timeout_seconds: float) -> list[Event]:
         """Deny every undecided request of ``request_ids`` as ``system``; returns the ``PermissionDenied`` events."""

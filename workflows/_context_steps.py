@@ -1,4 +1,4 @@
-"""Context steps of the session workflow: profile lookup, compaction and model switching.
+"""Context steps of the session workflow: initialisation (tools, profile), compaction and model switching.
 
 Part of ``SessionWorkflow`` (a base class of it); the decisions are the pure functions of
 ``_compaction``, this module runs the activities they plan. Workflow code only.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from agentrt.schemas import (
     CompactOutcome,
@@ -18,11 +18,14 @@ from agentrt.schemas import (
     ContextCompactionFailed,
     ContextCompactionStarted,
     DescribeProfileInput,
+    ListToolsInput,
+    ListToolsResult,
     ModelProfileSwitched,
     ModelProfileSwitchFailed,
     ProfileInfo,
     ProfileLookup,
     QueuedOperation,
+    SessionInitialized,
     SwitchModelResult,
     Usage,
 )
@@ -37,6 +40,46 @@ from agentrt.workflows._session_core import SessionCore
 
 class ContextSteps(SessionCore):
     """Keeps the conversation inside the model's context window."""
+
+    async def _initialize(self) -> None:
+        if self._carried:
+            self._fixed_tokens = self._estimate_fixed_tokens()
+            self._set_status("idle")
+            await self._flush()
+            return
+        try:
+            listed = await workflow.execute_activity(
+                options.LIST_TOOLS.name,
+                ListToolsInput(names=self._config.tools),
+                result_type=ListToolsResult,
+                **options.LIST_TOOLS.options(summary="list tools"),
+            )
+        except ActivityError as err:
+            if self._cancelled_call(err):
+                raise  # not a broken tool registry: the workflow was cancelled meanwhile
+            raise ApplicationError(
+                f"session {self._config.session_id} cannot list its tools: {error_text(err)}",
+                type="ToolsUnavailable",
+                non_retryable=True,
+            ) from err
+        self._tools = {t.name: t for t in listed.tools}
+        self._state.tools = [self._tools[name] for name in sorted(self._tools)]
+        if listed.unknown:
+            workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)
+        if self._context_enabled:
+            lookup = await self._describe_profile(self._config.profile)
+            if lookup.info is not None:
+                self._state.profile = lookup.info
+            else:
+                # The first model call reports an unknown profile as the turn's error; plan with defaults until then.
+                workflow.logger.warning("session %s: %s", self._config.session_id, lookup.error)
+            self._fixed_tokens = self._estimate_fixed_tokens()
+        self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
+        self._initialized = True
+        for early in self._early_cancels:
+            self.cancel_turn(early)
+        await self._flush(include_config=True)
+        self._set_status("idle")
 
     async def _describe_profile(self, profile: str) -> ProfileLookup:
         return await workflow.execute_activity(

@@ -75,11 +75,10 @@ class Inbox:
             self._running = queued.op_id
         return queued
 
-    def pop_operation(self) -> QueuedOperation | None:
-        """Take the oldest queued model switch or compaction, leaving messages queued."""
-        for index, queued in enumerate(self._state.inbox):
-            if queued.kind != "message":
-                return self._state.inbox.pop(index)
+    def pop_leading_operation(self) -> QueuedOperation | None:
+        """Take the queued model switch or compaction at the head of the queue, if one is there."""
+        if self._state.inbox and self._state.inbox[0].kind != "message":
+            return self._state.inbox.pop(0)
         return None
 
     def has_operation(self) -> bool:

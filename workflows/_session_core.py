@@ -10,16 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
     ArchiveInput,
+    CancelRequested,
     CancelTurnInput,
     Event,
     Message,
+    PermissionRequest,
     ProfileInfo,
     QueuedOperation,
+    ReconcileDecision,
     SessionArchived,
     SessionCancelled,
     SessionConfig,
@@ -39,7 +43,7 @@ from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _compaction as compaction
 from agentrt.workflows import context
 from agentrt.workflows._approvals import ApprovalBook
-from agentrt.workflows._errors import rejected
+from agentrt.workflows._errors import TurnCancelled, rejected
 from agentrt.workflows._inbox import Inbox
 from agentrt.workflows._journal import EventJournal
 from agentrt.workflows.policy import PolicyEngine
@@ -63,6 +67,11 @@ class SessionCore:
     _turn_control: bool
     _fixed_tokens: int
     _round: int
+    # Reconcile answers of a cancelled turn not yet in the effect ledger (``turn-control-v1``).
+    _owed_reconciles: list[tuple[PermissionRequest, ReconcileDecision]]
+    _cancel_announced: bool
+    _initialized: bool
+    _early_cancels: list[CancelTurnInput]
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -82,6 +91,17 @@ class SessionCore:
     def _stop_after_step(self) -> bool:
         """A cancel arrived while a call that finished anyway was in flight: stop before the next step."""
         return self._turn_control and self._cancel_requested()
+
+    async def _flush_in_turn(self) -> None:
+        """``_flush`` before a turn's next model or tool call; raises ``TurnCancelled`` if a cancel came meanwhile.
+
+        A store write that completes in the workflow task that also brings the cancel returns
+        normally (the SDK turns the turn task's cancellation into a cancel of the write, which
+        had finished): without this check the next call would run, unasked and uncancelled.
+        """
+        await self._flush()
+        if self._stop_after_step():
+            raise TurnCancelled()
 
     def _cancel_reason(self) -> tuple[str | None, str | None]:
         """(principal, reason) of the cancel that ends the active turn."""
@@ -144,7 +164,9 @@ class SessionCore:
 
     def _cancelled_outcome(self, turn_id: str) -> TurnOutcome:
         principal, reason = self._cancel_reason()
-        self._approvals.close_turn(turn_id)
+        answered = self._approvals.close_turn(turn_id)
+        if self._turn_control:
+            self._owed_reconciles.extend(answered)
         for call in self._journal.unanswered_calls(turn_id):
             self._fail_call(turn_id, call, "cancelled", "the turn was cancelled before this call finished")
         self._emit(SessionCancelled(turn_id=turn_id, principal=principal, reason=reason))
@@ -195,6 +217,8 @@ class SessionCore:
     def _validate_operation(self, principal: str, verb: str) -> None:
         if self._archive_request is not None:
             raise rejected(f"session {self._config.session_id} is archived")
+        if self._ending():
+            raise rejected(f"session {self._config.session_id} is ending: its workflow was cancelled")
         if principal != self._config.owner:
             raise rejected(
                 f"principal {principal!r} may not {verb} session {self._config.session_id} (owner is {self._config.owner!r})"
@@ -214,11 +238,41 @@ class SessionCore:
             self._cancel_queued(queued, principal, "session archived", "session archived")
         self._emit(SessionArchived(principal=principal, reason=reason))
         self._set_status("archived")
-        await self._flush()
+        try:
+            await self._settle_owed_reconciles()  # owed only when the workflow's cancel cut the first try short
+            await self._flush()
+        except ActivityError as err:
+            if not self._cancelled_call(err):
+                raise
+            # Cancelled while the end was being written (after an archive): write it all the same.
+            await self._settle_owed_reconciles()
+            await self._flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SessionResult(
             session_id=self._config.session_id, turns=self._state.turns_completed, usage=self._state.usage, status="archived"
         )
+
+    def _ending(self) -> bool:
+        """The session was archived, or (``turn-control-v1``) its workflow was cancelled."""
+        return self._archive_request is not None or (self._turn_control and self._workflow_cancelled())
+
+    def _cancelled_call(self, err: BaseException) -> bool:
+        """``err`` is a call cut short by the workflow's cancellation (``turn-control-v1``)."""
+        return self._turn_control and self._workflow_cancelled() and is_cancelled_exception(err)
+
+    def _announce_workflow_cancel(self) -> None:
+        """Record that Temporal asked for the cancel (``cancel_turn`` and ``archive`` record their own)."""
+        if (
+            self._turn_control
+            and self._active_turn is not None
+            and not self._cancel_announced
+            and self._cancel_request is None
+            and self._archive_request is None
+            and self._workflow_cancelled()
+        ):
+            principal, reason = self._cancel_reason()
+            self._emit(CancelRequested(turn_id=self._active_turn, principal=principal, reason=reason))
+            self._cancel_announced = True
 
     def _view(self) -> SessionStateView:
         """What the ``state`` query answers."""

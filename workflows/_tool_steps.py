@@ -96,10 +96,10 @@ class ToolCallSteps(SessionCore):
     async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall) -> None:
         """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
         position = self._journal.take_position()
-        idempotency_key = f"{workflow.info().workflow_id}/{turn_id}/{call.id}"
+        idempotency_key = self._idempotency_key(turn_id, call.id)
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         while True:
-            await self._flush()
+            await self._flush_in_turn()
             workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
             try:
                 result = await workflow.execute_activity(
@@ -183,16 +183,35 @@ class ToolCallSteps(SessionCore):
             lambda: self._approvals.decision(request.request_id) is not None or self._cancel_requested()
         )
         if self._cancel_requested():
-            raise TurnCancelled()
-        decision = self._approvals.close(request.request_id)
+            raise TurnCancelled()  # an answer that came with the cancel is owed to the ledger (_cancelled_outcome)
+        # turn-control-v1: the request stays open until the ledger has the answer, so that a
+        # cancel meanwhile leaves the answer owed instead of lost.
+        if self._turn_control:
+            decision = self._approvals.decision(request.request_id)
+        else:
+            decision = self._approvals.close(request.request_id)
         assert isinstance(decision, ReconcileDecision)
+        await self._write_reconcile(idempotency_key, call.name, decision)
+        self._approvals.close(request.request_id)
+        self._set_status("running")
+        return decision
+
+    async def _write_reconcile(self, idempotency_key: str, tool: str, decision: ReconcileDecision) -> None:
         await workflow.execute_activity(
             options.RECONCILE_EFFECT.name,
             ReconcileEffectInput(
                 idempotency_key=idempotency_key, outcome=decision.outcome, principal=decision.principal, note=decision.note
             ),
-            **options.RECONCILE_EFFECT.options(summary=f"reconcile {call.name}: {decision.outcome}"),
+            **options.RECONCILE_EFFECT.options(summary=f"reconcile {tool}: {decision.outcome}"),
         )
-        self._set_status("running")
-        return decision
+
+    async def _settle_owed_reconciles(self) -> None:
+        """Write the reconcile answers a cancelled turn did not act on to the effect ledger (idempotent)."""
+        while self._owed_reconciles:
+            request, decision = self._owed_reconciles[0]
+            await self._write_reconcile(self._idempotency_key(request.turn_id, request.call_id), request.tool, decision)
+            self._owed_reconciles.pop(0)
+
+    def _idempotency_key(self, turn_id: str, call_id: str) -> str:
+        return f"{workflow.info().workflow_id}/{turn_id}/{call_id}"
 

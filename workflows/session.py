@@ -34,8 +34,6 @@ from agentrt.schemas import (
     CompactRequest,
     EventsPage,
     EventsQuery,
-    ListToolsInput,
-    ListToolsResult,
     Message,
     ModelCallInput,
     ModelCallResult,
@@ -47,7 +45,6 @@ from agentrt.schemas import (
     SendMessageInput,
     SendMessageResult,
     SessionContinuedAsNew,
-    SessionInitialized,
     SessionInput,
     SessionResult,
     SessionState,
@@ -88,6 +85,8 @@ CONTEXT_PATCH = "context-window-v1"
 TURN_CONTROL_PATCH = "turn-control-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
+# The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
+MAX_WAIT_TURN_SECONDS = 10 * 365 * 24 * 3600
 
 __all__ = ["FORGOTTEN_TURN", "RECENT_OUTCOMES", "SEARCH_ATTRIBUTE_KEYS", "SessionWorkflow", "workflow_id_for"]
 
@@ -109,10 +108,12 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._active_turn: str | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self._cancel_request: CancelTurnInput | None = None
+        self._cancel_announced = False  # a CancelRequested event was emitted for the active turn
         self._archive_request: ArchiveInput | None = None
         self._draining = False  # continue-as-new is due: wait_turn calls answer "ask again"
         self._initialized = self._carried  # SessionInitialized emitted (a continued run has it)
         self._early_cancels: list[CancelTurnInput] = []
+        self._owed_reconciles = []  # reconcile answers whose ledger write a cancel cut short
         self._round = 0
         self._status: SessionStatus = "idle"
         if self._state.profile is None:
@@ -141,19 +142,20 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 if self._may_continue_as_new():
                     if await self._drain_handlers():
                         self._continue_as_new()
+                    elif self._inbox and not self._ending():
+                        # A model switch or compaction waits behind this message: it runs first.
+                        await self._run_operation(self._inbox.pop())
                     continue
                 await self._run_operation(self._inbox.pop())
-        except asyncio.CancelledError:
-            if not self._ending():
+        except (asyncio.CancelledError, ActivityError) as err:
+            # The workflow's cancellation surfaces where the run awaited: a condition, or the
+            # ActivityError of the call in flight (a store write, a compaction, a tool listing).
+            if not self._ending() or not (isinstance(err, asyncio.CancelledError) or self._cancelled_call(err)):
                 raise
         result = await self._close()
         if self._archive_request is None:
             raise asyncio.CancelledError(self._cancel_reason()[1])  # the workflow ends Canceled, as asked
         return result
-
-    def _ending(self) -> bool:
-        """The session was archived, or (``turn-control-v1``) its workflow was cancelled."""
-        return self._archive_request is not None or (self._turn_control and self._workflow_cancelled())
 
     async def _run_operation(self, operation: QueuedOperation) -> None:
         if operation.kind == "message":
@@ -170,12 +172,13 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         outcome = await self._run_turn_task(operation)
         self._finish_turn(outcome)
         try:
+            await self._settle_owed_reconciles()
             await self._flush()
         finally:
             # Published only now, so a client that saw the outcome finds the whole turn in the store.
             self._inbox.record(outcome)
-        if not self._context_enabled:
-            return
+        if not self._context_enabled or (self._turn_control and self._ending()):
+            return  # an ending session summarises nothing more
         compact, self._state.auto_compaction_pause = compaction.needs_auto_compaction(
             self._state.context, self._state.auto_compaction_pause, fixed_tokens=self._fixed_tokens, profile=self._profile
         )
@@ -183,44 +186,6 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             if (await self._compact("threshold")).error is not None:
                 self._state.auto_compaction_pause = compaction.AUTO_COMPACTION_PAUSE_TURNS
             self._set_status("idle")
-
-    async def _initialize(self) -> None:
-        if self._carried:
-            self._fixed_tokens = self._estimate_fixed_tokens()
-            self._set_status("idle")
-            await self._flush()
-            return
-        try:
-            listed = await workflow.execute_activity(
-                options.LIST_TOOLS.name,
-                ListToolsInput(names=self._config.tools),
-                result_type=ListToolsResult,
-                **options.LIST_TOOLS.options(summary="list tools"),
-            )
-        except ActivityError as err:
-            raise ApplicationError(
-                f"session {self._config.session_id} cannot list its tools: {error_text(err)}",
-                type="ToolsUnavailable",
-                non_retryable=True,
-            ) from err
-        self._tools = {t.name: t for t in listed.tools}
-        self._state.tools = [self._tools[name] for name in sorted(self._tools)]
-        if listed.unknown:
-            workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)
-        if self._context_enabled:
-            lookup = await self._describe_profile(self._config.profile)
-            if lookup.info is not None:
-                self._state.profile = lookup.info
-            else:
-                # The first model call reports an unknown profile as the turn's error; plan with defaults until then.
-                workflow.logger.warning("session %s: %s", self._config.session_id, lookup.error)
-            self._fixed_tokens = self._estimate_fixed_tokens()
-        self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
-        self._initialized = True
-        for early in self._early_cancels:
-            self.cancel_turn(early)
-        await self._flush(include_config=True)
-        self._set_status("idle")
 
     # ---------------------------------------------------------------- continue-as-new
 
@@ -234,21 +199,30 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         )
 
     async def _drain_handlers(self) -> bool:
-        """Let every update handler finish before continue-as-new; False if the session was archived meanwhile.
+        """Let every update handler finish before continue-as-new; False if the session was archived
+        meanwhile, or if a queued model switch or compaction waits behind a message.
 
-        ``wait_turn`` calls answer ``pending`` with ``ask_again``; queued model switches and
-        compactions run (their callers wait for them); queued messages travel to the next run.
+        Model switches and compactions at the head of the queue run (their callers wait for
+        them); one behind a message keeps its place, so that message runs first, in this run
+        (the caller runs it when this returns False); queued messages with no operation behind
+        them travel to the next run. Only then, with continue-as-new at hand, do waiting
+        ``wait_turn`` calls answer ``pending`` with ``ask_again`` (a client asks again at once).
         """
-        self._draining = True
-        while not workflow.all_handlers_finished() and not self._ending():
-            operation = self._inbox.pop_operation()
-            if operation is not None:
-                await self._run_operation(operation)
-                continue
-            await workflow.wait_condition(
-                lambda: workflow.all_handlers_finished() or self._inbox.has_operation() or self._ending()
-            )
-        self._draining = False
+        try:
+            while not workflow.all_handlers_finished() and not self._ending():
+                operation = self._inbox.pop_leading_operation()
+                if operation is not None:
+                    self._draining = False
+                    await self._run_operation(operation)
+                    continue
+                if self._inbox.has_operation():
+                    return False  # behind a message: the turn runs first, in arrival order
+                self._draining = True
+                await workflow.wait_condition(
+                    lambda: workflow.all_handlers_finished() or self._inbox.has_operation() or self._ending()
+                )
+        finally:
+            self._draining = False
         return not self._ending()
 
     def _continue_as_new(self) -> None:
@@ -275,6 +249,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     async def _run_turn_task(self, queued: QueuedOperation) -> TurnOutcome:
         self._active_turn = queued.op_id
         self._cancel_request = None
+        self._cancel_announced = False
         self._round = 0
         self._turn_task = asyncio.create_task(self._run_turn(queued))
         watcher = asyncio.create_task(self._cancel_when_requested(self._turn_task))
@@ -285,6 +260,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             # of whatever activity it was awaiting; anything else is the workflow's own cancellation.
             if not self._cancel_requested():
                 raise
+            self._announce_workflow_cancel()
             return self._cancelled_outcome(queued.op_id)
         finally:
             watcher.cancel()
@@ -298,6 +274,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         order the signal and an activity result arrived in (replay-safe).
         """
         await workflow.wait_condition(self._cancel_requested)
+        self._announce_workflow_cancel()
         if not turn.done():
             turn.cancel()
 
@@ -311,7 +288,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         usage, calls = Usage(), 0
         for round_number in range(1, self._config.max_rounds_per_turn + 1):
             self._round = round_number
-            await self._flush()
+            await self._flush_in_turn()
             try:
                 reply = await self._call_model(turn_id, round_number)
             except ModelCallFailed as failure:
@@ -407,7 +384,6 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         if plan is not None:
             context.observe(self._state.context, plan.raw_tokens, reply.usage.input_tokens)
         return reply
-    # ---------------------------------------------------------------- turn endings
     # ---------------------------------------------------------------- updates
 
     @workflow.update
@@ -426,6 +402,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     async def wait_turn(self, input: WaitTurnInput) -> TurnOutcome:
         """The turn's outcome once it ends; ``pending`` when ``timeout_seconds`` passed first, or
         with ``ask_again`` when the session continues as new meanwhile (wait again)."""
+        ended = self._inbox.outcome(input.turn_id)
+        if ended is not None:
+            return ended  # answered before waiting: a zero timeout expires before a condition is checked
         timeout = timedelta(seconds=input.timeout_seconds) if input.timeout_seconds is not None else None
         try:
             await workflow.wait_condition(
@@ -440,6 +419,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def _validate_wait_turn(self, input: WaitTurnInput) -> None:
         if input.timeout_seconds is not None and input.timeout_seconds < 0:
             raise rejected(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
+        if input.timeout_seconds is not None and input.timeout_seconds > MAX_WAIT_TURN_SECONDS:
+            raise rejected(
+                f"timeout_seconds must be at most {MAX_WAIT_TURN_SECONDS} (ten years), got {input.timeout_seconds:g}; "
+                "leave it out to wait without a bound"
+            )
         why = self._inbox.unknown_or_forgotten(input.turn_id)
         if why is not None:
             raise rejected(why)
@@ -448,6 +432,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def archive(self, input: ArchiveInput) -> SessionStateView:
         if self._active_turn is not None and self._turn_control:
             self._emit(CancelRequested(turn_id=self._active_turn, principal=input.principal, reason="session archived"))
+            self._cancel_announced = True
         self._archive_request = input
         view = self._view()
         view.status = "archived"
@@ -457,6 +442,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def _validate_archive(self, input: ArchiveInput) -> None:
         if self._archive_request is not None:
             raise rejected(f"session {self._config.session_id} is already archived")
+        if self._ending():
+            raise rejected(f"session {self._config.session_id} is ending: its workflow was cancelled")
         if input.principal != self._config.owner:
             raise rejected(f"principal {input.principal!r} may not archive session {self._config.session_id}")
 
@@ -555,6 +542,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._cancel_request = input
         if self._turn_control:
             self._emit(CancelRequested(turn_id=self._active_turn, principal=input.principal, reason=input.reason))
+            self._cancel_announced = True
             workflow.set_current_details(f"**cancelling** turn `{self._active_turn}`")
 
     @workflow.update

@@ -104,3 +104,23 @@ async def test_connect_without_a_plugin_reads_the_configuration_of_agentrt_home(
     plugin = plugin_of(temporal)
     assert plugin is not None
     assert plugin.config.database_url == f"sqlite:///{agentrt_home / 'agentrt.db'}"
+
+
+def test_a_worker_given_only_activities_gets_no_workflows_and_one_given_nothing_gets_them_all(
+    temporal_client: Client,
+) -> None:
+    """Tool activities may run on a queue of their own, in a worker without the workflows."""
+    from temporalio import activity
+    from temporalio.worker import WorkerConfig
+
+    @activity.defn(name="tools.only")
+    def only() -> None: ...
+
+    plugin = AgentrtPlugin(AgentrtConfig())
+
+    def workflows(**given: Any) -> list[type]:
+        return list(plugin.configure_worker(WorkerConfig(client=temporal_client, task_queue="q", **given))["workflows"])  # type: ignore[typeddict-item]
+
+    assert workflows(activities=[only]) == []
+    assert workflows() == WORKFLOWS
+    assert workflows(workflows=WORKFLOWS, activities=[only]) == WORKFLOWS

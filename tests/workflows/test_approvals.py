@@ -308,6 +308,17 @@ def test_close_turn_removes_only_that_turns_requests() -> None:
     assert state.approval_decisions == {}
 
 
+def test_close_turn_returns_the_reconcile_answers_it_removes() -> None:
+    book = _book()
+    book.request("turn-1", _call("call-1"), "effectful", "ask")
+    book.request("turn-1", _call("call-2"), "effectful", "unknown outcome", kind="reconcile")
+    book.request("turn-1", _call("call-3"), "effectful", "unknown outcome", kind="reconcile")
+    book.decide(_grant("req-1"))
+    book.decide(ReconcileDecision(request_id="req-2", outcome="applied", principal=OWNER))
+    answered = book.close_turn("turn-1")
+    assert [(r.call_id, d.outcome) for r, d in answered] == [("call-2", "applied")]
+
+
 def test_a_decision_after_close_turn_is_already_decided() -> None:
     book = _book()
     book.request("turn-1", _call(), "effectful", "ask")

@@ -88,21 +88,29 @@ def test_pop_takes_the_oldest_entry() -> None:
     assert (queued.kind, queued.op_id, queued.text) == ("message", "turn-1", "first")
 
 
-def test_pop_operation_takes_the_oldest_operation_and_leaves_messages_queued() -> None:
+def test_pop_leading_operation_takes_an_operation_at_the_head_of_the_queue() -> None:
     inbox = _inbox_over()
-    inbox.add_message("alice", "one")
     switch = inbox.add_operation("switch_model", "alice", "big")
-    inbox.add_message("alice", "two")
+    inbox.add_message("alice", "one")
     inbox.add_operation("compact", "alice")
-    taken = inbox.pop_operation()
+    taken = inbox.pop_leading_operation()
     assert taken is not None and (taken.op_id, taken.profile) == (switch, "big")
-    assert [q.op_id for q in inbox.drain()] == ["turn-1", "turn-2", "op-2"]
+    assert [q.op_id for q in inbox.drain()] == ["turn-1", "op-2"]
 
 
-def test_pop_operation_with_only_messages_queued_takes_nothing() -> None:
+def test_pop_leading_operation_leaves_an_operation_behind_a_message_in_its_place() -> None:
     inbox = _inbox_over()
     inbox.add_message("alice", "one")
-    assert inbox.pop_operation() is None
+    inbox.add_operation("switch_model", "alice", "big")
+    assert inbox.pop_leading_operation() is None
+    assert inbox.has_operation()
+    assert [q.op_id for q in inbox.drain()] == ["turn-1", "op-1"]
+
+
+def test_pop_leading_operation_with_only_messages_queued_takes_nothing() -> None:
+    inbox = _inbox_over()
+    inbox.add_message("alice", "one")
+    assert inbox.pop_leading_operation() is None
     assert not inbox.has_operation()
     assert len(inbox) == 1
 
