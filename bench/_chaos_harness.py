@@ -65,10 +65,10 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from agentrt.client import AgentClient, connect
+from agentrt.client import AgentClient
 from agentrt.schemas import ApprovalPolicy, RequestRejected, SessionConfig, TurnOutcome
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, connect_when_ready
 from agentrt.workflows.session import workflow_id_for
 
 from bench._chaos_worker import MARK
@@ -402,7 +402,7 @@ class _Chaos:
         if not client_ok:
             self.report.reconnect_failures += 1
             self.problem("the harness's client did not reconnect within 30 s of the server restart; connecting anew")
-            self.temporal = await connect(self.server.address, plugin=AgentrtPlugin(AgentrtConfig(database_url=self.store_url)))
+            self.temporal = await self.connect()
             assert self.client is not None
             self.client.temporal = self.temporal
         # The worker that was running before the restart: it must poll the new server.
@@ -847,13 +847,21 @@ class _Chaos:
 
     # ------------------------------------------------------------ the run
 
+    async def connect(self) -> Client:
+        """A client with the plugin, once the (re)started server's frontend answers: its port
+        opens before the frontend is healthy ("Frontend is not healthy yet")."""
+        plugin = AgentrtPlugin(AgentrtConfig(database_url=self.store_url))
+        return await connect_when_ready(
+            self.server.address, "default", [plugin], first_delay=0.2, max_delay=2.0, attempts=60
+        )
+
     async def run(self) -> ChaosReport:
         tasks: list[asyncio.Task[Any]] = []
         try:
             self.plan_sessions()
             await asyncio.to_thread(self.snapshot_source)
             await self.start_server()
-            self.temporal = await connect(self.server.address, plugin=AgentrtPlugin(AgentrtConfig(database_url=self.store_url)))
+            self.temporal = await self.connect()
             self.client = AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)
             self.store = await asyncio.to_thread(Store.open, self.store_url)
             await self.start_worker()
