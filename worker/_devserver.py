@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from temporalio.client import Client
+
 from agentrt.schemas import SEARCH_ATTRIBUTE_KEYS, ConfigurationError
 from agentrt.worker._startup import search_attribute_type_name
 
@@ -133,7 +135,19 @@ class DevServer:
                 self.stop()
                 raise ConfigurationError(f"temporal server did not listen on {self.address} within {timeout:g} s")
             await asyncio.sleep(0.1)
-        return self
+        # The port opens before the frontend is healthy ("Frontend is not healthy yet"): wait
+        # until a client can connect, as every caller of start() is about to.
+        while True:
+            try:
+                await Client.connect(self.address)
+                return self
+            except RuntimeError as err:
+                if self.process.poll() is not None:
+                    raise ConfigurationError(f"temporal server exited with code {self.process.returncode}") from err
+                if loop.time() > deadline:
+                    self.stop()
+                    raise ConfigurationError(f"temporal server at {self.address} not healthy within {timeout:g} s: {err}") from err
+            await asyncio.sleep(0.2)
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM the server (SIGKILL after ``timeout`` seconds)."""
