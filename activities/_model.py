@@ -146,11 +146,15 @@ class ModelActivities:
     async def complete(self, input: ModelCallInput) -> ModelCallResult:
         """Call the session's model with the transcript at positions < ``upto_position``.
 
+        Writes ``input.store_writes`` (the workflow's staged events and messages) first.
+
         Raises ``ApplicationError`` typed ``ProviderHTTPError`` / ``ProviderTransportError``
         (retryable per status, Retry-After as the next delay) or a non-retryable
         configuration error (unknown profile, bad script, missing API key).
         """
         info = activity.info()
+        if input.store_writes is not None:
+            await asyncio.to_thread(self._store.append, input.store_writes)  # first: the call's own events
         try:
             profile = self._profile(input.profile, input.script)
             provider = provider_for(profile)

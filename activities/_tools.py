@@ -57,7 +57,11 @@ class ToolActivities:
         with ``ok=False``, not an activity failure: the model sees the error and goes on.
         Raises ``ApplicationError(type="EffectOutcomeUnknown", non_retryable=True)`` for an
         effectful call claimed by an earlier attempt that never recorded its outcome.
+        Writes ``input.store_writes`` (the workflow's staged events and messages) first. Runs
+        as a regular or, for a tool whose spec says ``local_activity``, a local activity.
         """
+        if input.store_writes is not None:
+            self._store.append(input.store_writes)
         if self._is_effectful(input.call.name):
             return self._execute_at_most_once(input)
         ok, text, error_type, keys = self._run(input)

@@ -19,7 +19,12 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
@@ -31,11 +36,11 @@ from agentrt.schemas import (
     SESSION_STATUS,
     SESSION_WORKFLOW,
     ArchiveInput,
-    ConfigurationError,
-    CancelTurnInput,
     AssistantMessageCompleted,
+    CancelTurnInput,
     CompactOutcome,
     CompactRequest,
+    ConfigurationError,
     Event,
     EventsPage,
     EventsQuery,
@@ -48,16 +53,17 @@ from agentrt.schemas import (
     SessionConfig,
     SessionInput,
     SessionNotFound,
-    WorkerUnavailable,
     SessionStateView,
     SwitchModelInput,
     SwitchModelResult,
     TurnEnded,
     TurnOutcome,
+    WaitTurnInput,
+    WorkerUnavailable,
 )
 from agentrt.store import Store, TokenDelta
 from agentrt.worker import AgentrtConfig, AgentrtPlugin
-from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow, workflow_id_for
+from agentrt.workflows.session import FORGOTTEN_TURN, MAX_WAIT_TURN_SECONDS, SessionWorkflow, workflow_id_for
 
 
 def default_principal() -> str:
@@ -66,6 +72,10 @@ def default_principal() -> str:
         return os.environ.get("AGENTRT_PRINCIPAL") or getpass.getuser()
     except Exception:  # noqa: BLE001 - getuser raises several types when no user is known
         return "local"
+
+
+# How long ``wait`` pauses before asking again while no worker or server answers (seconds).
+WAIT_RETRY_SECONDS = 1.0
 
 
 @dataclass
@@ -159,6 +169,10 @@ class AgentClient:
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             static_summary=f"session {config.session_id} · {config.profile}",
             static_details=f"owner `{config.owner}` · workspace `{config.workspace}`",
+            # Set here once: the workflow writes search attributes only when they change.
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
+            ),
         )
         try:
             result = await self.temporal.execute_update_with_start_workflow(
@@ -186,36 +200,64 @@ class AgentClient:
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
         """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
 
-        Polls the ``turn`` query (0.05 s growing to 1 s): queries add nothing to history and
-        ride out a worker restart, where a long-lived update would not. Raises
-        ``RequestRejected`` for a negative timeout or an unknown turn, ``SessionNotFound``.
-        (Other Temporal clients can use the ``wait_turn`` update instead.)
+        Asks the ``turn`` query first (a turn that has ended costs nothing in history), then
+        long-polls the ``wait_turn`` update, which answers in the workflow task that records
+        the turn's end (tens of milliseconds, not a polling interval). An accepted update is
+        in history, so it survives a worker restart; while no worker or server answers, the
+        query is asked again every ``WAIT_RETRY_SECONDS``. Raises ``RequestRejected`` for a
+        negative timeout or an unknown turn, ``SessionNotFound``.
         """
         if timeout_seconds is not None and timeout_seconds < 0:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
         handle = self._handle(session_id)
         loop = asyncio.get_running_loop()
         deadline = None if timeout_seconds is None else loop.time() + timeout_seconds
-        interval = 0.05
         while True:
-            try:
-                outcome = await handle.query(SessionWorkflow.turn, turn_id)
-            except WorkflowQueryFailedError as err:
-                if FORGOTTEN_TURN in str(err) and self.store is not None:
-                    remembered = await asyncio.to_thread(_outcome_from_store, self.store, session_id, turn_id)
-                    if remembered is not None:
-                        return remembered
-                raise RequestRejected(session_id, "wait_turn", str(err)) from err
-            except RPCError as err:
-                if err.status == RPCStatusCode.NOT_FOUND:
-                    raise SessionNotFound(session_id) from err
-                outcome = None  # no worker right now (restarting): keep waiting
+            outcome = await self._query_turn(handle, session_id, turn_id)
             if outcome is not None:
                 return outcome
-            if deadline is not None and loop.time() >= deadline:
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
                 return TurnOutcome(turn_id=turn_id, status="pending")
-            await asyncio.sleep(interval)
-            interval = min(1.0, interval * 1.5)
+            try:
+                outcome = await handle.execute_update(
+                    SessionWorkflow.wait_turn,
+                    WaitTurnInput(turn_id=turn_id, timeout_seconds=min(remaining, MAX_WAIT_TURN_SECONDS) if remaining else None),
+                )
+            except WorkflowUpdateFailedError as err:
+                if FORGOTTEN_TURN in _cause(err):
+                    continue  # the query answers from the store
+                raise RequestRejected(session_id, "wait_turn", _cause(err)) from err
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND and await self._is_gone(handle):
+                    raise SessionNotFound(session_id) from err
+                # The session ended or continued as new meanwhile, or no worker or server answers: ask again.
+                await asyncio.sleep(WAIT_RETRY_SECONDS if remaining is None else min(WAIT_RETRY_SECONDS, remaining))
+                continue
+            if outcome.status != "pending" or not outcome.ask_again:
+                return outcome  # an outcome, or pending at the deadline
+
+    async def _query_turn(self, handle: WorkflowHandle, session_id: str, turn_id: str) -> TurnOutcome | None:
+        """The ``turn`` query's answer (None while pending or while no worker answers queries)."""
+        try:
+            return await handle.query(SessionWorkflow.turn, turn_id)
+        except WorkflowQueryFailedError as err:
+            if FORGOTTEN_TURN in str(err) and self.store is not None:
+                remembered = await asyncio.to_thread(_outcome_from_store, self.store, session_id, turn_id)
+                if remembered is not None:
+                    return remembered
+            raise RequestRejected(session_id, "wait_turn", str(err)) from err
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise SessionNotFound(session_id) from err
+            return None  # no worker right now (restarting): keep waiting
+
+    async def _is_gone(self, handle: WorkflowHandle) -> bool:
+        try:
+            await handle.describe()
+        except RPCError as err:
+            return err.status == RPCStatusCode.NOT_FOUND
+        return False
 
     async def approve(self, session_id: str, request_id: str, reason: str | None = None) -> None:
         """Grant a pending approval. Raises ``RequestRejected`` for an unknown or decided request or a non-owner."""

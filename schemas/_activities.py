@@ -33,6 +33,19 @@ class ModelResponse(Model):
     stop_reason: str | None = None
 
 
+class StoreAppendInput(Model):
+    """Activity ``store.append``: idempotent write of messages by (session, position) and events by (session, seq).
+
+    Also travels as ``store_writes`` in a model or tool call's input: the activity writes it
+    first, so staged events and messages need no activity of their own.
+    """
+
+    session_id: str
+    config: SessionConfig | None = None
+    messages: list[PositionedMessage] = Field(default_factory=list)
+    events: list[Event] = Field(default_factory=list)
+
+
 class ModelCallInput(Model):
     """Activity ``provider.complete``: the transcript is read from the store.
 
@@ -52,6 +65,7 @@ class ModelCallInput(Model):
     reply_position: int
     plan: ContextPlan | None = None
     reply_index: int | None = None
+    store_writes: StoreAppendInput | None = None
 
 
 class ModelCallResult(Model):
@@ -83,6 +97,7 @@ class ToolExecuteInput(Model):
     idempotency_key: str
     result_position: int
     timeout_seconds: float = 300.0
+    store_writes: StoreAppendInput | None = None
 
 
 class ToolExecuteResult(Model):
@@ -95,15 +110,6 @@ class ToolExecuteResult(Model):
     error_type: str | None = None
     position: int
     state_keys: list[str] = Field(default_factory=list)
-
-
-class StoreAppendInput(Model):
-    """Activity ``store.append``: idempotent write of messages by (session, position) and events by (session, seq)."""
-
-    session_id: str
-    config: SessionConfig | None = None
-    messages: list[PositionedMessage] = Field(default_factory=list)
-    events: list[Event] = Field(default_factory=list)
 
 
 class ReconcileEffectInput(Model):

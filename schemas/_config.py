@@ -70,6 +70,9 @@ class SessionConfig(Model):
       None waits forever.
     - ``max_rounds_per_turn``: model calls per turn before the turn ends as ``round_limit``.
     - ``heartbeat_timeout_seconds``: how soon a dead worker's activity is retried elsewhere.
+    - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
+      Temporal local activities: no activity task and no extra workflow task per call. False
+      runs every tool as a regular activity (each call then shows in the UI's timeline).
     """
 
     session_id: str
@@ -86,3 +89,4 @@ class SessionConfig(Model):
     tool_timeout_seconds: float = 300.0
     heartbeat_timeout_seconds: float = 30.0
     title: str | None = None
+    local_tools: bool = True

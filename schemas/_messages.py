@@ -42,13 +42,17 @@ class ToolSpec(Model):
 
     ``parameters`` is a JSON Schema (draft 2020-12) object for the arguments; ``risk`` is
     the tool's risk class: ``read_only`` (no effect), ``idempotent`` (repeatable effect) or
-    ``effectful`` (at most once).
+    ``effectful`` (at most once). ``local_activity``: the tool is read-only and returns in
+    well under a second (``fs.read``, ``fs.list``), so a session may run it as a Temporal
+    local activity, inside the workflow task that asked for it (``SessionConfig.local_tools``);
+    never sent to a model.
     """
 
     name: str
     description: str
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     risk: Literal["read_only", "idempotent", "effectful"] = "read_only"
+    local_activity: bool = False
 
 
 class Message(Model):

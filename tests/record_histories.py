@@ -1,6 +1,6 @@
 """Record the committed replay histories of the current workflow code, one file per scenario.
 
-    python -m tests.record_histories [--out tests/histories] [--prefix turn-control-v1]
+    python -m tests.record_histories [--out tests/histories] [--prefix lean-rounds-v1]
 
 Starts its own Temporal dev server (it suggests continue-as-new after 120 history events,
 so a short session continues as new), a SQLite store and a worker, runs each scenario
@@ -147,7 +147,48 @@ async def continued_as_new(r: Recorder) -> dict[str, WorkflowHandle]:
     }
 
 
+async def _read_only_rounds(r: Recorder, local_tools: bool, name: str) -> dict[str, WorkflowHandle]:
+    """Two turns of read-only tool rounds (``fs.read``, ``fs.list``: local activities unless ``local_tools`` is off)."""
+    turns = [
+        {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]},
+        {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}, {"name": "fs.read", "arguments": {"path": "b.txt"}}]},
+        {"text": "read both"},
+        {"tool_calls": [{"name": "fs.read", "arguments": {"path": "missing.txt"}}]},
+        {"text": "no such file"},
+    ]
+    config = r.config(turns, local_tools=local_tools)
+    for file_name in ("a.txt", "b.txt"):
+        (Path(config.workspace) / file_name).write_text(f"content of {file_name}\n" * 20)
+    started = await r.client.start(config, "read the files")
+    await r.wait_turn(config.session_id, started.turn_id)
+    second = await r.client.send(config.session_id, "read a missing file")
+    await r.wait_turn(config.session_id, second.turn_id)
+    await r.client.archive(config.session_id)
+    return {name: r.handle(config.session_id)}
+
+
+async def read_only_rounds_local(r: Recorder) -> dict[str, WorkflowHandle]:
+    return await _read_only_rounds(r, True, "read-only-rounds-local-tools")
+
+
+async def read_only_rounds_regular(r: Recorder) -> dict[str, WorkflowHandle]:
+    return await _read_only_rounds(r, False, "read-only-rounds-regular-tools")
+
+
+async def compaction_on_demand(r: Recorder) -> dict[str, WorkflowHandle]:
+    config = r.config([{"text": f"answer {i} " + "words " * 40} for i in range(1, 4)] + [{"text": "summary"}])
+    for n in range(1, 4):
+        sent = await r.client.start(config, f"message {n}") if n == 1 else await r.client.send(config.session_id, f"message {n}")
+        await r.wait_turn(config.session_id, sent.turn_id)
+    await r.client.compact(config.session_id)
+    await r.client.archive(config.session_id)
+    return {"compaction-on-demand": r.handle(config.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
+    read_only_rounds_local,
+    read_only_rounds_regular,
+    compaction_on_demand,
     tool_call_approved,
     cancel_during_model_call,
     cancel_during_tool,
@@ -177,7 +218,7 @@ async def record(out: Path, prefix: str) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "histories")
-    parser.add_argument("--prefix", default="turn-control-v1")
+    parser.add_argument("--prefix", default="lean-rounds-v1")
     args = parser.parse_args()
     asyncio.run(record(args.out, args.prefix))
 

@@ -97,6 +97,28 @@ class ActivityConfig:
             options["cancellation_type"] = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         return options
 
+    def local_options(self, *, summary: str, start_to_close: float | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``workflow.execute_local_activity``: the same bound and retries.
+
+        A local activity runs in the worker that runs the workflow task, records only its
+        result (a marker) in history and needs no activity task: for short, idempotent steps.
+        It cannot heartbeat; a cancel of a ``cancellable`` one waits for it to end (it is short),
+        so a tool never writes its result after the turn recorded the call as cancelled.
+        Retries longer apart than ``local_retry_threshold`` (the SDK's, one minute) wait on a
+        timer. Raises ``ValueError`` when the activity needs a per-call bound that was not given.
+        """
+        bound = start_to_close if start_to_close is not None else self.start_to_close
+        if bound is None:
+            raise ValueError(f"activity {self.name} needs a start_to_close bound")
+        options: dict[str, Any] = {
+            "start_to_close_timeout": timedelta(seconds=bound),
+            "retry_policy": self.retry_policy,
+            "summary": summary,
+        }
+        if self.cancellable:
+            options["cancellation_type"] = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        return options
+
 
 MODEL_CALL = ActivityConfig(PROVIDER_COMPLETE, MODEL_RETRY, heartbeats=True, cancellable=True)
 COMPACTION = ActivityConfig(CONTEXT_COMPACT, COMPACT_RETRY, heartbeats=True)
@@ -108,3 +130,7 @@ STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30)
 
 # Extra time a tool activity gets beyond the tool's own time bound (seconds): to store its result.
 TOOL_GRACE_SECONDS = 30
+# The bound (seconds) of one attempt of a tool run as a local activity (a fast, read-only
+# tool): the tool gets this much, less LOCAL_TOOL_GRACE_SECONDS to store its result.
+LOCAL_TOOL_SECONDS = 10.0
+LOCAL_TOOL_GRACE_SECONDS = 2.0

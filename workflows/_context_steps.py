@@ -48,11 +48,12 @@ class ContextSteps(SessionCore):
             await self._flush()
             return
         try:
-            listed = await workflow.execute_activity(
-                options.LIST_TOOLS.name,
+            listed = await self._execute(
+                options.LIST_TOOLS,
                 ListToolsInput(names=self._config.tools),
+                local=self._lean_rounds,
                 result_type=ListToolsResult,
-                **options.LIST_TOOLS.options(summary="list tools"),
+                summary="list tools",
             )
         except ActivityError as err:
             if self._cancelled_call(err):
@@ -82,16 +83,20 @@ class ContextSteps(SessionCore):
         self._set_status("idle")
 
     async def _describe_profile(self, profile: str) -> ProfileLookup:
-        return await workflow.execute_activity(
-            options.DESCRIBE_PROFILE.name,
+        return await self._execute(
+            options.DESCRIBE_PROFILE,
             DescribeProfileInput(profile=profile, script=self._config.script),
+            local=self._lean_rounds,
             result_type=ProfileLookup,
-            **options.DESCRIBE_PROFILE.options(summary=f"describe profile {profile}"),
+            summary=f"describe profile {profile}",
         )
 
     def _estimate_fixed_tokens(self) -> int:
         """Tokens of what every model call carries besides messages: system prompt and tool specs."""
-        specs = json.dumps([self._tools[name].model_dump(mode="json") for name in sorted(self._tools)], sort_keys=True)
+        specs = json.dumps(
+            [self._tools[name].model_dump(mode="json", exclude={"local_activity"}) for name in sorted(self._tools)],
+            sort_keys=True,
+        )
         return context.estimate_tokens(len((self._config.system_prompt or "").encode()) + len(specs.encode()))
 
     # ---------------------------------------------------------------- compaction and model switching

@@ -65,6 +65,10 @@ class SessionCore:
     _status: SessionStatus
     _context_enabled: bool
     _turn_control: bool
+    _lean_rounds: bool
+    # Search attribute values last written (lean-rounds-v1 writes only changes).
+    _upserted_status: str | None
+    _upserted_owner: str | None
     _fixed_tokens: int
     _round: int
     # Reconcile answers of a cancelled turn not yet in the effect ledger (``turn-control-v1``).
@@ -126,25 +130,85 @@ class SessionCore:
         self._journal.emit(event, workflow.now())
 
     async def _flush(self, include_config: bool = False) -> None:
-        """Write staged messages and events to the store (idempotent by position and seq)."""
+        """Write staged messages and events to the store (idempotent by position and seq).
+
+        A local activity under ``lean-rounds-v1``, a regular one in older histories.
+        """
         events, messages = self._journal.unflushed()
         if not events and not messages and not include_config:
             return
-        await workflow.execute_activity(
-            options.STORE_WRITE.name,
+        await self._execute(
+            options.STORE_WRITE,
             StoreAppendInput(
                 session_id=self._config.session_id,
                 config=self._config if include_config else None,
                 messages=messages,
                 events=events,
             ),
-            **options.STORE_WRITE.options(summary=f"store {len(messages)} messages, {len(events)} events"),
+            local=self._lean_rounds,
+            summary=f"store {len(messages)} messages, {len(events)} events",
         )
         self._journal.flushed(len(events), len(messages))
 
+    def _writes_for_call(self) -> StoreAppendInput | None:
+        """What is staged, to travel in the next model or tool call's input (``lean-rounds-v1``).
+
+        The activity writes it before its own work; ``_call_wrote`` marks it written once the
+        call returned. A call that fails leaves it staged for the next write (idempotent).
+        """
+        if not self._lean_rounds:
+            return None
+        events, messages = self._journal.unflushed()
+        if not events and not messages:
+            return None
+        return StoreAppendInput(session_id=self._config.session_id, messages=messages, events=events)
+
+    def _call_wrote(self, writes: StoreAppendInput | None) -> None:
+        if writes is not None:
+            self._journal.flushed(len(writes.events), len(writes.messages))
+
+    async def _execute(
+        self,
+        config: options.ActivityConfig,
+        arg: Any,
+        *,
+        local: bool,
+        summary: str,
+        result_type: type | None = None,
+        start_to_close: float | None = None,
+        heartbeat_timeout: float | None = None,
+    ) -> Any:
+        """Run activity ``config.name`` with ``arg``: a local activity when ``local``, else a regular one."""
+        if local:
+            return await workflow.execute_local_activity(
+                config.name,
+                arg,
+                result_type=result_type,
+                **config.local_options(summary=summary, start_to_close=start_to_close),
+            )
+        return await workflow.execute_activity(
+            config.name,
+            arg,
+            result_type=result_type,
+            **config.options(summary=summary, start_to_close=start_to_close, heartbeat_timeout=heartbeat_timeout),
+        )
+
     def _set_status(self, status: SessionStatus) -> None:
         self._status = status
-        workflow.upsert_search_attributes([SESSION_STATUS.value_set(status), SESSION_OWNER.value_set(self._config.owner)])
+        if not self._lean_rounds:
+            workflow.upsert_search_attributes(
+                [SESSION_STATUS.value_set(status), SESSION_OWNER.value_set(self._config.owner)]
+            )
+        else:
+            changes = []
+            if self._upserted_status != status:
+                changes.append(SESSION_STATUS.value_set(status))
+                self._upserted_status = status
+            if self._upserted_owner != self._config.owner:
+                changes.append(SESSION_OWNER.value_set(self._config.owner))
+                self._upserted_owner = self._config.owner
+            if changes:
+                workflow.upsert_search_attributes(changes)
         if status == "idle":
             workflow.set_current_details(
                 f"**idle** · {self._state.turns_completed} turns · profile `{self._config.profile}`"

@@ -98,12 +98,21 @@ class ToolCallSteps(SessionCore):
         position = self._journal.take_position()
         idempotency_key = self._idempotency_key(turn_id, call.id)
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
+        local = self._runs_locally(call)
+        tool_seconds = self._config.tool_timeout_seconds
+        if local:
+            tool_seconds = min(tool_seconds, options.LOCAL_TOOL_SECONDS - options.LOCAL_TOOL_GRACE_SECONDS)
         while True:
-            await self._flush_in_turn()
+            if self._lean_rounds:
+                if self._stop_after_step():
+                    raise TurnCancelled()
+            else:
+                await self._flush_in_turn()
             workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
+            writes = self._writes_for_call()
             try:
-                result = await workflow.execute_activity(
-                    options.TOOL_CALL.name,
+                result = await self._execute(
+                    options.TOOL_CALL,
                     ToolExecuteInput(
                         session_id=self._config.session_id,
                         turn_id=turn_id,
@@ -111,14 +120,14 @@ class ToolCallSteps(SessionCore):
                         workspace=self._config.workspace,
                         idempotency_key=idempotency_key,
                         result_position=position,
-                        timeout_seconds=self._config.tool_timeout_seconds,
+                        timeout_seconds=tool_seconds,
+                        store_writes=writes,
                     ),
+                    local=local,
                     result_type=ToolExecuteResult,
-                    **options.TOOL_CALL.options(
-                        summary=f"{call.name} {arguments_preview(call.arguments, 60)}",
-                        start_to_close=self._config.tool_timeout_seconds + options.TOOL_GRACE_SECONDS,
-                        heartbeat_timeout=self._config.heartbeat_timeout_seconds,
-                    ),
+                    summary=f"{call.name} {arguments_preview(call.arguments, 60)}",
+                    start_to_close=options.LOCAL_TOOL_SECONDS if local else tool_seconds + options.TOOL_GRACE_SECONDS,
+                    heartbeat_timeout=self._config.heartbeat_timeout_seconds,
                 )
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
@@ -139,6 +148,7 @@ class ToolCallSteps(SessionCore):
                     )
                 )
                 return
+            self._call_wrote(writes)
             break
         self._track(result.position, "tool", result.size_bytes, result.state_keys if result.ok else [])
         if result.ok:
@@ -197,12 +207,24 @@ class ToolCallSteps(SessionCore):
         return decision
 
     async def _write_reconcile(self, idempotency_key: str, tool: str, decision: ReconcileDecision) -> None:
-        await workflow.execute_activity(
-            options.RECONCILE_EFFECT.name,
+        await self._execute(
+            options.RECONCILE_EFFECT,
             ReconcileEffectInput(
                 idempotency_key=idempotency_key, outcome=decision.outcome, principal=decision.principal, note=decision.note
             ),
-            **options.RECONCILE_EFFECT.options(summary=f"reconcile {tool}: {decision.outcome}"),
+            local=self._lean_rounds,
+            summary=f"reconcile {tool}: {decision.outcome}",
+        )
+
+    def _runs_locally(self, call: ToolCall) -> bool:
+        """The call runs as a local activity: a fast read-only tool, ``local_tools`` on (``lean-rounds-v1``)."""
+        spec = self._tools.get(call.name)
+        return (
+            self._lean_rounds
+            and self._config.local_tools
+            and spec is not None
+            and spec.local_activity
+            and spec.risk == "read_only"
         )
 
     async def _settle_owed_reconciles(self) -> None:

@@ -24,6 +24,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from agentrt.schemas import (
     SEARCH_ATTRIBUTE_KEYS,
+    SESSION_OWNER,
+    SESSION_STATUS,
     SESSION_WORKFLOW,
     ArchiveInput,
     AssistantMessageCompleted,
@@ -83,6 +85,12 @@ CONTEXT_PATCH = "context-window-v1"
 # and the queued ones; continue-as-new answers waiting ``wait_turn`` calls instead of waiting
 # for them; a tool listing that keeps failing fails the session instead of retrying forever.
 TURN_CONTROL_PATCH = "turn-control-v1"
+# lean-rounds-v1: a round costs two activities and two workflow tasks, as bare Temporal does.
+# Staged events and messages travel in the next model or tool call's input instead of a
+# store.append activity of their own; the remaining store writes, tools.list,
+# profiles.describe, effects.reconcile and fast read-only tools (``local_tools``) run as
+# local activities; search attributes are written only when they change.
+LEAN_ROUNDS_PATCH = "lean-rounds-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
 # The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
@@ -125,6 +133,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         # does. A continued run always has context-window-v1; a history from before it never does.
         self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
         self._turn_control = workflow.patched(TURN_CONTROL_PATCH)
+        self._lean_rounds = workflow.patched(LEAN_ROUNDS_PATCH)
+        # Set at start by AgentClient (or carried over by continue-as-new): not written again.
+        attributes = workflow.info().typed_search_attributes
+        self._upserted_status = attributes.get(SESSION_STATUS)
+        self._upserted_owner = attributes.get(SESSION_OWNER)
         self._fixed_tokens = 0
 
     # ---------------------------------------------------------------- run
@@ -288,7 +301,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         usage, calls = Usage(), 0
         for round_number in range(1, self._config.max_rounds_per_turn + 1):
             self._round = round_number
-            await self._flush_in_turn()
+            if self._lean_rounds:
+                if self._stop_after_step():
+                    raise TurnCancelled()  # what is staged goes with the model call, or is written at the turn's end
+            else:
+                await self._flush_in_turn()
             try:
                 reply = await self._call_model(turn_id, round_number)
             except ModelCallFailed as failure:
@@ -353,6 +370,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             )
         )
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · waiting for model `{self._config.profile}`")
+        writes = self._writes_for_call()
         try:
             reply = await workflow.execute_activity(
                 options.MODEL_CALL.name,
@@ -368,6 +386,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     reply_position=reply_position,
                     plan=plan,
                     reply_index=self._state.assistant_messages if self._context_enabled else None,
+                    store_writes=writes,
                 ),
                 result_type=ModelCallResult,
                 **options.MODEL_CALL.options(
@@ -380,6 +399,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             if isinstance(err.cause, CancelledError) or self._stop_after_step():
                 raise TurnCancelled() from err
             raise ModelCallFailed(error_text(err)) from err
+        self._call_wrote(writes)
         self._state.assistant_messages += 1
         if plan is not None:
             context.observe(self._state.context, plan.raw_tokens, reply.usage.input_tokens)

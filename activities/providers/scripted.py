@@ -180,7 +180,8 @@ def _arguments_text(call: ToolCall) -> str:
 
 
 def _input_chars(request: ModelRequest) -> int:
-    chars = len(request.system or "") + len(json.dumps([t.model_dump(mode="json") for t in request.tools]))
+    specs = [t.model_dump(mode="json", exclude={"local_activity"}) for t in request.tools]
+    chars = len(request.system or "") + len(json.dumps(specs))
     for message in request.messages:
         chars += len(message.text) + sum(len(c.name) + len(_arguments_text(c)) for c in message.tool_calls)
     return chars

@@ -60,6 +60,7 @@ class FsList(Tool):
         "directories end with '/'. Set recursive to list the whole tree."
     )
     risk = "read_only"
+    local_activity = True
 
     class Args(ToolArgs):
         path: str = Field(".", description="Directory to list, relative to the workspace.")
@@ -96,6 +97,7 @@ class FsRead(Tool):
         "offset and limit are in bytes; long files are truncated with a note saying which bytes are shown."
     )
     risk = "read_only"
+    local_activity = True
 
     class Args(ToolArgs):
         path: str = Field(description="File to read, relative to the workspace.")

@@ -86,7 +86,8 @@ class Tool(ABC):
     """One built-in tool.
 
     Subclasses set ``name``, ``description``, ``risk`` (``read_only``, ``idempotent`` or
-    ``effectful``) and ``Args`` (a ``ToolArgs`` subclass), and implement ``run``, which
+    ``effectful``), ``Args`` (a ``ToolArgs`` subclass) and, for a read-only tool that returns
+    in well under a second, ``local_activity = True``, and implement ``run``, which
     raises ``ToolError`` (or a subclass) when the call cannot be carried out.
     """
 
@@ -94,6 +95,8 @@ class Tool(ABC):
     description: ClassVar[str]
     risk: ClassVar[Risk]
     Args: ClassVar[type[BaseModel]]
+    # Read-only and fast (well under a second): may run as a Temporal local activity.
+    local_activity: ClassVar[bool] = False
 
     def spec(self) -> ToolSpec:
         """The tool as the model sees it: ``parameters`` is the JSON Schema of ``Args``."""
@@ -102,6 +105,7 @@ class Tool(ABC):
             description=self.description,
             parameters=_strip_titles(self.Args.model_json_schema()),
             risk=self.risk,
+            local_activity=self.local_activity and self.risk == "read_only",
         )
 
     @abstractmethod

@@ -118,3 +118,24 @@ def test_a_cancellable_activity_also_heartbeats_so_the_cancel_reaches_it(name: s
 
 def test_a_heartbeat_timeout_given_to_an_activity_that_does_not_heartbeat_is_not_passed_on() -> None:
     assert "heartbeat_timeout" not in options.LIST_TOOLS.options(summary="s", heartbeat_timeout=5)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_local_options_keep_the_bound_and_retries_and_never_a_heartbeat(name: str) -> None:
+    config = CONFIGS[name]
+    result = config.local_options(summary="s", start_to_close=9)
+    assert result["start_to_close_timeout"] == timedelta(seconds=9)
+    assert result["retry_policy"] is config.retry_policy
+    assert "heartbeat_timeout" not in result  # local activities cannot heartbeat
+    assert ("cancellation_type" in result) == config.cancellable
+
+
+def test_a_local_tool_call_waits_for_its_cancel_so_no_result_lands_after_the_turn_ended() -> None:
+    result = options.TOOL_CALL.local_options(summary="fs.read", start_to_close=options.LOCAL_TOOL_SECONDS)
+    assert result["cancellation_type"] == ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+    assert result["start_to_close_timeout"] == timedelta(seconds=options.LOCAL_TOOL_SECONDS)
+
+
+def test_local_options_without_a_needed_bound_raise() -> None:
+    with pytest.raises(ValueError, match="tool.execute needs a start_to_close bound"):
+        options.TOOL_CALL.local_options(summary="tool")

@@ -1,0 +1,188 @@
+"""What a round costs in Temporal terms (``lean-rounds-v1``), read from the workflow's history.
+
+A round is a model call and the tool call it asked for: two activities and two workflow
+tasks, as on bare Temporal, or one activity and one workflow task when the tool is fast and
+read-only and runs as a local activity. Staged events and messages travel with the calls;
+the store still gets every event and message, in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from agentrt.schemas import (
+    SESSION_OWNER,
+    SESSION_STATUS,
+    SendMessageInput,
+    SessionInput,
+    TurnEnded,
+)
+from agentrt.workflows.session import SessionWorkflow
+from tests.conftest import OWNER, Harness
+from tests.e2e._support import session_config, write_script
+
+ROUNDS = 4
+
+
+def _read_rounds(tmp_path: Path, workspace: Path, rounds: int = ROUNDS) -> str:
+    for n in range(rounds):
+        (workspace / f"file-{n}.txt").write_text(f"file {n}\n" * 50)
+    turns = [{"tool_calls": [{"name": "fs.read", "arguments": {"path": f"file-{n}.txt"}}]} for n in range(rounds)]
+    return write_script(tmp_path, [*turns, {"text": "read them all"}])
+
+
+async def _history(harness: Harness, session_id: str) -> list[HistoryEvent]:
+    return list((await harness.handle(session_id).fetch_history()).events)
+
+
+def _scheduled(events: list[HistoryEvent]) -> Counter[str]:
+    return Counter(
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    )
+
+
+def _local_activities(events: list[HistoryEvent]) -> Counter[str]:
+    """Local activities by type, from their markers (``core_local_activity``, details ``data``)."""
+    found: Counter[str] = Counter()
+    for e in events:
+        if e.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+            continue
+        attributes = e.marker_recorded_event_attributes
+        if attributes.marker_name != "core_local_activity":
+            continue
+        data = json.loads(attributes.details["data"].payloads[0].data)
+        found[data["activity_type"]] += 1
+    return found
+
+
+def _workflow_tasks(events: list[HistoryEvent]) -> int:
+    return sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+
+
+def _status_upserts(events: list[HistoryEvent]) -> list[dict[str, str]]:
+    upserts = []
+    for e in events:
+        if e.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            continue
+        fields = e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        named = {k: json.loads(v.data) for k, v in fields.items() if k in (SESSION_STATUS.name, SESSION_OWNER.name)}
+        if named:
+            upserts.append(named)
+    return upserts
+
+
+async def _run_turn(harness: Harness, workspace: Path, script: str, **fields: object) -> str:
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script, **fields), "read")
+    outcome = await harness.client.wait(sid, started.turn_id)
+    assert outcome.status == "completed" and outcome.rounds == ROUNDS + 1 and outcome.tool_calls == ROUNDS
+    return sid
+
+
+async def test_a_round_is_two_activities_and_two_workflow_tasks(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace), local_tools=False)
+
+    events = await _history(harness, sid)
+    # No store.append, tools.list or profiles.describe activity: only the calls themselves.
+    assert _scheduled(events) == Counter({"provider.complete": ROUNDS + 1, "tool.execute": ROUNDS})
+    local = _local_activities(events)
+    assert local["tools.list"] == 1 and local["profiles.describe"] == 1 and "tool.execute" not in local
+    # Two per round, the final answer's, and the start's (the first message is accepted with it).
+    assert _workflow_tasks(events) <= 2 * ROUNDS + 3
+
+
+async def test_fast_read_only_tools_run_as_local_activities(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
+
+    events = await _history(harness, sid)
+    assert _scheduled(events) == Counter({"provider.complete": ROUNDS + 1})
+    assert _local_activities(events)["tool.execute"] == ROUNDS
+    assert _workflow_tasks(events) <= ROUNDS + 3
+    results = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert [m.text for m in results] == [f"file {n}\n" * 50 for n in range(ROUNDS)]
+
+
+async def test_the_store_gets_the_same_events_and_messages_either_way(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = _read_rounds(tmp_path, workspace)
+    local = await _run_turn(harness, workspace, script)
+    regular = await _run_turn(harness, workspace, script, local_tools=False)
+
+    def shape(sid: str) -> tuple[list[tuple[int, str]], list[tuple[int, str, str]]]:
+        events = harness.store.events(sid, 0, 1000)
+        messages = harness.store.messages(sid)
+        return [(e.seq, e.type) for e in events], [(p, m.role, m.text) for p, m in messages]
+
+    local_events, local_messages = shape(local)
+    assert local_events == shape(regular)[0]
+    assert local_messages == shape(regular)[1]
+    assert [seq for seq, _ in local_events] == list(range(1, len(local_events) + 1))
+    assert local_events[-1][1] == "TurnEnded"
+    assert [p for p, _, _ in local_messages] == list(range(2 * ROUNDS + 2))
+
+
+async def test_search_attributes_are_written_only_when_they_change(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "first")
+    await harness.client.wait(sid, started.turn_id)
+    second = await harness.client.send(sid, "second")
+    await harness.client.wait(sid, second.turn_id)
+
+    # The owner and "idle" were set when the client started the workflow: never written again.
+    assert _status_upserts(await _history(harness, sid)) == [
+        {SESSION_STATUS.name: "running"},
+        {SESSION_STATUS.name: "idle"},
+        {SESSION_STATUS.name: "running"},
+        {SESSION_STATUS.name: "idle"},
+    ]
+    listed = {s.session_id: s for s in await harness.client.list_sessions()}
+    assert listed[sid].owner == OWNER and listed[sid].status == "idle"
+
+
+async def test_a_session_started_without_search_attributes_writes_them_once(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """Any Temporal client may start a session with plain JSON and no search attributes."""
+    script = write_script(tmp_path, [{"text": "one"}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script)
+    handle = await harness.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{sid}", task_queue=harness.task_queue
+    )
+    sent = await handle.execute_update(SessionWorkflow.send_message, SendMessageInput(text="hi", principal=OWNER))
+    outcome = await harness.client.wait(sid, sent.turn_id)
+    assert outcome.status == "completed"
+
+    upserts = _status_upserts(await _history(harness, sid))
+    assert upserts[0] == {SESSION_STATUS.name: "idle", SESSION_OWNER.name: OWNER}
+    assert [u.get(SESSION_STATUS.name) for u in upserts[1:]] == ["running", "idle"]
+    assert all(SESSION_OWNER.name not in u for u in upserts[1:])
+
+
+async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """The events that travelled with a call that failed are written at the turn's end all the same."""
+    script = write_script(tmp_path, [{"text": "never"}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script).model_copy(update={"script": str(tmp_path / "gone.json")})
+    started = await harness.client.start(config, "hello")
+    outcome = await harness.client.wait(sid, started.turn_id)
+
+    assert outcome.status == "failed"
+    types = [e.type for e in harness.store.events(sid, 0, 100)]
+    assert types[types.index("TurnStarted"):] == ["TurnStarted", "UserMessageAdded", "ModelRequestStarted", "TurnEnded"]
+    ended = [e for e in harness.store.events(sid, 0, 100) if isinstance(e, TurnEnded)]
+    assert ended[0].status == "failed"
+    assert [m.role for _, m in harness.store.messages(sid)] == ["user"]
