@@ -16,7 +16,14 @@ from temporalio.service import RPCError
 from agentrt.client._client import AgentClient
 from agentrt.client._render import event_line
 from agentrt.client._runtime import Runtime
-from agentrt.schemas import AgentrtError, PermissionRequested, RequestRejected, TurnEnded, TurnOutcome, session_workflow_id
+from agentrt.schemas import (
+    AgentrtError,
+    PermissionRequested,
+    RequestRejected,
+    TurnEnded,
+    TurnOutcome,
+    session_workflow_id,
+)
 from agentrt.worker import AgentrtConfig
 
 T = TypeVar("T")

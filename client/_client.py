@@ -29,6 +29,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
+from agentrt.client._turns import update_failure_cause as _cause
+from agentrt.client._turns import wait_for_turn
 from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
     SESSION_ID_PREFIX,
@@ -36,7 +38,6 @@ from agentrt.schemas import (
     SESSION_STATUS,
     SESSION_WORKFLOW,
     ArchiveInput,
-    AssistantMessageCompleted,
     CancelTurnInput,
     CompactOutcome,
     CompactRequest,
@@ -56,14 +57,12 @@ from agentrt.schemas import (
     SessionStateView,
     SwitchModelInput,
     SwitchModelResult,
-    TurnEnded,
     TurnOutcome,
-    WaitTurnInput,
     WorkerUnavailable,
 )
 from agentrt.store import Store, TokenDelta
 from agentrt.worker import AgentrtConfig, AgentrtPlugin
-from agentrt.workflows.session import FORGOTTEN_TURN, MAX_WAIT_TURN_SECONDS, SessionWorkflow, workflow_id_for
+from agentrt.workflows.session import SessionWorkflow, workflow_id_for
 
 
 def default_principal() -> str:
@@ -72,10 +71,6 @@ def default_principal() -> str:
         return os.environ.get("AGENTRT_PRINCIPAL") or getpass.getuser()
     except Exception:  # noqa: BLE001 - getuser raises several types when no user is known
         return "local"
-
-
-# How long ``wait`` pauses before asking again while no worker or server answers (seconds).
-WAIT_RETRY_SECONDS = 1.0
 
 
 @dataclass
@@ -209,55 +204,7 @@ class AgentClient:
         """
         if timeout_seconds is not None and timeout_seconds < 0:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
-        handle = self._handle(session_id)
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout_seconds is None else loop.time() + timeout_seconds
-        while True:
-            outcome = await self._query_turn(handle, session_id, turn_id)
-            if outcome is not None:
-                return outcome
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                return TurnOutcome(turn_id=turn_id, status="pending")
-            try:
-                outcome = await handle.execute_update(
-                    SessionWorkflow.wait_turn,
-                    WaitTurnInput(turn_id=turn_id, timeout_seconds=min(remaining, MAX_WAIT_TURN_SECONDS) if remaining else None),
-                )
-            except WorkflowUpdateFailedError as err:
-                if FORGOTTEN_TURN in _cause(err):
-                    continue  # the query answers from the store
-                raise RequestRejected(session_id, "wait_turn", _cause(err)) from err
-            except RPCError as err:
-                if err.status == RPCStatusCode.NOT_FOUND and await self._is_gone(handle):
-                    raise SessionNotFound(session_id) from err
-                # The session ended or continued as new meanwhile, or no worker or server answers: ask again.
-                await asyncio.sleep(WAIT_RETRY_SECONDS if remaining is None else min(WAIT_RETRY_SECONDS, remaining))
-                continue
-            if outcome.status != "pending" or not outcome.ask_again:
-                return outcome  # an outcome, or pending at the deadline
-
-    async def _query_turn(self, handle: WorkflowHandle, session_id: str, turn_id: str) -> TurnOutcome | None:
-        """The ``turn`` query's answer (None while pending or while no worker answers queries)."""
-        try:
-            return await handle.query(SessionWorkflow.turn, turn_id)
-        except WorkflowQueryFailedError as err:
-            if FORGOTTEN_TURN in str(err) and self.store is not None:
-                remembered = await asyncio.to_thread(_outcome_from_store, self.store, session_id, turn_id)
-                if remembered is not None:
-                    return remembered
-            raise RequestRejected(session_id, "wait_turn", str(err)) from err
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise SessionNotFound(session_id) from err
-            return None  # no worker right now (restarting): keep waiting
-
-    async def _is_gone(self, handle: WorkflowHandle) -> bool:
-        try:
-            await handle.describe()
-        except RPCError as err:
-            return err.status == RPCStatusCode.NOT_FOUND
-        return False
+        return await wait_for_turn(self._handle(session_id), self.store, session_id, turn_id, timeout_seconds)
 
     async def approve(self, session_id: str, request_id: str, reason: str | None = None) -> None:
         """Grant a pending approval. Raises ``RequestRejected`` for an unknown or decided request or a non-owner."""
@@ -492,34 +439,6 @@ class AgentClient:
     async def _is_closed(self, handle: WorkflowHandle) -> bool:
         description = await handle.describe()
         return description.close_time is not None
-
-
-def _outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutcome | None:
-    """A finished turn's outcome rebuilt from its events in the store (for turns of earlier runs)."""
-    answer: str | None = None
-    tool_calls = 0
-    for event in store.turn_events(session_id, turn_id):
-        if isinstance(event, AssistantMessageCompleted):
-            answer = event.text
-            tool_calls += event.tool_calls
-        elif isinstance(event, TurnEnded):
-            return TurnOutcome(
-                turn_id=turn_id,
-                status=event.status,
-                answer=answer if event.status == "completed" else None,
-                error=event.error,
-                rounds=event.rounds,
-                tool_calls=tool_calls,
-                usage=event.usage,
-            )
-    return None
-
-
-def _cause(err: WorkflowUpdateFailedError) -> str:
-    cause = err.cause
-    while getattr(cause, "cause", None) is not None:
-        cause = cause.cause  # type: ignore[union-attr]
-    return getattr(cause, "message", None) or str(cause)
 
 
 def _translate(session_id: str, err: RPCError) -> Exception:

@@ -181,7 +181,8 @@ async def test_a_cancel_of_everything_right_after_start_records_the_session_firs
 ) -> None:
     """Regression: SessionCancelled and TurnEnded of the queued turns were numbered before
     SessionInitialized when the cancel arrived while the session initialised."""
-    script = write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    # Slow enough that the cancel arrives while the first turn runs, however fast the session starts.
+    script = write_script(tmp_path, [{"text": "one", "delay_seconds": 60}, {"text": "two"}])
     sid = harness.new_session_id()
     first = await harness.client.start(session_config(harness.client, sid, workspace, script), "one")
     second = await harness.client.send(sid, "two")
