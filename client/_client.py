@@ -273,7 +273,9 @@ class AgentClient:
                 return SessionNotFound(session_id)
             if description.close_time is not None:
                 status = description.status.name.lower() if description.status else "closed"
-                return RequestRejected(session_id, name, f"the session has ended ({status})")
+                if status == "completed":  # a session's workflow completes only when it is archived
+                    return RequestRejected(session_id, name, "the session is archived (its workflow completed)")
+                return RequestRejected(session_id, name, f"the session has ended (its workflow {status})")
         return _translate(session_id, err)
 
     async def cancel(

@@ -26,7 +26,10 @@ from agentrt.workflows.session import SessionWorkflow
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import session_config, write_script
 
-ROUNDS = 4
+ROUNDS = 6
+# Workflow tasks a turn may add beyond its rounds for reasons of timing, not of its code: an
+# update (the client's wait_turn) arriving apart, a workflow task heartbeat on a loaded machine.
+INCIDENTAL_TASKS = 3
 
 
 def _read_rounds(tmp_path: Path, workspace: Path, rounds: int = ROUNDS) -> str:
@@ -62,6 +65,10 @@ def _local_activities(events: list[HistoryEvent]) -> Counter[str]:
     return found
 
 
+def _describe(events: list[HistoryEvent]) -> str:
+    return "history: " + ", ".join(EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in events)
+
+
 def _workflow_tasks(events: list[HistoryEvent]) -> int:
     return sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
 
@@ -94,8 +101,9 @@ async def test_a_round_is_two_activities_and_two_workflow_tasks(harness: Harness
     assert _scheduled(events) == Counter({"provider.complete": ROUNDS + 1, "tool.execute": ROUNDS})
     local = _local_activities(events)
     assert local["tools.list"] == 1 and local["profiles.describe"] == 1 and "tool.execute" not in local
-    # Two per round, the final answer's, and the start's (the first message is accepted with it).
-    assert _workflow_tasks(events) <= 2 * ROUNDS + 3
+    # Two per round, the final answer's, and the start's (the first message is accepted with it);
+    # before lean-rounds-v1 a round took four.
+    assert _workflow_tasks(events) <= 2 * ROUNDS + 2 + INCIDENTAL_TASKS, _describe(events)
 
 
 async def test_fast_read_only_tools_run_as_local_activities(harness: Harness, workspace: Path, tmp_path: Path) -> None:
@@ -104,7 +112,8 @@ async def test_fast_read_only_tools_run_as_local_activities(harness: Harness, wo
     events = await _history(harness, sid)
     assert _scheduled(events) == Counter({"provider.complete": ROUNDS + 1})
     assert _local_activities(events)["tool.execute"] == ROUNDS
-    assert _workflow_tasks(events) <= ROUNDS + 3
+    # One per round (the model call's result runs the tool in the same task), the final answer's, the start's.
+    assert _workflow_tasks(events) <= ROUNDS + 2 + INCIDENTAL_TASKS, _describe(events)
     results = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert [m.text for m in results] == [f"file {n}\n" * 50 for n in range(ROUNDS)]
 

@@ -128,6 +128,21 @@ async def history_event(handle: WorkflowHandle, event_type: int) -> None:
     await asyncio.wait_for(poll(), WAIT)
 
 
+async def cancel_acted_on(harness: Harness, session_id: str) -> None:
+    """Wait until the session acted on its workflow's cancel: it wrote ``SessionArchived``.
+
+    The held write is a local activity: the cancel reaches the workflow when the SDK
+    heartbeats the workflow task it holds open (at 80% of the task timeout, 8 s by default),
+    the held write is abandoned and the session writes its end with a new one.
+    """
+
+    async def poll() -> None:
+        while not any(isinstance(e, SessionArchived) for e in harness.store.events(session_id)):
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(poll(), WAIT)
+
+
 async def cancelled_workflow_result(handle: WorkflowHandle) -> None:
     with pytest.raises(WorkflowFailureError):
         await asyncio.wait_for(handle.result(), WAIT)
@@ -147,7 +162,7 @@ async def test_a_workflow_cancelled_while_a_turn_end_is_written_still_records_th
     await gate.wait_entered()
     handle = harness.handle(sid)
     await handle.cancel()
-    await history_event(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED)
+    await cancel_acted_on(harness, sid)
     gate.release(lost=True)
     await cancelled_workflow_result(handle)
     events = harness.store.events(sid)
@@ -169,7 +184,7 @@ async def test_a_workflow_cancelled_while_a_compaction_is_announced_answers_the_
     await gate.wait_entered()
     handle = harness.handle(sid)
     await handle.cancel()
-    await history_event(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED)
+    await cancel_acted_on(harness, sid)
     gate.release(lost=True)
     try:
         outcome = await asyncio.wait_for(compact, WAIT)
@@ -257,7 +272,7 @@ async def test_a_workflow_cancelled_while_an_archive_is_written_still_records_th
     await gate.wait_entered()
     handle = harness.handle(sid)
     await handle.cancel()
-    await history_event(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED)
+    await cancel_acted_on(harness, sid)
     gate.release(lost=True)
     try:
         await asyncio.wait_for(handle.result(), WAIT)
@@ -377,7 +392,7 @@ async def test_a_workflow_cancelled_while_it_lists_its_tools_ends_canceled_not_f
         try:
             assert await asyncio.to_thread(registry.entered.wait, WAIT)
             await handle.cancel()
-            await history_event(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED)
+            await cancel_acted_on(harness, sid)
         finally:
             registry.released.set()
         await cancelled_workflow_result(handle)
