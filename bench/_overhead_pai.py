@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin, TemporalDurability
     from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import UsageLimits
 
 PAI_WORKFLOW = "BenchPaiAgentWorkflow"
 AGENT_NAME = "bench_pai"
@@ -93,7 +94,9 @@ class PaiInput:
 class BenchPaiAgentWorkflow:
     @workflow.run
     async def run(self, input: PaiInput) -> str:
-        result = await agent.run(prompt_for(input.rounds, input.result_bytes))
+        # pydantic-ai stops a run at 50 model requests by default; the workload makes R + 1.
+        limits = UsageLimits(request_limit=input.rounds + 5)
+        result = await agent.run(prompt_for(input.rounds, input.result_bytes), usage_limits=limits)
         return str(result.output)
 
 
