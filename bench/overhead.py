@@ -408,6 +408,11 @@ async def _run_workflow(
     sample.client_seconds = ended
     runs = await run_chain(temporal, workflow_id)
     await _fill_from_history(sample, temporal, workflow_id, runs, end=None, breakdown=breakdown)
+    if not sample.completed:
+        sample.note = (
+            f"{sample.status} after {sample.activities} activities scheduled "
+            f"(2 per round), at {sample.history_bytes:,} history bytes"
+        )
     return sample
 
 
