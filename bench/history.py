@@ -367,7 +367,7 @@ async def measure_agentrt(
         started = await agent.start(session, PROMPT)
         progress(f"agentrt: session {started.session_id} ({started.workflow_id}) started, {rounds} rounds")
         outcome = await agent.wait(started.session_id, started.turn_id, timeout_seconds=timeout_seconds)
-        runs = await _settled_chain(temporal, started.workflow_id)
+        runs = await settled_chain(temporal, started.workflow_id)
         breakdown = await history_breakdown(temporal, started.workflow_id, [r.run_id for r in runs])
     # From the store, not the events query: the store keeps the events of every run of the session.
     history: dict[int, int] = {}
@@ -400,7 +400,7 @@ async def measure_agentrt(
     return measured
 
 
-async def _settled_chain(temporal: Client, workflow_id: str, timeout_seconds: float = 60.0) -> list[RunSize]:
+async def settled_chain(temporal: Client, workflow_id: str, timeout_seconds: float = 60.0) -> list[RunSize]:
     """The run chain once it stops changing for a second: after a turn's outcome is published the
     session may still write to history (a compaction, the continue-as-new that follows it)."""
     loop = asyncio.get_running_loop()
