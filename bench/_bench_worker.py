@@ -2,7 +2,7 @@
 
     python -m bench._bench_worker agentrt|floor --address HOST:PORT --task-queue Q
         [--database-url URL] [--max-concurrent-activities 32] [--max-cached-workflows 1000]
-        [--ready-file PATH]
+        [--sticky-timeout 10] [--ready-file PATH]
 
 ``agentrt``: the agentrt worker as ``agentrt worker`` builds it (``worker.build_worker``: the
 session workflow, every activity, the default tool registry, a client connected with
@@ -25,11 +25,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MAX_CONCURRENT_ACTIVITIES = 32  # build_worker's default
 DEFAULT_MAX_CACHED_WORKFLOWS = 1000  # the SDK's default
+DEFAULT_STICKY_TIMEOUT_SECONDS = 10.0  # the SDK's default
 SYSTEMS = ("agentrt", "floor")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -42,6 +44,8 @@ class WorkerSettings:
       run on a thread pool of this size.
     - ``max_cached_workflows``: the sticky cache; an evicted workflow replays its history on
       its next workflow task.
+    - ``sticky_timeout_seconds``: the sticky queue's schedule-to-start timeout; after a crash
+      a workflow task pending on the dead worker's sticky queue waits this long.
     - ``database_url``: agentrt's store (SQLite or PostgreSQL); the floor keeps nothing outside
       history.
     """
@@ -49,13 +53,14 @@ class WorkerSettings:
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES
     max_cached_workflows: int = DEFAULT_MAX_CACHED_WORKFLOWS
     database_url: str = ""
+    sticky_timeout_seconds: float = DEFAULT_STICKY_TIMEOUT_SECONDS
 
     def describe(self) -> str:
         return (
             f"max_concurrent_activities={self.max_concurrent_activities} "
-            f"(agentrt: also its activity threads), max_cached_workflows={self.max_cached_workflows} (sticky cache); "
-            "SDK defaults otherwise: max_concurrent_workflow_tasks, 5 workflow and 5 activity pollers, "
-            "sticky_queue_schedule_to_start_timeout 10 s"
+            f"(agentrt: also its activity threads), max_cached_workflows={self.max_cached_workflows} (sticky cache), "
+            f"sticky_queue_schedule_to_start_timeout={self.sticky_timeout_seconds:g} s; "
+            "SDK defaults otherwise: max_concurrent_workflow_tasks, 5 workflow and 5 activity pollers"
         )
 
 
@@ -103,6 +108,7 @@ class WorkerProcess:
             "--database-url", self.settings.database_url,
             "--max-concurrent-activities", str(self.settings.max_concurrent_activities),
             "--max-cached-workflows", str(self.settings.max_cached_workflows),
+            "--sticky-timeout", str(self.settings.sticky_timeout_seconds),
             "--ready-file", str(ready_file),
         ]
 
@@ -166,6 +172,7 @@ async def _agentrt_worker(args: argparse.Namespace):  # type: ignore[no-untyped-
         client, config, store, default_registry(),
         max_concurrent_activities=args.max_concurrent_activities,
         max_cached_workflows=args.max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=args.sticky_timeout),
     )
 
 
@@ -183,6 +190,7 @@ async def _floor_worker(args: argparse.Namespace):  # type: ignore[no-untyped-de
         activities=FLOOR_ACTIVITIES,
         max_concurrent_activities=args.max_concurrent_activities,
         max_cached_workflows=args.max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=args.sticky_timeout),
     )
 
 
@@ -205,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--database-url", default="", help="agentrt's store (ignored by the floor)")
     parser.add_argument("--max-concurrent-activities", type=int, default=DEFAULT_MAX_CONCURRENT_ACTIVITIES)
     parser.add_argument("--max-cached-workflows", type=int, default=DEFAULT_MAX_CACHED_WORKFLOWS)
+    parser.add_argument("--sticky-timeout", type=float, default=DEFAULT_STICKY_TIMEOUT_SECONDS)
     parser.add_argument("--ready-file", default="")
     args = parser.parse_args(argv)
     try:

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import os
 import shutil
@@ -511,9 +512,7 @@ async def measure(
     check_parameters(sessions, rounds, result_bytes, steady_seconds, lone_runs, start_concurrency, wait)
     settings = settings or WorkerSettings()
     if not settings.database_url:
-        settings = WorkerSettings(
-            settings.max_concurrent_activities, settings.max_cached_workflows, f"sqlite:///{workdir / 'agentrt.db'}"
-        )
+        settings = dataclasses.replace(settings, database_url=f"sqlite:///{workdir / 'agentrt.db'}")
     workdir.mkdir(parents=True, exist_ok=True)
     report = ConcurrencyReport(settings, rounds, result_bytes, start_concurrency, wait)
     async with _Bench(address, workdir, settings, rounds, result_bytes, start_concurrency, wait, server_pid, progress) as bench:
@@ -585,7 +584,11 @@ def main(argv: list[str] | None = None) -> None:
 
     quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
     Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
-    settings = WorkerSettings(args.max_concurrent_activities, args.max_cached_workflows, args.database_url)
+    settings = WorkerSettings(
+        max_concurrent_activities=args.max_concurrent_activities,
+        max_cached_workflows=args.max_cached_workflows,
+        database_url=args.database_url,
+    )
     code = 0
     try:
         report = asyncio.run(run_benchmark(

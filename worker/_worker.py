@@ -39,6 +39,7 @@ def build_worker(
     task_queue: str | None = None,
     max_concurrent_activities: int = 32,
     max_cached_workflows: int = 1000,
+    sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
 ) -> Worker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
@@ -66,6 +67,7 @@ def build_worker(
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         max_cached_workflows=max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
