@@ -38,9 +38,16 @@ def build_worker(
     *,
     task_queue: str | None = None,
     max_concurrent_activities: int = 32,
+    max_cached_workflows: int = 1000,
+    sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
 ) -> Worker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
+
+    ``max_concurrent_activities`` bounds the activities running at once and sizes the thread
+    pool of the synchronous ones (tools, tool listing); ``max_cached_workflows`` is the
+    sticky cache (the SDK's default, 1000): a session evicted from it replays its history
+    on its next workflow task.
 
     ``client`` must be connected with ``AgentrtPlugin`` (``agentrt.client.connect`` does):
     the worker inherits from it the workflows, the sandbox, the data converter that decides
@@ -59,6 +66,8 @@ def build_worker(
         activities=build_activities(config, store, registry or default_registry()),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
+        max_cached_workflows=max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
