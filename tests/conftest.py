@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import os
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
