@@ -55,7 +55,8 @@ SUMMARY_SYSTEM = (
 )
 
 
-# How often a model activity heartbeats while it waits for the provider (seconds).
+# How often a model activity heartbeats while it waits for the provider, and when it first
+# does (seconds).
 HEARTBEAT_SECONDS = 0.5
 
 
@@ -168,7 +169,7 @@ class ModelActivities:
         buffer: list[str] = []
         written = 0
         loop = asyncio.get_running_loop()
-        last_flush = loop.time()
+        began = last_flush = loop.time()
 
         async def flush() -> None:
             nonlocal written, last_flush
@@ -183,7 +184,8 @@ class ModelActivities:
 
         async def on_delta(text: str) -> None:
             buffer.append(text)
-            activity.heartbeat()
+            if loop.time() - began >= HEARTBEAT_SECONDS:
+                activity.heartbeat()
             if len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
                 await flush()
 
@@ -304,7 +306,8 @@ def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_m
 async def _keep_heartbeating() -> None:
     """Heartbeat every ``HEARTBEAT_SECONDS`` until cancelled: a provider may be silent for long,
     and a cancel reaches an activity only in the answer to a heartbeat (the worker sends them
-    at most once per ``max_heartbeat_throttle_interval``)."""
+    at most once per ``max_heartbeat_throttle_interval``). The first after ``HEARTBEAT_SECONDS``:
+    a call that ends sooner sends none, and the server records no heartbeat for it."""
     while True:
-        activity.heartbeat()
         await asyncio.sleep(HEARTBEAT_SECONDS)
+        activity.heartbeat()

@@ -11,6 +11,7 @@ Risk classes decide the protocol of ``tool.execute``:
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from agentrt.store import Store
 
 PREVIEW_CHARS = 200
+# A tool call's first heartbeat comes no sooner than this (seconds).
+HEARTBEAT_SECONDS = 0.5
 
 
 class ToolActivities:
@@ -93,10 +96,17 @@ class ToolActivities:
 
     @staticmethod
     def _context(input: ToolExecuteInput) -> ToolContext:
+        began = time.monotonic()
+
+        def heartbeat() -> None:
+            # Not in a call's first HEARTBEAT_SECONDS: a fast call sends none, the server records none.
+            if time.monotonic() - began >= HEARTBEAT_SECONDS:
+                activity.heartbeat()
+
         return ToolContext(
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
-            heartbeat=activity.heartbeat,
+            heartbeat=heartbeat,
             is_cancelled=activity.is_cancelled,
         )
 

@@ -18,7 +18,16 @@ from agentrt.activities.providers._base import (
     tool_call_from_text,
     wire_arguments,
 )
-from agentrt.schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderError, ProviderHTTPError, ProviderTransportError, Usage
+from agentrt.schemas import (
+    Message,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTransportError,
+    Usage,
+)
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"

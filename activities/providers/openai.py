@@ -19,7 +19,15 @@ from agentrt.activities.providers._base import (
     tool_call_from_text,
     wire_arguments,
 )
-from agentrt.schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, Usage
+from agentrt.schemas import (
+    Message,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ProviderHTTPError,
+    ProviderTransportError,
+    Usage,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
