@@ -2,7 +2,7 @@
 
     python -m bench._bench_worker agentrt|floor --address HOST:PORT --task-queue Q
         [--database-url URL] [--max-concurrent-activities 32] [--max-cached-workflows 1000]
-        [--sticky-timeout 10] [--ready-file PATH]
+        [--sticky-timeout 3] [--ready-file PATH]
 
 ``agentrt``: the agentrt worker as ``agentrt worker`` builds it (``worker.build_worker``: the
 session workflow, every activity, the default tool registry, a client connected with
@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from agentrt.worker import STICKY_SCHEDULE_TO_START
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MAX_CONCURRENT_ACTIVITIES = 32  # build_worker's default
 DEFAULT_MAX_CACHED_WORKFLOWS = 1000  # the SDK's default
-DEFAULT_STICKY_TIMEOUT_SECONDS = 10.0  # the SDK's default
+DEFAULT_STICKY_TIMEOUT_SECONDS = STICKY_SCHEDULE_TO_START.total_seconds()  # agentrt's build_worker default
 SYSTEMS = ("agentrt", "floor")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

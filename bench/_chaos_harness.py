@@ -70,7 +70,6 @@ from agentrt.schemas import ApprovalPolicy, RequestRejected, SessionConfig, Turn
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, connect_when_ready
 from agentrt.workflows.session import workflow_id_for
-
 from bench._chaos_worker import MARK
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

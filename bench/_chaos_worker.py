@@ -24,7 +24,15 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agentrt.activities.tools import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry, default_registry, resolve_in_workspace
+from agentrt.activities.tools import (
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    default_registry,
+    resolve_in_workspace,
+)
 from agentrt.client import connect
 from agentrt.schemas import ToolError
 from agentrt.store import Store

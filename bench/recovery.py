@@ -21,16 +21,17 @@ directory), a SQLite store (or ``--database-url``) and an agentrt worker process
    spawn) to that event being visible in the store;
 5. wait for the turn to complete (the next kill hits the new worker).
 
-The session config is the default one (``SessionConfig``: heartbeat timeout 30 s, model
+The session config is the default one (``SessionConfig``: heartbeat timeout 5 s, model
 timeout 600 s, tool timeout 300 s) except the scripted profile, the script and
 ``tools=["fs.read"]``; ``--heartbeat-timeout`` overrides ``heartbeat_timeout_seconds`` and
-``--sticky-timeout`` the workers' ``sticky_queue_schedule_to_start_timeout`` (default the
-SDK's 10 s), to show their effect. A killed worker's activity is retried only when Temporal times the
-attempt out (its heartbeat timeout when it heartbeats: model and tool calls; its
-start-to-close timeout otherwise: store writes, 30 s), then after the retry policy's first
-interval (1 s); a workflow task on the dead worker's sticky queue moves to the normal
-queue after the worker's sticky schedule-to-start timeout (10 s, the SDK's default), counted
-from the task's schedule. Each kill's
+``--sticky-timeout`` the workers' ``sticky_queue_schedule_to_start_timeout`` (default
+agentrt's ``STICKY_SCHEDULE_TO_START``, 3 s; the SDK's own is 10 s), to show their effect. A
+killed worker's activity is retried only when Temporal times the attempt out (its heartbeat
+timeout: model and tool calls), then after the retry policy's first interval (1 s); a
+workflow task the dead worker held (with the local activities it ran: store writes, fast
+read-only tools) is retried after the workflow task timeout (10 s); a workflow task on the
+dead worker's sticky queue moves to the normal queue after the sticky schedule-to-start
+timeout, counted from the task's schedule. Each kill's
 row shows what was in flight and when its timeout was due, counted from the new
 worker's spawn ("due"), so what dominates the resume time can be read off.
 
@@ -447,9 +448,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for kill moments and model delays (default 0)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="tool rounds per turn (default 15)")
     parser.add_argument("--heartbeat-timeout", type=float, default=None,
-                        help="session heartbeat_timeout_seconds (default: SessionConfig's, 30)")
+                        help="session heartbeat_timeout_seconds (default: SessionConfig's, 5)")
     parser.add_argument("--sticky-timeout", type=float, default=DEFAULT_STICKY_TIMEOUT_SECONDS,
-                        help="workers' sticky_queue_schedule_to_start_timeout in seconds (default: the SDK's, 10)")
+                        help="workers' sticky_queue_schedule_to_start_timeout in seconds (default: agentrt's, 3)")
     parser.add_argument("--database-url", default="", help="agentrt store (default SQLite in the run directory)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep run files here (default: a removed temp dir)")
     args = parser.parse_args(argv)

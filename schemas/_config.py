@@ -69,7 +69,8 @@ class SessionConfig(Model):
     - ``approval_timeout_seconds``: a pending approval is denied after this many seconds;
       None waits forever.
     - ``max_rounds_per_turn``: model calls per turn before the turn ends as ``round_limit``.
-    - ``heartbeat_timeout_seconds``: how soon a dead worker's activity is retried elsewhere.
+    - ``heartbeat_timeout_seconds``: how soon a dead worker's model or tool call is retried
+      elsewhere (seconds). Those activities heartbeat about once a second while they run.
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -87,6 +88,6 @@ class SessionConfig(Model):
     max_rounds_per_turn: int = Field(default=250, ge=1)
     model_timeout_seconds: float = 600.0
     tool_timeout_seconds: float = 300.0
-    heartbeat_timeout_seconds: float = 30.0
+    heartbeat_timeout_seconds: float = 5.0
     title: str | None = None
     local_tools: bool = True

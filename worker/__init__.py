@@ -26,7 +26,7 @@ from agentrt.worker._plugin import (
     workflow_runner,
 )
 from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
-from agentrt.worker._worker import HEARTBEAT_THROTTLE, build_worker, running_worker
+from agentrt.worker._worker import HEARTBEAT_THROTTLE, STICKY_SCHEDULE_TO_START, build_worker, running_worker
 
 __all__ = [
     "AgentrtConfig",
@@ -38,6 +38,7 @@ __all__ = [
     "HEARTBEAT_THROTTLE",
     "MissingSearchAttributes",
     "PASSTHROUGH_MODULES",
+    "STICKY_SCHEDULE_TO_START",
     "PAYLOADS_IDENTITY_KEY",
     "PayloadConfig",
     "PayloadNotFound",

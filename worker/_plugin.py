@@ -12,6 +12,7 @@ worker runs.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -26,6 +27,14 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from agentrt.activities import build_activities
 from agentrt.activities.tools import ToolRegistry
+from agentrt.schemas import (
+    EFFECTS_RECONCILE,
+    PROFILES_DESCRIBE,
+    SESSION_WORKFLOW,
+    STORE_APPEND,
+    TOOL_EXECUTE,
+    TOOLS_LIST,
+)
 from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payloads import PayloadStorage, payload_storage
@@ -151,6 +160,7 @@ class AgentrtPlugin(SimplePlugin):
         config = super().configure_worker(config)
         if activities_only:
             config["workflows"] = []  # a worker given only activities (e.g. tools on their own queue) stays so
+        _warn_without_local_activities(config)
         if adds_activities and config.get("activity_executor") is None:
             slots = config.get("max_concurrent_activities") or DEFAULT_ACTIVITY_THREADS
             config["activity_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=slots)
@@ -159,6 +169,25 @@ class AgentrtPlugin(SimplePlugin):
         if PAYLOADS_IDENTITY_KEY + "=" not in base:
             config["identity"] = f"{base} {PAYLOADS_IDENTITY_KEY}={','.join(self.payload_storage.reader_fingerprints)}"
         return config
+
+
+# What a session runs as local activities, on the worker that runs its workflow task.
+LOCAL_ACTIVITY_NAMES = (STORE_APPEND, TOOLS_LIST, PROFILES_DESCRIBE, EFFECTS_RECONCILE, TOOL_EXECUTE)
+
+
+def _warn_without_local_activities(config: WorkerConfig) -> None:
+    """Log when a worker runs sessions without the activities they run locally (no store given)."""
+    if SessionWorkflow not in (config.get("workflows") or []):
+        return
+    names = {getattr(a, "__temporal_activity_definition").name for a in config.get("activities") or []}
+    missing = [name for name in LOCAL_ACTIVITY_NAMES if name not in names]
+    if missing:
+        logging.getLogger(__name__).warning(
+            "this worker runs %s without the activities its sessions run as local activities (%s): their "
+            "workflow tasks fail until it has them; give AgentrtPlugin a store (AgentrtPlugin(config, store))",
+            SESSION_WORKFLOW,
+            ", ".join(missing),
+        )
 
 
 def payload_fingerprints_of(identity: str) -> list[str] | None:

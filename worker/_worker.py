@@ -30,6 +30,13 @@ log = logging.getLogger("agentrt.worker")
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 
+# A workflow task left for a worker that died moves to the task queue after this (the SDK's
+# default is 10 s): with the session's 5 s heartbeat timeout, a turn resumes within seconds of
+# a crash. A live worker takes its sticky tasks within milliseconds; one so loaded that it
+# does not within this bound lets another worker replay the session instead.
+STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
+
+
 def build_worker(
     client: Client,
     config: AgentrtConfig,
@@ -39,7 +46,7 @@ def build_worker(
     task_queue: str | None = None,
     max_concurrent_activities: int = 32,
     max_cached_workflows: int = 1000,
-    sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
+    sticky_queue_schedule_to_start_timeout: timedelta = STICKY_SCHEDULE_TO_START,
 ) -> Worker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
@@ -47,7 +54,9 @@ def build_worker(
     ``max_concurrent_activities`` bounds the activities running at once and sizes the thread
     pool of the synchronous ones (tools, tool listing); ``max_cached_workflows`` is the
     sticky cache (the SDK's default, 1000): a session evicted from it replays its history
-    on its next workflow task.
+    on its next workflow task. ``sticky_queue_schedule_to_start_timeout`` (default
+    ``STICKY_SCHEDULE_TO_START``) is how long a session's next workflow task waits for this
+    worker before any worker may take it (and replay the session).
 
     ``client`` must be connected with ``AgentrtPlugin`` (``agentrt.client.connect`` does):
     the worker inherits from it the workflows, the sandbox, the data converter that decides

@@ -59,6 +59,25 @@ async def test_build_worker_refuses_a_client_connected_without_the_plugin(tempor
         build_worker(plain, AgentrtConfig(), store)
 
 
+async def test_a_worker_that_runs_sessions_without_their_local_activities_says_what_is_missing(
+    temporal_client: Client, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sessions run store writes and short steps as local activities on the worker that runs them."""
+    from temporalio.worker import WorkerConfig
+
+    without_store = AgentrtPlugin(AgentrtConfig())
+    with caplog.at_level("WARNING", logger="agentrt.worker._plugin"):
+        without_store.configure_worker(WorkerConfig(client=temporal_client, task_queue="q"))
+    assert "store.append, tools.list, profiles.describe, effects.reconcile, tool.execute" in caplog.text
+    assert "give AgentrtPlugin a store" in caplog.text
+
+    caplog.clear()
+    with_store = AgentrtPlugin(AgentrtConfig(), store, registry=default_registry())
+    with caplog.at_level("WARNING", logger="agentrt.worker._plugin"):
+        with_store.configure_worker(WorkerConfig(client=temporal_client, task_queue="q"))
+    assert "local activities" not in caplog.text
+
+
 async def test_a_plain_sdk_worker_on_a_client_with_the_plugin_runs_a_session(
     temporal_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
 ) -> None:
