@@ -1,7 +1,7 @@
 """How many agent turns one agentrt worker sustains, against the bare-Temporal floor under the same load.
 
     python -m bench.concurrency [--sessions 100,300,1000] [--rounds 5] [--result-bytes 5120]
-        [--steady-seconds 30] [--lone-runs 5] [--start-concurrency 50] [--wait query|update]
+        [--steady-seconds 30] [--lone-runs 5] [--start-concurrency 50] [--wait client|update]
         [--max-concurrent-activities 32] [--max-cached-workflows 1000] [--database-url URL]
         [--workdir DIR]
 
@@ -22,7 +22,7 @@ from ``/proc/<pid>``; this process is only the client):
 
 Starts are issued through ``asyncio.gather`` with at most ``--start-concurrency`` start
 RPCs in flight (default 50); every outcome is awaited concurrently: agentrt's with
-``AgentClient.wait`` (``--wait query``, the default), the floor's with the workflow result
+``AgentClient.wait`` (``--wait client``, the default), the floor's with the workflow result
 (a server long-poll).
 
 What is measured per system and N:
@@ -50,12 +50,10 @@ Worker and store settings (all printed with the results):
 - ``--database-url``: agentrt's store; default SQLite in the run directory, e.g.
   ``postgresql://postgres@127.0.0.1:5432/<db>`` for PostgreSQL (the database must exist;
   the schema is created);
-- ``--wait``: ``query`` polls the session's ``turn`` query (0.05 s backoff growing to
-  1 s; every poll is answered by the worker, so it adds worker load and up to ~1 s of
-  latency); ``update`` waits with the ``wait_turn`` update (answered once, when the turn
-  ends).
-Everything else is the SDK's default (workflow task slots, 5 pollers each, sticky
-schedule-to-start timeout 10 s). Server, worker and client share the machine's cores:
+- ``--wait``: ``client`` is ``AgentClient.wait`` (the ``turn`` query once, then the
+  ``wait_turn`` update as a long-poll); ``update`` only the ``wait_turn`` update.
+Everything else is the SDK's default (workflow task slots, 5 pollers each) or agentrt's
+(sticky schedule-to-start timeout 3 s). Server, worker and client share the machine's cores:
 the CPU % columns show which of them is busy.
 
 The last line is exactly
@@ -102,7 +100,7 @@ DEFAULT_RESULT_BYTES = 5 * 1024
 DEFAULT_STEADY_SECONDS = 30.0
 DEFAULT_LONE_RUNS = 5
 DEFAULT_START_CONCURRENCY = 50
-WAIT_MODES = ("query", "update")
+WAIT_MODES = ("client", "update")
 PRINCIPAL = "bench"
 # The dev server's SQLite file in WAL mode without fsync: with its defaults (rollback journal,
 # synchronous=FULL) the server itself limited the floor to a quarter of these rates.
@@ -331,7 +329,7 @@ class _AgentrtDriver:
         return await _timed(start, finish, slots, timeout)
 
     async def _outcome(self, session_id: str, turn_id: str) -> TurnOutcome:
-        if self.wait == "query":
+        if self.wait == "client":
             return await self.agent.wait(session_id, turn_id)
         handle = self.agent.temporal.get_workflow_handle(f"session-{session_id}")
         while True:
@@ -498,7 +496,7 @@ async def measure(
     steady_seconds: float = 3.0,
     lone_runs: int = DEFAULT_LONE_RUNS,
     start_concurrency: int = DEFAULT_START_CONCURRENCY,
-    wait: str = "query",
+    wait: str = "client",
     settings: WorkerSettings | None = None,
     server_pid: int | None = None,
     progress: Progress = _quiet,
@@ -565,8 +563,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lone-runs", type=int, default=DEFAULT_LONE_RUNS, help="lone sessions for the lone latency (default 5)")
     parser.add_argument("--start-concurrency", type=int, default=DEFAULT_START_CONCURRENCY,
                         help="start RPCs in flight at once (default 50)")
-    parser.add_argument("--wait", choices=WAIT_MODES, default="query",
-                        help="agentrt outcomes by AgentClient.wait (query, default) or the wait_turn update")
+    parser.add_argument("--wait", choices=WAIT_MODES, default="client",
+                        help="agentrt outcomes by AgentClient.wait (client, default) or only the wait_turn update")
     parser.add_argument("--max-concurrent-activities", type=int, default=WorkerSettings.max_concurrent_activities,
                         help="activity slots (and agentrt activity threads) per worker (default 32)")
     parser.add_argument("--max-cached-workflows", type=int, default=WorkerSettings.max_cached_workflows,

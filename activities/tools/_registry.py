@@ -147,6 +147,7 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._specs: dict[str, ToolSpec] = {}  # built once: a JSON Schema costs milliseconds, every model call asks
         for tool in tools or []:
             self.register(tool)
 
@@ -155,6 +156,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ConfigurationError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._specs[tool.name] = tool.spec()
 
     def names(self) -> list[str]:
         """Registered tool names, in registration order."""
@@ -171,8 +173,8 @@ class ToolRegistry:
     def specs(self, names: list[str] | None = None) -> tuple[list[ToolSpec], list[str]]:
         """Specs of ``names`` (every tool when None) and the names that are not registered."""
         if names is None:
-            return [tool.spec() for tool in self._tools.values()], []
-        found = [self._tools[n].spec() for n in names if n in self._tools]
+            return list(self._specs.values()), []
+        found = [self._specs[n] for n in names if n in self._specs]
         unknown = [n for n in names if n not in self._tools]
         return found, unknown
 

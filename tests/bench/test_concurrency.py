@@ -33,6 +33,6 @@ async def test_a_small_burst_and_steady_arrivals_complete_every_turn_and_end_wit
 
 def test_parameters_the_workload_cannot_have_are_refused() -> None:
     with pytest.raises(ValueError, match="sessions"):
-        concurrency.check_parameters([0], 5, 5120, 30, 5, 50, "query")
+        concurrency.check_parameters([0], 5, 5120, 30, 5, 50, "client")
     with pytest.raises(ValueError, match="wait"):
         concurrency.check_parameters([5], 5, 5120, 30, 5, 50, "sleep")
