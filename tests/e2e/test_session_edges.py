@@ -51,7 +51,6 @@ from agentrt.schemas import (
     ToolInvocationStarted,
     TurnEnded,
     TurnOutcome,
-    UserMessageAdded,
     WaitTurnInput,
 )
 from agentrt.store import Store
@@ -805,7 +804,16 @@ class SplitWorkers:
         self._executor.shutdown()
 
     def workflows(self) -> Worker:
-        return Worker(self._harness.temporal, task_queue=self._queue, workflows=WORKFLOWS, workflow_runner=workflow_runner())
+        """Workflows and the local activities they run (store writes, fast tools); no activity tasks."""
+        return Worker(
+            self._harness.temporal,
+            task_queue=self._queue,
+            workflows=WORKFLOWS,
+            workflow_runner=workflow_runner(),
+            activities=build_activities(self._harness.config, self._harness.store, default_registry()),
+            activity_executor=self._executor,
+            no_remote_activities=True,
+        )
 
 
 async def scheduled_activities(handle: WorkflowHandle) -> list[str]:
@@ -860,25 +868,23 @@ async def test_a_cancel_landing_with_the_final_reply_ends_that_turn_consistently
     assert ended == {first.turn_id: outcome.status, second.turn_id: "completed"}
 
 
-async def test_a_cancel_landing_with_the_write_before_a_tool_call_keeps_the_tool_from_running(
-    harness: Harness, gates: Any, workspace: Path, tmp_path: Path
+async def test_a_cancel_landing_with_the_model_reply_keeps_the_tool_it_asks_for_from_running(
+    harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, [
-        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "echo ran > ran.txt"}}]},
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "echo ran > ran.txt"}}], "delay_seconds": 1},
         {"text": "must not be asked"},
     ])
     sid = harness.new_session_id()
     queue = harness.task_queue + "-split"
     client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
     handle = harness.handle(sid)
-    gate = gates(sid, has_event(ToolInvocationStarted))
     async with SplitWorkers(harness, queue) as workers:
         async with workers.workflows():
             started = await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "go")
-            await gate.wait_entered()
-        # No workflow worker: the write before the tool call lands, then the cancel, in one task.
-        gate.release()
-        await last_activity_completed(handle, "store.append")
+            await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted))
+        # No workflow worker: the reply asking for the tool lands, then the cancel, in one task.
+        await last_activity_completed(handle, "provider.complete")
         await signal_cancel(client, sid, reason="stop")
         async with workers.workflows():
             outcome = await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
@@ -887,26 +893,28 @@ async def test_a_cancel_landing_with_the_write_before_a_tool_call_keeps_the_tool
     assert TOOL_EXECUTE not in await scheduled_activities(handle)
 
 
-async def test_a_cancel_landing_with_the_write_before_a_model_call_sends_no_model_request(
-    harness: Harness, gates: Any, workspace: Path, tmp_path: Path
+async def test_a_cancel_landing_with_a_tool_result_sends_no_further_model_request(
+    harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
-    script = write_script(tmp_path, [{"text": "answered anyway"}])
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "sleep 1"}}]},
+        {"text": "must not be asked"},
+    ])
     sid = harness.new_session_id()
     queue = harness.task_queue + "-split"
     client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
     handle = harness.handle(sid)
-    gate = gates(sid, has_event(UserMessageAdded))
     async with SplitWorkers(harness, queue) as workers:
         async with workers.workflows():
-            started = await client.start(session_config(client, sid, workspace, script), "go")
-            await gate.wait_entered()
-        gate.release()
-        await last_activity_completed(handle, "store.append")
+            started = await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "go")
+            await wait_for_event(client, sid, lambda e: isinstance(e, ToolInvocationStarted))
+        # No workflow worker: the tool's result lands, then the cancel, in one task.
+        await last_activity_completed(handle, TOOL_EXECUTE)
         await signal_cancel(client, sid, reason="stop")
         async with workers.workflows():
             outcome = await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
     assert outcome.status == "cancelled"
-    assert "provider.complete" not in await scheduled_activities(handle)
+    assert (await scheduled_activities(handle)).count("provider.complete") == 1
 
 
 async def test_a_workflow_cancel_landing_with_the_write_that_starts_a_compaction_runs_no_summary(
@@ -926,10 +934,11 @@ async def test_a_workflow_cancel_landing_with_the_write_that_starts_a_compaction
             await client.wait(sid, sent.turn_id, timeout_seconds=WAIT)
             compact = asyncio.create_task(client.compact(sid))
             await gate.wait_entered()
-        gate.release()
-        await last_activity_completed(handle, "store.append")
-        await handle.cancel()
-        async with workers.workflows():
+            # The write is a local activity of the workflow task: the cancel reaches the
+            # session while it is held, and the session ends without summarising.
+            await handle.cancel()
+            await cancel_acted_on(harness, sid)
+            gate.release()
             try:
                 assert not (await asyncio.wait_for(compact, WAIT)).compacted
             except RequestRejected:
