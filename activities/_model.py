@@ -153,6 +153,14 @@ class ModelActivities:
         (retryable per status, Retry-After as the next delay) or a non-retryable
         configuration error (unknown profile, bad script, missing API key).
         """
+        # From the start: a store write that waits on a busy database must not look like a dead worker.
+        beating = asyncio.create_task(_keep_heartbeating())
+        try:
+            return await self._complete(input)
+        finally:
+            beating.cancel()
+
+    async def _complete(self, input: ModelCallInput) -> ModelCallResult:
         info = activity.info()
         if input.store_writes is not None:
             await asyncio.to_thread(self._store.append, input.store_writes)  # first: the call's own events
@@ -205,7 +213,6 @@ class ModelActivities:
         # A receipt per attempt: "started" now, then "completed" or "interrupted". One left
         # "started" belongs to an attempt whose worker died; its retry is a fresh request.
         await receipt("started")
-        beating = asyncio.create_task(_keep_heartbeating())
         try:
             response = await provider.complete(request, on_delta)
         except ProviderError as err:
@@ -219,7 +226,6 @@ class ModelActivities:
             await asyncio.shield(receipt("interrupted"))
             raise
         finally:
-            beating.cancel()
             await flush()
         await receipt("completed", response.usage)
         return ModelCallResult(

@@ -11,7 +11,11 @@ Risk classes decide the protocol of ``tool.execute``:
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,12 +67,13 @@ class ToolActivities:
         Writes ``input.store_writes`` (the workflow's staged events and messages) first. Runs
         as a regular or, for a tool whose spec says ``local_activity``, a local activity.
         """
-        if input.store_writes is not None:
-            self._store.append(input.store_writes)
-        if self._is_effectful(input.call.name):
-            return self._execute_at_most_once(input)
-        ok, text, error_type, keys = self._run(input)
-        return self._finish(input, ok, text, error_type, keys)
+        with _heartbeating():
+            if input.store_writes is not None:
+                self._store.append(input.store_writes)
+            if self._is_effectful(input.call.name):
+                return self._execute_at_most_once(input)
+            ok, text, error_type, keys = self._run(input)
+            return self._finish(input, ok, text, error_type, keys)
 
     @activity.defn(name=EFFECTS_RECONCILE)
     def reconcile(self, input: ReconcileEffectInput) -> None:
@@ -134,3 +139,26 @@ class ToolActivities:
             position=input.result_position,
             state_keys=state_keys,
         )
+
+
+@contextmanager
+def _heartbeating() -> Iterator[None]:
+    """Heartbeat every ``HEARTBEAT_SECONDS`` from a side thread while the block runs, the first
+    after ``HEARTBEAT_SECONDS``: a store write waiting on a busy database, or a tool between
+    its own heartbeats, must not look like a dead worker (the session's heartbeat timeout is
+    a few seconds). A local activity cannot heartbeat: nothing is started for one."""
+    if activity.info().is_local:
+        yield
+        return
+    done = threading.Event()
+    context = contextvars.copy_context()  # the activity's context, for activity.heartbeat()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_SECONDS):
+            context.run(activity.heartbeat)
+
+    threading.Thread(target=beat, name="tool-heartbeat", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()

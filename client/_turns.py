@@ -4,8 +4,15 @@ and the store for turns an earlier run of the session has forgotten."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
-from temporalio.client import WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.schemas import (
@@ -17,10 +24,15 @@ from agentrt.schemas import (
     WaitTurnInput,
 )
 from agentrt.store import Store
-from agentrt.workflows.session import FORGOTTEN_TURN, MAX_WAIT_TURN_SECONDS, SessionWorkflow
+from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow
 
 # How long ``wait`` pauses before asking again while no worker or server answers (seconds).
 WAIT_RETRY_SECONDS = 1.0
+# The longest one ``wait_turn`` update waits (seconds): a longer wait asks again, so a wait
+# with no deadline never holds an update whose worker went away.
+WAIT_SLICE_SECONDS = 60.0
+# How much longer than its own bound one ``wait_turn`` call may take before it is asked again (seconds).
+WAIT_RPC_MARGIN_SECONDS = 10.0
 
 
 async def wait_for_turn(
@@ -28,12 +40,15 @@ async def wait_for_turn(
 ) -> TurnOutcome:
     """The turn's outcome, or ``pending`` once ``timeout_seconds`` (>= 0, None: no bound) passed.
 
-    The ``turn`` query first; then the ``wait_turn`` update with the time left, asked again
-    when it answers ``ask_again`` (the session continued as new) or when no worker or server
-    answered it. Raises ``RequestRejected`` for an unknown turn, ``SessionNotFound``.
+    The ``turn`` query first; then the ``wait_turn`` update with the time left (at most
+    ``WAIT_SLICE_SECONDS`` at a time), asked again when it answers ``ask_again`` (the session
+    continued as new), when its slice ends, or when no worker or server answered it. Raises
+    ``RequestRejected`` for an unknown turn or a session whose workflow ended before the turn
+    did (terminated, timed out), ``SessionNotFound``; ``asyncio.CancelledError`` when cancelled.
     """
     loop = asyncio.get_running_loop()
     deadline = None if timeout_seconds is None else loop.time() + timeout_seconds
+    forgotten = False
     while True:
         outcome = await _query_turn(handle, store, session_id, turn_id)
         if outcome is not None:
@@ -41,23 +56,42 @@ async def wait_for_turn(
         remaining = None if deadline is None else deadline - loop.time()
         if remaining is not None and remaining <= 0:
             return TurnOutcome(turn_id=turn_id, status="pending")
-        bound = None if remaining is None else min(remaining, MAX_WAIT_TURN_SECONDS)
+        bound = WAIT_SLICE_SECONDS if remaining is None else min(remaining, WAIT_SLICE_SECONDS)
         try:
             outcome = await handle.execute_update(
-                SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id, timeout_seconds=bound)
+                SessionWorkflow.wait_turn,
+                WaitTurnInput(turn_id=turn_id, timeout_seconds=bound),
+                rpc_timeout=timedelta(seconds=bound + WAIT_RPC_MARGIN_SECONDS),
             )
         except WorkflowUpdateFailedError as err:
-            if FORGOTTEN_TURN in update_failure_cause(err):
+            if FORGOTTEN_TURN in update_failure_cause(err) and store is not None and not forgotten:
+                forgotten = True
                 continue  # the query answers from the store
             raise RequestRejected(session_id, "wait_turn", update_failure_cause(err)) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError() from err  # the caller cancelled the wait
+            continue  # no worker took the update in time: ask again, within the deadline
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND and await _is_gone(handle):
+            ended = await _ended_status(handle)
+            if ended == "gone":
                 raise SessionNotFound(session_id) from err
-            # The session ended or continued as new meanwhile, or no worker or server answers: ask again.
+            if ended is not None:
+                outcome = await _query_turn(handle, store, session_id, turn_id)
+                if outcome is not None:
+                    return outcome
+                raise RequestRejected(
+                    session_id, "wait_turn", f"the session ended ({ended}) before turn {turn_id} ended"
+                ) from err
+            # Continued as new meanwhile, or no server answers: ask again.
             await asyncio.sleep(WAIT_RETRY_SECONDS if remaining is None else min(WAIT_RETRY_SECONDS, remaining))
             continue
-        if outcome.status != "pending" or not outcome.ask_again:
-            return outcome  # an outcome, or pending at the deadline
+        if outcome.status != "pending":
+            return outcome
+        if deadline is not None and loop.time() >= deadline:
+            return outcome  # pending at the deadline
+        # pending before the deadline: the slice ended, or the session continues as new (ask_again)
 
 
 async def _query_turn(handle: WorkflowHandle, store: Store | None, session_id: str, turn_id: str) -> TurnOutcome | None:
@@ -76,12 +110,17 @@ async def _query_turn(handle: WorkflowHandle, store: Store | None, session_id: s
         return None  # no worker right now (restarting): keep waiting
 
 
-async def _is_gone(handle: WorkflowHandle) -> bool:
+async def _ended_status(handle: WorkflowHandle) -> str | None:
+    """``gone`` when no such workflow exists, the closed run's status (``completed``,
+    ``terminated``, ...) when the session's workflow has ended, None while it runs or when
+    the server does not answer."""
     try:
-        await handle.describe()
+        description = await handle.describe()
     except RPCError as err:
-        return err.status == RPCStatusCode.NOT_FOUND
-    return False
+        return "gone" if err.status == RPCStatusCode.NOT_FOUND else None
+    if description.close_time is None or description.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+        return None
+    return description.status.name.lower() if description.status else "closed"
 
 
 def outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutcome | None:

@@ -65,7 +65,8 @@ class ModelCallInput(Model):
     reply_position: int
     plan: ContextPlan | None = None
     reply_index: int | None = None
-    store_writes: StoreAppendInput | None = None
+    # Left out when None: a worker of an earlier version (extra fields forbidden) still reads the input.
+    store_writes: StoreAppendInput | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallResult(Model):
@@ -97,7 +98,8 @@ class ToolExecuteInput(Model):
     idempotency_key: str
     result_position: int
     timeout_seconds: float = 300.0
-    store_writes: StoreAppendInput | None = None
+    # Left out when None: a worker of an earlier version (extra fields forbidden) still reads the input.
+    store_writes: StoreAppendInput | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ToolExecuteResult(Model):

@@ -90,4 +90,5 @@ class SessionConfig(Model):
     tool_timeout_seconds: float = 300.0
     heartbeat_timeout_seconds: float = 5.0
     title: str | None = None
-    local_tools: bool = True
+    # Left out when True (the default): a worker of an earlier version still reads the config.
+    local_tools: bool = Field(default=True, exclude_if=lambda v: v is True)

@@ -52,7 +52,8 @@ class ToolSpec(Model):
     description: str
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     risk: Literal["read_only", "idempotent", "effectful"] = "read_only"
-    local_activity: bool = False
+    # Left out when False: a worker of an earlier version (extra fields forbidden) still reads the spec.
+    local_activity: bool = Field(default=False, exclude_if=lambda v: v is False)
 
 
 class Message(Model):

@@ -53,6 +53,9 @@ __all__ = [
 PLUGIN_NAME = "agentrt"
 # The SDK's default number of activity slots, when a worker sets none.
 DEFAULT_ACTIVITY_THREADS = 100
+# Local activities a worker runs at once (store writes, tool listing, fast read-only tools),
+# each with a thread of its own beside the activity threads.
+LOCAL_ACTIVITY_SLOTS = 16
 WORKFLOWS: list[type] = [SessionWorkflow]
 
 # Modules the workflow sandbox shares with the worker instead of importing them afresh for
@@ -163,7 +166,9 @@ class AgentrtPlugin(SimplePlugin):
         _warn_without_local_activities(config)
         if adds_activities and config.get("activity_executor") is None:
             slots = config.get("max_concurrent_activities") or DEFAULT_ACTIVITY_THREADS
-            config["activity_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=slots)
+            local = config.get("max_concurrent_local_activities") or LOCAL_ACTIVITY_SLOTS
+            config["max_concurrent_local_activities"] = local  # threads for local activities beside the others
+            config["activity_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=slots + local)
         client = config.get("client")
         base = config.get("identity") or (client.identity if client is not None else None) or f"{os.getpid()}@{socket.gethostname()}"
         if PAYLOADS_IDENTITY_KEY + "=" not in base:

@@ -17,7 +17,7 @@ from agentrt.activities.tools import ToolRegistry, default_registry
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
-from agentrt.worker._plugin import WORKFLOWS, plugin_of
+from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, plugin_of
 from agentrt.worker._startup import ensure_search_attributes
 
 log = logging.getLogger("agentrt.worker")
@@ -67,7 +67,9 @@ def build_worker(
             "build_worker needs a client connected with AgentrtPlugin "
             "(agentrt.client.connect(address, namespace, plugin=AgentrtPlugin(config, store)))"
         )
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities)
+    # Local activities (tool listing, fast tools) share the pool: threads for both, so 32 long
+    # shell commands never leave a session's tool listing waiting for a thread.
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
@@ -75,6 +77,7 @@ def build_worker(
         activities=build_activities(config, store, registry or default_registry()),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
