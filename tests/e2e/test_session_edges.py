@@ -618,7 +618,7 @@ async def near_continue_as_new(client: AgentClient, handle: WorkflowHandle, repl
     """Run one-reply turns until the run's history is a long turn short of the suggestion; returns the turns run."""
     done = 1
     while (await handle.describe()).raw_description.workflow_execution_info.history_length not in range(
-        SUGGEST_AFTER_EVENTS - 50, SUGGEST_AFTER_EVENTS - 20
+        SUGGEST_AFTER_EVENTS - 24, SUGGEST_AFTER_EVENTS - 8
     ):
         assert done < replies, "the session never came near the continue-as-new suggestion"
         sent = await client.send(handle.id.removeprefix("session-"), f"q{done}")
@@ -638,9 +638,9 @@ async def test_a_message_queued_before_a_model_switch_runs_on_the_old_model_when
     temporal = await connect(low_limit_server.address, plugin=AgentrtPlugin(config, store))
     client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
     quick = [{"text": f"quick {i}"} for i in range(60)]
+    # Rounds enough that the long turn crosses the suggestion (a round adds about 7 history events).
     slow = [
-        {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]},
-        {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]},
+        *[{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]} for _ in range(5)],
         {"text": "slow turn done", "delay_seconds": 2},
         {"text": "queued message answered"},
     ]
@@ -960,7 +960,12 @@ async def test_a_waiter_on_a_queued_turn_keeps_waiting_while_a_compaction_runs_b
     temporal = await connect(low_limit_server.address, plugin=AgentrtPlugin(config, store))
     client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
     quick = [{"text": f"quick answer number {i}"} for i in range(60)]
-    slow = [{"text": "slow turn done", "delay_seconds": 2}, {"text": "after the compaction"}]
+    # Rounds enough that the long turn crosses the suggestion (a round adds about 7 history events).
+    slow = [
+        *[{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]} for _ in range(4)],
+        {"text": "slow turn done", "delay_seconds": 2},
+        {"text": "after the compaction"},
+    ]
     script = write_script(tmp_path, quick)
     sid = uuid.uuid4().hex[:12]
     handle = temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{sid}")
