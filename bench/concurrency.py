@@ -74,10 +74,8 @@ import math
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
-import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +89,7 @@ from agentrt.schemas import TurnOutcome, WaitTurnInput
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer
 from bench._bench_worker import WorkerProcess, WorkerSettings, cpu_seconds
+from bench._cli import print_progress, run_and_exit
 from bench._floor import FloorAgentWorkflow, FloorInput
 from bench.history import TOOL, prepare_workload
 
@@ -578,34 +577,20 @@ def main(argv: list[str] | None = None) -> None:
                          args.start_concurrency, args.wait)
     except ValueError as err:
         parser.error(str(err))
-    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
-    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
     settings = WorkerSettings(
         max_concurrent_activities=args.max_concurrent_activities,
         max_cached_workflows=args.max_cached_workflows,
         database_url=args.database_url,
     )
-    code = 0
-    try:
-        report = asyncio.run(run_benchmark(
-            workdir=args.workdir, progress=lambda text: print(text, flush=True), sessions=args.sessions,
+    run_and_exit(
+        lambda: run_benchmark(
+            workdir=args.workdir, progress=print_progress, sessions=args.sessions,
             rounds=args.rounds, result_bytes=args.result_bytes, steady_seconds=args.steady_seconds,
             lone_runs=args.lone_runs, start_concurrency=args.start_concurrency, wait=args.wait, settings=settings,
-        ))
-        print(report.settings_text())
-        print(report.table())
-        print(report.line())
-        if report.turns_completed != report.turns_expected:
-            code = 1
-    except Exception:  # noqa: BLE001 - reported, then the process exits without the SDK's finalizer crash
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # temporalio/sdk-python#300: the client's core threads can abort CPython's finalization.
-    os._exit(code)
+        ),
+        lambda report: report.turns_completed == report.turns_expected,
+        settings=True,
+    )
 
 
 if __name__ == "__main__":

@@ -63,11 +63,8 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import shutil
-import sys
 import tempfile
-import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +80,7 @@ from agentrt.client import AgentClient
 from agentrt.schemas import ModelRequestStarted
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker, workflow_runner
+from bench._cli import print_progress, run_and_exit
 from bench._naive import NAIVE_ACTIVITIES, NaiveAgentInput, NaiveAgentResult, NaiveAgentWorkflow
 
 DEFAULT_ROUNDS = 200
@@ -558,33 +556,16 @@ def main(argv: list[str] | None = None) -> None:
         check_parameters(args.rounds, args.result_bytes, args.window)
     except ValueError as err:
         parser.error(str(err))
-    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
-    # Keep the SDK's warnings (e.g. the history-size warnings the naive run provokes) out of the report.
-    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
-    code = 0
-    try:
-        report = asyncio.run(
-            run_benchmark(
-                rounds=args.rounds,
-                result_bytes=args.result_bytes,
-                window=args.window,
-                workdir=args.workdir,
-                progress=lambda text: print(text, flush=True),
-            )
-        )
-        print(report.table())
-        print(report.line())
-        if report.agentrt.status != "completed":
-            code = 1
-    except Exception:  # noqa: BLE001 - reported, then the process exits without the SDK's finalizer crash
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # temporalio/sdk-python#300: the client's core threads can abort CPython's finalization.
-    os._exit(code)
+    run_and_exit(
+        lambda: run_benchmark(
+            rounds=args.rounds,
+            result_bytes=args.result_bytes,
+            window=args.window,
+            workdir=args.workdir,
+            progress=print_progress,
+        ),
+        lambda report: report.agentrt.status == "completed",
+    )
 
 
 if __name__ == "__main__":

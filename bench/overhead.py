@@ -66,13 +66,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
-import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +88,7 @@ from agentrt.client import AgentClient
 from agentrt.schemas import SessionConfig, TurnEnded
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, DevServer, build_worker
+from bench._cli import print_progress, run_and_exit
 from bench._floor import FLOOR_ACTIVITIES, FloorAgentWorkflow, FloorInput
 from bench.history import (
     PRINCIPAL,
@@ -691,34 +689,17 @@ def main(argv: list[str] | None = None) -> None:
         check_parameters(args.rounds, args.repeats, args.result_bytes, args.systems)
     except ValueError as err:
         parser.error(str(err))
-    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
-    # Keep the SDK's warnings (e.g. the history-size warnings of the transcript-in-history rows) out of the report.
-    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
-    code = 0
-    try:
-        report = asyncio.run(
-            run_benchmark(
-                rounds=args.rounds,
-                repeats=args.repeats,
-                result_bytes=args.result_bytes,
-                systems=args.systems,
-                workdir=args.workdir,
-                progress=lambda text: print(text, flush=True),
-            )
-        )
-        print(report.table())
-        print(report.line())
-        if "agentrt" in args.systems and not report.completed("agentrt", max(args.rounds)):
-            code = 1
-    except Exception:  # noqa: BLE001 - reported, then the process exits without the SDK's finalizer crash
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # temporalio/sdk-python#300: the client's core threads can abort CPython's finalization.
-    os._exit(code)
+    run_and_exit(
+        lambda: run_benchmark(
+            rounds=args.rounds,
+            repeats=args.repeats,
+            result_bytes=args.result_bytes,
+            systems=args.systems,
+            workdir=args.workdir,
+            progress=print_progress,
+        ),
+        lambda report: "agentrt" not in args.systems or report.completed("agentrt", max(args.rounds)),
+    )
 
 
 if __name__ == "__main__":

@@ -51,14 +51,11 @@ import asyncio
 import collections
 import json
 import math
-import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +70,7 @@ from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer
 from agentrt.workflows.session import workflow_id_for
 from bench._bench_worker import DEFAULT_STICKY_TIMEOUT_SECONDS, WorkerProcess, WorkerSettings
+from bench._cli import print_progress, run_and_exit
 from bench.concurrency import percentile
 from bench.history import TOOL, file_content, file_name
 
@@ -458,29 +456,15 @@ def main(argv: list[str] | None = None) -> None:
         check_parameters(args.kills, args.rounds, args.heartbeat_timeout, args.sticky_timeout)
     except ValueError as err:
         parser.error(str(err))
-    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
-    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
-    code = 0
-    try:
-        report = asyncio.run(run_benchmark(
-            workdir=args.workdir, progress=lambda text: print(text, flush=True), kills=args.kills, seed=args.seed,
+    run_and_exit(
+        lambda: run_benchmark(
+            workdir=args.workdir, progress=print_progress, kills=args.kills, seed=args.seed,
             rounds=args.rounds, heartbeat_timeout_seconds=args.heartbeat_timeout,
             sticky_timeout_seconds=args.sticky_timeout, database_url=args.database_url,
-        ))
-        print(report.settings_text())
-        print(report.table())
-        print(report.line())
-        if report.completed != len(report.kills):
-            code = 1
-    except Exception:  # noqa: BLE001 - reported, then the process exits without the SDK's finalizer crash
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # temporalio/sdk-python#300: the client's core threads can abort CPython's finalization.
-    os._exit(code)
+        ),
+        lambda report: report.completed == len(report.kills),
+        settings=True,
+    )
 
 
 if __name__ == "__main__":

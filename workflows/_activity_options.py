@@ -81,14 +81,7 @@ class ActivityConfig:
 
         Raises ``ValueError`` when the activity needs a per-call bound that was not given.
         """
-        bound = start_to_close if start_to_close is not None else self.start_to_close
-        if bound is None:
-            raise ValueError(f"activity {self.name} needs a start_to_close bound")
-        options: dict[str, Any] = {
-            "start_to_close_timeout": timedelta(seconds=bound),
-            "retry_policy": self.retry_policy,
-            "summary": summary,
-        }
+        options = self._common(summary, start_to_close)
         if self.heartbeats:
             if heartbeat_timeout is None:
                 raise ValueError(f"activity {self.name} heartbeats and needs a heartbeat timeout")
@@ -107,17 +100,16 @@ class ActivityConfig:
         Retries longer apart than ``local_retry_threshold`` (the SDK's, one minute) wait on a
         timer. Raises ``ValueError`` when the activity needs a per-call bound that was not given.
         """
-        bound = start_to_close if start_to_close is not None else self.start_to_close
-        if bound is None:
-            raise ValueError(f"activity {self.name} needs a start_to_close bound")
-        options: dict[str, Any] = {
-            "start_to_close_timeout": timedelta(seconds=bound),
-            "retry_policy": self.retry_policy,
-            "summary": summary,
-        }
+        options = self._common(summary, start_to_close)
         if self.cancellable:
             options["cancellation_type"] = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         return options
+
+    def _common(self, summary: str, start_to_close: float | None) -> dict[str, Any]:
+        bound = start_to_close if start_to_close is not None else self.start_to_close
+        if bound is None:
+            raise ValueError(f"activity {self.name} needs a start_to_close bound")
+        return {"start_to_close_timeout": timedelta(seconds=bound), "retry_policy": self.retry_policy, "summary": summary}
 
 
 MODEL_CALL = ActivityConfig(PROVIDER_COMPLETE, MODEL_RETRY, heartbeats=True, cancellable=True)
