@@ -44,7 +44,7 @@ class ContextSteps(SessionCore):
     async def _initialize(self) -> None:
         if self._carried:
             self._fixed_tokens = self._estimate_fixed_tokens()
-            self._set_status("idle")
+            self._set_status("idle", with_owner=True)
             await self._flush()
             return
         try:
@@ -80,7 +80,7 @@ class ContextSteps(SessionCore):
         for early in self._early_cancels:
             self.cancel_turn(early)
         await self._flush(include_config=True)
-        self._set_status("idle")
+        self._set_status("idle", with_owner=True)
 
     async def _describe_profile(self, profile: str) -> ProfileLookup:
         return await self._execute(

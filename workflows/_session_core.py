@@ -66,9 +66,6 @@ class SessionCore:
     _context_enabled: bool
     _turn_control: bool
     _lean_rounds: bool
-    # Search attribute values last written (lean-rounds-v1 writes only changes).
-    _upserted_status: str | None
-    _upserted_owner: str | None
     _fixed_tokens: int
     _round: int
     # Reconcile answers of a cancelled turn not yet in the effect ledger (``turn-control-v1``).
@@ -193,22 +190,22 @@ class SessionCore:
             **config.options(summary=summary, start_to_close=start_to_close, heartbeat_timeout=heartbeat_timeout),
         )
 
-    def _set_status(self, status: SessionStatus) -> None:
+    def _set_status(self, status: SessionStatus, *, with_owner: bool = False) -> None:
+        """Record ``status`` (search attribute ``AgentSessionStatus``); ``with_owner`` also writes ``AgentOwner``.
+
+        Under ``lean-rounds-v1`` the owner is written once per run (``_initialize`` asks for it)
+        instead of with every status.
+        """
         self._status = status
         if not self._lean_rounds:
             workflow.upsert_search_attributes(
                 [SESSION_STATUS.value_set(status), SESSION_OWNER.value_set(self._config.owner)]
             )
         else:
-            changes = []
-            if self._upserted_status != status:
-                changes.append(SESSION_STATUS.value_set(status))
-                self._upserted_status = status
-            if self._upserted_owner != self._config.owner:
+            changes = [SESSION_STATUS.value_set(status)]
+            if with_owner:
                 changes.append(SESSION_OWNER.value_set(self._config.owner))
-                self._upserted_owner = self._config.owner
-            if changes:
-                workflow.upsert_search_attributes(changes)
+            workflow.upsert_search_attributes(changes)
         if status == "idle":
             workflow.set_current_details(
                 f"**idle** · {self._state.turns_completed} turns · profile `{self._config.profile}`"

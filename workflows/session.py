@@ -24,8 +24,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from agentrt.schemas import (
     SEARCH_ATTRIBUTE_KEYS,
-    SESSION_OWNER,
-    SESSION_STATUS,
     SESSION_WORKFLOW,
     ArchiveInput,
     AssistantMessageCompleted,
@@ -134,10 +132,6 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
         self._turn_control = workflow.patched(TURN_CONTROL_PATCH)
         self._lean_rounds = workflow.patched(LEAN_ROUNDS_PATCH)
-        # Set at start by AgentClient (or carried over by continue-as-new): not written again.
-        attributes = workflow.info().typed_search_attributes
-        self._upserted_status = attributes.get(SESSION_STATUS)
-        self._upserted_owner = attributes.get(SESSION_OWNER)
         self._fixed_tokens = 0
 
     # ---------------------------------------------------------------- run
