@@ -28,11 +28,11 @@ from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow
 
 # How long ``wait`` pauses before asking again while no worker or server answers (seconds).
 WAIT_RETRY_SECONDS = 1.0
-# The longest one ``wait_turn`` update waits (seconds): a longer wait asks again, so a wait
-# with no deadline never holds an update whose worker went away.
+# The longest one ``wait_turn`` call waits for an answer (seconds) before it asks again, with
+# the same update id: it finds the same update, so no second one waits in the session.
 WAIT_SLICE_SECONDS = 60.0
-# How much longer than its own bound one ``wait_turn`` call may take before it is asked again (seconds).
-WAIT_RPC_MARGIN_SECONDS = 10.0
+# How long ``wait`` pauses when the session answered ``ask_again`` (it continues as new) (seconds).
+ASK_AGAIN_SECONDS = 0.05
 
 
 async def wait_for_turn(
@@ -40,15 +40,21 @@ async def wait_for_turn(
 ) -> TurnOutcome:
     """The turn's outcome, or ``pending`` once ``timeout_seconds`` (>= 0, None: no bound) passed.
 
-    The ``turn`` query first; then the ``wait_turn`` update with the time left (at most
-    ``WAIT_SLICE_SECONDS`` at a time), asked again when it answers ``ask_again`` (the session
-    continued as new), when its slice ends, or when no worker or server answered it. Raises
+    The ``turn`` query first; then the ``wait_turn`` update (no timeout of its own) for the
+    time left, ``WAIT_SLICE_SECONDS`` per call, asked again when it answers ``ask_again`` (the
+    session continued as new), when a call's time ends, or when no worker or server answered. Raises
     ``RequestRejected`` for an unknown turn or a session whose workflow ended before the turn
     did (terminated, timed out), ``SessionNotFound``; ``asyncio.CancelledError`` when cancelled.
     """
     loop = asyncio.get_running_loop()
     deadline = None if timeout_seconds is None else loop.time() + timeout_seconds
     forgotten = False
+    # The update waits without a timer of its own: an update that ends by its timer in the same
+    # workflow task as a step of the turn has been seen to replay in another order after a
+    # worker crash. Its RPC is bounded instead; an update still waiting when the caller's
+    # deadline passes answers when the turn ends. One update id per turn: every wait for the
+    # turn (any caller, any retry) finds the same update in the run, so no waits pile up.
+    update_id = f"wait-{turn_id}"
     while True:
         outcome = await _query_turn(handle, store, session_id, turn_id)
         if outcome is not None:
@@ -60,8 +66,9 @@ async def wait_for_turn(
         try:
             outcome = await handle.execute_update(
                 SessionWorkflow.wait_turn,
-                WaitTurnInput(turn_id=turn_id, timeout_seconds=bound),
-                rpc_timeout=timedelta(seconds=bound + WAIT_RPC_MARGIN_SECONDS),
+                WaitTurnInput(turn_id=turn_id),
+                id=update_id,
+                rpc_timeout=timedelta(seconds=bound),
             )
         except WorkflowUpdateFailedError as err:
             if FORGOTTEN_TURN in update_failure_cause(err) and store is not None and not forgotten:
@@ -72,7 +79,7 @@ async def wait_for_turn(
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError() from err  # the caller cancelled the wait
-            continue  # no worker took the update in time: ask again, within the deadline
+            continue  # no answer within the slice: ask again (the same update), within the deadline
         except RPCError as err:
             ended = await _ended_status(handle)
             if ended == "gone":
@@ -91,7 +98,9 @@ async def wait_for_turn(
             return outcome
         if deadline is not None and loop.time() >= deadline:
             return outcome  # pending at the deadline
-        # pending before the deadline: the slice ended, or the session continues as new (ask_again)
+        # pending before the deadline: the session is about to continue as new (ask_again); the
+        # same update id answers the same in this run, so ask the next run in a moment.
+        await asyncio.sleep(ASK_AGAIN_SECONDS)
 
 
 async def _query_turn(handle: WorkflowHandle, store: Store | None, session_id: str, turn_id: str) -> TurnOutcome | None:
