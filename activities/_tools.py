@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextvars
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from agentrt.store import Store
 
 PREVIEW_CHARS = 200
-# A tool call's first heartbeat comes no sooner than this (seconds).
-HEARTBEAT_SECONDS = 0.5
 
 
 class ToolActivities:
@@ -101,17 +99,10 @@ class ToolActivities:
 
     @staticmethod
     def _context(input: ToolExecuteInput) -> ToolContext:
-        began = time.monotonic()
-
-        def heartbeat() -> None:
-            # Not in a call's first HEARTBEAT_SECONDS: a fast call sends none, the server records none.
-            if time.monotonic() - began >= HEARTBEAT_SECONDS:
-                activity.heartbeat()
-
+        # No heartbeat hook: ``_heartbeating`` beats for the whole call, the tool's own calls add nothing.
         return ToolContext(
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
-            heartbeat=heartbeat,
             is_cancelled=activity.is_cancelled,
         )
 
@@ -144,9 +135,10 @@ class ToolActivities:
 @contextmanager
 def _heartbeating() -> Iterator[None]:
     """Heartbeat every ``HEARTBEAT_SECONDS`` from a side thread while the block runs, the first
-    after ``HEARTBEAT_SECONDS``: a store write waiting on a busy database, or a tool between
-    its own heartbeats, must not look like a dead worker (the session's heartbeat timeout is
-    a few seconds). A local activity cannot heartbeat: nothing is started for one."""
+    after ``HEARTBEAT_SECONDS`` (a call that ends sooner sends none): a store write waiting on
+    a busy database, or a tool working for long, must not look like a dead worker (the
+    session's heartbeat timeout is a few seconds), and a cancel reaches the call in the answer
+    to a heartbeat. A local activity cannot heartbeat: nothing is started for one."""
     if activity.info().is_local:
         yield
         return

@@ -197,15 +197,10 @@ class SessionCore:
         instead of with every status.
         """
         self._status = status
-        if not self._lean_rounds:
-            workflow.upsert_search_attributes(
-                [SESSION_STATUS.value_set(status), SESSION_OWNER.value_set(self._config.owner)]
-            )
-        else:
-            changes = [SESSION_STATUS.value_set(status)]
-            if with_owner:
-                changes.append(SESSION_OWNER.value_set(self._config.owner))
-            workflow.upsert_search_attributes(changes)
+        attributes = [SESSION_STATUS.value_set(status)]
+        if with_owner or not self._lean_rounds:
+            attributes.append(SESSION_OWNER.value_set(self._config.owner))
+        workflow.upsert_search_attributes(attributes)
         if status == "idle":
             workflow.set_current_details(
                 f"**idle** · {self._state.turns_completed} turns · profile `{self._config.profile}`"

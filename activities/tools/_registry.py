@@ -37,8 +37,8 @@ class ToolContext:
     - ``workspace``: the directory every path argument is confined to.
     - ``timeout_seconds``: upper bound on the tool's run time (seconds); tools that take
       their own timeout argument clamp it to this.
-    - ``heartbeat``: call about once a second during long work (the activity wrapper
-      forwards it to Temporal).
+    - ``heartbeat``: call about once a second during long work, for a runner that needs it
+      (the ``tool.execute`` activity heartbeats to Temporal by itself for the whole call).
     - ``is_cancelled``: poll during long work; when True, stop and raise ``ToolError``.
     """
 
