@@ -14,6 +14,15 @@ def print_progress(text: str) -> None:
     print(text, flush=True)
 
 
+def quiet_sdk_logs() -> None:
+    """Keep the SDK's warnings (history-size warnings, retries while a server restarts) out of a
+    benchmark's output: its core logs errors only. Call before any client or worker exists."""
+    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
+
+
 def run_and_exit(
     benchmark: Callable[[], Awaitable[Any]], passed: Callable[[Any], bool], *, settings: bool = False
 ) -> NoReturn:
@@ -21,11 +30,7 @@ def run_and_exit(
     when ``settings``, ``table()``, then ``line()`` last) and exit 0 if ``passed(report)``, else 1
     (1 with the traceback when it raised). Exits with ``os._exit``: the client's core threads can
     abort CPython's finalization (temporalio/sdk-python#300)."""
-    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
-    # Keep the SDK's warnings (e.g. the history-size warnings of transcript-in-history runs) out of the report.
-    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
+    quiet_sdk_logs()
     code = 0
     try:
         report = asyncio.run(benchmark())  # type: ignore[arg-type]

@@ -25,9 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-
 from bench._chaos_harness import run_chaos
+from bench._cli import print_progress, quiet_sdk_logs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,9 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--deadline", type=float, default=None, help="overall bound in seconds (default: from the sizes)")
     args = parser.parse_args(argv)
-    # This process is ours: keep the SDK's retry warnings (server restarts) out of the progress log.
-    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
+    quiet_sdk_logs()  # this process is ours: the SDK's retry warnings (server restarts) stay out of the log
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agentrt-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     report = asyncio.run(
@@ -59,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             workdir=workdir,
             deadline_seconds=args.deadline,
-            progress=lambda text: print(text, flush=True),
+            progress=print_progress,
             append_risk=args.risk,
         )
     )
