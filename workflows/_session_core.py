@@ -93,14 +93,17 @@ class SessionCore:
         """A cancel arrived while a call that finished anyway was in flight: stop before the next step."""
         return self._turn_control and self._cancel_requested()
 
-    async def _flush_in_turn(self) -> None:
-        """``_flush`` before a turn's next model or tool call; raises ``TurnCancelled`` if a cancel came meanwhile.
+    async def _before_call(self) -> None:
+        """Before a turn's next model or tool call; raises ``TurnCancelled`` if a cancel came meanwhile.
 
-        A store write that completes in the workflow task that also brings the cancel returns
-        normally (the SDK turns the turn task's cancellation into a cancel of the write, which
-        had finished): without this check the next call would run, unasked and uncancelled.
+        Under ``lean-rounds-v1`` what is staged travels with the call (``_writes_for_call``);
+        older histories ``_flush`` it first. A store write that completes in the workflow task
+        that also brings the cancel returns normally (the SDK turns the turn task's cancellation
+        into a cancel of the write, which had finished): without the check the next call would
+        run, unasked and uncancelled.
         """
-        await self._flush()
+        if not self._lean_rounds:
+            await self._flush()
         if self._stop_after_step():
             raise TurnCancelled()
 

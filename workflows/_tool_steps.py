@@ -103,11 +103,7 @@ class ToolCallSteps(SessionCore):
         if local:
             tool_seconds = min(tool_seconds, options.LOCAL_TOOL_SECONDS - options.LOCAL_TOOL_GRACE_SECONDS)
         while True:
-            if self._lean_rounds:
-                if self._stop_after_step():
-                    raise TurnCancelled()
-            else:
-                await self._flush_in_turn()
+            await self._before_call()
             workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
             writes = self._writes_for_call()
             try:

@@ -295,11 +295,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         usage, calls = Usage(), 0
         for round_number in range(1, self._config.max_rounds_per_turn + 1):
             self._round = round_number
-            if self._lean_rounds:
-                if self._stop_after_step():
-                    raise TurnCancelled()  # what is staged goes with the model call, or is written at the turn's end
-            else:
-                await self._flush_in_turn()
+            await self._before_call()
             try:
                 reply = await self._call_model(turn_id, round_number)
             except ModelCallFailed as failure:
