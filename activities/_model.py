@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentrt.activities import _attempts
 from agentrt.activities.providers import application_error_from, provider_for
 from agentrt.schemas import (
     CONTEXT_COMPACT,
@@ -193,7 +194,7 @@ class ModelActivities:
         async def on_delta(text: str) -> None:
             buffer.append(text)
             if loop.time() - began >= HEARTBEAT_SECONDS:
-                activity.heartbeat()
+                _attempts.heartbeat()
             if len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
                 await flush()
 
@@ -313,7 +314,8 @@ async def _keep_heartbeating() -> None:
     """Heartbeat every ``HEARTBEAT_SECONDS`` until cancelled: a provider may be silent for long,
     and a cancel reaches an activity only in the answer to a heartbeat (the worker sends them
     at most once per ``max_heartbeat_throttle_interval``). The first after ``HEARTBEAT_SECONDS``:
-    a call that ends sooner sends none, and the server records no heartbeat for it."""
+    a call that ends sooner sends none, and the server records no heartbeat for it. Each
+    names this worker process (``_attempts.WORKER_PROCESS``) for a retry to read."""
     while True:
         await asyncio.sleep(HEARTBEAT_SECONDS)
-        activity.heartbeat()
+        _attempts.heartbeat()

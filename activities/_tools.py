@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
@@ -147,7 +148,7 @@ def _heartbeating() -> Iterator[None]:
 
     def beat() -> None:
         while not done.wait(HEARTBEAT_SECONDS):
-            context.run(activity.heartbeat)
+            context.run(_attempts.heartbeat)
 
     threading.Thread(target=beat, name="tool-heartbeat", daemon=True).start()
     try:

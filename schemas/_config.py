@@ -70,7 +70,10 @@ class SessionConfig(Model):
       None waits forever.
     - ``max_rounds_per_turn``: model calls per turn before the turn ends as ``round_limit``.
     - ``heartbeat_timeout_seconds``: how soon a dead worker's model or tool call is retried
-      elsewhere (seconds). Those activities heartbeat about once a second while they run.
+      elsewhere (seconds). Those activities heartbeat about once a second while they run
+      (``HEARTBEAT_THROTTLE``), so a worker whose event loop stalls for longer than this
+      less a second has its calls retried; the default, 3 s, resumes a killed worker's
+      turn within about 4 s of its restart (``python -m bench.recovery``).
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -88,7 +91,7 @@ class SessionConfig(Model):
     max_rounds_per_turn: int = Field(default=250, ge=1)
     model_timeout_seconds: float = 600.0
     tool_timeout_seconds: float = 300.0
-    heartbeat_timeout_seconds: float = 5.0
+    heartbeat_timeout_seconds: float = 3.0
     title: str | None = None
     # Left out when True (the default): a worker of an earlier version still reads the config.
     local_tools: bool = Field(default=True, exclude_if=lambda v: v is True)

@@ -25,6 +25,7 @@ from agentrt.worker._plugin import (
     plugin_of,
     workflow_runner,
 )
+from agentrt.worker._resume import ResumeInterceptor
 from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
 from agentrt.worker._worker import HEARTBEAT_THROTTLE, STICKY_SCHEDULE_TO_START, build_worker, running_worker
 
@@ -43,6 +44,7 @@ __all__ = [
     "PayloadNotFound",
     "PayloadStorage",
     "PayloadStorageError",
+    "ResumeInterceptor",
     "SEARCH_ATTRIBUTES",
     "STICKY_SCHEDULE_TO_START",
     "STORE_DRIVER_NAME",

@@ -38,6 +38,7 @@ from agentrt.schemas import (
 from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payloads import PayloadStorage, payload_storage
+from agentrt.worker._resume import ResumeInterceptor
 from agentrt.workflows.session import SessionWorkflow
 
 __all__ = [
@@ -155,7 +156,8 @@ class AgentrtPlugin(SimplePlugin):
         return given + [w for w in WORKFLOWS if w not in given]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """See ``SimplePlugin``. Also appends ``agentrt-payloads=...`` to the worker's identity,
+        """See ``SimplePlugin``. Also adds ``ResumeInterceptor`` (a call retried after a dead
+        worker frees its session from that worker's sticky queue), appends ``agentrt-payloads=...`` to the worker's identity,
         gives a worker that runs the plugin's (synchronous) activities a thread pool for them
         when it has no activity executor, and adds no workflows to a worker given activities only."""
         adds_activities = not config.get("activities") and bool(self._activities)
@@ -170,6 +172,9 @@ class AgentrtPlugin(SimplePlugin):
             config["max_concurrent_local_activities"] = local  # threads for local activities beside the others
             config["activity_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=slots + local)
         client = config.get("client")
+        interceptors = list(config.get("interceptors") or [])
+        if client is not None and not any(isinstance(i, ResumeInterceptor) for i in interceptors):
+            config["interceptors"] = [*interceptors, ResumeInterceptor(client)]
         base = config.get("identity") or (client.identity if client is not None else None) or f"{os.getpid()}@{socket.gethostname()}"
         if PAYLOADS_IDENTITY_KEY + "=" not in base:
             config["identity"] = f"{base} {PAYLOADS_IDENTITY_KEY}={','.join(self.payload_storage.reader_fingerprints)}"

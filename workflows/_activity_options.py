@@ -27,11 +27,13 @@ from agentrt.schemas import (
 CONFIGURATION_ERRORS = ["ConfigurationError", "UnknownProfileError", "InvalidScriptError"]
 
 # Provider retries: bounded, exponential (Retry-After, when sent, is the next delay); configuration mistakes are final.
+# The first retry comes soon (a lost worker's call, timed out by its heartbeat, should not
+# wait); nine attempts keep about two minutes of back-off for a failing provider.
 MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
+    initial_interval=timedelta(seconds=0.5),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
+    maximum_attempts=9,
     non_retryable_error_types=CONFIGURATION_ERRORS,
 )
 # Compaction is an optimisation the session can go on without (the plan omits what does not
@@ -44,7 +46,7 @@ COMPACT_RETRY = RetryPolicy(
     non_retryable_error_types=CONFIGURATION_ERRORS,
 )
 # Tool failures come back as results; activity retries cover lost workers only.
-TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=5)
 # Listing tools reads the worker's registry: a few attempts (about 1.5 minutes) cover a
 # worker restart; a registry that keeps failing is a broken worker, and the session says so.
 TOOLS_LIST_RETRY = RetryPolicy(
