@@ -163,14 +163,15 @@ class ModelActivities:
 
     async def _complete(self, input: ModelCallInput) -> ModelCallResult:
         info = activity.info()
-        if input.store_writes is not None:
-            await asyncio.to_thread(self._store.append, input.store_writes)  # first: the call's own events
         try:
             profile = self._profile(input.profile, input.script)
             provider = provider_for(profile)
         except ConfigurationError as err:
+            if input.store_writes is not None:
+                await asyncio.to_thread(self._store.append, input.store_writes)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        system, messages = await asyncio.to_thread(self._context, input)
+        # One transaction for the call's own events and its "started" receipt, then the context.
+        system, messages = await asyncio.to_thread(self._begin, input, info.attempt)
         tools, _unknown = self._registry.specs(input.tool_names)
         request = ModelRequest(
             profile=profile, system=system, messages=messages, tools=tools, reply_index=input.reply_index
@@ -198,37 +199,27 @@ class ModelActivities:
             if len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
                 await flush()
 
-        async def receipt(status: str, usage: Usage | None = None) -> None:
-            usage = usage or Usage()
-            await asyncio.to_thread(
-                self._store.record_usage,
-                input.session_id,
-                input.turn_id,
-                input.round,
-                info.attempt,
-                status,
-                usage.input_tokens,
-                usage.output_tokens,
-            )
+        async def end(status: str, usage: Usage | None = None) -> None:
+            """The deltas still buffered and the attempt's receipt, in one transaction."""
+            texts = list(buffer)
+            buffer.clear()
+            await asyncio.to_thread(self._end, input, info.attempt, texts, written, status, usage or Usage())
 
-        # A receipt per attempt: "started" now, then "completed" or "interrupted". One left
-        # "started" belongs to an attempt whose worker died; its retry is a fresh request.
-        await receipt("started")
+        # A receipt per attempt: "started" (in _begin), then "completed" or "interrupted". One
+        # left "started" belongs to an attempt whose worker died; its retry is a fresh request.
         try:
             response = await provider.complete(request, on_delta)
         except ProviderError as err:
             partial = err.partial_usage if isinstance(err.partial_usage, Usage) else None
-            await receipt("interrupted", partial)
+            await end("interrupted", partial)
             raise application_error_from(err) from err
         except ConfigurationError as err:
-            await receipt("interrupted")
+            await end("interrupted")
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         except asyncio.CancelledError:
-            await asyncio.shield(receipt("interrupted"))
+            await asyncio.shield(end("interrupted"))
             raise
-        finally:
-            await flush()
-        await receipt("completed", response.usage)
+        await end("completed", response.usage)
         return ModelCallResult(
             text=response.text,
             tool_calls=response.tool_calls,
@@ -236,6 +227,23 @@ class ModelActivities:
             stop_reason=response.stop_reason,
             position=input.reply_position,
         )
+
+    def _begin(self, input: ModelCallInput, attempt: int) -> tuple[str | None, list[Message]]:
+        """Write the call's staged writes and its "started" receipt (one transaction); read its context."""
+        with self._store.transaction() as conn:
+            if input.store_writes is not None:
+                self._store.append(input.store_writes, conn=conn)  # first: the call's own events
+            self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
+        return self._context(input)
+
+    def _end(self, input: ModelCallInput, attempt: int, texts: list[str], start_idx: int, status: str, usage: Usage) -> None:
+        """Write the last streamed ``texts`` and the attempt's receipt (``status``, ``usage``) in one transaction."""
+        with self._store.transaction() as conn:
+            self._store.append_deltas(input.session_id, input.turn_id, input.round, attempt, texts, start_idx, conn=conn)
+            self._store.record_usage(
+                input.session_id, input.turn_id, input.round, attempt, status,  # type: ignore[arg-type]
+                usage.input_tokens, usage.output_tokens, conn=conn,
+            )
 
     @activity.defn(name=CONTEXT_COMPACT)
     async def compact(self, input: CompactInput) -> CompactResult:

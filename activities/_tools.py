@@ -33,6 +33,7 @@ from agentrt.schemas import (
     ListToolsResult,
     Message,
     ReconcileEffectInput,
+    StoreAppendInput,
     ToolError,
     ToolExecuteInput,
     ToolExecuteResult,
@@ -63,16 +64,20 @@ class ToolActivities:
         with ``ok=False``, not an activity failure: the model sees the error and goes on.
         Raises ``ApplicationError(type="EffectOutcomeUnknown", non_retryable=True)`` for an
         effectful call claimed by an earlier attempt that never recorded its outcome.
-        Writes ``input.store_writes`` (the workflow's staged events and messages) first. Runs
-        as a regular or, for a tool whose spec says ``local_activity``, a local activity.
+        Writes ``input.store_writes`` (the workflow's staged events and messages) first, or, run
+        as a local activity (a tool whose spec says ``local_activity``), with the result.
         """
         with _heartbeating():
-            if input.store_writes is not None:
+            effectful = self._is_effectful(input.call.name)
+            # A local call is short (a fast read-only tool): its staged writes go with its result, in
+            # one transaction. Any other call writes them first, so they show while the tool runs.
+            staged = input.store_writes if activity.info().is_local and not effectful else None
+            if input.store_writes is not None and staged is None:
                 self._store.append(input.store_writes)
-            if self._is_effectful(input.call.name):
+            if effectful:
                 return self._execute_at_most_once(input)
             ok, text, error_type, keys = self._run(input)
-            return self._finish(input, ok, text, error_type, keys)
+            return self._finish(input, ok, text, error_type, keys, staged=staged)
 
     @activity.defn(name=EFFECTS_RECONCILE)
     def reconcile(self, input: ReconcileEffectInput) -> None:
@@ -115,13 +120,25 @@ class ToolActivities:
         return True, output.text, None, output.state_keys
 
     def _finish(
-        self, input: ToolExecuteInput, ok: bool, text: str, error_type: str | None, state_keys: list[str] | None = None
+        self,
+        input: ToolExecuteInput,
+        ok: bool,
+        text: str,
+        error_type: str | None,
+        state_keys: list[str] | None = None,
+        *,
+        staged: StoreAppendInput | None = None,
     ) -> ToolExecuteResult:
+        """Store the call's result message (with ``staged``, the workflow's staged writes, in the
+        same transaction) and return what the workflow keeps of it."""
         state_keys = state_keys or []
         message = Message(
             role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys
         )
-        self._store.put_message(input.session_id, input.result_position, input.turn_id, message)
+        with self._store.transaction() as conn:
+            if staged is not None:
+                self._store.append(staged, conn=conn)
+            self._store.put_message(input.session_id, input.result_position, input.turn_id, message, conn=conn)
         return ToolExecuteResult(
             ok=ok,
             preview=" ".join(text.split())[:PREVIEW_CHARS],

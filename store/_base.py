@@ -7,9 +7,13 @@ over this base, so ``Store`` is one object with one engine whatever part a calle
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, Engine, Table
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
 
@@ -27,6 +31,9 @@ class StoreBase:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._dialect = engine.dialect.name
+        # Statements built once per store: building an upsert (its ``excluded`` columns) costs
+        # more CPU than running it; execute them with parameters.
+        self._statements: dict[str, Any] = {}
 
     @property
     def engine(self) -> Engine:
@@ -41,11 +48,50 @@ class StoreBase:
         """A connection whose transactions take the write lock up front (SQLite ``BEGIN IMMEDIATE``)."""
         return self._engine.connect().execution_options(agentrt_write=True)
 
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One write transaction: pass the connection as ``conn=`` to the store's write methods
+        (``append``, ``put_message``, ``record_usage``, ``append_deltas``) to commit them together,
+        one lock and one commit instead of one each. Rolls back when the block raises."""
+        with self._write() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _writing(self, conn: Connection | None) -> Iterator[Connection]:
+        """``conn`` when the caller holds a ``transaction()``, else a transaction of its own."""
+        if conn is not None:
+            yield conn
+            return
+        with self.transaction() as own:
+            yield own
+
     def _insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
         """The dialect's ``INSERT`` for ``table``, which offers ``ON CONFLICT`` clauses."""
         dialect = postgresql if self._dialect == "postgresql" else sqlite
         return dialect.insert(table)
 
     def _insert_ignore(self, table: Table, index_elements: list[str]) -> postgresql.Insert | sqlite.Insert:
-        """``INSERT .. ON CONFLICT (index_elements) DO NOTHING`` into ``table``."""
-        return self._insert(table).on_conflict_do_nothing(index_elements=index_elements)
+        """``INSERT .. ON CONFLICT (index_elements) DO NOTHING`` into ``table`` (built once;
+        values come as execute parameters)."""
+        key = f"ignore {table.name} {index_elements}"
+        if key not in self._statements:
+            self._statements[key] = self._insert(table).on_conflict_do_nothing(index_elements=index_elements)
+        return self._statements[key]
+
+    def _upsert(
+        self,
+        table: Table,
+        index_elements: list[str],
+        update_columns: list[str],
+        where: ColumnElement[bool] | None = None,
+    ) -> postgresql.Insert | sqlite.Insert:
+        """``INSERT .. ON CONFLICT (index_elements) DO UPDATE SET`` each of ``update_columns`` to
+        the new row's value (``WHERE where``), built once per table and columns; values come as
+        execute parameters. ``where`` must be the same for a given table and columns."""
+        key = f"upsert {table.name} {index_elements} {update_columns}"
+        if key not in self._statements:
+            stmt = self._insert(table)
+            self._statements[key] = stmt.on_conflict_do_update(
+                index_elements=index_elements, set_={k: stmt.excluded[k] for k in update_columns}, where=where
+            )
+        return self._statements[key]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Connection, func, insert, select
 
 from agentrt.store._base import StoreBase
 from agentrt.store._models import token_deltas
@@ -28,7 +28,15 @@ class DeltaTable(StoreBase):
     """Table ``token_deltas``."""
 
     def append_deltas(
-        self, session_id: str, turn_id: str, round: int, attempt: int, texts: list[str], start_idx: int
+        self,
+        session_id: str,
+        turn_id: str,
+        round: int,
+        attempt: int,
+        texts: list[str],
+        start_idx: int,
+        *,
+        conn: Connection | None = None,
     ) -> None:
         """Store streamed text chunks ``texts`` as idx ``start_idx``, ``start_idx + 1``, ...
 
@@ -44,7 +52,7 @@ class DeltaTable(StoreBase):
             }
             for i, chunk in enumerate(texts)
         ]
-        with self._write() as conn, conn.begin():
+        with self._writing(conn) as conn:
             conn.execute(insert(token_deltas), rows)
 
     def deltas(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[TokenDelta]:

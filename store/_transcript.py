@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import Connection, Update, and_, bindparam, or_, select, update
 
 from agentrt.schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
 from agentrt.store._base import StoreBase, utc
@@ -31,8 +31,8 @@ class SessionSummary:
 class TranscriptTables(StoreBase):
     """Tables ``sessions``, ``messages``, ``events`` and ``context_summaries``."""
 
-    def append(self, data: StoreAppendInput) -> None:
-        """Write one batch in one transaction; safe to repeat.
+    def append(self, data: StoreAppendInput, *, conn: Connection | None = None) -> None:
+        """Write one batch in one transaction (``conn``'s, when given); safe to repeat.
 
         ``data.config`` (when given) upserts the session row (``created_at`` is kept).
         Messages are inserted by (session_id, position) and events by (session_id, seq);
@@ -40,7 +40,7 @@ class TranscriptTables(StoreBase):
         """
         now = self._now()
         sid = data.session_id
-        with self._write() as conn, conn.begin():
+        with self._writing(conn) as conn:
             if data.config is not None:
                 cfg = data.config
                 values = {
@@ -53,12 +53,10 @@ class TranscriptTables(StoreBase):
                     "created_at": now,
                     "updated_at": now,
                 }
-                stmt = self._insert(sessions).values(values)
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=["session_id"],
-                    set_={k: stmt.excluded[k] for k in ("owner", "workspace", "profile", "title", "config_json", "updated_at")},
+                stmt = self._upsert(
+                    sessions, ["session_id"], ["owner", "workspace", "profile", "title", "config_json", "updated_at"]
                 )
-                conn.execute(stmt)
+                conn.execute(stmt, values)
             if data.messages:
                 rows = [
                     {
@@ -87,27 +85,34 @@ class TranscriptTables(StoreBase):
             # Row counts of multi-row INSERT .. ON CONFLICT are not reported on PostgreSQL (-1),
             # so any batch with content marks the session as updated.
             if (data.messages or data.events) and data.config is None:
-                conn.execute(update(sessions).where(sessions.c.session_id == sid).values(updated_at=now))
+                conn.execute(self._touch_session(), {"sid": sid, "now": now})
 
-    def put_message(self, session_id: str, position: int, turn_id: str | None, message: Message) -> None:
+    def _touch_session(self) -> Update:
+        """``UPDATE sessions SET updated_at = :now WHERE session_id = :sid`` (built once)."""
+        if "touch" not in self._statements:
+            self._statements["touch"] = (
+                update(sessions).where(sessions.c.session_id == bindparam("sid")).values(updated_at=bindparam("now"))
+            )
+        return self._statements["touch"]
+
+    def put_message(
+        self, session_id: str, position: int, turn_id: str | None, message: Message, *, conn: Connection | None = None
+    ) -> None:
         """Insert or replace the message at (session_id, position).
 
         Used for results written by an activity: a retried attempt replaces what an
         interrupted one wrote, so the store matches the result the workflow accepted.
         """
-        stmt = self._insert(messages).values(
+        stmt = self._upsert(messages, ["session_id", "position"], ["turn_id", "role", "content_json"])
+        values = dict(
             session_id=session_id,
             position=position,
             turn_id=turn_id,
             role=message.role,
             content_json=message.model_dump_json(),
         )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id", "position"],
-            set_={"turn_id": stmt.excluded.turn_id, "role": stmt.excluded.role, "content_json": stmt.excluded.content_json},
-        )
-        with self._write() as conn, conn.begin():
-            conn.execute(stmt)
+        with self._writing(conn) as conn:
+            conn.execute(stmt, values)
 
     def messages(self, session_id: str, upto_position: int | None = None) -> list[tuple[int, Message]]:
         """``(position, Message)`` pairs ordered by position; only positions < ``upto_position`` when given."""
@@ -132,7 +137,8 @@ class TranscriptTables(StoreBase):
 
     def put_summary(self, session_id: str, summary_id: int, upto_position: int, profile: str, text_: str) -> None:
         """Insert or replace compaction summary ``summary_id`` (a retried compaction rewrites its own row)."""
-        stmt = self._insert(context_summaries).values(
+        stmt = self._upsert(context_summaries, ["session_id", "summary_id"], ["upto_position", "profile", "text"])
+        values = dict(
             session_id=session_id,
             summary_id=summary_id,
             upto_position=upto_position,
@@ -140,12 +146,8 @@ class TranscriptTables(StoreBase):
             text=text_,
             created_at=self._now(),
         )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id", "summary_id"],
-            set_={"upto_position": stmt.excluded.upto_position, "profile": stmt.excluded.profile, "text": stmt.excluded.text},
-        )
-        with self._write() as conn, conn.begin():
-            conn.execute(stmt)
+        with self.transaction() as conn:
+            conn.execute(stmt, values)
 
     def summary(self, session_id: str, summary_id: int) -> str | None:
         """The text of compaction summary ``summary_id``, or None when there is none."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from agentrt.store._base import StoreBase, utc
 from agentrt.store._models import USAGE_STATUSES, usage_receipts
@@ -44,6 +44,8 @@ class UsageReceiptTable(StoreBase):
         status: Literal["started", "completed", "interrupted"],
         input_tokens: int = 0,
         output_tokens: int = 0,
+        *,
+        conn: Connection | None = None,
     ) -> None:
         """Upsert the receipt at (session_id, turn_id, round, attempt).
 
@@ -55,17 +57,18 @@ class UsageReceiptTable(StoreBase):
         if status not in USAGE_STATUSES:
             raise ValueError(f"record_usage: status must be one of {USAGE_STATUSES}, not {status!r}")
         now = self._now()
-        stmt = self._insert(usage_receipts).values(
+        stmt = self._upsert(
+            usage_receipts,
+            ["session_id", "turn_id", "round", "attempt"],
+            ["status", "input_tokens", "output_tokens", "updated_at"],
+            where=usage_receipts.c.status != "completed",
+        )
+        values = dict(
             session_id=session_id, turn_id=turn_id, round=round, attempt=attempt, status=status,
             input_tokens=input_tokens, output_tokens=output_tokens, created_at=now, updated_at=now,
         )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id", "turn_id", "round", "attempt"],
-            set_={k: stmt.excluded[k] for k in ("status", "input_tokens", "output_tokens", "updated_at")},
-            where=usage_receipts.c.status != "completed",
-        )
-        with self._write() as conn, conn.begin():
-            conn.execute(stmt)
+        with self._writing(conn) as conn:
+            conn.execute(stmt, values)
 
     def usage_receipts(self, session_id: str) -> list[UsageReceipt]:
         """The session's receipts ordered by ``turn_id``, ``round``, ``attempt``.

@@ -99,7 +99,12 @@ __all__ = ["FORGOTTEN_TURN", "RECENT_OUTCOMES", "SEARCH_ATTRIBUTE_KEYS", "Sessio
 workflow_id_for = session_workflow_id
 
 
-@workflow.defn(name=SESSION_WORKFLOW)
+# Not sandboxed: the sandbox re-imports a workflow's modules for every run and routes every
+# activation and payload through its proxies, about half of a round's worker CPU. What it
+# guards, the session's modules keep by construction (they import only temporalio,
+# agentrt.schemas, each other and pure standard-library names; tests/workflows/test_determinism.py
+# reads them for that), and replaying the committed histories checks the rest.
+@workflow.defn(name=SESSION_WORKFLOW, sandboxed=False)
 class SessionWorkflow(ToolCallSteps, ContextSteps):
     @workflow.init
     def __init__(self, input: SessionInput) -> None:
