@@ -1,16 +1,17 @@
 """How many agent turns one agentrt worker sustains, against the bare-Temporal floor under the same load.
 
-    python -m bench.concurrency [--sessions 100,300,1000] [--rounds 5] [--result-bytes 5120]
+    python -m bench.concurrency [--sessions 100,300,1000] [--repeats 3] [--rounds 5] [--result-bytes 5120]
         [--steady-seconds 30] [--lone-runs 5] [--start-concurrency 50] [--wait client|update]
         [--max-concurrent-activities 32] [--max-cached-workflows 1000] [--database-url URL]
         [--workdir DIR]
 
 Starts its own Temporal dev server (free ports, headless, its SQLite file in a temporary
 directory in WAL mode without fsync: ``SERVER_ARGS``; with the server's default pragmas the
-server's own writes capped the floor at about a quarter of its rate here). For each N of ``--sessions`` it runs two bursts, one after the other on the
-same server, each on a fresh task queue and a fresh worker process
+server's own writes capped the floor at about a quarter of its rate here). For each N of ``--sessions`` it runs ``--repeats`` (3)
+bursts of each system, one after the other on the same server, the order alternating
+(agentrt first, then the floor first, ...), each on a fresh task queue and a fresh worker process
 (``bench._bench_worker``, so the worker's memory and CPU are its own and can be read
-from ``/proc/<pid>``; this process is only the client):
+from ``/proc/<pid>``; this process is only the client); rates are the medians of the repetitions:
 
 - agentrt: N sessions started at once, each one turn of R rounds (``--rounds``, default 5)
   by the scripted model: each round one ``fs.read`` of a different ``--result-bytes``
@@ -94,6 +95,7 @@ from bench._floor import FloorAgentWorkflow, FloorInput
 from bench.history import TOOL, prepare_workload
 
 DEFAULT_SESSIONS = (100, 300, 1000)
+DEFAULT_REPEATS = 3
 DEFAULT_ROUNDS = 5
 DEFAULT_RESULT_BYTES = 5 * 1024
 DEFAULT_STEADY_SECONDS = 30.0
@@ -147,6 +149,7 @@ class Burst:
     sessions: int
     rounds: int
     wall_seconds: float
+    repeat: int
     turns: list[Turn]
     worker_peak_rss_mb: float
     worker_cpu_seconds: float
@@ -216,11 +219,15 @@ class ConcurrencyReport:
     def burst(self, system: str, sessions: int) -> Burst | None:
         return next((b for b in self.bursts if b.system == system and b.sessions == sessions), None)
 
+    def rounds_per_second(self, system: str, sessions: int) -> float:
+        """The median rounds/s of ``system``'s bursts of ``sessions`` (one per repetition)."""
+        rates = [b.rounds_per_second for b in self.bursts if b.system == system and b.sessions == sessions]
+        return statistics.median(rates) if rates else math.nan
+
     def ratio(self, sessions: int) -> float:
-        agentrt, floor = self.burst("agentrt", sessions), self.burst("floor", sessions)
-        if agentrt is None or floor is None or not floor.rounds_per_second:
-            return math.nan
-        return agentrt.rounds_per_second / floor.rounds_per_second
+        """agentrt's median rounds/s over the floor's, at ``sessions``."""
+        floor = self.rounds_per_second("floor", sessions)
+        return self.rounds_per_second("agentrt", sessions) / floor if floor else math.nan
 
     @property
     def largest(self) -> int:
@@ -252,19 +259,22 @@ class ConcurrencyReport:
 
     def table(self) -> str:
         head = (
-            f"{'system':<8}{'N':>6}{'done':>6}{'wall s':>8}{'rounds/s':>10}{'p50 s':>8}{'p95 s':>8}"
+            f"{'system':<8}{'N':>6}{'rep':>4}{'done':>6}{'wall s':>8}{'rounds/s':>10}{'p50 s':>8}{'p95 s':>8}"
             f"{'RSS MB':>8}{'CPU s':>8}{'CPU %':>7}{'srv %':>7}{'cli %':>7}"
         )
         lines = [head]
         for b in self.bursts:
             lines.append(
-                f"{b.system:<8}{b.sessions:>6}{b.completed:>6}{b.wall_seconds:>8.1f}{b.rounds_per_second:>10.1f}"
+                f"{b.system:<8}{b.sessions:>6}{b.repeat:>4}{b.completed:>6}{b.wall_seconds:>8.1f}{b.rounds_per_second:>10.1f}"
                 f"{b.latency(50):>8.2f}{b.latency(95):>8.2f}{b.worker_peak_rss_mb:>8.0f}{b.worker_cpu_seconds:>8.1f}"
                 f"{b.cpu_percent(b.worker_cpu_seconds):>7.0f}{b.cpu_percent(b.server_cpu_seconds):>7.0f}"
                 f"{b.cpu_percent(b.client_cpu_seconds):>7.0f}"
             )
         for n in sorted({b.sessions for b in self.bursts}):
-            lines.append(f"agentrt/floor rounds/s at N={n}: {self.ratio(n):.2f}")
+            lines.append(
+                f"agentrt/floor rounds/s at N={n}: {self.ratio(n):.2f} (medians: agentrt "
+                f"{self.rounds_per_second('agentrt', n):.1f}, floor {self.rounds_per_second('floor', n):.1f})"
+            )
         for b in self.bursts:
             failures = b.failures()
             if failures:
@@ -412,7 +422,7 @@ class _Bench:
         assert self.floor_client is not None
         return worker, _FloorDriver(self.floor_client, task_queue, self.rounds, self.result_bytes)
 
-    async def burst(self, system: str, sessions: int) -> Burst:
+    async def burst(self, system: str, sessions: int, repeat: int = 1) -> Burst:
         worker, driver = await self._worker(system, str(sessions))
         try:
             slots = asyncio.Semaphore(self.start_concurrency)
@@ -423,7 +433,8 @@ class _Bench:
             last = max(t.ended for t in turns)
             cpu1, server1, client1 = worker.cpu_seconds(), self._server_cpu(), time.process_time()
             burst = Burst(
-                system=system, sessions=sessions, rounds=self.rounds, wall_seconds=last - first, turns=list(turns),
+                system=system, sessions=sessions, rounds=self.rounds, wall_seconds=last - first, repeat=repeat,
+                turns=list(turns),
                 worker_peak_rss_mb=worker.peak_rss_mb(), worker_cpu_seconds=cpu1 - cpu0,
                 server_cpu_seconds=None if server0 is None or server1 is None else server1 - server0,
                 client_cpu_seconds=client1 - client0,
@@ -431,7 +442,7 @@ class _Bench:
         finally:
             worker.kill()
         self.say(
-            f"{system} N={sessions}: {burst.completed}/{sessions} completed in {burst.wall_seconds:.1f} s, "
+            f"{system} N={sessions} (repetition {repeat}): {burst.completed}/{sessions} completed in {burst.wall_seconds:.1f} s, "
             f"{burst.rounds_per_second:.1f} rounds/s, p50 {burst.latency(50):.2f} s, p95 {burst.latency(95):.2f} s, "
             f"worker RSS {burst.worker_peak_rss_mb:.0f} MB, CPU {burst.worker_cpu_seconds:.1f} s "
             f"({burst.cpu_percent(burst.worker_cpu_seconds):.0f} %)"
@@ -467,8 +478,10 @@ class _Bench:
 
 
 def check_parameters(sessions: Sequence[int], rounds: int, result_bytes: int, steady_seconds: float,
-                     lone_runs: int, start_concurrency: int, wait: str) -> None:
+                     lone_runs: int, start_concurrency: int, wait: str, repeats: int = 1) -> None:
     """Raise ``ValueError`` for parameters the benchmark cannot run with."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     if not sessions or any(n < 1 for n in sessions):
         raise ValueError(f"sessions must be one or more counts >= 1, got {list(sessions)}")
     if rounds < 1:
@@ -490,6 +503,7 @@ async def measure(
     workdir: Path,
     *,
     sessions: Sequence[int] = (5,),
+    repeats: int = 1,
     rounds: int = DEFAULT_ROUNDS,
     result_bytes: int = DEFAULT_RESULT_BYTES,
     steady_seconds: float = 3.0,
@@ -500,13 +514,14 @@ async def measure(
     server_pid: int | None = None,
     progress: Progress = _quiet,
 ) -> ConcurrencyReport:
-    """Bursts of each N in ``sessions`` (agentrt, then the floor) and the steady phase against the
+    """``repeats`` bursts of each N in ``sessions`` per system (agentrt and the floor, the order
+    alternating) and the steady phase against the
     server at ``address``; worker processes on fresh task queues, files under ``workdir``.
 
     ``settings.database_url`` empty means a SQLite store in ``workdir``. ``server_pid`` (the
     dev server's process) adds its CPU to the report. ``steady_seconds=0`` skips the steady phase.
     """
-    check_parameters(sessions, rounds, result_bytes, steady_seconds, lone_runs, start_concurrency, wait)
+    check_parameters(sessions, rounds, result_bytes, steady_seconds, lone_runs, start_concurrency, wait, repeats)
     settings = settings or WorkerSettings()
     if not settings.database_url:
         settings = dataclasses.replace(settings, database_url=f"sqlite:///{workdir / 'agentrt.db'}")
@@ -514,10 +529,13 @@ async def measure(
     report = ConcurrencyReport(settings, rounds, result_bytes, start_concurrency, wait)
     async with _Bench(address, workdir, settings, rounds, result_bytes, start_concurrency, wait, server_pid, progress) as bench:
         for n in sessions:
-            for system in ("agentrt", "floor"):
-                report.bursts.append(await bench.burst(system, n))
+            for repeat in range(1, repeats + 1):
+                # The order alternates, so drift on a shared machine does not favour one system.
+                order = ("agentrt", "floor") if repeat % 2 else ("floor", "agentrt")
+                for system in order:
+                    report.bursts.append(await bench.burst(system, n, repeat))
         if steady_seconds > 0:
-            capacity = max(b.sessions_per_second for b in report.bursts if b.system == "agentrt")
+            capacity = max(report.rounds_per_second("agentrt", n) for n in sessions) / rounds
             if capacity > 0:
                 report.steady = await bench.steady(capacity, steady_seconds, lone_runs)
     return report
@@ -555,6 +573,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=_counts, default=list(DEFAULT_SESSIONS),
                         help="comma-separated session counts, one burst each (default 100,300,1000)")
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
+                        help="bursts per system and N, the order alternating; rates are medians (default 3)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="tool rounds per turn (default 5)")
     parser.add_argument("--result-bytes", type=int, default=DEFAULT_RESULT_BYTES, help="bytes per tool result (default 5120)")
     parser.add_argument("--steady-seconds", type=float, default=DEFAULT_STEADY_SECONDS,
@@ -574,7 +594,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         check_parameters(args.sessions, args.rounds, args.result_bytes, args.steady_seconds, args.lone_runs,
-                         args.start_concurrency, args.wait)
+                         args.start_concurrency, args.wait, args.repeats)
     except ValueError as err:
         parser.error(str(err))
     settings = WorkerSettings(
@@ -584,7 +604,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     run_and_exit(
         lambda: run_benchmark(
-            workdir=args.workdir, progress=print_progress, sessions=args.sessions,
+            workdir=args.workdir, progress=print_progress, sessions=args.sessions, repeats=args.repeats,
             rounds=args.rounds, result_bytes=args.result_bytes, steady_seconds=args.steady_seconds,
             lone_runs=args.lone_runs, start_concurrency=args.start_concurrency, wait=args.wait, settings=settings,
         ),
