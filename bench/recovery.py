@@ -21,13 +21,14 @@ directory), a SQLite store (or ``--database-url``) and an agentrt worker process
    spawn) to that event being visible in the store;
 5. wait for the turn to complete (the next kill hits the new worker).
 
-The session config is the default one (``SessionConfig``: heartbeat timeout 5 s, model
+The session config is the default one (``SessionConfig``: heartbeat timeout 3 s, model
 timeout 600 s, tool timeout 300 s) except the scripted profile, the script and
 ``tools=["fs.read"]``; ``--heartbeat-timeout`` overrides ``heartbeat_timeout_seconds`` and
 ``--sticky-timeout`` the workers' ``sticky_queue_schedule_to_start_timeout`` (default
 agentrt's ``STICKY_SCHEDULE_TO_START``, 3 s; the SDK's own is 10 s), to show their effect. A
 killed worker's activity is retried only when Temporal times the attempt out (its heartbeat
-timeout: model and tool calls), then after the retry policy's first interval (1 s); a
+timeout: model and tool calls), then after the retry policy's first interval (0.5 s), and
+frees the session from the dead worker's sticky queue (``ResumeInterceptor``); a
 workflow task the dead worker held (with the local activities it ran: store writes, fast
 read-only tools) is retried after the workflow task timeout (10 s); a workflow task on the
 dead worker's sticky queue moves to the normal queue after the sticky schedule-to-start
@@ -191,7 +192,7 @@ class RecoveryReport:
         return (
             f"session config: SessionConfig defaults (heartbeat_timeout_seconds={self.heartbeat_timeout_seconds:g}, "
             f"model_timeout_seconds=600, tool_timeout_seconds=300); store writes start_to_close 30 s; retry first "
-            f"interval 1 s; worker sticky schedule-to-start timeout {self.sticky_timeout_seconds:g} s; turn of {self.rounds} rounds, model "
+            f"interval 0.5 s; worker sticky schedule-to-start timeout {self.sticky_timeout_seconds:g} s; turn of {self.rounds} rounds, model "
             f"delay {MODEL_DELAY[0]:g}-{MODEL_DELAY[1]:g} s; kill {KILL_AFTER[0]:g}-{KILL_AFTER[1]:g} s after the start "
             f"request; seed {self.seed}; store {self.database_url}"
         )
@@ -446,7 +447,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for kill moments and model delays (default 0)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="tool rounds per turn (default 15)")
     parser.add_argument("--heartbeat-timeout", type=float, default=None,
-                        help="session heartbeat_timeout_seconds (default: SessionConfig's, 5)")
+                        help="session heartbeat_timeout_seconds (default: SessionConfig's, 3)")
     parser.add_argument("--sticky-timeout", type=float, default=DEFAULT_STICKY_TIMEOUT_SECONDS,
                         help="workers' sticky_queue_schedule_to_start_timeout in seconds (default: agentrt's, 3)")
     parser.add_argument("--database-url", default="", help="agentrt store (default SQLite in the run directory)")

@@ -275,3 +275,42 @@ def test_last_delta_id_is_where_a_live_stream_starts(store: Store) -> None:
     last = store.last_delta_id("s1")
     assert [d.text for d in store.deltas("s1")][-1] == "b"
     assert store.deltas("s1", last) == []
+
+
+def test_writes_in_one_transaction_land_together(store: Store) -> None:
+    batch = StoreAppendInput(session_id="s1", config=config(), messages=[msg(0, "hi")], events=[TurnStarted(seq=1, turn_id="t1", at=AT)])
+    with store.transaction() as conn:
+        store.append(batch, conn=conn)
+        store.record_usage("s1", "t1", 1, 1, "started", conn=conn)
+        store.put_message("s1", 1, "t1", Message(role="tool", text="result"), conn=conn)
+        store.append_deltas("s1", "t1", 1, 1, ["a", "b"], 0, conn=conn)
+    assert [m.text for _, m in store.messages("s1")] == ["hi", "result"]
+    assert [r.status for r in store.usage_receipts("s1")] == ["started"]
+    assert [d.text for d in store.deltas("s1")] == ["a", "b"]
+
+
+def test_a_transaction_that_raises_writes_nothing_of_it(store: Store) -> None:
+    store.append(StoreAppendInput(session_id="s1", config=config(), messages=[msg(0, "hi")]))
+    with pytest.raises(RuntimeError, match="worker lost"):
+        with store.transaction() as conn:
+            store.append(StoreAppendInput(session_id="s1", messages=[msg(1, "second")]), conn=conn)
+            store.record_usage("s1", "t1", 1, 1, "started", conn=conn)
+            raise RuntimeError("worker lost")
+    assert [m.text for _, m in store.messages("s1")] == ["hi"]
+    assert store.usage_receipts("s1") == []
+
+
+def test_upserts_built_once_still_take_each_call_s_values(store: Store) -> None:
+    # The statements are built once per store; every call's values must still be its own.
+    store.record_usage("s1", "t1", 1, 1, "started")
+    store.record_usage("s1", "t1", 1, 1, "completed", 10, 5)
+    store.record_usage("s1", "t1", 2, 1, "started", 3, 0)
+    store.record_usage("s1", "t1", 1, 1, "interrupted", 0, 0)  # a completed receipt never changes
+    assert [(r.round, r.status, r.input_tokens, r.output_tokens) for r in store.usage_receipts("s1")] == [
+        (1, "completed", 10, 5),
+        (2, "started", 3, 0),
+    ]
+    store.put_message("s1", 0, "t1", Message(role="tool", text="first"))
+    store.put_message("s1", 0, "t1", Message(role="tool", text="retried"))
+    store.put_message("s1", 1, "t2", Message(role="tool", text="other"))
+    assert [(p, m.text) for p, m in store.messages("s1")] == [(0, "retried"), (1, "other")]
