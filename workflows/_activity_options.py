@@ -24,7 +24,7 @@ from agentrt.schemas import (
     TOOLS_LIST,
 )
 
-CONFIGURATION_ERRORS = ["ConfigurationError", "UnknownProfileError", "InvalidScriptError"]
+CONFIGURATION_ERRORS = ("ConfigurationError", "UnknownProfileError", "InvalidScriptError")
 
 # Provider retries: bounded, exponential (Retry-After, when sent, is the next delay); configuration mistakes are final.
 # The first retry comes soon (a lost worker's call, timed out by its heartbeat, should not

@@ -9,6 +9,8 @@ reason (``why_ignored``), never applied twice.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Literal
 
 from agentrt.schemas import (
@@ -27,13 +29,13 @@ from agentrt.schemas import (
 
 IgnoredWhy = Literal["already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch"]
 
-IGNORED_REASONS: dict[str, str] = {
+IGNORED_REASONS: Mapping[str, str] = MappingProxyType({
     "already_decided": "request {request} was already decided (or its turn ended)",
     "unknown_request": "no pending request {request} in this session",
     "not_owner": "principal {principal!r} is not the owner of this session",
     "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect)",
     "mismatch": "the decision names another call or other arguments than request {request}",
-}
+})
 
 RECONCILE_REASON = "the worker stopped between claiming and recording this effect: was it applied?"
 

@@ -26,6 +26,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
     "datetime": frozenset({"datetime", "timedelta"}),  # types; the clock is workflow.now()
     "json": None,
     "math": None,
+    "types": frozenset({"MappingProxyType"}),  # read-only module constants
     "typing": None,
     "temporalio": frozenset({"workflow"}),
     "temporalio.common": None,
@@ -47,7 +48,15 @@ def workflow_modules() -> list[Path]:
 def violations(source: str) -> list[str]:
     """What in ``source`` (a workflow module) the sandbox would refuse or replay could not repeat."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in tree.body:  # module state shared by every workflow run of the worker
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(
+            node.value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+        ):
+            names = [t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+            if names != ["__all__"]:
+                found.append(f"line {node.lineno}: mutable module state {', '.join(names)}")
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name not in ALLOWED_IMPORTS or ALLOWED_IMPORTS[alias.name] is not None:
@@ -99,6 +108,8 @@ def test_the_session_workflow_is_the_unsandboxed_one_the_check_covers() -> None:
         ("data = open('f').read()\n", "call of open()"),
         ("await asyncio.to_thread(f)\n", "call of to_thread()"),
         ("def f():\n    global counter\n", "global counter"),
+        ("SEEN: dict[str, int] = {}\n", "mutable module state SEEN"),
+        ("cache = []\n", "mutable module state cache"),
     ],
 )
 def test_the_check_finds_what_it_looks_for(source: str, expected: str) -> None:
