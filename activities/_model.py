@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from sqlalchemy import Connection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -110,13 +111,14 @@ class ModelActivities:
             )
         )
 
-    def _context(self, input: ModelCallInput) -> tuple[str | None, list[Message]]:
-        """The system prompt and messages a call sees: by the plan's ranges, or everything before the reply."""
+    def _context(self, input: ModelCallInput, conn: Connection | None = None) -> tuple[str | None, list[Message]]:
+        """The system prompt and messages a call sees: by the plan's ranges, or everything before
+        the reply (read on ``conn``, a store transaction, when given)."""
         plan = input.plan
         if plan is None:
-            rows = self._store.messages(input.session_id, input.upto_position)
+            rows = self._store.messages(input.session_id, input.upto_position, conn=conn)
             return input.system_prompt, [m for _, m in rows]
-        rows = self._store.messages_in(input.session_id, plan.ranges)
+        rows = self._store.messages_in(input.session_id, plan.ranges, conn=conn)
         superseded = superseded_positions((p, m.state_keys) for p, m in rows if m.role == "tool" and not m.is_error)
         limits = {t.position: t.max_bytes for t in plan.truncate}
         starts = {start for start, _ in plan.ranges[1:]}
@@ -135,7 +137,7 @@ class ModelActivities:
             messages.insert(0, Message(role="user", text=OMITTED_NOTE))
         system = input.system_prompt
         if plan.summary_id is not None:
-            summary = self._store.summary(input.session_id, plan.summary_id)
+            summary = self._store.summary(input.session_id, plan.summary_id, conn=conn)
             if summary is None:
                 raise ApplicationError(
                     f"compaction summary {plan.summary_id} of session {input.session_id} is not in the store",
@@ -199,11 +201,17 @@ class ModelActivities:
             if len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
                 await flush()
 
-        async def end(status: str, usage: Usage | None = None) -> None:
-            """The deltas still buffered and the attempt's receipt, in one transaction."""
+        async def end(status: str, usage: Usage | None = None, *, quiet: bool = False) -> None:
+            """The deltas still buffered and the attempt's receipt, in one transaction. ``quiet``
+            (on a failed call): a store error is logged, so the call's own error is what is raised."""
             texts = list(buffer)
             buffer.clear()
-            await asyncio.to_thread(self._end, input, info.attempt, texts, written, status, usage or Usage())
+            try:
+                await asyncio.to_thread(self._end, input, info.attempt, texts, written, status, usage or Usage())
+            except Exception:
+                if not quiet:
+                    raise
+                activity.logger.exception("could not record the end (%s) of model call attempt %d", status, info.attempt)
 
         # A receipt per attempt: "started" (in _begin), then "completed" or "interrupted". One
         # left "started" belongs to an attempt whose worker died; its retry is a fresh request.
@@ -211,13 +219,17 @@ class ModelActivities:
             response = await provider.complete(request, on_delta)
         except ProviderError as err:
             partial = err.partial_usage if isinstance(err.partial_usage, Usage) else None
-            await end("interrupted", partial)
+            await end("interrupted", partial, quiet=True)
             raise application_error_from(err) from err
         except ConfigurationError as err:
-            await end("interrupted")
+            await end("interrupted", quiet=True)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         except asyncio.CancelledError:
             await asyncio.shield(end("interrupted"))
+            raise
+        except Exception:
+            # Not a provider's error (a malformed answer that broke the adapter): keep what streamed.
+            await end("interrupted", quiet=True)
             raise
         await end("completed", response.usage)
         return ModelCallResult(
@@ -229,12 +241,15 @@ class ModelActivities:
         )
 
     def _begin(self, input: ModelCallInput, attempt: int) -> tuple[str | None, list[Message]]:
-        """Write the call's staged writes and its "started" receipt (one transaction); read its context."""
+        """In one transaction: write the call's staged writes (its own messages are part of its
+        context), read its context, write its "started" receipt. A context that cannot be read
+        (a missing summary) writes nothing, so no receipt claims a request that was never sent."""
         with self._store.transaction() as conn:
             if input.store_writes is not None:
-                self._store.append(input.store_writes, conn=conn)  # first: the call's own events
+                self._store.append(input.store_writes, conn=conn)
+            context = self._context(input, conn)
             self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
-        return self._context(input)
+        return context
 
     def _end(self, input: ModelCallInput, attempt: int, texts: list[str], start_idx: int, status: str, usage: Usage) -> None:
         """Write the last streamed ``texts`` and the attempt's receipt (``status``, ``usage``) in one transaction."""

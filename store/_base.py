@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
-
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, Table
@@ -52,7 +51,8 @@ class StoreBase:
     def transaction(self) -> Iterator[Connection]:
         """One write transaction: pass the connection as ``conn=`` to the store's write methods
         (``append``, ``put_message``, ``record_usage``, ``append_deltas``) to commit them together,
-        one lock and one commit instead of one each. Rolls back when the block raises."""
+        one lock and one commit instead of one each, and to its reads (``messages``,
+        ``messages_in``, ``summary``) to see those writes. Rolls back when the block raises."""
         with self._write() as conn, conn.begin():
             yield conn
 
@@ -63,6 +63,15 @@ class StoreBase:
             yield conn
             return
         with self.transaction() as own:
+            yield own
+
+    @contextmanager
+    def _reading(self, conn: Connection | None) -> Iterator[Connection]:
+        """``conn`` when the caller holds a ``transaction()`` (a read that sees its writes), else a connection of its own."""
+        if conn is not None:
+            yield conn
+            return
+        with self._engine.connect() as own:
             yield own
 
     def _insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
@@ -84,11 +93,15 @@ class StoreBase:
         index_elements: list[str],
         update_columns: list[str],
         where: ColumnElement[bool] | None = None,
+        where_name: str = "",
     ) -> postgresql.Insert | sqlite.Insert:
         """``INSERT .. ON CONFLICT (index_elements) DO UPDATE SET`` each of ``update_columns`` to
-        the new row's value (``WHERE where``), built once per table and columns; values come as
-        execute parameters. ``where`` must be the same for a given table and columns."""
-        key = f"upsert {table.name} {index_elements} {update_columns}"
+        the new row's value (``WHERE where``), built once per table, columns and ``where_name``
+        (the name of ``where``: a condition is known by it, not compiled on every call); values
+        come as execute parameters. Raises ``ValueError`` for a ``where`` without a name."""
+        if (where is None) != (not where_name):
+            raise ValueError("an upsert's where condition needs a where_name, and only a where has one")
+        key = f"upsert {table.name} {index_elements} {update_columns} {where_name}"
         if key not in self._statements:
             stmt = self._insert(table)
             self._statements[key] = stmt.on_conflict_do_update(

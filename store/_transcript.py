@@ -114,16 +114,20 @@ class TranscriptTables(StoreBase):
         with self._writing(conn) as conn:
             conn.execute(stmt, values)
 
-    def messages(self, session_id: str, upto_position: int | None = None) -> list[tuple[int, Message]]:
+    def messages(
+        self, session_id: str, upto_position: int | None = None, *, conn: Connection | None = None
+    ) -> list[tuple[int, Message]]:
         """``(position, Message)`` pairs ordered by position; only positions < ``upto_position`` when given."""
         q = select(messages.c.position, messages.c.content_json).where(messages.c.session_id == session_id)
         if upto_position is not None:
             q = q.where(messages.c.position < upto_position)
-        with self._engine.connect() as conn:
+        with self._reading(conn) as conn:
             rows = conn.execute(q.order_by(messages.c.position)).all()
         return [(pos, Message.model_validate_json(body)) for pos, body in rows]
 
-    def messages_in(self, session_id: str, ranges: list[tuple[int, int]]) -> list[tuple[int, Message]]:
+    def messages_in(
+        self, session_id: str, ranges: list[tuple[int, int]], *, conn: Connection | None = None
+    ) -> list[tuple[int, Message]]:
         """``(position, Message)`` pairs at positions in any of ``ranges`` (each ``[start, end)``), by position."""
         if not ranges:
             return []
@@ -131,7 +135,7 @@ class TranscriptTables(StoreBase):
             messages.c.session_id == session_id,
             or_(*(and_(messages.c.position >= start, messages.c.position < end) for start, end in ranges)),
         )
-        with self._engine.connect() as conn:
+        with self._reading(conn) as conn:
             rows = conn.execute(q.order_by(messages.c.position)).all()
         return [(pos, Message.model_validate_json(body)) for pos, body in rows]
 
@@ -149,12 +153,12 @@ class TranscriptTables(StoreBase):
         with self.transaction() as conn:
             conn.execute(stmt, values)
 
-    def summary(self, session_id: str, summary_id: int) -> str | None:
+    def summary(self, session_id: str, summary_id: int, *, conn: Connection | None = None) -> str | None:
         """The text of compaction summary ``summary_id``, or None when there is none."""
         q = select(context_summaries.c.text).where(
             context_summaries.c.session_id == session_id, context_summaries.c.summary_id == summary_id
         )
-        with self._engine.connect() as conn:
+        with self._reading(conn) as conn:
             return conn.execute(q).scalar_one_or_none()
 
     def summaries(self, session_id: str) -> list[tuple[int, int, str]]:

@@ -62,6 +62,7 @@ class UsageReceiptTable(StoreBase):
             ["session_id", "turn_id", "round", "attempt"],
             ["status", "input_tokens", "output_tokens", "updated_at"],
             where=usage_receipts.c.status != "completed",
+            where_name="not completed",
         )
         values = dict(
             session_id=session_id, turn_id=turn_id, round=round, attempt=attempt, status=status,

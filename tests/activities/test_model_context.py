@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
+import agentrt.activities._model as model
 from agentrt.activities import ModelActivities
 from agentrt.activities.tools import default_registry
 from agentrt.schemas import (
@@ -153,3 +156,38 @@ def test_model_activities_name_the_known_profiles_for_an_unknown_one(store: Stor
     lookup = activities.describe(DescribeProfileInput(profile="big"))
     assert lookup.info is None and lookup.error is not None
     assert "UnknownProfileError" in lookup.error and "'big'" in lookup.error and "small" in lookup.error
+
+
+class _BrokenAfterStreaming:
+    """A provider whose answer breaks the adapter after some text streamed (a malformed usage block)."""
+
+    async def complete(self, request, on_delta=None):  # type: ignore[no-untyped-def]
+        for chunk in ("Hel", "lo ", "wor"):
+            await on_delta(chunk)
+        raise ValueError("invalid literal for int() with base 10: 'x'")
+
+
+def _call(**fields: object) -> ModelCallInput:
+    base = dict(session_id=SID, turn_id="turn-2", round=2, profile="scripted", upto_position=7, reply_position=7)
+    return ModelCallInput(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_a_call_broken_by_an_unexpected_error_keeps_what_streamed_and_is_marked_interrupted(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model, "provider_for", lambda profile: _BrokenAfterStreaming())
+    activities = ModelActivities(Profiles({"scripted": ModelProfile(name="scripted", provider="scripted", model="m", script="x")}), store, default_registry())
+    with pytest.raises(ValueError, match="invalid literal"):
+        asyncio.run(ActivityEnvironment().run(activities.complete, _call()))
+    assert [d.text for d in store.deltas(SID)] == ["Hel", "lo ", "wor"]
+    assert [r.status for r in store.usage_receipts(SID)] == ["interrupted"]
+
+
+def test_a_call_whose_context_cannot_be_read_writes_no_receipt_and_none_of_its_staged_writes(store: Store) -> None:
+    activities = ModelActivities(Profiles(), store, default_registry())
+    staged = StoreAppendInput(session_id=SID, messages=[PositionedMessage(position=7, message=Message(role="user", text="later"))])
+    call = _call(script="unused.json", plan=ContextPlan(ranges=[(4, 7)], summary_id=9, omitted=4), store_writes=staged)
+    with pytest.raises(ApplicationError, match="summary 9"):
+        asyncio.run(ActivityEnvironment().run(activities.complete, call))
+    assert store.usage_receipts(SID) == []
+    assert len(store.messages(SID)) == 7  # the staged message stays staged in the workflow, for the next write

@@ -314,3 +314,14 @@ def test_upserts_built_once_still_take_each_call_s_values(store: Store) -> None:
     store.put_message("s1", 0, "t1", Message(role="tool", text="retried"))
     store.put_message("s1", 1, "t2", Message(role="tool", text="other"))
     assert [(p, m.text) for p, m in store.messages("s1")] == [(0, "retried"), (1, "other")]
+
+
+def test_an_upsert_with_a_condition_is_cached_under_its_condition_s_name(store: Store) -> None:
+    from agentrt.store._models import usage_receipts
+
+    keys, columns = ["session_id", "turn_id", "round", "attempt"], ["status"]
+    guarded = store._upsert(usage_receipts, keys, columns, where=usage_receipts.c.status != "completed", where_name="not completed")
+    plain = store._upsert(usage_receipts, keys, columns)
+    assert plain is not guarded and "WHERE" not in str(plain)
+    with pytest.raises(ValueError, match="where_name"):
+        store._upsert(usage_receipts, keys, columns, where=usage_receipts.c.status != "completed")

@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType, TaskQueueKind
 from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
@@ -144,3 +148,41 @@ def test_a_worker_given_only_activities_gets_no_workflows_and_one_given_nothing_
     assert workflows(activities=[only]) == []
     assert workflows() == WORKFLOWS
     assert workflows(workflows=WORKFLOWS, activities=[only]) == WORKFLOWS
+
+
+@activity.defn(name="test.flaky")
+async def _flaky() -> int:
+    if activity.info().attempt == 1:
+        raise ApplicationError("first attempt fails at once")
+    return activity.info().attempt
+
+
+@workflow.defn(name="TestFlakyWorkflow", sandboxed=False)
+class _FlakyWorkflow:
+    @workflow.run
+    async def run(self) -> int:
+        return await workflow.execute_activity(
+            "test.flaky",
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
+            result_type=int,
+        )
+
+
+async def test_a_retried_activity_of_another_workflow_leaves_its_sticky_queue_alone(
+    temporal_server: DevServer, store: Store, store_url: str
+) -> None:
+    # ResumeInterceptor looks only at a session's model and tool calls: a user workflow's
+    # retried activity (no heartbeat, another workflow type) keeps its sticky worker.
+    config = AgentrtConfig(database_url=store_url, task_queue=f"flaky-{uuid.uuid4().hex[:8]}")
+    temporal = await Client.connect(temporal_server.address, plugins=[AgentrtPlugin(config, store, registry=default_registry())])
+    async with Worker(temporal, task_queue=config.task_queue, workflows=[_FlakyWorkflow], activities=[_flaky]) as worker:
+        assert any(type(i).__name__ == "ResumeInterceptor" for i in worker.config(active_config=True)["interceptors"])
+        handle = await temporal.start_workflow(_FlakyWorkflow.run, id=f"flaky-{uuid.uuid4().hex[:8]}", task_queue=config.task_queue)
+        assert await handle.result() == 2
+    kinds = [
+        e.workflow_task_scheduled_event_attributes.task_queue.kind
+        for e in (await handle.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+    ]
+    assert kinds == [TaskQueueKind.TASK_QUEUE_KIND_NORMAL, TaskQueueKind.TASK_QUEUE_KIND_STICKY]
