@@ -37,7 +37,8 @@ class StoreAppendInput(Model):
     """Activity ``store.append``: idempotent write of messages by (session, position) and events by (session, seq).
 
     Also travels as ``store_writes`` in a model or tool call's input: the activity writes it
-    first, so staged events and messages need no activity of their own.
+    first (a local tool call: with its result), so staged events and messages need no
+    activity of their own.
     """
 
     session_id: str

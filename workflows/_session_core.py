@@ -153,7 +153,8 @@ class SessionCore:
     def _writes_for_call(self) -> StoreAppendInput | None:
         """What is staged, to travel in the next model or tool call's input (``lean-rounds-v1``).
 
-        The activity writes it before its own work; ``_call_wrote`` marks it written once the
+        The activity writes it before its own work (a local tool call: with its result);
+        ``_call_wrote`` marks it written once the
         call returned. A call that fails leaves it staged for the next write (idempotent).
         """
         if not self._lean_rounds:

@@ -35,47 +35,77 @@ ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
     "agentrt.schemas": None,
 }
 # Calls that read a clock, randomness, the environment or the outside world.
-FORBIDDEN_CALLS = frozenset({
-    "now", "utcnow", "today", "time", "monotonic", "perf_counter", "sleep_for", "random", "uuid4", "getenv",
-    "urandom", "open", "input", "print", "system", "get_running_loop", "run_in_executor", "to_thread",
-})
+# Built-ins that read or write the outside world, import behind the check's back, or differ
+# between processes (``hash`` of a str is salted per process).
+FORBIDDEN_BUILTINS = frozenset({"open", "print", "exec", "eval", "breakpoint", "__import__", "hash"})
 
 
 def workflow_modules() -> list[Path]:
     return sorted((REPO_ROOT / package_dirs()["agentrt.workflows"]).glob("*.py"))
 
 
+# Attributes whose use (a call, or a reference kept to call later) reads a clock, randomness,
+# the environment or another thread: ``datetime.now``, ``os.urandom``, ``asyncio.to_thread``.
+FORBIDDEN_ATTRIBUTES = frozenset({
+    "now", "utcnow", "today", "monotonic", "perf_counter", "urandom", "getenv", "uuid4", "to_thread",
+    "run_in_executor", "get_running_loop",
+})
+MUTABLE_FACTORIES = frozenset({"dict", "list", "set", "defaultdict", "deque", "OrderedDict", "Counter"})
+PACKAGE = "agentrt.workflows"
+
+
+def _mutable(value: ast.expr | None) -> bool:
+    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+        return True
+    return isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", "")) in MUTABLE_FACTORIES
+
+
+def _shared_state(body: list[ast.stmt], where: str) -> list[str]:
+    """Assignments of mutable values in a module's or a class's body: shared by every workflow run."""
+    found = []
+    for node in body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and _mutable(node.value):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if names != ["__all__"]:
+                found.append(f"line {node.lineno}: mutable {where} state {', '.join(names)}")
+    return found
+
+
+def _absolute(node: ast.ImportFrom) -> str:
+    """The module an import names, relative imports resolved against agentrt.workflows.<module>."""
+    if not node.level:
+        return node.module or ""
+    parts = PACKAGE.split(".")[: len(PACKAGE.split(".")) - (node.level - 1)]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
 def violations(source: str) -> list[str]:
     """What in ``source`` (a workflow module) the sandbox would refuse or replay could not repeat."""
-    found = []
     tree = ast.parse(source)
-    for node in tree.body:  # module state shared by every workflow run of the worker
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(
-            node.value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
-        ):
-            names = [t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
-            if names != ["__all__"]:
-                found.append(f"line {node.lineno}: mutable module state {', '.join(names)}")
+    found = _shared_state(tree.body, "module")
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.ClassDef):
+            found += _shared_state(node.body, "class")
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name not in ALLOWED_IMPORTS or ALLOWED_IMPORTS[alias.name] is not None:
                     found.append(f"line {node.lineno}: import {alias.name}")
         elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level or module.startswith("agentrt.workflows"):
+            module = _absolute(node)
+            if module == PACKAGE or module.startswith(PACKAGE + "."):
                 continue
             allowed = ALLOWED_IMPORTS.get(module, frozenset())
             for alias in node.names:
                 if allowed is not None and alias.name not in allowed:
                     found.append(f"line {node.lineno}: from {module} import {alias.name}")
-        elif isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "workflow":
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "workflow":
                 continue  # workflow.now(), workflow.random(), workflow.uuid4(): deterministic by design
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in FORBIDDEN_CALLS:
-                found.append(f"line {node.lineno}: call of {name}()")
+            if node.attr in FORBIDDEN_ATTRIBUTES:
+                found.append(f"line {node.lineno}: use of .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
+            found.append(f"line {node.lineno}: use of {node.id}")
         elif isinstance(node, ast.Global):
             found.append(f"line {node.lineno}: global {', '.join(node.names)}")
     return found
@@ -103,13 +133,20 @@ def test_the_session_workflow_is_the_unsandboxed_one_the_check_covers() -> None:
         ("import uuid\n", "import uuid"),
         ("from os import environ\n", "from os import environ"),
         ("from temporalio import activity\n", "from temporalio import activity"),
-        ("x = datetime.now()\n", "call of now()"),
-        ("x = time.time()\n", "call of time()"),
-        ("data = open('f').read()\n", "call of open()"),
-        ("await asyncio.to_thread(f)\n", "call of to_thread()"),
+        ("x = datetime.now()\n", "use of .now"),
+        ("from time import time\n", "from time import time"),
+        ("data = open('f').read()\n", "use of open"),
+        ("await asyncio.to_thread(f)\n", "use of .to_thread"),
         ("def f():\n    global counter\n", "global counter"),
         ("SEEN: dict[str, int] = {}\n", "mutable module state SEEN"),
         ("cache = []\n", "mutable module state cache"),
+        ("CACHE = dict()\n", "mutable module state CACHE"),
+        ("class A:\n    seen = set()\n", "mutable class state seen"),
+        ("from ..store import Store\n", "from agentrt.store import Store"),
+        ("from ..activities._attempts import WORKER_PROCESS\n", "from agentrt.activities._attempts import WORKER_PROCESS"),
+        ("clock = datetime.now\nclock()\n", "use of .now"),
+        ("t = __import__('time')\n", "use of __import__"),
+        ("k = hash('a')\n", "use of hash"),
     ],
 )
 def test_the_check_finds_what_it_looks_for(source: str, expected: str) -> None:
@@ -117,5 +154,8 @@ def test_the_check_finds_what_it_looks_for(source: str, expected: str) -> None:
 
 
 def test_the_workflow_api_and_plain_imports_pass() -> None:
-    source = "from datetime import timedelta\nfrom temporalio import workflow\nx = workflow.now()\ny = workflow.uuid4()\n"
+    source = (
+        "from datetime import timedelta\nfrom temporalio import workflow\nfrom . import context\n"
+        "from ._journal import EventJournal\nx = workflow.now()\ny = workflow.uuid4()\nLIMITS = (1, 2)\n"
+    )
     assert violations(source) == []
