@@ -198,14 +198,14 @@ class RecoveryReport:
         )
 
     def table(self) -> str:
-        lines = [f"{'kill':>4}{'at s':>6}{'up s':>6}{'due s':>7}{'resume s':>10}  {'next event':<24}{'status':<11}in flight"]
+        lines = [f"{'kill':>4}{'at s':>6}{'up s':>6}{'due s':>7}{'resume s':>10}  {'next event':<26}{'status':<11}in flight"]
         for k in self.kills:
             due = "-" if k.due_seconds is None else f"{k.due_seconds:.1f}"
             resume = "-" if k.resume_seconds is None else f"{k.resume_seconds:.2f}"
             flight = "; ".join(f.label for f in k.in_flight) or "nothing"
             lines.append(
                 f"{k.number:>4}{k.kill_after:>6.1f}{k.worker_start_seconds:>6.1f}{due:>7}{resume:>10}  "
-                f"{k.next_event:<24}{k.status:<11}{flight}"
+                f"{k.next_event:<26}{k.status:<11}{flight}"
             )
         lines.append(
             "at: kill time after the start request; up: new worker spawn -> polling; due: new worker spawn -> "

@@ -80,13 +80,13 @@ class StoreGate:
         self.entered = threading.Event()
         self.released = threading.Event()
 
-    def append(self, data: StoreAppendInput) -> None:
+    def append(self, data: StoreAppendInput, **options: Any) -> None:
         if data.session_id == self._session_id and not self.entered.is_set() and self._holds(data):
             self.entered.set()
             self.released.wait(WAIT)
             if self._lost:
                 raise ApplicationError("the held store write was lost", non_retryable=True)
-        self._append(data)
+        self._append(data, **options)
 
     async def wait_entered(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, WAIT), "the held store write never came"
@@ -678,11 +678,11 @@ def hold_tool_results(
     entered, released = threading.Event(), threading.Event()
     put_message = harness.store.put_message
 
-    def held_put_message(sid: str, *args: Any) -> None:
+    def held_put_message(sid: str, *args: Any, **options: Any) -> None:
         if sid == session_id and not entered.is_set():
             entered.set()
             released.wait(WAIT)
-        put_message(sid, *args)
+        put_message(sid, *args, **options)
 
     monkeypatch.setattr(harness.store, "put_message", held_put_message)
     return entered, released
