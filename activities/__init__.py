@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentrt.activities._attempts import WORKER_PROCESS, previous_attempt_elsewhere
 from agentrt.activities._model import ModelActivities, ProfileSource
 from agentrt.activities._store import StoreActivities
 from agentrt.activities._tools import ToolActivities
@@ -12,7 +13,15 @@ if TYPE_CHECKING:
     from agentrt.activities.tools import ToolRegistry
     from agentrt.store import Store
 
-__all__ = ["ModelActivities", "ProfileSource", "StoreActivities", "ToolActivities", "build_activities"]
+__all__ = [
+    "ModelActivities",
+    "ProfileSource",
+    "StoreActivities",
+    "ToolActivities",
+    "WORKER_PROCESS",
+    "build_activities",
+    "previous_attempt_elsewhere",
+]
 
 
 def build_activities(config: ProfileSource, store: "Store", registry: "ToolRegistry") -> list[Callable[..., Any]]:

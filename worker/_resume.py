@@ -28,7 +28,7 @@ from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.client import Client
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from agentrt.activities._attempts import previous_attempt_elsewhere
+from agentrt.activities import previous_attempt_elsewhere
 from agentrt.schemas import CONTEXT_COMPACT, PROVIDER_COMPLETE, SESSION_WORKFLOW, TOOL_EXECUTE
 
 __all__ = ["ResumeInterceptor"]
