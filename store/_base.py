@@ -8,7 +8,7 @@ over this base, so ``Store`` is one object with one engine whatever part a calle
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timezone
 from typing import Any
 
@@ -56,23 +56,13 @@ class StoreBase:
         with self._write() as conn, conn.begin():
             yield conn
 
-    @contextmanager
-    def _writing(self, conn: Connection | None) -> Iterator[Connection]:
+    def _writing(self, conn: Connection | None) -> AbstractContextManager[Connection]:
         """``conn`` when the caller holds a ``transaction()``, else a transaction of its own."""
-        if conn is not None:
-            yield conn
-            return
-        with self.transaction() as own:
-            yield own
+        return nullcontext(conn) if conn is not None else self.transaction()
 
-    @contextmanager
-    def _reading(self, conn: Connection | None) -> Iterator[Connection]:
+    def _reading(self, conn: Connection | None) -> AbstractContextManager[Connection]:
         """``conn`` when the caller holds a ``transaction()`` (a read that sees its writes), else a connection of its own."""
-        if conn is not None:
-            yield conn
-            return
-        with self._engine.connect() as own:
-            yield own
+        return nullcontext(conn) if conn is not None else self._engine.connect()
 
     def _insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
         """The dialect's ``INSERT`` for ``table``, which offers ``ON CONFLICT`` clauses."""
