@@ -172,7 +172,7 @@ class ModelActivities:
             if input.store_writes is not None:
                 await asyncio.to_thread(self._store.append, input.store_writes)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        # One transaction for the call's own events and its "started" receipt, then the context.
+        # One transaction: the call's own events, its context, its "started" receipt.
         system, messages = await asyncio.to_thread(self._begin, input, info.attempt)
         tools, _unknown = self._registry.specs(input.tool_names)
         request = ModelRequest(

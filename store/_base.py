@@ -7,7 +7,7 @@ over this base, so ``Store`` is one object with one engine whatever part a calle
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timezone
 from typing import Any
@@ -72,10 +72,10 @@ class StoreBase:
     def _insert_ignore(self, table: Table, index_elements: list[str]) -> postgresql.Insert | sqlite.Insert:
         """``INSERT .. ON CONFLICT (index_elements) DO NOTHING`` into ``table`` (built once;
         values come as execute parameters)."""
-        key = f"ignore {table.name} {index_elements}"
-        if key not in self._statements:
-            self._statements[key] = self._insert(table).on_conflict_do_nothing(index_elements=index_elements)
-        return self._statements[key]
+        return self._statement(
+            f"ignore {table.name} {index_elements}",
+            lambda: self._insert(table).on_conflict_do_nothing(index_elements=index_elements),
+        )
 
     def _upsert(
         self,
@@ -91,10 +91,17 @@ class StoreBase:
         come as execute parameters. Raises ``ValueError`` for a ``where`` without a name."""
         if (where is None) != (not where_name):
             raise ValueError("an upsert's where condition needs a where_name, and only a where has one")
-        key = f"upsert {table.name} {index_elements} {update_columns} {where_name}"
-        if key not in self._statements:
+
+        def build() -> postgresql.Insert | sqlite.Insert:
             stmt = self._insert(table)
-            self._statements[key] = stmt.on_conflict_do_update(
+            return stmt.on_conflict_do_update(
                 index_elements=index_elements, set_={k: stmt.excluded[k] for k in update_columns}, where=where
             )
+
+        return self._statement(f"upsert {table.name} {index_elements} {update_columns} {where_name}", build)
+
+    def _statement(self, key: str, build: Callable[[], Any]) -> Any:
+        """The statement cached under ``key``, built by ``build`` the first time."""
+        if key not in self._statements:
+            self._statements[key] = build()
         return self._statements[key]

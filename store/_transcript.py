@@ -89,11 +89,10 @@ class TranscriptTables(StoreBase):
 
     def _touch_session(self) -> Update:
         """``UPDATE sessions SET updated_at = :now WHERE session_id = :sid`` (built once)."""
-        if "touch" not in self._statements:
-            self._statements["touch"] = (
-                update(sessions).where(sessions.c.session_id == bindparam("sid")).values(updated_at=bindparam("now"))
-            )
-        return self._statements["touch"]
+        return self._statement(
+            "touch",
+            lambda: update(sessions).where(sessions.c.session_id == bindparam("sid")).values(updated_at=bindparam("now")),
+        )
 
     def put_message(
         self, session_id: str, position: int, turn_id: str | None, message: Message, *, conn: Connection | None = None

@@ -79,11 +79,11 @@ class _ResumeInbound(ActivityInboundInterceptor):
             await asyncio.wait({reset}, timeout=RESET_TIMEOUT.total_seconds())
 
 
-async def reset_sticky_queue(client: Client, namespace: str, workflow_id: str, run_id: str | None) -> bool:
+async def reset_sticky_queue(client: Client, namespace: str, workflow_id: str, run_id: str | None) -> None:
     """Ask Temporal to send the workflow's next workflow task to its task queue, not a sticky
-    queue (``ResetStickyTaskQueue``, bounded by ``RESET_TIMEOUT``). Returns False, after
-    logging, when that fails for any reason: the task then waits out the sticky
-    schedule-to-start timeout as it would without the reset. Never raises."""
+    queue (``ResetStickyTaskQueue``, bounded by ``RESET_TIMEOUT``). Never raises: a failure is
+    logged, and the task then waits out the sticky schedule-to-start timeout as it would
+    without the reset."""
     request = ResetStickyTaskQueueRequest(
         namespace=namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or "")
     )
@@ -91,5 +91,3 @@ async def reset_sticky_queue(client: Client, namespace: str, workflow_id: str, r
         await client.workflow_service.reset_sticky_task_queue(request, timeout=RESET_TIMEOUT)
     except Exception as err:  # noqa: BLE001 - an optimisation: never the reason a call fails
         logger.warning("could not reset the sticky queue of workflow %s: %s", workflow_id, err)
-        return False
-    return True

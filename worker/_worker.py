@@ -32,8 +32,9 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 # A workflow task left for a worker that died moves to the task queue after this (the SDK's
 # default is 10 s), unless the call that schedules it was retried after the dead worker
-# (``ResumeInterceptor`` resets the sticky queue then). A live worker takes its sticky tasks within milliseconds; one so loaded that it
-# does not within this bound lets another worker replay the session instead.
+# (``ResumeInterceptor`` resets the sticky queue then). A live worker takes its sticky tasks
+# within milliseconds; one so loaded that it does not within this bound lets another worker
+# replay the session instead.
 STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
 
 
