@@ -29,7 +29,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
     DataConverter,
     ExternalStorage,
@@ -61,6 +61,23 @@ __all__ = [
 STORE_DRIVER_NAME = "agentrt.store"
 DIRECTORY_DRIVER_NAME = "agentrt.directory"
 _KEY = re.compile(r"[0-9a-f]{64}")
+
+
+class SharedPydanticPayloadConverter(PydanticPayloadConverter):
+    """``PydanticPayloadConverter`` whose encoding converters are built once per process.
+
+    ``DataConverter`` builds a new payload converter in ``__post_init__``, and with external
+    storage the SDK copies the data converter (``dataclasses.replace``) for every payload it
+    converts in a workflow activation or an activity; each copy would build the pydantic
+    converters again, each with an empty ``TypeAdapter`` cache. Sharing them (they hold no
+    per-call state; the cache is an ``lru_cache``, safe across threads) keeps a copy cheap.
+    """
+
+    def __init__(self) -> None:  # nullary, as DataConverter.payload_converter_class needs
+        self.converters = _SHARED_PYDANTIC_CONVERTERS
+
+
+_SHARED_PYDANTIC_CONVERTERS = PydanticPayloadConverter().converters
 
 
 class PayloadStorageError(RunError):
@@ -290,7 +307,7 @@ class PayloadStorage:
             driver_selector=lambda _context, _payload: writer,
             payload_size_threshold=self.threshold_bytes,
         )
-        return dataclasses.replace(pydantic_data_converter, external_storage=external)
+        return DataConverter(payload_converter_class=SharedPydanticPayloadConverter, external_storage=external)
 
     @property
     def writer_fingerprint(self) -> str | None:

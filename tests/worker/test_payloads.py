@@ -3,6 +3,7 @@ converter, and a real workflow whose multi-megabyte values never enter its histo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -193,6 +194,25 @@ async def test_the_converter_stores_values_at_the_threshold_and_keeps_smaller_on
     assert small.metadata["encoding"] == b"json/plain"
     assert reference_of(big)["driverName"] == "agentrt.directory"
     assert await converter.decode([small, big], [str, str]) == ["x" * 100, "y" * 2000]
+
+
+async def test_a_copy_of_the_converter_shares_its_pydantic_converters_and_their_type_adapter_cache(tmp_path: Path) -> None:
+    # The SDK copies the data converter (dataclasses.replace) for every payload it converts
+    # with external storage on; each copy must not rebuild the converters or their cache.
+    converter = build_data_converter(AgentrtConfig(payloads=PayloadConfig(driver="directory", path=str(tmp_path))))
+    copy = dataclasses.replace(converter)
+
+    class Note(BaseModel):
+        text: str
+
+    (payload,) = converter.payload_converter.to_payloads([Note(text="a")])
+    assert converter.payload_converter.from_payloads([payload], [Note]) == [Note(text="a")]
+    json_converter = copy.payload_converter._inner_payload_converter.converters[b"json/plain"]
+    hits = json_converter._type_adapter.cache_info().hits
+
+    assert copy.payload_converter.from_payloads([payload], [Note]) == [Note(text="a")]
+    assert json_converter is converter.payload_converter._inner_payload_converter.converters[b"json/plain"]
+    assert json_converter._type_adapter.cache_info().hits == hits + 1
 
 
 async def test_the_converter_reads_references_of_a_driver_it_no_longer_stores_with(tmp_path: Path) -> None:
