@@ -30,4 +30,7 @@ def build_activities(config: ProfileSource, store: "Store", registry: "ToolRegis
     models = ModelActivities(config, store, registry)
     tools = ToolActivities(registry, store)
     writes = StoreActivities(store)
-    return [models.complete, models.compact, models.describe, tools.list_tools, tools.execute, tools.reconcile, writes.append]
+    return [
+        models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.execute, tools.reconcile,
+        writes.append,
+    ]

@@ -1,6 +1,7 @@
 """Model activities: ``provider.complete`` (one model call, content loaded from the store by the
 workflow's context plan, deltas streamed to the store), ``context.compact`` (a compaction
-summary) and ``profiles.describe`` (a profile's context limits)."""
+summary), ``profiles.describe`` (a profile's context limits) and ``session.prepare`` (a new
+session's tool specs and profile limits, in one call)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,19 @@ from agentrt.schemas import (
     CONTEXT_COMPACT,
     PROFILES_DESCRIBE,
     PROVIDER_COMPLETE,
+    SESSION_PREPARE,
     CompactInput,
     CompactResult,
     ConfigurationError,
     DescribeProfileInput,
+    ListToolsResult,
     Message,
     ModelCallInput,
     ModelCallResult,
     ModelProfile,
     ModelRequest,
+    PrepareSessionInput,
+    PrepareSessionResult,
     ProfileInfo,
     ProfileLookup,
     ProviderError,
@@ -91,6 +96,16 @@ class ModelActivities:
             return self._config.profiles[name]
         except KeyError:
             raise UnknownProfileError(name, list(self._config.profiles)) from None
+
+    @activity.defn(name=SESSION_PREPARE)
+    def prepare(self, input: PrepareSessionInput) -> PrepareSessionResult:
+        """A new session's tools (``tools.list``) and profile limits (``profiles.describe``) in one
+        call: one local activity before the first turn instead of two. Same results, same errors."""
+        tools, unknown = self._registry.specs(input.tools)
+        return PrepareSessionResult(
+            tools=ListToolsResult(tools=tools, unknown=unknown),
+            profile=self.describe(DescribeProfileInput(profile=input.profile, script=input.script)),
+        )
 
     @activity.defn(name=PROFILES_DESCRIBE)
     def describe(self, input: DescribeProfileInput) -> ProfileLookup:

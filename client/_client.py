@@ -195,11 +195,12 @@ class AgentClient:
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
         """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
 
-        Asks the ``turn`` query first (a turn that has ended costs nothing in history), then
-        long-polls the ``wait_turn`` update, which answers in the workflow task that records
-        the turn's end (tens of milliseconds, not a polling interval). An accepted update is
-        in history, so it survives a worker restart; while no worker or server answers, the
-        query is asked again every ``WAIT_RETRY_SECONDS``. Raises ``RequestRejected`` for a
+        Reads the store first when the client has one, else asks the ``turn`` query (either
+        way a turn that has ended costs nothing in history, nor the worker anything with a
+        store), then long-polls the ``wait_turn`` update, which answers in the workflow task
+        that records the turn's end (tens of milliseconds, not a polling interval). An accepted
+        update is in history, so it survives a worker restart; while no worker or server
+        answers, the store (or query) is asked again every ``WAIT_RETRY_SECONDS``. Raises ``RequestRejected`` for a
         negative timeout or an unknown turn, ``SessionNotFound``.
         """
         if timeout_seconds is not None and timeout_seconds < 0:

@@ -1,5 +1,5 @@
-"""Waiting for a turn's outcome: the ``turn`` query, the ``wait_turn`` update as a long-poll,
-and the store for turns an earlier run of the session has forgotten."""
+"""Waiting for a turn's outcome: the store (or, for a client without one, the ``turn`` query),
+then the ``wait_turn`` update as a long-poll."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ async def wait_for_turn(
 ) -> TurnOutcome:
     """The turn's outcome, or ``pending`` once ``timeout_seconds`` (>= 0, None: no bound) passed.
 
-    The ``turn`` query first; then the ``wait_turn`` update (no timeout of its own) for the
-    time left, ``WAIT_SLICE_SECONDS`` per call, asked again when it answers ``ask_again`` (the
+    First the store, when there is one (a turn that has ended is there before its outcome is
+    published, and reading it costs the worker nothing), else the ``turn`` query; then the
+    ``wait_turn`` update (no timeout of its own) for the time left, ``WAIT_SLICE_SECONDS`` per call, asked again when it answers ``ask_again`` (the
     session continued as new), when a call's time ends, or when no worker or server answered. Raises
     ``RequestRejected`` for an unknown turn or a session whose workflow ended before the turn
     did (terminated, timed out), ``SessionNotFound``; ``asyncio.CancelledError`` when cancelled.
@@ -56,7 +57,7 @@ async def wait_for_turn(
     # turn (any caller, any retry) finds the same update in the run, so no waits pile up.
     update_id = f"wait-{turn_id}"
     while True:
-        outcome = await _query_turn(handle, store, session_id, turn_id)
+        outcome = await _known_outcome(handle, store, session_id, turn_id)
         if outcome is not None:
             return outcome
         remaining = None if deadline is None else deadline - loop.time()
@@ -73,7 +74,7 @@ async def wait_for_turn(
         except WorkflowUpdateFailedError as err:
             if FORGOTTEN_TURN in update_failure_cause(err) and store is not None and not forgotten:
                 forgotten = True
-                continue  # the query answers from the store
+                continue  # the store may have it meanwhile
             raise RequestRejected(session_id, "wait_turn", update_failure_cause(err)) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError as err:
             task = asyncio.current_task()
@@ -85,7 +86,7 @@ async def wait_for_turn(
             if ended == "gone":
                 raise SessionNotFound(session_id) from err
             if ended is not None:
-                outcome = await _query_turn(handle, store, session_id, turn_id)
+                outcome = await _known_outcome(handle, store, session_id, turn_id, ask_workflow=True)
                 if outcome is not None:
                     return outcome
                 raise RequestRejected(
@@ -101,6 +102,18 @@ async def wait_for_turn(
         # pending before the deadline: the session is about to continue as new (ask_again); the
         # same update id answers the same in this run, so ask the next run in a moment.
         await asyncio.sleep(ASK_AGAIN_SECONDS)
+
+
+async def _known_outcome(
+    handle: WorkflowHandle, store: Store | None, session_id: str, turn_id: str, *, ask_workflow: bool = False
+) -> TurnOutcome | None:
+    """The turn's outcome if it has ended: from the store when there is one (then the ``turn``
+    query only when ``ask_workflow``), else from the query. None while it runs."""
+    if store is not None:
+        outcome = await asyncio.to_thread(outcome_from_store, store, session_id, turn_id)
+        if outcome is not None or not ask_workflow:
+            return outcome
+    return await _query_turn(handle, store, session_id, turn_id)
 
 
 async def _query_turn(handle: WorkflowHandle, store: Store | None, session_id: str, turn_id: str) -> TurnOutcome | None:

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._config import ModelProfile, SessionConfig
-from agentrt.schemas._context import ContextPlan
+from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
 from agentrt.schemas._messages import Message, PositionedMessage, ToolCall, ToolSpec, Usage
 
@@ -87,6 +87,25 @@ class ListToolsInput(Model):
 class ListToolsResult(Model):
     tools: list[ToolSpec]
     unknown: list[str] = Field(default_factory=list)
+
+
+class PrepareSessionInput(Model):
+    """Activity ``session.prepare``: what a new session needs before its first turn, in one call.
+
+    ``tools``: the session's tool names (None: every registered tool); ``profile`` and
+    ``script``: as for ``profiles.describe``.
+    """
+
+    tools: list[str] | None = None
+    profile: str
+    script: str | None = None
+
+
+class PrepareSessionResult(Model):
+    """Result of ``session.prepare``: the tools' specs (and the names not registered), and the profile's limits."""
+
+    tools: ListToolsResult
+    profile: ProfileLookup
 
 
 class ToolExecuteInput(Model):

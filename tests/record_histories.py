@@ -1,6 +1,6 @@
 """Record the committed replay histories of the current workflow code, one file per scenario.
 
-    python -m tests.record_histories [--out tests/histories] [--prefix lean-rounds-v1]
+    python -m tests.record_histories [--out tests/histories] [--prefix lean-start-v1] [--only SCENARIO ...]
 
 Starts its own Temporal dev server (it suggests continue-as-new after 120 history events,
 so a short session continues as new), a SQLite store and a worker, runs each scenario
@@ -25,6 +25,9 @@ from agentrt.client import AgentClient
 from agentrt.schemas import (
     ModelRequestStarted,
     PermissionRequested,
+    SendMessageInput,
+    SessionInitialized,
+    SessionInput,
     SessionConfig,
     ToolInvocationStarted,
     TurnOutcome,
@@ -185,6 +188,18 @@ async def compaction_on_demand(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"compaction-on-demand": r.handle(config.session_id)}
 
 
+async def started_idle_then_message(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session started without a message (as any Temporal client may), idle in the store, then a turn."""
+    config = r.config([{"text": "hello"}])
+    handle = await r.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{config.session_id}", task_queue=r.client.task_queue
+    )
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, SessionInitialized))
+    sent = await handle.execute_update(SessionWorkflow.send_message, SendMessageInput(text="hi", principal=OWNER))
+    await r.wait_turn(config.session_id, sent.turn_id)
+    return {"started-idle-then-message": r.handle(config.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
@@ -196,16 +211,19 @@ SCENARIOS: list[Scenario] = [
     cancel_with_queued_turns,
     workflow_cancelled,
     continued_as_new,
+    started_idle_then_message,
 ]
 
 
-async def record(out: Path, prefix: str) -> list[Path]:
+async def record(out: Path, prefix: str, only: list[str] | None = None) -> list[Path]:
     """Run every scenario on a fresh server and write its histories into ``out``; returns the files."""
     written: list[Path] = []
     server_args = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}"]
     async with local_stack(OWNER, server_args) as stack:
         recorder = Recorder(stack.temporal, stack.client, stack.root)
         for scenario in SCENARIOS:
+            if only and scenario.__name__ not in only:
+                continue
             for name, handle in (await scenario(recorder)).items():
                 history = await handle.fetch_history()
                 path = out / f"{prefix}-{name}.json"
@@ -218,9 +236,10 @@ async def record(out: Path, prefix: str) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "histories")
-    parser.add_argument("--prefix", default="lean-rounds-v1")
+    parser.add_argument("--prefix", default="lean-start-v1")
+    parser.add_argument("--only", nargs="*", help="scenario functions to record (default: all)")
     args = parser.parse_args()
-    asyncio.run(record(args.out, args.prefix))
+    asyncio.run(record(args.out, args.prefix, args.only))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from agentrt.schemas import (
     EFFECTS_RECONCILE,
     PROFILES_DESCRIBE,
     PROVIDER_COMPLETE,
+    SESSION_PREPARE,
     STORE_APPEND,
     TOOL_EXECUTE,
     TOOLS_LIST,
@@ -118,6 +119,7 @@ MODEL_CALL = ActivityConfig(PROVIDER_COMPLETE, MODEL_RETRY, heartbeats=True, can
 COMPACTION = ActivityConfig(CONTEXT_COMPACT, COMPACT_RETRY, heartbeats=True)
 DESCRIBE_PROFILE = ActivityConfig(PROFILES_DESCRIBE, MODEL_RETRY, start_to_close=30)
 LIST_TOOLS = ActivityConfig(TOOLS_LIST, TOOLS_LIST_RETRY, start_to_close=30)
+PREPARE_SESSION = ActivityConfig(SESSION_PREPARE, TOOLS_LIST_RETRY, start_to_close=30)
 TOOL_CALL = ActivityConfig(TOOL_EXECUTE, TOOL_RETRY, heartbeats=True, cancellable=True)
 RECONCILE_EFFECT = ActivityConfig(EFFECTS_RECONCILE, STORE_RETRY, start_to_close=30)
 STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30)

@@ -7,6 +7,7 @@ Part of ``SessionWorkflow`` (a base class of it); the decisions are the pure fun
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -23,6 +24,8 @@ from agentrt.schemas import (
     ModelProfileSwitched,
     ModelProfileSwitchFailed,
     ProfileInfo,
+    PrepareSessionInput,
+    PrepareSessionResult,
     ProfileLookup,
     QueuedOperation,
     SessionInitialized,
@@ -44,31 +47,32 @@ class ContextSteps(SessionCore):
     async def _initialize(self) -> None:
         if self._carried:
             self._fixed_tokens = self._estimate_fixed_tokens()
+            if self._lean_start and self._inbox.message_first():
+                self._owner_unwritten = True  # carried events go with the turn's first model call
+                return
             self._set_status("idle", with_owner=True)
             await self._flush()
             return
-        try:
-            listed = await self._execute(
-                options.LIST_TOOLS,
-                ListToolsInput(names=self._config.tools),
-                local=self._lean_rounds,
-                result_type=ListToolsResult,
-                summary="list tools",
+        if self._lean_start:
+            prepared = await self._tools_call(
+                options.PREPARE_SESSION,
+                PrepareSessionInput(tools=self._config.tools, profile=self._config.profile, script=self._config.script),
+                PrepareSessionResult,
+                "prepare session: list tools, describe profile",
             )
-        except ActivityError as err:
-            if self._cancelled_call(err):
-                raise  # not a broken tool registry: the workflow was cancelled meanwhile
-            raise ApplicationError(
-                f"session {self._config.session_id} cannot list its tools: {error_text(err)}",
-                type="ToolsUnavailable",
-                non_retryable=True,
-            ) from err
+            listed, lookup = prepared.tools, prepared.profile
+        else:
+            listed = await self._tools_call(
+                options.LIST_TOOLS, ListToolsInput(names=self._config.tools), ListToolsResult, "list tools"
+            )
+            lookup = None
         self._tools = {t.name: t for t in listed.tools}
         self._state.tools = [self._tools[name] for name in sorted(self._tools)]
         if listed.unknown:
             workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)
         if self._context_enabled:
-            lookup = await self._describe_profile(self._config.profile)
+            if lookup is None:
+                lookup = await self._describe_profile(self._config.profile)
             if lookup.info is not None:
                 self._state.profile = lookup.info
             else:
@@ -79,8 +83,26 @@ class ContextSteps(SessionCore):
         self._initialized = True
         for early in self._early_cancels:
             self.cancel_turn(early)
+        if self._lean_start and self._inbox.message_first():
+            # The turn starts in this workflow task: config and first events go with its model
+            # call, the owner with its "running" status.
+            self._config_unwritten = self._owner_unwritten = True
+            return
         await self._flush(include_config=True)
         self._set_status("idle", with_owner=True)
+
+    async def _tools_call(self, config: options.ActivityConfig, arg: object, result_type: type, summary: str) -> Any:
+        """``tools.list`` or ``session.prepare``; one that keeps failing fails the session (``ToolsUnavailable``)."""
+        try:
+            return await self._execute(config, arg, local=self._lean_rounds, result_type=result_type, summary=summary)
+        except ActivityError as err:
+            if self._cancelled_call(err):
+                raise  # not a broken tool registry: the workflow was cancelled meanwhile
+            raise ApplicationError(
+                f"session {self._config.session_id} cannot list its tools: {error_text(err)}",
+                type="ToolsUnavailable",
+                non_retryable=True,
+            ) from err
 
     async def _describe_profile(self, profile: str) -> ProfileLookup:
         return await self._execute(

@@ -81,6 +81,10 @@ class Inbox:
             return self._state.inbox.pop(0)
         return None
 
+    def message_first(self) -> bool:
+        """A user message is at the head of the queue: the next operation is a turn."""
+        return bool(self._state.inbox) and self._state.inbox[0].kind == "message"
+
     def has_operation(self) -> bool:
         return any(q.kind != "message" for q in self._state.inbox)
 

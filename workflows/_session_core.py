@@ -66,6 +66,9 @@ class SessionCore:
     _context_enabled: bool
     _turn_control: bool
     _lean_rounds: bool
+    _lean_start: bool
+    _config_unwritten: bool
+    _owner_unwritten: bool
     _fixed_tokens: int
     _round: int
     # Reconcile answers of a cancelled turn not yet in the effect ledger (``turn-control-v1``).
@@ -135,6 +138,7 @@ class SessionCore:
         A local activity under ``lean-rounds-v1``, a regular one in older histories.
         """
         events, messages = self._journal.unflushed()
+        include_config = include_config or self._config_unwritten
         if not events and not messages and not include_config:
             return
         await self._execute(
@@ -149,6 +153,8 @@ class SessionCore:
             summary=f"store {len(messages)} messages, {len(events)} events",
         )
         self._journal.flushed(len(events), len(messages))
+        if include_config:
+            self._config_unwritten = False
 
     def _writes_for_call(self) -> StoreAppendInput | None:
         """What is staged, to travel in the next model or tool call's input (``lean-rounds-v1``).
@@ -160,13 +166,16 @@ class SessionCore:
         if not self._lean_rounds:
             return None
         events, messages = self._journal.unflushed()
-        if not events and not messages:
+        if not events and not messages and not self._config_unwritten:
             return None
-        return StoreAppendInput(session_id=self._config.session_id, messages=messages, events=events)
+        config = self._config if self._config_unwritten else None
+        return StoreAppendInput(session_id=self._config.session_id, config=config, messages=messages, events=events)
 
     def _call_wrote(self, writes: StoreAppendInput | None) -> None:
         if writes is not None:
             self._journal.flushed(len(writes.events), len(writes.messages))
+            if writes.config is not None:
+                self._config_unwritten = False
 
     async def _execute(
         self,
@@ -198,12 +207,14 @@ class SessionCore:
         """Record ``status`` (search attribute ``AgentSessionStatus``); ``with_owner`` also writes ``AgentOwner``.
 
         Under ``lean-rounds-v1`` the owner is written once per run (``_initialize`` asks for it)
-        instead of with every status.
+        instead of with every status; under ``lean-start-v1`` a session whose first message is
+        already queued writes it with the ``running`` status that follows at once.
         """
         self._status = status
         attributes = [SESSION_STATUS.value_set(status)]
-        if with_owner or not self._lean_rounds:
+        if with_owner or self._owner_unwritten or not self._lean_rounds:
             attributes.append(SESSION_OWNER.value_set(self._config.owner))
+            self._owner_unwritten = False
         workflow.upsert_search_attributes(attributes)
         if status == "idle":
             workflow.set_current_details(

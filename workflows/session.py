@@ -89,6 +89,11 @@ TURN_CONTROL_PATCH = "turn-control-v1"
 # profiles.describe, effects.reconcile and fast read-only tools (``local_tools``) run as
 # local activities; search attributes are written only when they change.
 LEAN_ROUNDS_PATCH = "lean-rounds-v1"
+# lean-start-v1: implies the three above, under one marker (each patch adds a marker and a
+# TemporalChangeVersion upsert to every new session); tools and profile come from one
+# session.prepare local activity; a session started with a message writes its config and
+# first events with the first model call, and its owner with its first status.
+LEAN_START_PATCH = "lean-start-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
 # The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
@@ -134,9 +139,15 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             )
         # Decided here, not in run(): update validators of the first activation run before run()
         # does. A continued run always has context-window-v1; a history from before it never does.
-        self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
-        self._turn_control = workflow.patched(TURN_CONTROL_PATCH)
-        self._lean_rounds = workflow.patched(LEAN_ROUNDS_PATCH)
+        self._lean_start = workflow.patched(LEAN_START_PATCH)
+        if self._lean_start:
+            self._context_enabled = self._turn_control = self._lean_rounds = True
+        else:
+            self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
+            self._turn_control = workflow.patched(TURN_CONTROL_PATCH)
+            self._lean_rounds = workflow.patched(LEAN_ROUNDS_PATCH)
+        self._config_unwritten = False  # lean-start-v1: the config travels with the first write
+        self._owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
         self._fixed_tokens = 0
 
     # ---------------------------------------------------------------- run

@@ -1,4 +1,4 @@
-"""What a round costs in Temporal terms (``lean-rounds-v1``), read from the workflow's history.
+"""What a round costs in Temporal terms (``lean-rounds-v1``, ``lean-start-v1``), read from the workflow's history.
 
 A round is a model call and the tool call it asked for: two activities and two workflow
 tasks, as on bare Temporal, or one activity and one workflow task when the tool is fast and
@@ -8,6 +8,7 @@ the store still gets every event and message, in order.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -99,8 +100,8 @@ async def test_a_round_is_two_activities_and_two_workflow_tasks(harness: Harness
     events = await _history(harness, sid)
     # No store.append, tools.list or profiles.describe activity: only the calls themselves.
     assert _scheduled(events) == Counter({"provider.complete": ROUNDS + 1, "tool.execute": ROUNDS})
-    local = _local_activities(events)
-    assert local["tools.list"] == 1 and local["profiles.describe"] == 1 and "tool.execute" not in local
+    # One local activity before the turn (tools and profile), one at its end (the TurnEnded write).
+    assert _local_activities(events) == Counter({"session.prepare": 1, "store.append": 1})
     # Two per round, the final answer's, and the start's (the first message is accepted with it);
     # before lean-rounds-v1 a round took four.
     assert _workflow_tasks(events) <= 2 * ROUNDS + 2 + INCIDENTAL_TASKS, _describe(events)
@@ -148,10 +149,10 @@ async def test_search_attributes_are_written_only_when_they_change(
     second = await harness.client.send(sid, "second")
     await harness.client.wait(sid, second.turn_id)
 
-    # Once per run with the owner (whatever the start set), then only changes.
+    # Once per run with the owner (whatever the start set), then only changes; a session started
+    # with its first message goes straight to running.
     assert _status_upserts(await _history(harness, sid)) == [
-        {SESSION_STATUS.name: "idle", SESSION_OWNER.name: OWNER},
-        {SESSION_STATUS.name: "running"},
+        {SESSION_STATUS.name: "running", SESSION_OWNER.name: OWNER},
         {SESSION_STATUS.name: "idle"},
         {SESSION_STATUS.name: "running"},
         {SESSION_STATUS.name: "idle"},
@@ -175,9 +176,46 @@ async def test_a_session_started_without_search_attributes_gets_them_written(
     assert outcome.status == "completed"
 
     upserts = _status_upserts(await _history(harness, sid))
-    assert upserts[0] == {SESSION_STATUS.name: "idle", SESSION_OWNER.name: OWNER}
-    assert [u.get(SESSION_STATUS.name) for u in upserts[1:]] == ["running", "idle"]
+    assert upserts[0][SESSION_OWNER.name] == OWNER
+    # "idle" first when the update came after the start's workflow task, else straight to "running".
+    assert [u[SESSION_STATUS.name] for u in upserts] in (["idle", "running", "idle"], ["running", "idle"])
     assert all(SESSION_OWNER.name not in u for u in upserts[1:])
+
+
+async def test_a_session_started_without_a_message_is_in_the_store_and_idle_at_once(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "one"}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script)
+    handle = await harness.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{sid}", task_queue=harness.task_queue
+    )
+    async with asyncio.timeout(30):
+        while not any(s.session_id == sid for s in harness.store.list_sessions(limit=1000)):
+            await asyncio.sleep(0.05)
+    assert [e.type for e in harness.store.events(sid, 0, 100)] == ["SessionInitialized"]
+
+    sent = await handle.execute_update(SessionWorkflow.send_message, SendMessageInput(text="hi", principal=OWNER))
+    assert (await harness.client.wait(sid, sent.turn_id)).status == "completed"
+    assert _status_upserts(await _history(harness, sid)) == [
+        {SESSION_STATUS.name: "idle", SESSION_OWNER.name: OWNER},
+        {SESSION_STATUS.name: "running"},
+        {SESSION_STATUS.name: "idle"},
+    ]
+
+
+async def test_a_new_session_records_one_patch_marker(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    """lean-start-v1 stands for the three patches before it: one marker (and one TemporalChangeVersion upsert)."""
+    sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
+
+    patches = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in await _history(harness, sid)
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert patches == ["lean-start-v1"]
 
 
 async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
@@ -196,3 +234,5 @@ async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
     ended = [e for e in harness.store.events(sid, 0, 100) if isinstance(e, TurnEnded)]
     assert ended[0].status == "failed"
     assert [m.role for _, m in harness.store.messages(sid)] == ["user"]
+    # The config travelled with the failed call; the turn's end wrote it.
+    assert any(s.session_id == sid for s in harness.store.list_sessions(limit=1000))

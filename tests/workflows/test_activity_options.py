@@ -13,6 +13,7 @@ from agentrt.schemas import (
     EFFECTS_RECONCILE,
     PROFILES_DESCRIBE,
     PROVIDER_COMPLETE,
+    SESSION_PREPARE,
     STORE_APPEND,
     TOOL_EXECUTE,
     TOOLS_LIST,
@@ -34,7 +35,10 @@ def _options(config: ActivityConfig) -> dict:
 def test_every_activity_has_one_config() -> None:
     names = sorted(config.name for config in CONFIGS.values())
     assert names == sorted(
-        [CONTEXT_COMPACT, EFFECTS_RECONCILE, PROFILES_DESCRIBE, PROVIDER_COMPLETE, STORE_APPEND, TOOL_EXECUTE, TOOLS_LIST]
+        [
+            CONTEXT_COMPACT, EFFECTS_RECONCILE, PROFILES_DESCRIBE, PROVIDER_COMPLETE, SESSION_PREPARE, STORE_APPEND,
+            TOOL_EXECUTE, TOOLS_LIST,
+        ]
     )
 
 
@@ -59,6 +63,7 @@ def test_the_unbounded_store_retry_states_its_reason_beside_it() -> None:
 
 def test_listing_tools_does_not_retry_forever() -> None:
     assert 0 < options.LIST_TOOLS.retry_policy.maximum_attempts <= 20
+    assert 0 < options.PREPARE_SESSION.retry_policy.maximum_attempts <= 20
 
 
 def test_configuration_mistakes_are_not_retried_by_model_calls() -> None:
