@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentrt.activities.providers._base import OnDelta, tool_call_from_text
-from agentrt.schemas import InvalidScriptError, ModelProfile, ModelRequest, ModelResponse, ToolCall, Usage
+from agentrt.schemas import InvalidScriptError, ModelProfile, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
 
 EXHAUSTED_TEXT = "(scripted model: script exhausted)"
 EXHAUSTED_STOP_REASON = "end_of_script"
@@ -179,9 +179,28 @@ def _arguments_text(call: ToolCall) -> str:
     return json.dumps(call.arguments) if call.arguments is not None else call.arguments_raw
 
 
+# Characters of each tool spec's JSON, by the spec object (a registry hands out the same ones):
+# dumping every spec for every call was a tenth of a scripted call's CPU. Bounded; a hit
+# checks it holds the very object, so a reused id() never answers for another spec.
+_SPEC_CHARS: dict[int, tuple[ToolSpec, int]] = {}
+_SPEC_CHARS_LIMIT = 1024
+
+
+def _spec_chars(spec: ToolSpec) -> int:
+    cached = _SPEC_CHARS.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    chars = len(json.dumps(spec.model_dump(mode="json", exclude={"local_activity"})))
+    if len(_SPEC_CHARS) >= _SPEC_CHARS_LIMIT:
+        _SPEC_CHARS.clear()
+    _SPEC_CHARS[id(spec)] = (spec, chars)
+    return chars
+
+
 def _input_chars(request: ModelRequest) -> int:
-    specs = [t.model_dump(mode="json", exclude={"local_activity"}) for t in request.tools]
-    chars = len(request.system or "") + len(json.dumps(specs))
+    # As len(json.dumps(specs)): each spec's JSON, ", " between them, "[" and "]".
+    specs = sum(_spec_chars(t) for t in request.tools) + 2 * max(len(request.tools) - 1, 0) + 2
+    chars = len(request.system or "") + specs
     for message in request.messages:
         chars += len(message.text) + sum(len(c.name) + len(_arguments_text(c)) for c in message.tool_calls)
     return chars

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentrt import schemas
-from agentrt.schemas import EVENT_ADAPTER, Event, Model, SessionConfig
+from agentrt.schemas import EVENT_ADAPTER, Event, Message, Model, SessionConfig
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-10**9, 10**9) | st.text(max_size=20),
@@ -110,3 +110,20 @@ def test_unknown_fields_are_rejected_at_the_boundary() -> None:
 
 def test_every_schema_type_is_covered() -> None:
     assert len(MODELS) >= 40
+
+
+def test_models_answer_the_sdks_transfer_type_lookup_without_the_metaclass() -> None:
+    """The SDK looks up a transfer-type converter on every converted value's type; on a pydantic
+    model a missing attribute raises from ModelMetaclass.__getattr__ (slow). ``Model`` has it, None."""
+    from unittest import mock
+
+    from pydantic._internal._model_construction import ModelMetaclass
+    from temporalio.converter import _payload_converter
+
+    from agentrt.schemas._base import TRANSFER_TYPE_CONVERTER_ATTRIBUTE
+
+    assert _payload_converter._TRANSFER_TYPE_CONVERTER_ATTR == TRANSFER_TYPE_CONVERTER_ATTRIBUTE
+    with mock.patch.object(ModelMetaclass, "__getattr__", side_effect=AssertionError("metaclass lookup")):
+        assert _payload_converter._get_transfer_type_converter(Message) is None
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([Message(role="user", text="hi")])
+    assert pydantic_data_converter.payload_converter.from_payloads([payload], [Message]) == [Message(role="user", text="hi")]

@@ -141,6 +141,20 @@ async def test_usage_is_estimated_at_four_characters_per_token(tmp_path: Path) -
     assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
 
 
+@pytest.mark.parametrize("count", [0, 1, 5])
+async def test_input_tokens_count_the_tool_specs_as_their_json_list(tmp_path: Path, count: int) -> None:
+    from agentrt.activities.tools import default_registry
+
+    path = write_json(tmp_path / "s.json", {"turns": [{"text": "ok"}] * 2})
+    tools = default_registry().specs(None)[0][:count]
+    specs_json = json.dumps([t.model_dump(mode="json", exclude={"local_activity"}) for t in tools])
+    sent = request(path, [Message(role="user", text="hi")]).model_copy(update={"tools": tools, "system": "be brief"})
+
+    for _ in range(2):  # the second call counts the same specs from its cache
+        response = await provider(path).complete(sent)
+        assert response.usage.input_tokens == -(-(len("be brief") + len(specs_json) + len("hi")) // 4)
+
+
 @pytest.mark.parametrize(
     ("name", "content", "reason"),
     [
