@@ -39,8 +39,10 @@ What is measured per system and N:
 
 Then the steady-arrival phase, on a fresh agentrt worker: first ``--lone-runs`` (5) lone
 sessions one after the other (their median turn latency is the lone latency), then
-sessions arriving at a constant rate of half agentrt's capacity (the best sessions/s of
-the bursts) for ``--steady-seconds`` (30); p95 turn latency there over the lone latency.
+sessions arriving at a constant rate of half agentrt's sustained capacity (its median
+sessions/s in the bursts of the largest N, the longest ones; short bursts of a fresh worker
+run above what it sustains) for ``--steady-seconds`` (30); p95 turn latency there over the
+lone latency.
 
 Worker and store settings (all printed with the results):
 - ``--max-concurrent-activities`` (default 32, ``build_worker``'s): activity slots of each
@@ -51,8 +53,9 @@ Worker and store settings (all printed with the results):
 - ``--database-url``: agentrt's store; default SQLite in the run directory, e.g.
   ``postgresql://postgres@127.0.0.1:5432/<db>`` for PostgreSQL (the database must exist;
   the schema is created);
-- ``--wait``: ``client`` is ``AgentClient.wait`` (the ``turn`` query once, then the
-  ``wait_turn`` update as a long-poll); ``update`` only the ``wait_turn`` update.
+- ``--wait``: ``client`` is ``AgentClient.wait`` with the store, as the CLI's client has it
+  (the store once, then the ``wait_turn`` update as a long-poll); ``update`` only the
+  ``wait_turn`` update.
 Everything else is the SDK's default (workflow task slots, 5 pollers each) or agentrt's
 (sticky schedule-to-start timeout 3 s). Server, worker and client share the machine's cores:
 the CPU % columns show which of them is busy.
@@ -417,7 +420,7 @@ class _Bench:
         await worker.start()
         if system == "agentrt":
             assert self.agentrt_client is not None
-            agent = AgentClient(self.agentrt_client, task_queue=task_queue, principal=PRINCIPAL)
+            agent = AgentClient(self.agentrt_client, task_queue=task_queue, principal=PRINCIPAL, store=self.store)
             return worker, _AgentrtDriver(agent, self.workspace, self.script, self.rounds, self.wait)
         assert self.floor_client is not None
         return worker, _FloorDriver(self.floor_client, task_queue, self.rounds, self.result_bytes)
@@ -535,7 +538,7 @@ async def measure(
                 for system in order:
                     report.bursts.append(await bench.burst(system, n, repeat))
         if steady_seconds > 0:
-            capacity = max(report.rounds_per_second("agentrt", n) for n in sessions) / rounds
+            capacity = report.rounds_per_second("agentrt", max(sessions)) / rounds  # sustained: the longest bursts
             if capacity > 0:
                 report.steady = await bench.steady(capacity, steady_seconds, lone_runs)
     return report

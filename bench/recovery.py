@@ -18,7 +18,9 @@ directory), a SQLite store (or ``--database-url``) and an agentrt worker process
    last stored event;
 4. start a new worker process at once and poll the store (every 20 ms) for the session's
    next event: the resume time is from the new worker's process start (just before its
-   spawn) to that event being visible in the store;
+   spawn) to that event being visible in the store; the work time is from the same start
+   to the new worker's first write for the session (the retried model call's "started"
+   usage receipt, or that event), i.e. without the retried call's own run;
 5. wait for the turn to complete (the next kill hits the new worker).
 
 The session config is the default one (``SessionConfig``: heartbeat timeout 3 s, model
@@ -128,10 +130,17 @@ class Kill:
     resumed_at: float | None = None
     next_event: str = ""
     status: str = "pending"
+    working_at: float | None = None  # the new worker's first write for the session (an attempt's receipt or an event)
 
     @property
     def resume_seconds(self) -> float | None:
         return None if self.resumed_at is None else self.resumed_at - self.spawned_at
+
+    @property
+    def work_seconds(self) -> float | None:
+        """From the new worker's spawn to its first write for the session: the retried model
+        call's "started" receipt, or an event when nothing had to be retried."""
+        return None if self.working_at is None else self.working_at - self.spawned_at
 
     @property
     def worker_start_seconds(self) -> float:
@@ -197,20 +206,34 @@ class RecoveryReport:
             f"request; seed {self.seed}; store {self.database_url}"
         )
 
+    @property
+    def works(self) -> list[float]:
+        return [k.work_seconds for k in self.kills if k.work_seconds is not None]
+
     def table(self) -> str:
-        lines = [f"{'kill':>4}{'at s':>6}{'up s':>6}{'due s':>7}{'resume s':>10}  {'next event':<26}{'status':<11}in flight"]
+        lines = [
+            f"{'kill':>4}{'at s':>6}{'up s':>6}{'due s':>7}{'work s':>8}{'resume s':>10}  {'next event':<26}{'status':<11}in flight"
+        ]
         for k in self.kills:
             due = "-" if k.due_seconds is None else f"{k.due_seconds:.1f}"
+            work = "-" if k.work_seconds is None else f"{k.work_seconds:.2f}"
             resume = "-" if k.resume_seconds is None else f"{k.resume_seconds:.2f}"
             flight = "; ".join(f.label for f in k.in_flight) or "nothing"
             lines.append(
-                f"{k.number:>4}{k.kill_after:>6.1f}{k.worker_start_seconds:>6.1f}{due:>7}{resume:>10}  "
+                f"{k.number:>4}{k.kill_after:>6.1f}{k.worker_start_seconds:>6.1f}{due:>7}{work:>8}{resume:>10}  "
                 f"{k.next_event:<26}{k.status:<11}{flight}"
             )
         lines.append(
             "at: kill time after the start request; up: new worker spawn -> polling; due: new worker spawn -> "
-            "Temporal times out the dead worker's attempt; resume: new worker spawn -> next event in the store"
+            "Temporal times out the dead worker's attempt; work: new worker spawn -> its first write for the "
+            "session (the retried call's receipt); resume: new worker spawn -> next event in the store "
+            "(after the retried call's own run)"
         )
+        if self.works:
+            lines.append(
+                f"work resumed: median {statistics.median(self.works):.2f} s, max {max(self.works):.2f} s after the "
+                f"restart; within {TARGET_SECONDS:g} s: {sum(1 for w in self.works if w <= TARGET_SECONDS)}/{len(self.kills)}"
+            )
         for cause, values in sorted(self.causes().items(), key=lambda item: -len(item[1])):
             lines.append(
                 f"waited for {cause}: {len(values)} kill(s), resume median {statistics.median(values):.2f} s, "
@@ -274,6 +297,25 @@ def _last_seq(store: Store, session_id: str) -> int:
     while events := store.events(session_id, last, 1000):
         last = events[-1].seq
     return last
+
+
+def _receipts(store: Store, session_id: str) -> set[tuple[str, int, int]]:
+    return {(r.turn_id, r.round, r.attempt) for r in store.usage_receipts(session_id)}
+
+
+async def _first_write(
+    store: Store, session_id: str, after_seq: int, receipts: set[tuple[str, int, int]], timeout: float
+) -> float | None:
+    """Poll the store until the session has a usage receipt not in ``receipts`` or an event
+    after ``after_seq``: when that was seen (``time.monotonic()``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(store.events, session_id, after_seq, 1):
+            return time.monotonic()
+        if await asyncio.to_thread(_receipts, store, session_id) - receipts:
+            return time.monotonic()
+        await asyncio.sleep(POLL_SECONDS)
+    return None
 
 
 async def _next_event(store: Store, session_id: str, after_seq: int, timeout: float) -> tuple[float, Event] | None:
@@ -344,11 +386,14 @@ class _Recovery:
             agent.temporal, workflow_id_for(started.session_id), self.settings.sticky_timeout_seconds
         )
         last = await asyncio.to_thread(_last_seq, store, started.session_id)
+        receipts = await asyncio.to_thread(_receipts, store, started.session_id)
         kill = Kill(number, started.session_id, kill_after, flight, last)
         # The store does not move while no worker runs: poll it from the new worker's spawn on.
         watch = asyncio.create_task(_next_event(store, started.session_id, last, timeout=600.0))
+        work = asyncio.create_task(_first_write(store, started.session_id, last, receipts, timeout=600.0))
         worker = await self.start_worker()
         kill.spawned_at, kill.ready_at = worker.spawned_at, worker.ready_at
+        kill.working_at = await work
         seen = await watch
         if seen is not None:
             kill.resumed_at, event = seen

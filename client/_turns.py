@@ -4,6 +4,7 @@ then the ``wait_turn`` update as a long-poll."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 from temporalio.client import (
@@ -25,6 +26,8 @@ from agentrt.schemas import (
 )
 from agentrt.store import Store
 from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow
+
+logger = logging.getLogger(__name__)
 
 # How long ``wait`` pauses before asking again while no worker or server answers (seconds).
 WAIT_RETRY_SECONDS = 1.0
@@ -62,7 +65,10 @@ async def wait_for_turn(
             return outcome
         remaining = None if deadline is None else deadline - loop.time()
         if remaining is not None and remaining <= 0:
-            return TurnOutcome(turn_id=turn_id, status="pending")
+            if store is not None:
+                # Not in the store: the workflow says whether the turn is known (and may have just ended).
+                outcome = await _query_turn(handle, store, session_id, turn_id)
+            return outcome or TurnOutcome(turn_id=turn_id, status="pending")
         bound = WAIT_SLICE_SECONDS if remaining is None else min(remaining, WAIT_SLICE_SECONDS)
         try:
             outcome = await handle.execute_update(
@@ -110,9 +116,13 @@ async def _known_outcome(
     """The turn's outcome if it has ended: from the store when there is one (then the ``turn``
     query only when ``ask_workflow``), else from the query. None while it runs."""
     if store is not None:
-        outcome = await asyncio.to_thread(outcome_from_store, store, session_id, turn_id)
-        if outcome is not None or not ask_workflow:
-            return outcome
+        try:
+            outcome = await asyncio.to_thread(outcome_from_store, store, session_id, turn_id)
+        except Exception as err:  # noqa: BLE001 - the store only spares the worker a query: ask it instead
+            logger.warning("could not read turn %s of session %s from the store, asking the session: %s", turn_id, session_id, err)
+        else:
+            if outcome is not None or not ask_workflow:
+                return outcome
     return await _query_turn(handle, store, session_id, turn_id)
 
 
@@ -160,7 +170,8 @@ def outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutco
                 answer=answer if event.status == "completed" else None,
                 error=event.error,
                 rounds=event.rounds,
-                tool_calls=tool_calls,
+                # As the session reports it: a cancelled turn counts none.
+                tool_calls=0 if event.status == "cancelled" else tool_calls,
                 usage=event.usage,
             )
     return None

@@ -83,6 +83,7 @@ events = Table(
     Column("at", DateTime(timezone=True), nullable=True),
     Column("body_json", Text, nullable=False),
     PrimaryKeyConstraint("session_id", "seq"),
+    Index(None, "session_id", "turn_id"),  # a turn's events: its end, for AgentClient.wait
 )
 
 # Streamed model output, read by subscribers in ``id`` order; never in workflow history.

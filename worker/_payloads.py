@@ -74,10 +74,11 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
     """
 
     def __init__(self) -> None:  # nullary, as DataConverter.payload_converter_class needs
-        self.converters = _SHARED_PYDANTIC_CONVERTERS
+        # CompositePayloadConverter's own __init__, with the shared converters (not Pydantic's, which builds new ones).
+        super(PydanticPayloadConverter, self).__init__(*_SHARED_PYDANTIC_CONVERTERS)
 
 
-_SHARED_PYDANTIC_CONVERTERS = PydanticPayloadConverter().converters
+_SHARED_PYDANTIC_CONVERTERS = tuple(PydanticPayloadConverter().converters.values())
 
 
 class PayloadStorageError(RunError):

@@ -47,6 +47,10 @@ class ContextSteps(SessionCore):
     async def _initialize(self) -> None:
         if self._carried:
             self._fixed_tokens = self._estimate_fixed_tokens()
+            if self._lean_start:
+                # The run before continued as new before its first write: its config is owed too.
+                events, _ = self._journal.unflushed()
+                self._config_unwritten = any(isinstance(e, SessionInitialized) for e in events)
             if self._lean_start and self._inbox.message_first():
                 self._owner_unwritten = True  # carried events go with the turn's first model call
                 return
@@ -83,9 +87,10 @@ class ContextSteps(SessionCore):
         self._initialized = True
         for early in self._early_cancels:
             self.cancel_turn(early)
-        if self._lean_start and self._inbox.message_first():
+        if self._lean_start and self._inbox.message_first() and not self._early_cancels:
             # The turn starts in this workflow task: config and first events go with its model
-            # call, the owner with its "running" status.
+            # call, the owner with its "running" status. (A turn cancelled meanwhile has its
+            # end written first: an outcome is published only once its events are stored.)
             self._config_unwritten = self._owner_unwritten = True
             return
         await self._flush(include_config=True)

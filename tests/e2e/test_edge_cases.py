@@ -26,8 +26,10 @@ from agentrt.schemas import (
     ToolInvocationStarted,
     TurnEnded,
 )
+from agentrt.client import AgentClient
+from agentrt.store import Store
 from agentrt.workflows.session import SessionWorkflow
-from tests.conftest import Harness
+from tests.conftest import OWNER, Harness
 from tests.e2e._support import (
     ALLOW_ALL,
     event_types,
@@ -436,3 +438,60 @@ async def test_a_rejected_update_is_a_non_retryable_request_rejected_error_for_a
     assert cause.type == "RequestRejected" and cause.non_retryable
     assert cause.message == "no pending request req-9 in this session"
     assert (await harness.client.state(sid)).turns_completed == 1
+
+
+async def test_wait_with_a_store_rejects_what_the_session_rejects_even_with_no_time_to_wait(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """A client with the store reads a turn's end there first; what is not there is still checked
+    with the session, so an unknown turn or session is an error, not a ``pending``."""
+    client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
+    script = write_script(tmp_path, [{"text": "hi"}])
+    sid = harness.new_session_id()
+    started = await client.start(session_config(client, sid, workspace, script), "hello")
+    assert (await client.wait(sid, started.turn_id)).answer == "hi"
+
+    for timeout in (0, 0.5, None):
+        with pytest.raises(RequestRejected, match="unknown turn"):
+            await client.wait(sid, "turn-7", timeout_seconds=timeout)
+        with pytest.raises(SessionNotFound):
+            await client.wait("no-such-session", "turn-1", timeout_seconds=timeout)
+    assert (await client.wait(sid, started.turn_id, timeout_seconds=0)).answer == "hi"
+
+
+async def test_wait_with_a_store_it_cannot_read_asks_the_session_instead(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    broken = Store.open(f"sqlite:///{tmp_path / 'broken.db'}")
+    with broken.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE events")
+    try:
+        client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=broken)
+        script = write_script(tmp_path, [{"text": "hi"}, {"text": "again"}])
+        sid = harness.new_session_id()
+        started = await harness.client.start(session_config(harness.client, sid, workspace, script), "hello")
+
+        assert (await client.wait(sid, started.turn_id)).answer == "hi"
+        assert (await client.wait(sid, started.turn_id, timeout_seconds=0)).answer == "hi"
+        with pytest.raises(RequestRejected, match="unknown turn"):
+            await client.wait(sid, "turn-7", timeout_seconds=0)
+    finally:
+        broken.close()
+
+
+async def test_wait_with_a_store_counts_no_tool_calls_for_a_cancelled_turn_as_the_session_does(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
+    script = write_script(
+        tmp_path, [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]}, {"text": "unreached"}]
+    )
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "write")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await harness.client.cancel(sid)
+
+    from_session = await harness.client.wait(sid, started.turn_id)
+    from_store = await client.wait(sid, started.turn_id)
+    assert from_session.status == from_store.status == "cancelled"
+    assert from_store == from_session

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -19,10 +20,16 @@ from temporalio.api.history.v1 import HistoryEvent
 from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
+    QueuedOperation,
     SendMessageInput,
+    SessionInitialized,
     SessionInput,
+    SessionState,
     TurnEnded,
 )
+from agentrt.activities.tools import default_registry
+from agentrt.client import AgentClient
+from agentrt.worker import build_worker
 from agentrt.workflows.session import SessionWorkflow
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import session_config, write_script
@@ -236,3 +243,69 @@ async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
     assert [m.role for _, m in harness.store.messages(sid)] == ["user"]
     # The config travelled with the failed call; the turn's end wrote it.
     assert any(s.session_id == sid for s in harness.store.list_sessions(limit=1000))
+
+
+async def test_a_run_continued_before_its_first_write_still_writes_the_config(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """A first run that continued as new before any store write carries SessionInitialized unwritten:
+    the next run writes the config with it (here: that carried state, started directly)."""
+    script = write_script(tmp_path, [{"text": "one"}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script)
+    state = SessionState(
+        run=2,
+        seq=1,
+        turn_counter=1,
+        inbox=[QueuedOperation(kind="message", op_id="turn-1", principal=OWNER, text="hi")],
+        unflushed_events=[SessionInitialized(seq=1, config=config, tools=[])],
+    )
+    await harness.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config, state=state), id=f"session-{sid}", task_queue=harness.task_queue
+    )
+
+    assert (await harness.client.wait(sid, "turn-1")).status == "completed"
+    assert harness.store.session_config(sid) == config
+    assert [e.type for e in harness.store.events(sid, 0, 100)][:2] == ["SessionInitialized", "TurnStarted"]
+
+
+async def test_a_turn_cancelled_before_the_session_started_is_stored_before_its_outcome_is_published(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """Two messages and a cancel of the first reach the session in its first workflow task (no
+    worker polled before): the cancelled turn's end is written then, not with the second turn's
+    first model call, which here waits 30 s."""
+    script = write_script(tmp_path, [{"text": "two", "delay_seconds": 30}])
+    sid = harness.new_session_id()
+    task_queue = f"{harness.task_queue}-late-{sid}"
+    config = session_config(harness.client, sid, workspace, script)
+    handle = await harness.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{sid}", task_queue=task_queue
+    )
+    client = AgentClient(harness.temporal, task_queue=task_queue, principal=OWNER)
+    sends = [
+        asyncio.create_task(handle.execute_update(SessionWorkflow.send_message, SendMessageInput(text=text, principal=OWNER)))
+        for text in ("one", "two")
+    ]
+    await asyncio.sleep(0.5)
+    cancel = asyncio.create_task(client.cancel(sid, turn_id="turn-1"))
+    await asyncio.sleep(0.5)
+    # The store's write lock, held for 3 s from the worker's start: the turn's end cannot be
+    # written before then, so its outcome must not be published before then either.
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_write_lock() -> None:
+        with harness.store.transaction():
+            locked.set()
+            release.wait(3)
+
+    holder = asyncio.create_task(asyncio.to_thread(hold_write_lock))
+    await asyncio.to_thread(locked.wait)
+    async with build_worker(harness.temporal, harness.config, harness.store, default_registry(), task_queue=task_queue):
+        asyncio.get_running_loop().call_later(3, release.set)
+        outcome = await client.wait(sid, "turn-1")
+        ended = [e for e in harness.store.events(sid, 0, 100) if isinstance(e, TurnEnded)]
+        assert outcome.status == "cancelled"
+        assert [(e.turn_id, e.status) for e in ended] == [("turn-1", "cancelled")]
+        await asyncio.gather(holder, cancel, *sends)
+        await client.cancel(sid)
