@@ -16,6 +16,7 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import WorkflowHandle
 
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -101,6 +102,17 @@ async def _run_turn(harness: Harness, workspace: Path, script: str, **fields: ob
     return sid
 
 
+async def _start_without_a_message(harness: Harness, workspace: Path, tmp_path: Path) -> tuple[str, WorkflowHandle]:
+    """A session started as any Temporal client may: plain ``start_workflow``, no message, no search attributes."""
+    script = write_script(tmp_path, [{"text": "one"}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script)
+    handle = await harness.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{sid}", task_queue=harness.task_queue
+    )
+    return sid, handle
+
+
 async def test_a_round_is_two_activities_and_two_workflow_tasks(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace), local_tools=False)
 
@@ -172,12 +184,7 @@ async def test_a_session_started_without_search_attributes_gets_them_written(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     """Any Temporal client may start a session with plain JSON and no search attributes."""
-    script = write_script(tmp_path, [{"text": "one"}])
-    sid = harness.new_session_id()
-    config = session_config(harness.client, sid, workspace, script)
-    handle = await harness.temporal.start_workflow(
-        SessionWorkflow.run, SessionInput(config=config), id=f"session-{sid}", task_queue=harness.task_queue
-    )
+    sid, handle = await _start_without_a_message(harness, workspace, tmp_path)
     sent = await handle.execute_update(SessionWorkflow.send_message, SendMessageInput(text="hi", principal=OWNER))
     outcome = await harness.client.wait(sid, sent.turn_id)
     assert outcome.status == "completed"
@@ -192,12 +199,7 @@ async def test_a_session_started_without_search_attributes_gets_them_written(
 async def test_a_session_started_without_a_message_is_in_the_store_and_idle_at_once(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
-    script = write_script(tmp_path, [{"text": "one"}])
-    sid = harness.new_session_id()
-    config = session_config(harness.client, sid, workspace, script)
-    handle = await harness.temporal.start_workflow(
-        SessionWorkflow.run, SessionInput(config=config), id=f"session-{sid}", task_queue=harness.task_queue
-    )
+    sid, handle = await _start_without_a_message(harness, workspace, tmp_path)
     async with asyncio.timeout(30):
         while not any(s.session_id == sid for s in harness.store.list_sessions(limit=1000)):
             await asyncio.sleep(0.05)
