@@ -303,30 +303,23 @@ def _receipts(store: Store, session_id: str) -> set[tuple[str, int, int]]:
     return {(r.turn_id, r.round, r.attempt) for r in store.usage_receipts(session_id)}
 
 
-async def _first_write(
+async def _watch(
     store: Store, session_id: str, after_seq: int, receipts: set[tuple[str, int, int]], timeout: float
-) -> float | None:
-    """Poll the store until the session has a usage receipt not in ``receipts`` or an event
-    after ``after_seq``: when that was seen (``time.monotonic()``)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await asyncio.to_thread(store.events, session_id, after_seq, 1):
-            return time.monotonic()
-        if await asyncio.to_thread(_receipts, store, session_id) - receipts:
-            return time.monotonic()
-        await asyncio.sleep(POLL_SECONDS)
-    return None
-
-
-async def _next_event(store: Store, session_id: str, after_seq: int, timeout: float) -> tuple[float, Event] | None:
-    """Poll the store until the session has an event after ``after_seq``: (when seen, the event)."""
+) -> tuple[float | None, tuple[float, Event] | None]:
+    """Poll the store until the session has an event after ``after_seq``. Returns when its
+    first new write was seen (a usage receipt not in ``receipts``, or that event; a
+    ``time.monotonic()``) and (when the event was seen, the event); None for what did not come."""
+    first_write: float | None = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         events = await asyncio.to_thread(store.events, session_id, after_seq, 1)
+        now = time.monotonic()
         if events:
-            return time.monotonic(), events[0]
+            return first_write or now, (now, events[0])
+        if first_write is None and await asyncio.to_thread(_receipts, store, session_id) - receipts:
+            first_write = now
         await asyncio.sleep(POLL_SECONDS)
-    return None
+    return first_write, None
 
 
 class _Recovery:
@@ -389,12 +382,10 @@ class _Recovery:
         receipts = await asyncio.to_thread(_receipts, store, started.session_id)
         kill = Kill(number, started.session_id, kill_after, flight, last)
         # The store does not move while no worker runs: poll it from the new worker's spawn on.
-        watch = asyncio.create_task(_next_event(store, started.session_id, last, timeout=600.0))
-        work = asyncio.create_task(_first_write(store, started.session_id, last, receipts, timeout=600.0))
+        watch = asyncio.create_task(_watch(store, started.session_id, last, receipts, timeout=600.0))
         worker = await self.start_worker()
         kill.spawned_at, kill.ready_at = worker.spawned_at, worker.ready_at
-        kill.working_at = await work
-        seen = await watch
+        kill.working_at, seen = await watch
         if seen is not None:
             kill.resumed_at, event = seen
             kill.next_event = event.type

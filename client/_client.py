@@ -200,8 +200,8 @@ class AgentClient:
         store), then long-polls the ``wait_turn`` update, which answers in the workflow task
         that records the turn's end (tens of milliseconds, not a polling interval). An accepted
         update is in history, so it survives a worker restart; while no worker or server
-        answers, the store (or query) is asked again every ``WAIT_RETRY_SECONDS``. Raises ``RequestRejected`` for a
-        negative timeout or an unknown turn, ``SessionNotFound``.
+        answers, the store (or query) is asked again every ``WAIT_RETRY_SECONDS``. Raises
+        ``RequestRejected`` for a negative timeout or an unknown turn, ``SessionNotFound``.
         """
         if timeout_seconds is not None and timeout_seconds < 0:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")

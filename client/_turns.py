@@ -45,8 +45,9 @@ async def wait_for_turn(
 
     First the store, when there is one (a turn that has ended is there before its outcome is
     published, and reading it costs the worker nothing), else the ``turn`` query; then the
-    ``wait_turn`` update (no timeout of its own) for the time left, ``WAIT_SLICE_SECONDS`` per call, asked again when it answers ``ask_again`` (the
-    session continued as new), when a call's time ends, or when no worker or server answered. Raises
+    ``wait_turn`` update (no timeout of its own) for the time left, ``WAIT_SLICE_SECONDS`` per
+    call, asked again when it answers ``ask_again`` (the session continued as new), when a
+    call's time ends, or when no worker or server answered. Raises
     ``RequestRejected`` for an unknown turn or a session whose workflow ended before the turn
     did (terminated, timed out), ``SessionNotFound``; ``asyncio.CancelledError`` when cancelled.
     """

@@ -51,9 +51,9 @@ class ContextSteps(SessionCore):
                 # The run before continued as new before its first write: its config is owed too.
                 events, _ = self._journal.unflushed()
                 self._config_unwritten = any(isinstance(e, SessionInitialized) for e in events)
-            if self._lean_start and self._inbox.message_first():
-                self._owner_unwritten = True  # carried events go with the turn's first model call
-                return
+                if self._inbox.message_first():
+                    self._owner_unwritten = True  # carried events go with the turn's first model call
+                    return
             self._set_status("idle", with_owner=True)
             await self._flush()
             return

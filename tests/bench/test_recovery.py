@@ -25,7 +25,7 @@ async def test_a_turn_interrupted_by_a_worker_kill_resumes_on_the_new_worker_and
     assert kill.status == "completed"
     assert kill.resume_seconds is not None and kill.resume_seconds > 0
     # The new worker's first write for the session comes no later than the next event.
-    assert kill.work_seconds is not None and 0 < kill.work_seconds <= kill.resume_seconds + 0.25  # two polls, 20 ms apart
+    assert kill.work_seconds is not None and 0 < kill.work_seconds <= kill.resume_seconds
     assert "work resumed: median" in report.table()
     assert kill.next_event
     assert kill.ready_at >= kill.spawned_at
