@@ -75,5 +75,8 @@ def committed_histories() -> list[Path]:
 
 @pytest.mark.parametrize("path", committed_histories(), ids=lambda p: p.stem)
 async def test_committed_history_replays(path: Path) -> None:
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    data = json.loads(path.read_text())
+    # Under the workflow id it ran as (a session checks its id is session-<session_id>).
+    started = data["events"][0].get("workflowExecutionStartedEventAttributes", {})
+    history = WorkflowHistory.from_json(started.get("workflowId") or path.stem, data)
     await replayer().replay_workflow(history)

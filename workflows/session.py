@@ -92,7 +92,8 @@ LEAN_ROUNDS_PATCH = "lean-rounds-v1"
 # lean-start-v1: implies the three above, under one marker (each patch adds a marker and a
 # TemporalChangeVersion upsert to every new session); tools and profile come from one
 # session.prepare local activity; a session started with a message writes its config and
-# first events with the first model call, and its owner with its first status.
+# first events with the first model call, and its owner with its first status; a workflow
+# whose id is not session-<config.session_id> fails before it writes anything.
 LEAN_START_PATCH = "lean-start-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
@@ -154,6 +155,17 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     @workflow.run
     async def run(self, input: SessionInput) -> SessionResult:
+        expected = session_workflow_id(input.config.session_id)
+        if self._lean_start and workflow.info().workflow_id != expected:
+            # Every write names config.session_id: a workflow of another id would write into that
+            # session's rows (its transcript, its events, turn outcomes its clients read).
+            # lean-start-v1 histories only: some older recorded ones ran under other ids.
+            raise ApplicationError(
+                f"workflow {workflow.info().workflow_id!r} cannot run session {input.config.session_id!r}: "
+                f"a session runs as workflow {expected!r}",
+                type="SessionIdMismatch",
+                non_retryable=True,
+            )
         try:
             await self._initialize()
             while True:

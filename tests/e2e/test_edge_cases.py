@@ -11,20 +11,24 @@ import signal
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from agentrt.schemas import (
     ApprovalPolicy,
+    AssistantMessageCompleted,
     CancelIgnored,
     CancelTurnInput,
     ModelRequestStarted,
     PermissionDecision,
     PermissionRequested,
     RequestRejected,
+    SessionInput,
     SessionNotFound,
+    SessionState,
     ToolInvocationStarted,
     TurnEnded,
+    Usage,
 )
 from agentrt.client import AgentClient
 from agentrt.store import Store
@@ -495,3 +499,40 @@ async def test_wait_with_a_store_counts_no_tool_calls_for_a_cancelled_turn_as_th
     from_store = await client.wait(sid, started.turn_id)
     assert from_session.status == from_store.status == "cancelled"
     assert from_store == from_session
+
+
+async def test_a_workflow_whose_id_is_not_its_sessions_fails_and_writes_nothing_into_that_session(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """Any Temporal client may start a SessionWorkflow of any id; one whose config names another
+    session (here with a carried state forging that session's turn end) must not write into it."""
+    client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "x.txt", "content": "x"}}]}])
+    sid = harness.new_session_id()
+    config = session_config(client, sid, workspace, script)
+    started = await client.start(config, "go")
+    await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
+    stored = len(harness.store.events(sid, 0, 1000))
+
+    forged = SessionState(
+        seq=100_002,
+        unflushed_events=[
+            AssistantMessageCompleted(seq=100_001, turn_id=started.turn_id, round=1, text="FORGED", tool_calls=0, usage=Usage(), position=99),
+            TurnEnded(seq=100_002, turn_id=started.turn_id, status="completed", rounds=1, usage=Usage()),
+        ],
+    )
+    intruder = await harness.temporal.start_workflow(
+        SessionWorkflow.run,
+        SessionInput(config=config.model_copy(update={"owner": "mallory"}), state=forged),
+        id=f"mallory-{sid}",
+        task_queue=harness.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await intruder.result()
+    assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == "SessionIdMismatch"
+    assert f"session-{sid}" in str(failed.value.cause)
+
+    assert len(harness.store.events(sid, 0, 1000)) == stored
+    assert harness.store.session_config(sid).owner == OWNER
+    assert (await client.wait(sid, started.turn_id, timeout_seconds=0)).status == "pending"
+    await client.cancel(sid)
