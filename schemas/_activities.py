@@ -10,7 +10,7 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._config import ModelProfile, SessionConfig
 from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
-from agentrt.schemas._messages import Message, PositionedMessage, ToolCall, ToolSpec, Usage
+from agentrt.schemas._messages import Message, PositionedMessage, ReasoningBlock, ToolCall, ToolSpec, Usage
 
 
 class ModelRequest(Model):
@@ -25,12 +25,14 @@ class ModelRequest(Model):
 
 
 class ModelResponse(Model):
-    """What a provider adapter returns: final text, tool calls, usage (tokens), stop reason."""
+    """What a provider adapter returns: final text (the answer, reasoning left out), tool calls,
+    usage (tokens), stop reason and the reasoning blocks, in the order the model sent them."""
 
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     stop_reason: str | None = None
+    reasoning: list[ReasoningBlock] = Field(default_factory=list)
 
 
 class StoreAppendInput(Model):
@@ -71,11 +73,15 @@ class ModelCallInput(Model):
 
 
 class ModelCallResult(Model):
+    """Activity ``provider.complete``'s result. The reply's reasoning blocks stay in the store
+    (table ``reasoning``, at ``position``); ``reasoning_chars`` says how much there was."""
+
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     stop_reason: str | None = None
     position: int
+    reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
 
 
 class ListToolsInput(Model):

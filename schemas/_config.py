@@ -15,16 +15,36 @@ class ModelProfile(Model):
     """A named model choice, declared in agentrt.toml under ``[profiles.NAME]``.
 
     - ``provider``: ``openai`` (Chat Completions; any compatible ``base_url`` such as vLLM,
-      Ollama or llama.cpp), ``anthropic`` (Messages API) or ``scripted`` (offline script).
+      Ollama, llama.cpp, Groq, Mistral, DeepSeek, OpenRouter, Azure), ``openai-responses``
+      (OpenAI's Responses API), ``anthropic`` (Messages API) or ``scripted`` (offline script).
     - ``api_key_env``: the *name* of the worker's environment variable holding the key;
       the key itself never enters workflow history.
     - ``context_window`` and ``max_output_tokens`` are in tokens.
     - ``script``: path to a scripted-model file (``scripted`` only).
     - ``timeout_seconds``: bound on one HTTP request (seconds).
+    - ``system_prompt``: replaces (``system_prompt_mode = "replace"``) or extends (``"extend"``,
+      the default) agentrt's default system prompt for sessions on this profile; a session's
+      own ``system_prompt`` applies after the profile's.
+    - ``token_limit_parameter``: the request field for ``max_output_tokens`` (Chat
+      Completions). Unset, it follows the model family: ``max_completion_tokens`` for OpenAI
+      reasoning models (o1, o3, o4, gpt-5 ...), which refuse ``max_tokens``, whatever host
+      serves them; ``max_tokens`` for every other model, which is what compatible servers know.
+    - ``reasoning_effort``: sent as ``reasoning_effort`` (Chat Completions) or
+      ``reasoning.effort`` (Responses) when set.
+    - ``thinking_budget_tokens``: Anthropic extended thinking, on when set (tokens, at least
+      1,024 and less than ``max_output_tokens``, as the API requires); the thinking blocks are
+      then sent back with the tool results, as the API requires.
+    - ``prompt_cache``: Anthropic ``cache_control`` breakpoints on the system prompt, the tools
+      and the conversation's stable prefix, with this TTL (``5m`` or ``1h``); ``off`` sends
+      none. OpenAI caches long prompts by itself.
+
+    Sources: https://platform.openai.com/docs/guides/reasoning,
+    https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking,
+    https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching.
     """
 
     name: str
-    provider: Literal["openai", "anthropic", "scripted"]
+    provider: Literal["openai", "openai-responses", "anthropic", "scripted"]
     model: str = ""
     base_url: str | None = None
     api_key_env: str | None = None
@@ -33,6 +53,12 @@ class ModelProfile(Model):
     temperature: float | None = None
     script: str | None = None
     timeout_seconds: float = 600.0
+    system_prompt: str | None = None
+    system_prompt_mode: Literal["replace", "extend"] = "extend"
+    token_limit_parameter: Literal["max_tokens", "max_completion_tokens"] | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    thinking_budget_tokens: int | None = Field(default=None, ge=1024)
+    prompt_cache: Literal["off", "5m", "1h"] = "5m"
 
     @model_validator(mode="after")
     def _output_fits_the_window(self) -> "ModelProfile":
@@ -40,6 +66,11 @@ class ModelProfile(Model):
             raise ValueError(
                 f"max_output_tokens ({self.max_output_tokens}) must be smaller than context_window "
                 f"({self.context_window}): the reply's tokens are reserved inside the window"
+            )
+        if self.thinking_budget_tokens is not None and self.thinking_budget_tokens >= self.max_output_tokens:
+            raise ValueError(
+                f"thinking_budget_tokens ({self.thinking_budget_tokens}) must be smaller than max_output_tokens "
+                f"({self.max_output_tokens}): Anthropic counts thinking inside max_tokens"
             )
         return self
 
@@ -65,6 +96,9 @@ class SessionConfig(Model):
     - ``workspace``: absolute directory on the worker's machine; file tools are confined to it.
     - ``profile``: model profile name (see ``ModelProfile``); ``script``: a scripted-model
       file that overrides the profile's own (for ``--script``).
+    - ``system_prompt``: extends (``system_prompt_mode = "extend"``, the default) or replaces
+      (``"replace"``) the system prompt the profile gives: agentrt's default (workspace, tools,
+      approval rules, date; see ``docs/system-prompt.md``) as the profile changed it.
     - ``tools``: tool names offered to the model; None offers every registered tool.
     - ``approval_timeout_seconds``: a pending approval is denied after this many seconds;
       None waits forever.
@@ -85,6 +119,7 @@ class SessionConfig(Model):
     profile: str = "default"
     script: str | None = None
     system_prompt: str | None = None
+    system_prompt_mode: Literal["replace", "extend"] = Field(default="extend", exclude_if=lambda v: v == "extend")
     tools: list[str] | None = None
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     approval_timeout_seconds: float | None = None

@@ -179,6 +179,56 @@ class ProviderTransportError(ProviderError):
     retryable = True
 
 
+class ProviderProtocolError(ProviderError):
+    """The provider answered, but with something its API does not define: a chunk of an unknown
+    shape, a field of the wrong type. Not retryable: the same request gets the same answer.
+
+    Fields: ``provider`` (adapter name), ``model``, ``url``, ``line`` (the offending event
+    data, cut to ``LINE_CHARS`` characters) and ``reason``.
+    """
+
+    LINE_CHARS = 500
+    retryable = False
+
+    def __init__(self, provider: str, model: str, url: str, line: str, reason: str) -> None:
+        self.provider = provider
+        self.model = model
+        self.url = url
+        self.line = line if len(line) <= self.LINE_CHARS else line[: self.LINE_CHARS] + "…"
+        self.reason = reason
+        super().__init__(f"{provider} model {model!r} at {url} sent what its API does not define ({reason}): {self.line}")
+
+
+class EmptyResponseError(ProviderError):
+    """The model answered with neither text nor a tool call (outcome ``empty_response``).
+    Not retryable here: the turn fails with this cause instead of completing with an empty answer."""
+
+    retryable = False
+
+    def __init__(self, provider: str, model: str, stop_reason: str | None) -> None:
+        self.provider = provider
+        self.model = model
+        self.stop_reason = stop_reason
+        super().__init__(
+            f"{provider} model {model!r} answered with no text and no tool call (stop reason {stop_reason or 'none'})"
+        )
+
+
+class ScriptExhaustedError(ProviderError):
+    """The scripted model was asked for reply ``reply_index`` (0-based) but its script has only
+    ``replies`` replies (outcome ``script_exhausted``). Not retryable."""
+
+    retryable = False
+
+    def __init__(self, script: str, reply_index: int, replies: int) -> None:
+        self.script = script
+        self.reply_index = reply_index
+        self.replies = replies
+        super().__init__(
+            f"script {script} has {replies} model replies; reply {reply_index + 1} was asked for (script exhausted)"
+        )
+
+
 class ToolError(RunError):
     """A tool call could not be carried out; the message goes back to the model."""
 
