@@ -13,8 +13,11 @@
     │   └── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
     └── RunError                    something failed while work was running
         ├── ProviderError           a model provider call failed
-        │   ├── ProviderHTTPError   the provider answered with a non-2xx status
-        │   └── ProviderTransportError  no HTTP answer (connect, read, stream cut)
+        │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
+        │   ├── ProviderTransportError  no HTTP answer (connect, read, stream cut)
+        │   ├── ProviderProtocolError   an answer the provider's API does not define (unknown chunk shape)
+        │   ├── EmptyResponseError  the model answered with no text and no tool call
+        │   └── ScriptExhaustedError    the scripted model has no reply left
         ├── ToolError               a tool call could not be carried out
         │   ├── WorkspaceEscapeError    a path leaves the session's workspace
         │   └── ToolArgumentsError      arguments do not match the tool's schema
