@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import Connection
@@ -15,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
+from agentrt.activities._system_prompt import compose_system_prompt, default_system_prompt
 from agentrt.activities.providers import application_error_from, provider_for
 from agentrt.schemas import (
     CONTEXT_COMPACT,
@@ -25,17 +28,21 @@ from agentrt.schemas import (
     CompactResult,
     ConfigurationError,
     DescribeProfileInput,
+    EmptyResponseError,
     ListToolsResult,
     Message,
     ModelCallInput,
     ModelCallResult,
     ModelProfile,
     ModelRequest,
+    ModelResponse,
     PrepareSessionInput,
     PrepareSessionResult,
     ProfileInfo,
     ProfileLookup,
     ProviderError,
+    SessionConfig,
+    ToolSpec,
     UnknownProfileError,
     Usage,
 )
@@ -62,6 +69,10 @@ SUMMARY_SYSTEM = (
 )
 
 
+# Session configs kept per worker process for the default system prompt (a config never
+# changes in the parts the prompt shows: workspace, approval policy).
+SESSION_CONFIG_CACHE_SIZE = 1024
+
 # How often a model activity heartbeats while it waits for the provider, and when it first
 # does (seconds).
 HEARTBEAT_SECONDS = 0.5
@@ -82,6 +93,7 @@ class ModelActivities:
         self._config = config
         self._store = store
         self._registry = registry
+        self._session_configs: OrderedDict[str, SessionConfig | None] = OrderedDict()
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
         """The profile called ``name``; with a session ``script`` it becomes a scripted profile
@@ -126,14 +138,50 @@ class ModelActivities:
             )
         )
 
-    def _context(self, input: ModelCallInput, conn: Connection | None = None) -> tuple[str | None, list[Message]]:
+    def _session_config(self, session_id: str, conn: Connection | None) -> SessionConfig | None:
+        """The session's stored config (None when the store has none), cached per process."""
+        if session_id in self._session_configs:
+            self._session_configs.move_to_end(session_id)
+            return self._session_configs[session_id]
+        config = self._store.session_config(session_id, conn=conn)
+        if config is not None:
+            self._session_configs[session_id] = config
+            while len(self._session_configs) > SESSION_CONFIG_CACHE_SIZE:
+                self._session_configs.popitem(last=False)
+        return config
+
+    def _system_prompt(
+        self, input: ModelCallInput, profile: ModelProfile, tools: list[ToolSpec], conn: Connection | None
+    ) -> str:
+        """agentrt's default system prompt as the profile and the session extend or replace it."""
+        default = default_system_prompt(
+            self._session_config(input.session_id, conn), tools, datetime.now(timezone.utc).date()
+        )
+        return compose_system_prompt(default, profile, input.system_prompt, input.system_prompt_mode)
+
+    def _context(
+        self,
+        input: ModelCallInput,
+        conn: Connection | None = None,
+        *,
+        system: str | None = None,
+        with_reasoning: bool = False,
+    ) -> tuple[str | None, list[Message]]:
         """The system prompt and messages a call sees: by the plan's ranges, or everything before
-        the reply (read on ``conn``, a store transaction, when given)."""
+        the reply (read on ``conn``, a store transaction, when given). ``system`` is the system
+        prompt (default: ``input.system_prompt`` as it is); ``with_reasoning`` attaches each
+        assistant message's stored reasoning blocks (for providers that take them back)."""
+        if system is None:
+            system = input.system_prompt
         plan = input.plan
         if plan is None:
             rows = self._store.messages(input.session_id, input.upto_position, conn=conn)
-            return input.system_prompt, [m for _, m in rows]
+            if with_reasoning:
+                rows = self._with_reasoning(input.session_id, rows, conn)
+            return system, [m for _, m in rows]
         rows = self._store.messages_in(input.session_id, plan.ranges, conn=conn)
+        if with_reasoning:
+            rows = self._with_reasoning(input.session_id, rows, conn)
         superseded = superseded_positions((p, m.state_keys) for p, m in rows if m.role == "tool" and not m.is_error)
         limits = {t.position: t.max_bytes for t in plan.truncate}
         starts = {start for start, _ in plan.ranges[1:]}
@@ -150,7 +198,6 @@ class ModelActivities:
             messages.append(message)
         if (plan.omitted or plan.summary_id is not None) and (not messages or messages[0].role != "user"):
             messages.insert(0, Message(role="user", text=OMITTED_NOTE))
-        system = input.system_prompt
         if plan.summary_id is not None:
             summary = self._store.summary(input.session_id, plan.summary_id, conn=conn)
             if summary is None:
@@ -160,6 +207,14 @@ class ModelActivities:
                 )
             system = f"{system}\n\n{SUMMARY_HEADING}\n{summary}" if system else f"{SUMMARY_HEADING}\n{summary}"
         return system, messages
+
+    def _with_reasoning(
+        self, session_id: str, rows: list[tuple[int, Message]], conn: Connection | None
+    ) -> list[tuple[int, Message]]:
+        found = self._store.reasoning_at(session_id, (p for p, m in rows if m.role == "assistant"), conn=conn)
+        if not found:
+            return rows
+        return [(p, m.model_copy(update={"reasoning": found[p]}) if p in found else m) for p, m in rows]
 
     @activity.defn(name=PROVIDER_COMPLETE)
     async def complete(self, input: ModelCallInput) -> ModelCallResult:
@@ -187,9 +242,9 @@ class ModelActivities:
             if input.store_writes is not None:
                 await asyncio.to_thread(self._store.append, input.store_writes)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        # One transaction: the call's own events, its context, its "started" receipt.
-        system, messages = await asyncio.to_thread(self._begin, input, info.attempt)
         tools, _unknown = self._registry.specs(input.tool_names)
+        # One transaction: the call's own events, its context, its "started" receipt.
+        system, messages = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
         request = ModelRequest(
             profile=profile, system=system, messages=messages, tools=tools, reply_index=input.reply_index
         )
@@ -216,13 +271,18 @@ class ModelActivities:
             if len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
                 await flush()
 
-        async def end(status: str, usage: Usage | None = None, *, quiet: bool = False) -> None:
-            """The deltas still buffered and the attempt's receipt, in one transaction. ``quiet``
-            (on a failed call): a store error is logged, so the call's own error is what is raised."""
+        async def end(
+            status: str, usage: Usage | None = None, *, quiet: bool = False, response: ModelResponse | None = None
+        ) -> None:
+            """The deltas still buffered, the attempt's receipt and the reply's reasoning, in one
+            transaction. ``quiet`` (on a failed call): a store error is logged, so the call's own
+            error is what is raised."""
             texts = list(buffer)
             buffer.clear()
             try:
-                await asyncio.to_thread(self._end, input, info.attempt, texts, written, status, usage or Usage())
+                await asyncio.to_thread(
+                    self._end, input, info.attempt, texts, written, status, usage or Usage(), response
+                )
             except Exception:
                 if not quiet:
                     raise
@@ -235,7 +295,7 @@ class ModelActivities:
         except ProviderError as err:
             partial = err.partial_usage if isinstance(err.partial_usage, Usage) else None
             await end("interrupted", partial, quiet=True)
-            raise application_error_from(err) from err
+            raise _provider_failure(err) from None
         except ConfigurationError as err:
             await end("interrupted", quiet=True)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
@@ -246,34 +306,58 @@ class ModelActivities:
             # Not a provider's error (a malformed answer that broke the adapter): keep what streamed.
             await end("interrupted", quiet=True)
             raise
-        await end("completed", response.usage)
+        await end("completed", response.usage, response=response)
+        if not response.text.strip() and not response.tool_calls:
+            empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)
+            raise _provider_failure(empty) from None
         return ModelCallResult(
             text=response.text,
             tool_calls=response.tool_calls,
             usage=response.usage,
             stop_reason=response.stop_reason,
             position=input.reply_position,
+            reasoning_chars=sum(len(block.text) for block in response.reasoning),
         )
 
-    def _begin(self, input: ModelCallInput, attempt: int) -> tuple[str | None, list[Message]]:
+    def _begin(
+        self, input: ModelCallInput, attempt: int, profile: ModelProfile, tools: list[ToolSpec]
+    ) -> tuple[str | None, list[Message]]:
         """In one transaction: write the call's staged writes (its own messages are part of its
         context), read its context, write its "started" receipt. A context that cannot be read
         (a missing summary) writes nothing, so no receipt claims a request that was never sent."""
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
-            context = self._context(input, conn)
+            system = self._system_prompt(input, profile, tools, conn)
+            context = self._context(input, conn, system=system, with_reasoning=_takes_reasoning_back(profile))
             self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
         return context
 
-    def _end(self, input: ModelCallInput, attempt: int, texts: list[str], start_idx: int, status: str, usage: Usage) -> None:
-        """Write the last streamed ``texts`` and the attempt's receipt (``status``, ``usage``) in one transaction."""
+    def _end(
+        self,
+        input: ModelCallInput,
+        attempt: int,
+        texts: list[str],
+        start_idx: int,
+        status: str,
+        usage: Usage,
+        response: ModelResponse | None = None,
+    ) -> None:
+        """Write the last streamed ``texts``, the attempt's receipt (``status``, ``usage``) and
+        the reply's reasoning blocks (``response.reasoning``) in one transaction."""
         with self._store.transaction() as conn:
             self._store.append_deltas(input.session_id, input.turn_id, input.round, attempt, texts, start_idx, conn=conn)
             self._store.record_usage(
                 input.session_id, input.turn_id, input.round, attempt, status,  # type: ignore[arg-type]
-                usage.input_tokens, usage.output_tokens, conn=conn,
+                usage.input_tokens, usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+                reasoning_tokens=usage.reasoning_tokens, conn=conn,
             )
+            if response is not None and response.reasoning:
+                self._store.put_reasoning(
+                    input.session_id, input.reply_position, response.reasoning,
+                    turn_id=input.turn_id, round=input.round, attempt=attempt, conn=conn,
+                )
 
     @activity.defn(name=CONTEXT_COMPACT)
     async def compact(self, input: CompactInput) -> CompactResult:
@@ -302,7 +386,7 @@ class ModelActivities:
             response = await provider.complete(request, None)
         except ProviderError as err:
             # A summary is an optimisation: never wait long on a provider's Retry-After for it.
-            raise application_error_from(err, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from err
+            raise _provider_failure(err, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from None
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         finally:
@@ -313,6 +397,24 @@ class ModelActivities:
         )
         preview = " ".join(text.split())[:PREVIEW_CHARS]
         return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
+
+
+def _provider_failure(err: ProviderError, max_retry_delay: float | None = None) -> ApplicationError:
+    """The ``ApplicationError`` for ``err``, to be raised ``from None``; ``err`` with its causes
+    (httpx's, the socket's) goes to the worker's log instead. The server keeps a retrying
+    activity's last failure only up to 4 KB (``limit.mutableStateActivityFailureSize.error``) and
+    shows "Failure exceeds size limit." for a bigger one: with every cause's stack trace a
+    refused connection is bigger, and the user would not see why the call failed."""
+    activity.logger.warning("model call failed: %s", err, exc_info=err)
+    return application_error_from(err, max_retry_delay=max_retry_delay)
+
+
+def _takes_reasoning_back(profile: ModelProfile) -> bool:
+    """Whether ``profile``'s provider is sent earlier replies' reasoning: Anthropic with extended
+    thinking (thinking blocks must accompany tool use) and OpenAI Responses (reasoning items)."""
+    return profile.provider == "openai-responses" or (
+        profile.provider == "anthropic" and profile.thinking_budget_tokens is not None
+    )
 
 
 def _fit(message: Message, max_bytes: int) -> Message:

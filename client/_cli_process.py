@@ -44,6 +44,12 @@ def run(
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
     approval_timeout: Optional[float] = typer.Option(None, "--approval-timeout", help="Deny approvals not decided within this many seconds."),
     max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
+    system_prompt: Optional[str] = typer.Option(
+        None, "--system-prompt", help="Text added to the system prompt (docs/system-prompt.md); see --replace-system-prompt."
+    ),
+    replace_system_prompt: bool = typer.Option(
+        False, "--replace-system-prompt", help="Send --system-prompt instead of the default system prompt, not after it."
+    ),
 ) -> None:
     """Start a session with PROMPT, stream its progress and print the answer.
 
@@ -51,6 +57,8 @@ def run(
     """
     if not prompt.strip():
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    if replace_system_prompt and not (system_prompt or "").strip():
+        raise typer.BadParameter("--replace-system-prompt needs a --system-prompt", param_hint="--replace-system-prompt")
     if script:
         try:
             load_script(str(script))
@@ -68,6 +76,8 @@ def run(
                 script=str(script) if script else None,
                 approval_timeout_seconds=approval_timeout,
                 max_rounds_per_turn=max_rounds,
+                system_prompt=system_prompt,
+                system_prompt_mode="replace" if replace_system_prompt else "extend",
             )
             if profile or not script:
                 config.profile(session_config.profile)  # fail fast on an unknown profile

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from agentrt.client._cli_common import ApproveMode, drive_turn, load_config, print_outcome, run_command
-from agentrt.client._render import event_line
+from agentrt.client._render import event_line, usage_text
 from agentrt.client._runtime import runtime
 from agentrt.worker import AgentrtConfig
 
@@ -62,7 +62,7 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         typer.echo(f"workspace {view.workspace}")
         active = f"{view.active_turn_id} (round {view.current_round})" if view.active_turn_id else "-"
         typer.echo(f"turns     {view.turns_completed} done; active {active}; queued {', '.join(view.queued_turn_ids) or '-'}")
-        typer.echo(f"usage     {view.usage.input_tokens} in / {view.usage.output_tokens} out tokens")
+        typer.echo(f"usage     {usage_text(view.usage)}")
         if view.context_window is not None:
             summary = f"; summary {view.summary_id}" if view.summary_id is not None else ""
             typer.echo(

@@ -30,6 +30,7 @@ from agentrt.schemas import (
     ToolInvocationStarted,
     TurnEnded,
     TurnStarted,
+    Usage,
     UserMessageAdded,
 )
 
@@ -80,7 +81,8 @@ def describe(event: Event) -> str:
             return f"continued as new: run {event.run} (previous run {event.history_events} events, {event.history_bytes} bytes)"
         case AssistantMessageCompleted():
             calls = f" + {event.tool_calls} tool call(s)" if event.tool_calls else ""
-            return f"assistant: {_short(event.text) or '(no text)'}{calls} [{event.usage.input_tokens} in / {event.usage.output_tokens} out tokens]"
+            reasoning = f" (after {event.reasoning_chars} characters of reasoning)" if event.reasoning_chars else ""
+            return f"assistant: {_short(event.text) or '(no text)'}{calls}{reasoning} [{usage_text(event.usage)}]"
         case ModelToolCallRequested():
             args = event.call.arguments if event.call.arguments is not None else event.call.arguments_raw
             return f"tool call {event.call.id}: {event.call.name} {_short(args)}"
@@ -101,7 +103,8 @@ def describe(event: Event) -> str:
             return f"{event.tool} failed [{event.reason}]: {_short(event.error)}"
         case TurnEnded():
             tail = f": {event.error}" if event.error else ""
-            return f"turn ended {event.status} after {event.rounds} round(s){tail}"
+            code = f" [{event.error_type}]" if event.error_type else ""
+            return f"turn ended {event.status}{code} after {event.rounds} round(s){tail} · {usage_text(event.usage)}"
         case CancelRequested():
             return "cancel requested" + (f" by {event.principal}" if event.principal else "") + (f": {event.reason}" if event.reason else "")
         case CancelIgnored():
@@ -133,3 +136,18 @@ def transcript_lines(messages: list[tuple[int, Message]]) -> list[str]:
         else:
             lines.append(f"[{position}] {message.role}: {message.text}")
     return lines
+
+
+def usage_text(usage: Usage) -> str:
+    """``"1200 in / 80 out tokens"``, plus the cached, cache-write and reasoning parts when any."""
+    text = f"{usage.input_tokens} in / {usage.output_tokens} out tokens"
+    parts = [
+        f"{count} {label}"
+        for count, label in (
+            (usage.cache_read_tokens, "read from cache"),
+            (usage.cache_write_tokens, "written to cache"),
+            (usage.reasoning_tokens, "reasoning"),
+        )
+        if count
+    ]
+    return f"{text} ({', '.join(parts)})" if parts else text

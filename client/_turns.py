@@ -170,6 +170,7 @@ def outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutco
                 status=event.status,
                 answer=answer if event.status == "completed" else None,
                 error=event.error,
+                error_type=event.error_type,
                 rounds=event.rounds,
                 # As the session reports it: a cancelled turn counts none.
                 tool_calls=0 if event.status == "cancelled" else tool_calls,

@@ -54,7 +54,8 @@ class ModelCallInput(Model):
 
     With a ``plan``, the positions in its ranges (plus its summary); without one, every
     position < ``upto_position``. ``reply_index`` counts the session's earlier assistant
-    messages (the scripted model's step).
+    messages (the scripted model's step). ``system_prompt`` extends or replaces (by
+    ``system_prompt_mode``) the system prompt the profile gives (``activities/_system_prompt.py``).
     """
 
     session_id: str
@@ -63,6 +64,7 @@ class ModelCallInput(Model):
     profile: str
     script: str | None = None
     system_prompt: str | None = None
+    system_prompt_mode: Literal["replace", "extend"] = Field(default="extend", exclude_if=lambda v: v == "extend")
     tool_names: list[str] = Field(default_factory=list)
     upto_position: int
     reply_position: int

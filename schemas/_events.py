@@ -76,6 +76,9 @@ class AssistantMessageCompleted(_EventBase):
     tool_calls: int
     usage: Usage
     position: int
+    # Characters of reasoning the model produced before this message (the blocks are in the
+    # store's ``reasoning`` table); left out when 0.
+    reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
 
 
 class PermissionRequested(_EventBase):
@@ -151,6 +154,7 @@ class TurnEnded(_EventBase):
     rounds: int
     error: str | None = None
     usage: Usage
+    error_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class SessionCancelled(_EventBase):

@@ -59,6 +59,7 @@ class TurnOutcome(Model):
     status: TurnStatus | Literal["pending"]
     answer: str | None = None
     error: str | None = None
+    error_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
     rounds: int = 0
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)

@@ -30,6 +30,7 @@ __all__ = [
     "messages",
     "metadata",
     "payloads",
+    "reasoning",
     "sessions",
     "token_deltas",
     "usage_receipts",
@@ -135,8 +136,28 @@ usage_receipts = Table(
     Column("output_tokens", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # Subsets of the two counts above (migration 0005).
+    Column("cache_read_tokens", Integer, nullable=False, server_default="0"),
+    Column("cache_write_tokens", Integer, nullable=False, server_default="0"),
+    Column("reasoning_tokens", Integer, nullable=False, server_default="0"),
     PrimaryKeyConstraint("session_id", "turn_id", "round", "attempt"),
     CheckConstraint("status IN ('started', 'completed', 'interrupted')", name="status"),
+)
+
+# Reasoning blocks (``[ReasoningBlock]`` as JSON) of the assistant message at (session_id,
+# position), written by the model call that produced it; never in workflow history. The
+# attempt whose result the workflow took writes last.
+reasoning = Table(
+    "reasoning",
+    metadata,
+    Column("session_id", String(255), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("turn_id", String(255), nullable=True),
+    Column("round", Integer, nullable=True),
+    Column("attempt", Integer, nullable=False),
+    Column("blocks_json", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("session_id", "position"),
 )
 
 # Compaction summaries: summary ``summary_id`` stands for the transcript at positions

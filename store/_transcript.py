@@ -193,9 +193,9 @@ class TranscriptTables(StoreBase):
             bodies = conn.execute(q).scalars().all()
         return [EVENT_ADAPTER.validate_json(body) for body in bodies]
 
-    def session_config(self, session_id: str) -> SessionConfig | None:
+    def session_config(self, session_id: str, *, conn: Connection | None = None) -> SessionConfig | None:
         """The session's latest ``SessionConfig``, or None when the session is unknown."""
-        with self._engine.connect() as conn:
+        with self._reading(conn) as conn:
             body = conn.execute(
                 select(sessions.c.config_json).where(sessions.c.session_id == session_id)
             ).scalar_one_or_none()

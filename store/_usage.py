@@ -30,6 +30,9 @@ class UsageReceipt:
     output_tokens: int
     created_at: datetime
     updated_at: datetime
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class UsageReceiptTable(StoreBase):
@@ -45,9 +48,13 @@ class UsageReceiptTable(StoreBase):
         input_tokens: int = 0,
         output_tokens: int = 0,
         *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
         conn: Connection | None = None,
     ) -> None:
-        """Upsert the receipt at (session_id, turn_id, round, attempt).
+        """Upsert the receipt at (session_id, turn_id, round, attempt); token counts as in
+        ``schemas.Usage`` (cache and reasoning tokens are subsets of input and output).
 
         A new receipt is inserted; an existing one gets ``status`` and the token counts
         (``created_at`` is kept), unless it is already ``completed``: a completed receipt
@@ -60,13 +67,14 @@ class UsageReceiptTable(StoreBase):
         stmt = self._upsert(
             usage_receipts,
             ["session_id", "turn_id", "round", "attempt"],
-            ["status", "input_tokens", "output_tokens", "updated_at"],
+            ["status", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "updated_at"],
             where=usage_receipts.c.status != "completed",
             where_name="not completed",
         )
         values = dict(
             session_id=session_id, turn_id=turn_id, round=round, attempt=attempt, status=status,
-            input_tokens=input_tokens, output_tokens=output_tokens, created_at=now, updated_at=now,
+            input_tokens=input_tokens, output_tokens=output_tokens, cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens, reasoning_tokens=reasoning_tokens, created_at=now, updated_at=now,
         )
         with self._writing(conn) as conn:
             conn.execute(stmt, values)
@@ -85,6 +93,8 @@ class UsageReceiptTable(StoreBase):
                 session_id=r.session_id, turn_id=r.turn_id, round=r.round, attempt=r.attempt, status=r.status,
                 input_tokens=r.input_tokens, output_tokens=r.output_tokens,
                 created_at=utc(r.created_at), updated_at=utc(r.updated_at),
+                cache_read_tokens=r.cache_read_tokens, cache_write_tokens=r.cache_write_tokens,
+                reasoning_tokens=r.reasoning_tokens,
             )
             for r in rows
         ]

@@ -200,6 +200,17 @@ async def started_idle_then_message(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"started-idle-then-message": r.handle(config.session_id)}
 
 
+async def round_limit(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn stopped at max_rounds_per_turn (its assistant message saying so), then a turn that answers."""
+    call = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}
+    config = r.config([call, call, {"text": "done now"}], max_rounds_per_turn=2)
+    started = await r.client.start(config, "keep listing")
+    await r.wait_turn(config.session_id, started.turn_id)
+    sent = await r.client.send(config.session_id, "finish")
+    await r.wait_turn(config.session_id, sent.turn_id)
+    return {"round-limit": r.handle(config.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
@@ -212,6 +223,7 @@ SCENARIOS: list[Scenario] = [
     workflow_cancelled,
     continued_as_new,
     started_idle_then_message,
+    round_limit,
 ]
 
 

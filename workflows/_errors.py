@@ -8,11 +8,13 @@ OUTCOME_UNKNOWN = "EffectOutcomeUnknown"
 
 
 class ModelCallFailed(Exception):
-    """The model activity failed for good (retries spent or a non-retryable error)."""
+    """The model activity failed for good (retries spent or a non-retryable error); ``error_type``
+    is the failure's code (``error_code``)."""
 
-    def __init__(self, error: str) -> None:
+    def __init__(self, error: str, error_type: str | None = None) -> None:
         super().__init__(error)
         self.error = error
+        self.error_type = error_type
 
 
 class TurnCancelled(Exception):
@@ -44,3 +46,28 @@ def error_text(err: BaseException) -> str:
             return f"{cause.type}: {cause.message}" if cause.type else cause.message
         cause = cause.__cause__
     return str(err)
+
+
+def error_code(err: BaseException) -> str | None:
+    """The first ``ApplicationError``'s type in the cause chain as a snake_case code, without an
+    ``Error`` suffix: ``EmptyResponseError`` → ``empty_response``, ``ScriptExhaustedError`` →
+    ``script_exhausted``, ``ProviderHTTPError`` → ``provider_http``. None when no cause has a type."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ApplicationError) and cause.type:
+            return _snake_case(cause.type.removesuffix("Error") or cause.type)
+        cause = cause.__cause__
+    return None
+
+
+def _snake_case(name: str) -> str:
+    """``ProviderHTTP`` → ``provider_http``: a word starts at an upper-case letter that follows a
+    lower-case letter or digit, or that precedes a lower-case letter after an upper-case one."""
+    out: list[str] = []
+    for i, char in enumerate(name):
+        if char.isupper() and i > 0:
+            before, after = name[i - 1], name[i + 1] if i + 1 < len(name) else ""
+            if before.islower() or before.isdigit() or (before.isupper() and after.islower()):
+                out.append("_")
+        out.append(char.lower())
+    return "".join(out)

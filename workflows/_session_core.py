@@ -262,7 +262,8 @@ class SessionCore:
         assert outcome.status != "pending"
         self._emit(
             TurnEnded(
-                turn_id=outcome.turn_id, status=outcome.status, rounds=outcome.rounds, error=outcome.error, usage=outcome.usage
+                turn_id=outcome.turn_id, status=outcome.status, rounds=outcome.rounds, error=outcome.error,
+                usage=outcome.usage, error_type=outcome.error_type,
             )
         )
         self._state.turns_completed += 1

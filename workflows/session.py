@@ -67,6 +67,7 @@ from agentrt.workflows._context_steps import ContextSteps
 from agentrt.workflows._errors import (
     ModelCallFailed,
     TurnCancelled,
+    error_code,
     error_text,
     rejected,
 )
@@ -95,6 +96,8 @@ LEAN_ROUNDS_PATCH = "lean-rounds-v1"
 # first events with the first model call, and its owner with its first status; a workflow
 # whose id is not session-<config.session_id> fails before it writes anything.
 LEAN_START_PATCH = "lean-start-v1"
+# A turn that reaches max_rounds_per_turn ends with an assistant message saying so.
+ROUND_LIMIT_MESSAGE_PATCH = "round-limit-message-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
 # The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
@@ -328,7 +331,13 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 reply = await self._call_model(turn_id, round_number)
             except ModelCallFailed as failure:
                 return TurnOutcome(
-                    turn_id=turn_id, status="failed", error=failure.error, rounds=round_number, tool_calls=calls, usage=usage
+                    turn_id=turn_id,
+                    status="failed",
+                    error=failure.error,
+                    error_type=failure.error_type,
+                    rounds=round_number,
+                    tool_calls=calls,
+                    usage=usage,
                 )
             usage = usage + reply.usage
             self._state.usage = self._state.usage + reply.usage
@@ -342,6 +351,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     tool_calls=len(reply.tool_calls),
                     usage=reply.usage,
                     position=reply.position,
+                    reasoning_chars=reply.reasoning_chars,
                 )
             )
             if reply.tool_calls and self._stop_after_step():
@@ -354,10 +364,25 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 )
             calls += len(reply.tool_calls)
             await self._handle_tool_calls(turn_id, round_number, reply.tool_calls)
+        limit_text = f"no final answer after {self._config.max_rounds_per_turn} rounds"
+        if workflow.patched(ROUND_LIMIT_MESSAGE_PATCH):
+            # The transcript says why the turn stopped, so the next turn (and a reader) knows.
+            position = self._journal.take_position()
+            text = (
+                f"I stopped here: this turn reached its limit of {self._config.max_rounds_per_turn} model calls "
+                "(max_rounds_per_turn) before I could give a final answer. Send a message to let me continue."
+            )
+            self._stage_message(position, turn_id, Message(role="assistant", text=text))
+            self._emit(
+                AssistantMessageCompleted(
+                    turn_id=turn_id, round=self._config.max_rounds_per_turn, text=text, tool_calls=0,
+                    usage=Usage(), position=position,
+                )
+            )
         return TurnOutcome(
             turn_id=turn_id,
             status="round_limit",
-            error=f"no final answer after {self._config.max_rounds_per_turn} rounds",
+            error=limit_text,
             rounds=self._config.max_rounds_per_turn,
             tool_calls=calls,
             usage=usage,
@@ -399,6 +424,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     profile=self._config.profile,
                     script=self._config.script,
                     system_prompt=self._config.system_prompt,
+                    system_prompt_mode=self._config.system_prompt_mode,
                     tool_names=sorted(self._tools),
                     upto_position=reply_position,
                     reply_position=reply_position,
@@ -416,7 +442,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) or self._stop_after_step():
                 raise TurnCancelled() from err
-            raise ModelCallFailed(error_text(err)) from err
+            raise ModelCallFailed(error_text(err), error_code(err)) from err
         self._call_wrote(writes)
         self._state.assistant_messages += 1
         if plan is not None:

@@ -10,7 +10,14 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
-from agentrt.schemas import ProviderError, ProviderHTTPError, ProviderTransportError
+from agentrt.schemas import ProviderError, ProviderHTTPError, ProviderProtocolError, ProviderTransportError
+
+# The longest message an ApplicationError from a provider carries (characters): the cause must
+# be what a user sees, and the server replaces a failure over its size limit with "Failure
+# exceeds size limit." (the provider's full body stays in ``details``, itself bounded).
+MAX_MESSAGE_CHARS = 1_000
+# The longest response body kept in an ApplicationError's details (characters).
+MAX_DETAIL_BODY_CHARS = 1_000
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -53,10 +60,13 @@ def _number(value: str | None) -> float | None:
 def application_error_from(exc: ProviderError, *, max_retry_delay: float | None = None) -> ApplicationError:
     """Translate a provider error into the ``ApplicationError`` an activity raises.
 
-    - ``type``: the error's class name (``"ProviderHTTPError"``, ``"ProviderTransportError"``).
-    - ``message``: ``str(exc)``.
+    - ``type``: the error's class name (``"ProviderHTTPError"``, ``"ProviderTransportError"``,
+      ``"ProviderProtocolError"``, ``"EmptyResponseError"``, ``"ScriptExhaustedError"``).
+    - ``message``: ``str(exc)``, at most ``MAX_MESSAGE_CHARS`` characters.
     - ``details``: ``[{"status": int | None, "url": str | None, "body": str | None}]``, plus
-      ``"reason"`` for transport errors.
+      ``"reason"`` for transport and protocol errors and ``"provider"``, ``"model"`` and
+      ``"line"`` (the offending event data) for protocol errors; ``body`` at most
+      ``MAX_DETAIL_BODY_CHARS`` characters.
     - ``non_retryable``: True for statuses other than 408, 409, 429, 529 and 5xx
       (``schemas.status_is_retryable``); transport errors are always retryable.
     - ``next_retry_delay``: the Retry-After delay when the provider gave one, so Temporal's
@@ -66,12 +76,19 @@ def application_error_from(exc: ProviderError, *, max_retry_delay: float | None 
     Raise it ``from exc`` so the cause is kept.
     """
     if isinstance(exc, ProviderHTTPError):
-        detail: dict[str, object] = {"status": exc.status, "url": exc.url, "body": exc.body}
+        detail: dict[str, object] = {"status": exc.status, "url": exc.url, "body": _cut(exc.body, MAX_DETAIL_BODY_CHARS)}
         retryable = exc.retryable
         retry_after = exc.retry_after
     elif isinstance(exc, ProviderTransportError):
         detail = {"status": None, "url": exc.url, "body": None, "reason": exc.reason}
         retryable = True
+        retry_after = None
+    elif isinstance(exc, ProviderProtocolError):
+        detail = {
+            "status": None, "url": exc.url, "body": None, "reason": exc.reason,
+            "provider": exc.provider, "model": exc.model, "line": exc.line,
+        }
+        retryable = False
         retry_after = None
     else:
         detail = {"status": None, "url": None, "body": None}
@@ -80,9 +97,13 @@ def application_error_from(exc: ProviderError, *, max_retry_delay: float | None 
     if retry_after is not None and max_retry_delay is not None:
         retry_after = min(retry_after, max_retry_delay)
     return ApplicationError(
-        str(exc),
+        _cut(str(exc), MAX_MESSAGE_CHARS),
         detail,
         type=type(exc).__name__,
         non_retryable=not retryable,
         next_retry_delay=timedelta(seconds=retry_after) if retry_after is not None else None,
     )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

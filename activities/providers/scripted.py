@@ -14,14 +14,21 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentrt.activities.providers._base import OnDelta, tool_call_from_text
-from agentrt.schemas import InvalidScriptError, ModelProfile, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
+from agentrt.schemas import (
+    InvalidScriptError,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ScriptExhaustedError,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 
-EXHAUSTED_TEXT = "(scripted model: script exhausted)"
-EXHAUSTED_STOP_REASON = "end_of_script"
 _DELAY_STEP_SECONDS = 0.05
 _WORDS_PER_DELTA = 3
 
-__all__ = ["EXHAUSTED_STOP_REASON", "EXHAUSTED_TEXT", "Script", "ScriptedProvider", "load_script"]
+__all__ = ["Script", "ScriptedProvider", "load_script"]
 
 
 class _Strict(BaseModel):
@@ -105,8 +112,10 @@ class ScriptedProvider:
     message) of at most ``profile.max_output_tokens * 4`` characters. Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
     slept in small cancellable steps before answering; text streams through ``on_delta``
     in word groups. Usage is estimated as ceil(characters / 4) tokens of the input and of
-    the output (input: system prompt, tool specs as JSON and messages). Past the end of the script the answer is ``EXHAUSTED_TEXT`` with
-    ``stop_reason="end_of_script"``. Errors: ``InvalidScriptError`` for a bad script file.
+    the output (input: system prompt, tool specs as JSON and messages). Errors:
+    ``InvalidScriptError`` for a bad script file; ``ScriptExhaustedError`` (not retryable) when
+    asked for a reply past the end of the script, so such a turn fails as ``script_exhausted``
+    instead of completing with an answer the script never gave.
     """
 
     def __init__(self, profile: ModelProfile) -> None:
@@ -129,11 +138,9 @@ class ScriptedProvider:
         if index is None:
             index = sum(1 for m in request.messages if m.role == "assistant")
         if index >= len(script.turns):
-            return ModelResponse(
-                text=EXHAUSTED_TEXT,
-                usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(EXHAUSTED_TEXT))),
-                stop_reason=EXHAUSTED_STOP_REASON,
-            )
+            err = ScriptExhaustedError(self.path, index, len(script.turns))
+            err.partial_usage = Usage(input_tokens=input_tokens)
+            raise err
         turn = script.turns[index]
         await _sleep_in_steps(turn.delay_seconds)
         if on_delta is not None:

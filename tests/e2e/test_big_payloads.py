@@ -84,6 +84,7 @@ async def test_a_1_3_mb_tool_call_argument_then_another_model_call_completes(
         {"tool_calls": [{"name": "fs.write", "arguments": {"path": "big.txt", "content": content}}]},
         {"tool_calls": [{"name": "fs.read", "arguments": {"path": "big.txt", "limit": 1048576}}]},
         {"text": "wrote and read it"},
+        {"text": "got your long message"},
     ])
     sid = harness.new_session_id()
     config = session_config(big_client, sid, workspace, script, tools=["fs.write", "fs.read"], approval=ALLOW_ALL)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentrt.activities.providers import ScriptedProvider
-from agentrt.schemas import InvalidScriptError, Message, ModelProfile, ModelRequest, ToolCall
+from agentrt.schemas import InvalidScriptError, Message, ModelProfile, ModelRequest, ScriptExhaustedError, ToolCall
 
 
 def write_json(path: Path, script: dict) -> str:
@@ -118,7 +118,7 @@ async def test_yaml_script_is_read(tmp_path: Path) -> None:
     ]
 
 
-async def test_exhausted_script_says_so(tmp_path: Path) -> None:
+async def test_a_reply_past_the_end_of_the_script_is_a_typed_not_retryable_error(tmp_path: Path) -> None:
     path = write_json(tmp_path / "s.json", {"turns": [{"text": "only one"}]})
     history = [
         Message(role="user", text="a"),
@@ -126,11 +126,13 @@ async def test_exhausted_script_says_so(tmp_path: Path) -> None:
         Message(role="user", text="b"),
     ]
 
-    response = await provider(path).complete(request(path, history))
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await provider(path).complete(request(path, history))
 
-    assert response.text == "(scripted model: script exhausted)"
-    assert response.stop_reason == "end_of_script"
-    assert response.tool_calls == []
+    assert caught.value.retryable is False
+    assert (caught.value.reply_index, caught.value.replies) == (1, 1)
+    assert "script exhausted" in str(caught.value) and str(path) in str(caught.value)
+    assert caught.value.partial_usage.input_tokens > 0
 
 
 async def test_usage_is_estimated_at_four_characters_per_token(tmp_path: Path) -> None:
