@@ -4,7 +4,7 @@ DeepSeek, OpenRouter, Ollama, vLLM, llama.cpp), decoding each vendor's additions
 from __future__ import annotations
 
 import json
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +110,8 @@ class OpenAIProvider:
         error`` event inside the 200 stream (Groq ``tool_use_failed``, OpenRouter mid-stream
         errors). Its status is ``error.status_code`` / ``error.status`` when present, else a
         numeric ``error.code`` (4xx/5xx), else 400 for ``"type": "invalid_request_error"`` and
-        500 otherwise; the body kept is the event data (at most 4 KB).
+        500 otherwise; the body kept is the event data (at most 4 KB); ``partial_usage`` is
+        the usage reported before (or beside) the error, when there was any.
       - ``ProviderProtocolError`` (not retried): a chunk the API does not define: data that
         is not JSON (other than ``[DONE]``), JSON that is not an object, ``choices`` not a
         list, a choice, ``delta``, tool call or ``function`` not an object, ``tool_calls`` not
@@ -239,10 +240,14 @@ class _StreamDecoder:
             raise self._error(f"event data is not JSON ({type(e).__name__})") from e
         if not isinstance(chunk, dict):
             raise self._error(f"event data is a JSON {type(chunk).__name__}, not an object")
-        if chunk.get("error") is not None:
-            raise _stream_error(self.url, data, chunk["error"])
-        if chunk.get("object") == "error":  # vLLM-style error object sent as the chunk itself
-            raise _stream_error(self.url, data, chunk)
+        if chunk.get("error") is not None or chunk.get("object") == "error":
+            # ``object: error``: a vLLM-style error object sent as the chunk itself.
+            error = _stream_error(self.url, data, chunk["error"] if chunk.get("error") is not None else chunk)
+            with suppress(ProviderProtocolError):
+                self._usage(chunk)  # OpenRouter reports the usage so far beside the error
+            if self.usage != Usage():
+                error.partial_usage = self.usage
+            raise error
         self._usage(chunk)
         choices = chunk.get("choices")
         if choices is None:

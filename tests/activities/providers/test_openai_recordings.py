@@ -281,3 +281,11 @@ async def test_groq_answer_text_streamed_before_an_in_stream_error_reached_on_de
     assert isinstance(result, ProviderHTTPError)
     assert deltas == ["maybe"]
     assert json.loads(result.body)["error"]["code"] == "tool_use_failed"
+
+
+async def test_openrouter_usage_beside_a_mid_stream_error_is_kept_as_partial_usage(server: LoopbackServer) -> None:
+    result, _ = await replay(server, Case("openrouter/minimax-stream-error.sse"), "whole")
+
+    assert isinstance(result, ProviderHTTPError)
+    assert result.partial_usage == Usage(input_tokens=43, output_tokens=10, reasoning_tokens=11)
+    assert "Token limit reached" in result.body
