@@ -235,15 +235,50 @@ async def test_request_body_carries_wire_tool_names_converted_messages_and_auth(
     ]
 
 
-async def test_api_openai_com_gets_max_completion_tokens() -> None:
-    prof = ModelProfile(name="t", provider="openai", model="gpt-4o", max_output_tokens=100)
-    provider = OpenAIProvider(prof, "sk")
+def body_for(model: str, **kw) -> dict:
+    prof = ModelProfile(name="t", provider="openai", model=model, max_output_tokens=100, **kw)
+    return OpenAIProvider(prof, "sk").request_body(
+        ModelRequest(profile=prof, messages=[Message(role="user", text="x")]), ToolNames([])
+    )
 
-    body = provider.request_body(ModelRequest(profile=prof, messages=[Message(role="user", text="x")]), ToolNames([]))
 
-    assert provider.url == "https://api.openai.com/v1/chat/completions"
+@pytest.mark.parametrize(
+    "model", ["o1", "o1-mini", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "openai/o3-mini", "GPT-5.1"]
+)
+def test_openai_reasoning_models_get_max_completion_tokens_and_no_temperature(model: str) -> None:
+    body = body_for(model, temperature=0.2)
+
     assert body["max_completion_tokens"] == 100
     assert "max_tokens" not in body
+    assert "temperature" not in body
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4.1-mini", "deepseek-reasoner", "llama-3.3-70b", "openai/gpt-oss-120b"])
+def test_other_models_get_max_tokens_and_temperature_whatever_the_host(model: str) -> None:
+    body = body_for(model, temperature=0.2)
+
+    assert body["max_tokens"] == 100
+    assert "max_completion_tokens" not in body
+    assert body["temperature"] == 0.2
+
+
+def test_token_limit_parameter_overrides_the_model_family() -> None:
+    azure_deployment = body_for("my-prod-deployment", token_limit_parameter="max_completion_tokens")
+    forced_old_field = body_for("o3-mini", token_limit_parameter="max_tokens")
+
+    assert azure_deployment["max_completion_tokens"] == 100 and "max_tokens" not in azure_deployment
+    assert forced_old_field["max_tokens"] == 100 and "max_completion_tokens" not in forced_old_field
+
+
+def test_reasoning_effort_is_sent_only_when_the_profile_sets_it() -> None:
+    assert body_for("o4-mini", reasoning_effort="high")["reasoning_effort"] == "high"
+    assert "reasoning_effort" not in body_for("o4-mini")
+
+
+def test_vendor_endpoint_is_the_default_base_url() -> None:
+    prof = ModelProfile(name="t", provider="openai", model="gpt-4o")
+
+    assert OpenAIProvider(prof, "sk").url == "https://api.openai.com/v1/chat/completions"
 
 
 async def test_local_server_without_key_sends_no_authorization(server: LoopbackServer) -> None:
