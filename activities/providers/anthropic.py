@@ -114,16 +114,17 @@ class AnthropicProvider:
       reasoning, never into the answer nor ``on_delta``; ``citations_delta`` read and
       dropped), ``content_block_stop``, ``message_delta`` (``stop_reason``; cumulative
       ``usage``: each count it carries replaces the one before), ``message_stop`` (end),
-      ``ping``, ``error``. Event types not listed, block kinds other than text, tool_use,
-      thinking and redacted_thinking, and delta types not listed are skipped: the API says
-      new ones may be added and must be ignored.
+      ``ping``, ``error``. Event types not listed are skipped, as messages-streaming asks
+      ("handle unknown event types gracefully"); so are block kinds other than text,
+      tool_use, thinking and redacted_thinking (server tools, compaction) with their deltas,
+      and delta types not listed, which the API adds over time (versioning).
     - Response: ``text`` (text blocks joined), ``tool_calls``, ``reasoning`` (one
       ``ReasoningBlock`` per thinking / redacted_thinking block, ``provider="anthropic"``,
       in block order), ``stop_reason`` and ``usage``: ``input_tokens`` = ``input_tokens`` +
       ``cache_read_input_tokens`` + ``cache_creation_input_tokens``, ``cache_read_tokens``
       = ``cache_read_input_tokens``, ``cache_write_tokens`` = ``cache_creation_input_tokens``,
       ``output_tokens``, ``reasoning_tokens`` = ``output_tokens_details.thinking_tokens``
-      when the API sends it (tokens).
+      when the usage carries it (newer streams do), else 0 (tokens).
     - Errors: ``ProviderHTTPError`` for a non-2xx status, or an ``error`` event inside the
       stream, whose ``error.type`` gives the status (``overloaded_error`` → 529, see
       ``ERROR_TYPE_STATUS``; an unknown type → 500) and whose data is the body (at most
