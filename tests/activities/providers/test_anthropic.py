@@ -561,6 +561,30 @@ async def test_cache_reads_and_writes_are_reported_apart_and_message_delta_updat
     assert response.usage == Usage(input_tokens=1017, output_tokens=30, cache_read_tokens=1000, cache_write_tokens=7)
 
 
+async def test_thinking_tokens_in_output_tokens_details_are_reasoning_tokens(server: LoopbackServer) -> None:
+    # Shape from the recorded cache-write-code-execution stream, where the count is 0.
+    server.reply(
+        Reply(
+            chunks=sse_typed(
+                message_start(),
+                *thinking_block(0, SIGNATURE, "hmm"),
+                *text_block(1, "Hi"),
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": 80, "output_tokens_details": {"thinking_tokens": 50}},
+                },
+                {"type": "message_stop"},
+            )
+        )
+    )
+    req = request(server.url, thinking_budget_tokens=1024)
+
+    response = await AnthropicProvider(req.profile, "sk-ant-test").complete(req)
+
+    assert (response.usage.output_tokens, response.usage.reasoning_tokens) == (80, 50)
+
+
 async def test_usage_seen_before_a_protocol_error_is_kept_on_the_error(server: LoopbackServer) -> None:
     server.reply(
         Reply(
