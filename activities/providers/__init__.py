@@ -1,10 +1,11 @@
 """Model provider adapters behind one Protocol, so activities call any model the same way.
 
 ``provider_for(profile)`` builds the adapter a ``ModelProfile`` names: ``OpenAIProvider``
-(Chat Completions and compatible servers), ``AnthropicProvider`` (Messages) or
-``ScriptedProvider`` (offline). Adapters raise ``ProviderHTTPError`` /
-``ProviderTransportError``; ``application_error_from`` turns those into the Temporal
-``ApplicationError`` an activity raises. Nothing outside this package imports httpx.
+(Chat Completions and compatible servers), ``OpenAIResponsesProvider`` (OpenAI's Responses
+API), ``AnthropicProvider`` (Messages) or ``ScriptedProvider`` (offline). Adapters raise
+``ProviderHTTPError`` / ``ProviderTransportError`` / ``ProviderProtocolError``;
+``application_error_from`` turns those into the Temporal ``ApplicationError`` an activity
+raises. Nothing outside this package imports httpx.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from agentrt.activities.providers._base import OnDelta, Provider, ToolNames, too
 from agentrt.activities.providers._errors import application_error_from, retry_after_seconds
 from agentrt.activities.providers.anthropic import AnthropicProvider
 from agentrt.activities.providers.openai import OpenAIProvider
+from agentrt.activities.providers.openai_responses import OpenAIResponsesProvider
 from agentrt.activities.providers.scripted import ScriptedProvider
 from agentrt.schemas import ConfigurationError, ModelProfile
 
@@ -23,6 +25,7 @@ __all__ = [
     "AnthropicProvider",
     "OnDelta",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ScriptedProvider",
     "ToolNames",
@@ -40,8 +43,8 @@ def provider_for(profile: ModelProfile, *, env: Mapping[str, str] | None = None)
     ``api_key_env`` is named but unset or empty in ``env``; ``api_key_env`` is None for the
     vendor's own endpoint (no ``base_url``: api.openai.com and api.anthropic.com always
     need a key; a ``base_url`` such as a local vLLM/Ollama/llama.cpp server may go
-    without); ``model`` is empty for ``openai``/``anthropic``; ``script`` is missing for
-    ``scripted``. The key lives only in the returned adapter, never in workflow history.
+    without); ``model`` is empty for ``openai``/``openai-responses``/``anthropic``;
+    ``script`` is missing for ``scripted``. The key lives only in the returned adapter, never in workflow history.
     """
     if profile.provider == "scripted":
         if not profile.script:
@@ -63,6 +66,8 @@ def provider_for(profile: ModelProfile, *, env: Mapping[str, str] | None = None)
         )
     if profile.provider == "openai":
         return OpenAIProvider(profile, api_key)
+    if profile.provider == "openai-responses":
+        return OpenAIResponsesProvider(profile, api_key)
     if profile.provider == "anthropic":
         return AnthropicProvider(profile, api_key)
     raise ConfigurationError(f"model profile {profile.name!r} names an unknown provider {profile.provider!r}")
