@@ -15,6 +15,10 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from agentrt.activities.providers._errors import retry_after_seconds
 from agentrt.schemas import ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, ToolCall
 
+# The most of an error response's body read (bytes): ProviderHTTPError keeps 4,096 characters of
+# it, and a hostile or broken server may send gigabytes.
+MAX_ERROR_BODY_BYTES = 64 * 1024
+
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each non-empty piece of assistant text as it streams in, in order."""
 
@@ -148,7 +152,7 @@ async def stream_sse(
         async with aconnect_sse(http, "POST", url, headers=dict(headers), json=dict(body)) as source:
             response = source.response
             if not response.is_success:
-                text = (await response.aread()).decode("utf-8", errors="replace")
+                text = (await _read_at_most(response, MAX_ERROR_BODY_BYTES)).decode("utf-8", errors="replace")
                 raise ProviderHTTPError(response.status_code, url, text, retry_after_seconds(response.headers))
             async for event in source.aiter_sse():
                 yield event
@@ -161,6 +165,16 @@ async def stream_sse(
     finally:
         if owned:
             await http.aclose()
+
+
+async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``response``'s body; the rest is never read."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])
 
 
 @asynccontextmanager

@@ -325,3 +325,34 @@ def test_an_upsert_with_a_condition_is_cached_under_its_condition_s_name(store: 
     assert plain is not guarded and "WHERE" not in str(plain)
     with pytest.raises(ValueError, match="where_name"):
         store._upsert(usage_receipts, keys, columns, where=usage_receipts.c.status != "completed")
+
+
+def test_reasoning_blocks_are_stored_by_position_and_the_last_attempt_wins(tmp_path: Path) -> None:
+    from agentrt.schemas import ReasoningBlock
+
+    store = Store.open(f"sqlite:///{tmp_path / 'r.db'}")
+    first = [ReasoningBlock(type="thinking", provider="anthropic", text="plan A", signature="sig-a")]
+    second = [
+        ReasoningBlock(type="thinking", provider="anthropic", text="plan B", signature="sig-b"),
+        ReasoningBlock(type="redacted_thinking", provider="anthropic", data="opaque"),
+    ]
+
+    store.put_reasoning("s1", 3, first, turn_id="t1", round=1, attempt=1)
+    store.put_reasoning("s1", 3, second, turn_id="t1", round=1, attempt=2)
+    store.put_reasoning("s1", 5, [], turn_id="t1", round=2)
+
+    assert store.reasoning_at("s1", [3, 5, 9]) == {3: second}
+    assert store.reasoning_at("other", [3]) == {} and store.reasoning_at("s1", []) == {}
+
+
+def test_usage_receipts_keep_cache_and_reasoning_tokens(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'u.db'}")
+
+    store.record_usage("s1", "t1", 1, 1, "started")
+    store.record_usage(
+        "s1", "t1", 1, 1, "completed", 1200, 80, cache_read_tokens=1000, cache_write_tokens=150, reasoning_tokens=40
+    )
+
+    [receipt] = store.usage_receipts("s1")
+    assert (receipt.input_tokens, receipt.output_tokens) == (1200, 80)
+    assert (receipt.cache_read_tokens, receipt.cache_write_tokens, receipt.reasoning_tokens) == (1000, 150, 40)

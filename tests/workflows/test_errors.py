@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
-from agentrt.workflows._errors import error_text, error_type, rejected
+from agentrt.workflows._errors import error_code, error_text, error_type, rejected
 
 
 def _chain(*errors: BaseException) -> BaseException:
@@ -89,3 +89,25 @@ def test_a_rejection_is_a_non_retryable_request_rejected_error() -> None:
     err = rejected("principal 'mallory' is not the owner")
     assert (err.type, err.non_retryable, err.message) == ("RequestRejected", True, "principal 'mallory' is not the owner")
     assert error_text(err) == "RequestRejected: principal 'mallory' is not the owner"
+
+
+@pytest.mark.parametrize(
+    ("type_name", "code"),
+    [
+        ("EmptyResponseError", "empty_response"),
+        ("ScriptExhaustedError", "script_exhausted"),
+        ("ProviderHTTPError", "provider_http"),
+        ("ProviderProtocolError", "provider_protocol"),
+        ("UnknownProfileError", "unknown_profile"),
+        ("MissingSummary", "missing_summary"),
+    ],
+)
+def test_error_code_is_the_first_typed_causes_name_in_snake_case(type_name: str, code: str) -> None:
+    err = _chain(_activity_error(), ApplicationError("boom", type=type_name), ApplicationError("inner", type="Other"))
+
+    assert error_code(err) == code
+
+
+def test_error_code_is_none_without_a_typed_cause() -> None:
+    assert error_code(_chain(_activity_error(), ApplicationError("boom"))) is None
+    assert error_code(RuntimeError("plain")) is None

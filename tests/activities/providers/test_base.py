@@ -99,3 +99,22 @@ def test_provider_for_builds_the_scripted_provider_and_needs_a_script() -> None:
     assert isinstance(provider_for(ModelProfile(name="s", provider="scripted", script="s.json"), env={}), ScriptedProvider)
     with pytest.raises(ConfigurationError, match="script"):
         provider_for(ModelProfile(name="s", provider="scripted"), env={})
+
+
+async def test_a_huge_error_body_is_read_only_up_to_its_bound(server) -> None:  # type: ignore[no-untyped-def]
+    from agentrt.activities.providers._base import MAX_ERROR_BODY_BYTES, stream_sse
+    from agentrt.schemas import ProviderHTTPError
+    from tests.activities.providers._loopback import Reply
+
+    # An error body that claims 1 GB and breaks off after 8 MB: read to its end, it would be a
+    # cut stream (a transport error) after 8 MB in memory; read to the bound, it is the 500 it says.
+    server.reply(
+        Reply(status=500, headers={"Content-Type": "text/plain"}, chunks=[b"e" * 65536] * 128, content_length=1 << 30)
+    )
+
+    with pytest.raises(ProviderHTTPError) as caught:
+        async for _ in stream_sse(f"{server.url}/v1/x", headers={}, body={}, timeout_seconds=10):
+            pass
+
+    assert caught.value.status == 500 and len(caught.value.body) == 4096
+    assert MAX_ERROR_BODY_BYTES < 8 * 1024 * 1024

@@ -89,3 +89,25 @@ def test_a_retry_after_beyond_the_callers_bound_is_clamped() -> None:
     err = application_error_from(exc, max_retry_delay=10)
     assert err.next_retry_delay == timedelta(seconds=10) and not err.non_retryable
     assert application_error_from(exc).next_retry_delay == timedelta(seconds=3600)
+
+
+def test_a_huge_provider_error_reaches_temporal_bounded_in_message_and_details() -> None:
+    from agentrt.activities.providers._errors import MAX_DETAIL_BODY_CHARS, MAX_MESSAGE_CHARS
+
+    err = application_error_from(ProviderHTTPError(500, URL, "x" * 100_000))
+
+    assert len(err.message) <= MAX_MESSAGE_CHARS and err.message.startswith(f"provider returned HTTP 500 for {URL}")
+    assert len(err.details[0]["body"]) <= MAX_DETAIL_BODY_CHARS
+
+
+def test_a_protocol_error_is_not_retried_and_names_provider_model_url_and_line() -> None:
+    from agentrt.schemas import ProviderProtocolError
+
+    err = application_error_from(ProviderProtocolError("openai", "gpt-x", URL, '{"choices": "nope"}', "choices is not a list"))
+
+    assert err.type == "ProviderProtocolError" and err.non_retryable
+    assert err.details[0] == {
+        "status": None, "url": URL, "body": None, "reason": "choices is not a list",
+        "provider": "openai", "model": "gpt-x", "line": '{"choices": "nope"}',
+    }
+    assert "gpt-x" in err.message and URL in err.message
