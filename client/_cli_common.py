@@ -14,7 +14,7 @@ import typer
 from temporalio.service import RPCError
 
 from agentrt.client._client import AgentClient
-from agentrt.client._render import event_line
+from agentrt.client._render import event_line, usage_text
 from agentrt.client._runtime import Runtime
 from agentrt.schemas import (
     AgentrtError,
@@ -205,6 +205,7 @@ def outcome_json(session_id: str, outcome: TurnOutcome) -> str:
             "outcome": outcome.status,
             "answer": outcome.answer,
             "error": outcome.error,
+            "error_type": outcome.error_type,
             "rounds": outcome.rounds,
             "tool_calls": outcome.tool_calls,
             "usage": outcome.usage.model_dump(),
@@ -220,9 +221,9 @@ def print_outcome(session_id: str, outcome: TurnOutcome, as_json: bool) -> None:
     if outcome.answer:
         typer.echo(outcome.answer)
         typer.echo("")
-    usage = outcome.usage
     detail = f": {outcome.error}" if outcome.error else ""
+    code = f" {outcome.error_type}" if outcome.error_type else ""
     typer.echo(
-        f"[{outcome.status}{detail}] session {session_id} · {outcome.turn_id} · {outcome.rounds} round(s) · "
-        f"{outcome.tool_calls} tool call(s) · {usage.input_tokens} in / {usage.output_tokens} out tokens"
+        f"[{outcome.status}{code}{detail}] session {session_id} · {outcome.turn_id} · {outcome.rounds} round(s) · "
+        f"{outcome.tool_calls} tool call(s) · {usage_text(outcome.usage)}"
     )

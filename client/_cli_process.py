@@ -40,7 +40,7 @@ def run(
         help="Scripted-model file (JSON or YAML): an offline model. With --profile it keeps that profile's context window.",
     ),
     approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, usage."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, error, error_type, rounds, tool_calls, usage."),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
     approval_timeout: Optional[float] = typer.Option(None, "--approval-timeout", help="Deny approvals not decided within this many seconds."),
     max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
