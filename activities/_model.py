@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._system_prompt import compose_system_prompt, default_system_prompt
-from agentrt.activities.providers import application_error_from, provider_for
+from agentrt.activities.providers import MAX_MESSAGE_CHARS, application_error_from, provider_for
 from agentrt.schemas import (
     CONTEXT_COMPACT,
     PROFILES_DESCRIBE,
@@ -302,10 +302,17 @@ class ModelActivities:
         except asyncio.CancelledError:
             await asyncio.shield(end("interrupted"))
             raise
-        except Exception:
-            # Not a provider's error (a malformed answer that broke the adapter): keep what streamed.
+        except Exception as err:
+            # Not a provider's error (a store write of a delta failed, or an answer broke the
+            # adapter): keep what streamed, and retry with the cause in a failure the server keeps.
             await end("interrupted", quiet=True)
-            raise
+            activity.logger.warning("model call failed: %s", err, exc_info=err)
+            raise ApplicationError(
+                f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}"[
+                    :MAX_MESSAGE_CHARS
+                ],
+                type=type(err).__name__,
+            ) from None
         await end("completed", response.usage, response=response)
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)

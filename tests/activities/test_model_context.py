@@ -177,8 +177,12 @@ def test_a_call_broken_by_an_unexpected_error_keeps_what_streamed_and_is_marked_
 ) -> None:
     monkeypatch.setattr(model, "provider_for", lambda profile: _BrokenAfterStreaming())
     activities = ModelActivities(Profiles({"scripted": ModelProfile(name="scripted", provider="scripted", model="m", script="x")}), store, default_registry())
-    with pytest.raises(ValueError, match="invalid literal"):
+    with pytest.raises(ApplicationError) as caught:
         asyncio.run(ActivityEnvironment().run(activities.complete, _call()))
+    # Typed by the exception, retryable, short, without the chain of tracebacks behind it.
+    assert caught.value.type == "ValueError" and not caught.value.non_retryable
+    assert caught.value.message == "model call to scripted model 'm' failed: ValueError: invalid literal for int() with base 10: 'x'"
+    assert caught.value.__cause__ is None
     assert [d.text for d in store.deltas(SID)] == ["Hel", "lo ", "wor"]
     assert [r.status for r in store.usage_receipts(SID)] == ["interrupted"]
 
