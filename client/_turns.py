@@ -36,6 +36,11 @@ WAIT_RETRY_SECONDS = 1.0
 WAIT_SLICE_SECONDS = 60.0
 # How long ``wait`` pauses when the session answered ``ask_again`` (it continues as new) (seconds).
 ASK_AGAIN_SECONDS = 0.05
+# The longest a ``turn`` query may take (seconds): without a worker the server holds a query
+# until its RPC deadline, so a wait bounded by its caller must bound its queries too.
+QUERY_SECONDS = 10.0
+# The least time a query is given, also when the caller's deadline has just passed (seconds).
+MIN_QUERY_SECONDS = 1.0
 
 
 async def wait_for_turn(
@@ -61,14 +66,14 @@ async def wait_for_turn(
     # turn (any caller, any retry) finds the same update in the run, so no waits pile up.
     update_id = f"wait-{turn_id}"
     while True:
-        outcome = await _known_outcome(handle, store, session_id, turn_id)
+        outcome = await _known_outcome(handle, store, session_id, turn_id, query_seconds=_query_bound(deadline, loop))
         if outcome is not None:
             return outcome
         remaining = None if deadline is None else deadline - loop.time()
         if remaining is not None and remaining <= 0:
             if store is not None:
                 # Not in the store: the workflow says whether the turn is known (and may have just ended).
-                outcome = await _query_turn(handle, store, session_id, turn_id)
+                outcome = await _query_turn(handle, store, session_id, turn_id, MIN_QUERY_SECONDS)
             return outcome or TurnOutcome(turn_id=turn_id, status="pending")
         bound = WAIT_SLICE_SECONDS if remaining is None else min(remaining, WAIT_SLICE_SECONDS)
         try:
@@ -93,7 +98,9 @@ async def wait_for_turn(
             if ended == "gone":
                 raise SessionNotFound(session_id) from err
             if ended is not None:
-                outcome = await _known_outcome(handle, store, session_id, turn_id, ask_workflow=True)
+                outcome = await _known_outcome(
+                    handle, store, session_id, turn_id, ask_workflow=True, query_seconds=_query_bound(deadline, loop)
+                )
                 if outcome is not None:
                     return outcome
                 raise RequestRejected(
@@ -111,11 +118,26 @@ async def wait_for_turn(
         await asyncio.sleep(ASK_AGAIN_SECONDS)
 
 
+def _query_bound(deadline: float | None, loop: asyncio.AbstractEventLoop) -> float:
+    """Seconds a query may take: ``QUERY_SECONDS``, less when the caller's deadline is nearer,
+    never under ``MIN_QUERY_SECONDS``."""
+    if deadline is None:
+        return QUERY_SECONDS
+    return max(MIN_QUERY_SECONDS, min(QUERY_SECONDS, deadline - loop.time()))
+
+
 async def _known_outcome(
-    handle: WorkflowHandle, store: Store | None, session_id: str, turn_id: str, *, ask_workflow: bool = False
+    handle: WorkflowHandle,
+    store: Store | None,
+    session_id: str,
+    turn_id: str,
+    *,
+    ask_workflow: bool = False,
+    query_seconds: float = QUERY_SECONDS,
 ) -> TurnOutcome | None:
     """The turn's outcome if it has ended: from the store when there is one (then the ``turn``
-    query only when ``ask_workflow``), else from the query. None while it runs."""
+    query only when ``ask_workflow``), else from the query (at most ``query_seconds``). None
+    while it runs."""
     if store is not None:
         try:
             outcome = await asyncio.to_thread(outcome_from_store, store, session_id, turn_id)
@@ -124,13 +146,15 @@ async def _known_outcome(
         else:
             if outcome is not None or not ask_workflow:
                 return outcome
-    return await _query_turn(handle, store, session_id, turn_id)
+    return await _query_turn(handle, store, session_id, turn_id, query_seconds)
 
 
-async def _query_turn(handle: WorkflowHandle, store: Store | None, session_id: str, turn_id: str) -> TurnOutcome | None:
-    """The ``turn`` query's answer (None while pending or while no worker answers queries)."""
+async def _query_turn(
+    handle: WorkflowHandle, store: Store | None, session_id: str, turn_id: str, seconds: float = QUERY_SECONDS
+) -> TurnOutcome | None:
+    """The ``turn`` query's answer (None while pending or while no worker answers it within ``seconds``)."""
     try:
-        return await handle.query(SessionWorkflow.turn, turn_id)
+        return await handle.query(SessionWorkflow.turn, turn_id, rpc_timeout=timedelta(seconds=seconds))
     except WorkflowQueryFailedError as err:
         if FORGOTTEN_TURN in str(err) and store is not None:
             remembered = await asyncio.to_thread(outcome_from_store, store, session_id, turn_id)

@@ -536,3 +536,26 @@ async def test_a_workflow_whose_id_is_not_its_sessions_fails_and_writes_nothing_
     assert harness.store.session_config(sid).owner == OWNER
     assert (await client.wait(sid, started.turn_id, timeout_seconds=0)).status == "pending"
     await client.cancel(sid)
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+async def test_a_bounded_wait_on_a_session_no_worker_serves_answers_pending_near_its_deadline(
+    harness: Harness, workspace: Path, with_store: bool
+) -> None:
+    from agentrt.schemas import SessionInput
+
+    unserved = f"{harness.task_queue}-nobody"
+    client = AgentClient(
+        harness.temporal, task_queue=unserved, principal=OWNER, store=harness.store if with_store else None
+    )
+    config = client.new_config(str(workspace), session_id=harness.new_session_id())
+    await harness.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{config.session_id}", task_queue=unserved
+    )
+
+    # Without a worker the server holds a query until its RPC deadline (30 s by default): the
+    # wait bounds its queries by its own deadline, so it answers within a few seconds of it.
+    outcome = await asyncio.wait_for(client.wait(config.session_id, "turn-1", timeout_seconds=2), timeout=20)
+
+    assert outcome.status == "pending"
+    await harness.temporal.get_workflow_handle(f"session-{config.session_id}").terminate("test over")
