@@ -418,8 +418,9 @@ def _provider_failure(err: ProviderError, max_retry_delay: float | None = None) 
 
 def _takes_reasoning_back(profile: ModelProfile) -> bool:
     """Whether ``profile``'s provider is sent earlier replies' reasoning: Anthropic with extended
-    thinking (thinking blocks must accompany tool use) and OpenAI Responses (reasoning items)."""
-    return profile.provider == "openai-responses" or (
+    thinking (thinking blocks must accompany tool use), OpenAI Responses (reasoning items) and
+    Chat Completions (DeepSeek's ``reasoning_content`` on replies that called tools)."""
+    return profile.provider in ("openai", "openai-responses") or (
         profile.provider == "anthropic" and profile.thinking_budget_tokens is not None
     )
 

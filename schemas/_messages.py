@@ -57,6 +57,8 @@ class ReasoningBlock(Model):
       ``data`` its ``encrypted_content``).
     - ``provider``: the adapter that produced it (``anthropic``, ``openai``,
       ``openai-responses``); another provider never receives it.
+    - ``source``: for ``reasoning``, the wire field it came in when that decides whether it
+      goes back (``reasoning_content``: DeepSeek requires it back on a reply that called tools).
 
     Sources: https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking,
     https://api-docs.deepseek.com/guides/reasoning_model,
@@ -69,6 +71,7 @@ class ReasoningBlock(Model):
     signature: str | None = Field(default=None, exclude_if=lambda v: v is None)
     data: str | None = Field(default=None, exclude_if=lambda v: v is None)
     id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    source: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ToolCall(Model):

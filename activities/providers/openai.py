@@ -224,6 +224,7 @@ class _StreamDecoder:
         self._text: list[str] = []
         self._think = ThinkSplitter()
         self._reasoning: list[list[str]] = []
+        self._reasoning_sources: list[str | None] = []  # the wire field each block came in
         self._in_reasoning = False  # the last thing decoded was reasoning: the next piece joins its block
         self._calls: list[_PendingCall] = []
         self._current: dict[int, _PendingCall] = {}  # index -> the call its pieces continue
@@ -330,18 +331,19 @@ class _StreamDecoder:
             # reasoning.encrypted and other detail types carry no readable text.
         # The same text may come in several fields (OpenRouter: reasoning and reasoning_details;
         # vLLM: reasoning_content and reasoning): the first that has any is read.
-        for text in (*texts, "".join(detail_texts)):
+        for source, text in zip(("reasoning_content", "reasoning", "reasoning_details"), (*texts, "".join(detail_texts))):
             if text:
-                self._add_reasoning(text)
+                self._add_reasoning(text, source=source)
                 return
 
-    def _add_reasoning(self, text: str, *, block: bool = False) -> None:
+    def _add_reasoning(self, text: str, *, block: bool = False, source: str | None = None) -> None:
         if not text:
             return
-        if self._in_reasoning and not block:
+        if self._in_reasoning and not block and self._reasoning_sources[-1] == source:
             self._reasoning[-1].append(text)
         else:
             self._reasoning.append([text])
+            self._reasoning_sources.append(source)
         self._in_reasoning = not block
 
     async def _answer(self, text: str) -> None:
@@ -461,7 +463,10 @@ class _StreamDecoder:
             tool_calls=tool_calls,
             usage=self.usage,
             stop_reason=self.finish_reason,
-            reasoning=[ReasoningBlock(type="reasoning", provider="openai", text="".join(b)) for b in self._reasoning],
+            reasoning=[
+                ReasoningBlock(type="reasoning", provider="openai", text="".join(b), source=source)
+                for b, source in zip(self._reasoning, self._reasoning_sources)
+            ],
         )
 
 
@@ -472,9 +477,14 @@ def to_wire_messages(system: str | None, messages: list[Message], names: ToolNam
     "user", "content"}``; ``assistant`` → ``content`` (null when empty and there are tool
     calls) and ``tool_calls: [{"id", "type": "function", "function": {"name", "arguments":
     JSON text}}]``, named by ``names.to_wire``; ``tool`` → ``{"role": "tool", "tool_call_id",
-    "content"}``. An assistant message's ``reasoning`` is never sent: no Chat Completions
-    server needs it back, and DeepSeek rejects ``reasoning_content`` in input messages
-    (https://api-docs.deepseek.com/guides/reasoning_model).
+    "content"}``. An assistant message's reasoning goes back only as ``reasoning_content``, and
+    only on a message that called tools whose reasoning came as ``reasoning_content``: DeepSeek's
+    thinking mode answers 400 without it there ("for turns that do perform tool calls, the
+    reasoning_content must be fully passed back to the API in all subsequent requests",
+    https://api-docs.deepseek.com/guides/thinking_mode) and ignores it elsewhere, while its older
+    deepseek-reasoner (which calls no tools) refused it in any input message
+    (https://api-docs.deepseek.com/guides/reasoning_model). Other reasoning (``reasoning``,
+    ``<think>`` blocks, Mistral's thinking parts) is never sent.
     """
     wire: list[dict[str, Any]] = []
     if system:
@@ -493,6 +503,12 @@ def to_wire_messages(system: str | None, messages: list[Message], names: ToolNam
                     }
                     for call in message.tool_calls
                 ]
+                carried = [
+                    block.text for block in message.reasoning
+                    if block.provider == "openai" and block.source == "reasoning_content"
+                ]
+                if carried:
+                    entry["reasoning_content"] = "".join(carried)
             else:
                 entry["content"] = message.text
             wire.append(entry)

@@ -202,3 +202,22 @@ async def test_a_provider_that_refuses_connections_shows_its_cause_while_the_cal
     assert "Failure exceeds size limit" not in message
     assert closed_port_url in message and "ConnectError" in message
     await harness.client.cancel(sid)
+
+
+async def test_deepseek_reasoning_content_goes_back_with_the_reply_that_called_a_tool(
+    harness: Harness, workspace: Path, provider_server: LoopbackServer
+) -> None:
+    profile = add_profile(
+        harness, name="deepseek", provider="openai", model="deepseek-reasoner", base_url=provider_server.url
+    )
+    provider_server.reply(recorded("deepseek/reasoner-tool-call"), recorded("deepseek/reasoner-text"))
+
+    sid, outcome = await start(harness, workspace, profile, "What's the weather?")
+
+    assert outcome.status == "completed", outcome
+    second = provider_server.requests[1].json
+    [called] = [m for m in second["messages"] if m["role"] == "assistant"]
+    stored = harness.store.reasoning_at(sid, range(0, 10))
+    first_reasoning = next(iter(stored.values()))[0]
+    assert first_reasoning.source == "reasoning_content"
+    assert called["tool_calls"] and called["reasoning_content"] == first_reasoning.text

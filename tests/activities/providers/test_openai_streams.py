@@ -26,8 +26,8 @@ from tests.activities.providers._loopback import LoopbackServer, Reply, sse_data
 from tests.activities.providers.test_openai import FS_READ, SHELL_RUN, chunk, request
 
 
-def reasoning(*texts: str) -> list[ReasoningBlock]:
-    return [ReasoningBlock(type="reasoning", provider="openai", text=t) for t in texts]
+def reasoning(*texts: str, source: str | None = None) -> list[ReasoningBlock]:
+    return [ReasoningBlock(type="reasoning", provider="openai", text=t, source=source) for t in texts]
 
 
 async def run(server: LoopbackServer, *payloads: dict | str, tools=None):
@@ -241,7 +241,7 @@ async def test_reasoning_content_is_reasoning_and_never_reaches_the_answer(serve
 
     assert deltas == ["Hi", "!"]
     assert response.text == "Hi!"
-    assert response.reasoning == reasoning("Thinking.", "More.")
+    assert response.reasoning == reasoning("Thinking.", "More.", source="reasoning_content")
 
 
 async def test_reasoning_sent_in_both_reasoning_and_reasoning_details_is_read_once(server: LoopbackServer) -> None:
@@ -250,7 +250,7 @@ async def test_reasoning_sent_in_both_reasoning_and_reasoning_details_is_read_on
 
     response, deltas = await run(server, both("a"), both("b"), chunk({"content": "ok"}), STOP, "[DONE]")
 
-    assert response.reasoning == reasoning("ab")
+    assert response.reasoning == reasoning("ab", source="reasoning")
     assert deltas == ["ok"]
 
 
@@ -265,7 +265,30 @@ async def test_reasoning_details_alone_give_summary_text_and_skip_encrypted_data
         "[DONE]",
     )
 
-    assert response.reasoning == reasoning("Plan done")
+    assert response.reasoning == reasoning("Plan done", source="reasoning_details")
+
+
+def test_reasoning_content_goes_back_only_on_a_reply_that_called_tools() -> None:
+    # DeepSeek's thinking mode answers 400 when a tool-calling reply comes back without it.
+    req = ModelRequest(
+        profile=request("http://127.0.0.1:1").profile,
+        messages=[
+            Message(role="user", text="hi"),
+            Message(role="assistant", text="hello", reasoning=reasoning("small talk", source="reasoning_content")),
+            Message(
+                role="assistant",
+                tool_calls=[ToolCall(id="c1", name="fs.read", arguments={})],
+                reasoning=reasoning("I need ", "the file", source="reasoning_content")
+                + reasoning("not this", source="reasoning"),
+            ),
+        ],
+    )
+
+    body = OpenAIProvider(req.profile, None).request_body(req, ToolNames([]))
+
+    assert body["messages"][1] == {"role": "assistant", "content": "hello"}
+    assert body["messages"][2]["reasoning_content"] == "I need the file"
+    assert "small talk" not in json.dumps(body) and "not this" not in json.dumps(body)
 
 
 def test_reasoning_blocks_of_earlier_replies_are_never_sent_back() -> None:
