@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import uuid
 from contextlib import asynccontextmanager
@@ -153,3 +154,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(message, file=sys.stderr)
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (connections are refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

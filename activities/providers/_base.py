@@ -15,6 +15,10 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from agentrt.activities.providers._errors import retry_after_seconds
 from agentrt.schemas import ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, ToolCall
 
+# Token counts above this are not counts a model reports: the largest integer every JSON
+# reader (and a signed 64-bit store column) holds exactly. Adapters refuse bigger ones.
+MAX_TOKEN_COUNT = 2**53 - 1
+
 # The most of an error response's body read (bytes): ProviderHTTPError keeps 4,096 characters of
 # it, and a hostile or broken server may send gigabytes.
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -189,14 +193,3 @@ async def deadline(url: str, seconds: float) -> AsyncIterator[None]:
             yield
     except TimeoutError as e:
         raise ProviderTransportError(url, f"no complete answer within {seconds:g} s") from e
-
-
-def load_event_json(url: str, event: ServerSentEvent) -> dict[str, Any]:
-    """The JSON object in an event's data; anything else is a ``ProviderTransportError``."""
-    try:
-        value = json.loads(event.data)
-    except ValueError as e:
-        raise ProviderTransportError(url, f"event data is not JSON: {event.data[:200]!r}") from e
-    if not isinstance(value, dict):
-        raise ProviderTransportError(url, f"event data is not a JSON object: {event.data[:200]!r}")
-    return value

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from agentrt.activities.providers._base import (
+    MAX_TOKEN_COUNT,
     OnDelta,
     ToolNames,
     deadline,
@@ -52,9 +53,6 @@ ERROR_TYPE_STATUS = {
 # "You can define up to 4 cache breakpoints" (prompt-caching guide).
 MAX_CACHE_BREAKPOINTS = 4
 
-# Token counts above this are not counts a model reports: the largest integer every JSON
-# reader (and a signed 64-bit store column) holds exactly.
-MAX_TOKEN_COUNT = 2**53 - 1
 
 # Blocks that may not carry ``cache_control`` ("thinking blocks cannot be explicitly marked").
 _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from agentrt.activities.providers._base import (
+    MAX_TOKEN_COUNT,
     OnDelta,
     ToolNames,
     deadline,
@@ -36,9 +37,6 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Model-name prefixes of OpenAI's reasoning families, which take ``max_completion_tokens``
 # and refuse a temperature other than 1 (https://platform.openai.com/docs/guides/reasoning).
 REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5")
-
-# A token count above this is not a count (JSON integers have no bound of their own).
-MAX_TOKEN_COUNT = 2**53
 
 __all__ = ["DEFAULT_BASE_URL", "MAX_TOKEN_COUNT", "REASONING_FAMILIES", "OpenAIProvider", "is_reasoning_family"]
 
@@ -436,12 +434,12 @@ class _StreamDecoder:
         return value
 
     def _count(self, value: Any, what: str) -> int:
-        """A token count: a non-negative integer below ``MAX_TOKEN_COUNT`` (an integral float is accepted)."""
+        """A token count: a non-negative integer up to ``MAX_TOKEN_COUNT`` (an integral float is accepted)."""
         if value is None:
             return 0
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_TOKEN_COUNT:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
             raise self._error(f"{what} is not a token count: {str(value)[:40]}")
         return value
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from agentrt.activities.providers._base import (
+    MAX_TOKEN_COUNT,
     OnDelta,
     ToolNames,
     deadline,
@@ -61,8 +62,6 @@ ERROR_CODE_STATUS = {
 # "Encrypted content is not supported with this model").
 _REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o1|o3|o4|gpt-5|codex)(?![\w.]*-chat)", re.IGNORECASE)
 
-# Token counts above this are not counts (2**53: the largest integer every JSON reader keeps exact).
-_MAX_COUNT = 2**53
 
 __all__ = ["DEFAULT_BASE_URL", "ERROR_CODE_STATUS", "OpenAIResponsesProvider"]
 
@@ -419,8 +418,8 @@ def _count(obj: dict[str, Any], key: str) -> int:
     value = obj.get(key)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
-        raise _Malformed(f"{key} is not a count (an integer from 0 to 2**53)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
+        raise _Malformed(f"{key} is not a count (an integer from 0 to 2**53 - 1)")
     return value
 
 

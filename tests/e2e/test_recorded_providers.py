@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,15 +31,6 @@ def provider_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackServer]
     server = LoopbackServer().start()
     yield server
     server.stop()
-
-
-@pytest.fixture
-def closed_port_url() -> str:
-    """A loopback URL nothing listens on (connections are refused)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
 
 
 def add_profile(harness: Harness, **fields: object) -> str:
@@ -182,7 +172,9 @@ async def test_a_turn_at_its_round_limit_ends_with_an_assistant_message_saying_s
 async def test_a_provider_that_refuses_connections_shows_its_cause_while_the_call_retries(
     harness: Harness, workspace: Path, provider_server: LoopbackServer, closed_port_url: str
 ) -> None:
-    profile = add_profile(harness, name="down", provider="openai", model="gpt-4o-mini", base_url=closed_port_url)
+    profile = add_profile(
+        harness, name="down", provider="openai", model="gpt-4o-mini", base_url=f"{closed_port_url}/v1"
+    )
     sid = harness.new_session_id()
     config = harness.client.new_config(str(workspace), session_id=sid, profile=profile, heartbeat_timeout_seconds=5.0)
     await harness.client.start(config, "hello?")
