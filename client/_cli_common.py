@@ -20,6 +20,7 @@ from agentrt.schemas import (
     AgentrtError,
     PermissionRequested,
     RequestRejected,
+    ServerUnavailable,
     TurnEnded,
     TurnOutcome,
     session_workflow_id,
@@ -35,12 +36,15 @@ class ApproveMode(str, Enum):
     deny = "deny"
 
 
-def run_command(coro_factory: Callable[[], Awaitable[T]], *, service: bool = False) -> T:
+def run_command(
+    coro_factory: Callable[[], Awaitable[T]], *, service: bool = False, on_interrupt: Callable[[], str | None] | None = None
+) -> T:
     """Run a coroutine; AgentrtError becomes a one-line error and exit code 2.
 
     Ctrl-C and SIGTERM cancel it. A ``service`` (``worker``, ``dev``) stopped by SIGTERM, as
     a container runtime stops it, exits 0 after a graceful shutdown; otherwise an
-    interruption exits 130.
+    interruption exits 130, printing ``interrupted`` and what ``on_interrupt`` returns (what
+    goes on without the command, and how to stop it).
     """
     stopped_by_sigterm = False
 
@@ -57,6 +61,13 @@ def run_command(coro_factory: Callable[[], Awaitable[T]], *, service: bool = Fal
 
     try:
         return asyncio.run(main())
+    except ServerUnavailable as err:
+        typer.echo(
+            f"error: {err}\n  start one with `agentrt dev` (the server `agentrt run` starts for itself "
+            "stops when the run ends), or point AGENTRT_TEMPORAL_ADDRESS at yours",
+            err=True,
+        )
+        raise typer.Exit(2) from None
     except AgentrtError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -67,7 +78,8 @@ def run_command(coro_factory: Callable[[], Awaitable[T]], *, service: bool = Fal
         if service and stopped_by_sigterm:
             typer.echo("stopped (SIGTERM)", err=True)
             raise typer.Exit(0) from None
-        typer.echo("interrupted", err=True)
+        hint = on_interrupt() if on_interrupt is not None else None
+        typer.echo(f"interrupted; {hint}" if hint else "interrupted", err=True)
         raise typer.Exit(130) from None
 
 
@@ -150,8 +162,12 @@ async def report_retries(client: AgentClient, session_id: str, reported: set[tup
         if key in reported:
             continue
         reported.add(key)
+        of = f" of {pending.maximum_attempts}" if pending.maximum_attempts else ""
+        after = ""
+        if pending.HasField("current_retry_interval"):
+            after = f", after {round(pending.current_retry_interval.ToTimedelta().total_seconds(), 1):g} s"
         out.write(
-            f"      retrying {pending.activity_type.name} (attempt {pending.attempt}): "
+            f"      retrying {pending.activity_type.name} (attempt {pending.attempt}{of}{after}): "
             f"{pending.last_failure.message[:300]}\n"
         )
 

@@ -45,7 +45,7 @@ def run(
     approval_timeout: Optional[float] = typer.Option(None, "--approval-timeout", help="Deny approvals not decided within this many seconds."),
     max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
     system_prompt: Optional[str] = typer.Option(
-        None, "--system-prompt", help="Text added to the system prompt (docs/system-prompt.md); see --replace-system-prompt."
+        None, "--system-prompt", help="Text appended to the default system prompt (see --replace-system-prompt)."
     ),
     replace_system_prompt: bool = typer.Option(
         False, "--replace-system-prompt", help="Send --system-prompt instead of the default system prompt, not after it."
@@ -67,6 +67,16 @@ def run(
     config = load_config()
     progress = sys.stderr if as_json else sys.stdout
 
+    started_session: list[str] = []
+
+    def still_running() -> str | None:
+        if not started_session:
+            return None
+        return (
+            f"session {started_session[0]} goes on wherever a worker runs; "
+            f"stop it with: agentrt session cancel {started_session[0]}"
+        )
+
     async def go() -> TurnOutcome:
         async with runtime(config, notice=sys.stderr) as rt:
             session_config = rt.client.new_config(
@@ -82,12 +92,13 @@ def run(
             if profile or not script:
                 config.profile(session_config.profile)  # fail fast on an unknown profile
             started = await rt.client.start(session_config, prompt)
+            started_session.append(started.session_id)
             progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
             outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)
             print_outcome(started.session_id, outcome, as_json)
             return outcome
 
-    outcome = run_command(go)
+    outcome = run_command(go, on_interrupt=still_running)
     raise typer.Exit(0 if outcome.status == "completed" else 1)
 
 
