@@ -84,19 +84,57 @@ class ToolNames:
 
 # --- tool arguments ----------------------------------------------------------------------
 
+# The deepest nesting of objects and arrays kept in tool arguments. No tool's schema comes near
+# it; a model's arguments much deeper could not be read back from workflow history (pydantic's
+# JSON reader stops at 200 levels, the envelope around the arguments included).
+MAX_ARGUMENT_DEPTH = 64
+
+# A UTF-16 surrogate on its own: JSON lets ``"\\ud800"`` through, but it is not text and
+# cannot be encoded as UTF-8 (history, the store and the API all need UTF-8).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (from a ``\\udXXX`` JSON escape) replaced by U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def _arguments_problem(value: dict[str, Any]) -> str | None:
+    """Why parsed arguments cannot be kept (nested too deep, a lone surrogate), or None."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_ARGUMENT_DEPTH:
+                return f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+                item = item.values()
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str) and not item.isascii() and _SURROGATE.search(item):
+            return "arguments contain a lone UTF-16 surrogate escape, which is not text"
+    return None
+
 
 def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
     """Build a ``ToolCall`` from the argument text a model sent; never raises.
 
-    Empty (or whitespace) text means ``{}``. Text that is not a JSON object gives
+    Empty (or whitespace) text means ``{}``. Text that is not a JSON object, an object nested
+    deeper than ``MAX_ARGUMENT_DEPTH`` or one holding a lone surrogate gives
     ``arguments=None``, ``arguments_raw=raw`` and ``arguments_error`` saying why, so the
     error can be shown back to the model. When the text parses, ``arguments_raw`` is left
     empty: the parsed object already says everything and workflow history stays small.
     """
+    raw = valid_text(raw)
     if not raw.strip():
         return ToolCall(id=call_id, name=name, arguments={})
     try:
         value = json.loads(raw)
+    except RecursionError:
+        return ToolCall(
+            id=call_id, name=name, arguments_raw=raw,
+            arguments_error=f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
+        )
     except ValueError as e:
         return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=f"arguments are not valid JSON: {e}")
     if not isinstance(value, dict):
@@ -106,6 +144,9 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
             arguments_raw=raw,
             arguments_error=f"arguments must be a JSON object, got {type(value).__name__}",
         )
+    problem = _arguments_problem(value)
+    if problem is not None:
+        return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=problem)
     return ToolCall(id=call_id, name=name, arguments=value)
 
 

@@ -118,3 +118,43 @@ async def test_a_huge_error_body_is_read_only_up_to_its_bound(server) -> None:  
 
     assert caught.value.status == 500 and len(caught.value.body) == 4096
     assert MAX_ERROR_BODY_BYTES < 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[" * 100_000 + "]" * 100_000,  # past the JSON reader's recursion limit
+        '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"a": ' + "[" * 500 + "]" * 500 + "}",  # parses, but history could not read it back
+        '{"a": ' + '{"b": ' * 70 + "1" + "}" * 70 + "}",
+    ],
+)
+def test_arguments_nested_too_deep_give_arguments_error_not_an_exception(raw: str) -> None:
+    from agentrt.activities.providers._base import MAX_ARGUMENT_DEPTH
+
+    call = tool_call_from_text("c1", "fs.read", raw)
+
+    assert (call.arguments, call.arguments_raw) == (None, raw)
+    assert f"deeper than {MAX_ARGUMENT_DEPTH} levels" in (call.arguments_error or "")
+
+
+def test_arguments_nested_up_to_the_bound_parse() -> None:
+    from agentrt.activities.providers._base import MAX_ARGUMENT_DEPTH
+
+    raw = '{"a": ' * (MAX_ARGUMENT_DEPTH - 1) + "[]" + "}" * (MAX_ARGUMENT_DEPTH - 1)
+
+    assert tool_call_from_text("c1", "fs.read", raw).arguments is not None
+
+
+@pytest.mark.parametrize("raw", ['{"path": "\\ud800"}', '{"\\udc00": 1}', '{"a": ["x", {"b": "\\udfff"}]}'])
+def test_arguments_with_a_lone_surrogate_give_arguments_error(raw: str) -> None:
+    # Valid JSON syntax, but not text: the ToolCall could not be serialized into history (UTF-8).
+    call = tool_call_from_text("c1", "fs.read", raw)
+
+    assert (call.arguments, call.arguments_raw) == (None, raw)
+    assert "surrogate" in (call.arguments_error or "")
+    call.model_dump_json()
+
+
+def test_arguments_with_an_escaped_surrogate_pair_parse() -> None:
+    assert tool_call_from_text("c1", "fs.read", '{"s": "\\ud83d\\ude00"}').arguments == {"s": "\U0001f600"}
