@@ -15,6 +15,7 @@ from agentrt.activities.providers._base import (
     deadline,
     stream_sse,
     tool_call_from_text,
+    valid_text,
     wire_arguments,
 )
 from agentrt.schemas import (
@@ -281,7 +282,7 @@ class _MessageStream:
             stop_reason = delta.get("stop_reason")
             if stop_reason is not None and not isinstance(stop_reason, str):
                 raise self.fail("delta.stop_reason is not a string")
-            self.stop_reason = stop_reason or self.stop_reason
+            self.stop_reason = valid_text(stop_reason) if stop_reason else self.stop_reason
             self._read_usage(data.get("usage"))
         elif kind == "message_stop":
             self.stopped = True
@@ -382,7 +383,7 @@ class _MessageStream:
         value = data.get(key, default)
         if not isinstance(value, str):
             raise self.fail(f"{where} is not a string")
-        return value
+        return valid_text(value)
 
     def response(self, names: ToolNames) -> ModelResponse:
         ordered = [block for _, block in sorted(self.blocks.items())]

@@ -16,6 +16,7 @@ from agentrt.activities.providers._base import (
     deadline,
     stream_sse,
     tool_call_from_text,
+    valid_text,
     wire_arguments,
 )
 from agentrt.activities.providers._think import ThinkSplitter
@@ -287,7 +288,7 @@ class _StreamDecoder:
         if content is None:
             return
         if isinstance(content, str):
-            await self._answer(content)
+            await self._answer(valid_text(content))
             return
         if not isinstance(content, list):
             raise self._error(f"content is a {type(content).__name__}, not a string or a list of parts")
@@ -304,7 +305,7 @@ class _StreamDecoder:
 
     def _thinking(self, thinking: Any) -> None:
         if thinking is None or isinstance(thinking, str):
-            self._add_reasoning(thinking or "")
+            self._add_reasoning(valid_text(thinking or ""))
             return
         if not isinstance(thinking, list):
             raise self._error(f"thinking is a {type(thinking).__name__}, not a list of parts")
@@ -387,12 +388,12 @@ class _StreamDecoder:
     # --- shapes -------------------------------------------------------------------------
 
     def _string(self, value: Any, what: str) -> str:
-        """``value`` as text: None is empty, any other non-string is a protocol error."""
+        """``value`` as text (lone surrogates replaced): None is empty, any other non-string is a protocol error."""
         if value is None:
             return ""
         if not isinstance(value, str):
             raise self._error(f"{what} is a {type(value).__name__}, not a string")
-        return value
+        return valid_text(value)
 
     def _index(self, obj: dict[str, Any], what: str) -> int:
         value = obj.get("index", 0)

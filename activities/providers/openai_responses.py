@@ -16,6 +16,7 @@ from agentrt.activities.providers._base import (
     deadline,
     stream_sse,
     tool_call_from_text,
+    valid_text,
     wire_arguments,
 )
 from agentrt.schemas import (
@@ -388,12 +389,13 @@ def _load(line: str) -> dict[str, Any]:
 
 
 def _str(obj: dict[str, Any], key: str, *, optional: bool = False) -> Any:
+    """``obj[key]`` as text, lone surrogates replaced (see ``valid_text``)."""
     value = obj.get(key)
     if value is None and optional:
         return None
     if not isinstance(value, str):
         raise _Malformed(f"{key} is {type(value).__name__}, not a string")
-    return value
+    return valid_text(value)
 
 
 def _obj(obj: dict[str, Any], key: str, *, optional: bool = False) -> Any:

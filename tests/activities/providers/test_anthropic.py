@@ -778,3 +778,29 @@ async def test_error_event_body_is_bounded(server: LoopbackServer) -> None:
         await AnthropicProvider(req.profile, "sk-ant-test").complete(req)
 
     assert (caught.value.status, len(caught.value.body)) == (500, 4096)
+
+
+async def test_a_lone_surrogate_escape_in_streamed_text_becomes_a_replacement_character(server: LoopbackServer) -> None:
+    # Hand-made: "\ud800" is valid JSON syntax but no text; kept, the reply could be neither
+    # stored nor returned from the activity (UTF-8 refuses it).
+    server.reply(
+        Reply(
+            chunks=sse_typed(
+                message_start(),
+                *text_block(0, "a\ud800", "b"),
+                *tool_block(1, "toolu\udc00", "fs__read", '{"path": "x"}'),
+                *message_end(stop_reason="end_turn\udfff"),
+            )
+        )
+    )
+    deltas: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        deltas.append(text)
+
+    req = request(server.url, tools=[FS_READ])
+    response = await AnthropicProvider(req.profile, "sk-ant-test").complete(req, on_delta)
+
+    assert response.text == "a\ufffdb" and deltas == ["a\ufffd", "b"]
+    assert response.tool_calls[0].id == "toolu\ufffd" and response.stop_reason == "end_turn\ufffd"
+    response.model_dump_json()

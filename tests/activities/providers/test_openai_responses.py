@@ -863,3 +863,17 @@ def test_provider_for_allows_a_keyless_responses_server_on_a_base_url() -> None:
 
     assert isinstance(provider, OpenAIResponsesProvider)
     assert provider.api_key is None
+
+
+async def test_a_lone_surrogate_escape_in_streamed_text_becomes_a_replacement_character(server: LoopbackServer) -> None:
+    # Hand-made: "\ud800" is valid JSON syntax but no text; kept, the reply could be neither
+    # stored nor returned from the activity (UTF-8 refuses it).
+    server.reply(stream(message_added(), text_delta("a\ud800"), text_delta("b"), completed(status="completed\udc00")))
+    deltas, on_delta = collector()
+    req = request(server.url)
+
+    response = await OpenAIResponsesProvider(req.profile, "sk-test").complete(req, on_delta)
+
+    assert response.text == "a\ufffdb" and deltas == ["a\ufffd", "b"]
+    assert response.stop_reason == "completed\ufffd"
+    response.model_dump_json()

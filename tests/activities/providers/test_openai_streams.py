@@ -536,3 +536,23 @@ async def test_groq_usage_in_x_groq_is_read_when_there_is_no_top_level_usage(ser
     response, _ = await run(server, chunk({"content": "Hi"}), last, "[DONE]")
 
     assert response.usage == Usage(input_tokens=7, output_tokens=2)
+
+
+async def test_a_lone_surrogate_escape_in_streamed_text_becomes_a_replacement_character(server: LoopbackServer) -> None:
+    # Hand-made: "\ud800" is valid JSON syntax but no text; kept, the reply could be neither
+    # stored nor returned from the activity (UTF-8 refuses it).
+    response, deltas = await run(
+        server,
+        chunk({"content": "a\ud800", "reasoning_content": "r\udc00"}),
+        chunk({"content": [{"type": "thinking", "thinking": "t\udfff"}, {"type": "text", "text": "b\ud83d"}]}),
+        calls(call(0, "call\ud800", "fs__read\udc00", '{"path": "x"}')),
+        chunk({}, finish_reason="stop\ud800"),
+        "[DONE]",
+        tools=[FS_READ],
+    )
+
+    assert response.text == "a\ufffdb\ufffd" and deltas == ["a\ufffd", "b\ufffd"]
+    assert [b.text for b in response.reasoning] == ["r\ufffd", "t\ufffd"]
+    assert (response.tool_calls[0].id, response.tool_calls[0].name) == ("call\ufffd", "fs__read\ufffd")
+    assert response.stop_reason == "stop\ufffd"
+    response.model_dump_json()
