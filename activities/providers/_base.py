@@ -13,7 +13,15 @@ import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from agentrt.activities.providers._errors import retry_after_seconds
-from agentrt.schemas import ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, ToolCall
+from agentrt.schemas import (
+    ConfigurationError,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ProviderHTTPError,
+    ProviderTransportError,
+    ToolCall,
+)
 
 # The most of an error response's body read (bytes): ProviderHTTPError keeps 4,096 characters of
 # it, and a hostile or broken server may send gigabytes.
@@ -163,6 +171,21 @@ def wire_arguments(call: ToolCall) -> dict[str, Any]:
 # --- HTTP + SSE --------------------------------------------------------------------------
 
 
+def check_api_key(profile: ModelProfile, api_key: str | None) -> None:
+    """Raise ``ConfigurationError`` when ``api_key`` cannot be sent in a header: anything but
+    printable ASCII, or whitespace at either end (a key read from a file or a Kubernetes
+    secret often ends in a newline). The message names where the key came from, never the key.
+    """
+    if api_key is None or (api_key.isascii() and api_key.isprintable() and api_key == api_key.strip()):
+        return
+    source = f"${profile.api_key_env}" if profile.api_key_env else "its API key"
+    raise ConfigurationError(
+        f"model profile {profile.name!r}: the API key in {source} has characters an HTTP header cannot carry "
+        "(a trailing newline, a space, a non-ASCII character); it was not sent"
+    )
+
+
+
 def new_client(timeout_seconds: float) -> httpx.AsyncClient:
     """An AsyncClient with no retries of its own: Temporal's retry policy is the only retry loop."""
     return httpx.AsyncClient(
@@ -201,6 +224,9 @@ async def stream_sse(
         raise ProviderTransportError(url, f"response is not an event stream: {e}") from e
     except httpx.TimeoutException as e:
         raise ProviderTransportError(url, f"timed out ({type(e).__name__})") from e
+    except httpx.LocalProtocolError as e:
+        # h11 quotes the offending header, which may be the API key: the message is not kept.
+        raise ProviderTransportError(url, "the request could not be sent (LocalProtocolError; headers not shown)") from None
     except httpx.RequestError as e:
         raise ProviderTransportError(url, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from e
     finally:

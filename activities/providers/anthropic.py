@@ -12,6 +12,7 @@ import httpx
 from agentrt.activities.providers._base import (
     OnDelta,
     ToolNames,
+    check_api_key,
     deadline,
     stream_sse,
     tool_call_from_text,
@@ -146,6 +147,7 @@ class AnthropicProvider:
     """
 
     def __init__(self, profile: ModelProfile, api_key: str | None, *, client: httpx.AsyncClient | None = None) -> None:
+        check_api_key(profile, api_key)
         self.profile = profile
         self.api_key = api_key
         self.base_url = (profile.base_url or DEFAULT_BASE_URL).rstrip("/")

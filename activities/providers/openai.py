@@ -13,6 +13,7 @@ import httpx
 from agentrt.activities.providers._base import (
     OnDelta,
     ToolNames,
+    check_api_key,
     deadline,
     stream_sse,
     tool_call_from_text,
@@ -134,6 +135,7 @@ class OpenAIProvider:
     """
 
     def __init__(self, profile: ModelProfile, api_key: str | None, *, client: httpx.AsyncClient | None = None) -> None:
+        check_api_key(profile, api_key)
         self.profile = profile
         self.api_key = api_key
         self.base_url = (profile.base_url or DEFAULT_BASE_URL).rstrip("/")

@@ -158,3 +158,30 @@ def test_arguments_with_a_lone_surrogate_give_arguments_error(raw: str) -> None:
 
 def test_arguments_with_an_escaped_surrogate_pair_parse() -> None:
     assert tool_call_from_text("c1", "fs.read", '{"s": "\\ud83d\\ude00"}').arguments == {"s": "\U0001f600"}
+
+
+@pytest.mark.parametrize("key", ["sk-SECRET\n", "sk-SECRET\r\nX-Injected: 1", "sk-SECRÉT", "sk-\x00SECRET", " sk-SECRET"])
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic"])
+def test_an_api_key_no_header_can_carry_is_a_configuration_error_that_does_not_show_it(provider: str, key: str) -> None:
+    # A key read from a file or a Kubernetes secret often ends in a newline: httpx refused it
+    # with an error quoting the header (the key), which became the activity's failure message;
+    # a non-ASCII key raised UnicodeEncodeError.
+    profile = ModelProfile(name="p", provider=provider, model="m", api_key_env="KEY")  # type: ignore[arg-type]
+
+    with pytest.raises(ConfigurationError, match=r"\$KEY") as caught:
+        provider_for(profile, env={"KEY": key})
+
+    assert "SECR" not in str(caught.value)
+
+
+async def test_a_request_httpx_refuses_to_send_does_not_quote_its_headers(server) -> None:  # type: ignore[no-untyped-def]
+    from agentrt.activities.providers._base import stream_sse
+    from agentrt.schemas import ProviderTransportError
+
+    with pytest.raises(ProviderTransportError) as caught:
+        async for _ in stream_sse(
+            f"{server.url}/v1/x", headers={"Authorization": "Bearer sk-SECRET\n"}, body={}, timeout_seconds=10
+        ):
+            pass
+
+    assert "SECRET" not in str(caught.value)
