@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
-from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+from httpx_sse import EventSource, ServerSentEvent, SSEError, aconnect_sse
 
 from agentrt.activities.providers._errors import retry_after_seconds
 from agentrt.schemas import (
@@ -26,6 +26,12 @@ from agentrt.schemas import (
 # The most of an error response's body read (bytes): ProviderHTTPError keeps 4,096 characters of
 # it, and a hostile or broken server may send gigabytes.
 MAX_ERROR_BODY_BYTES = 64 * 1024
+
+# The most of an event stream read (characters, after decompression): one line, and the whole
+# stream. The biggest event a provider sends is Responses' ``response.completed``, which repeats
+# the whole output; a 128k-token answer streams as about 50 MB of events.
+MAX_LINE_CHARS = 16 * 1024 * 1024
+MAX_STREAM_CHARS = 256 * 1024 * 1024
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each non-empty piece of assistant text as it streams in, in order."""
@@ -207,7 +213,8 @@ async def stream_sse(
     Use under ``contextlib.aclosing`` so an early stop releases the connection. A non-2xx
     status raises ``ProviderHTTPError`` with the response body and Retry-After; httpx
     request errors (connect, timeout, protocol) and a 2xx that is not an event stream raise
-    ``ProviderTransportError`` chained from the cause. Errors raised by the consumer of
+    ``ProviderTransportError`` chained from the cause, as does a stream past ``MAX_LINE_CHARS``
+    in one line or ``MAX_STREAM_CHARS`` in all. Errors raised by the consumer of
     the events are not translated.
     """
     owned = client is None
@@ -218,7 +225,7 @@ async def stream_sse(
             if not response.is_success:
                 text = (await _read_at_most(response, MAX_ERROR_BODY_BYTES)).decode("utf-8", errors="replace")
                 raise ProviderHTTPError(response.status_code, url, text, retry_after_seconds(response.headers))
-            async for event in source.aiter_sse():
+            async for event in EventSource(_BoundedText(response, url)).aiter_sse():  # type: ignore[arg-type]
                 yield event
     except SSEError as e:  # before RequestError: httpx-sse derives it from httpx.TransportError
         raise ProviderTransportError(url, f"response is not an event stream: {e}") from e
@@ -232,6 +239,29 @@ async def stream_sse(
     finally:
         if owned:
             await http.aclose()
+
+
+class _BoundedText:
+    """What ``EventSource`` reads of a response (headers, decoded text), the text bounded by
+    ``MAX_LINE_CHARS`` per line and ``MAX_STREAM_CHARS`` in all: past either it raises
+    ``ProviderTransportError`` instead of buffering (httpx-sse keeps a line until it ends)."""
+
+    def __init__(self, response: httpx.Response, url: str) -> None:
+        self.headers = response.headers
+        self._response = response
+        self._url = url
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        total = line = 0
+        async for text in self._response.aiter_text():
+            total += len(text)
+            end = max(text.rfind("\n"), text.rfind("\r"))
+            line = line + len(text) if end < 0 else len(text) - end - 1
+            if line > MAX_LINE_CHARS:
+                raise ProviderTransportError(self._url, f"a line of the event stream runs past {MAX_LINE_CHARS:,} characters")
+            if total > MAX_STREAM_CHARS:
+                raise ProviderTransportError(self._url, f"the event stream runs to more than {MAX_STREAM_CHARS:,} characters")
+            yield text
 
 
 async def _read_at_most(response: httpx.Response, limit: int) -> bytes:

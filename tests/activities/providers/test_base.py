@@ -185,3 +185,26 @@ async def test_a_request_httpx_refuses_to_send_does_not_quote_its_headers(server
             pass
 
     assert "SECRET" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "why"),
+    [
+        ([b"data: " + b"x" * 4096] * 64, "line of the event stream"),  # one line that never ends
+        ([b": keep-alive\n" * 300] * 64, "more than"),  # short lines without end
+    ],
+)
+async def test_an_event_stream_is_read_only_up_to_its_bounds(server, monkeypatch, chunks, why) -> None:  # type: ignore[no-untyped-def]
+    # A hostile server's 100 MB line (or endless stream) was buffered whole: memory without bound
+    # until the deadline. The bounds are made small here; the real ones are in _base.
+    from agentrt.activities.providers import _base
+    from agentrt.schemas import ProviderTransportError
+    from tests.activities.providers._loopback import Reply
+
+    monkeypatch.setattr(_base, "MAX_LINE_CHARS", 64 * 1024)
+    monkeypatch.setattr(_base, "MAX_STREAM_CHARS", 128 * 1024)
+    server.reply(Reply(chunks=chunks))
+
+    with pytest.raises(ProviderTransportError, match=why):
+        async for _ in _base.stream_sse(f"{server.url}/v1/x", headers={}, body={}, timeout_seconds=10):
+            pass
