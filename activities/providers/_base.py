@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
@@ -162,6 +163,22 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
     if problem is not None:
         return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=problem)
     return ToolCall(id=call_id, name=name, arguments=value)
+
+
+def with_distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """``calls`` with each missing or repeated id replaced by a fresh one (``call_`` and 24 hex digits).
+
+    A call's id is its effect's idempotency key within the turn: two calls sharing one would
+    run as one effect, and ids made up from positions (``call_0``) repeat in every round.
+    """
+    seen: set[str] = set()
+    distinct = []
+    for call in calls:
+        if not call.id or call.id in seen:
+            call = call.model_copy(update={"id": f"call_{secrets.token_hex(12)}"})
+        seen.add(call.id)
+        distinct.append(call)
+    return distinct
 
 
 def wire_arguments(call: ToolCall) -> dict[str, Any]:

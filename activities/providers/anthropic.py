@@ -18,6 +18,7 @@ from agentrt.activities.providers._base import (
     tool_call_from_text,
     valid_text,
     wire_arguments,
+    with_distinct_ids,
 )
 from agentrt.schemas import (
     Message,
@@ -410,7 +411,7 @@ class _MessageStream:
                 tool_calls.append(tool_call_from_text(block.id, names.to_name(block.name), raw))
         return ModelResponse(
             text="".join("".join(b.text) for b in ordered if b.kind == "text"),
-            tool_calls=tool_calls,
+            tool_calls=with_distinct_ids(tool_calls),
             usage=self.usage(),
             stop_reason=self.stop_reason,
             reasoning=reasoning,

@@ -19,6 +19,7 @@ from agentrt.activities.providers._base import (
     tool_call_from_text,
     valid_text,
     wire_arguments,
+    with_distinct_ids,
 )
 from agentrt.activities.providers._think import ThinkSplitter
 from agentrt.schemas import (
@@ -94,7 +95,8 @@ class OpenAIProvider:
         non-empty ``id`` different from the current call at its ``index`` starts a new call
         (Ollama, LiteLLM and some gateways send parallel calls all at index 0); a piece with no
         ``id`` or ``"id": ""`` (Qwen) continues the current call at its index. A missing
-        ``index`` is 0 (Mistral). Calls keep the order they started in; ``arguments`` pieces are
+        ``index`` is 0 (Mistral). A call left without an id, or with one an earlier call has,
+        gets a fresh one (``with_distinct_ids``). Calls keep the order they started in; ``arguments`` pieces are
         joined (``tool_call_from_text``); a wire name the request did not offer comes back as
         the model wrote it.
       - Usage from the last chunk carrying it (top-level ``usage``, else Groq ``x_groq.usage``):
@@ -452,16 +454,14 @@ class _StreamDecoder:
         for piece in self._think.finish():
             await self._emit(piece.kind, piece.value)
         tool_calls = []
-        for position, call in enumerate(self._calls):
+        for call in self._calls:
             if not call.name:
                 self._line = call.line
                 raise self._error("a tool call never got a function name")
-            tool_calls.append(
-                tool_call_from_text(call.id or f"call_{position}", names.to_name(call.name), "".join(call.arguments))
-            )
+            tool_calls.append(tool_call_from_text(call.id, names.to_name(call.name), "".join(call.arguments)))
         return ModelResponse(
             text="".join(self._text),
-            tool_calls=tool_calls,
+            tool_calls=with_distinct_ids(tool_calls),
             usage=self.usage,
             stop_reason=self.finish_reason,
             reasoning=[ReasoningBlock(type="reasoning", provider="openai", text="".join(b)) for b in self._reasoning],

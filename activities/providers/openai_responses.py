@@ -19,6 +19,7 @@ from agentrt.activities.providers._base import (
     tool_call_from_text,
     valid_text,
     wire_arguments,
+    with_distinct_ids,
 )
 from agentrt.schemas import (
     Message,
@@ -336,7 +337,7 @@ class _Stream:
                     )
         return ModelResponse(
             text="".join(self.text),
-            tool_calls=calls,
+            tool_calls=with_distinct_ids(calls),
             usage=self.usage,
             stop_reason="tool_calls" if calls else self.status,
             reasoning=reasoning,

@@ -804,3 +804,25 @@ async def test_a_lone_surrogate_escape_in_streamed_text_becomes_a_replacement_ch
     assert response.text == "a\ufffdb" and deltas == ["a\ufffd", "b"]
     assert response.tool_calls[0].id == "toolu\ufffd" and response.stop_reason == "end_turn\ufffd"
     response.model_dump_json()
+
+
+async def test_tool_use_blocks_a_server_gives_one_id_get_distinct_ids(server: LoopbackServer) -> None:
+    # Hand-made: a call's id is its effect's idempotency key within the turn, so two calls
+    # sharing one would run as one effect.
+    server.reply(
+        Reply(
+            chunks=sse_typed(
+                message_start(),
+                *tool_block(0, "toolu_1", "fs__read", '{"path": "a"}'),
+                *tool_block(1, "toolu_1", "fs__read", '{"path": "b"}'),
+                *tool_block(2, "", "fs__read", '{"path": "c"}'),
+                *message_end(stop_reason="tool_use"),
+            )
+        )
+    )
+    req = request(server.url, tools=[FS_READ])
+
+    response = await AnthropicProvider(req.profile, "sk-ant-test").complete(req)
+
+    ids = [c.id for c in response.tool_calls]
+    assert ids[0] == "toolu_1" and len(set(ids)) == 3 and all(ids)
