@@ -44,7 +44,8 @@ def provider_for(profile: ModelProfile, *, env: Mapping[str, str] | None = None)
     ``api_key_env`` is named but unset or empty in ``env``; ``api_key_env`` is None for the
     vendor's own endpoint (no ``base_url``: api.openai.com and api.anthropic.com always
     need a key; a ``base_url`` such as a local vLLM/Ollama/llama.cpp server may go
-    without); ``model`` is empty for ``openai``/``openai-responses``/``anthropic``;
+    without); the key has characters no HTTP header carries (``check_api_key``: a trailing
+    newline, a space, non-ASCII); ``model`` is empty for ``openai``/``openai-responses``/``anthropic``;
     ``script`` is missing for ``scripted``. The key lives only in the returned adapter, never in workflow history.
     """
     if profile.provider == "scripted":

@@ -5,15 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
-from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+from httpx_sse import EventSource, ServerSentEvent, SSEError, aconnect_sse
 
 from agentrt.activities.providers._errors import retry_after_seconds
-from agentrt.schemas import ModelRequest, ModelResponse, ProviderHTTPError, ProviderTransportError, ToolCall
+from agentrt.schemas import (
+    ConfigurationError,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ProviderHTTPError,
+    ProviderTransportError,
+    ToolCall,
+)
 
 # Token counts above this are not counts a model reports: the largest integer every JSON
 # reader (and a signed 64-bit store column) holds exactly. Adapters refuse bigger ones.
@@ -22,6 +31,12 @@ MAX_TOKEN_COUNT = 2**53 - 1
 # The most of an error response's body read (bytes): ProviderHTTPError keeps 4,096 characters of
 # it, and a hostile or broken server may send gigabytes.
 MAX_ERROR_BODY_BYTES = 64 * 1024
+
+# The most of an event stream read (characters, after decompression): one line, and the whole
+# stream. The biggest event a provider sends is Responses' ``response.completed``, which repeats
+# the whole output; a 128k-token answer streams as about 50 MB of events.
+MAX_LINE_CHARS = 16 * 1024 * 1024
+MAX_STREAM_CHARS = 256 * 1024 * 1024
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each non-empty piece of assistant text as it streams in, in order."""
@@ -88,19 +103,57 @@ class ToolNames:
 
 # --- tool arguments ----------------------------------------------------------------------
 
+# The deepest nesting of objects and arrays kept in tool arguments. No tool's schema comes near
+# it; a model's arguments much deeper could not be read back from workflow history (pydantic's
+# JSON reader stops at 200 levels, the envelope around the arguments included).
+MAX_ARGUMENT_DEPTH = 64
+
+# A UTF-16 surrogate on its own: JSON lets ``"\\ud800"`` through, but it is not text and
+# cannot be encoded as UTF-8 (history, the store and the API all need UTF-8).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (from a ``\\udXXX`` JSON escape) replaced by U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def _arguments_problem(value: dict[str, Any]) -> str | None:
+    """Why parsed arguments cannot be kept (nested too deep, a lone surrogate), or None."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_ARGUMENT_DEPTH:
+                return f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+                item = item.values()
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str) and not item.isascii() and _SURROGATE.search(item):
+            return "arguments contain a lone UTF-16 surrogate escape, which is not text"
+    return None
+
 
 def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
     """Build a ``ToolCall`` from the argument text a model sent; never raises.
 
-    Empty (or whitespace) text means ``{}``. Text that is not a JSON object gives
+    Empty (or whitespace) text means ``{}``. Text that is not a JSON object, an object nested
+    deeper than ``MAX_ARGUMENT_DEPTH`` or one holding a lone surrogate gives
     ``arguments=None``, ``arguments_raw=raw`` and ``arguments_error`` saying why, so the
     error can be shown back to the model. When the text parses, ``arguments_raw`` is left
     empty: the parsed object already says everything and workflow history stays small.
     """
+    raw = valid_text(raw)
     if not raw.strip():
         return ToolCall(id=call_id, name=name, arguments={})
     try:
         value = json.loads(raw)
+    except RecursionError:
+        return ToolCall(
+            id=call_id, name=name, arguments_raw=raw,
+            arguments_error=f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
+        )
     except ValueError as e:
         return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=f"arguments are not valid JSON: {e}")
     if not isinstance(value, dict):
@@ -110,7 +163,26 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
             arguments_raw=raw,
             arguments_error=f"arguments must be a JSON object, got {type(value).__name__}",
         )
+    problem = _arguments_problem(value)
+    if problem is not None:
+        return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=problem)
     return ToolCall(id=call_id, name=name, arguments=value)
+
+
+def with_distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """``calls`` with each missing or repeated id replaced by a fresh one (``call_`` and 24 hex digits).
+
+    A call's id is its effect's idempotency key within the turn: two calls sharing one would
+    run as one effect, and ids made up from positions (``call_0``) repeat in every round.
+    """
+    seen: set[str] = set()
+    distinct = []
+    for call in calls:
+        if not call.id or call.id in seen:
+            call = call.model_copy(update={"id": f"call_{secrets.token_hex(12)}"})
+        seen.add(call.id)
+        distinct.append(call)
+    return distinct
 
 
 def wire_arguments(call: ToolCall) -> dict[str, Any]:
@@ -124,6 +196,21 @@ def wire_arguments(call: ToolCall) -> dict[str, Any]:
 
 
 # --- HTTP + SSE --------------------------------------------------------------------------
+
+
+def check_api_key(profile: ModelProfile, api_key: str | None) -> None:
+    """Raise ``ConfigurationError`` when ``api_key`` cannot be sent in a header: anything but
+    printable ASCII, or whitespace at either end (a key read from a file or a Kubernetes
+    secret often ends in a newline). The message names where the key came from, never the key.
+    """
+    if api_key is None or (api_key.isascii() and api_key.isprintable() and api_key == api_key.strip()):
+        return
+    source = f"${profile.api_key_env}" if profile.api_key_env else "its API key"
+    raise ConfigurationError(
+        f"model profile {profile.name!r}: the API key in {source} has characters an HTTP header cannot carry "
+        "(a trailing newline, a space, a non-ASCII character); it was not sent"
+    )
+
 
 
 def new_client(timeout_seconds: float) -> httpx.AsyncClient:
@@ -147,7 +234,8 @@ async def stream_sse(
     Use under ``contextlib.aclosing`` so an early stop releases the connection. A non-2xx
     status raises ``ProviderHTTPError`` with the response body and Retry-After; httpx
     request errors (connect, timeout, protocol) and a 2xx that is not an event stream raise
-    ``ProviderTransportError`` chained from the cause. Errors raised by the consumer of
+    ``ProviderTransportError`` chained from the cause, as does a stream past ``MAX_LINE_CHARS``
+    in one line or ``MAX_STREAM_CHARS`` in all. Errors raised by the consumer of
     the events are not translated.
     """
     owned = client is None
@@ -158,17 +246,43 @@ async def stream_sse(
             if not response.is_success:
                 text = (await _read_at_most(response, MAX_ERROR_BODY_BYTES)).decode("utf-8", errors="replace")
                 raise ProviderHTTPError(response.status_code, url, text, retry_after_seconds(response.headers))
-            async for event in source.aiter_sse():
+            async for event in EventSource(_BoundedText(response, url)).aiter_sse():  # type: ignore[arg-type]
                 yield event
     except SSEError as e:  # before RequestError: httpx-sse derives it from httpx.TransportError
         raise ProviderTransportError(url, f"response is not an event stream: {e}") from e
     except httpx.TimeoutException as e:
         raise ProviderTransportError(url, f"timed out ({type(e).__name__})") from e
+    except httpx.LocalProtocolError as e:
+        # h11 quotes the offending header, which may be the API key: the message is not kept.
+        raise ProviderTransportError(url, "the request could not be sent (LocalProtocolError; headers not shown)") from None
     except httpx.RequestError as e:
         raise ProviderTransportError(url, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from e
     finally:
         if owned:
             await http.aclose()
+
+
+class _BoundedText:
+    """What ``EventSource`` reads of a response (headers, decoded text), the text bounded by
+    ``MAX_LINE_CHARS`` per line and ``MAX_STREAM_CHARS`` in all: past either it raises
+    ``ProviderTransportError`` instead of buffering (httpx-sse keeps a line until it ends)."""
+
+    def __init__(self, response: httpx.Response, url: str) -> None:
+        self.headers = response.headers
+        self._response = response
+        self._url = url
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        total = line = 0
+        async for text in self._response.aiter_text():
+            total += len(text)
+            end = max(text.rfind("\n"), text.rfind("\r"))
+            line = line + len(text) if end < 0 else len(text) - end - 1
+            if line > MAX_LINE_CHARS:
+                raise ProviderTransportError(self._url, f"a line of the event stream runs past {MAX_LINE_CHARS:,} characters")
+            if total > MAX_STREAM_CHARS:
+                raise ProviderTransportError(self._url, f"the event stream runs to more than {MAX_STREAM_CHARS:,} characters")
+            yield text
 
 
 async def _read_at_most(response: httpx.Response, limit: int) -> bytes:

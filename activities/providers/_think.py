@@ -34,7 +34,8 @@ class ThinkSplitter:
 
     def __init__(self) -> None:
         self._state: Literal["start", "think", "after", "text"] = "start"
-        self._held = ""  # start: leading text that may still become an opening tag
+        self._space: list[str] = []  # start: the leading whitespace so far
+        self._held = ""  # start: text after it that may still become an opening tag (short)
         self._open = ""  # the opening tag seen
         self._close = ""
         self._inner: list[str] = []  # think: the block's text, without a possibly cut closing tag
@@ -60,8 +61,9 @@ class ThinkSplitter:
 
     def finish(self) -> list[Piece]:
         """What is still held back at the end of the stream, as answer text."""
-        if self._state == "start" and self._held:
-            held, self._held = self._held, ""
+        if self._state == "start" and (self._space or self._held):
+            held = "".join(self._space) + self._held
+            self._space, self._held = [], ""
             self._state = "text"
             return [Piece("text", held)]
         if self._state == "think":
@@ -72,19 +74,28 @@ class ThinkSplitter:
         return []
 
     def _feed_start(self, text: str, out: list[Piece]) -> str:
-        held = self._held + text
-        body = held.lstrip()
+        # Leading whitespace is kept apart, so whitespace in many small pieces is not copied
+        # again with each piece.
+        if self._held:
+            body = self._held + text
+        else:
+            body = text.lstrip()
+            if len(body) < len(text):
+                self._space.append(text[: len(text) - len(body)])
+            if not body:
+                return ""  # whitespace only: wait for more
         for tag in OPEN_TAGS:
             if body.startswith(tag):
-                self._held = ""
-                self._open = held[: len(held) - len(body)] + tag
+                self._open = "".join(self._space) + tag
+                self._space, self._held = [], ""
                 self._close = "</" + tag[1:]
                 self._state = "think"
                 return body[len(tag) :]
-        if not body or any(tag.startswith(body) for tag in OPEN_TAGS):
-            self._held = held  # whitespace only, or a tag cut short: wait for more
+        if any(tag.startswith(body) for tag in OPEN_TAGS):
+            self._held = body  # a tag cut short: wait for more
             return ""
-        self._held = ""
+        held = "".join(self._space) + body
+        self._space, self._held = [], ""
         self._state = "text"
         out.append(Piece("text", held))
         return ""

@@ -13,10 +13,13 @@ from agentrt.activities.providers._base import (
     MAX_TOKEN_COUNT,
     OnDelta,
     ToolNames,
+    check_api_key,
     deadline,
     stream_sse,
     tool_call_from_text,
+    valid_text,
     wire_arguments,
+    with_distinct_ids,
 )
 from agentrt.schemas import (
     Message,
@@ -143,6 +146,7 @@ class AnthropicProvider:
     """
 
     def __init__(self, profile: ModelProfile, api_key: str | None, *, client: httpx.AsyncClient | None = None) -> None:
+        check_api_key(profile, api_key)
         self.profile = profile
         self.api_key = api_key
         self.base_url = (profile.base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -279,7 +283,7 @@ class _MessageStream:
             stop_reason = delta.get("stop_reason")
             if stop_reason is not None and not isinstance(stop_reason, str):
                 raise self.fail("delta.stop_reason is not a string")
-            self.stop_reason = stop_reason or self.stop_reason
+            self.stop_reason = valid_text(stop_reason) if stop_reason else self.stop_reason
             self._read_usage(data.get("usage"))
         elif kind == "message_stop":
             self.stopped = True
@@ -380,7 +384,7 @@ class _MessageStream:
         value = data.get(key, default)
         if not isinstance(value, str):
             raise self.fail(f"{where} is not a string")
-        return value
+        return valid_text(value)
 
     def response(self, names: ToolNames) -> ModelResponse:
         ordered = [block for _, block in sorted(self.blocks.items())]
@@ -405,7 +409,7 @@ class _MessageStream:
                 tool_calls.append(tool_call_from_text(block.id, names.to_name(block.name), raw))
         return ModelResponse(
             text="".join("".join(b.text) for b in ordered if b.kind == "text"),
-            tool_calls=tool_calls,
+            tool_calls=with_distinct_ids(tool_calls),
             usage=self.usage(),
             stop_reason=self.stop_reason,
             reasoning=reasoning,

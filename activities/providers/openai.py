@@ -14,10 +14,13 @@ from agentrt.activities.providers._base import (
     MAX_TOKEN_COUNT,
     OnDelta,
     ToolNames,
+    check_api_key,
     deadline,
     stream_sse,
     tool_call_from_text,
+    valid_text,
     wire_arguments,
+    with_distinct_ids,
 )
 from agentrt.activities.providers._think import ThinkSplitter
 from agentrt.schemas import (
@@ -90,7 +93,8 @@ class OpenAIProvider:
         non-empty ``id`` different from the current call at its ``index`` starts a new call
         (Ollama, LiteLLM and some gateways send parallel calls all at index 0); a piece with no
         ``id`` or ``"id": ""`` (Qwen) continues the current call at its index. A missing
-        ``index`` is 0 (Mistral). Calls keep the order they started in; ``arguments`` pieces are
+        ``index`` is 0 (Mistral). A call left without an id, or with one an earlier call has,
+        gets a fresh one (``with_distinct_ids``). Calls keep the order they started in; ``arguments`` pieces are
         joined (``tool_call_from_text``); a wire name the request did not offer comes back as
         the model wrote it.
       - Usage from the last chunk carrying it (top-level ``usage``, else Groq ``x_groq.usage``):
@@ -131,6 +135,7 @@ class OpenAIProvider:
     """
 
     def __init__(self, profile: ModelProfile, api_key: str | None, *, client: httpx.AsyncClient | None = None) -> None:
+        check_api_key(profile, api_key)
         self.profile = profile
         self.api_key = api_key
         self.base_url = (profile.base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -286,7 +291,7 @@ class _StreamDecoder:
         if content is None:
             return
         if isinstance(content, str):
-            await self._answer(content)
+            await self._answer(valid_text(content))
             return
         if not isinstance(content, list):
             raise self._error(f"content is a {type(content).__name__}, not a string or a list of parts")
@@ -303,7 +308,7 @@ class _StreamDecoder:
 
     def _thinking(self, thinking: Any) -> None:
         if thinking is None or isinstance(thinking, str):
-            self._add_reasoning(thinking or "")
+            self._add_reasoning(valid_text(thinking or ""))
             return
         if not isinstance(thinking, list):
             raise self._error(f"thinking is a {type(thinking).__name__}, not a list of parts")
@@ -387,12 +392,12 @@ class _StreamDecoder:
     # --- shapes -------------------------------------------------------------------------
 
     def _string(self, value: Any, what: str) -> str:
-        """``value`` as text: None is empty, any other non-string is a protocol error."""
+        """``value`` as text (lone surrogates replaced): None is empty, any other non-string is a protocol error."""
         if value is None:
             return ""
         if not isinstance(value, str):
             raise self._error(f"{what} is a {type(value).__name__}, not a string")
-        return value
+        return valid_text(value)
 
     def _index(self, obj: dict[str, Any], what: str) -> int:
         value = obj.get("index", 0)
@@ -449,16 +454,14 @@ class _StreamDecoder:
         for piece in self._think.finish():
             await self._emit(piece.kind, piece.value)
         tool_calls = []
-        for position, call in enumerate(self._calls):
+        for call in self._calls:
             if not call.name:
                 self._line = call.line
                 raise self._error("a tool call never got a function name")
-            tool_calls.append(
-                tool_call_from_text(call.id or f"call_{position}", names.to_name(call.name), "".join(call.arguments))
-            )
+            tool_calls.append(tool_call_from_text(call.id, names.to_name(call.name), "".join(call.arguments)))
         return ModelResponse(
             text="".join(self._text),
-            tool_calls=tool_calls,
+            tool_calls=with_distinct_ids(tool_calls),
             usage=self.usage,
             stop_reason=self.finish_reason,
             reasoning=[

@@ -14,10 +14,13 @@ from agentrt.activities.providers._base import (
     MAX_TOKEN_COUNT,
     OnDelta,
     ToolNames,
+    check_api_key,
     deadline,
     stream_sse,
     tool_call_from_text,
+    valid_text,
     wire_arguments,
+    with_distinct_ids,
 )
 from agentrt.schemas import (
     Message,
@@ -114,6 +117,8 @@ class OpenAIResponsesProvider:
     - Response: ``text`` the answer; ``tool_calls`` in output order (``id`` is the
       ``call_id``); ``reasoning`` one ``ReasoningBlock(type="reasoning_item",
       provider="openai-responses", id, text=summary, data=encrypted_content)`` per item;
+      items announced at an ``output_index`` already taken by an item of another kind,
+      ``id`` or ``call_id`` are kept apart (in announcement order within the index);
       ``stop_reason`` ``"tool_calls"`` when there are calls, else the response status
       (``"completed"``) or the incomplete reason (``"max_output_tokens"``,
       ``"content_filter"``).
@@ -130,6 +135,7 @@ class OpenAIResponsesProvider:
     """
 
     def __init__(self, profile: ModelProfile, api_key: str | None, *, client: httpx.AsyncClient | None = None) -> None:
+        check_api_key(profile, api_key)
         self.profile = profile
         self.api_key = api_key
         self.base_url = (profile.base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -214,8 +220,9 @@ class _Stream:
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        self.items: dict[int, _Item] = {}
-        self.by_id: dict[str, int] = {}
+        self.items: list[tuple[int, _Item]] = []  # every item with its output_index, as announced
+        self.at: dict[int, _Item] = {}  # output_index -> the item its events continue
+        self.by_id: dict[str, _Item] = {}
         self.usage = Usage()
         self.status: str | None = None
         self.finished = False
@@ -254,13 +261,24 @@ class _Stream:
         index = _index(data, "output_index")
         body = _obj(data, "item")
         kind = _str(body, "type")
-        item = self.items.get(index)
-        if item is None or item.kind != kind:
-            item = self.items[index] = _Item(kind=kind)
         item_id = _str(body, "id", optional=True)
+        call_id = _str(body, "call_id", optional=True) if kind == "function_call" else None
+        item = self.by_id.get(item_id) if item_id else None
+        if item is None or item.kind != kind:
+            # A server may number several items alike (Ollama and LiteLLM send parallel Chat
+            # Completions calls all at index 0): an item of another kind, id or call_id is a new one.
+            item = self.at.get(index)
+            if (
+                item is None
+                or item.kind != kind
+                or (item_id and item.id and item_id != item.id)
+                or (call_id and item.call_id and call_id != item.call_id)
+            ):
+                item = self.at[index] = _Item(kind=kind)
+                self.items.append((index, item))
         if item_id:
             item.id = item_id
-            self.by_id[item_id] = index
+            self.by_id[item_id] = item
         if kind == "function_call":
             item.call_id = _str(body, "call_id")
             item.name = _str(body, "name")
@@ -286,10 +304,10 @@ class _Stream:
     def _target(self, data: dict[str, Any], kind: str) -> _Item:
         """The item a delta/done event names, by ``item_id`` or else ``output_index``."""
         item_id = _str(data, "item_id", optional=True)
-        index = self.by_id.get(item_id) if item_id else None
-        if index is None:
+        item = self.by_id.get(item_id) if item_id else None
+        if item is None:
             index = _index(data, "output_index", optional=True)
-        item = self.items.get(index) if index is not None else None
+            item = self.at.get(index) if index is not None else None
         if item is None:
             raise _Malformed("event for an output item that was never announced")
         if item.kind != kind:
@@ -299,7 +317,7 @@ class _Stream:
     def response(self, names: ToolNames) -> ModelResponse:
         calls: list[ToolCall] = []
         reasoning: list[ReasoningBlock] = []
-        for _, item in sorted(self.items.items()):
+        for _, item in sorted(self.items, key=lambda pair: pair[0]):
             if item.kind == "function_call":
                 raw = item.final_arguments if item.final_arguments is not None else "".join(item.arguments)
                 calls.append(tool_call_from_text(item.call_id, names.to_name(item.name), raw))
@@ -318,7 +336,7 @@ class _Stream:
                     )
         return ModelResponse(
             text="".join(self.text),
-            tool_calls=calls,
+            tool_calls=with_distinct_ids(calls),
             usage=self.usage,
             stop_reason="tool_calls" if calls else self.status,
             reasoning=reasoning,
@@ -387,12 +405,13 @@ def _load(line: str) -> dict[str, Any]:
 
 
 def _str(obj: dict[str, Any], key: str, *, optional: bool = False) -> Any:
+    """``obj[key]`` as text, lone surrogates replaced (see ``valid_text``)."""
     value = obj.get(key)
     if value is None and optional:
         return None
     if not isinstance(value, str):
         raise _Malformed(f"{key} is {type(value).__name__}, not a string")
-    return value
+    return valid_text(value)
 
 
 def _obj(obj: dict[str, Any], key: str, *, optional: bool = False) -> Any:

@@ -778,3 +778,51 @@ async def test_error_event_body_is_bounded(server: LoopbackServer) -> None:
         await AnthropicProvider(req.profile, "sk-ant-test").complete(req)
 
     assert (caught.value.status, len(caught.value.body)) == (500, 4096)
+
+
+async def test_a_lone_surrogate_escape_in_streamed_text_becomes_a_replacement_character(server: LoopbackServer) -> None:
+    # Hand-made: "\ud800" is valid JSON syntax but no text; kept, the reply could be neither
+    # stored nor returned from the activity (UTF-8 refuses it).
+    server.reply(
+        Reply(
+            chunks=sse_typed(
+                message_start(),
+                *text_block(0, "a\ud800", "b"),
+                *tool_block(1, "toolu\udc00", "fs__read", '{"path": "x"}'),
+                *message_end(stop_reason="end_turn\udfff"),
+            )
+        )
+    )
+    deltas: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        deltas.append(text)
+
+    req = request(server.url, tools=[FS_READ])
+    response = await AnthropicProvider(req.profile, "sk-ant-test").complete(req, on_delta)
+
+    assert response.text == "a\ufffdb" and deltas == ["a\ufffd", "b"]
+    assert response.tool_calls[0].id == "toolu\ufffd" and response.stop_reason == "end_turn\ufffd"
+    response.model_dump_json()
+
+
+async def test_tool_use_blocks_a_server_gives_one_id_get_distinct_ids(server: LoopbackServer) -> None:
+    # Hand-made: a call's id is its effect's idempotency key within the turn, so two calls
+    # sharing one would run as one effect.
+    server.reply(
+        Reply(
+            chunks=sse_typed(
+                message_start(),
+                *tool_block(0, "toolu_1", "fs__read", '{"path": "a"}'),
+                *tool_block(1, "toolu_1", "fs__read", '{"path": "b"}'),
+                *tool_block(2, "", "fs__read", '{"path": "c"}'),
+                *message_end(stop_reason="tool_use"),
+            )
+        )
+    )
+    req = request(server.url, tools=[FS_READ])
+
+    response = await AnthropicProvider(req.profile, "sk-ant-test").complete(req)
+
+    ids = [c.id for c in response.tool_calls]
+    assert ids[0] == "toolu_1" and len(set(ids)) == 3 and all(ids)

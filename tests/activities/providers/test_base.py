@@ -118,3 +118,93 @@ async def test_a_huge_error_body_is_read_only_up_to_its_bound(server) -> None:  
 
     assert caught.value.status == 500 and len(caught.value.body) == 4096
     assert MAX_ERROR_BODY_BYTES < 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[" * 100_000 + "]" * 100_000,  # past the JSON reader's recursion limit
+        '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"a": ' + "[" * 500 + "]" * 500 + "}",  # parses, but history could not read it back
+        '{"a": ' + '{"b": ' * 70 + "1" + "}" * 70 + "}",
+    ],
+)
+def test_arguments_nested_too_deep_give_arguments_error_not_an_exception(raw: str) -> None:
+    from agentrt.activities.providers._base import MAX_ARGUMENT_DEPTH
+
+    call = tool_call_from_text("c1", "fs.read", raw)
+
+    assert (call.arguments, call.arguments_raw) == (None, raw)
+    assert f"deeper than {MAX_ARGUMENT_DEPTH} levels" in (call.arguments_error or "")
+
+
+def test_arguments_nested_up_to_the_bound_parse() -> None:
+    from agentrt.activities.providers._base import MAX_ARGUMENT_DEPTH
+
+    raw = '{"a": ' * (MAX_ARGUMENT_DEPTH - 1) + "[]" + "}" * (MAX_ARGUMENT_DEPTH - 1)
+
+    assert tool_call_from_text("c1", "fs.read", raw).arguments is not None
+
+
+@pytest.mark.parametrize("raw", ['{"path": "\\ud800"}', '{"\\udc00": 1}', '{"a": ["x", {"b": "\\udfff"}]}'])
+def test_arguments_with_a_lone_surrogate_give_arguments_error(raw: str) -> None:
+    # Valid JSON syntax, but not text: the ToolCall could not be serialized into history (UTF-8).
+    call = tool_call_from_text("c1", "fs.read", raw)
+
+    assert (call.arguments, call.arguments_raw) == (None, raw)
+    assert "surrogate" in (call.arguments_error or "")
+    call.model_dump_json()
+
+
+def test_arguments_with_an_escaped_surrogate_pair_parse() -> None:
+    assert tool_call_from_text("c1", "fs.read", '{"s": "\\ud83d\\ude00"}').arguments == {"s": "\U0001f600"}
+
+
+@pytest.mark.parametrize("key", ["sk-SECRET\n", "sk-SECRET\r\nX-Injected: 1", "sk-SECRÉT", "sk-\x00SECRET", " sk-SECRET"])
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic"])
+def test_an_api_key_no_header_can_carry_is_a_configuration_error_that_does_not_show_it(provider: str, key: str) -> None:
+    # A key read from a file or a Kubernetes secret often ends in a newline: httpx refused it
+    # with an error quoting the header (the key), which became the activity's failure message;
+    # a non-ASCII key raised UnicodeEncodeError.
+    profile = ModelProfile(name="p", provider=provider, model="m", api_key_env="KEY")  # type: ignore[arg-type]
+
+    with pytest.raises(ConfigurationError, match=r"\$KEY") as caught:
+        provider_for(profile, env={"KEY": key})
+
+    assert "SECR" not in str(caught.value)
+
+
+async def test_a_request_httpx_refuses_to_send_does_not_quote_its_headers(server) -> None:  # type: ignore[no-untyped-def]
+    from agentrt.activities.providers._base import stream_sse
+    from agentrt.schemas import ProviderTransportError
+
+    with pytest.raises(ProviderTransportError) as caught:
+        async for _ in stream_sse(
+            f"{server.url}/v1/x", headers={"Authorization": "Bearer sk-SECRET\n"}, body={}, timeout_seconds=10
+        ):
+            pass
+
+    assert "SECRET" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "why"),
+    [
+        ([b"data: " + b"x" * 4096] * 64, "line of the event stream"),  # one line that never ends
+        ([b": keep-alive\n" * 300] * 64, "more than"),  # short lines without end
+    ],
+)
+async def test_an_event_stream_is_read_only_up_to_its_bounds(server, monkeypatch, chunks, why) -> None:  # type: ignore[no-untyped-def]
+    # A hostile server's 100 MB line (or endless stream) was buffered whole: memory without bound
+    # until the deadline. The bounds are made small here; the real ones are in _base.
+    from agentrt.activities.providers import _base
+    from agentrt.schemas import ProviderTransportError
+    from tests.activities.providers._loopback import Reply
+
+    monkeypatch.setattr(_base, "MAX_LINE_CHARS", 64 * 1024)
+    monkeypatch.setattr(_base, "MAX_STREAM_CHARS", 128 * 1024)
+    server.reply(Reply(chunks=chunks))
+
+    with pytest.raises(ProviderTransportError, match=why):
+        async for _ in _base.stream_sse(f"{server.url}/v1/x", headers={}, body={}, timeout_seconds=10):
+            pass

@@ -863,3 +863,52 @@ def test_provider_for_allows_a_keyless_responses_server_on_a_base_url() -> None:
 
     assert isinstance(provider, OpenAIResponsesProvider)
     assert provider.api_key is None
+
+
+async def test_a_lone_surrogate_escape_in_streamed_text_becomes_a_replacement_character(server: LoopbackServer) -> None:
+    # Hand-made: "\ud800" is valid JSON syntax but no text; kept, the reply could be neither
+    # stored nor returned from the activity (UTF-8 refuses it).
+    server.reply(stream(message_added(), text_delta("a\ud800"), text_delta("b"), completed(status="completed\udc00")))
+    deltas, on_delta = collector()
+    req = request(server.url)
+
+    response = await OpenAIResponsesProvider(req.profile, "sk-test").complete(req, on_delta)
+
+    assert response.text == "a\ufffdb" and deltas == ["a\ufffd", "b"]
+    assert response.stop_reason == "completed\ufffd"
+    response.model_dump_json()
+
+
+def item_event(kind: str, index: int, item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": f"response.output_item.{kind}", "output_index": index, "item": item}
+
+
+def function_call(id: str, call_id: str, arguments: str = "") -> dict[str, Any]:
+    return {"id": id, "type": "function_call", "call_id": call_id, "name": "weather", "arguments": arguments}
+
+
+async def test_items_a_server_numbers_alike_stay_separate_items(server: LoopbackServer) -> None:
+    # Hand-made: a compatible server that numbers every output item 0, as Ollama and LiteLLM
+    # do for parallel calls in Chat Completions. The second call took the first one's place
+    # (and its argument deltas); a message item at the same index dropped a call.
+    server.reply(
+        stream(
+            item_event("added", 0, function_call("fc_1", "call_1")),
+            {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 0, "delta": '{"location": "Rome"}'},
+            item_event("added", 0, function_call("fc_2", "call_2")),
+            {"type": "response.function_call_arguments.delta", "item_id": "fc_2", "output_index": 0, "delta": '{"location": "Oslo"}'},
+            item_event("done", 0, function_call("fc_2", "call_2", '{"location": "Oslo"}')),
+            item_event("added", 0, {"id": "msg_1", "type": "message", "role": "assistant", "content": []}),
+            text_delta("Checking both."),
+            completed(),
+        )
+    )
+    req = request(server.url, tools=[WEATHER])
+
+    response = await OpenAIResponsesProvider(req.profile, "sk-test").complete(req)
+
+    assert response.tool_calls == [
+        ToolCall(id="call_1", name="weather", arguments={"location": "Rome"}),
+        ToolCall(id="call_2", name="weather", arguments={"location": "Oslo"}),
+    ]
+    assert response.text == "Checking both."

@@ -9,6 +9,7 @@ recorded streams are replayed in ``test_openai_recordings.py``.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -134,12 +135,14 @@ async def test_calls_keep_the_order_they_started_in_across_indexes_and_ids(serve
     ]
 
 
-async def test_a_call_that_never_got_an_id_is_named_by_its_position(server: LoopbackServer) -> None:
+async def test_a_call_that_never_got_an_id_gets_a_fresh_one(server: LoopbackServer) -> None:
     response, _ = await run(
         server, calls(call(None, None, "fs__read", '{"path": "a"}')), TOOL_CALLS, "[DONE]", tools=[FS_READ]
     )
 
-    assert response.tool_calls == [ToolCall(id="call_0", name="fs.read", arguments={"path": "a"})]
+    (made,) = response.tool_calls
+    assert re.fullmatch(r"call_[0-9a-f]{24}", made.id)
+    assert made == ToolCall(id=made.id, name="fs.read", arguments={"path": "a"})
 
 
 async def test_a_tool_name_the_request_did_not_offer_comes_back_as_the_model_wrote_it(server: LoopbackServer) -> None:
@@ -559,3 +562,49 @@ async def test_groq_usage_in_x_groq_is_read_when_there_is_no_top_level_usage(ser
     response, _ = await run(server, chunk({"content": "Hi"}), last, "[DONE]")
 
     assert response.usage == Usage(input_tokens=7, output_tokens=2)
+
+
+async def test_a_lone_surrogate_escape_in_streamed_text_becomes_a_replacement_character(server: LoopbackServer) -> None:
+    # Hand-made: "\ud800" is valid JSON syntax but no text; kept, the reply could be neither
+    # stored nor returned from the activity (UTF-8 refuses it).
+    response, deltas = await run(
+        server,
+        chunk({"content": "a\ud800", "reasoning_content": "r\udc00"}),
+        chunk({"content": [{"type": "thinking", "thinking": "t\udfff"}, {"type": "text", "text": "b\ud83d"}]}),
+        calls(call(0, "call\ud800", "fs__read\udc00", '{"path": "x"}')),
+        chunk({}, finish_reason="stop\ud800"),
+        "[DONE]",
+        tools=[FS_READ],
+    )
+
+    assert response.text == "a\ufffdb\ufffd" and deltas == ["a\ufffd", "b\ufffd"]
+    assert [b.text for b in response.reasoning] == ["r\ufffd", "t\ufffd"]
+    assert (response.tool_calls[0].id, response.tool_calls[0].name) == ("call\ufffd", "fs__read\ufffd")
+    assert response.stop_reason == "stop\ufffd"
+    response.model_dump_json()
+
+
+async def test_calls_without_an_id_get_ids_no_other_call_of_the_turn_has(server: LoopbackServer) -> None:
+    # Hand-made: a server that sends no ids. A call's id is its effect's idempotency key within
+    # the turn; the ids made up were call_0, call_1 ... again in every round, so the second
+    # round's fs.write would have been taken for the first round's.
+    first, _ = await run(server, calls(call(0, None, "fs__read", "{}")), TOOL_CALLS, "[DONE]", tools=[FS_READ])
+    second, _ = await run(server, calls(call(0, None, "fs__read", "{}")), TOOL_CALLS, "[DONE]", tools=[FS_READ])
+
+    assert first.tool_calls[0].id and second.tool_calls[0].id
+    assert first.tool_calls[0].id != second.tool_calls[0].id
+
+
+async def test_calls_a_server_gives_one_id_get_distinct_ids(server: LoopbackServer) -> None:
+    # Hand-made: two calls at two indexes with the same id stay two calls, with two ids.
+    response, _ = await run(
+        server,
+        calls(call(0, "call_a", "fs__read", '{"path": "a"}'), call(1, "call_a", "fs__read", '{"path": "b"}')),
+        TOOL_CALLS,
+        "[DONE]",
+        tools=[FS_READ],
+    )
+
+    ids = [c.id for c in response.tool_calls]
+    assert ids[0] == "call_a" and len(set(ids)) == 2
+    assert [c.arguments for c in response.tool_calls] == [{"path": "a"}, {"path": "b"}]

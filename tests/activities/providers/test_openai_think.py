@@ -96,3 +96,32 @@ def test_an_empty_think_block_yields_no_reasoning() -> None:
     fed, _ = run("<think>\n\n</think>\n\nHi")
 
     assert fed == [Piece("text", "Hi")]
+
+
+def test_leading_whitespace_in_many_small_pieces_costs_linear_time() -> None:
+    # A model (or a hostile server) may stream whitespace one character a chunk before any
+    # text: every piece re-copied and re-stripped all the whitespace held so far (quadratic:
+    # 300,000 pieces took about 15 s; linear, well under a second).
+    import time
+
+    splitter = ThinkSplitter()
+    began = time.perf_counter()
+    fed = [piece for _ in range(300_000) for piece in splitter.feed(" ")]
+    fed += splitter.feed("<think>r</think>answer")
+
+    assert time.perf_counter() - began < 3.0
+    assert fed == [Piece("reasoning", "r"), Piece("text", "answer")]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "fed", "finished"),
+    [
+        (("  ", "\n", "<th", "ink>", "r</think>a"), [Piece("reasoning", "r"), Piece("text", "a")], []),
+        (("  ", "<th", "e end"), [Piece("text", "  <the end")], []),
+        (("  ", "\n"), [], [Piece("text", "  \n")]),
+        ((" ", "<thi"), [], [Piece("text", " <thi")]),
+        ((" ", "<think>", "r"), [], [Piece("text", " <think>r")]),
+    ],
+)
+def test_leading_whitespace_is_held_with_a_cut_tag_and_given_back_as_written(chunks, fed, finished) -> None:  # type: ignore[no-untyped-def]
+    assert run(*chunks) == (fed, finished)
