@@ -252,7 +252,7 @@ async def stream_sse(
         raise ProviderTransportError(url, f"response is not an event stream: {e}") from e
     except httpx.TimeoutException as e:
         raise ProviderTransportError(url, f"timed out ({type(e).__name__})") from e
-    except httpx.LocalProtocolError as e:
+    except httpx.LocalProtocolError:
         # h11 quotes the offending header, which may be the API key: the message is not kept.
         raise ProviderTransportError(url, "the request could not be sent (LocalProtocolError; headers not shown)") from None
     except httpx.RequestError as e:
