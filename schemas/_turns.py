@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field
+
 from agentrt.schemas._base import Model
 
 TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
@@ -31,3 +33,5 @@ class PermissionRequest(Model):
     risk: str
     reason: str
     kind: Literal["tool_call", "reconcile"] = "tool_call"
+    # A reconcile request's effect ledger key (left out otherwise and in requests of earlier versions).
+    idempotency_key: str | None = Field(default=None, exclude_if=lambda v: v is None)

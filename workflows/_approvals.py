@@ -63,8 +63,10 @@ class ApprovalBook:
         risk: str,
         reason: str,
         kind: Literal["tool_call", "reconcile"] = "tool_call",
+        idempotency_key: str | None = None,
     ) -> PermissionRequest:
-        """Open a request for ``call`` (its arguments frozen by their SHA-256)."""
+        """Open a request for ``call`` (its arguments frozen by their SHA-256; a reconcile request
+        keeps the ``idempotency_key`` of the effect it asks about)."""
         self._state.request_counter += 1
         arguments = call.arguments or {}
         request = PermissionRequest(
@@ -77,6 +79,7 @@ class ApprovalBook:
             risk=risk,
             reason=reason,
             kind=kind,
+            idempotency_key=idempotency_key,
         )
         self._state.pending_approvals.append(request)
         return request

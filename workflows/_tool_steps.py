@@ -38,6 +38,10 @@ from agentrt.workflows._errors import (
 from agentrt.workflows._session_core import SessionCore
 from agentrt.workflows._tool_calls import arguments_preview, triage
 
+# effect-key-position-v1: a call's idempotency key holds its result position, so a call id a
+# model sends again in a later round of the turn names a new effect.
+EFFECT_KEY_PATCH = "effect-key-position-v1"
+
 
 class ToolCallSteps(SessionCore):
     """Runs the tool calls a model reply asked for."""
@@ -96,7 +100,7 @@ class ToolCallSteps(SessionCore):
     async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall) -> None:
         """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
         position = self._journal.take_position()
-        idempotency_key = self._idempotency_key(turn_id, call.id)
+        idempotency_key = self._idempotency_key(turn_id, call.id, position)
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         local = self._runs_locally(call)
         tool_seconds = self._config.tool_timeout_seconds
@@ -176,7 +180,9 @@ class ToolCallSteps(SessionCore):
         """Ask an operator whether a claimed-but-unrecorded effect happened; never re-run it silently."""
         self._emit(ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason="outcome_unknown", error=error))
         risk = self._tools[call.name].risk if call.name in self._tools else "effectful"
-        request = self._approvals.request(turn_id, call, risk, RECONCILE_REASON, kind="reconcile")
+        request = self._approvals.request(
+            turn_id, call, risk, RECONCILE_REASON, kind="reconcile", idempotency_key=idempotency_key
+        )
         self._emit(PermissionRequested(turn_id=turn_id, request=request))
         self._set_status("awaiting_approval")
         example = json.dumps({"request_id": request.request_id, "outcome": "applied", "principal": self._config.owner})
@@ -227,9 +233,17 @@ class ToolCallSteps(SessionCore):
         """Write the reconcile answers a cancelled turn did not act on to the effect ledger (idempotent)."""
         while self._owed_reconciles:
             request, decision = self._owed_reconciles[0]
-            await self._write_reconcile(self._idempotency_key(request.turn_id, request.call_id), request.tool, decision)
+            # Requests opened before EFFECT_KEY_PATCH carry no key: theirs is the key without a position.
+            key = request.idempotency_key or f"{workflow.info().workflow_id}/{request.turn_id}/{request.call_id}"
+            await self._write_reconcile(key, request.tool, decision)
             self._owed_reconciles.pop(0)
 
-    def _idempotency_key(self, turn_id: str, call_id: str) -> str:
+    def _idempotency_key(self, turn_id: str, call_id: str, position: int) -> str:
+        """The effect ledger's key of a call. With ``EFFECT_KEY_PATCH`` it holds the call's result
+        position, unique in the session: a model may send one call id in two rounds of a turn
+        (servers number calls ``call_0``, ``call_1`` ... per reply), and the second effect must not
+        be taken for the first."""
+        if workflow.patched(EFFECT_KEY_PATCH):
+            return f"{workflow.info().workflow_id}/{turn_id}/{position}/{call_id}"
         return f"{workflow.info().workflow_id}/{turn_id}/{call_id}"
 

@@ -15,8 +15,9 @@ APPEND = {"name": "fs.write", "arguments": {"path": "log.txt", "content": "line\
 
 
 def first_call_key(session_id: str) -> str:
-    """The idempotency key the session gives its first tool call: <workflow id>/<turn>/<call id>."""
-    return f"session-{session_id}/turn-1/call_0_0"
+    """The idempotency key the session gives its first tool call: <workflow id>/<turn>/<result
+    position>/<call id> (the user message is at 0, the model's reply at 1, the result at 2)."""
+    return f"session-{session_id}/turn-1/2/call_0_0"
 
 
 async def test_a_retry_that_finds_the_effect_applied_returns_the_recorded_result_without_running_it(

@@ -213,3 +213,24 @@ async def test_deepseek_reasoning_content_goes_back_with_the_reply_that_called_a
     first_reasoning = next(iter(stored.values()))[0]
     assert first_reasoning.source == "reasoning_content"
     assert called["tool_calls"] and called["reasoning_content"] == first_reasoning.text
+
+
+async def test_a_call_id_the_model_sends_again_in_a_later_round_is_a_new_effect(
+    harness: Harness, workspace: Path, provider_server: LoopbackServer
+) -> None:
+    # Hand-made: servers that number calls per reply (call_0, call_1 ...) send the same id each round.
+    def append(line: str) -> Reply:
+        call = {"index": 0, "id": "call_0", "type": "function",
+                "function": {"name": "fs__write", "arguments": json.dumps({"path": "log.txt", "content": line, "append": True})}}
+        chunks = [{"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]}]
+        return Reply(chunks=[b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"])
+
+    done = {"choices": [{"index": 0, "delta": {"content": "wrote both"}, "finish_reason": "stop"}]}
+    provider_server.reply(append("one\n"), append("two\n"), Reply(chunks=[f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode()]))
+    profile = add_profile(harness, name="numbering", provider="openai", model="local-model", base_url=provider_server.url)
+    from tests.e2e._support import ALLOW_ALL
+
+    sid, outcome = await start(harness, workspace, profile, "write two lines", tools=["fs.write"], approval=ALLOW_ALL)
+
+    assert outcome.status == "completed" and outcome.tool_calls == 2, outcome
+    assert (workspace / "log.txt").read_text() == "one\ntwo\n"

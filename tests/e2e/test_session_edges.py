@@ -730,7 +730,7 @@ async def test_a_reconcile_answer_landing_with_a_workflow_cancel_reaches_the_eff
     ])
     sid = harness.new_session_id()
     # An earlier attempt claimed the call's effect and never recorded it: the outcome is unknown.
-    harness.store.claim_effect(f"session-{sid}/turn-1/call_0_0", sid, "fs.write")
+    harness.store.claim_effect(f"session-{sid}/turn-1/2/call_0_0", sid, "fs.write")
     queue = harness.task_queue + "-reconcile"
     client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
     handle = harness.handle(sid)
