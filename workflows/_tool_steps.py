@@ -100,7 +100,8 @@ class ToolCallSteps(SessionCore):
     async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall) -> None:
         """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
         position = self._journal.take_position()
-        idempotency_key = self._idempotency_key(turn_id, call.id, position)
+        spec = self._tools.get(call.name)
+        idempotency_key = self._idempotency_key(turn_id, call.id, position, ledger=spec is None or spec.risk != "read_only")
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         local = self._runs_locally(call)
         tool_seconds = self._config.tool_timeout_seconds
@@ -238,12 +239,13 @@ class ToolCallSteps(SessionCore):
             await self._write_reconcile(key, request.tool, decision)
             self._owed_reconciles.pop(0)
 
-    def _idempotency_key(self, turn_id: str, call_id: str, position: int) -> str:
+    def _idempotency_key(self, turn_id: str, call_id: str, position: int, *, ledger: bool) -> str:
         """The effect ledger's key of a call. With ``EFFECT_KEY_PATCH`` it holds the call's result
         position, unique in the session: a model may send one call id in two rounds of a turn
         (servers number calls ``call_0``, ``call_1`` ... per reply), and the second effect must not
-        be taken for the first."""
-        if workflow.patched(EFFECT_KEY_PATCH):
+        be taken for the first. Only calls that go through the ledger (``ledger``: not read-only)
+        ask for the patch, so a session of read-only rounds records no marker for it."""
+        if ledger and workflow.patched(EFFECT_KEY_PATCH):
             return f"{workflow.info().workflow_id}/{turn_id}/{position}/{call_id}"
         return f"{workflow.info().workflow_id}/{turn_id}/{call_id}"
 

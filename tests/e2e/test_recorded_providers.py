@@ -234,3 +234,16 @@ async def test_a_call_id_the_model_sends_again_in_a_later_round_is_a_new_effect(
 
     assert outcome.status == "completed" and outcome.tool_calls == 2, outcome
     assert (workspace / "log.txt").read_text() == "one\ntwo\n"
+
+
+async def test_an_empty_reply_right_after_a_tool_call_fails_the_turn_instead_of_completing_with_no_answer(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "fs.list", "arguments": {}}]}, {"text": ""}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "look around")
+
+    outcome = await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
+
+    assert outcome.status == "failed" and outcome.error_type == "empty_response"
+    assert outcome.rounds == 2 and outcome.answer is None
