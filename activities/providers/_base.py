@@ -28,6 +28,19 @@ from agentrt.schemas import (
 # reader (and a signed 64-bit store column) holds exactly. Adapters refuse bigger ones.
 MAX_TOKEN_COUNT = 2**53 - 1
 
+# Model-name prefixes of OpenAI's reasoning families, which take ``max_completion_tokens``
+# and refuse a temperature other than 1 (https://platform.openai.com/docs/guides/reasoning).
+REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex")
+
+
+def is_reasoning_family(model: str) -> bool:
+    """True when ``model`` names an OpenAI reasoning model (o1, o3, o4, gpt-5, codex ...), also
+    behind a routing prefix such as ``openai/o3-mini``; the ``-chat`` variants
+    (``gpt-5-chat-latest``) do not reason."""
+    name = model.rsplit("/", 1)[-1].strip().lower()
+    return name.startswith(REASONING_FAMILIES) and "-chat" not in name
+
+
 # The most of an error response's body read (bytes): ProviderHTTPError keeps 4,096 characters of
 # it, and a hostile or broken server may send gigabytes.
 MAX_ERROR_BODY_BYTES = 64 * 1024

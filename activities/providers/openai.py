@@ -12,10 +12,12 @@ import httpx
 
 from agentrt.activities.providers._base import (
     MAX_TOKEN_COUNT,
+    REASONING_FAMILIES,
     OnDelta,
     ToolNames,
     check_api_key,
     deadline,
+    is_reasoning_family,
     stream_sse,
     tool_call_from_text,
     valid_text,
@@ -37,18 +39,7 @@ from agentrt.schemas import (
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-# Model-name prefixes of OpenAI's reasoning families, which take ``max_completion_tokens``
-# and refuse a temperature other than 1 (https://platform.openai.com/docs/guides/reasoning).
-REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5")
-
 __all__ = ["DEFAULT_BASE_URL", "MAX_TOKEN_COUNT", "REASONING_FAMILIES", "OpenAIProvider", "is_reasoning_family"]
-
-
-def is_reasoning_family(model: str) -> bool:
-    """True when ``model`` names an OpenAI reasoning model (o1, o3, o4, gpt-5 ...), also behind a
-    routing prefix such as ``openai/o3-mini``."""
-    name = model.rsplit("/", 1)[-1].strip().lower()
-    return name.startswith(REASONING_FAMILIES)
 
 
 class OpenAIProvider:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from agentrt.activities.providers._base import (
     ToolNames,
     check_api_key,
     deadline,
+    is_reasoning_family,
     stream_sse,
     tool_call_from_text,
     valid_text,
@@ -59,12 +59,6 @@ ERROR_CODE_STATUS = {
     "server_is_overloaded": 503,
     "vector_store_timeout": 504,
 }
-
-# Model families that reason (o1, o3, o4, gpt-5, codex): they refuse ``temperature``, and
-# only they accept ``include: ["reasoning.encrypted_content"]`` (other models answer 400
-# "Encrypted content is not supported with this model").
-_REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o1|o3|o4|gpt-5|codex)(?![\w.]*-chat)", re.IGNORECASE)
-
 
 __all__ = ["DEFAULT_BASE_URL", "ERROR_CODE_STATUS", "OpenAIResponsesProvider"]
 
@@ -145,7 +139,7 @@ class OpenAIResponsesProvider:
     def request_body(self, request: ModelRequest, names: ToolNames) -> dict[str, Any]:
         """The JSON body sent for ``request`` (public so the wire shape can be inspected)."""
         instructions, items = to_wire_input(request.system, request.messages, names)
-        reasoning_model = bool(_REASONING_MODEL.match(self.profile.model))
+        reasoning_model = is_reasoning_family(self.profile.model)
         body: dict[str, Any] = {
             "model": self.profile.model,
             "input": items,

@@ -243,7 +243,7 @@ def body_for(model: str, **kw) -> dict:
 
 
 @pytest.mark.parametrize(
-    "model", ["o1", "o1-mini", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "openai/o3-mini", "GPT-5.1"]
+    "model", ["o1", "o1-mini", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "openai/o3-mini", "GPT-5.1", "codex-mini-latest"]
 )
 def test_openai_reasoning_models_get_max_completion_tokens_and_no_temperature(model: str) -> None:
     body = body_for(model, temperature=0.2)
@@ -253,7 +253,7 @@ def test_openai_reasoning_models_get_max_completion_tokens_and_no_temperature(mo
     assert "temperature" not in body
 
 
-@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4.1-mini", "deepseek-reasoner", "llama-3.3-70b", "openai/gpt-oss-120b"])
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4.1-mini", "deepseek-reasoner", "llama-3.3-70b", "openai/gpt-oss-120b", "gpt-5-chat-latest"])
 def test_other_models_get_max_tokens_and_temperature_whatever_the_host(model: str) -> None:
     body = body_for(model, temperature=0.2)
 
