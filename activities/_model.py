@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._system_prompt import compose_system_prompt, default_system_prompt
-from agentrt.activities.providers import MAX_MESSAGE_CHARS, application_error_from, provider_for
+from agentrt.activities.providers import MAX_MESSAGE_CHARS, application_error_from, provider_for, redact
 from agentrt.schemas import (
     CONTEXT_COMPACT,
     PROFILES_DESCRIBE,
@@ -295,7 +296,7 @@ class ModelActivities:
         except ProviderError as err:
             partial = err.partial_usage if isinstance(err.partial_usage, Usage) else None
             await end("interrupted", partial, quiet=True)
-            raise _provider_failure(err) from None
+            raise _provider_failure(err, profile) from None
         except ConfigurationError as err:
             await end("interrupted", quiet=True)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
@@ -307,16 +308,12 @@ class ModelActivities:
             # adapter): keep what streamed, and retry with the cause in a failure the server keeps.
             await end("interrupted", quiet=True)
             activity.logger.warning("model call failed: %s", err, exc_info=err)
-            raise ApplicationError(
-                f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}"[
-                    :MAX_MESSAGE_CHARS
-                ],
-                type=type(err).__name__,
-            ) from None
+            text = redact(f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}", _secrets_of(profile))
+            raise ApplicationError(text[:MAX_MESSAGE_CHARS], type=type(err).__name__) from None
         await end("completed", response.usage, response=response)
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)
-            raise _provider_failure(empty) from None
+            raise _provider_failure(empty, profile) from None
         return ModelCallResult(
             text=response.text,
             tool_calls=response.tool_calls,
@@ -393,7 +390,7 @@ class ModelActivities:
             response = await provider.complete(request, None)
         except ProviderError as err:
             # A summary is an optimisation: never wait long on a provider's Retry-After for it.
-            raise _provider_failure(err, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from None
+            raise _provider_failure(err, profile, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from None
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         finally:
@@ -406,14 +403,31 @@ class ModelActivities:
         return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
 
 
-def _provider_failure(err: ProviderError, max_retry_delay: float | None = None) -> ApplicationError:
-    """The ``ApplicationError`` for ``err``, to be raised ``from None``; ``err`` with its causes
-    (httpx's, the socket's) goes to the worker's log instead. The server keeps a retrying
+def _provider_failure(err: ProviderError, profile: ModelProfile, max_retry_delay: float | None = None) -> ApplicationError:
+    """The ``ApplicationError`` for ``err``, to be raised ``from None``, with the profile's API key
+    and any URL credentials redacted (``providers.redact``). The server keeps a retrying
     activity's last failure only up to 4 KB (``limit.mutableStateActivityFailureSize.error``) and
     shows "Failure exceeds size limit." for a bigger one: with every cause's stack trace a
-    refused connection is bigger, and the user would not see why the call failed."""
-    activity.logger.warning("model call failed: %s", err, exc_info=err)
-    return application_error_from(err, max_retry_delay=max_retry_delay)
+    refused connection is bigger, and the user would not see why the call failed. The worker's
+    log gets the redacted message and the chain of causes by type."""
+    secrets = _secrets_of(profile)
+    activity.logger.warning("model call failed: %s%s", redact(str(err), secrets), _cause_types(err))
+    return application_error_from(err, max_retry_delay=max_retry_delay, secrets=secrets)
+
+
+def _secrets_of(profile: ModelProfile) -> list[str | None]:
+    """The API key ``profile`` reads from the worker's environment (to keep it out of errors)."""
+    return [os.environ.get(profile.api_key_env)] if profile.api_key_env else []
+
+
+def _cause_types(err: BaseException) -> str:
+    """`` (caused by httpx.ConnectError <- httpcore.ConnectError ...)``, or nothing."""
+    names = []
+    cause = err.__cause__ or err.__context__
+    while cause is not None and len(names) < 8:
+        names.append(f"{type(cause).__module__}.{type(cause).__qualname__}")
+        cause = cause.__cause__ or cause.__context__
+    return f" (caused by {' <- '.join(names)})" if names else ""
 
 
 def _takes_reasoning_back(profile: ModelProfile) -> bool:

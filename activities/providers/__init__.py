@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 
 from agentrt.activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text
-from agentrt.activities.providers._errors import MAX_MESSAGE_CHARS, application_error_from, retry_after_seconds
+from agentrt.activities.providers._errors import MAX_MESSAGE_CHARS, application_error_from, redact, retry_after_seconds
 from agentrt.activities.providers.anthropic import AnthropicProvider
 from agentrt.activities.providers.openai import OpenAIProvider
 from agentrt.activities.providers.openai_responses import OpenAIResponsesProvider
@@ -32,6 +32,7 @@ __all__ = [
     "ToolNames",
     "application_error_from",
     "provider_for",
+    "redact",
     "retry_after_seconds",
     "tool_call_from_text",
 ]

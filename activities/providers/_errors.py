@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
@@ -16,6 +17,16 @@ from agentrt.schemas import ProviderError, ProviderHTTPError, ProviderProtocolEr
 # be what a user sees, and the server replaces a failure over its size limit with "Failure
 # exceeds size limit." (the provider's full body stays in ``details``, itself bounded).
 MAX_MESSAGE_CHARS = 1_000
+# What stands where a secret was.
+REDACTED = "[redacted]"
+# Credentials in a URL: ``scheme://user:password@host`` and query parameters named like secrets.
+_URL_USERINFO = re.compile(r"(://)[^/@\s\"']+@")
+_SECRET_QUERY = re.compile(
+    r"([?&](?:api[-_]?key|key|token|access[-_]?token|secret|password|sig|signature)=)[^&#\s\"']+", re.IGNORECASE
+)
+# Shorter values are not searched for (they would match ordinary text).
+MIN_SECRET_CHARS = 8
+
 # The longest response body kept in an ApplicationError's details (characters).
 MAX_DETAIL_BODY_CHARS = 1_000
 
@@ -57,7 +68,21 @@ def _number(value: str | None) -> float | None:
     return number
 
 
-def application_error_from(exc: ProviderError, *, max_retry_delay: float | None = None) -> ApplicationError:
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with each of ``secrets`` (at least ``MIN_SECRET_CHARS`` long) and the credentials
+    of any URL in it (``user:password@``, ``?api-key=...``, ``&token=...``) replaced by
+    ``REDACTED``: a provider may echo the key it was sent in its error body, and a base URL may
+    carry credentials; neither may reach workflow history or the events table."""
+    for secret in secrets:
+        if secret and len(secret) >= MIN_SECRET_CHARS:
+            text = text.replace(secret, REDACTED)
+    text = _URL_USERINFO.sub(r"\1" + REDACTED + "@", text)
+    return _SECRET_QUERY.sub(r"\1" + REDACTED, text)
+
+
+def application_error_from(
+    exc: ProviderError, *, max_retry_delay: float | None = None, secrets: Iterable[str | None] = ()
+) -> ApplicationError:
     """Translate a provider error into the ``ApplicationError`` an activity raises.
 
     - ``type``: the error's class name (``"ProviderHTTPError"``, ``"ProviderTransportError"``,
@@ -73,10 +98,11 @@ def application_error_from(exc: ProviderError, *, max_retry_delay: float | None 
       retry policy (the only retry loop) waits as long as the provider asked, at most
       ``max_retry_delay`` seconds when given (for calls the session can do without).
 
-    Raise it ``from exc`` so the cause is kept.
+    Every string in it goes through ``redact`` with ``secrets`` (the API key).
     """
+    secrets = list(secrets)
     if isinstance(exc, ProviderHTTPError):
-        detail: dict[str, object] = {"status": exc.status, "url": exc.url, "body": _cut(exc.body, MAX_DETAIL_BODY_CHARS)}
+        detail: dict[str, object] = {"status": exc.status, "url": exc.url, "body": _cut(redact(exc.body, secrets), MAX_DETAIL_BODY_CHARS)}
         retryable = exc.retryable
         retry_after = exc.retry_after
     elif isinstance(exc, ProviderTransportError):
@@ -96,8 +122,9 @@ def application_error_from(exc: ProviderError, *, max_retry_delay: float | None 
         retry_after = None
     if retry_after is not None and max_retry_delay is not None:
         retry_after = min(retry_after, max_retry_delay)
+    detail = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in detail.items()}
     return ApplicationError(
-        _cut(str(exc), MAX_MESSAGE_CHARS),
+        _cut(redact(str(exc), secrets), MAX_MESSAGE_CHARS),
         detail,
         type=type(exc).__name__,
         non_retryable=not retryable,

@@ -5,7 +5,10 @@ store and the client show what a user would see."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,3 +250,33 @@ async def test_an_empty_reply_right_after_a_tool_call_fails_the_turn_instead_of_
 
     assert outcome.status == "failed" and outcome.error_type == "empty_response"
     assert outcome.rounds == 2 and outcome.answer is None
+
+
+async def test_a_provider_echoing_the_api_key_in_its_401_gets_it_into_neither_history_nor_events(
+    harness: Harness, workspace: Path, provider_server: LoopbackServer
+) -> None:
+    from tests.activities.providers._loopback import json_reply
+
+    key = os.environ[KEY_ENV]
+    provider_server.reply(json_reply(401, {"error": {"message": f"Incorrect API key provided: {key}", "code": "invalid_api_key"}}))
+    profile = add_profile(harness, name="echo", provider="openai", model="gpt-4o-mini", base_url=provider_server.url)
+
+    sid, outcome = await start(harness, workspace, profile, "hi")
+
+    assert outcome.status == "failed" and outcome.error_type == "provider_http"
+    assert "HTTP 401" in (outcome.error or "") and "[redacted]" in (outcome.error or "")
+    history = _decoded_payloads((await harness.handle(sid).fetch_history()).to_json())
+    assert "Incorrect API key provided: [redacted]" in history  # the payloads are read, not just their base64
+    events = json.dumps([e.model_dump(mode="json") for e in harness.store.events(sid, 0, 100)])
+    assert key not in history and key not in events and key not in (outcome.error or "")
+
+
+def _decoded_payloads(history_json: str) -> str:
+    """Every payload's data in an exported history, decoded (the export holds them as base64)."""
+    decoded = []
+    for data in re.findall(r'"data":\s*"([A-Za-z0-9+/=]+)"', history_json):
+        try:
+            decoded.append(base64.b64decode(data).decode("utf-8", errors="replace"))
+        except ValueError:
+            continue
+    return history_json + "\n".join(decoded)

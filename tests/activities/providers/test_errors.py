@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import httpx
@@ -111,3 +112,23 @@ def test_a_protocol_error_is_not_retried_and_names_provider_model_url_and_line()
         "provider": "openai", "model": "gpt-x", "line": '{"choices": "nope"}',
     }
     assert "gpt-x" in err.message and URL in err.message
+
+
+def test_a_key_echoed_in_an_error_body_and_url_credentials_never_reach_temporal() -> None:
+    key = "sk-live-1234567890abcdef"
+    url = "https://user:hunter2pass@gw.example.test/v1/chat/completions?api-key=abc123secret&x=1"
+    body = f'{{"error": {{"message": "Incorrect API key provided: {key}"}}}}'
+
+    err = application_error_from(ProviderHTTPError(401, url, body), secrets=[key, None, "short"])
+
+    text = err.message + json.dumps(err.details[0])
+    assert key not in text and "hunter2pass" not in text and "abc123secret" not in text
+    assert "Incorrect API key provided: [redacted]" in err.message
+    assert "https://[redacted]@gw.example.test" in err.details[0]["url"] and "api-key=[redacted]&x=1" in err.details[0]["url"]
+    assert err.non_retryable  # a 401 is final
+
+
+def test_redact_leaves_ordinary_text_and_short_values_alone() -> None:
+    from agentrt.activities.providers import redact
+
+    assert redact("key=value in prose; http://host/path?page=2", ["abc"]) == "key=value in prose; http://host/path?page=2"
