@@ -102,13 +102,20 @@ class ModelActivities:
         if script:
             known = self._config.profiles.get(name)
             if known is None and strict:
-                raise UnknownProfileError(name, list(self._config.profiles))
+                raise UnknownProfileError(name, list(self._config.profiles), self._profiles_read_from())
             limits = {"context_window": known.context_window, "max_output_tokens": known.max_output_tokens} if known else {}
             return ModelProfile(name=name, provider="scripted", model="scripted", script=script, **limits)
         try:
             return self._config.profiles[name]
         except KeyError:
-            raise UnknownProfileError(name, list(self._config.profiles)) from None
+            raise UnknownProfileError(name, list(self._config.profiles), self._profiles_read_from()) from None
+
+    def _profiles_read_from(self) -> str:
+        """Where this worker's profiles came from, for an unknown-profile error."""
+        source = getattr(self._config, "source", None)
+        if source is None:
+            return ""
+        return f"this worker read its profiles from {source} when it started: restart it after adding one"
 
     @activity.defn(name=SESSION_PREPARE)
     def prepare(self, input: PrepareSessionInput) -> PrepareSessionResult:

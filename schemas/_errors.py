@@ -40,10 +40,15 @@ class ConfigurationError(AgentrtError):
 
 
 class UnknownProfileError(ConfigurationError):
-    def __init__(self, name: str, known: list[str]) -> None:
+    """``name`` is not among the ``known`` profiles; ``where`` says where they came from (a worker
+    reads agentrt.toml once, at its start), when known."""
+
+    def __init__(self, name: str, known: list[str], where: str = "") -> None:
         self.name = name
         self.known = known
-        super().__init__(f"unknown model profile {name!r}; configured profiles: {', '.join(sorted(known)) or '(none)'}")
+        self.where = where
+        listed = ", ".join(sorted(known)) or "(none)"
+        super().__init__(f"unknown model profile {name!r}; configured profiles: {listed}{f' ({where})' if where else ''}")
 
 
 class InvalidScriptError(ConfigurationError):

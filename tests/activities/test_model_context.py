@@ -195,3 +195,15 @@ def test_a_call_whose_context_cannot_be_read_writes_no_receipt_and_none_of_its_s
         asyncio.run(ActivityEnvironment().run(activities.complete, call))
     assert store.usage_receipts(SID) == []
     assert len(store.messages(SID)) == 7  # the staged message stays staged in the workflow, for the next write
+
+
+def test_an_unknown_profile_says_which_file_the_worker_read_its_profiles_from(store: Store, tmp_path: Path) -> None:
+    from agentrt.worker import AgentrtConfig
+
+    config = AgentrtConfig(source=tmp_path / "agentrt.toml")
+    activities = ModelActivities(config, store, default_registry())
+
+    lookup = activities.describe(DescribeProfileInput(profile="added-later"))
+
+    assert lookup.error is not None and "'added-later'" in lookup.error
+    assert f"read its profiles from {tmp_path / 'agentrt.toml'} when it started: restart it" in lookup.error
