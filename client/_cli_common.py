@@ -149,27 +149,33 @@ async def drive_turn(
             task.cancel()
 
 
-async def report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:
-    """Print each failed attempt of a pending activity once: ``retrying model call (attempt 3): <error>``."""
+async def retry_lines(client: AgentClient, session_id: str) -> list[tuple[tuple[str, int], str]]:
+    """The session's activities being retried, each as ``((activity id, attempt), line)`` with
+    ``line`` = ``retrying provider.complete (attempt 3 of 9, after 2 s): <last error>``; empty
+    when none is (or the server does not answer)."""
     try:
         description = await client.temporal.get_workflow_handle(session_workflow_id(session_id)).describe()
     except RPCError:
-        return
+        return []
+    lines = []
     for pending in description.raw_description.pending_activities:
         if pending.attempt <= 1 or not pending.last_failure.message:
             continue
-        key = (pending.activity_id, pending.attempt)
-        if key in reported:
-            continue
-        reported.add(key)
         of = f" of {pending.maximum_attempts}" if pending.maximum_attempts else ""
         after = ""
         if pending.HasField("current_retry_interval"):
             after = f", after {round(pending.current_retry_interval.ToTimedelta().total_seconds(), 1):g} s"
-        out.write(
-            f"      retrying {pending.activity_type.name} (attempt {pending.attempt}{of}{after}): "
-            f"{pending.last_failure.message[:300]}\n"
-        )
+        line = f"retrying {pending.activity_type.name} (attempt {pending.attempt}{of}{after}): {pending.last_failure.message[:300]}"
+        lines.append(((pending.activity_id, pending.attempt), line))
+    return lines
+
+
+async def report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:
+    """Print each failed attempt of a pending activity once (``retry_lines``)."""
+    for key, line in await retry_lines(client, session_id):
+        if key not in reported:
+            reported.add(key)
+            out.write(f"      {line}\n")
 
 
 async def answer_approval(client: AgentClient, session_id: str, event: PermissionRequested, mode: ApproveMode, out: Any) -> None:

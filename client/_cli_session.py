@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from agentrt.client._cli_common import ApproveMode, drive_turn, load_config, print_outcome, run_command
+from agentrt.client._cli_common import ApproveMode, drive_turn, load_config, print_outcome, retry_lines, run_command
 from agentrt.client._render import event_line, usage_text
 from agentrt.client._runtime import runtime
 from agentrt.worker import AgentrtConfig
@@ -55,6 +55,7 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
     async def go() -> None:
         async with _session_runtime(config) as rt:
             view = await rt.client.state(session_id)
+            retries = [] if as_json else await retry_lines(rt.client, session_id)
         if as_json:
             typer.echo(view.model_dump_json())
             return
@@ -73,6 +74,8 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         typer.echo(f"history   run {view.run}; events from seq {view.first_seq_in_run} held by this run, {view.last_seq} in all")
         for r in view.pending_approvals:
             typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")
+        for _, line in retries:
+            typer.echo(f"retry     {line}")
 
     run_command(go)
 

@@ -157,3 +157,28 @@ async def test_an_approval_the_session_would_ignore_fails_with_the_reason(harnes
     assert right.returncode == 0 and f"granted {requested.request.request_id}" in right.stdout
     again = await agentrt(harness, "session", "approve", sid, requested.request.request_id, cwd=tmp_path)
     assert again.returncode == 2 and "already decided" in again.stderr
+
+
+async def test_session_state_shows_a_call_being_retried_with_its_cause(
+    harness: Harness, workspace: Path, tmp_path: Path, closed_port_url: str
+) -> None:
+    from agentrt.schemas import ModelProfile
+
+    harness.config.profiles["down"] = ModelProfile(name="down", provider="openai", model="m", base_url=f"{closed_port_url}/v1")
+    sid = harness.new_session_id()
+    config = harness.client.new_config(str(workspace), session_id=sid, profile="down", heartbeat_timeout_seconds=5.0)
+    await harness.client.start(config, "hello?")
+
+    async def retrying() -> subprocess.CompletedProcess[str]:
+        while True:
+            result = await agentrt(harness, "session", "state", sid, cwd=tmp_path)
+            if "retry " in result.stdout:
+                return result
+            await asyncio.sleep(0.5)
+
+    result = await asyncio.wait_for(retrying(), 90)
+
+    line = next(l for l in result.stdout.splitlines() if l.startswith("retry "))
+    assert re.search(r"retrying provider\.complete \(attempt \d+ of 9", line)
+    assert f"{closed_port_url}/v1/chat/completions failed: ConnectError" in line
+    await harness.client.cancel(sid)
