@@ -33,6 +33,29 @@ MAX_TOKEN_COUNT = 2**53 - 1
 REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex")
 
 
+def is_token_count(value: Any) -> bool:
+    """Whether ``value`` (a parsed JSON value) is a token count: an integer, not a bool, from 0
+    to ``MAX_TOKEN_COUNT``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT
+
+
+class NotAnEventObject(ValueError):
+    """Event data that is not a JSON object; the message says why."""
+
+
+def event_object(data: str) -> dict[str, Any]:
+    """An event's data parsed as a JSON object. Raises ``NotAnEventObject`` for anything else:
+    text that is not JSON, JSON nested too deep for the parser (``RecursionError``) or a number
+    too long to convert (``ValueError``), a JSON array, string or number."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise NotAnEventObject(f"event data is not JSON ({type(e).__name__})") from e
+    if not isinstance(value, dict):
+        raise NotAnEventObject(f"event data is a JSON {type(value).__name__}, not an object")
+    return value
+
+
 def is_reasoning_family(model: str) -> bool:
     """True when ``model`` names an OpenAI reasoning model (o1, o3, o4, gpt-5, codex ...), also
     behind a routing prefix such as ``openai/o3-mini``; the ``-chat`` variants
@@ -223,7 +246,6 @@ def check_api_key(profile: ModelProfile, api_key: str | None) -> None:
         f"model profile {profile.name!r}: the API key in {source} has characters an HTTP header cannot carry "
         "(a trailing newline, a space, a non-ASCII character); it was not sent"
     )
-
 
 
 def new_client(timeout_seconds: float) -> httpx.AsyncClient:

@@ -10,11 +10,13 @@ from typing import Any
 import httpx
 
 from agentrt.activities.providers._base import (
-    MAX_TOKEN_COUNT,
+    NotAnEventObject,
     OnDelta,
     ToolNames,
     check_api_key,
     deadline,
+    event_object,
+    is_token_count,
     stream_sse,
     tool_call_from_text,
     valid_text,
@@ -261,11 +263,9 @@ class _MessageStream:
         """Take one event's data; returns answer text to stream (a ``text_delta``), else None."""
         self._line = raw
         try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as e:
-            raise self.fail(f"event data is not JSON: {type(e).__name__}") from e
-        if not isinstance(data, dict):
-            raise self.fail(f"event data is a JSON {type(data).__name__}, not an object")
+            data = event_object(raw)
+        except NotAnEventObject as e:
+            raise self.fail(str(e)) from e
         kind = data.get("type", event_name)
         if not isinstance(kind, str):
             raise self.fail("type is not a string")
@@ -355,7 +355,7 @@ class _MessageStream:
             self.counts["thinking_tokens"] = self._count(thinking, "usage.output_tokens_details.thinking_tokens")
 
     def _count(self, value: Any, where: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
+        if not is_token_count(value):
             raise self.fail(f"{where} is not a token count")
         return value
 

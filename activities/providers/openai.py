@@ -11,13 +11,14 @@ from typing import Any
 import httpx
 
 from agentrt.activities.providers._base import (
-    MAX_TOKEN_COUNT,
-    REASONING_FAMILIES,
+    NotAnEventObject,
     OnDelta,
     ToolNames,
     check_api_key,
     deadline,
+    event_object,
     is_reasoning_family,
+    is_token_count,
     stream_sse,
     tool_call_from_text,
     valid_text,
@@ -39,7 +40,7 @@ from agentrt.schemas import (
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-__all__ = ["DEFAULT_BASE_URL", "MAX_TOKEN_COUNT", "REASONING_FAMILIES", "OpenAIProvider", "is_reasoning_family"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIProvider"]
 
 
 class OpenAIProvider:
@@ -230,11 +231,9 @@ class _StreamDecoder:
     async def chunk(self, data: str) -> None:
         self._line = data
         try:
-            chunk = json.loads(data)
-        except (ValueError, RecursionError) as e:
-            raise self._error(f"event data is not JSON ({type(e).__name__})") from e
-        if not isinstance(chunk, dict):
-            raise self._error(f"event data is a JSON {type(chunk).__name__}, not an object")
+            chunk = event_object(data)
+        except NotAnEventObject as e:
+            raise self._error(str(e)) from e
         if chunk.get("error") is not None or chunk.get("object") == "error":
             # ``object: error``: a vLLM-style error object sent as the chunk itself.
             error = _stream_error(self.url, data, chunk["error"] if chunk.get("error") is not None else chunk)
@@ -435,7 +434,7 @@ class _StreamDecoder:
             return 0
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
+        if not is_token_count(value):
             raise self._error(f"{what} is not a token count: {str(value)[:40]}")
         return value
 

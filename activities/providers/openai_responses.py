@@ -10,12 +10,14 @@ from typing import Any
 import httpx
 
 from agentrt.activities.providers._base import (
-    MAX_TOKEN_COUNT,
+    NotAnEventObject,
     OnDelta,
     ToolNames,
     check_api_key,
     deadline,
+    event_object,
     is_reasoning_family,
+    is_token_count,
     stream_sse,
     tool_call_from_text,
     valid_text,
@@ -390,12 +392,9 @@ def to_wire_input(
 
 def _load(line: str) -> dict[str, Any]:
     try:
-        value = json.loads(line)
-    except (ValueError, RecursionError) as e:
-        raise _Malformed(f"event data is not JSON ({type(e).__name__})") from e
-    if not isinstance(value, dict):
-        raise _Malformed("event data is not a JSON object")
-    return value
+        return event_object(line)
+    except NotAnEventObject as e:
+        raise _Malformed(str(e)) from e
 
 
 def _str(obj: dict[str, Any], key: str, *, optional: bool = False) -> Any:
@@ -431,7 +430,7 @@ def _count(obj: dict[str, Any], key: str) -> int:
     value = obj.get(key)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
+    if not is_token_count(value):
         raise _Malformed(f"{key} is not a count (an integer from 0 to 2**53 - 1)")
     return value
 
