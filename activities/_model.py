@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._system_prompt import compose_system_prompt, default_system_prompt
-from agentrt.activities.providers import MAX_MESSAGE_CHARS, application_error_from, provider_for, redact
+from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
 from agentrt.schemas import (
     CONTEXT_COMPACT,
     PROFILES_DESCRIBE,
@@ -94,7 +94,7 @@ class ModelActivities:
         self._config = config
         self._store = store
         self._registry = registry
-        self._session_configs: OrderedDict[str, SessionConfig | None] = OrderedDict()
+        self._session_configs: OrderedDict[str, SessionConfig] = OrderedDict()
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
         """The profile called ``name``; with a session ``script`` it becomes a scripted profile
@@ -315,8 +315,8 @@ class ModelActivities:
             # adapter): keep what streamed, and retry with the cause in a failure the server keeps.
             await end("interrupted", quiet=True)
             activity.logger.warning("model call failed: %s", err, exc_info=err)
-            text = redact(f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}", _secrets_of(profile))
-            raise ApplicationError(text[:MAX_MESSAGE_CHARS], type=type(err).__name__) from None
+            text = f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}"
+            raise ApplicationError(bounded_message(text, _secrets_of(profile)), type=type(err).__name__) from None
         await end("completed", response.usage, response=response)
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 
 from agentrt.activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text
-from agentrt.activities.providers._errors import MAX_MESSAGE_CHARS, application_error_from, redact, retry_after_seconds
+from agentrt.activities.providers._errors import application_error_from, bounded_message, redact, retry_after_seconds
 from agentrt.activities.providers.anthropic import AnthropicProvider
 from agentrt.activities.providers.openai import OpenAIProvider
 from agentrt.activities.providers.openai_responses import OpenAIResponsesProvider
@@ -23,7 +23,6 @@ from agentrt.schemas import ConfigurationError, ModelProfile
 
 __all__ = [
     "AnthropicProvider",
-    "MAX_MESSAGE_CHARS",
     "OnDelta",
     "OpenAIProvider",
     "OpenAIResponsesProvider",
@@ -31,6 +30,7 @@ __all__ = [
     "ScriptedProvider",
     "ToolNames",
     "application_error_from",
+    "bounded_message",
     "provider_for",
     "redact",
     "retry_after_seconds",

@@ -100,9 +100,8 @@ def application_error_from(
 
     Every string in it goes through ``redact`` with ``secrets`` (the API key).
     """
-    secrets = list(secrets)
     if isinstance(exc, ProviderHTTPError):
-        detail: dict[str, object] = {"status": exc.status, "url": exc.url, "body": _cut(redact(exc.body, secrets), MAX_DETAIL_BODY_CHARS)}
+        detail: dict[str, object] = {"status": exc.status, "url": exc.url, "body": exc.body}
         retryable = exc.retryable
         retry_after = exc.retry_after
     elif isinstance(exc, ProviderTransportError):
@@ -122,14 +121,24 @@ def application_error_from(
         retry_after = None
     if retry_after is not None and max_retry_delay is not None:
         retry_after = min(retry_after, max_retry_delay)
+    secrets = list(secrets)
+    # Redacted before cut: a cut must not leave half a secret behind.
     detail = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in detail.items()}
+    if isinstance(detail["body"], str):
+        detail["body"] = _cut(detail["body"], MAX_DETAIL_BODY_CHARS)
     return ApplicationError(
-        _cut(redact(str(exc), secrets), MAX_MESSAGE_CHARS),
+        bounded_message(str(exc), secrets),
         detail,
         type=type(exc).__name__,
         non_retryable=not retryable,
         next_retry_delay=timedelta(seconds=retry_after) if retry_after is not None else None,
     )
+
+
+def bounded_message(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` as a failure message may carry it to Temporal: redacted (``redact``), then cut to
+    ``MAX_MESSAGE_CHARS``."""
+    return _cut(redact(text, secrets), MAX_MESSAGE_CHARS)
 
 
 def _cut(text: str, limit: int) -> str:
