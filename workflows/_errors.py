@@ -26,37 +26,38 @@ def rejected(message: str) -> ApplicationError:
     return ApplicationError(message, type="RequestRejected", non_retryable=True)
 
 
-def error_type(err: BaseException) -> str | None:
-    """The type of the innermost ``ApplicationError`` in the cause chain, if any."""
-    found = None
+def _application_errors(err: BaseException) -> list[ApplicationError]:
+    """The ``ApplicationError``s in ``err``'s cause chain, outermost first."""
+    found = []
     cause: BaseException | None = err
     while cause is not None:
         if isinstance(cause, ApplicationError):
-            found = cause.type
+            found.append(cause)
         cause = cause.__cause__
     return found
+
+
+def error_type(err: BaseException) -> str | None:
+    """The type of the innermost ``ApplicationError`` in the cause chain, if any."""
+    errors = _application_errors(err)
+    return errors[-1].type if errors else None
 
 
 def error_text(err: BaseException) -> str:
     """The first ``ApplicationError``'s type and message in the cause chain (e.g. the provider's
     status, URL and body); its own causes are lower-level details of the same failure."""
-    cause: BaseException | None = err
-    while cause is not None:
-        if isinstance(cause, ApplicationError):
-            return f"{cause.type}: {cause.message}" if cause.type else cause.message
-        cause = cause.__cause__
+    for cause in _application_errors(err):
+        return f"{cause.type}: {cause.message}" if cause.type else cause.message
     return str(err)
 
 
 def error_code(err: BaseException) -> str | None:
-    """The first ``ApplicationError``'s type in the cause chain as a snake_case code, without an
+    """The first ``ApplicationError`` type in the cause chain as a snake_case code, without an
     ``Error`` suffix: ``EmptyResponseError`` → ``empty_response``, ``ScriptExhaustedError`` →
     ``script_exhausted``, ``ProviderHTTPError`` → ``provider_http``. None when no cause has a type."""
-    cause: BaseException | None = err
-    while cause is not None:
-        if isinstance(cause, ApplicationError) and cause.type:
+    for cause in _application_errors(err):
+        if cause.type:
             return _snake_case(cause.type.removesuffix("Error") or cause.type)
-        cause = cause.__cause__
     return None
 
 
