@@ -235,7 +235,7 @@ class ToolCallSteps(SessionCore):
         while self._owed_reconciles:
             request, decision = self._owed_reconciles[0]
             # Requests opened before EFFECT_KEY_PATCH carry no key: theirs is the key without a position.
-            key = request.idempotency_key or f"{workflow.info().workflow_id}/{request.turn_id}/{request.call_id}"
+            key = request.idempotency_key or self._key_without_position(request.turn_id, request.call_id)
             await self._write_reconcile(key, request.tool, decision)
             self._owed_reconciles.pop(0)
 
@@ -247,5 +247,10 @@ class ToolCallSteps(SessionCore):
         ask for the patch, so a session of read-only rounds records no marker for it."""
         if ledger and workflow.patched(EFFECT_KEY_PATCH):
             return f"{workflow.info().workflow_id}/{turn_id}/{position}/{call_id}"
+        return self._key_without_position(turn_id, call_id)
+
+    @staticmethod
+    def _key_without_position(turn_id: str, call_id: str) -> str:
+        """A call's key before ``EFFECT_KEY_PATCH`` (and a read-only call's)."""
         return f"{workflow.info().workflow_id}/{turn_id}/{call_id}"
 
