@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import re
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
@@ -19,10 +21,13 @@ from agentrt.schemas import ProviderError, ProviderHTTPError, ProviderProtocolEr
 MAX_MESSAGE_CHARS = 1_000
 # What stands where a secret was.
 REDACTED = "[redacted]"
-# Credentials in a URL: ``scheme://user:password@host`` and query parameters named like secrets.
-_URL_USERINFO = re.compile(r"(://)[^/@\s\"']+@")
+# Credentials in a URL: ``scheme://user:password@host`` (up to the last ``@`` before the path: a
+# password may hold one) and query parameters named like secrets (``x-api-key``, ``client_secret``
+# too), after ``?``, ``&`` or ``;``, or after ``&`` as JSON (``\u0026``) or a URL (``%26``) escapes it.
+_URL_USERINFO = re.compile(r"(://)[^/\s\"']+@")
 _SECRET_QUERY = re.compile(
-    r"([?&](?:api[-_]?key|key|token|access[-_]?token|secret|password|sig|signature)=)[^&#\s\"']+", re.IGNORECASE
+    r"((?:[?&;]|\\u0026|%26)(?:[a-z0-9]+[-_])*(?:api[-_]?key|key|token|secret|password|sig|signature)=)[^&#\s\"']+",
+    re.IGNORECASE,
 )
 # Shorter values are not searched for (they would match ordinary text).
 MIN_SECRET_CHARS = 8
@@ -75,9 +80,33 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     carry credentials; neither may reach workflow history or the events table."""
     for secret in secrets:
         if secret and len(secret) >= MIN_SECRET_CHARS:
-            text = text.replace(secret, REDACTED)
+            for form in _forms(secret):
+                text = _without_cut_secret(text.replace(form, REDACTED), form)
     text = _URL_USERINFO.sub(r"\1" + REDACTED + "@", text)
     return _SECRET_QUERY.sub(r"\1" + REDACTED, text)
+
+
+def _forms(secret: str) -> dict[str, None]:
+    """``secret`` as it may be echoed: as is, URL-encoded, and JSON-escaped (also with ``/`` as
+    ``\\/`` and ``<``, ``>``, ``&`` as ``\\u003c``, ``\\u003e``, ``\\u0026``, as some encoders write them)."""
+    escaped = json.dumps(secret)[1:-1]
+    html = escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    forms = (
+        secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret),
+        escaped, json.dumps(secret, ensure_ascii=False)[1:-1], escaped.replace("/", "\\/"), html, html.replace("/", "\\/"),
+    )
+    return dict.fromkeys(forms)
+
+
+def _without_cut_secret(text: str, secret: str) -> str:
+    """``text`` with the start of ``secret`` (``MIN_SECRET_CHARS`` or more) redacted where it ends
+    ``text``, maybe followed by ``…``: an error cut its body or line (``ProviderHTTPError``,
+    ``ProviderProtocolError``) before any redaction, possibly through the secret."""
+    head = text[:-1] if text.endswith("…") else text
+    for n in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
+        if head.endswith(secret[:n]):
+            return head[:-n] + REDACTED + text[len(head):]
+    return text
 
 
 def application_error_from(

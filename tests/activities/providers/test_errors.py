@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from datetime import timedelta
 
 import httpx
@@ -132,3 +133,54 @@ def test_redact_leaves_ordinary_text_and_short_values_alone() -> None:
     from agentrt.activities.providers import redact
 
     assert redact("key=value in prose; http://host/path?page=2", ["abc"]) == "key=value in prose; http://host/path?page=2"
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        lambda key: urllib.parse.quote(key, safe=""),
+        lambda key: urllib.parse.quote_plus(key),
+        lambda key: json.dumps({"key": key}),
+        lambda key: json.dumps({"key": key}).replace("/", "\\/"),
+        lambda key: json.dumps({"key": key}).replace("&", "\\u0026").replace("<", "\\u003c"),
+    ],
+)
+def test_a_key_echoed_url_encoded_or_json_escaped_never_reaches_temporal(echo) -> None:
+    key = "Zm9vL2Jhcit/Ki9xdXV4&<=="
+    body = f"bad key: {echo(key)}"
+
+    err = application_error_from(ProviderHTTPError(401, URL, body), secrets=[key])
+
+    text = err.message + json.dumps(err.details[0])
+    assert "Zm9vL2Jhcit" not in text and "[redacted]" in err.message
+
+
+def test_a_key_cut_through_by_an_errors_own_limit_leaves_no_part_of_it() -> None:
+    from agentrt.activities.providers import redact
+    from agentrt.schemas import ProviderProtocolError
+
+    key = "sk-live-" + "K" * 40
+    line = "x" * (ProviderProtocolError.LINE_CHARS - 20) + key  # the line is cut inside the key
+    err = application_error_from(ProviderProtocolError("openai", "m", URL, line, "bad chunk"), secrets=[key])
+    body = "y" * 4080 + key  # a ProviderHTTPError keeps 4,096 characters of the body
+    logged = redact(str(ProviderHTTPError(400, URL, body)), [key])
+
+    assert "KKKK" not in err.message + json.dumps(err.details[0]) and "KKKK" not in logged
+    assert err.details[0]["line"].endswith("[redacted]…") and logged.endswith("[redacted]")
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("https://user:p@ss@gw.example.test/v1", "ss@gw"),
+        ("https://gw.example.test/v1?alt=sse\\u0026key=abc123secret", "abc123secret"),
+        ("https://gw.example.test/v1?alt=sse%26key=abc123secret", "abc123secret"),
+        ("https://gw.example.test/v1?alt=sse;token=abc123secret", "abc123secret"),
+        ("https://gw.example.test/v1?x-api-key=abc123secret", "abc123secret"),
+        ("https://gw.example.test/v1?client_secret=abc123secret", "abc123secret"),
+    ],
+)
+def test_url_credentials_past_an_at_sign_or_an_escaped_separator_are_redacted(url: str, secret: str) -> None:
+    from agentrt.activities.providers import redact
+
+    assert secret not in redact(url)
