@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import traceback
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -314,9 +315,11 @@ class ModelActivities:
             # Not a provider's error (a store write of a delta failed, or an answer broke the
             # adapter): keep what streamed, and retry with the cause in a failure the server keeps.
             await end("interrupted", quiet=True)
-            activity.logger.warning("model call failed: %s", err, exc_info=err)
+            secrets = _secrets_of(profile)
+            # The traceback as text, redacted: the exception's own message may quote the key.
+            activity.logger.warning("model call failed: %s", redact("".join(traceback.format_exception(err)), secrets))
             text = f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}"
-            raise ApplicationError(bounded_message(text, _secrets_of(profile)), type=type(err).__name__) from None
+            raise ApplicationError(bounded_message(text, secrets), type=type(err).__name__) from None
         await end("completed", response.usage, response=response)
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)

@@ -207,3 +207,23 @@ def test_an_unknown_profile_says_which_file_the_worker_read_its_profiles_from(st
 
     assert lookup.error is not None and "'added-later'" in lookup.error
     assert f"read its profiles from {tmp_path / 'agentrt.toml'} when it started: restart it" in lookup.error
+
+
+class _EchoesTheKey:
+    """A provider whose adapter breaks on an answer that quotes the API key."""
+
+    async def complete(self, request, on_delta=None):  # type: ignore[no-untyped-def]
+        raise ValueError("unexpected field in {'error': 'bad key sk-live-0123456789abcdef'}")
+
+
+def test_an_unexpected_error_quoting_the_api_key_keeps_it_out_of_the_failure_and_the_log(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AGENTRT_TEST_KEY", "sk-live-0123456789abcdef")
+    monkeypatch.setattr(model, "provider_for", lambda profile: _EchoesTheKey())
+    profile = ModelProfile(name="scripted", provider="scripted", model="m", script="x", api_key_env="AGENTRT_TEST_KEY")
+    activities = ModelActivities(Profiles({"scripted": profile}), store, default_registry())
+    with pytest.raises(ApplicationError) as caught:
+        asyncio.run(ActivityEnvironment().run(activities.complete, _call()))
+    assert "0123456789abcdef" not in caught.value.message
+    assert "model call failed" in caplog.text and "0123456789abcdef" not in caplog.text
