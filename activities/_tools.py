@@ -91,6 +91,11 @@ class ToolActivities:
     def _execute_at_most_once(self, input: ToolExecuteInput) -> ToolExecuteResult:
         key = input.idempotency_key
         claimed, record = self._store.claim_effect(key, input.session_id, input.call.name)
+        if record.session_id != input.session_id:
+            # Keys join ids with "/": a session id holding one and a model's chosen call id can
+            # spell another session's key. Its effect and result are not this call's.
+            text = f"the effect ledger key {key!r} belongs to another session; {input.call.name} was not run"
+            return self._finish(input, False, text, "ToolError")
         if not claimed:
             if record.state in ("applied", "failed"):
                 activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)

@@ -438,3 +438,46 @@ def test_invalid_states_are_rejected_by_the_database(store: Store) -> None:
     with pytest.raises(Exception, match="(?i)check"), store.engine.begin() as conn:
         conn.execute(text("UPDATE effects SET state = 'bogus' WHERE idempotency_key = 'k1'"))
     assert store.effect("k1").state == "claimed"
+
+
+def test_a_key_another_session_holds_is_never_claimed_nor_reclaimed(tmp_path: Path) -> None:
+    # "session-s/turn-1/3/" + call id "X/turn-1/7/y" spells what session "s/turn-1/3/X" would use
+    # for its call "y" at position 7: the ledger must not hand the second session the first's row.
+    store = Store.open(f"sqlite:///{tmp_path / 'e.db'}")
+    applied, released = "session-s/turn-1/3/X/turn-1/7/y", "session-s/turn-1/4/X/turn-1/8/y"
+    assert store.claim_effect(applied, "s", "fs.write")[0]
+    store.record_effect(applied, "applied", "wrote a")
+    assert store.claim_effect(released, "s", "fs.write")[0]
+    store.reconcile_effect(released, "not_applied")
+
+    assert store.claim_effect(applied, "s/turn-1/3/X", "fs.write") == (False, store.effect(applied))
+    won, record = store.claim_effect(released, "s/turn-1/4/X", "fs.write")
+
+    assert not won and (record.session_id, record.state) == ("s", "not_applied")
+    assert store.claim_effect(released, "s", "fs.write")[0]  # its own session still re-claims it
+
+
+def test_a_call_whose_key_another_session_holds_fails_without_running_or_taking_its_result(tmp_path: Path) -> None:
+    from temporalio.testing import ActivityEnvironment
+
+    from agentrt.activities import ToolActivities
+    from agentrt.activities.tools import default_registry
+    from agentrt.schemas import ToolCall, ToolExecuteInput
+
+    store = Store.open(f"sqlite:///{tmp_path / 'e.db'}")
+    key = "session-s/turn-1/3/X/turn-1/7/y"
+    store.claim_effect(key, "s", "fs.write")
+    store.record_effect(key, "applied", "wrote secret.txt for session s")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    call = ToolCall(id="y", name="fs.write", arguments={"path": "a.txt", "content": "a"})
+    input = ToolExecuteInput(
+        session_id="s/turn-1/3/X", turn_id="turn-1", call=call, workspace=str(workspace),
+        idempotency_key=key, result_position=7,
+    )
+
+    result = ActivityEnvironment().run(ToolActivities(default_registry(), store).execute, input)
+
+    assert not result.ok and "belongs to another session" in (result.error or "")
+    assert "session s" not in result.preview and not (workspace / "a.txt").exists()
+    assert store.effect(key).state == "applied"
