@@ -69,9 +69,10 @@ class ToolActivities:
         """
         with _heartbeating():
             effectful = self._is_effectful(input.call.name)
-            # A local call is short (a fast read-only tool): its staged writes go with its result, in
-            # one transaction. Any other call writes them first, so they show while the tool runs.
-            staged = input.store_writes if activity.info().is_local and not effectful else None
+            # A fast read-only tool (its spec says ``local_activity``; local or not) is short: its
+            # staged writes go with its result, in one transaction. Any other call writes them
+            # first, so they show while the tool runs.
+            staged = input.store_writes if not effectful and self._is_fast(input.call.name) else None
             if input.store_writes is not None and staged is None:
                 self._store.append(input.store_writes)
             if effectful:
@@ -87,6 +88,13 @@ class ToolActivities:
 
     def _is_effectful(self, name: str) -> bool:
         return name in self._registry.names() and self._registry.get(name).risk == "effectful"
+
+    def _is_fast(self, name: str) -> bool:
+        """The tool says it is fast and read-only (``local_activity``): it returns in well under a second."""
+        if name not in self._registry.names():
+            return False
+        tool = self._registry.get(name)
+        return tool.local_activity and tool.risk == "read_only"
 
     def _execute_at_most_once(self, input: ToolExecuteInput) -> ToolExecuteResult:
         key = input.idempotency_key

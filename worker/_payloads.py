@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import os
 import re
@@ -33,6 +34,8 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
     DataConverter,
     ExternalStorage,
+    FailureConverter,
+    PayloadConverter,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
@@ -79,6 +82,31 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
 
 
 _SHARED_PYDANTIC_CONVERTERS = tuple(PydanticPayloadConverter().converters.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedDataConverter(DataConverter):
+    """``DataConverter`` whose copies share one payload converter and one failure converter per class.
+
+    With external storage the SDK copies the data converter (``dataclasses.replace``, which runs
+    ``__post_init__``) for every activity task and workflow activation; each copy would build
+    its converters anew. They hold no per-call state (a serialization context makes a new
+    instance through ``with_context``), so copies share them.
+    """
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "payload_converter", _shared_payload_converter(self.payload_converter_class))
+        object.__setattr__(self, "failure_converter", _shared_failure_converter(self.failure_converter_class))
+
+
+@functools.cache
+def _shared_payload_converter(cls: type[PayloadConverter]) -> PayloadConverter:
+    return DataConverter(payload_converter_class=cls).payload_converter  # wrapped as the SDK wraps it
+
+
+@functools.cache
+def _shared_failure_converter(cls: type[FailureConverter]) -> FailureConverter:
+    return cls()
 
 
 class PayloadStorageError(RunError):
@@ -308,7 +336,7 @@ class PayloadStorage:
             driver_selector=lambda _context, _payload: writer,
             payload_size_threshold=self.threshold_bytes,
         )
-        return DataConverter(payload_converter_class=SharedPydanticPayloadConverter, external_storage=external)
+        return SharedDataConverter(payload_converter_class=SharedPydanticPayloadConverter, external_storage=external)
 
     @property
     def writer_fingerprint(self) -> str | None:
