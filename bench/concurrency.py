@@ -112,7 +112,7 @@ DEFAULT_LONE_RUNS = 5
 # "Lone latency"), so the first lone turns are faster than any turn under continuous traffic can be.
 LONE_WARM_RUNS = 10
 DEFAULT_START_CONCURRENCY = 50
-WAIT_MODES = ("client", "update")
+WAIT_MODES = ("send", "client", "update")
 PRINCIPAL = "bench"
 # The dev server's SQLite file in WAL mode without fsync: with its defaults (rollback journal,
 # synchronous=FULL) the server itself limited the floor to a quarter of these rates.
@@ -352,6 +352,9 @@ class _AgentrtDriver:
             max_rounds_per_turn=self.rounds + 5,
         )
 
+        if self.wait == "send":
+            return await self._send_and_wait(config, slots, timeout)
+
         async def start() -> object:
             return await self.agent.start(config, PROMPT)
 
@@ -360,6 +363,30 @@ class _AgentrtDriver:
             return outcome.status
 
         return await _timed(start, finish, slots, timeout)
+
+    async def _send_and_wait(self, config: object, slots: asyncio.Semaphore, timeout: float) -> Turn:
+        """One ``start_and_wait`` call; its start slot is given back once the session accepted the
+        message (as ``start`` returns then), not when the turn ends."""
+        began = time.monotonic()
+        await slots.acquire()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                slots.release()
+
+        try:
+            began = time.monotonic()
+            _, outcome = await asyncio.wait_for(self.agent.start_and_wait(config, PROMPT, on_accepted=release), timeout)  # type: ignore[arg-type]
+            return Turn(began, time.monotonic(), outcome.status)
+        except TimeoutError:
+            return Turn(began, time.monotonic(), "timeout", f"no outcome within {timeout:g} s")
+        except Exception as err:  # noqa: BLE001 - counted as a turn that did not complete
+            return Turn(began, time.monotonic(), "error", f"{type(err).__name__}: {err}")
+        finally:
+            release()
 
     async def _outcome(self, session_id: str, turn_id: str) -> TurnOutcome:
         if self.wait == "client":
@@ -535,7 +562,7 @@ async def measure(
     steady_seconds: float = 3.0,
     lone_runs: int = DEFAULT_LONE_RUNS,
     start_concurrency: int = DEFAULT_START_CONCURRENCY,
-    wait: str = "client",
+    wait: str = "send",
     settings: WorkerSettings | None = None,
     server_pid: int | None = None,
     progress: Progress = _quiet,
@@ -608,7 +635,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lone-runs", type=int, default=DEFAULT_LONE_RUNS, help="lone sessions for the lone latency (default 5)")
     parser.add_argument("--start-concurrency", type=int, default=DEFAULT_START_CONCURRENCY,
                         help="start RPCs in flight at once (default 50)")
-    parser.add_argument("--wait", choices=WAIT_MODES, default="client",
+    parser.add_argument("--wait", choices=WAIT_MODES, default="send",
                         help="agentrt outcomes by AgentClient.wait (client, default) or only the wait_turn update")
     parser.add_argument("--max-concurrent-activities", type=int, default=WorkerSettings.max_concurrent_activities,
                         help="activity slots (and agentrt activity threads) per worker (default 32)")

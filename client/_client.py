@@ -9,6 +9,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from collections.abc import Callable
 from typing import Any, AsyncIterator
 
 from temporalio.client import (
@@ -18,6 +19,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -149,12 +152,112 @@ class AgentClient:
         Raises ``PayloadStorageMismatch`` (nothing started or sent) for a message that would
         leave history for payload storage the task queue's workers do not read.
         """
+        message = await self._first_message(config, text, "send_message")
+        operation = self._start_operation(config)
+        try:
+            result = await self.temporal.execute_update_with_start_workflow(
+                SessionWorkflow.send_message, message, start_workflow_operation=operation
+            )
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
+        except WorkflowAlreadyStartedError as err:
+            raise await self._ended_session(config.session_id, operation) from err
+        return StartedSession(config.session_id, result.turn_id, workflow_id_for(config.session_id))
+
+    async def start_and_wait(
+        self, config: SessionConfig, text: str, *, on_accepted: Callable[[], object] | None = None
+    ) -> tuple[StartedSession, TurnOutcome]:
+        """Start the session, send its first message and wait for that turn's outcome, in one call
+        (update-with-start of the ``send_and_wait`` update, answered in the workflow task that
+        ends the turn: no second request, no polling). If the session already runs, the message
+        queues behind its turns and this waits for its own.
+
+        Waits without a bound (cancel the call to stop waiting; the turn goes on): for a bounded
+        wait use ``start`` and ``wait(timeout_seconds=...)``. The update counts against the
+        server's limit of updates in flight per workflow (``history.maxInFlightUpdates``, 10 by
+        default). ``on_accepted`` is called once the session has accepted the message (its
+        first workflow task ran), before the turn ends; the call then takes one more request.
+        Raises what ``start`` and ``wait`` raise.
+        """
+        message = await self._first_message(config, text, "send_and_wait")
+        operation = self._start_operation(config)
+        update_id = f"send-{uuid.uuid4().hex}"
+        stage = WorkflowUpdateStage.COMPLETED if on_accepted is None else WorkflowUpdateStage.ACCEPTED
+        try:
+            update = await self.temporal.start_update_with_start_workflow(
+                SessionWorkflow.send_and_wait,
+                message,
+                start_workflow_operation=operation,
+                id=update_id,
+                wait_for_stage=stage,
+            )
+            if on_accepted is not None:
+                on_accepted()
+            outcome = await update.result()
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(config.session_id, "send_and_wait", _cause(err)) from err
+        except WorkflowAlreadyStartedError as err:
+            raise await self._ended_session(config.session_id, operation) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+            _raise_if_cancelled(err)
+            outcome = await self._update_result(config.session_id, update_id)
+        started = StartedSession(config.session_id, outcome.turn_id, workflow_id_for(config.session_id))
+        return started, await self._settled(config.session_id, outcome)
+
+    async def send_and_wait(self, session_id: str, text: str) -> TurnOutcome:
+        """Send a message and wait for its turn's outcome in one update (``send_and_wait``); the
+        turn id is the outcome's. Waits without a bound, as ``start_and_wait`` does; raises what
+        ``send`` and ``wait`` raise."""
+        message = SendMessageInput(text=text, principal=self.principal)
+        await check_payload_storage(self.temporal, self.task_queue, session_id, message)
+        handle = self._handle(session_id)
+        update_id = f"send-{uuid.uuid4().hex}"
+        try:
+            outcome = await handle.execute_update(SessionWorkflow.send_and_wait, message, id=update_id)
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(session_id, "send_and_wait", _cause(err)) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+            _raise_if_cancelled(err)
+            outcome = await self._update_result(session_id, update_id)
+        except RPCError as err:
+            raise await self._translate_closed(session_id, handle, "send_and_wait", err) from err
+        return await self._settled(session_id, outcome)
+
+    async def _update_result(self, session_id: str, update_id: str) -> TurnOutcome:
+        """The outcome of the accepted ``send_and_wait`` update ``update_id``, asked again while its
+        RPCs time out (the update is in history: asking again finds the same one)."""
+        handle = self._handle(session_id).get_update_handle(update_id, result_type=TurnOutcome)
+        while True:
+            try:
+                return await handle.result()
+            except WorkflowUpdateFailedError as err:
+                raise RequestRejected(session_id, "send_and_wait", _cause(err)) from err
+            except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+                _raise_if_cancelled(err)
+
+    async def _settled(self, session_id: str, outcome: TurnOutcome) -> TurnOutcome:
+        """``outcome``, or, when it is ``pending`` (the session continued as new first), the turn's
+        outcome from ``wait``."""
+        if outcome.status != "pending":
+            return outcome
+        return await self.wait(session_id, outcome.turn_id)
+
+    async def _first_message(self, config: SessionConfig, text: str, update: str) -> SendMessageInput:
         if not text.strip():
-            raise RequestRejected(config.session_id, "send_message", "message text is empty")
+            raise RequestRejected(config.session_id, update, "message text is empty")
         message = SendMessageInput(text=text, principal=self.principal)
         await check_payload_storage(self.temporal, self.task_queue, config.session_id, message)
+        return message
+
+    async def _ended_session(self, session_id: str, operation: WithStartWorkflowOperation) -> RequestRejected:
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await operation.workflow_handle()  # retrieve the start's own failure: no "never retrieved" warning
+        return RequestRejected(session_id, "start", "a session with this id has ended; start a new session")
+
+    def _start_operation(self, config: SessionConfig) -> WithStartWorkflowOperation:
+        """The session's start, for update-with-start: its id, search attributes and summaries."""
         workflow_id = workflow_id_for(config.session_id)
-        operation = WithStartWorkflowOperation(
+        return WithStartWorkflowOperation(
             SessionWorkflow.run,
             SessionInput(config=config),
             id=workflow_id,
@@ -169,19 +272,6 @@ class AgentClient:
                 [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
             ),
         )
-        try:
-            result = await self.temporal.execute_update_with_start_workflow(
-                SessionWorkflow.send_message, message, start_workflow_operation=operation
-            )
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
-        except WorkflowAlreadyStartedError as err:
-            with contextlib.suppress(WorkflowAlreadyStartedError):
-                await operation.workflow_handle()  # retrieve the start's own failure: no "never retrieved" warning
-            raise RequestRejected(
-                config.session_id, "start", "a session with this id has ended; start a new session"
-            ) from err
-        return StartedSession(config.session_id, result.turn_id, workflow_id)
 
     async def send(self, session_id: str, text: str) -> SendMessageResult:
         """Queue a message; it runs after the active turn. Returns its turn id.
@@ -442,6 +532,12 @@ class AgentClient:
     async def _is_closed(self, handle: WorkflowHandle) -> bool:
         description = await handle.describe()
         return description.close_time is not None
+
+
+def _raise_if_cancelled(err: Exception) -> None:
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from err
 
 
 def _translate(session_id: str, err: RPCError) -> Exception:

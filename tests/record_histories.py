@@ -211,6 +211,21 @@ async def round_limit(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"round-limit": r.handle(config.session_id)}
 
 
+async def send_and_wait(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session started by start_and_wait (update-with-start of send_and_wait) through a tool
+    round, then two send_and_wait calls at once (the second queued behind the first), then archived."""
+    call = {"tool_calls": [{"name": "fs.read", "arguments": {"path": "README.md"}}]}
+    config = r.config([call, {"text": "read it"}, {"text": "second"}, {"text": "third"}])
+    _, outcome = await r.client.start_and_wait(config, "read the readme")
+    assert outcome.status == "completed", outcome
+    outcomes = await asyncio.gather(
+        r.client.send_and_wait(config.session_id, "two"), r.client.send_and_wait(config.session_id, "three")
+    )
+    assert [o.answer for o in outcomes] == ["second", "third"], outcomes
+    await r.client.archive(config.session_id)
+    return {"start-queue-and-archive": r.handle(config.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
@@ -224,6 +239,7 @@ SCENARIOS: list[Scenario] = [
     continued_as_new,
     started_idle_then_message,
     round_limit,
+    send_and_wait,
 ]
 
 

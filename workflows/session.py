@@ -463,6 +463,20 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._validate_operation(input.principal, "send to")
 
     @workflow.update
+    async def send_and_wait(self, input: SendMessageInput) -> TurnOutcome:
+        """Queue a message and answer with its turn's outcome once the turn ends: ``send_message``
+        and ``wait_turn`` in one update (with update-with-start, a session's start, first message
+        and outcome in one call). ``pending`` with ``ask_again`` when the session continues as
+        new before the turn ends: wait for ``turn_id`` with ``wait_turn``."""
+        turn_id = self._inbox.add_message(input.principal, input.text)
+        await workflow.wait_condition(lambda: self._inbox.outcome(turn_id) is not None or self._draining)
+        return self._inbox.outcome(turn_id) or TurnOutcome(turn_id=turn_id, status="pending", ask_again=True)
+
+    @send_and_wait.validator
+    def _validate_send_and_wait(self, input: SendMessageInput) -> None:
+        self._validate_send_message(input)
+
+    @workflow.update
     async def wait_turn(self, input: WaitTurnInput) -> TurnOutcome:
         """The turn's outcome once it ends; ``pending`` when ``timeout_seconds`` passed first, or
         with ``ask_again`` when the session continues as new meanwhile (wait again)."""

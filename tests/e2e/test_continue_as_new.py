@@ -19,7 +19,7 @@ from typing import AsyncIterator
 import pytest
 
 from agentrt.client import AgentClient, connect
-from agentrt.schemas import SessionContinuedAsNew, TurnEnded, TurnOutcome, UserMessageAdded, WaitTurnInput
+from agentrt.schemas import SendMessageInput, SessionContinuedAsNew, TurnEnded, TurnOutcome, UserMessageAdded, WaitTurnInput
 from agentrt.store import Store
 from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
@@ -184,3 +184,49 @@ async def test_waiters_held_open_on_every_turn_do_not_keep_the_session_from_cont
         first_continue = next(e.seq for e in events if isinstance(e, SessionContinuedAsNew))
         last_turn_end = max(e.seq for e in events if isinstance(e, TurnEnded))
         assert first_continue < last_turn_end
+
+
+async def test_send_and_wait_calls_on_queued_turns_follow_the_session_across_continue_as_new(
+    low_limit_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    """A ``send_and_wait`` whose turn is still queued when continue-as-new is due answers
+    ``pending`` with ``ask_again`` (the message travels to the next run); ``AgentClient.send_and_wait``
+    then waits for the turn there, so every caller gets its own turn's outcome."""
+    config = AgentrtConfig(temporal_address=low_limit_server.address, task_queue=f"can-{uuid.uuid4().hex[:8]}", database_url=store_url)
+    temporal = await connect(low_limit_server.address, plugin=AgentrtPlugin(config, store))
+    client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, store=store)
+    turns = 45
+    script = write_script(tmp_path, [{"text": f"answer {i + 1}", "delay_seconds": 0.1} for i in range(turns + 1)])
+    sid = uuid.uuid4().hex[:12]
+    handle = temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{sid}")
+    asked_again: list[str] = []
+
+    async def raw_send_and_wait(text: str) -> TurnOutcome:
+        outcome = await handle.execute_update(SessionWorkflow.send_and_wait, SendMessageInput(text=text, principal=OWNER))
+        if outcome.status == "pending":
+            assert outcome.ask_again
+            asked_again.append(outcome.turn_id)
+            outcome = await client.wait(sid, outcome.turn_id, timeout_seconds=60)
+        return outcome
+
+    async with build_worker(temporal, config, store, task_queue=config.task_queue):
+        _, first = await client.start_and_wait(session_config(client, sid, workspace, script), "message 1")
+        assert first.answer == "answer 1"
+        # Three callers waiting at all times, so every continue-as-new meets queued turns with callers.
+        pending = [asyncio.create_task(raw_send_and_wait(f"message {n}")) for n in range(2, 5)]
+        outcomes = []
+        next_message = 5
+        while pending:
+            outcomes.append(await asyncio.wait_for(pending.pop(0), 120))
+            if next_message <= turns:
+                pending.append(asyncio.create_task(raw_send_and_wait(f"message {next_message}")))
+                next_message += 1
+        answers = [o.answer for o in outcomes]
+        assert sorted(answers) == sorted(f"answer {n}" for n in range(2, turns + 1))
+        assert all(o.status == "completed" for o in outcomes)
+        # The client's own call settles a pending answer the same way.
+        last = await asyncio.wait_for(client.send_and_wait(sid, "one more"), 60)
+        assert (last.status, last.answer) == ("completed", f"answer {turns + 1}")
+        view = await client.state(sid)
+        assert view.run > 2
+    assert asked_again, "no send_and_wait met a continue-as-new: the test did not test it"
