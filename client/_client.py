@@ -3,35 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from collections.abc import Callable
 from typing import Any, AsyncIterator
 
 from temporalio.client import (
     Client,
     RPCError,
-    WithStartWorkflowOperation,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
+from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
 from agentrt.client._workers import check_payload_storage, workflow_pollers
@@ -55,7 +48,6 @@ from agentrt.schemas import (
     SendMessageResult,
     ServerUnavailable,
     SessionConfig,
-    SessionInput,
     SessionNotFound,
     SessionStateView,
     SwitchModelInput,
@@ -153,7 +145,7 @@ class AgentClient:
         leave history for payload storage the task queue's workers do not read.
         """
         message = await self._first_message(config, text, "send_message")
-        operation = self._start_operation(config)
+        operation = start_operation(config, self.task_queue)
         try:
             result = await self.temporal.execute_update_with_start_workflow(
                 SessionWorkflow.send_message, message, start_workflow_operation=operation
@@ -161,7 +153,7 @@ class AgentClient:
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
         except WorkflowAlreadyStartedError as err:
-            raise await self._ended_session(config.session_id, operation) from err
+            raise await ended_session(config.session_id, operation) from err
         return StartedSession(config.session_id, result.turn_id, workflow_id_for(config.session_id))
 
     async def start_and_wait(
@@ -180,7 +172,7 @@ class AgentClient:
         Raises what ``start`` and ``wait`` raise.
         """
         message = await self._first_message(config, text, "send_and_wait")
-        operation = self._start_operation(config)
+        operation = start_operation(config, self.task_queue)
         update_id = f"send-{uuid.uuid4().hex}"
         stage = WorkflowUpdateStage.COMPLETED if on_accepted is None else WorkflowUpdateStage.ACCEPTED
         try:
@@ -197,10 +189,10 @@ class AgentClient:
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_and_wait", _cause(err)) from err
         except WorkflowAlreadyStartedError as err:
-            raise await self._ended_session(config.session_id, operation) from err
+            raise await ended_session(config.session_id, operation) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            _raise_if_cancelled(err)
-            outcome = await self._update_result(config.session_id, update_id)
+            raise_if_cancelled(err)
+            outcome = await update_result(self._handle(config.session_id), config.session_id, update_id)
         started = StartedSession(config.session_id, outcome.turn_id, workflow_id_for(config.session_id))
         return started, await self._settled(config.session_id, outcome)
 
@@ -217,23 +209,11 @@ class AgentClient:
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(session_id, "send_and_wait", _cause(err)) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            _raise_if_cancelled(err)
-            outcome = await self._update_result(session_id, update_id)
+            raise_if_cancelled(err)
+            outcome = await update_result(handle, session_id, update_id)
         except RPCError as err:
             raise await self._translate_closed(session_id, handle, "send_and_wait", err) from err
         return await self._settled(session_id, outcome)
-
-    async def _update_result(self, session_id: str, update_id: str) -> TurnOutcome:
-        """The outcome of the accepted ``send_and_wait`` update ``update_id``, asked again while its
-        RPCs time out (the update is in history: asking again finds the same one)."""
-        handle = self._handle(session_id).get_update_handle(update_id, result_type=TurnOutcome)
-        while True:
-            try:
-                return await handle.result()
-            except WorkflowUpdateFailedError as err:
-                raise RequestRejected(session_id, "send_and_wait", _cause(err)) from err
-            except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-                _raise_if_cancelled(err)
 
     async def _settled(self, session_id: str, outcome: TurnOutcome) -> TurnOutcome:
         """``outcome``, or, when it is ``pending`` (the session continued as new first), the turn's
@@ -248,30 +228,6 @@ class AgentClient:
         message = SendMessageInput(text=text, principal=self.principal)
         await check_payload_storage(self.temporal, self.task_queue, config.session_id, message)
         return message
-
-    async def _ended_session(self, session_id: str, operation: WithStartWorkflowOperation) -> RequestRejected:
-        with contextlib.suppress(WorkflowAlreadyStartedError):
-            await operation.workflow_handle()  # retrieve the start's own failure: no "never retrieved" warning
-        return RequestRejected(session_id, "start", "a session with this id has ended; start a new session")
-
-    def _start_operation(self, config: SessionConfig) -> WithStartWorkflowOperation:
-        """The session's start, for update-with-start: its id, search attributes and summaries."""
-        workflow_id = workflow_id_for(config.session_id)
-        return WithStartWorkflowOperation(
-            SessionWorkflow.run,
-            SessionInput(config=config),
-            id=workflow_id,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            # An ended session is not restarted under its id: its transcript positions would collide.
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            static_summary=f"session {config.session_id} · {config.profile}",
-            static_details=f"owner `{config.owner}` · workspace `{config.workspace}`",
-            # Set here once: the workflow writes search attributes only when they change.
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
-            ),
-        )
 
     async def send(self, session_id: str, text: str) -> SendMessageResult:
         """Queue a message; it runs after the active turn. Returns its turn id.
@@ -532,12 +488,6 @@ class AgentClient:
     async def _is_closed(self, handle: WorkflowHandle) -> bool:
         description = await handle.describe()
         return description.close_time is not None
-
-
-def _raise_if_cancelled(err: Exception) -> None:
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError() from err
 
 
 def _translate(session_id: str, err: RPCError) -> Exception:

@@ -17,16 +17,22 @@ from pathlib import Path
 from typing import AsyncIterator
 
 import pytest
-
-from agentrt.client import AgentClient, connect
-from agentrt.schemas import SendMessageInput, SessionContinuedAsNew, TurnEnded, TurnOutcome, UserMessageAdded, WaitTurnInput
-from agentrt.store import Store
-from tests.conftest import OWNER
-from tests.e2e._support import session_config, write_script
 from temporalio.worker import Replayer
 
-from agentrt.workflows.session import SessionWorkflow
+from agentrt.client import AgentClient, connect
+from agentrt.schemas import (
+    SendMessageInput,
+    SessionContinuedAsNew,
+    TurnEnded,
+    TurnOutcome,
+    UserMessageAdded,
+    WaitTurnInput,
+)
+from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
+from agentrt.workflows.session import SessionWorkflow
+from tests.conftest import OWNER
+from tests.e2e._support import session_config, write_script
 
 TURNS = int(os.environ.get("AGENTRT_CAN_TURNS", "400"))
 BATCH = 25

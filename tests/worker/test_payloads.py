@@ -215,6 +215,21 @@ async def test_a_copy_of_the_converter_shares_its_pydantic_converters_and_their_
     assert json_converter._type_adapter.cache_info().hits == hits + 1
 
 
+async def test_copies_of_the_converter_share_one_payload_and_failure_converter_and_still_store_big_values(
+    tmp_path: Path,
+) -> None:
+    # Each copy used to build a payload converter and a failure converter of its own.
+    config = AgentrtConfig(payloads=PayloadConfig(driver="directory", path=str(tmp_path), threshold_bytes=1000))
+    converter = build_data_converter(config)
+    copy = dataclasses.replace(converter, payload_codec=None)
+
+    assert copy.payload_converter is converter.payload_converter
+    assert copy.failure_converter is converter.failure_converter
+    small, big = await copy.encode(["x" * 10, "y" * 2000])
+    assert reference_of(big)["driverName"] == "agentrt.directory"
+    assert await converter.decode([small, big], [str, str]) == ["x" * 10, "y" * 2000]
+
+
 async def test_the_converter_reads_references_of_a_driver_it_no_longer_stores_with(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'agentrt.db'}"
     payloads = PayloadConfig(driver="store", path=str(tmp_path / "files"))
