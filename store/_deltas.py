@@ -53,7 +53,7 @@ class DeltaTable(StoreBase):
             for i, chunk in enumerate(texts)
         ]
         with self._writing(conn) as conn:
-            conn.execute(insert(token_deltas), rows)
+            conn.execute(self._statement("insert token_deltas", lambda: insert(token_deltas)), rows)
 
     def deltas(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[TokenDelta]:
         """The session's deltas with ``id > after_id``, in id order, at most ``limit``."""

@@ -8,11 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Update, and_, bindparam, or_, select, update
+from sqlalchemy import Connection, Select, Update, and_, bindparam, or_, select, update
 
 from agentrt.schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
 from agentrt.store._base import StoreBase, utc
 from agentrt.store._models import context_summaries, events, messages, sessions
+
+# messages_in queries for up to this many ranges are built once (a context plan has a few).
+CACHED_RANGE_COUNTS = 8
 
 
 @dataclass(frozen=True)
@@ -130,13 +133,29 @@ class TranscriptTables(StoreBase):
         """``(position, Message)`` pairs at positions in any of ``ranges`` (each ``[start, end)``), by position."""
         if not ranges:
             return []
-        q = select(messages.c.position, messages.c.content_json).where(
-            messages.c.session_id == session_id,
-            or_(*(and_(messages.c.position >= start, messages.c.position < end) for start, end in ranges)),
-        )
+        values: dict[str, object] = {"sid": session_id}
+        for i, (start, end) in enumerate(ranges):
+            values[f"start{i}"], values[f"end{i}"] = start, end
         with self._reading(conn) as conn:
-            rows = conn.execute(q.order_by(messages.c.position)).all()
+            rows = conn.execute(self._messages_in_statement(len(ranges)), values).all()
         return [(pos, Message.model_validate_json(body)) for pos, body in rows]
+
+    def _messages_in_statement(self, count: int) -> Select:
+        """The ``messages_in`` query for ``count`` ranges (bound as ``start<i>``, ``end<i>``), built
+        once per count up to ``CACHED_RANGE_COUNTS``."""
+
+        def build() -> Select:
+            within = (
+                and_(messages.c.position >= bindparam(f"start{i}"), messages.c.position < bindparam(f"end{i}"))
+                for i in range(count)
+            )
+            return (
+                select(messages.c.position, messages.c.content_json)
+                .where(messages.c.session_id == bindparam("sid"), or_(*within))
+                .order_by(messages.c.position)
+            )
+
+        return self._statement(f"messages_in {count}", build) if count <= CACHED_RANGE_COUNTS else build()
 
     def put_summary(self, session_id: str, summary_id: int, upto_position: int, profile: str, text_: str) -> None:
         """Insert or replace compaction summary ``summary_id`` (a retried compaction rewrites its own row)."""

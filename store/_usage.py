@@ -13,6 +13,9 @@ from sqlalchemy import Connection, select
 from agentrt.store._base import StoreBase, utc
 from agentrt.store._models import USAGE_STATUSES, usage_receipts
 
+# The upsert's condition, built once: a completed receipt is never changed.
+_NOT_COMPLETED = usage_receipts.c.status != "completed"
+
 
 @dataclass(frozen=True)
 class UsageReceipt:
@@ -68,7 +71,7 @@ class UsageReceiptTable(StoreBase):
             usage_receipts,
             ["session_id", "turn_id", "round", "attempt"],
             ["status", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "updated_at"],
-            where=usage_receipts.c.status != "completed",
+            where=_NOT_COMPLETED,
             where_name="not completed",
         )
         values = dict(

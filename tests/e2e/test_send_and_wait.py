@@ -137,3 +137,19 @@ async def test_send_and_wait_cancelled_by_its_caller_leaves_the_turn_running(
 
     outcome: TurnOutcome = await harness.client.wait(sid, "turn-2", timeout_seconds=30)
     assert (outcome.status, outcome.answer) == ("completed", "slow answer")
+
+
+async def test_send_and_wait_on_a_queued_turn_answers_cancelled_when_the_session_is_archived(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "slow", "delay_seconds": 1.0}, {"text": "never"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "one")
+    waiting = asyncio.create_task(harness.client.send_and_wait(sid, "two"))
+    await asyncio.sleep(0.3)
+
+    await harness.client.archive(sid, reason="done for today")
+
+    queued = await asyncio.wait_for(waiting, 30)
+    assert (queued.turn_id, queued.status) == ("turn-2", "cancelled")
+    assert (await harness.client.wait(sid, started.turn_id)).status == "cancelled"
