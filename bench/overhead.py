@@ -268,7 +268,7 @@ class OverheadReport:
         measured = [s for s in self.systems if s not in self.unavailable]
         latency = ", ".join(f"{s} {'n/a' if (v := self.client_ms(s)) is None else f'{v:.0f} ms'}" for s in measured)
         lines.append(
-            "client ms (end in history -> outcome at the client; agentrt: TurnEnded.at -> AgentClient.wait() "
+            "client ms (end in history -> outcome at the client; agentrt: TurnEnded.at -> AgentClient.start_and_wait() "
             f"returned, others: WorkflowExecutionCompleted -> handle.result() returned), median of all runs: {latency}"
         )
         largest = max(self.rounds)
