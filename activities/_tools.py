@@ -87,14 +87,12 @@ class ToolActivities:
         self._store.reconcile_effect(input.idempotency_key, input.outcome, note)
 
     def _is_effectful(self, name: str) -> bool:
-        return name in self._registry.names() and self._registry.get(name).risk == "effectful"
+        return any(spec.risk == "effectful" for spec in self._registry.specs([name])[0])
 
     def _is_fast(self, name: str) -> bool:
-        """The tool says it is fast and read-only (``local_activity``): it returns in well under a second."""
-        if name not in self._registry.names():
-            return False
-        tool = self._registry.get(name)
-        return tool.local_activity and tool.risk == "read_only"
+        """The tool says it is fast and read-only (its spec's ``local_activity``): it returns in
+        well under a second."""
+        return any(spec.local_activity for spec in self._registry.specs([name])[0])
 
     def _execute_at_most_once(self, input: ToolExecuteInput) -> ToolExecuteResult:
         key = input.idempotency_key

@@ -200,8 +200,7 @@ class AgentClient:
         """Send a message and wait for its turn's outcome in one update (``send_and_wait``); the
         turn id is the outcome's. Waits without a bound, as ``start_and_wait`` does; raises what
         ``send`` and ``wait`` raise."""
-        message = SendMessageInput(text=text, principal=self.principal)
-        await check_payload_storage(self.temporal, self.task_queue, session_id, message)
+        message = await self._message(session_id, text)
         handle = self._handle(session_id)
         update_id = f"send-{uuid.uuid4().hex}"
         try:
@@ -216,17 +215,21 @@ class AgentClient:
         return await self._settled(session_id, outcome)
 
     async def _settled(self, session_id: str, outcome: TurnOutcome) -> TurnOutcome:
-        """``outcome``, or, when it is ``pending`` (the session continued as new first), the turn's
-        outcome from ``wait``."""
+        """``outcome``, or, when ``pending`` (the session continued as new first), ``wait``'s."""
         if outcome.status != "pending":
             return outcome
         return await self.wait(session_id, outcome.turn_id)
 
     async def _first_message(self, config: SessionConfig, text: str, update: str) -> SendMessageInput:
+        """A start's first message, refused here when empty (a refused update-with-start still starts)."""
         if not text.strip():
             raise RequestRejected(config.session_id, update, "message text is empty")
+        return await self._message(config.session_id, text)
+
+    async def _message(self, session_id: str, text: str) -> SendMessageInput:
+        """``text`` from this client's principal; raises ``PayloadStorageMismatch`` as ``start`` says."""
         message = SendMessageInput(text=text, principal=self.principal)
-        await check_payload_storage(self.temporal, self.task_queue, config.session_id, message)
+        await check_payload_storage(self.temporal, self.task_queue, session_id, message)
         return message
 
     async def send(self, session_id: str, text: str) -> SendMessageResult:
@@ -234,8 +237,7 @@ class AgentClient:
 
         Raises ``PayloadStorageMismatch`` (nothing sent) as ``start`` does.
         """
-        message = SendMessageInput(text=text, principal=self.principal)
-        await check_payload_storage(self.temporal, self.task_queue, session_id, message)
+        message = await self._message(session_id, text)
         return await self._execute(session_id, "send_message", SessionWorkflow.send_message, message)
 
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:

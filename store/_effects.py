@@ -47,8 +47,8 @@ class EffectLedger(StoreBase):
         Returns ``(True, record)`` (state ``claimed``) only to the caller whose claim took
         effect: the one that created the row, or the one that re-claimed a row in state
         ``not_applied`` (released by ``reconcile_effect``; its ``claimed_at`` is reset and
-        its note kept) of the same ``session_id``: another session's row is never re-claimed. Every other caller gets ``(False, existing_record)``, whatever its
-        state: ``applied``/``failed`` carry the recorded result, ``claimed`` means another
+        its note kept) of the same ``session_id``: another session's row is never re-claimed.
+        Every other caller gets ``(False, existing_record)``, whatever its state: ``applied``/``failed`` carry the recorded result, ``claimed`` means another
         attempt holds the claim and the outcome is unknown. The existing record's
         ``session_id`` and ``tool`` are the first claimer's, not the arguments.
 

@@ -46,9 +46,11 @@ def error_type(err: BaseException) -> str | None:
 def error_text(err: BaseException) -> str:
     """The first ``ApplicationError``'s type and message in the cause chain (e.g. the provider's
     status, URL and body); its own causes are lower-level details of the same failure."""
-    for cause in _application_errors(err):
-        return f"{cause.type}: {cause.message}" if cause.type else cause.message
-    return str(err)
+    errors = _application_errors(err)
+    if not errors:
+        return str(err)
+    first = errors[0]
+    return f"{first.type}: {first.message}" if first.type else first.message
 
 
 def error_code(err: BaseException) -> str | None:
