@@ -24,9 +24,20 @@ from agentrt.client._turns import update_failure_cause
 from agentrt.schemas import SESSION_OWNER, SESSION_STATUS, RequestRejected, SessionConfig, SessionInput, TurnOutcome
 from agentrt.workflows.session import SessionWorkflow, workflow_id_for
 
+# The server's default ``limit.maxIDLength``: a longer workflow id fails a start with a bare RPC error.
+MAX_WORKFLOW_ID_CHARS = 1000
+
 
 def start_operation(config: SessionConfig, task_queue: str) -> WithStartWorkflowOperation:
-    """The session's start, for update-with-start: its id, search attributes and summaries."""
+    """The session's start, for update-with-start: its id, search attributes and summaries.
+    Raises ``RequestRejected`` (nothing started) for a session id too long for a workflow id."""
+    if len(workflow_id_for(config.session_id)) > MAX_WORKFLOW_ID_CHARS:
+        limit = MAX_WORKFLOW_ID_CHARS - len(workflow_id_for(""))
+        raise RequestRejected(
+            config.session_id[:40] + "...", "start",
+            f"a session id may have at most {limit} characters (Temporal's workflow id limit), this one has "
+            f"{len(config.session_id)}",
+        )
     return WithStartWorkflowOperation(
         SessionWorkflow.run,
         SessionInput(config=config),

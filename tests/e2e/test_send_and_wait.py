@@ -153,3 +153,20 @@ async def test_send_and_wait_on_a_queued_turn_answers_cancelled_when_the_session
     queued = await asyncio.wait_for(waiting, 30)
     assert (queued.turn_id, queued.status) == ("turn-2", "cancelled")
     assert (await harness.client.wait(sid, started.turn_id)).status == "cancelled"
+
+
+async def test_a_session_id_too_long_for_a_workflow_id_is_rejected_before_anything_starts(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    # Regression: the server refused the start with a bare RPCError ("WorkflowId exceeds maximum allowed length").
+    sid = "y" * 3000
+    config = session_config(harness.client, sid, workspace, write_script(tmp_path, [{"text": "x"}]))
+
+    for start in (harness.client.start(config, "hi"), harness.client.start_and_wait(config, "hi")):
+        with pytest.raises(RequestRejected, match="a session id may have at most 992 characters .* this one has 3000"):
+            await start
+    longest = "z" * 992
+    _, outcome = await harness.client.start_and_wait(
+        session_config(harness.client, longest, workspace, write_script(tmp_path, [{"text": "fits"}])), "hi"
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "fits")
