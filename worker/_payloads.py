@@ -98,6 +98,23 @@ class SharedDataConverter(DataConverter):
         object.__setattr__(self, "payload_converter", _shared_payload_converter(self.payload_converter_class))
         object.__setattr__(self, "failure_converter", _shared_failure_converter(self.failure_converter_class))
 
+    def _with_store_context(self, store_ctx: StorageDriverStoreContext) -> DataConverter:
+        # The SDK binds a store context per payload visit (two dataclass copies each, several
+        # percent of a busy worker's CPU); storage that ignores it stays this very converter.
+        if isinstance(self.external_storage, ContextFreeExternalStorage):
+            return self
+        return super()._with_store_context(store_ctx)
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextFreeExternalStorage(ExternalStorage):
+    """``ExternalStorage`` whose drivers and selector ignore the store context (which workflow
+    or activity a payload belongs to): agentrt's content-addressed drivers. Binding a context
+    returns the same instance instead of a copy."""
+
+    def _with_store_context(self, ctx: StorageDriverStoreContext) -> ExternalStorage:
+        return self
+
 
 @functools.cache
 def _shared_payload_converter(cls: type[PayloadConverter]) -> PayloadConverter:
@@ -331,7 +348,8 @@ class PayloadStorage:
     def data_converter(self) -> DataConverter:
         """Pydantic JSON with this external storage."""
         writer = self.writer
-        external = ExternalStorage(
+        own = all(isinstance(d, (StorePayloadDriver, DirectoryPayloadDriver)) for d in self.readers)
+        external = (ContextFreeExternalStorage if own else ExternalStorage)(
             drivers=list(self.readers),
             driver_selector=lambda _context, _payload: writer,
             payload_size_threshold=self.threshold_bytes,

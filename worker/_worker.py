@@ -38,6 +38,12 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
 
 
+# Payloads of one workflow task stored or read one after another. Above 1 the SDK visits each
+# payload of every activation and completion in an asyncio task of its own, which at 100
+# sessions at once cost several percent of the worker's CPU; big payloads are rare in a task.
+EXTERNAL_STORAGE_CONCURRENCY = 1
+
+
 def build_worker(
     client: Client,
     config: AgentrtConfig,
@@ -83,6 +89,7 @@ def build_worker(
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        max_workflow_task_external_storage_concurrency=EXTERNAL_STORAGE_CONCURRENCY,
     )
 
 

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         StorageDriverClaim,
         StorageDriverRetrieveContext,
         StorageDriverStoreContext,
+        StorageDriverWorkflowInfo,
     )
     from temporalio.client import Client
     from temporalio.worker import Worker
@@ -248,11 +249,13 @@ class MemoryDriver(StorageDriver):
 
     def __init__(self) -> None:
         self.blobs: dict[str, Payload] = {}
+        self.contexts: list[StorageDriverStoreContext] = []
 
     def name(self) -> str:
         return "test.memory"
 
     async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        self.contexts.append(context)
         claims = []
         for payload in payloads:
             key = payload_key(payload)[0]
@@ -275,6 +278,24 @@ async def test_a_driver_of_ones_own_stores_and_the_agentrt_drivers_still_read(tm
     assert reference_of(new[0])["driverName"] == "test.memory"
     assert len(memory.blobs) == 1
     assert await converter.decode(old + new, [str, str]) == ["o" * 300_000, "n" * 300_000]
+
+
+async def test_binding_a_store_context_keeps_the_agentrt_converter_and_reaches_a_driver_of_ones_own(tmp_path: Path) -> None:
+    # The SDK binds the workflow's or activity's store context for every payload it visits; the
+    # agentrt drivers ignore it (content-addressed), so the converter is not copied for them.
+    config = AgentrtConfig(payloads=PayloadConfig(driver="directory", path=str(tmp_path), threshold_bytes=1000))
+    context = StorageDriverStoreContext(target=StorageDriverWorkflowInfo(namespace="default", id="session-a", run_id="r1"))
+    converter = build_data_converter(config)
+
+    bound = converter._with_store_context(context)
+
+    assert bound is converter
+    (big,) = await bound.encode(["y" * 2000])
+    assert reference_of(big)["driverName"] == "agentrt.directory"
+    memory = MemoryDriver()
+    own = build_data_converter(config, driver=memory)
+    await own._with_store_context(context).encode(["m" * 300_000])
+    assert [c.target for c in memory.contexts] == [context.target]
 
 
 # ---------------------------------------------------------------- end to end on the dev server
