@@ -828,7 +828,12 @@ class _Chaos:
         for session in self.sessions:
             try:
                 handle = self.temporal.get_workflow_handle(workflow_id_for(session.session_id))
-                histories.append(await asyncio.wait_for(handle.fetch_history(), 30))
+                history = await asyncio.wait_for(handle.fetch_history(), 30)
+                histories.append(history)
+                # Kept beside the run's logs: a session that failed is a replay test to be.
+                folder = self.run_dir / "histories"
+                folder.mkdir(exist_ok=True)
+                (folder / f"{history.workflow_id}.json").write_text(history.to_json())
             except Exception as err:  # noqa: BLE001
                 if any(t.turn_id for t in session.turns):
                     self.report.replay_failures += 1
