@@ -121,6 +121,8 @@ class ToolActivities:
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
             is_cancelled=activity.is_cancelled,
+            sandbox=input.sandbox,
+            network=input.network,
         )
 
     def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str]]:

@@ -30,6 +30,14 @@ from agentrt.worker import AgentrtConfig
 T = TypeVar("T")
 
 
+class SandboxMode(str, Enum):
+    """``--sandbox``: a session's ``SandboxPolicy``."""
+
+    read_only = "read_only"
+    workspace_write = "workspace_write"
+    danger_full_access = "danger_full_access"
+
+
 class ApproveMode(str, Enum):
     ask = "ask"
     auto = "auto"

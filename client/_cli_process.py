@@ -15,10 +15,10 @@ from typing import Optional
 import typer
 
 from agentrt.activities.providers.scripted import load_script
-from agentrt.client._cli_common import ApproveMode, drive_turn, load_config, print_outcome, run_command
+from agentrt.client._cli_common import ApproveMode, SandboxMode, drive_turn, load_config, print_outcome, run_command
 from agentrt.client._render import event_line, transcript_lines
 from agentrt.client._runtime import runtime, state_dir
-from agentrt.schemas import ConfigurationError, TurnOutcome
+from agentrt.schemas import MAX_APPROVAL_TIMEOUT_SECONDS, ConfigurationError, TurnOutcome
 from agentrt.store import Store
 from agentrt.worker import AgentrtPlugin, DevServer, connect_when_ready, running_worker
 
@@ -42,7 +42,14 @@ def run(
     approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, error, error_type, rounds, tool_calls, usage."),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
-    approval_timeout: Optional[float] = typer.Option(None, "--approval-timeout", help="Deny approvals not decided within this many seconds."),
+    approval_timeout: Optional[float] = typer.Option(
+        None, "--approval-timeout", help="Deny approvals not decided within this many seconds (more than 0, at most a year)."
+    ),
+    sandbox: SandboxMode = typer.Option(
+        SandboxMode.workspace_write, "--sandbox",
+        help="How shell commands are confined: an OS sandbox with the workspace read-only or read-write, or none at all.",
+    ),
+    network: bool = typer.Option(False, "--network", help="Let sandboxed commands use the network."),
     max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
     system_prompt: Optional[str] = typer.Option(
         None, "--system-prompt", help="Text appended to the default system prompt (see --replace-system-prompt)."
@@ -57,6 +64,11 @@ def run(
     """
     if not prompt.strip():
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    if approval_timeout is not None and not 0 < approval_timeout <= MAX_APPROVAL_TIMEOUT_SECONDS:  # nan fails too
+        raise typer.BadParameter(
+            f"must be more than 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} seconds, not {approval_timeout}",
+            param_hint="--approval-timeout",
+        )
     if replace_system_prompt and not (system_prompt or "").strip():
         raise typer.BadParameter("--replace-system-prompt needs a --system-prompt", param_hint="--replace-system-prompt")
     if script:
@@ -88,6 +100,8 @@ def run(
                 max_rounds_per_turn=max_rounds,
                 system_prompt=system_prompt,
                 system_prompt_mode="replace" if replace_system_prompt else "extend",
+                sandbox=sandbox.value,
+                network=network,
             )
             if profile or not script:
                 config.profile(session_config.profile)  # fail fast on an unknown profile

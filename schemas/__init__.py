@@ -15,7 +15,14 @@ from agentrt.schemas._activities import (
     ToolExecuteResult,
 )
 from agentrt.schemas._base import Model
-from agentrt.schemas._config import ApprovalPolicy, ApprovalRule, ModelProfile, SessionConfig
+from agentrt.schemas._config import (
+    MAX_APPROVAL_TIMEOUT_SECONDS,
+    ApprovalPolicy,
+    ApprovalRule,
+    ModelProfile,
+    SandboxPolicy,
+    SessionConfig,
+)
 from agentrt.schemas._context import (
     CompactInput,
     CompactResult,
@@ -34,7 +41,9 @@ from agentrt.schemas._errors import (
     ConfigurationError,
     EffectOutcomeUnknown,
     EmptyResponseError,
+    InvalidPathError,
     InvalidScriptError,
+    NotARegularFileError,
     PayloadStorageMismatch,
     PolicyDenied,
     ProviderError,
@@ -47,6 +56,7 @@ from agentrt.schemas._errors import (
     ServerUnavailable,
     SessionNotFound,
     ToolArgumentsError,
+    ToolCrashedError,
     ToolError,
     UnknownProfileError,
     WorkerUnavailable,
@@ -130,6 +140,8 @@ __all__ = [
     "AgentrtError",
     "ApprovalPolicy",
     "ApprovalRule",
+    "MAX_APPROVAL_TIMEOUT_SECONDS",
+    "SandboxPolicy",
     "ArchiveInput",
     "AssistantMessageCompleted",
     "BudgetExceeded",
@@ -246,6 +258,9 @@ __all__ = [
     "WaitTurnInput",
     "WorkerUnavailable",
     "WorkspaceEscapeError",
+    "InvalidPathError",
+    "NotARegularFileError",
+    "ToolCrashedError",
     "argument_problems",
     "arguments_sha256",
     "session_workflow_id",

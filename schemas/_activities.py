@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from agentrt.schemas._base import Model
-from agentrt.schemas._config import ModelProfile, SessionConfig
+from agentrt.schemas._config import ModelProfile, SandboxPolicy, SessionConfig
 from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
 from agentrt.schemas._messages import Message, PositionedMessage, ReasoningBlock, ToolCall, ToolSpec, Usage
@@ -128,6 +128,9 @@ class ToolExecuteInput(Model):
     timeout_seconds: float = 300.0
     # Left out when None: a worker of an earlier version (extra fields forbidden) still reads the input.
     store_writes: StoreAppendInput | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The session's SandboxPolicy and network choice; left out at their defaults, for the same reason.
+    sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
+    network: bool = Field(default=False, exclude_if=lambda v: v is False)
 
 
 class ToolExecuteResult(Model):

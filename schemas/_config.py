@@ -9,6 +9,13 @@ from pydantic import Field, model_validator
 from agentrt.schemas._base import Model
 
 ApprovalRule = Literal["allow", "ask", "deny"]
+# How a process a tool starts is confined (``agentrt.activities.tools`` runs it under bubblewrap):
+# ``read_only`` (the workspace read-only), ``workspace_write`` (read-write), ``danger_full_access``
+# (no OS sandbox at all).
+SandboxPolicy = Literal["read_only", "workspace_write", "danger_full_access"]
+# The longest an approval may wait before it is denied: a year (seconds). Finite and bounded so
+# that the workflow's timer is one Temporal accepts (a timer of 1e308 s overflows).
+MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
 
 
 class ModelProfile(Model):
@@ -100,14 +107,19 @@ class SessionConfig(Model):
       (``"replace"``) the system prompt the profile gives: agentrt's default (workspace, tools,
       approval rules, date; see ``docs/system-prompt.md``) as the profile changed it.
     - ``tools``: tool names offered to the model; None offers every registered tool.
-    - ``approval_timeout_seconds``: a pending approval is denied after this many seconds;
-      None waits forever.
+    - ``approval_timeout_seconds``: a pending approval is denied after this many seconds
+      (finite, > 0, at most ``MAX_APPROVAL_TIMEOUT_SECONDS``, a year); None waits forever.
     - ``max_rounds_per_turn``: model calls per turn before the turn ends as ``round_limit``.
     - ``heartbeat_timeout_seconds``: how soon a dead worker's model or tool call is retried
       elsewhere (seconds). Those activities heartbeat about once a second while they run
       (``HEARTBEAT_THROTTLE``), so a worker whose event loop stalls for longer than this
       less a second has its calls retried; the default, 3 s, resumes a killed worker's
       turn within about 4 s of its restart (``python -m bench.recovery``).
+    - ``sandbox``: how processes that tools start are confined (``SandboxPolicy``): under
+      ``read_only`` and ``workspace_write`` (the default) ``shell.run`` runs in an OS sandbox
+      (bubblewrap) that sees the system read-only, the workspace read-only or read-write and
+      nothing else of the machine; ``danger_full_access`` runs it on the worker as it is.
+      ``network``: whether sandboxed processes may use the network (default no).
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -122,7 +134,7 @@ class SessionConfig(Model):
     system_prompt_mode: Literal["replace", "extend"] = Field(default="extend", exclude_if=lambda v: v == "extend")
     tools: list[str] | None = None
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
-    approval_timeout_seconds: float | None = None
+    approval_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_SECONDS, allow_inf_nan=False)
     max_rounds_per_turn: int = Field(default=250, ge=1)
     model_timeout_seconds: float = 600.0
     tool_timeout_seconds: float = 300.0
@@ -130,3 +142,6 @@ class SessionConfig(Model):
     title: str | None = None
     # Left out when True (the default): a worker of an earlier version still reads the config.
     local_tools: bool = Field(default=True, exclude_if=lambda v: v is True)
+    # Left out at their defaults, for the same reason.
+    sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
+    network: bool = Field(default=False, exclude_if=lambda v: v is False)

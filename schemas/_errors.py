@@ -248,6 +248,39 @@ class WorkspaceEscapeError(ToolError):
         super().__init__(f"path {path!r} resolves outside the workspace {workspace!r}")
 
 
+class InvalidPathError(ToolError):
+    """A path argument no file system call can take: a NUL byte, a name or path too long for the
+    OS (``ENAMETOOLONG``), a symlink loop. ``reason`` says which."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        shown = path if len(path) <= 200 else path[:200] + f"... ({len(path)} characters)"
+        super().__init__(f"invalid path {shown!r}: {reason}")
+
+
+class NotARegularFileError(ToolError):
+    """The path names a FIFO, a device, a socket or another file that is not a regular file:
+    reading or writing it could block the worker or reach outside the workspace. ``kind`` is
+    what it is (``fifo``, ``character device`` ...)."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        self.path = path
+        self.kind = kind
+        super().__init__(f"{path!r} is a {kind}, not a regular file; only regular files are read or written")
+
+
+class ToolCrashedError(ToolError):
+    """A tool raised something other than ``ToolError``: the call failed (nothing is retried) and
+    the model is told the exception's type and message; ``error_type`` is that type's name."""
+
+    def __init__(self, tool: str, error: BaseException) -> None:
+        self.tool = tool
+        self.error_type = type(error).__name__
+        text = str(error)
+        super().__init__(f"{tool} failed unexpectedly: {self.error_type}: {text[:500] if text else '(no message)'}")
+
+
 class ToolArgumentsError(ToolError):
     def __init__(self, tool: str, problems: list[str]) -> None:
         self.tool = tool

@@ -123,6 +123,8 @@ class ToolCallSteps(SessionCore):
                         result_position=position,
                         timeout_seconds=tool_seconds,
                         store_writes=writes,
+                        sandbox=self._config.sandbox,
+                        network=self._config.network,
                     ),
                     local=local,
                     result_type=ToolExecuteResult,

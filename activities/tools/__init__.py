@@ -13,6 +13,7 @@ from agentrt.activities.tools._registry import (
     ToolRegistry,
     format_validation_error,
 )
+from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status
 from agentrt.activities.tools._shell import ShellRun, scrubbed_environment
 from agentrt.activities.tools._workspace import resolve_in_workspace
 
@@ -22,6 +23,8 @@ __all__ = [
     "FsSearch",
     "FsWrite",
     "MAX_READ_BYTES",
+    "SandboxStatus",
+    "SandboxUnavailable",
     "ShellRun",
     "Tool",
     "ToolArgs",
@@ -31,6 +34,7 @@ __all__ = [
     "default_registry",
     "format_validation_error",
     "resolve_in_workspace",
+    "sandbox_status",
     "scrubbed_environment",
 ]
 

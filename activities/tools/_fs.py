@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import re2
 from pydantic import Field, field_validator
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
-from agentrt.activities.tools._workspace import is_inside, relative_display, resolve_in_workspace
-from agentrt.schemas import ToolError
+from agentrt.activities.tools._workspace import is_inside, open_regular, relative_display, resolve_in_workspace
+from agentrt.schemas import NotARegularFileError, ToolError
 
 __all__ = ["FsList", "FsRead", "FsSearch", "FsWrite", "MAX_READ_BYTES"]
 
@@ -21,6 +21,10 @@ MAX_READ_BYTES = 1024 * 1024
 SKIP_DIRS = frozenset({".git"})
 _BINARY_SNIFF_BYTES = 8192
 _MAX_LINE_CHARS = 500
+# A line longer than this (bytes) is searched in pieces of this size.
+_MAX_SCAN_LINE_BYTES = 1024 * 1024
+MAX_PATTERN_CHARS = 1000
+MAX_GLOB_CHARS = 256
 
 
 def _walk(root: Path, start: Path, ctx: ToolContext, recursive: bool = True) -> Iterator[tuple[Path, bool]]:
@@ -34,8 +38,7 @@ def _walk(root: Path, start: Path, ctx: ToolContext, recursive: bool = True) -> 
     except OSError:
         return
     for entry in entries:
-        if ctx.is_cancelled():
-            raise ToolError("cancelled")
+        ctx.check()
         if entry.name in SKIP_DIRS:
             continue
         path = Path(entry.path)
@@ -111,8 +114,9 @@ class FsRead(Tool):
         if path.is_dir():
             raise ToolError(f"{args.path!r} is a directory, not a file (use fs.list)")
         try:
-            size = path.stat().st_size
-            with path.open("rb") as f:
+            fd = open_regular(path, args.path, os.O_RDONLY)
+            with os.fdopen(fd, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
                 f.seek(args.offset)
                 data = f.read(args.limit)
         except OSError as e:
@@ -129,29 +133,31 @@ class FsRead(Tool):
 class FsSearch(Tool):
     name = "fs.search"
     description = (
-        "Search text files in the workspace for a Python regular expression. "
-        "Returns 'path:line: text' lines; binary files and .git are skipped."
+        "Search text files in the workspace for a regular expression (RE2 syntax: like Python's, "
+        "without backreferences or look-around). Returns 'path:line: text' lines; binary files, "
+        "special files and .git are skipped."
     )
     risk = "read_only"
 
     class Args(ToolArgs):
-        pattern: str = Field(description="Python regular expression, matched against each line.")
+        pattern: str = Field(
+            max_length=MAX_PATTERN_CHARS, description="RE2 regular expression, matched against each line."
+        )
         path: str = Field(".", description="File or directory to search, relative to the workspace.")
-        glob: str = Field("*", description="Only files whose name (or relative path) matches this glob.")
+        glob: str = Field(
+            "*", max_length=MAX_GLOB_CHARS, description="Only files whose name (or relative path) matches this glob."
+        )
         max_matches: int = Field(200, ge=1, le=10_000, description="Stop after this many matching lines.")
 
         @field_validator("pattern")
         @classmethod
         def _compiles(cls, value: str) -> str:
-            try:
-                re.compile(value)
-            except re.error as e:
-                raise ValueError(f"invalid regular expression: {e}") from e
+            _compile(value)
             return value
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
         root = ctx.workspace.resolve()
-        regex = re.compile(args.pattern)
+        regex = _compile(args.pattern)
         start = resolve_in_workspace(ctx.workspace, args.path)
         if not start.exists():
             raise ToolError(f"no such file or directory: {args.path!r}")
@@ -168,6 +174,8 @@ class FsSearch(Tool):
             if not (fnmatch.fnmatch(path.name, args.glob) or fnmatch.fnmatch(rel, args.glob)):
                 continue
             for lineno, line in _text_lines(real):
+                if lineno % 1000 == 0:
+                    ctx.check()
                 if regex.search(line):
                     if len(line) > _MAX_LINE_CHARS:
                         line = line[:_MAX_LINE_CHARS] + " [line truncated]"
@@ -178,17 +186,33 @@ class FsSearch(Tool):
         return ToolOutput(text="\n".join(matches) if matches else "no matches")
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a text file; nothing for binary (NUL in the first 8 KiB) or unreadable files."""
+def _compile(pattern: str) -> re2._Regexp:
+    """``pattern`` compiled by RE2, whose matching is linear in the text (no catastrophic
+    backtracking: ``(a+)+$`` costs what ``a+$`` does). Raises ``ValueError`` when RE2 refuses it."""
     try:
-        with path.open("rb") as f:
+        return re2.compile(pattern)
+    except re2.error as e:
+        raise ValueError(f"invalid regular expression (RE2 syntax: no backreferences or look-around): {e}") from e
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a regular text file, a very long line in pieces of 1 MiB; nothing for
+    binary (NUL in the first 8 KiB), special (FIFO, device, socket) or unreadable files."""
+    try:
+        fd = open_regular(path, str(path), os.O_RDONLY)
+    except (OSError, NotARegularFileError):
+        return
+    with os.fdopen(fd, "rb") as f:
+        try:
             if b"\0" in f.read(_BINARY_SNIFF_BYTES):
                 return
             f.seek(0)
-            for lineno, raw in enumerate(f, start=1):
+            lineno = 0
+            while raw := f.readline(_MAX_SCAN_LINE_BYTES):
+                lineno += 1
                 yield lineno, raw.decode("utf-8", errors="replace").rstrip("\r\n")
-    except OSError:
-        return
+        except OSError:
+            return
 
 
 class FsWrite(Tool):
@@ -214,10 +238,17 @@ class FsWrite(Tool):
         if not parent.exists():
             if not args.create_dirs:
                 raise ToolError(f"directory {relative_display(root, parent)!r} does not exist (set create_dirs to create it)")
-            parent.mkdir(parents=True, exist_ok=True)
-        data = args.content.encode("utf-8")
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise ToolError(f"cannot create directory {relative_display(root, parent)!r}: {e.strerror or e}") from e
+        data = args.content.encode("utf-8", errors="replace")  # a lone surrogate becomes "?"
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if args.append else 0)
         try:
-            with path.open("ab" if args.append else "wb") as f:
+            fd = open_regular(path, args.path, flags)
+            with os.fdopen(fd, "ab" if args.append else "wb") as f:
+                if not args.append:
+                    f.truncate(0)
                 f.write(data)
         except OSError as e:
             raise ToolError(f"cannot write {args.path!r}: {e.strerror or e}") from e

@@ -7,6 +7,7 @@ The Temporal activity that wraps the registry lives elsewhere; nothing here impo
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +16,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agentrt.schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolError, ToolSpec
+from agentrt.schemas import (
+    ConfigurationError,
+    SandboxPolicy,
+    ToolArgumentsError,
+    ToolCall,
+    ToolCrashedError,
+    ToolError,
+    ToolSpec,
+)
 
 __all__ = ["Tool", "ToolArgs", "ToolContext", "ToolOutput", "ToolRegistry", "format_validation_error"]
 
@@ -37,18 +46,35 @@ class ToolContext:
     - ``workspace``: the directory every path argument is confined to.
     - ``timeout_seconds``: upper bound on the tool's run time (seconds); tools that take
       their own timeout argument clamp it to this.
+    - ``sandbox``: how a process the tool starts is confined (``SandboxPolicy``: ``read_only``,
+      ``workspace_write``, ``danger_full_access``); ``network``: whether it may use the network.
     - ``heartbeat``: call about once a second during long work, for a runner that needs it
       (the ``tool.execute`` activity heartbeats to Temporal by itself for the whole call).
     - ``is_cancelled``: poll during long work; when True, stop and raise ``ToolError``.
+    - ``started``: ``time.monotonic()`` when the call began; ``check()`` compares it with
+      ``timeout_seconds``.
     """
 
     workspace: Path
     timeout_seconds: float = 300.0
+    sandbox: SandboxPolicy = "workspace_write"
+    network: bool = False
     heartbeat: Callable[[], None] = field(default=_noop)
     is_cancelled: Callable[[], bool] = field(default=_never)
 
+    started: float = field(default_factory=time.monotonic)
+
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
+
+    def check(self) -> None:
+        """Raise ``ToolError`` when the call was cancelled or has run ``timeout_seconds``; long
+        loops call it between steps so that no call holds a worker thread past its bound."""
+        if self.is_cancelled():
+            raise ToolError("cancelled")
+        elapsed = time.monotonic() - self.started
+        if elapsed >= self.timeout_seconds:
+            raise ToolError(f"stopped after {elapsed:.1f} s: the call's time bound is {self.timeout_seconds:g} s")
 
 
 @dataclass
@@ -195,16 +221,23 @@ class ToolRegistry:
 
         Raises ``ToolError`` for an unknown tool, ``ToolArgumentsError`` when the model's
         argument text was not a JSON object (``call.arguments`` None) or does not match the
-        schema, and whatever ``ToolError`` the tool raises.
+        schema, whatever ``ToolError`` the tool raises, and ``ToolCrashedError`` (a
+        ``ToolError``) for any other exception of the tool: a call never fails any other way,
+        so an effectful call that failed is recorded ``failed`` in the effect ledger.
         """
         tool = self.get(call.name)
         if call.arguments is None:
             reason = call.arguments_error or "arguments are not a JSON object"
             raise ToolArgumentsError(call.name, [f"arguments are not valid JSON: {reason}"])
         args = self.validate(call.name, call.arguments)
-        output = tool.run(args, ctx)
-        if not output.state_keys:
-            output.state_keys = tool.state_keys(args, ctx)
+        try:
+            output = tool.run(args, ctx)
+            if not output.state_keys:
+                output.state_keys = tool.state_keys(args, ctx)
+        except ToolError:
+            raise
+        except Exception as err:  # noqa: BLE001 - whatever a tool raises, the model gets a typed tool error
+            raise ToolCrashedError(call.name, err) from err
         return output
 
     def state_keys(self, call: ToolCall, ctx: ToolContext) -> list[str]:

@@ -1,4 +1,4 @@
-"""``shell.run``: run a command in the workspace with a scrubbed environment, a time bound and group kill."""
+"""``shell.run``: run a command in the workspace, in the OS sandbox, with a scrubbed environment, a time bound and group kill."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 from pydantic import Field
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
+from agentrt.activities.tools._sandbox import SandboxUnavailable, sandbox_status, sandboxed_argv
 from agentrt.schemas import ToolError
 
-__all__ = ["ShellRun", "scrubbed_environment"]
+__all__ = ["ShellRun", "command_line", "scrubbed_environment"]
 
 OUTPUT_CAP_BYTES = 64 * 1024
 TERM_GRACE_SECONDS = 2.0
@@ -45,31 +46,43 @@ def scrubbed_environment(source: dict[str, str] | None = None) -> dict[str, str]
 
 
 class _CappedReader(threading.Thread):
-    """Drains one pipe, keeping the first ``OUTPUT_CAP_BYTES`` and counting the rest."""
+    """Drains one pipe, keeping the first and the last ``OUTPUT_CAP_BYTES / 2`` and counting the rest.
+
+    The end of a command's output is where its error usually is, so a cut keeps both ends.
+    """
 
     def __init__(self, fd: int) -> None:
         super().__init__(daemon=True)
         self._fd = fd
-        self.kept = bytearray()
+        self.head = bytearray()
+        self.tail = bytearray()
         self.total = 0
 
     def run(self) -> None:
+        half = OUTPUT_CAP_BYTES // 2
         try:
             while chunk := os.read(self._fd, 65536):
                 self.total += len(chunk)
-                room = OUTPUT_CAP_BYTES - len(self.kept)
+                room = half - len(self.head)
                 if room > 0:
-                    self.kept += chunk[:room]
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                if chunk:
+                    self.tail += chunk
+                    if len(self.tail) > half:
+                        del self.tail[: len(self.tail) - half]
         except OSError:
             pass
         finally:
             os.close(self._fd)
 
     def text(self) -> str:
-        out = bytes(self.kept).decode("utf-8", errors="replace")
-        if self.total > len(self.kept):
-            out += f"\n[truncated: showing the first {len(self.kept)} of {self.total} bytes]"
-        return out
+        head = bytes(self.head).decode("utf-8", errors="replace")
+        tail = bytes(self.tail).decode("utf-8", errors="replace")
+        left_out = self.total - len(self.head) - len(self.tail)
+        if left_out <= 0:
+            return head + tail
+        return f"{head}\n[truncated: {left_out} of {self.total} bytes left out here; the first and the last {len(self.tail)} are shown]\n{tail}"
 
 
 def _group_alive(pgid: int) -> bool:
@@ -115,12 +128,37 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+# HOME inside the sandbox: its private /tmp (the worker's home is not there).
+SANDBOX_HOME = "/tmp"
+
+
+def command_line(argv: list[str], workspace: Path, ctx: ToolContext) -> tuple[list[str], dict[str, str]]:
+    """What to start for ``argv`` in ``workspace`` under ``ctx.sandbox``, and the environment to start it with.
+
+    ``read_only`` and ``workspace_write``: ``bwrap`` around ``argv`` (see ``_sandbox``), started
+    with an empty environment; the command gets the scrubbed one with ``HOME=/tmp``.
+    ``danger_full_access``: ``argv`` itself with the scrubbed environment. Raises
+    ``SandboxUnavailable`` when the sandbox is needed and ``bwrap`` cannot run here.
+    """
+    env = scrubbed_environment()
+    if ctx.sandbox == "danger_full_access":
+        return argv, env
+    status = sandbox_status()
+    if not status.available or status.path is None:
+        raise SandboxUnavailable(status.reason or "bwrap not found")
+    env["HOME"] = SANDBOX_HOME
+    env["TMPDIR"] = "/tmp"
+    return sandboxed_argv(status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env), {}
+
+
 class ShellRun(Tool):
     name = "shell.run"
     description = (
-        "Run a shell command (/bin/sh -c) in the workspace directory. Returns the exit code, stdout "
-        "and stderr (each capped at 64 KiB). The environment holds no secrets; stdin is empty. "
-        "A non-zero exit code is reported, not an error; the command is killed after timeout_seconds."
+        "Run a shell command (/bin/sh -c) in the workspace directory, inside a sandbox: the system is "
+        "read-only, /tmp is private and empty, nothing outside the workspace is visible, and there is "
+        "no network unless the session allows it. Returns the exit code, stdout and stderr (each cut "
+        "to its first and last 32 KiB). stdin is empty. A non-zero exit code is reported, not an error; "
+        "the command and every process it started are killed after timeout_seconds or when it exits."
     )
     risk = "effectful"
 
@@ -134,13 +172,14 @@ class ShellRun(Tool):
         if not workspace.is_dir():
             raise ToolError(f"workspace {str(workspace)!r} is not a directory")
         timeout = min(args.timeout_seconds, ctx.timeout_seconds)
+        argv, env = command_line(["/bin/sh", "-c", args.command], workspace, ctx)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
             proc = subprocess.Popen(
-                ["/bin/sh", "-c", args.command],
+                argv,
                 cwd=workspace,
-                env=scrubbed_environment(),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -150,7 +189,7 @@ class ShellRun(Tool):
         except OSError as e:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
-            raise ToolError(f"cannot start /bin/sh: {e}") from e
+            raise ToolError(f"cannot start {argv[0]}: {e}") from e
         os.close(out_w)
         os.close(err_w)
         stdout, stderr = _CappedReader(out_r), _CappedReader(err_r)

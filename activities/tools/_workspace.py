@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 
-from agentrt.schemas import WorkspaceEscapeError
+from agentrt.schemas import InvalidPathError, NotARegularFileError, WorkspaceEscapeError
 
-__all__ = ["is_inside", "relative_display", "resolve_in_workspace"]
+__all__ = ["file_kind", "is_inside", "open_regular", "relative_display", "resolve_in_workspace"]
+
+# Linux's NAME_MAX and PATH_MAX (limits.h), in bytes: longer names fail every file system call.
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4096
 
 
 def is_inside(root: Path, path: Path) -> bool:
@@ -22,18 +29,72 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     leaves the workspace is rejected just like ``..``. The path need not exist (e.g. a
     file about to be written); its existing prefix is resolved.
 
-    Raises ``WorkspaceEscapeError`` when the real path is outside the resolved workspace.
+    Raises ``WorkspaceEscapeError`` when the real path is outside the resolved workspace and
+    ``InvalidPathError`` for a NUL byte, a name too long for the OS or a symlink loop.
     The check happens once, here: a concurrent process that swaps a symlink between this
     call and the open is not defended against (that needs an OS sandbox).
     """
+    if "\0" in path:
+        raise InvalidPathError(path, "it holds a NUL byte")
+    try:
+        encoded = os.fsencode(path)
+    except UnicodeEncodeError as err:
+        raise InvalidPathError(path, f"it cannot be encoded as a file name ({err.reason})") from err
+    if len(encoded) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
+        raise InvalidPathError(path, f"a name longer than {NAME_MAX_BYTES} bytes or a path longer than {PATH_MAX_BYTES} (ENAMETOOLONG)")
     root = workspace.resolve()
     candidate = Path(path)
     if not candidate.is_absolute():
         candidate = root / candidate
-    real = candidate.resolve()
+    try:
+        real = candidate.resolve()
+    except RuntimeError as err:  # Python 3.11's Path.resolve on a symlink loop
+        raise InvalidPathError(path, f"symlink loop ({err})") from err
+    except OSError as err:
+        raise InvalidPathError(path, os.strerror(err.errno) if err.errno else str(err)) from err
     if not is_inside(root, real):
         raise WorkspaceEscapeError(path, str(root))
     return real
+
+
+def open_regular(path: Path, display: str, flags: int, mode: int = 0o644) -> int:
+    """Open ``path`` (already resolved inside the workspace) without blocking and without
+    following a symlink put there since, and make sure it is a regular file; returns the fd.
+
+    A FIFO, device or socket raises ``NotARegularFileError`` (opening a FIFO for reading would
+    block a worker thread until a writer comes, forever if none does); a path whose last part
+    became a symlink, a name too long or a loop raises ``InvalidPathError``; other errors
+    (missing file, permission) are ``OSError`` for the caller to word.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise NotARegularFileError(display, "fifo") from err
+        if err.errno in (errno.ELOOP, errno.ENAMETOOLONG):
+            raise InvalidPathError(display, os.strerror(err.errno)) from err
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotARegularFileError(display, file_kind(info.st_mode))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def file_kind(mode: int) -> str:
+    """What ``mode`` (``st_mode``) is, in words: ``fifo``, ``socket``, ``character device`` ..."""
+    for test, kind in (
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISLNK, "symlink"),
+    ):
+        if test(mode):
+            return kind
+    return "special file"
 
 
 def relative_display(root: Path, path: Path) -> str:

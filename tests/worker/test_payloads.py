@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     import pytest
     from pydantic import BaseModel
     from sqlalchemy import text
+    from temporalio.client import Client
     from temporalio.converter import (
         StorageDriver,
         StorageDriverClaim,
@@ -27,11 +28,9 @@ with workflow.unsafe.imports_passed_through():
         StorageDriverStoreContext,
         StorageDriverWorkflowInfo,
     )
-    from temporalio.client import Client
     from temporalio.worker import Worker
 
     from agentrt.store import Store, get_payloads
-    from tests._pg import create_temp_database, drop_database
     from agentrt.worker import (
         AgentrtConfig,
         DevServer,
@@ -44,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         workflow_runner,
     )
     from agentrt.worker._payloads import payload_key
+    from tests._pg import create_temp_database, drop_database
 
 STORE_CONTEXT = StorageDriverStoreContext()
 RETRIEVE_CONTEXT = StorageDriverRetrieveContext()

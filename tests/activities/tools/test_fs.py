@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from agentrt.activities.tools import FsList, FsRead, FsSearch, FsWrite, ToolContext, resolve_in_workspace
-from agentrt.schemas import ToolArgumentsError, ToolCall, ToolError, WorkspaceEscapeError
+from agentrt.activities.tools import (
+    FsList,
+    FsRead,
+    FsSearch,
+    FsWrite,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolRegistry,
+    resolve_in_workspace,
+)
+from agentrt.schemas import (
+    InvalidPathError,
+    NotARegularFileError,
+    ToolArgumentsError,
+    ToolCall,
+    ToolCrashedError,
+    ToolError,
+    WorkspaceEscapeError,
+)
 
 
 def run(registry, ctx: ToolContext, name: str, **arguments) -> str:
@@ -284,3 +303,102 @@ def test_a_partial_read_or_an_append_never_supersedes_a_whole_read(registry, ctx
     assert _keys(registry, ctx, "fs.read", path="abc.txt", limit=2) == []
     assert _keys(registry, ctx, "fs.read", path="abc.txt", offset=1) == []
     assert _keys(registry, ctx, "fs.write", path="abc.txt", content="x", append=True) == []
+
+
+# ---------------------------------------------------------------- hostile arguments
+
+
+def test_a_catastrophic_backtracking_pattern_is_searched_in_linear_time(registry, ctx, workspace: Path) -> None:
+    # With Python's re, (a+)+$ on this 30-byte line held the GIL and froze the worker.
+    (workspace / "t.txt").write_text("a" * 29 + "!\n" + "a" * 30 + "\n")
+
+    assert run(registry, ctx, "fs.search", pattern="(a+)+$") == "t.txt:2: " + "a" * 30
+
+
+def test_a_pattern_with_a_backreference_is_an_argument_error_naming_re2(registry, ctx) -> None:
+    with pytest.raises(ToolArgumentsError, match="RE2 syntax: no backreferences"):
+        run(registry, ctx, "fs.search", pattern=r"(a)\1")
+
+
+def test_a_huge_pattern_or_glob_is_an_argument_error(registry, ctx) -> None:
+    with pytest.raises(ToolArgumentsError, match="pattern: String should have at most 1000 characters"):
+        run(registry, ctx, "fs.search", pattern="a" * 1001)
+    with pytest.raises(ToolArgumentsError, match="glob: String should have at most 256 characters"):
+        run(registry, ctx, "fs.search", pattern="a", glob="*" * 257)
+
+
+def test_reading_a_fifo_is_refused_instead_of_blocking_a_thread(registry, ctx, workspace: Path) -> None:
+    # Seven such reads used to take every activity thread of the worker, for good.
+    os.mkfifo(workspace / "pipe")
+
+    with pytest.raises(NotARegularFileError, match="'pipe' is a fifo, not a regular file"):
+        run(registry, ctx, "fs.read", path="pipe")
+
+
+def test_writing_a_fifo_is_refused(registry, ctx, workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe")
+
+    with pytest.raises(NotARegularFileError, match="is a fifo"):
+        run(registry, ctx, "fs.write", path="pipe", content="x")
+
+
+def test_search_skips_a_fifo(registry, ctx, workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe")
+    (workspace / "t.txt").write_text("needle\n")
+
+    assert run(registry, ctx, "fs.search", pattern="needle") == "t.txt:1: needle"
+
+
+def test_reading_a_device_through_a_symlink_is_refused(registry, ctx, workspace: Path) -> None:
+    (workspace / "zero").symlink_to("/dev/zero")
+
+    with pytest.raises(ToolError):
+        run(registry, ctx, "fs.read", path="zero")
+
+
+@pytest.mark.parametrize(
+    "path, reason",
+    [
+        ("a\0b.txt", "it holds a NUL byte"),
+        ("x" * 5000, "a name longer than 255 bytes"),
+        ("loop/x.txt", "symlink loop"),
+        ("\ud800.txt", "cannot be encoded as a file name"),
+    ],
+)
+@pytest.mark.parametrize("tool", ["fs.write", "fs.read", "fs.list", "fs.search"])
+def test_a_path_no_file_system_call_takes_is_an_invalid_path_error(
+    registry, ctx, workspace: Path, tool: str, path: str, reason: str
+) -> None:
+    # These used to raise ValueError / OSError / RuntimeError: an effectful call's ledger row
+    # stayed `claimed` and the session asked an operator to reconcile an effect that never started.
+    (workspace / "loop").symlink_to("loop")
+    arguments = {"fs.write": {"content": "x"}, "fs.search": {"pattern": "x"}}.get(tool, {})
+
+    with pytest.raises(InvalidPathError, match=reason):
+        run(registry, ctx, tool, path=path, **arguments)
+
+
+def test_any_exception_of_a_tool_is_a_typed_tool_error(ctx) -> None:
+    class Broken(Tool):
+        name = "test.broken"
+        description = "raises"
+        risk = "effectful"
+
+        class Args(ToolArgs):
+            pass
+
+        def run(self, args, ctx):
+            raise KeyError("surprise")
+
+    registry = ToolRegistry([Broken()])
+    with pytest.raises(ToolCrashedError, match="test.broken failed unexpectedly: KeyError: 'surprise'"):
+        registry.execute(ToolCall(id="c1", name="test.broken", arguments={}), ctx)
+
+
+def test_a_search_stops_at_the_calls_time_bound(registry, workspace: Path) -> None:
+    for i in range(50):
+        (workspace / f"f{i}.txt").write_text("x\n")
+    ctx = ToolContext(workspace=workspace, timeout_seconds=0)
+
+    with pytest.raises(ToolError, match="the call's time bound is 0 s"):
+        run(registry, ctx, "fs.search", pattern="y")

