@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
+from agentrt.activities.providers import redact
 from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
@@ -46,9 +47,13 @@ PREVIEW_CHARS = 200
 
 
 class ToolActivities:
-    def __init__(self, registry: ToolRegistry, store: "Store") -> None:
+    """``secrets``: the values to redact from every tool result before it is stored or crosses
+    Temporal (the worker's provider keys); none by default."""
+
+    def __init__(self, registry: ToolRegistry, store: "Store", secrets: Callable[[], list[str]] = list) -> None:
         self._registry = registry
         self._store = store
+        self._secrets = secrets
 
     @activity.defn(name=TOOLS_LIST)
     def list_tools(self, input: ListToolsInput) -> ListToolsResult:
@@ -145,6 +150,7 @@ class ToolActivities:
         """Store the call's result message (with ``staged``, the workflow's staged writes, in the
         same transaction) and return what the workflow keeps of it."""
         state_keys = state_keys or []
+        text = redact(text, self._secrets())  # a key a tool printed reaches neither the store nor history
         message = Message(
             role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys
         )

@@ -24,13 +24,12 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
+from agentrt.client._filters import SessionListing, check_list_filter, session_listing
 from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
 from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
-    SESSION_ID_PREFIX,
-    SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
     ArchiveInput,
@@ -73,16 +72,6 @@ class StartedSession:
     session_id: str
     turn_id: str
     workflow_id: str
-
-
-@dataclass
-class SessionListing:
-    session_id: str
-    workflow_id: str
-    status: str
-    owner: str | None
-    started_at: datetime | None
-    closed: bool
 
 
 class AgentClient:
@@ -456,27 +445,19 @@ class AgentClient:
         """Sessions known to Temporal visibility, one per session: its latest run (runs that
         continued as new are left out), the most recently started run first, so ``started_at``
         is when that run started. Archived sessions only with ``include_archived``; ``query``
-        adds a visibility filter."""
+        adds a visibility filter, which must stay inside its group (``InvalidListFilter``
+        otherwise: unbalanced parentheses or quotes); only session workflows are listed."""
         filter_ = f"WorkflowType = '{SESSION_WORKFLOW}' AND ExecutionStatus != 'ContinuedAsNew'"
         if not include_archived:
             filter_ += f" AND ({SESSION_STATUS.name} IS NULL OR {SESSION_STATUS.name} != 'archived')"
-        filter_ += f" AND ({query})" if query else ""
+        if query:
+            check_list_filter(query)
+            filter_ += f" AND ({query})"
         found: dict[str, SessionListing] = {}
         async for execution in self.temporal.list_workflows(filter_, limit=limit):
-            if execution.id in found:  # visibility may briefly show a run that is continuing as new
-                continue
-            attrs = execution.search_attributes or {}
-            status_values = attrs.get(SESSION_STATUS.name) or []
-            owner_values = attrs.get(SESSION_OWNER.name) or []
-            closed = execution.close_time is not None
-            found[execution.id] = SessionListing(
-                session_id=execution.id.removeprefix(SESSION_ID_PREFIX),
-                workflow_id=execution.id,
-                status=str(status_values[0]) if status_values else ("closed" if closed else "starting"),
-                owner=str(owner_values[0]) if owner_values else None,
-                started_at=execution.start_time,
-                closed=closed,
-            )
+            if execution.id in found or execution.workflow_type != SESSION_WORKFLOW:
+                continue  # a run continuing as new shows briefly; only sessions, whatever the filter
+            found[execution.id] = session_listing(execution)
         never = datetime.min.replace(tzinfo=timezone.utc)
         return sorted(found.values(), key=lambda s: s.started_at or never, reverse=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 
 from temporalio.client import (
     WithStartWorkflowOperation,
@@ -28,6 +29,15 @@ from agentrt.workflows.session import SessionWorkflow, workflow_id_for
 MAX_WORKFLOW_ID_CHARS = 1000
 
 
+# A session's workflow task timeout (Temporal's default is 10 s). A task a worker held when it
+# died (with the local activities it ran: store writes, fast read-only tools) is given to
+# another worker only after this, so it bounds how soon a killed worker's session resumes
+# (``python -m bench.recovery``). A live worker completes a task in milliseconds (a replay of
+# a session's whole history after continue-as-new keeps it short: well under a second); a
+# local activity that runs longer heartbeats the task, so it does not time out.
+WORKFLOW_TASK_TIMEOUT = timedelta(seconds=4)
+
+
 def start_operation(config: SessionConfig, task_queue: str) -> WithStartWorkflowOperation:
     """The session's start, for update-with-start: its id, search attributes and summaries.
     Raises ``RequestRejected`` (nothing started) for a session id too long for a workflow id."""
@@ -46,6 +56,7 @@ def start_operation(config: SessionConfig, task_queue: str) -> WithStartWorkflow
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         # An ended session is not restarted under its id: its transcript positions would collide.
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        task_timeout=WORKFLOW_TASK_TIMEOUT,
         static_summary=f"session {config.session_id} · {config.profile}",
         static_details=f"owner `{config.owner}` · workspace `{config.workspace}`",
         # Set here once: the workflow writes search attributes only when they change.

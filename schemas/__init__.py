@@ -17,6 +17,7 @@ from agentrt.schemas._activities import (
 from agentrt.schemas._base import Model
 from agentrt.schemas._config import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    ApprovalMode,
     ApprovalPolicy,
     ApprovalRule,
     ModelProfile,
@@ -50,6 +51,7 @@ from agentrt.schemas._errors import (
     ProviderHTTPError,
     ProviderProtocolError,
     ProviderTransportError,
+    InvalidListFilter,
     RequestRejected,
     RunError,
     ScriptExhaustedError,
@@ -140,6 +142,7 @@ __all__ = [
     "AgentrtError",
     "ApprovalPolicy",
     "ApprovalRule",
+    "ApprovalMode",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
     "SandboxPolicy",
     "ArchiveInput",
@@ -209,6 +212,7 @@ __all__ = [
     "ReasoningBlock",
     "ReconcileDecision",
     "ReconcileEffectInput",
+    "InvalidListFilter",
     "RequestRejected",
     "RunError",
     "SEARCH_ATTRIBUTE_KEYS",

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from agentrt.schemas._base import Model
 
 ApprovalRule = Literal["allow", "ask", "deny"]
+ApprovalMode = Literal["never", "on_request", "always"]
 # How a process a tool starts is confined (``agentrt.activities.tools`` runs it under bubblewrap):
 # ``read_only`` (the workspace read-only), ``workspace_write`` (read-write), ``danger_full_access``
 # (no OS sandbox at all).
@@ -86,14 +87,23 @@ class ApprovalPolicy(Model):
     """What the policy engine does with a tool call, by the tool's risk class.
 
     Rules: ``allow`` runs it, ``ask`` waits for an approval signal, ``deny`` refuses it.
-    ``tools`` overrides the rule for a named tool (e.g. ``{"shell.run": "ask"}``).
-    Defaults: read-only tools run; idempotent and effectful ones need approval.
+    ``tools`` overrides the rule for a named tool (e.g. ``{"shell.run": "ask"}``); for a call
+    classified ``destructive`` or ``network`` the stricter of the two applies. Defaults:
+    read-only calls run; idempotent, effectful, destructive and network ones need approval.
+    ``mode`` (``ApprovalMode``): ``on_request`` (the default) follows the rules; ``always``
+    asks about every call the sandbox and the rules allow; ``never`` asks no one: a call whose
+    rule says ``ask`` runs when it is read-only, idempotent or effectful (the sandbox confines
+    it) and is denied when destructive or network. See ``agentrt.workflows.policy``.
     """
 
     read_only: ApprovalRule = "allow"
     idempotent: ApprovalRule = "ask"
     effectful: ApprovalRule = "ask"
     tools: dict[str, ApprovalRule] = Field(default_factory=dict)
+    # Left out at their defaults: a worker of an earlier version still reads the policy.
+    destructive: ApprovalRule = Field(default="ask", exclude_if=lambda v: v == "ask")
+    network: ApprovalRule = Field(default="ask", exclude_if=lambda v: v == "ask")
+    mode: ApprovalMode = Field(default="on_request", exclude_if=lambda v: v == "on_request")
 
 
 class SessionConfig(Model):
@@ -120,6 +130,9 @@ class SessionConfig(Model):
       (bubblewrap) that sees the system read-only, the workspace read-only or read-write and
       nothing else of the machine; ``danger_full_access`` runs it on the worker as it is.
       ``network``: whether sandboxed processes may use the network (default no).
+    - ``interactive``: whether a person can answer this session's approvals; when False
+      (a session run by an autonomous task, say) a call that needs one is denied with
+      ``no_interactive_route`` instead of waiting forever.
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -145,3 +158,4 @@ class SessionConfig(Model):
     # Left out at their defaults, for the same reason.
     sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
     network: bool = Field(default=False, exclude_if=lambda v: v is False)
+    interactive: bool = Field(default=True, exclude_if=lambda v: v is True)

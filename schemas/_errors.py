@@ -68,6 +68,17 @@ class SessionNotFound(ClientError):
         super().__init__(f"no session {session_id!r} (workflow id session-{session_id})")
 
 
+class InvalidListFilter(ClientError):
+    """A ``list_sessions`` filter that would not stay a filter of sessions: parentheses that close
+    the group it is put in (``1=1) OR (WorkflowType != 'x'``), an unclosed quote, or more than
+    ``limit`` characters. ``query`` is the filter, ``reason`` what is wrong with it."""
+
+    def __init__(self, query: str, reason: str) -> None:
+        self.query = query
+        self.reason = reason
+        super().__init__(f"invalid session filter {query[:200]!r}: {reason}")
+
+
 class RequestRejected(ClientError):
     """The session refused an update; ``reason`` is the validator's message."""
 

@@ -143,7 +143,9 @@ class ToolInvocationFailed(_EventBase):
     type: Literal["ToolInvocationFailed"] = "ToolInvocationFailed"
     call_id: str
     tool: str
-    reason: Literal["unknown_tool", "invalid_arguments", "denied", "tool_error", "cancelled", "outcome_unknown"]
+    reason: Literal[
+        "unknown_tool", "invalid_arguments", "denied", "denied_by_sandbox", "tool_error", "cancelled", "outcome_unknown"
+    ]
     error: str
     position: int | None = None
 
@@ -175,11 +177,12 @@ class CancelRequested(_EventBase):
 
 
 class CancelIgnored(_EventBase):
-    """A ``cancel_turn`` signal from a principal that is not the owner; nothing was cancelled."""
+    """A ``cancel_turn`` signal from a principal that is not the owner (``not_owner``), or with
+    no principal at all (``no_principal``, ``principal`` empty); nothing was cancelled."""
 
     type: Literal["CancelIgnored"] = "CancelIgnored"
     principal: str
-    why: Literal["not_owner"]
+    why: Literal["not_owner", "no_principal"]
 
 
 class ContextCompactionStarted(_EventBase):

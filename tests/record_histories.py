@@ -226,6 +226,34 @@ async def send_and_wait(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"start-queue-and-archive": r.handle(config.session_id)}
 
 
+async def policy_sandbox(r: Recorder) -> dict[str, WorkflowHandle]:
+    """The second policy engine: a network command denied by the sandbox, a destructive one asked
+    about and granted, a read allowed, in one batch; then a session no one can answer, whose
+    file write is denied (``no_interactive_route``) instead of waiting."""
+    batch = [
+        {"name": "shell.run", "arguments": {"command": "curl -s https://example.com"}},
+        {"name": "shell.run", "arguments": {"command": "rm -rf build"}},
+        {"name": "fs.list", "arguments": {}},
+    ]
+    config = r.config([{"tool_calls": batch}, {"text": "done"}])
+    started = await r.client.start(config, "clean up")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await r.client.approve(config.session_id, requested.request.request_id)
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    unattended = r.config(
+        [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]}, {"text": "could not"}],
+        interactive=False,
+    )
+    second = await r.client.start(unattended, "write a file")
+    await r.wait_turn(unattended.session_id, second.turn_id)
+    await r.client.archive(unattended.session_id)
+    return {
+        "sandbox-denies-network-and-asks-about-destructive": r.handle(config.session_id),
+        "no-interactive-route-denies": r.handle(unattended.session_id),
+    }
+
+
 SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
@@ -240,6 +268,7 @@ SCENARIOS: list[Scenario] = [
     started_idle_then_message,
     round_limit,
     send_and_wait,
+    policy_sandbox,
 ]
 
 

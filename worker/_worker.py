@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from agentrt.activities import build_activities
-from agentrt.activities.tools import ToolRegistry, default_registry
+from agentrt.activities.tools import ToolRegistry, default_registry, sandbox_status
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
@@ -101,7 +101,7 @@ async def running_worker(
 
     First makes sure the namespace has the search attributes sessions write (registering
     missing ones; ``MissingSearchAttributes`` when it cannot), then polls. The worker logs
-    where it stores and reads big payloads.
+    where it stores and reads big payloads, and whether the OS sandbox (bubblewrap) runs here.
     """
     plugin = plugin_of(client)
     own_store = store is None
@@ -115,6 +115,15 @@ async def running_worker(
         raise
     if plugin is not None:
         log.info("payload storage: %s", plugin.payload_storage.describe())
+    sandbox = await asyncio.to_thread(sandbox_status)
+    if sandbox.available:
+        log.info("OS sandbox for shell.run: bubblewrap at %s", sandbox.path)
+    else:
+        log.warning(
+            "no OS sandbox on this worker (%s): shell.run refuses to run in sessions whose sandbox is read_only or "
+            "workspace_write, and runs unconfined only where a session chose danger_full_access",
+            sandbox.reason,
+        )
     task = asyncio.create_task(worker.run())
     try:
         yield worker

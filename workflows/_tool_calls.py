@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentrt.schemas import ToolCall, ToolSpec, argument_problems
-from agentrt.workflows.policy import Allowed, DeniedByPolicy, PolicyEngine
+from agentrt.workflows.policy import Allowed, DeniedByPolicy, DeniedBySandbox, PolicyEngine
 
 PREVIEW_CHARS = 200
 
@@ -22,13 +22,13 @@ class Triage:
     """What happens to one call: ``run`` it, ``ask`` for approval first, or ``refuse`` it.
 
     ``failure`` names why a refused call did not run (``unknown_tool``, ``invalid_arguments``,
-    ``denied``); ``text`` is the error the model sees, or the policy's reason for ``ask``.
+    ``denied``, ``denied_by_sandbox``); ``text`` is the error the model sees, or the policy's reason for ``ask``.
     """
 
     call: ToolCall
     action: Literal["run", "ask", "refuse"]
     text: str = ""
-    failure: Literal["unknown_tool", "invalid_arguments", "denied"] | None = None
+    failure: Literal["unknown_tool", "invalid_arguments", "denied", "denied_by_sandbox"] | None = None
 
 
 def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> Triage:
@@ -48,7 +48,9 @@ def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> 
     problems = argument_problems(spec, call.arguments)
     if problems:
         return Triage(call, "refuse", f"invalid arguments for {call.name}: " + "; ".join(problems), "invalid_arguments")
-    decision = policy.decide(spec)
+    decision = policy.decide(spec, call.arguments)
+    if isinstance(decision, DeniedBySandbox):
+        return Triage(call, "refuse", f"tool call denied by the sandbox ({decision.reason}); no approval can allow it", "denied_by_sandbox")
     if isinstance(decision, DeniedByPolicy):
         return Triage(call, "refuse", f"tool call denied by policy ({decision.reason})", "denied")
     if isinstance(decision, Allowed):

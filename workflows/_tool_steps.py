@@ -38,6 +38,11 @@ from agentrt.workflows._errors import (
 from agentrt.workflows._session_core import SessionCore
 from agentrt.workflows._tool_calls import arguments_preview, triage
 
+# policy-sandbox-v1: the policy engine's second version (SandboxPolicy, approval modes, calls
+# classified by their arguments: destructive and network commands). Runs recorded before it
+# replay with the first (a rule per the tool's own risk class).
+POLICY_PATCH = "policy-sandbox-v1"
+
 # effect-key-position-v1: a call's idempotency key holds its result position, so a call id a
 # model sends again in a later round of the turn names a new effect.
 EFFECT_KEY_PATCH = "effect-key-position-v1"
@@ -49,6 +54,8 @@ class ToolCallSteps(SessionCore):
     async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> None:
         """Triage every call, ask for all approvals the batch needs at once, then run the allowed calls in order."""
         runnable: list[tuple[ToolCall, PermissionRequest | None]] = []
+        if self._policy.version < 2 and workflow.patched(POLICY_PATCH):
+            self._policy.version = 2
         for call in calls:
             self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
             verdict = triage(call, self._tools, self._policy)

@@ -108,6 +108,10 @@ __all__ = ["FORGOTTEN_TURN", "RECENT_OUTCOMES", "SEARCH_ATTRIBUTE_KEYS", "Sessio
 workflow_id_for = session_workflow_id
 
 
+# principal-required-v1: a cancel_turn signal without a principal is ignored (CancelIgnored,
+# why "no_principal") like a stranger's; runs recorded before it applied such a cancel.
+PRINCIPAL_PATCH = "principal-required-v1"
+
 # Not sandboxed: the sandbox re-imports a workflow's modules for every run and routes every
 # activation and payload through its proxies, about half of a round's worker CPU. What it
 # guards, the session's modules keep by construction (they import only temporalio,
@@ -120,7 +124,15 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._carried = input.state is not None
         self._state: SessionState = input.state or SessionState()
         self._config = input.config
-        self._policy = PolicyEngine(input.config.approval)
+        config = input.config
+        self._policy = PolicyEngine(
+            config.approval,
+            config.sandbox,
+            network=config.network,
+            interactive=config.interactive,
+            workspace=config.workspace,
+            version=1,  # until the first tool call asks POLICY_PATCH (ToolCallSteps)
+        )
         self._journal = EventJournal(self._state)
         self._inbox = Inbox(self._state, input.config.session_id)
         self._approvals = ApprovalBook(self._state, input.config.owner)
@@ -597,6 +609,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     def cancel_turn(self, input: CancelTurnInput) -> None:
         if self._turn_control and not self._initialized:
             self._early_cancels.append(input)  # applied once SessionInitialized is the first event
+            return
+        if input.principal is None and workflow.patched(PRINCIPAL_PATCH):
+            self._emit(CancelIgnored(turn_id=input.turn_id, principal="", why="no_principal"))
             return
         if input.principal is not None and input.principal != self._config.owner:
             self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"))

@@ -143,6 +143,11 @@ class ToolNames:
 # it; a model's arguments much deeper could not be read back from workflow history (pydantic's
 # JSON reader stops at 200 levels, the envelope around the arguments included).
 MAX_ARGUMENT_DEPTH = 64
+# The longest argument text a tool call may have (characters): the arguments travel in workflow
+# history (a payload above the server's 2 MiB limit fails the task) and in every later request.
+# A call over it is refused before it costs history; only the start of a refused text is kept.
+MAX_ARGUMENT_CHARS = 1024 * 1024
+KEPT_RAW_ARGUMENT_CHARS = 2000
 
 # A UTF-16 surrogate on its own: JSON lets ``"\\ud800"`` through, but it is not text and
 # cannot be encoded as UTF-8 (history, the store and the API all need UTF-8).
@@ -174,35 +179,48 @@ def _arguments_problem(value: dict[str, Any]) -> str | None:
 def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
     """Build a ``ToolCall`` from the argument text a model sent; never raises.
 
-    Empty (or whitespace) text means ``{}``. Text that is not a JSON object, an object nested
-    deeper than ``MAX_ARGUMENT_DEPTH`` or one holding a lone surrogate gives
-    ``arguments=None``, ``arguments_raw=raw`` and ``arguments_error`` saying why, so the
-    error can be shown back to the model. When the text parses, ``arguments_raw`` is left
+    Empty (or whitespace) text means ``{}``. Text longer than ``MAX_ARGUMENT_CHARS``, text that
+    is not a JSON object, an object nested deeper than ``MAX_ARGUMENT_DEPTH`` or one holding a
+    lone surrogate gives ``arguments=None``, ``arguments_raw`` (the text, its first
+    ``KEPT_RAW_ARGUMENT_CHARS`` when longer) and ``arguments_error`` saying why, so the error
+    can be shown back to the model. When the text parses, ``arguments_raw`` is left
     empty: the parsed object already says everything and workflow history stays small.
     """
     raw = valid_text(raw)
     if not raw.strip():
         return ToolCall(id=call_id, name=name, arguments={})
+    if len(raw) > MAX_ARGUMENT_CHARS:
+        return ToolCall(
+            id=call_id, name=name, arguments_raw=_kept(raw),
+            arguments_error=f"arguments of {len(raw):,} characters are more than a tool call may have ({MAX_ARGUMENT_CHARS:,})",
+        )
     try:
         value = json.loads(raw)
     except RecursionError:
         return ToolCall(
-            id=call_id, name=name, arguments_raw=raw,
+            id=call_id, name=name, arguments_raw=_kept(raw),
             arguments_error=f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
         )
     except ValueError as e:
-        return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=f"arguments are not valid JSON: {e}")
+        return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=f"arguments are not valid JSON: {e}")
     if not isinstance(value, dict):
         return ToolCall(
             id=call_id,
             name=name,
-            arguments_raw=raw,
+            arguments_raw=_kept(raw),
             arguments_error=f"arguments must be a JSON object, got {type(value).__name__}",
         )
     problem = _arguments_problem(value)
     if problem is not None:
-        return ToolCall(id=call_id, name=name, arguments_raw=raw, arguments_error=problem)
+        return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=problem)
     return ToolCall(id=call_id, name=name, arguments=value)
+
+
+def _kept(raw: str) -> str:
+    """The start of a refused argument text, as much as the model needs to see its mistake."""
+    if len(raw) <= KEPT_RAW_ARGUMENT_CHARS:
+        return raw
+    return raw[:KEPT_RAW_ARGUMENT_CHARS] + f"… ({len(raw):,} characters in all)"
 
 
 def with_distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:

@@ -26,6 +26,9 @@ ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
     "datetime": frozenset({"datetime", "timedelta"}),  # types; the clock is workflow.now()
     "json": None,
     "math": None,
+    "posixpath": frozenset({"basename", "join", "normpath"}),  # string operations only (no cwd, no ~)
+    "re": None,
+    "shlex": frozenset({"shlex"}),  # splitting a string, never a stream
     "types": frozenset({"MappingProxyType"}),  # read-only module constants
     "typing": None,
     "temporalio": frozenset({"workflow"}),

@@ -89,7 +89,7 @@ def test_a_tool_the_policy_denies_is_refused_with_the_policy_reason() -> None:
     policy = PolicyEngine(ApprovalPolicy(effectful="deny"))
     verdict = triage(_call("fs.write", {"path": "a", "text": "b"}), TOOLS, policy)
     assert (verdict.action, verdict.failure) == ("refuse", "denied")
-    assert verdict.text == "tool call denied by policy (policy rule for effectful tools: deny)"
+    assert verdict.text == "tool call denied by policy (policy rule for effectful calls: deny)"
 
 
 def test_a_tool_the_policy_allows_runs() -> None:
@@ -100,7 +100,7 @@ def test_a_tool_the_policy_allows_runs() -> None:
 def test_a_tool_the_policy_asks_about_waits_for_approval_with_the_reason() -> None:
     verdict = triage(_call("fs.write", {"path": "a", "text": "b"}), TOOLS, DEFAULT_POLICY)
     assert (verdict.action, verdict.failure) == ("ask", None)
-    assert verdict.text == "policy rule for effectful tools: ask"
+    assert verdict.text == "policy rule for effectful calls: ask; fs.write (effectful)"
 
 
 def test_a_per_tool_rule_beats_the_risk_rule() -> None:

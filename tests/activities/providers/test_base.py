@@ -134,7 +134,8 @@ def test_arguments_nested_too_deep_give_arguments_error_not_an_exception(raw: st
 
     call = tool_call_from_text("c1", "fs.read", raw)
 
-    assert (call.arguments, call.arguments_raw) == (None, raw)
+    assert call.arguments is None
+    assert call.arguments_raw == (raw if len(raw) <= 2000 else raw[:2000] + f"… ({len(raw):,} characters in all)")
     assert f"deeper than {MAX_ARGUMENT_DEPTH} levels" in (call.arguments_error or "")
 
 
@@ -208,3 +209,24 @@ async def test_an_event_stream_is_read_only_up_to_its_bounds(server, monkeypatch
     with pytest.raises(ProviderTransportError, match=why):
         async for _ in _base.stream_sse(f"{server.url}/v1/x", headers={}, body={}, timeout_seconds=10):
             pass
+
+
+def test_arguments_longer_than_the_bound_are_refused_before_they_reach_history() -> None:
+    from agentrt.activities.providers._base import MAX_ARGUMENT_CHARS
+
+    raw = '{"path": "a", "content": "' + "x" * MAX_ARGUMENT_CHARS + '"}'
+
+    call = tool_call_from_text("c1", "fs.write", raw)
+
+    assert call.arguments is None
+    assert call.arguments_error == f"arguments of {len(raw):,} characters are more than a tool call may have ({MAX_ARGUMENT_CHARS:,})"
+    assert call.arguments_raw.startswith('{"path": "a"') and len(call.arguments_raw) < 2100
+    assert len(call.model_dump_json()) < 3000
+
+
+def test_unparsable_argument_text_keeps_only_its_start() -> None:
+    raw = "not json " * 10_000
+
+    call = tool_call_from_text("c1", "fs.read", raw)
+
+    assert call.arguments_raw == raw[:2000] + f"… ({len(raw):,} characters in all)"
