@@ -23,6 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
+    CancelTurnInput,
     ModelRequestStarted,
     PermissionRequested,
     SendMessageInput,
@@ -254,6 +255,18 @@ async def policy_sandbox(r: Recorder) -> dict[str, WorkflowHandle]:
     }
 
 
+async def cancel_without_principal(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A ``cancel_turn`` signal with no principal during a model call: ignored (``no_principal``),
+    the turn completes."""
+    config = r.config([{"text": "slow answer", "delay_seconds": 1.5}])
+    started = await r.client.start(config, "go")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await r.handle(config.session_id).signal(SessionWorkflow.cancel_turn, CancelTurnInput())
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    return {"cancel-signal-without-principal-ignored": r.handle(config.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
@@ -269,6 +282,7 @@ SCENARIOS: list[Scenario] = [
     round_limit,
     send_and_wait,
     policy_sandbox,
+    cancel_without_principal,
 ]
 
 
