@@ -222,8 +222,9 @@ class ToolRegistry:
         Raises ``ToolError`` for an unknown tool, ``ToolArgumentsError`` when the model's
         argument text was not a JSON object (``call.arguments`` None) or does not match the
         schema, whatever ``ToolError`` the tool raises, and ``ToolCrashedError`` (a
-        ``ToolError``) for any other exception of the tool: a call never fails any other way,
-        so an effectful call that failed is recorded ``failed`` in the effect ledger.
+        ``ToolError``) for any other exception of the tool, so an effectful call that failed
+        is recorded ``failed`` in the effect ledger. Only an exception raised while
+        ``ctx.is_cancelled()`` (the runner cancelling the call) propagates as it is.
         """
         tool = self.get(call.name)
         if call.arguments is None:
@@ -237,6 +238,8 @@ class ToolRegistry:
         except ToolError:
             raise
         except Exception as err:  # noqa: BLE001 - whatever a tool raises, the model gets a typed tool error
+            if ctx.is_cancelled():
+                raise  # the runner cancelling the call (Temporal raises its CancelledError in the tool's thread)
             raise ToolCrashedError(call.name, err) from err
         return output
 

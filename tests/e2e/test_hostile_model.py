@@ -74,11 +74,11 @@ async def test_shell_commands_of_a_hostile_model_reach_no_secret_file_port_or_la
     outcome = await harness.client.wait(sid, started.turn_id)
 
     assert outcome.status == "completed"
-    environ, config_read, store_read, planted, connect, detached = _tool_texts(harness, sid)
+    environ, config_read, store_read, _planted, connect, detached = _tool_texts(harness, sid)
     assert "sk-live-worker-key" not in environ and "OPENAI" not in environ
     assert "No such file or directory" in config_read and "api_key_env" not in config_read
     assert "No such file or directory" in store_read and "SQLite format" not in store_read
-    assert "No such file or directory" in planted and not (tmp_path / "planted.txt").exists()
+    assert not (tmp_path / "planted.txt").exists()  # it landed in the sandbox's private /tmp, if anywhere
     assert "CONNECTED" not in connect and "Connection refused" in connect
     assert "detached" in detached
     for _ in range(100):

@@ -214,8 +214,11 @@ async def test_a_session_started_without_a_message_is_in_the_store_and_idle_at_o
     ]
 
 
-async def test_a_new_session_records_one_patch_marker(harness: Harness, workspace: Path, tmp_path: Path) -> None:
-    """lean-start-v1 stands for the three patches before it: one marker (and one TemporalChangeVersion upsert)."""
+async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """lean-start-v1 stands for the three patches before it: one marker (and one TemporalChangeVersion
+    upsert) at the start; policy-sandbox-v1 adds one at the run's first tool call, not per round."""
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
 
     patches = [
@@ -224,7 +227,7 @@ async def test_a_new_session_records_one_patch_marker(harness: Harness, workspac
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert patches == ["lean-start-v1"]
+    assert patches == ["lean-start-v1", "policy-sandbox-v1"]
 
 
 async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(

@@ -402,3 +402,25 @@ def test_a_search_stops_at_the_calls_time_bound(registry, workspace: Path) -> No
 
     with pytest.raises(ToolError, match="the call's time bound is 0 s"):
         run(registry, ctx, "fs.search", pattern="y")
+
+
+def test_an_exception_raised_while_the_call_is_cancelled_propagates_as_it_is(workspace: Path) -> None:
+    # Temporal cancels a thread-pool activity by raising its CancelledError inside the tool's
+    # thread: it must reach the runner, not turn into a tool error the model reads.
+    class Cancelled(Exception):
+        pass
+
+    class Sleeper(Tool):
+        name = "test.sleeper"
+        description = "interrupted"
+        risk = "read_only"
+
+        class Args(ToolArgs):
+            pass
+
+        def run(self, args, ctx):
+            raise Cancelled()
+
+    ctx = ToolContext(workspace=workspace, is_cancelled=lambda: True)
+    with pytest.raises(Cancelled):
+        ToolRegistry([Sleeper()]).execute(ToolCall(id="c1", name="test.sleeper", arguments={}), ctx)
