@@ -30,6 +30,14 @@ from agentrt.worker import AgentrtConfig
 T = TypeVar("T")
 
 
+class ApprovalModeOption(str, Enum):
+    """``--approval-mode``: the session's ``ApprovalPolicy.mode``."""
+
+    never = "never"
+    on_request = "on_request"
+    always = "always"
+
+
 class SandboxMode(str, Enum):
     """``--sandbox``: a session's ``SandboxPolicy``."""
 

@@ -15,10 +15,10 @@ from typing import Optional
 import typer
 
 from agentrt.activities.providers.scripted import load_script
-from agentrt.client._cli_common import ApproveMode, SandboxMode, drive_turn, load_config, print_outcome, run_command
+from agentrt.client._cli_common import ApprovalModeOption, ApproveMode, SandboxMode, drive_turn, load_config, print_outcome, run_command
 from agentrt.client._render import event_line, transcript_lines
 from agentrt.client._runtime import runtime, state_dir
-from agentrt.schemas import MAX_APPROVAL_TIMEOUT_SECONDS, ConfigurationError, TurnOutcome
+from agentrt.schemas import MAX_APPROVAL_TIMEOUT_SECONDS, ApprovalPolicy, ConfigurationError, TurnOutcome
 from agentrt.store import Store
 from agentrt.worker import AgentrtPlugin, DevServer, connect_when_ready, running_worker
 
@@ -50,6 +50,10 @@ def run(
         help="How shell commands are confined: an OS sandbox with the workspace read-only or read-write, or none at all.",
     ),
     network: bool = typer.Option(False, "--network", help="Let sandboxed commands use the network."),
+    approval_mode: ApprovalModeOption = typer.Option(
+        ApprovalModeOption.on_request, "--approval-mode",
+        help="Who decides what the sandbox allows: the rules (on_request), a person for every call (always), or no one (never).",
+    ),
     max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
     system_prompt: Optional[str] = typer.Option(
         None, "--system-prompt", help="Text appended to the default system prompt (see --replace-system-prompt)."
@@ -102,6 +106,7 @@ def run(
                 system_prompt_mode="replace" if replace_system_prompt else "extend",
                 sandbox=sandbox.value,
                 network=network,
+                approval=ApprovalPolicy(mode=approval_mode.value),
             )
             if profile or not script:
                 config.profile(session_config.profile)  # fail fast on an unknown profile

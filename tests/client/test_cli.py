@@ -118,6 +118,15 @@ async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harn
         (["run", "x", "--workspace", "/definitely/not/here"], "does not exist"),
         (["run", "x", "--workspace", ".", "--approve", "maybe"], "'maybe' is not one of"),
         (["run", "x", "--workspace", ".", "--max-rounds", "0"], "greater than or equal to 1"),
+        # --approval-timeout 1e308 crashed the workflow task for good (OverflowError), -5 denied at
+        # once, nan and inf meant never.
+        (["run", "x", "--workspace", ".", "--approval-timeout", "1e308"], "at most 31622400 seconds, not 1e+308"),
+        (["run", "x", "--workspace", ".", "--approval-timeout", "-5"], "must be more than 0"),
+        (["run", "x", "--workspace", ".", "--approval-timeout", "nan"], "not nan"),
+        (["run", "x", "--workspace", ".", "--approval-timeout", "inf"], "not inf"),
+        (["run", "x", "--workspace", ".", "--sandbox", "none"], "'none' is not one of"),
+        (["run", "x", "--workspace", ".", "--approval-mode", "sometimes"], "'sometimes' is not one of"),
+        (["session", "list", "-q", "1=1) OR (WorkflowType != 'x'"], "must stay inside its group"),
     ],
 )
 async def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
