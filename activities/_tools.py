@@ -150,6 +150,8 @@ class ToolActivities:
         """Store the call's result message (with ``staged``, the workflow's staged writes, in the
         same transaction) and return what the workflow keeps of it."""
         state_keys = state_keys or []
+        if input.note:
+            text = f"{input.note}\n{text}"
         text = redact(text, self._secrets())  # a key a tool printed reaches neither the store nor history
         message = Message(
             role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys

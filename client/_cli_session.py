@@ -141,13 +141,43 @@ def _decision_command(decision: str) -> Callable[..., None]:
 
         async def go() -> None:
             async with _session_runtime(config) as rt:
-                if decision == "grant":
-                    await rt.client.approve(session_id, request_id, reason)
-                else:
-                    await rt.client.deny(session_id, request_id, reason)
-            typer.echo(f"{'granted' if decision == 'grant' else 'denied'} {request_id} in session {session_id}")
+                await rt.client.deny(session_id, request_id, reason)
+            typer.echo(f"denied {request_id} in session {session_id}")
 
         run_command(go)
+
+    def grant_command(
+        session_id: str,
+        request_id: str,
+        reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the decision."),
+        for_session: bool = typer.Option(
+            False, "--for-session", help="Also run later calls under the same policy rule without asking, for the rest of the session."
+        ),
+        arguments: Optional[str] = typer.Option(
+            None, "--arguments", help="A JSON object: run the call with these arguments instead of the model's."
+        ),
+    ) -> None:
+        edited = None
+        if arguments is not None:
+            try:
+                edited = json.loads(arguments)
+            except ValueError as err:
+                raise typer.BadParameter(f"not JSON: {err}", param_hint="--arguments") from None
+            if not isinstance(edited, dict):
+                raise typer.BadParameter("must be a JSON object", param_hint="--arguments")
+        config = load_config()
+
+        async def go() -> None:
+            async with _session_runtime(config) as rt:
+                await rt.client.approve(session_id, request_id, reason, for_session=for_session, arguments=edited)
+            scope = " for the rest of the session" if for_session else ""
+            typer.echo(f"granted {request_id} in session {session_id}{scope}{' with edited arguments' if edited else ''}")
+
+        run_command(go)
+
+    if decision == "grant":
+        grant_command.__doc__ = "Grant a pending approval (REQUEST_ID as in `session state`), optionally for the session or with edited arguments."
+        return grant_command
 
     command.__doc__ = f"{'Grant' if decision == 'grant' else 'Deny'} a pending approval (REQUEST_ID as in `session state`)."
     return command

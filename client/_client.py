@@ -244,18 +244,35 @@ class AgentClient:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
         return await wait_for_turn(self._handle(session_id), self.store, session_id, turn_id, timeout_seconds)
 
-    async def approve(self, session_id: str, request_id: str, reason: str | None = None) -> None:
-        """Grant a pending approval. Raises ``RequestRejected`` for an unknown or decided request or a non-owner."""
-        await self._decide(session_id, request_id, "grant", reason)
+    async def approve(
+        self,
+        session_id: str,
+        request_id: str,
+        reason: str | None = None,
+        *,
+        for_session: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Grant a pending approval. ``for_session``: later calls under the same policy rule (the
+        request's ``grant_rule``, e.g. ``shell.run:destructive:rm -r``) run without asking for the
+        rest of the session. ``arguments``: the call runs with these instead of the model's
+        (``ToolCallEdited``; the model reads that they were changed). Raises ``RequestRejected``
+        for an unknown or decided request, a non-owner, or edited arguments the tool refuses."""
+        scope = "session" if for_session else "once"
+        await self._decide(session_id, request_id, "grant", reason, scope=scope, arguments=arguments)
 
     async def deny(self, session_id: str, request_id: str, reason: str | None = None) -> None:
         await self._decide(session_id, request_id, "deny", reason)
 
-    async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None) -> None:
+    async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None, *,
+                      scope: str = "once", arguments: dict[str, Any] | None = None) -> None:
         await self._check_pending(session_id, request_id, "tool_call")
         signal = PermissionDecision(
-            request_id=request_id, decision=decision, principal=self.principal, reason=reason  # type: ignore[arg-type]
+            request_id=request_id, decision=decision, principal=self.principal, reason=reason,  # type: ignore[arg-type]
+            scope=scope, arguments=arguments,  # type: ignore[arg-type]
         )
+        if arguments is not None:  # the session checks them: the update says what is wrong
+            return await self._execute(session_id, "decide", SessionWorkflow.decide, signal)
         await self._signal(session_id, SessionWorkflow.permission_decision, signal)
 
     async def reconcile(self, session_id: str, request_id: str, outcome: str, note: str | None = None) -> None:

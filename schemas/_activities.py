@@ -131,6 +131,8 @@ class ToolExecuteInput(Model):
     # The session's SandboxPolicy and network choice; left out at their defaults, for the same reason.
     sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
     network: bool = Field(default=False, exclude_if=lambda v: v is False)
+    # A line put before the result the model reads (an approval edited the call); left out when None.
+    note: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ToolExecuteResult(Model):

@@ -87,11 +87,27 @@ class PermissionRequested(_EventBase):
 
 
 class PermissionGranted(_EventBase):
+    """A call granted: by a decision on ``request_id``, or (``scope`` ``session``, ``request_id``
+    the request that granted it) by an earlier grant for the rest of the session."""
+
     type: Literal["PermissionGranted"] = "PermissionGranted"
     request_id: str
     call_id: str
     principal: str
     reason: str | None = None
+    scope: Literal["once", "session"] = Field(default="once", exclude_if=lambda v: v == "once")
+
+
+class ToolCallEdited(_EventBase):
+    """An approval changed a call's arguments before it ran: ``arguments`` (SHA-256
+    ``arguments_sha256``) are what ran, chosen by ``principal`` on ``request_id``."""
+
+    type: Literal["ToolCallEdited"] = "ToolCallEdited"
+    request_id: str
+    call_id: str
+    principal: str
+    arguments: dict[str, Any]
+    arguments_sha256: str
 
 
 class PermissionDenied(_EventBase):
@@ -109,7 +125,7 @@ class PermissionDecisionIgnored(_EventBase):
     request_id: str
     decision: str
     principal: str
-    why: Literal["unknown_request", "already_decided", "not_owner", "mismatch", "wrong_kind"]
+    why: Literal["unknown_request", "already_decided", "not_owner", "mismatch", "wrong_kind", "invalid_edit"]
 
 
 class EffectReconciled(_EventBase):
@@ -282,6 +298,7 @@ Event = Annotated[
         PermissionDenied,
         PermissionDecisionIgnored,
         EffectReconciled,
+        ToolCallEdited,
         ToolInvocationStarted,
         ToolInvocationCompleted,
         ToolInvocationFailed,

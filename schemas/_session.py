@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -70,7 +70,11 @@ class PermissionDecision(Model):
     """Signal ``permission_decision``: ``{"request_id": "req-1", "decision": "grant", "principal": "alice"}``.
 
     ``call_id`` and ``arguments_sha256`` are optional bindings: when given they must match
-    the request, so a decision made for one call can never approve another.
+    the request, so a decision made for one call can never approve another. A grant may
+    also say ``scope = "session"`` (later calls under the same policy rule run without
+    asking; see ``SessionGrant``) and ``arguments``: the call runs with these instead (they
+    must be valid for the tool; the sandbox and policy still apply), recorded as
+    ``ToolCallEdited`` with the editor and the new arguments' SHA-256.
     """
 
     request_id: str
@@ -79,6 +83,20 @@ class PermissionDecision(Model):
     reason: str | None = None
     call_id: str | None = None
     arguments_sha256: str | None = None
+    # Left out at their defaults: a worker of an earlier version still reads the decision.
+    scope: Literal["once", "session"] = Field(default="once", exclude_if=lambda v: v == "once")
+    arguments: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class SessionGrant(Model):
+    """An approval that holds for the rest of the session: calls whose policy rule is ``rule``
+    (``"<tool>:<risk class>:<classification>"``, e.g. ``"shell.run:destructive:rm -r"``) run
+    without asking. Granted by ``principal`` (the owner) on ``request_id``."""
+
+    principal: str
+    tool: str
+    rule: str
+    request_id: str
 
 
 class ReconcileDecision(Model):
@@ -203,6 +221,8 @@ class SessionState(Model):
     recent_outcomes: list[TurnOutcome] = Field(default_factory=list)
     pending_approvals: list[PermissionRequest] = Field(default_factory=list)
     approval_decisions: dict[str, PermissionDecision | ReconcileDecision] = Field(default_factory=dict)
+    # Left out when empty: a worker of an earlier version still reads the carried state.
+    session_grants: list[SessionGrant] = Field(default_factory=list, exclude_if=lambda v: not v)
     auto_compaction_pause: int = 0
     unflushed_events: list[Event] = Field(default_factory=list)
     unflushed_messages: list[PositionedMessage] = Field(default_factory=list)

@@ -35,3 +35,5 @@ class PermissionRequest(Model):
     kind: Literal["tool_call", "reconcile"] = "tool_call"
     # A reconcile request's effect ledger key (left out otherwise and in requests of earlier versions).
     idempotency_key: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The policy rule a grant "for this session" would cover (left out when there is none).
+    grant_rule: str | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -255,6 +255,28 @@ async def policy_sandbox(r: Recorder) -> dict[str, WorkflowHandle]:
     }
 
 
+async def session_grant_and_edit(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A destructive command granted for the session (the next one under the same rule runs
+    without asking), then a file write granted with edited arguments."""
+    config = r.config([
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "rm -rf a"}}]},
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "rm -r b"}}]},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "n.md", "content": "model"}}]},
+        {"text": "done"},
+    ])
+    started = await r.client.start(config, "clean up")
+    first = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await r.client.approve(config.session_id, first.request.request_id, for_session=True)
+    write = await wait_for_event(
+        r.client, config.session_id,
+        lambda e: isinstance(e, PermissionRequested) and e.request.request_id != first.request.request_id,
+    )
+    await r.client.approve(config.session_id, write.request.request_id, arguments={"path": "n.md", "content": "edited"})
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    return {"grant-for-session-then-edited-write": r.handle(config.session_id)}
+
+
 async def cancel_without_principal(r: Recorder) -> dict[str, WorkflowHandle]:
     """A ``cancel_turn`` signal with no principal during a model call: ignored (``no_principal``),
     the turn completes."""
@@ -283,6 +305,7 @@ SCENARIOS: list[Scenario] = [
     send_and_wait,
     policy_sandbox,
     cancel_without_principal,
+    session_grant_and_edit,
 ]
 
 

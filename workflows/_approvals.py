@@ -9,9 +9,9 @@ reason (``why_ignored``), never applied twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from agentrt.schemas import (
     EffectReconciled,
@@ -22,12 +22,15 @@ from agentrt.schemas import (
     PermissionGranted,
     PermissionRequest,
     ReconcileDecision,
+    SessionGrant,
     SessionState,
     ToolCall,
     arguments_sha256,
 )
 
-IgnoredWhy = Literal["already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch"]
+IgnoredWhy = Literal["already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch", "invalid_edit"]
+# What is wrong with edited arguments for a tool (``[]`` when they are valid): the session's check.
+EditCheck = Callable[[str, dict[str, Any]], list[str]]
 
 IGNORED_REASONS: Mapping[str, str] = MappingProxyType({
     "already_decided": "request {request} was already decided (or its turn ended)",
@@ -35,6 +38,7 @@ IGNORED_REASONS: Mapping[str, str] = MappingProxyType({
     "not_owner": "principal {principal!r} is not the owner of this session",
     "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect)",
     "mismatch": "the decision names another call or other arguments than request {request}",
+    "invalid_edit": "the arguments given for request {request} are not valid for its tool (only a grant may edit them)",
 })
 
 RECONCILE_REASON = "the worker stopped between claiming and recording this effect: was it applied?"
@@ -50,9 +54,10 @@ def ignored_text(why: str, request_id: str, principal: str) -> str:
 class ApprovalBook:
     """Requests ``req-N`` waiting for a decision, numbered for the whole session."""
 
-    def __init__(self, state: SessionState, owner: str) -> None:
+    def __init__(self, state: SessionState, owner: str, check_edit: EditCheck | None = None) -> None:
         self._state = state
         self._owner = owner
+        self._check_edit = check_edit
 
     # ------------------------------------------------------------ requests
 
@@ -64,9 +69,11 @@ class ApprovalBook:
         reason: str,
         kind: Literal["tool_call", "reconcile"] = "tool_call",
         idempotency_key: str | None = None,
+        grant_rule: str | None = None,
     ) -> PermissionRequest:
         """Open a request for ``call`` (its arguments frozen by their SHA-256; a reconcile request
-        keeps the ``idempotency_key`` of the effect it asks about)."""
+        keeps the ``idempotency_key`` of the effect it asks about; ``grant_rule`` is the policy
+        rule a grant for the session would cover)."""
         self._state.request_counter += 1
         arguments = call.arguments or {}
         request = PermissionRequest(
@@ -80,6 +87,7 @@ class ApprovalBook:
             reason=reason,
             kind=kind,
             idempotency_key=idempotency_key,
+            grant_rule=grant_rule,
         )
         self._state.pending_approvals.append(request)
         return request
@@ -87,6 +95,10 @@ class ApprovalBook:
     def undecided(self) -> list[PermissionRequest]:
         """Requests still waiting for a decision (what the ``state`` query shows)."""
         return [r for r in self._state.pending_approvals if r.request_id not in self._state.approval_decisions]
+
+    def session_grant(self, rule: str) -> SessionGrant | None:
+        """The owner's grant for the rest of the session that covers ``rule``, if any."""
+        return next((g for g in self._state.session_grants if g.rule == rule and g.principal == self._owner), None)
 
     def all_decided(self, request_ids: list[str]) -> bool:
         return all(i in self._state.approval_decisions for i in request_ids)
@@ -141,8 +153,12 @@ class ApprovalBook:
         kind: str,
         call_id: str | None = None,
         digest: str | None = None,
+        edit: dict[str, Any] | None = None,
+        verdict: str = "grant",
     ) -> IgnoredWhy | None:
-        """Why a decision on ``request_id`` would change nothing, or None when it counts. Changes no state."""
+        """Why a decision on ``request_id`` would change nothing, or None when it counts. Changes no
+        state. ``edit``: the arguments a grant replaces the call's with (``verdict`` must be
+        ``grant`` and they must pass the session's check for the tool)."""
         if principal != self._owner:
             return "not_owner"  # first: a stranger learns nothing about the session's requests
         if request_id in self._state.approval_decisions:
@@ -160,13 +176,20 @@ class ApprovalBook:
             digest is not None and digest != pending.arguments_sha256
         ):
             return "mismatch"
+        if edit is not None and (verdict != "grant" or self.edit_problems(pending.tool, edit)):
+            return "invalid_edit"
         return None
+
+    def edit_problems(self, tool: str, arguments: dict[str, Any]) -> list[str]:
+        """What is wrong with ``arguments`` as edited arguments for ``tool``; [] when valid."""
+        return self._check_edit(tool, arguments) if self._check_edit is not None else []
 
     def decide(self, decision: Decision) -> Event:
         """Record ``decision`` when it counts; returns the event that says what happened."""
         if isinstance(decision, PermissionDecision):
             why = self.why_ignored(
-                decision.request_id, decision.principal, "tool_call", decision.call_id, decision.arguments_sha256
+                decision.request_id, decision.principal, "tool_call", decision.call_id, decision.arguments_sha256,
+                decision.arguments, decision.decision,
             )
             verdict = decision.decision
         else:
@@ -187,11 +210,24 @@ class ApprovalBook:
                 principal=decision.principal,
                 note=decision.note,
             )
-        event_type = PermissionGranted if decision.decision == "grant" else PermissionDenied
-        return event_type(
+        if decision.decision == "deny":
+            return PermissionDenied(
+                turn_id=request.turn_id,
+                request_id=decision.request_id,
+                call_id=request.call_id,
+                principal=decision.principal,
+                reason=decision.reason,
+            )
+        scope = "session" if decision.scope == "session" and request.grant_rule else "once"
+        if scope == "session" and request.grant_rule is not None and self.session_grant(request.grant_rule) is None:
+            self._state.session_grants.append(
+                SessionGrant(principal=decision.principal, tool=request.tool, rule=request.grant_rule, request_id=request.request_id)
+            )
+        return PermissionGranted(
             turn_id=request.turn_id,
             request_id=decision.request_id,
             call_id=request.call_id,
             principal=decision.principal,
             reason=decision.reason,
+            scope=scope,
         )

@@ -22,13 +22,15 @@ class Triage:
     """What happens to one call: ``run`` it, ``ask`` for approval first, or ``refuse`` it.
 
     ``failure`` names why a refused call did not run (``unknown_tool``, ``invalid_arguments``,
-    ``denied``, ``denied_by_sandbox``); ``text`` is the error the model sees, or the policy's reason for ``ask``.
+    ``denied``, ``denied_by_sandbox``); ``text`` is the error the model sees, or the policy's reason for ``ask``;
+    ``rule`` (``ask`` only) the policy rule a grant for the session would cover.
     """
 
     call: ToolCall
     action: Literal["run", "ask", "refuse"]
     text: str = ""
     failure: Literal["unknown_tool", "invalid_arguments", "denied", "denied_by_sandbox"] | None = None
+    rule: str = ""  # for ``ask``: the policy rule a grant for the session would cover
 
 
 def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> Triage:
@@ -55,7 +57,7 @@ def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> 
         return Triage(call, "refuse", f"tool call denied by policy ({decision.reason})", "denied")
     if isinstance(decision, Allowed):
         return Triage(call, "run")
-    return Triage(call, "ask", decision.reason)
+    return Triage(call, "ask", decision.reason, rule=getattr(decision, "rule", ""))
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:

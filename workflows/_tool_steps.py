@@ -16,16 +16,19 @@ from agentrt.schemas import (
     Message,
     ModelToolCallRequested,
     PermissionDecision,
+    PermissionGranted,
     PermissionRequest,
     PermissionRequested,
     ReconcileDecision,
     ReconcileEffectInput,
     ToolCall,
+    ToolCallEdited,
     ToolExecuteInput,
     ToolExecuteResult,
     ToolInvocationCompleted,
     ToolInvocationFailed,
     ToolInvocationStarted,
+    arguments_sha256,
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows._approvals import RECONCILE_REASON
@@ -59,18 +62,29 @@ class ToolCallSteps(SessionCore):
         for call in calls:
             self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
             verdict = triage(call, self._tools, self._policy)
+            grant = self._approvals.session_grant(verdict.rule) if verdict.action == "ask" and verdict.rule else None
             if verdict.action == "refuse":
                 self._fail_call(turn_id, call, verdict.failure, verdict.text)
             elif verdict.action == "run":
                 runnable.append((call, None))
+            elif grant is not None:
+                reason = f"granted for this session on {grant.request_id} ({grant.rule})"
+                self._emit(PermissionGranted(
+                    turn_id=turn_id, request_id=grant.request_id, call_id=call.id, principal=grant.principal,
+                    reason=reason, scope="session",
+                ))
+                runnable.append((call, None))
             else:
-                request = self._approvals.request(turn_id, call, self._tools[call.name].risk, verdict.text)
+                request = self._approvals.request(
+                    turn_id, call, self._tools[call.name].risk, verdict.text, grant_rule=verdict.rule or None
+                )
                 self._emit(PermissionRequested(turn_id=turn_id, request=request))
                 runnable.append((call, request))
         waiting = [r for _, r in runnable if r is not None]
         if waiting:
             await self._await_decisions(waiting)
         for call, request in runnable:
+            note = None
             if request is not None:
                 decision = self._approvals.close(request.request_id)
                 assert isinstance(decision, PermissionDecision)
@@ -78,7 +92,31 @@ class ToolCallSteps(SessionCore):
                     why = decision.reason or "no reason given"
                     self._fail_call(turn_id, call, "denied", f"denied by {decision.principal}: {why}")
                     continue
-            await self._execute_tool(turn_id, round_number, call)
+                if decision.arguments is not None:
+                    edited = self._edited_call(turn_id, request, call, decision)
+                    if edited is None:
+                        continue
+                    call, note = edited
+            await self._execute_tool(turn_id, round_number, call, note)
+
+    def _edited_call(
+        self, turn_id: str, request: PermissionRequest, call: ToolCall, decision: PermissionDecision
+    ) -> tuple[ToolCall, str] | None:
+        """The call with the arguments an approval chose, recorded as ``ToolCallEdited``, and the
+        note the model reads with its result; None (the call refused) when the sandbox or the
+        policy refuses the edited call."""
+        arguments = decision.arguments or {}
+        self._emit(ToolCallEdited(
+            turn_id=turn_id, request_id=request.request_id, call_id=call.id, principal=decision.principal,
+            arguments=arguments, arguments_sha256=arguments_sha256(arguments),
+        ))
+        edited = call.model_copy(update={"arguments": arguments, "arguments_raw": "", "arguments_error": None})
+        verdict = triage(edited, self._tools, self._policy)
+        if verdict.action == "refuse":
+            self._fail_call(turn_id, call, verdict.failure, f"the call as {decision.principal} edited it: {verdict.text}")
+            return None
+        shown = arguments_preview(arguments, 500)
+        return edited, f"[{decision.principal} changed the arguments of this call before it ran; it ran with {shown}]"
 
     async def _await_decisions(self, requests: list[PermissionRequest]) -> None:
         self._set_status("awaiting_approval")
@@ -104,7 +142,7 @@ class ToolCallSteps(SessionCore):
             raise TurnCancelled()
         self._set_status("running")
 
-    async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall) -> None:
+    async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall, note: str | None = None) -> None:
         """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
         position = self._journal.take_position()
         spec = self._tools.get(call.name)
@@ -132,6 +170,7 @@ class ToolCallSteps(SessionCore):
                         store_writes=writes,
                         sandbox=self._config.sandbox,
                         network=self._config.network,
+                        note=note,
                     ),
                     local=local,
                     result_type=ToolExecuteResult,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -57,6 +58,7 @@ from agentrt.schemas import (
     Usage,
     UserMessageAdded,
     WaitTurnInput,
+    argument_problems,
     session_workflow_id,
 )
 from agentrt.workflows import _activity_options as options
@@ -135,7 +137,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         )
         self._journal = EventJournal(self._state)
         self._inbox = Inbox(self._state, input.config.session_id)
-        self._approvals = ApprovalBook(self._state, input.config.owner)
+        self._approvals = ApprovalBook(self._state, input.config.owner, check_edit=self._edit_problems)
         self._tools = {t.name: t for t in self._state.tools}
         self._active_turn: str | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
@@ -580,9 +582,20 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     @decide.validator
     def _validate_decide(self, input: PermissionDecision) -> None:
-        why = self._approvals.why_ignored(input.request_id, input.principal, "tool_call", input.call_id, input.arguments_sha256)
+        why = self._approvals.why_ignored(
+            input.request_id, input.principal, "tool_call", input.call_id, input.arguments_sha256, input.arguments, input.decision
+        )
         if why is not None:
-            raise rejected(ignored_text(why, input.request_id, input.principal))
+            text = ignored_text(why, input.request_id, input.principal)
+            pending = next((r for r in self._approvals.undecided() if r.request_id == input.request_id), None)
+            if why == "invalid_edit" and pending is not None and input.arguments is not None:
+                text += ": " + ("; ".join(self._edit_problems(pending.tool, input.arguments)) or "a deny cannot edit")
+            raise rejected(text)
+
+    def _edit_problems(self, tool: str, arguments: dict[str, Any]) -> list[str]:
+        """What is wrong with edited ``arguments`` for ``tool`` (the model's calls' schema check)."""
+        spec = self._tools.get(tool)
+        return argument_problems(spec, arguments) if spec is not None else [f"unknown tool {tool!r}"]
 
     @workflow.update
     def decide_reconcile(self, input: ReconcileDecision) -> None:
