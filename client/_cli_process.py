@@ -107,6 +107,7 @@ def run(
                 sandbox=sandbox.value,
                 network=network,
                 approval=ApprovalPolicy(mode=approval_mode.value),
+                operators=config.operators,
             )
             if profile or not script:
                 config.profile(session_config.profile)  # fail fast on an unknown profile

@@ -266,7 +266,7 @@ class AgentClient:
 
     async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None, *,
                       scope: str = "once", arguments: dict[str, Any] | None = None) -> None:
-        await self._check_pending(session_id, request_id, "tool_call")
+        await self._check_pending(session_id, request_id, "tool_call", reason)
         signal = PermissionDecision(
             request_id=request_id, decision=decision, principal=self.principal, reason=reason,  # type: ignore[arg-type]
             scope=scope, arguments=arguments,  # type: ignore[arg-type]
@@ -280,13 +280,13 @@ class AgentClient:
 
         Raises ``RequestRejected`` (unknown or decided request, not the owner, not a reconcile request).
         """
-        await self._check_pending(session_id, request_id, "reconcile")
+        await self._check_pending(session_id, request_id, "reconcile", note)
         signal = ReconcileDecision(
             request_id=request_id, outcome=outcome, principal=self.principal, note=note  # type: ignore[arg-type]
         )
         await self._signal(session_id, SessionWorkflow.reconcile, signal)
 
-    async def _check_pending(self, session_id: str, request_id: str, kind: str) -> None:
+    async def _check_pending(self, session_id: str, request_id: str, kind: str, reason: str | None) -> None:
         """Refuse, with the reason, a decision the session would record and ignore.
 
         Decisions travel as signals (durable even while no worker runs); the session
@@ -294,8 +294,10 @@ class AgentClient:
         """
         what = f"the decision on {request_id}"
         view = await self.state(session_id)
-        if self.principal != view.owner:
+        if self.principal != view.owner and self.principal not in view.operators:
             raise RequestRejected(session_id, what, f"principal {self.principal!r} is not the owner of this session")
+        if self.principal != view.owner and not (reason or "").strip():
+            raise RequestRejected(session_id, what, f"operator {self.principal!r} must give a reason (not the owner)")
         pending = {r.request_id: r for r in view.pending_approvals}
         if request_id not in pending:
             raise RequestRejected(session_id, what, f"no pending request {request_id} (unknown, or already decided)")

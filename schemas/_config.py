@@ -130,6 +130,10 @@ class SessionConfig(Model):
       (bubblewrap) that sees the system read-only, the workspace read-only or read-write and
       nothing else of the machine; ``danger_full_access`` runs it on the worker as it is.
       ``network``: whether sandboxed processes may use the network (default no).
+    - ``operators``: principals (the ``[principals] operators`` of the configuration that
+      started the session) who may decide its approvals and reconciles, cancel its turns and
+      archive it although they are not its owner, each time with a reason; every such act is
+      recorded as ``OperatorActed``. They may not send it messages.
     - ``interactive``: whether a person can answer this session's approvals; when False
       (a session run by an autonomous task, say) a call that needs one is denied with
       ``no_interactive_route`` instead of waiting forever.
@@ -159,3 +163,4 @@ class SessionConfig(Model):
     sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
     network: bool = Field(default=False, exclude_if=lambda v: v is False)
     interactive: bool = Field(default=True, exclude_if=lambda v: v is True)
+    operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)

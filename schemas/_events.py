@@ -98,6 +98,18 @@ class PermissionGranted(_EventBase):
     scope: Literal["once", "session"] = Field(default="once", exclude_if=lambda v: v == "once")
 
 
+class OperatorActed(_EventBase):
+    """An operator (``SessionConfig.operators``), not the owner, acted on the session: ``action``
+    is ``grant``, ``deny``, ``reconcile``, ``cancel`` or ``archive``, ``target`` the request or
+    turn (None for the session), ``reason`` the reason the operator gave."""
+
+    type: Literal["OperatorActed"] = "OperatorActed"
+    principal: str
+    action: Literal["grant", "deny", "reconcile", "cancel", "archive"]
+    target: str | None = None
+    reason: str
+
+
 class ToolCallEdited(_EventBase):
     """An approval changed a call's arguments before it ran: ``arguments`` (SHA-256
     ``arguments_sha256``) are what ran, chosen by ``principal`` on ``request_id``."""
@@ -125,7 +137,9 @@ class PermissionDecisionIgnored(_EventBase):
     request_id: str
     decision: str
     principal: str
-    why: Literal["unknown_request", "already_decided", "not_owner", "mismatch", "wrong_kind", "invalid_edit"]
+    why: Literal[
+        "unknown_request", "already_decided", "not_owner", "mismatch", "wrong_kind", "invalid_edit", "no_reason"
+    ]
 
 
 class EffectReconciled(_EventBase):
@@ -198,7 +212,7 @@ class CancelIgnored(_EventBase):
 
     type: Literal["CancelIgnored"] = "CancelIgnored"
     principal: str
-    why: Literal["not_owner", "no_principal"]
+    why: Literal["not_owner", "no_principal", "no_reason"]
 
 
 class ContextCompactionStarted(_EventBase):
@@ -298,6 +312,7 @@ Event = Annotated[
         PermissionDenied,
         PermissionDecisionIgnored,
         EffectReconciled,
+        OperatorActed,
         ToolCallEdited,
         ToolInvocationStarted,
         ToolInvocationCompleted,

@@ -247,6 +247,7 @@ class SessionStateView(Model):
 
     session_id: str
     owner: str
+    operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     status: SessionStatus
     profile: str
     workspace: str

@@ -277,6 +277,27 @@ async def session_grant_and_edit(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"grant-for-session-then-edited-write": r.handle(config.session_id)}
 
 
+async def operator_acts(r: Recorder) -> dict[str, WorkflowHandle]:
+    """An operator (not the owner) grants an approval, cancels the next turn and archives the
+    session, each with a reason (``OperatorActed``)."""
+    config = r.config(
+        [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]}, {"text": "done"},
+         {"text": "slow", "delay_seconds": 30}],
+        operators=["ops"],
+    )
+    operator = AgentClient(r.temporal, task_queue=r.client.task_queue, principal="ops", store=r.client.store)
+    started = await r.client.start(config, "write")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await operator.approve(config.session_id, requested.request.request_id, "owner away")
+    await r.wait_turn(config.session_id, started.turn_id)
+    second = await r.client.send(config.session_id, "again")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, ModelRequestStarted) and e.turn_id == second.turn_id)
+    await operator.cancel(config.session_id, reason="runaway")
+    await r.wait_turn(config.session_id, second.turn_id)
+    await operator.archive(config.session_id, "cleanup")
+    return {"operator-grants-cancels-archives": r.handle(config.session_id)}
+
+
 async def cancel_without_principal(r: Recorder) -> dict[str, WorkflowHandle]:
     """A ``cancel_turn`` signal with no principal during a model call: ignored (``no_principal``),
     the turn completes."""
@@ -306,6 +327,7 @@ SCENARIOS: list[Scenario] = [
     policy_sandbox,
     cancel_without_principal,
     session_grant_and_edit,
+    operator_acts,
 ]
 
 

@@ -20,7 +20,7 @@ DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
-TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads"}
+TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads", "principals"}
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 
 PayloadDriverName = Literal["store", "directory", "none"]
@@ -116,7 +116,9 @@ class AgentrtConfig:
 
     ``AgentrtConfig.load()`` always sets ``database_url`` (default
     ``sqlite:///$AGENTRT_HOME/agentrt.db``); a config built directly may leave it None, which
-    the store reads as the same default. ``source`` is the file read, if any.
+    the store reads as the same default. ``operators`` (``[principals] operators``) are the
+    principals that sessions started with this configuration let act across owners, with a
+    reason (``SessionConfig.operators``). ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -126,6 +128,7 @@ class AgentrtConfig:
     default_profile: str = "default"
     profiles: dict[str, ModelProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
     payloads: PayloadConfig = field(default_factory=PayloadConfig)
+    operators: list[str] = field(default_factory=list)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -150,16 +153,20 @@ class AgentrtConfig:
                 data = tomllib.loads(file.read_text())
             except tomllib.TOMLDecodeError as err:
                 raise ConfigurationError(f"{file}: invalid TOML: {err}") from err
+        if not isinstance(data.get("principals", {}), dict):
+            raise ConfigurationError(f"{file}: principals must be a table ([principals]), not {data['principals']!r}")
         if not isinstance(data.get("payloads", {}), dict):
             raise ConfigurationError(f"{file}: payloads must be a table ([payloads]), not {data['payloads']!r}")
         unknown = sorted(set(data) - TOP_LEVEL_KEYS)
         unknown += [f"temporal.{k}" for k in sorted(set(data.get("temporal", {})) - {"address", "namespace", "task_queue"})]
         unknown += [f"store.{k}" for k in sorted(set(data.get("store", {})) - {"url"})]
         unknown += [f"payloads.{k}" for k in sorted(set(data.get("payloads", {})) - PAYLOAD_KEYS)]
+        unknown += [f"principals.{k}" for k in sorted(set(data.get("principals", {})) - {"operators"})]
         if unknown:
             raise ConfigurationError(
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
-                "[temporal] address/namespace/task_queue, [store] url, [payloads] driver/path/threshold_bytes"
+                "[temporal] address/namespace/task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
+                "[principals] operators"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -170,6 +177,10 @@ class AgentrtConfig:
         config.database_url = _store_url_beside(file, file_url) if file_url else None
         config.default_profile = data.get("default_profile", config.default_profile)
         config.payloads = _payload_config(data.get("payloads", {}), file, home)
+        operators = data.get("principals", {}).get("operators", [])
+        if not isinstance(operators, list) or not all(isinstance(o, str) and o.strip() for o in operators):
+            raise ConfigurationError(f"{file}: [principals] operators must be a list of principal names, not {operators!r}")
+        config.operators = list(operators)
         for name, raw in data.get("profiles", {}).items():
             try:
                 config.profiles[name] = ModelProfile(name=name, **raw)

@@ -28,7 +28,7 @@ from agentrt.schemas import (
     arguments_sha256,
 )
 
-IgnoredWhy = Literal["already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch", "invalid_edit"]
+IgnoredWhy = Literal["already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch", "invalid_edit", "no_reason"]
 # What is wrong with edited arguments for a tool (``[]`` when they are valid): the session's check.
 EditCheck = Callable[[str, dict[str, Any]], list[str]]
 
@@ -39,6 +39,7 @@ IGNORED_REASONS: Mapping[str, str] = MappingProxyType({
     "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect)",
     "mismatch": "the decision names another call or other arguments than request {request}",
     "invalid_edit": "the arguments given for request {request} are not valid for its tool (only a grant may edit them)",
+    "no_reason": "operator {principal!r} must give a reason to decide request {request} of a session it does not own",
 })
 
 RECONCILE_REASON = "the worker stopped between claiming and recording this effect: was it applied?"
@@ -54,10 +55,13 @@ def ignored_text(why: str, request_id: str, principal: str) -> str:
 class ApprovalBook:
     """Requests ``req-N`` waiting for a decision, numbered for the whole session."""
 
-    def __init__(self, state: SessionState, owner: str, check_edit: EditCheck | None = None) -> None:
+    def __init__(
+        self, state: SessionState, owner: str, check_edit: EditCheck | None = None, operators: tuple[str, ...] = ()
+    ) -> None:
         self._state = state
         self._owner = owner
         self._check_edit = check_edit
+        self._operators = frozenset(operators)
 
     # ------------------------------------------------------------ requests
 
@@ -97,8 +101,9 @@ class ApprovalBook:
         return [r for r in self._state.pending_approvals if r.request_id not in self._state.approval_decisions]
 
     def session_grant(self, rule: str) -> SessionGrant | None:
-        """The owner's grant for the rest of the session that covers ``rule``, if any."""
-        return next((g for g in self._state.session_grants if g.rule == rule and g.principal == self._owner), None)
+        """The grant for the rest of the session (by the owner or an operator) that covers ``rule``, if any."""
+        allowed = self._operators | {self._owner}
+        return next((g for g in self._state.session_grants if g.rule == rule and g.principal in allowed), None)
 
     def all_decided(self, request_ids: list[str]) -> bool:
         return all(i in self._state.approval_decisions for i in request_ids)
@@ -155,12 +160,16 @@ class ApprovalBook:
         digest: str | None = None,
         edit: dict[str, Any] | None = None,
         verdict: str = "grant",
+        reason: str | None = None,
     ) -> IgnoredWhy | None:
         """Why a decision on ``request_id`` would change nothing, or None when it counts. Changes no
         state. ``edit``: the arguments a grant replaces the call's with (``verdict`` must be
-        ``grant`` and they must pass the session's check for the tool)."""
-        if principal != self._owner:
+        ``grant`` and they must pass the session's check for the tool). An operator who is not
+        the owner counts only with a ``reason``."""
+        if principal != self._owner and principal not in self._operators:
             return "not_owner"  # first: a stranger learns nothing about the session's requests
+        if principal != self._owner and not (reason or "").strip():
+            return "no_reason"  # an operator acting on another's session says why
         if request_id in self._state.approval_decisions:
             return "already_decided"
         pending = next((r for r in self._state.pending_approvals if r.request_id == request_id), None)
@@ -189,11 +198,11 @@ class ApprovalBook:
         if isinstance(decision, PermissionDecision):
             why = self.why_ignored(
                 decision.request_id, decision.principal, "tool_call", decision.call_id, decision.arguments_sha256,
-                decision.arguments, decision.decision,
+                decision.arguments, decision.decision, decision.reason,
             )
             verdict = decision.decision
         else:
-            why = self.why_ignored(decision.request_id, decision.principal, "reconcile")
+            why = self.why_ignored(decision.request_id, decision.principal, "reconcile", reason=decision.note)
             verdict = decision.outcome
         if why is not None:
             return PermissionDecisionIgnored(

@@ -271,11 +271,23 @@ class SessionCore:
         self._cancel_request = None
         self._set_status("idle")
 
+    def _check_owner_or_operator(self, principal: str | None, reason: str | None, verb: str) -> None:
+        """Refuse (update validators) a principal that is neither the owner nor, with a reason, an operator."""
+        session = self._config.session_id
+        if principal == self._config.owner:
+            return
+        if principal not in self._config.operators:
+            raise rejected(f"principal {principal!r} may not {verb} session {session} (owner is {self._config.owner!r})")
+        if not (reason or "").strip():
+            raise rejected(f"operator {principal!r} must give a reason to {verb} session {session}, which it does not own")
+
     def _cancel_refusal(self, input: CancelTurnInput) -> str | None:
         """Why a cancel would change nothing (update ``cancel`` rejects it), or None."""
         session = self._config.session_id
-        if input.principal != self._config.owner:
+        if input.principal != self._config.owner and input.principal not in self._config.operators:
             return f"principal {input.principal!r} may not cancel turns of session {session} (owner is {self._config.owner!r})"
+        if input.principal != self._config.owner and not (input.reason or "").strip():
+            return f"operator {input.principal!r} must give a reason to cancel a turn of session {session}, which it does not own"
         queued = self._inbox.queued_turn_ids()
         running = self._active_turn if self._cancel_request is None else None
         if input.turn_id is not None and input.turn_id not in queued and input.turn_id != running:
@@ -362,6 +374,7 @@ class SessionCore:
         return SessionStateView(
             session_id=self._config.session_id,
             owner=self._config.owner,
+            operators=list(self._config.operators),
             status=status,
             profile=self._config.profile,
             workspace=self._config.workspace,

@@ -29,6 +29,8 @@ from agentrt.schemas import (
     ArchiveInput,
     AssistantMessageCompleted,
     CancelIgnored,
+    OperatorActed,
+    PermissionDecisionIgnored,
     CancelRequested,
     CancelTurnInput,
     CompactOutcome,
@@ -137,7 +139,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         )
         self._journal = EventJournal(self._state)
         self._inbox = Inbox(self._state, input.config.session_id)
-        self._approvals = ApprovalBook(self._state, input.config.owner, check_edit=self._edit_problems)
+        self._approvals = ApprovalBook(
+            self._state, input.config.owner, check_edit=self._edit_problems, operators=tuple(input.config.operators)
+        )
         self._tools = {t.name: t for t in self._state.tools}
         self._active_turn: str | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
@@ -522,6 +526,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     @workflow.update
     def archive(self, input: ArchiveInput) -> SessionStateView:
+        if input.principal != self._config.owner:
+            self._emit(OperatorActed(principal=input.principal, action="archive", reason=input.reason or ""))
         if self._active_turn is not None and self._turn_control:
             self._emit(CancelRequested(turn_id=self._active_turn, principal=input.principal, reason="session archived"))
             self._cancel_announced = True
@@ -536,8 +542,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             raise rejected(f"session {self._config.session_id} is already archived")
         if self._ending():
             raise rejected(f"session {self._config.session_id} is ending: its workflow was cancelled")
-        if input.principal != self._config.owner:
-            raise rejected(f"principal {input.principal!r} may not archive session {self._config.session_id}")
+        self._check_owner_or_operator(input.principal, input.reason, "archive")
 
     @workflow.update
     async def switch_model(self, input: SwitchModelInput) -> SwitchModelResult:
@@ -583,7 +588,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     @decide.validator
     def _validate_decide(self, input: PermissionDecision) -> None:
         why = self._approvals.why_ignored(
-            input.request_id, input.principal, "tool_call", input.call_id, input.arguments_sha256, input.arguments, input.decision
+            input.request_id, input.principal, "tool_call", input.call_id, input.arguments_sha256, input.arguments,
+            input.decision, input.reason,
         )
         if why is not None:
             text = ignored_text(why, input.request_id, input.principal)
@@ -604,7 +610,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     @decide_reconcile.validator
     def _validate_decide_reconcile(self, input: ReconcileDecision) -> None:
-        why = self._approvals.why_ignored(input.request_id, input.principal, "reconcile")
+        why = self._approvals.why_ignored(input.request_id, input.principal, "reconcile", reason=input.note)
         if why is not None:
             raise rejected(ignored_text(why, input.request_id, input.principal))
 
@@ -612,11 +618,17 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     @workflow.signal
     def permission_decision(self, input: PermissionDecision) -> None:
-        self._emit(self._approvals.decide(input))
+        event = self._approvals.decide(input)
+        self._emit(event)
+        if input.principal != self._config.owner and not isinstance(event, PermissionDecisionIgnored):
+            self._emit(OperatorActed(principal=input.principal, action=input.decision, target=input.request_id, reason=input.reason or ""))
 
     @workflow.signal
     def reconcile(self, input: ReconcileDecision) -> None:
-        self._emit(self._approvals.decide(input))
+        event = self._approvals.decide(input)
+        self._emit(event)
+        if input.principal != self._config.owner and not isinstance(event, PermissionDecisionIgnored):
+            self._emit(OperatorActed(principal=input.principal, action="reconcile", target=input.request_id, reason=input.note or ""))
 
     @workflow.signal
     def cancel_turn(self, input: CancelTurnInput) -> None:
@@ -627,8 +639,13 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             self._emit(CancelIgnored(turn_id=input.turn_id, principal="", why="no_principal"))
             return
         if input.principal is not None and input.principal != self._config.owner:
-            self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"))
-            return
+            if input.principal not in self._config.operators:
+                self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"))
+                return
+            if not (input.reason or "").strip():
+                self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="no_reason"))
+                return
+            self._emit(OperatorActed(principal=input.principal, action="cancel", target=input.turn_id, reason=input.reason or ""))
         if input.include_queued:
             dropped = self._inbox.remove_turns()
         else:
