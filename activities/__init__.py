@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from agentrt.activities._attempts import WORKER_PROCESS, previous_attempt_elsewhere
 from agentrt.activities._model import ModelActivities, ProfileSource
@@ -19,6 +19,7 @@ __all__ = [
     "ProfileSource",
     "StoreActivities",
     "ToolActivities",
+    "WorkerRole",
     "WORKER_PROCESS",
     "build_activities",
     "configured_keys",
@@ -26,16 +27,24 @@ __all__ = [
 ]
 
 
-def build_activities(config: ProfileSource, store: "Store", registry: "ToolRegistry") -> list[Callable[..., Any]]:
+WorkerRole = Literal["all", "models", "tools"]
+
+
+def build_activities(
+    config: ProfileSource, store: "Store", registry: "ToolRegistry", role: WorkerRole = "all"
+) -> list[Callable[..., Any]]:
     """The activity callables a worker registers, bound to its model profiles (the worker's
-    configuration), store and tools."""
+    configuration), store and tools. ``role``: ``all`` (the default), ``models`` (everything
+    but running tool calls: the model calls, the store, tool listing, effect reconciliation),
+    ``tools`` (running tool calls only, ``tool.execute``, for a worker on a session's
+    ``tool_task_queue``)."""
     models = ModelActivities(config, store, registry)
     tools = ToolActivities(registry, store, secrets=lambda: configured_keys(config))
     writes = StoreActivities(store)
-    return [
-        models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.execute, tools.reconcile,
-        writes.append,
-    ]
+    if role == "tools":
+        return [tools.execute]
+    session_side = [models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append]
+    return session_side if role == "models" else [*session_side, tools.execute]
 
 
 def configured_keys(config: ProfileSource) -> list[str]:

@@ -108,6 +108,7 @@ def run(
                 network=network,
                 approval=ApprovalPolicy(mode=approval_mode.value),
                 operators=config.operators,
+                tool_task_queue=config.tool_task_queue,
             )
             if profile or not script:
                 config.profile(session_config.profile)  # fail fast on an unknown profile
@@ -122,14 +123,29 @@ def run(
     raise typer.Exit(0 if outcome.status == "completed" else 1)
 
 
-def worker() -> None:
+def worker(
+    tools_only: bool = typer.Option(
+        False, "--tools-only", help="Run only tool calls, on [temporal] tool_task_queue: start it without provider keys."
+    ),
+    models_only: bool = typer.Option(
+        False, "--models-only", help="Run sessions and model calls, not tool calls (needs [temporal] tool_task_queue)."
+    ),
+) -> None:
     """Run a worker for the configured task queue until Ctrl-C.
 
     Waits (with backoff) for a Temporal server that is not up yet, registers the search
     attributes sessions write when the namespace lacks them (or exits with code 2 and the
-    command that does), then polls.
+    command that does), then polls. By default one worker runs sessions, model calls and tool
+    calls; `--models-only` and `--tools-only` split them (see README, "Running a worker").
     """
+    if tools_only and models_only:
+        raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
+    role = "tools" if tools_only else "models" if models_only else "all"
     config = load_config()
+    if role == "models" and not config.tool_task_queue:
+        raise typer.BadParameter(
+            "needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE) for the tool workers", param_hint="--models-only"
+        )
     _log_to_stderr()
 
     async def go() -> None:
@@ -137,10 +153,12 @@ def worker() -> None:
         try:
             plugin = AgentrtPlugin(config, store)
             temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
-            async with running_worker(temporal, config, store):
+            async with running_worker(temporal, config, store, role=role):  # type: ignore[arg-type]
+                queue = (config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue
                 log.info(
-                    "worker polling %r at %s (namespace %r); Ctrl-C stops it",
-                    config.task_queue, config.temporal_address, config.namespace,
+                    "worker (%s) polling %r at %s (namespace %r); Ctrl-C stops it",
+                    {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
+                    queue, config.temporal_address, config.namespace,
                 )
                 await asyncio.Event().wait()
         finally:

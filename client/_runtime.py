@@ -96,6 +96,9 @@ async def runtime(
                 file=notice,
             )
             await stack.enter_async_context(running_worker(temporal, config, store))
+            if config.tool_task_queue and config.tool_task_queue != config.task_queue:
+                # Its sessions send tool calls there: serve them too, or they would wait for a tools worker.
+                await stack.enter_async_context(running_worker(temporal, config, store, role="tools"))
         yield Runtime(client=client, config=config, store=store, embedded_server=server, ui_url=ui_url)
 
 

@@ -134,6 +134,9 @@ class SessionConfig(Model):
       started the session) who may decide its approvals and reconciles, cancel its turns and
       archive it although they are not its owner, each time with a reason; every such act is
       recorded as ``OperatorActed``. They may not send it messages.
+    - ``tool_task_queue``: the task queue of the workers that run this session's tool calls
+      (``agentrt worker --tools-only``: no provider keys in their environment); None runs them
+      on the session's own task queue. With it, no tool runs as a local activity.
     - ``interactive``: whether a person can answer this session's approvals; when False
       (a session run by an autonomous task, say) a call that needs one is denied with
       ``no_interactive_route`` instead of waiting forever.
@@ -164,3 +167,4 @@ class SessionConfig(Model):
     network: bool = Field(default=False, exclude_if=lambda v: v is False)
     interactive: bool = Field(default=True, exclude_if=lambda v: v is True)
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    tool_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)

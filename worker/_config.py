@@ -111,19 +111,23 @@ class AgentrtConfig:
     Sources, lowest to highest precedence: built-in defaults, one TOML file (the first of
     ``$AGENTRT_CONFIG``, ``./agentrt.toml``, ``$AGENTRT_HOME/agentrt.toml``; see
     ``config_file``), then environment variables ``AGENTRT_TEMPORAL_ADDRESS``,
-    ``AGENTRT_NAMESPACE``, ``AGENTRT_TASK_QUEUE``, ``AGENTRT_DATABASE_URL``,
+    ``AGENTRT_NAMESPACE``, ``AGENTRT_TASK_QUEUE``, ``AGENTRT_TOOL_TASK_QUEUE``, ``AGENTRT_DATABASE_URL``,
     ``AGENTRT_DEFAULT_PROFILE``, ``AGENTRT_PAYLOAD_DRIVER``, ``AGENTRT_PAYLOAD_PATH``.
 
     ``AgentrtConfig.load()`` always sets ``database_url`` (default
     ``sqlite:///$AGENTRT_HOME/agentrt.db``); a config built directly may leave it None, which
     the store reads as the same default. ``operators`` (``[principals] operators``) are the
     principals that sessions started with this configuration let act across owners, with a
-    reason (``SessionConfig.operators``). ``source`` is the file read, if any.
+    reason (``SessionConfig.operators``). ``tool_task_queue`` (``[temporal] tool_task_queue``,
+    ``AGENTRT_TOOL_TASK_QUEUE``): where sessions started with this configuration run their
+    tool calls (``agentrt worker --tools-only`` serves it); None runs them on ``task_queue``.
+    ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
     namespace: str = DEFAULT_NAMESPACE
     task_queue: str = DEFAULT_TASK_QUEUE
+    tool_task_queue: str | None = None
     database_url: str | None = None
     default_profile: str = "default"
     profiles: dict[str, ModelProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
@@ -158,14 +162,16 @@ class AgentrtConfig:
         if not isinstance(data.get("payloads", {}), dict):
             raise ConfigurationError(f"{file}: payloads must be a table ([payloads]), not {data['payloads']!r}")
         unknown = sorted(set(data) - TOP_LEVEL_KEYS)
-        unknown += [f"temporal.{k}" for k in sorted(set(data.get("temporal", {})) - {"address", "namespace", "task_queue"})]
+        unknown += [
+            f"temporal.{k}" for k in sorted(set(data.get("temporal", {})) - {"address", "namespace", "task_queue", "tool_task_queue"})
+        ]
         unknown += [f"store.{k}" for k in sorted(set(data.get("store", {})) - {"url"})]
         unknown += [f"payloads.{k}" for k in sorted(set(data.get("payloads", {})) - PAYLOAD_KEYS)]
         unknown += [f"principals.{k}" for k in sorted(set(data.get("principals", {})) - {"operators"})]
         if unknown:
             raise ConfigurationError(
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
-                "[temporal] address/namespace/task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
+                "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators"
             )
         config = cls(source=file)
@@ -173,6 +179,7 @@ class AgentrtConfig:
         config.temporal_address = temporal.get("address", config.temporal_address)
         config.namespace = temporal.get("namespace", config.namespace)
         config.task_queue = temporal.get("task_queue", config.task_queue)
+        config.tool_task_queue = temporal.get("tool_task_queue", config.tool_task_queue)
         file_url = data.get("store", {}).get("url")
         config.database_url = _store_url_beside(file, file_url) if file_url else None
         config.default_profile = data.get("default_profile", config.default_profile)
@@ -189,6 +196,7 @@ class AgentrtConfig:
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)
+        config.tool_task_queue = env.get("AGENTRT_TOOL_TASK_QUEUE", config.tool_task_queue) or None
         config.database_url = (
             env.get("AGENTRT_DATABASE_URL") or config.database_url or f"sqlite:///{home / 'agentrt.db'}"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import AsyncIterator
@@ -12,7 +13,7 @@ from typing import AsyncIterator
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from agentrt.activities import build_activities
+from agentrt.activities import WorkerRole, build_activities
 from agentrt.activities.tools import ToolRegistry, default_registry, sandbox_status
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store
@@ -54,6 +55,7 @@ def build_worker(
     max_concurrent_activities: int = 32,
     max_cached_workflows: int = 1000,
     sticky_queue_schedule_to_start_timeout: timedelta = STICKY_SCHEDULE_TO_START,
+    role: WorkerRole = "all",
 ) -> Worker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
@@ -64,6 +66,11 @@ def build_worker(
     on its next workflow task. ``sticky_queue_schedule_to_start_timeout`` (default
     ``STICKY_SCHEDULE_TO_START``) is how long a session's next workflow task waits for this
     worker before any worker may take it (and replay the session).
+
+    ``role``: ``all`` runs sessions and every activity; ``models`` runs sessions and every
+    activity but their tool calls, for sessions whose ``tool_task_queue`` is served elsewhere
+    (``ConfigurationError`` when ``config.tool_task_queue`` is not set); ``tools`` runs only
+    tool calls, on ``config.tool_task_queue`` (default ``task_queue``), and no workflow.
 
     ``client`` must be connected with ``AgentrtPlugin`` (``agentrt.client.connect`` does):
     the worker inherits from it the workflows, the sandbox, the data converter that decides
@@ -76,12 +83,18 @@ def build_worker(
         )
     # Local activities (tool listing, fast tools) share the pool: threads for both, so 32 long
     # shell commands never leave a session's tool listing waiting for a thread.
+    if role == "models" and not config.tool_task_queue:
+        raise ConfigurationError(
+            "a models-only worker needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE): "
+            "the task queue its sessions' tool calls go to, served by `agentrt worker --tools-only`"
+        )
+    queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     return Worker(
         client,
-        task_queue=task_queue or config.task_queue,
-        workflows=WORKFLOWS,
-        activities=build_activities(config, store, registry or default_registry()),
+        task_queue=queue,
+        workflows=[] if role == "tools" else WORKFLOWS,
+        activities=build_activities(config, store, registry or default_registry(), role),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,
@@ -95,7 +108,8 @@ def build_worker(
 
 @asynccontextmanager
 async def running_worker(
-    client: Client, config: AgentrtConfig, store: Store | None = None, registry: ToolRegistry | None = None
+    client: Client, config: AgentrtConfig, store: Store | None = None, registry: ToolRegistry | None = None,
+    *, role: WorkerRole = "all",
 ) -> AsyncIterator[Worker]:
     """Run a worker in this process for the duration of the ``async with`` block.
 
@@ -108,13 +122,19 @@ async def running_worker(
     store = store or Store.open(config.database_url)
     try:
         await ensure_search_attributes(client)
-        worker = build_worker(client, config, store, registry)
+        worker = build_worker(client, config, store, registry, role=role)
     except BaseException:
         if own_store:
             store.close()
         raise
     if plugin is not None:
         log.info("payload storage: %s", plugin.payload_storage.describe())
+    keys = [p.api_key_env for p in config.profiles.values() if p.api_key_env and os.environ.get(p.api_key_env)]
+    if role == "tools" and keys:
+        log.warning(
+            "this tools-only worker's environment holds provider keys (%s): run it without them, so that no tool "
+            "call can reach them", ", ".join(sorted(set(keys))),
+        )
     sandbox = await asyncio.to_thread(sandbox_status)
     if sandbox.available:
         log.info("OS sandbox for shell.run: bubblewrap at %s", sandbox.path)

@@ -187,8 +187,10 @@ class SessionCore:
         result_type: type | None = None,
         start_to_close: float | None = None,
         heartbeat_timeout: float | None = None,
+        task_queue: str | None = None,
     ) -> Any:
-        """Run activity ``config.name`` with ``arg``: a local activity when ``local``, else a regular one."""
+        """Run activity ``config.name`` with ``arg``: a local activity when ``local``, else a regular
+        one (on ``task_queue`` when given, else the workflow's)."""
         if local:
             return await workflow.execute_local_activity(
                 config.name,
@@ -196,11 +198,13 @@ class SessionCore:
                 result_type=result_type,
                 **config.local_options(summary=summary, start_to_close=start_to_close),
             )
+        extra = {"task_queue": task_queue} if task_queue is not None else {}
         return await workflow.execute_activity(
             config.name,
             arg,
             result_type=result_type,
             **config.options(summary=summary, start_to_close=start_to_close, heartbeat_timeout=heartbeat_timeout),
+            **extra,
         )
 
     def _set_status(self, status: SessionStatus, *, with_owner: bool = False) -> None:

@@ -177,6 +177,7 @@ class ToolCallSteps(SessionCore):
                     summary=f"{call.name} {arguments_preview(call.arguments, 60)}",
                     start_to_close=options.LOCAL_TOOL_SECONDS if local else tool_seconds + options.TOOL_GRACE_SECONDS,
                     heartbeat_timeout=self._config.heartbeat_timeout_seconds,
+                    task_queue=self._config.tool_task_queue,
                 )
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
@@ -268,11 +269,13 @@ class ToolCallSteps(SessionCore):
         )
 
     def _runs_locally(self, call: ToolCall) -> bool:
-        """The call runs as a local activity: a fast read-only tool, ``local_tools`` on (``lean-rounds-v1``)."""
+        """The call runs as a local activity: a fast read-only tool, ``local_tools`` on (``lean-rounds-v1``),
+        no ``tool_task_queue`` (tools run on their own workers then)."""
         spec = self._tools.get(call.name)
         return (
             self._lean_rounds
             and self._config.local_tools
+            and self._config.tool_task_queue is None
             and spec is not None
             and spec.local_activity
             and spec.risk == "read_only"
