@@ -135,7 +135,8 @@ class ToolActivities:
             output = self._registry.execute(input.call, self._context(input))
         except ToolError as err:
             return False, f"error: {err}", type(err).__name__, []
-        return True, output.text, None, output.state_keys
+        # A NUL in a command's output (binary output) would make PostgreSQL refuse the effect's record.
+        return True, output.text.replace("\x00", "\ufffd"), None, output.state_keys
 
     def _finish(
         self,

@@ -108,3 +108,9 @@ class StoreBase:
         if key not in self._statements:
             self._statements[key] = build()
         return self._statements[key]
+
+
+def text_column(text: str) -> str:
+    """``text`` as a text column of every backend takes it: a NUL character (which PostgreSQL's
+    text type refuses: "text fields cannot contain NUL (0x00) bytes") becomes U+FFFD."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, insert, select
 
-from agentrt.store._base import StoreBase
+from agentrt.store._base import StoreBase, text_column
 from agentrt.store._models import token_deltas
 
 
@@ -48,7 +48,7 @@ class DeltaTable(StoreBase):
         rows = [
             {
                 "session_id": session_id, "turn_id": turn_id, "round": round, "attempt": attempt,
-                "idx": start_idx + i, "text": chunk, "created_at": now,
+                "idx": start_idx + i, "text": text_column(chunk), "created_at": now,
             }
             for i, chunk in enumerate(texts)
         ]

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, select, update
 
-from agentrt.store._base import StoreBase, utc
+from agentrt.store._base import StoreBase, text_column, utc
 from agentrt.store._models import effects
 
 
@@ -90,7 +90,7 @@ class EffectLedger(StoreBase):
         """
         if state not in ("applied", "failed"):
             raise ValueError(f"record_effect: state must be 'applied' or 'failed', not {state!r}")
-        return self._close_claim(key, state, "recorded", result_text=result_text)
+        return self._close_claim(key, state, "recorded", result_text=text_column(result_text))
 
     def reconcile_effect(
         self, key: str, outcome: Literal["applied", "not_applied"], note: str | None = None

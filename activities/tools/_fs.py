@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
 from agentrt.activities.tools._workspace import is_inside, open_regular, relative_display, resolve_in_workspace
-from agentrt.schemas import NotARegularFileError, ToolError
+from agentrt.schemas import ToolError
 
 __all__ = ["FsList", "FsRead", "FsSearch", "FsWrite", "MAX_READ_BYTES"]
 
@@ -21,39 +21,54 @@ MAX_READ_BYTES = 1024 * 1024
 SKIP_DIRS = frozenset({".git"})
 _BINARY_SNIFF_BYTES = 8192
 _MAX_LINE_CHARS = 500
-# A line longer than this (bytes) is searched in pieces of this size.
-_MAX_SCAN_LINE_BYTES = 1024 * 1024
+# A line longer than this (bytes) is searched in pieces of this size: where RE2 falls back to its
+# slower matcher, a piece still costs well under a second, and the time bound is checked between pieces.
+_MAX_SCAN_LINE_BYTES = 64 * 1024
 MAX_PATTERN_CHARS = 1000
 MAX_GLOB_CHARS = 256
+# The deepest a listing or search descends below where it starts (directories).
+MAX_WALK_DEPTH = 64
 
 
 def _walk(root: Path, start: Path, ctx: ToolContext, recursive: bool = True) -> Iterator[tuple[Path, bool]]:
     """Yield ``(path, is_dir)`` below ``start`` (a resolved directory) in sorted order, never leaving ``root``.
 
     Symlinked directories are listed but not descended into (no loops, no escape);
-    symlinks whose target is outside ``root`` are skipped. ``.git`` is skipped.
+    symlinks whose target is outside ``root`` are skipped. ``.git`` is skipped. Depth-first
+    with a stack of its own (a tree thousands of levels deep is walked, not a recursion
+    error), at most ``MAX_WALK_DEPTH`` levels below ``start``.
     """
-    try:
-        entries = sorted(os.scandir(start), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
+    stack: list[tuple[Path, int, Iterator[os.DirEntry[str]]]] = []
+
+    def entries(directory: Path) -> Iterator[os.DirEntry[str]]:
+        try:
+            return iter(sorted(os.scandir(directory), key=lambda e: e.name))
+        except (OSError, RecursionError):
+            return iter(())
+
+    stack.append((start, 0, entries(start)))
+    while stack:
+        _directory, depth, pending = stack[-1]
+        entry = next(pending, None)
+        if entry is None:
+            stack.pop()
+            continue
         ctx.check()
         if entry.name in SKIP_DIRS:
             continue
         path = Path(entry.path)
-        if entry.is_symlink():
-            target = path.resolve()
-            if not is_inside(root, target):
+        try:
+            if entry.is_symlink():
+                target = path.resolve()
+                if is_inside(root, target):
+                    yield path, target.is_dir()
                 continue
-            yield path, target.is_dir()
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except (OSError, RuntimeError):
             continue
-        if entry.is_dir(follow_symlinks=False):
-            yield path, True
-            if recursive:
-                yield from _walk(root, path, ctx)
-        else:
-            yield path, False
+        yield path, is_dir
+        if is_dir and recursive and depth + 1 < MAX_WALK_DEPTH:
+            stack.append((path, depth + 1, entries(path)))
 
 
 class FsList(Tool):
@@ -104,7 +119,7 @@ class FsRead(Tool):
 
     class Args(ToolArgs):
         path: str = Field(description="File to read, relative to the workspace.")
-        offset: int = Field(0, ge=0, description="First byte to read.")
+        offset: int = Field(0, ge=0, le=2**53, description="First byte to read.")
         limit: int = Field(65_536, ge=1, le=MAX_READ_BYTES, description="Most bytes to read (at most 1 MiB).")
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
@@ -114,7 +129,7 @@ class FsRead(Tool):
         if path.is_dir():
             raise ToolError(f"{args.path!r} is a directory, not a file (use fs.list)")
         try:
-            fd = open_regular(path, args.path, os.O_RDONLY)
+            fd = open_regular(path, args.path, os.O_RDONLY, root=ctx.workspace.resolve())
             with os.fdopen(fd, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 f.seek(args.offset)
@@ -173,9 +188,8 @@ class FsSearch(Tool):
             rel = relative_display(root, path)
             if not (fnmatch.fnmatch(path.name, args.glob) or fnmatch.fnmatch(rel, args.glob)):
                 continue
-            for lineno, line in _text_lines(real):
-                if lineno % 1000 == 0:
-                    ctx.check()
+            for lineno, line in _text_lines(real, root):
+                ctx.check()  # every line: a pathological pattern can cost RE2 a second per long line
                 if regex.search(line):
                     if len(line) > _MAX_LINE_CHARS:
                         line = line[:_MAX_LINE_CHARS] + " [line truncated]"
@@ -195,12 +209,13 @@ def _compile(pattern: str) -> re2._Regexp:
         raise ValueError(f"invalid regular expression (RE2 syntax: no backreferences or look-around): {e}") from e
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a regular text file, a very long line in pieces of 1 MiB; nothing for
-    binary (NUL in the first 8 KiB), special (FIFO, device, socket) or unreadable files."""
+def _text_lines(path: Path, root: Path) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a regular text file in the workspace ``root``, a long line in pieces of
+    64 KiB; nothing for binary (NUL in the first 8 KiB), special (FIFO, device, socket),
+    unreadable or swapped-out files."""
     try:
-        fd = open_regular(path, str(path), os.O_RDONLY)
-    except (OSError, NotARegularFileError):
+        fd = open_regular(path, str(path), os.O_RDONLY, root=root)
+    except (OSError, ToolError, ValueError):
         return
     with os.fdopen(fd, "rb") as f:
         try:
@@ -232,7 +247,7 @@ class FsWrite(Tool):
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
         root = ctx.workspace.resolve()
         path = resolve_in_workspace(ctx.workspace, args.path)
-        if path == root or path.is_dir():
+        if path == root or path.is_dir() or args.path.endswith("/"):
             raise ToolError(f"{args.path!r} is a directory, not a file")
         parent = path.parent
         if not parent.exists():
@@ -245,7 +260,7 @@ class FsWrite(Tool):
         data = args.content.encode("utf-8", errors="replace")  # a lone surrogate becomes "?"
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if args.append else 0)
         try:
-            fd = open_regular(path, args.path, flags)
+            fd = open_regular(path, args.path, flags, root=root)
             with os.fdopen(fd, "ab" if args.append else "wb") as f:
                 if not args.append:
                     f.truncate(0)

@@ -228,6 +228,10 @@ class ShellRun(Tool):
             _kill_group(proc)
             raise
 
+        if ctx.sandbox == "danger_full_access":
+            # No sandbox to take them down: background jobs left in the command's process group
+            # die with it (one that left the group with setsid does not; the sandbox kills those).
+            _kill_group(proc)
         # Background children may still hold the pipes open; do not wait for them for long.
         stdout.join(_DRAIN_SECONDS)
         stderr.join(_DRAIN_SECONDS)

@@ -57,29 +57,55 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     return real
 
 
-def open_regular(path: Path, display: str, flags: int, mode: int = 0o644) -> int:
-    """Open ``path`` (already resolved inside the workspace) without blocking and without
-    following a symlink put there since, and make sure it is a regular file; returns the fd.
+def open_regular(path: Path, display: str, flags: int, mode: int = 0o644, *, root: Path) -> int:
+    """Open ``path`` (resolved, inside the resolved workspace ``root``) without blocking and make
+    sure it is a regular file; returns the fd.
 
-    A FIFO, device or socket raises ``NotARegularFileError`` (opening a FIFO for reading would
-    block a worker thread until a writer comes, forever if none does); a path whose last part
-    became a symlink, a name too long or a loop raises ``InvalidPathError``; other errors
+    The path is opened one component at a time from ``root``, none of them followed if it is a
+    symlink (``O_NOFOLLOW``): ``path`` is already resolved, so a symlink met now was put there
+    after the workspace check (a swap race) and the open fails instead of leaving the
+    workspace. A FIFO, device or socket raises ``NotARegularFileError`` (opening a FIFO for
+    reading would block a worker thread until a writer comes, forever if none does); a symlink
+    met on the way, a name too long or a loop raises ``InvalidPathError``; other errors
     (missing file, permission) are ``OSError`` for the caller to word.
     """
+    parts = path.relative_to(root).parts
+    if not parts:
+        raise NotARegularFileError(display, "directory")
+    directory = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    except OSError as err:
-        if err.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
-            raise NotARegularFileError(display, "fifo") from err
-        if err.errno in (errno.ELOOP, errno.ENAMETOOLONG):
-            raise InvalidPathError(display, os.strerror(err.errno)) from err
-        raise
+        for part in parts[:-1]:
+            try:
+                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+            except OSError as err:
+                if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise InvalidPathError(display, "a part of it is no longer a directory (replaced while it was opened)") from err
+                raise
+            os.close(directory)
+            directory = inner
+        try:
+            fd = os.open(parts[-1], flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=directory)
+        except OSError as err:
+            if err.errno == errno.ENXIO:  # a FIFO opened for writing with no reader, or a socket
+                raise NotARegularFileError(display, _kind_at(parts[-1], directory)) from err
+            if err.errno in (errno.ELOOP, errno.ENAMETOOLONG):
+                raise InvalidPathError(display, os.strerror(err.errno)) from err
+            raise
+    finally:
+        os.close(directory)
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise NotARegularFileError(display, file_kind(info.st_mode))
     os.set_blocking(fd, True)
     return fd
+
+
+def _kind_at(name: str, directory: int) -> str:
+    try:
+        return file_kind(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return "special file"
 
 
 def file_kind(mode: int) -> str:

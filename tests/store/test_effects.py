@@ -481,3 +481,19 @@ def test_a_call_whose_key_another_session_holds_fails_without_running_or_taking_
     assert not result.ok and "belongs to another session" in (result.error or "")
     assert "session s" not in result.preview and not (workspace / "a.txt").exists()
     assert store.effect(key).state == "applied"
+
+
+def test_a_result_with_a_nul_character_is_recorded_on_every_backend(store: Store) -> None:
+    # Binary command output used to make PostgreSQL refuse the record: the effect stayed `claimed`.
+    store.claim_effect("nul/1", "s-nul", "shell.run")
+
+    record = store.record_effect("nul/1", "applied", "exit code 0\n--- stdout ---\na\x00b")
+
+    assert record.state == "applied"
+    assert store.effect("nul/1").result_text == "exit code 0\n--- stdout ---\na\ufffdb"
+
+
+def test_a_streamed_delta_with_a_nul_character_is_stored(store: Store) -> None:
+    store.append_deltas("s-nul-delta", "turn-1", 1, 1, ["a\x00b"], 0)
+
+    assert [d.text for d in store.deltas("s-nul-delta")] == ["a\ufffdb"]

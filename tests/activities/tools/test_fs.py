@@ -424,3 +424,46 @@ def test_an_exception_raised_while_the_call_is_cancelled_propagates_as_it_is(wor
     ctx = ToolContext(workspace=workspace, is_cancelled=lambda: True)
     with pytest.raises(Cancelled):
         ToolRegistry([Sleeper()]).execute(ToolCall(id="c1", name="test.sleeper", arguments={}), ctx)
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_check_is_not_followed(workspace: Path, outside: Path) -> None:
+    from agentrt.activities.tools._workspace import open_regular
+
+    (workspace / "a").mkdir()
+    (workspace / "a" / "secret.txt").write_text("inside")
+    path = resolve_in_workspace(workspace, "a/secret.txt")
+    (workspace / "a").rename(workspace / "a_moved")
+    (workspace / "a").symlink_to(outside)  # the race: the checked directory is now a link out
+
+    with pytest.raises(InvalidPathError, match="replaced while it was opened"):
+        open_regular(path, "a/secret.txt", os.O_RDONLY, root=workspace.resolve())
+
+
+def test_reading_a_socket_is_refused_and_says_it_is_a_socket(registry, ctx, workspace: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(workspace / "sock"))
+        with pytest.raises(NotARegularFileError, match="is a socket"):
+            run(registry, ctx, "fs.read", path="sock")
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_listed_without_an_error(registry, ctx, workspace: Path) -> None:
+    deep = workspace
+    for _ in range(1200):  # os.makedirs itself recurses too deep for this
+        deep = deep / "d"
+        os.mkdir(deep)
+
+    out = run(registry, ctx, "fs.list", recursive=True, max_entries=10_000)
+
+    assert out.count("\n") + 1 == 64  # MAX_WALK_DEPTH levels of directories below the start
+    assert run(registry, ctx, "fs.search", pattern="x") == "no matches"
+
+
+def test_a_huge_offset_or_a_directory_path_for_a_write_is_refused(registry, ctx, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a")
+    with pytest.raises(ToolArgumentsError, match="offset"):
+        run(registry, ctx, "fs.read", path="a.txt", offset=10**30)
+    with pytest.raises(ToolError, match="is a directory"):
+        run(registry, ctx, "fs.write", path="newdir/", content="x")
+    assert not (workspace / "newdir").exists()

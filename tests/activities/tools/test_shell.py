@@ -220,3 +220,24 @@ def test_without_bubblewrap_a_sandboxed_command_is_refused_not_run_unsandboxed(
 def test_bubblewrap_runs_on_this_machine() -> None:
     # CI runs where the product runs: the sandbox tests above must not pass for want of it.
     assert sandbox_status().available, sandbox_status().reason
+
+
+def test_without_the_sandbox_background_jobs_of_the_command_still_die_when_it_ends(registry, workspace: Path) -> None:
+    out = shell(registry, ToolContext(workspace=workspace, sandbox="danger_full_access"), "sleep 611.25 & echo started")
+
+    assert "started" in out
+    assert _wait_until_none_with("sleep 611.25")
+
+
+def test_kernel_settings_are_read_only_in_the_sandbox(registry, ctx: ToolContext) -> None:
+    # A root worker's sandbox maps to host root: /proc/sys/kernel/core_pattern would have run a
+    # workspace file as host root on the next crash.
+    out = shell(registry, ctx, "v=$(cat /proc/sys/vm/swappiness); printf '%s' \"$v\" > /proc/sys/vm/swappiness; echo rc=$?")
+
+    assert "Read-only file system" in out and "rc=2" in out
+
+
+def test_a_command_cannot_write_a_file_over_a_gibibyte(registry, ctx: ToolContext) -> None:
+    out = shell(registry, ctx, "head -c 1100M /dev/zero > /tmp/big; echo rc=$?; stat -c %s /tmp/big", timeout_seconds=60)
+
+    assert "rc=" in out and "rc=0" not in out
