@@ -223,6 +223,9 @@ class SessionState(Model):
     approval_decisions: dict[str, PermissionDecision | ReconcileDecision] = Field(default_factory=dict)
     # Left out when empty: a worker of an earlier version still reads the carried state.
     session_grants: list[SessionGrant] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # Decisions and cancels from strangers (not the owner, no principal) ignored in this run; only
+    # the first MAX_RECORDED_STRANGER_EVENTS of them are recorded as events.
+    strangers_ignored: int = Field(default=0, exclude_if=lambda v: v == 0)
     auto_compaction_pause: int = 0
     unflushed_events: list[Event] = Field(default_factory=list)
     unflushed_messages: list[PositionedMessage] = Field(default_factory=list)
@@ -248,6 +251,7 @@ class SessionStateView(Model):
     session_id: str
     owner: str
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    strangers_ignored: int = Field(default=0, exclude_if=lambda v: v == 0)
     status: SessionStatus
     profile: str
     workspace: str

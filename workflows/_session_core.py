@@ -379,6 +379,7 @@ class SessionCore:
             session_id=self._config.session_id,
             owner=self._config.owner,
             operators=list(self._config.operators),
+            strangers_ignored=self._state.strangers_ignored,
             status=status,
             profile=self._config.profile,
             workspace=self._config.workspace,

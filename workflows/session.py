@@ -29,19 +29,20 @@ from agentrt.schemas import (
     ArchiveInput,
     AssistantMessageCompleted,
     CancelIgnored,
-    OperatorActed,
-    PermissionDecisionIgnored,
     CancelRequested,
     CancelTurnInput,
     CompactOutcome,
     CompactRequest,
+    Event,
     EventsPage,
     EventsQuery,
     Message,
     ModelCallInput,
     ModelCallResult,
     ModelRequestStarted,
+    OperatorActed,
     PermissionDecision,
+    PermissionDecisionIgnored,
     ProfileInfo,
     QueuedOperation,
     ReconcileDecision,
@@ -115,6 +116,10 @@ workflow_id_for = session_workflow_id
 # principal-required-v1: a cancel_turn signal without a principal is ignored (CancelIgnored,
 # why "no_principal") like a stranger's; runs recorded before it applied such a cancel.
 PRINCIPAL_PATCH = "principal-required-v1"
+# stranger-limit-v1: a stranger's ignored decisions and cancels beyond the first
+# MAX_RECORDED_STRANGER_EVENTS of a run are counted, not recorded as events.
+STRANGER_LIMIT_PATCH = "stranger-limit-v1"
+MAX_RECORDED_STRANGER_EVENTS = 20
 
 # Not sandboxed: the sandbox re-imports a workflow's modules for every run and routes every
 # activation and payload through its proxies, about half of a round's worker CPU. What it
@@ -616,9 +621,21 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     # ---------------------------------------------------------------- signals
 
+    def _emit_ignored(self, event: Event, stranger: bool) -> None:
+        """Record an ignored decision or cancel; a stranger's only up to ``MAX_RECORDED_STRANGER_EVENTS``
+        per run (counted beyond that in ``SessionState.strangers_ignored``), so that strangers
+        cannot grow the session's events and store at will (``stranger-limit-v1``)."""
+        if stranger:
+            self._state.strangers_ignored += 1
+            if self._state.strangers_ignored > MAX_RECORDED_STRANGER_EVENTS and workflow.patched(STRANGER_LIMIT_PATCH):
+                return
+        self._emit(event)
+
     @workflow.signal
     def permission_decision(self, input: PermissionDecision) -> None:
         event = self._approvals.decide(input)
+        if isinstance(event, PermissionDecisionIgnored):
+            return self._emit_ignored(event, event.why == "not_owner")
         self._emit(event)
         if input.principal != self._config.owner and not isinstance(event, PermissionDecisionIgnored):
             self._emit(OperatorActed(principal=input.principal, action=input.decision, target=input.request_id, reason=input.reason or ""))
@@ -626,6 +643,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     @workflow.signal
     def reconcile(self, input: ReconcileDecision) -> None:
         event = self._approvals.decide(input)
+        if isinstance(event, PermissionDecisionIgnored):
+            return self._emit_ignored(event, event.why == "not_owner")
         self._emit(event)
         if input.principal != self._config.owner and not isinstance(event, PermissionDecisionIgnored):
             self._emit(OperatorActed(principal=input.principal, action="reconcile", target=input.request_id, reason=input.note or ""))
@@ -636,11 +655,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             self._early_cancels.append(input)  # applied once SessionInitialized is the first event
             return
         if input.principal is None and workflow.patched(PRINCIPAL_PATCH):
-            self._emit(CancelIgnored(turn_id=input.turn_id, principal="", why="no_principal"))
+            self._emit_ignored(CancelIgnored(turn_id=input.turn_id, principal="", why="no_principal"), stranger=True)
             return
         if input.principal is not None and input.principal != self._config.owner:
             if input.principal not in self._config.operators:
-                self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"))
+                self._emit_ignored(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"), stranger=True)
                 return
             if not (input.reason or "").strip():
                 self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="no_reason"))

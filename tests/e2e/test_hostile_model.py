@@ -214,3 +214,23 @@ async def test_a_session_filter_with_quoted_parentheses_still_lists(harness: Har
             break
         await asyncio.sleep(0.2)
     assert [s.session_id for s in listed] == [sid]
+
+
+async def test_a_strangers_flood_of_signals_adds_at_most_twenty_events(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    # Each ignored decision was an event and a store row: a stranger could grow the session at will.
+    script = write_script(tmp_path, [{"text": "slow", "delay_seconds": 3}, {"text": "second"}])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, TurnStarted))
+    handle = harness.handle(sid)
+
+    for i in range(30):
+        await handle.signal(SessionWorkflow.cancel_turn, CancelTurnInput(principal=f"mallory-{i}"))
+    outcome = await harness.client.wait(sid, started.turn_id)
+    second = await harness.client.send(sid, "again")
+
+    assert outcome.status == "completed"
+    assert (await harness.client.wait(sid, second.turn_id)).answer == "second"
+    ignored = [e for e in (await harness.client.events(sid, limit=1000)).events if isinstance(e, CancelIgnored)]
+    assert len(ignored) == 20
+    assert (await harness.client.state(sid)).strangers_ignored == 30
