@@ -18,7 +18,7 @@ from agentrt.activities.providers.scripted import load_script
 from agentrt.client._cli_common import ApprovalModeOption, ApproveMode, SandboxMode, drive_turn, load_config, print_outcome, run_command
 from agentrt.client._render import event_line, transcript_lines
 from agentrt.client._runtime import runtime, state_dir
-from agentrt.schemas import MAX_APPROVAL_TIMEOUT_SECONDS, ApprovalPolicy, ConfigurationError, TurnOutcome
+from agentrt.schemas import MAX_APPROVAL_TIMEOUT_SECONDS, ApprovalPolicy, ConfigurationError, TurnOutcome, UnknownProfileError
 from agentrt.store import Store
 from agentrt.worker import AgentrtPlugin, DevServer, connect_when_ready, running_worker
 
@@ -111,7 +111,14 @@ def run(
                 tool_task_queue=config.tool_task_queue,
             )
             if profile or not script:
-                config.profile(session_config.profile)  # fail fast on an unknown profile
+                try:
+                    config.profile(session_config.profile)  # fail fast on an unknown profile
+                except UnknownProfileError as err:
+                    hint = "" if profile else (
+                        "; give --script FILE to run the offline scripted model, or define [profiles.default] "
+                        "in agentrt.toml (README: \"Using a real provider\")"
+                    )
+                    raise ConfigurationError(f"{err}{hint}") from None
             started = await rt.client.start(session_config, prompt)
             started_session.append(started.session_id)
             progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")

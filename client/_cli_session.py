@@ -61,6 +61,8 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
             return
         typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}")
         typer.echo(f"workspace {view.workspace}")
+        network = "network on" if view.network else "no network"
+        typer.echo(f"policy    sandbox {view.sandbox}, {network}; approval mode {view.approval_mode}")
         active = f"{view.active_turn_id} (round {view.current_round})" if view.active_turn_id else "-"
         typer.echo(f"turns     {view.turns_completed} done; active {active}; queued {', '.join(view.queued_turn_ids) or '-'}")
         typer.echo(f"usage     {usage_text(view.usage)}")

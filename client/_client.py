@@ -8,7 +8,6 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
 from temporalio.client import (
@@ -24,14 +23,12 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
-from agentrt.client._filters import SessionListing, check_list_filter, session_listing
+from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
 from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
-    SESSION_STATUS,
-    SESSION_WORKFLOW,
     ArchiveInput,
     CancelTurnInput,
     CompactOutcome,
@@ -465,20 +462,9 @@ class AgentClient:
         continued as new are left out), the most recently started run first, so ``started_at``
         is when that run started. Archived sessions only with ``include_archived``; ``query``
         adds a visibility filter, which must stay inside its group (``InvalidListFilter``
-        otherwise: unbalanced parentheses or quotes); only session workflows are listed."""
-        filter_ = f"WorkflowType = '{SESSION_WORKFLOW}' AND ExecutionStatus != 'ContinuedAsNew'"
-        if not include_archived:
-            filter_ += f" AND ({SESSION_STATUS.name} IS NULL OR {SESSION_STATUS.name} != 'archived')"
-        if query:
-            check_list_filter(query)
-            filter_ += f" AND ({query})"
-        found: dict[str, SessionListing] = {}
-        async for execution in self.temporal.list_workflows(filter_, limit=limit):
-            if execution.id in found or execution.workflow_type != SESSION_WORKFLOW:
-                continue  # a run continuing as new shows briefly; only sessions, whatever the filter
-            found[execution.id] = session_listing(execution)
-        never = datetime.min.replace(tzinfo=timezone.utc)
-        return sorted(found.values(), key=lambda s: s.started_at or never, reverse=True)
+        otherwise: unbalanced parentheses or quotes, or a filter Temporal refuses, with its
+        reason); only session workflows are listed."""
+        return await list_session_rows(self.temporal, query, limit, include_archived)
 
     async def has_worker(self) -> bool:
         """True when some worker polls this client's task queue for workflow tasks."""

@@ -4,13 +4,14 @@ and a listing row per workflow execution."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
-from temporalio.client import WorkflowExecution
+from temporalio.client import Client, WorkflowExecution
+from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.schemas import SESSION_ID_PREFIX, SESSION_OWNER, SESSION_STATUS, InvalidListFilter
+from agentrt.schemas import SESSION_ID_PREFIX, SESSION_OWNER, SESSION_STATUS, SESSION_WORKFLOW, InvalidListFilter
 
-__all__ = ["MAX_LIST_FILTER_CHARS", "SessionListing", "check_list_filter", "session_listing"]
+__all__ = ["MAX_LIST_FILTER_CHARS", "SessionListing", "check_list_filter", "list_session_rows", "session_listing"]
 
 
 @dataclass
@@ -71,3 +72,26 @@ def session_listing(execution: WorkflowExecution) -> SessionListing:
         started_at=execution.start_time,
         closed=closed,
     )
+
+
+async def list_session_rows(temporal: Client, query: str | None, limit: int, include_archived: bool) -> list[SessionListing]:
+    """``AgentClient.list_sessions``: one row per session, the latest run, newest first."""
+    filter_ = f"WorkflowType = '{SESSION_WORKFLOW}' AND ExecutionStatus != 'ContinuedAsNew'"
+    if not include_archived:
+        filter_ += f" AND ({SESSION_STATUS.name} IS NULL OR {SESSION_STATUS.name} != 'archived')"
+    if query:
+        check_list_filter(query)
+        filter_ += f" AND ({query})"
+    found: dict[str, SessionListing] = {}
+    try:
+        async for execution in temporal.list_workflows(filter_, limit=limit):
+            if execution.id in found or execution.workflow_type != SESSION_WORKFLOW:
+                continue  # a run continuing as new shows briefly; only sessions, whatever the filter
+            found[execution.id] = session_listing(execution)
+    except RPCError as err:
+        if query and err.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise InvalidListFilter(query, f"Temporal refused it ({err.message.split(': ')[-1]}); "
+                                    "a filter is a condition, e.g. \"AgentSessionStatus = 'idle'\", without ORDER BY") from err
+        raise
+    never = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(found.values(), key=lambda s: s.started_at or never, reverse=True)

@@ -251,6 +251,10 @@ class SessionStateView(Model):
     session_id: str
     owner: str
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The session's confinement and who decides (left out at their defaults).
+    sandbox: str = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
+    network: bool = Field(default=False, exclude_if=lambda v: v is False)
+    approval_mode: str = Field(default="on_request", exclude_if=lambda v: v == "on_request")
     strangers_ignored: int = Field(default=0, exclude_if=lambda v: v == 0)
     status: SessionStatus
     profile: str

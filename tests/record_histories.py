@@ -298,6 +298,19 @@ async def operator_acts(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"operator-grants-cancels-archives": r.handle(config.session_id)}
 
 
+async def stranger_flood(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Twenty-five cancel signals from strangers during a model call: twenty recorded as
+    ``CancelIgnored``, the rest only counted; the turn completes."""
+    config = r.config([{"text": "slow answer", "delay_seconds": 2}])
+    started = await r.client.start(config, "go")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, ModelRequestStarted))
+    for i in range(25):
+        await r.handle(config.session_id).signal(SessionWorkflow.cancel_turn, CancelTurnInput(principal=f"stranger-{i}"))
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    return {"stranger-flood-counted": r.handle(config.session_id)}
+
+
 async def cancel_without_principal(r: Recorder) -> dict[str, WorkflowHandle]:
     """A ``cancel_turn`` signal with no principal during a model call: ignored (``no_principal``),
     the turn completes."""
@@ -328,6 +341,7 @@ SCENARIOS: list[Scenario] = [
     cancel_without_principal,
     session_grant_and_edit,
     operator_acts,
+    stranger_flood,
 ]
 
 

@@ -106,6 +106,12 @@ async def test_unknown_session_is_a_clear_error(harness: Harness, tmp_path: Path
     assert "no session 'no-such-session'" in result.stderr
 
 
+async def test_a_run_without_a_profile_or_script_says_how_to_get_one(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    result = await agentrt(harness, "run", "x", "-w", str(workspace), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown model profile 'default'" in result.stderr and "give --script FILE" in result.stderr
+
+
 async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     result = await agentrt(harness, "run", "x", "-w", str(workspace), "--profile", "gpt-9", cwd=tmp_path)
     assert result.returncode == 2
@@ -127,6 +133,7 @@ async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harn
         (["run", "x", "--workspace", ".", "--sandbox", "none"], "'none' is not one of"),
         (["run", "x", "--workspace", ".", "--approval-mode", "sometimes"], "'sometimes' is not one of"),
         (["session", "list", "-q", "1=1) OR (WorkflowType != 'x'"], "must stay inside its group"),
+        (["session", "list", "-q", "ExecutionStatus = 'Running' ORDER BY StartTime"], "Temporal refused it"),
     ],
 )
 async def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
