@@ -54,7 +54,7 @@ def run(
         ApprovalModeOption.on_request, "--approval-mode",
         help="Who decides what the sandbox allows: the rules (on_request), a person for every call (always), or no one (never).",
     ),
-    max_rounds: int = typer.Option(250, "--max-rounds", min=1, help="Model calls per turn before the turn ends as round_limit."),
+    max_rounds: int = typer.Option(250, "--max-rounds", min=1, max=10_000, help="Model calls per turn before the turn ends as round_limit."),
     system_prompt: Optional[str] = typer.Option(
         None, "--system-prompt", help="Text appended to the default system prompt (see --replace-system-prompt)."
     ),

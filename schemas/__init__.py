@@ -23,6 +23,7 @@ from agentrt.schemas._config import (
     ModelProfile,
     SandboxPolicy,
     SessionConfig,
+    narrowed_grants,
 )
 from agentrt.schemas._context import (
     CompactInput,
@@ -38,6 +39,7 @@ from agentrt.schemas._context import (
 from agentrt.schemas._errors import (
     AgentrtError,
     BudgetExceeded,
+    CapabilityWidened,
     ClientError,
     ConfigurationError,
     EffectOutcomeUnknown,
@@ -153,6 +155,7 @@ __all__ = [
     "CancelIgnored",
     "CancelRequested",
     "CancelTurnInput",
+    "CapabilityWidened",
     "ClientError",
     "CompactInput",
     "CompactOutcome",
@@ -273,6 +276,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "argument_problems",
     "arguments_sha256",
+    "narrowed_grants",
     "session_workflow_id",
     "status_is_retryable",
 ]

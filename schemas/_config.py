@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from agentrt.schemas._base import Model
+from agentrt.schemas._errors import CapabilityWidened
 
 ApprovalRule = Literal["allow", "ask", "deny"]
 ApprovalMode = Literal["never", "on_request", "always"]
@@ -168,3 +169,29 @@ class SessionConfig(Model):
     interactive: bool = Field(default=True, exclude_if=lambda v: v is True)
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     tool_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+SANDBOX_ORDER: dict[str, int] = {"read_only": 0, "workspace_write": 1, "danger_full_access": 2}
+
+
+def narrowed_grants(
+    parent: SessionConfig, *, tools: list[str] | None = None, sandbox: SandboxPolicy | None = None, network: bool | None = None
+) -> dict[str, object]:
+    """The capability fields of a child session (a delegated or planned one) that gets at most
+    ``parent``'s: ``tools`` (names; None keeps the parent's), ``sandbox`` (no wider than the
+    parent's: ``read_only`` < ``workspace_write`` < ``danger_full_access``), ``network`` (only
+    if the parent has it). Returns the fields to give the child's ``SessionConfig``. Raises
+    ``CapabilityWidened`` when the child would get more: a session's grants are fixed when it
+    starts and what it hands on can only be narrower."""
+    wider: list[str] = []
+    if tools is not None and parent.tools is not None:
+        wider += [f"tool {name!r}" for name in tools if name not in parent.tools]
+    child_sandbox = sandbox or parent.sandbox
+    if SANDBOX_ORDER[child_sandbox] > SANDBOX_ORDER[parent.sandbox]:
+        wider.append(f"sandbox {child_sandbox} (the parent has {parent.sandbox})")
+    child_network = parent.network if network is None else network
+    if child_network and not parent.network:
+        wider.append("network")
+    if wider:
+        raise CapabilityWidened(parent.session_id, wider)
+    return {"tools": parent.tools if tools is None else list(tools), "sandbox": child_sandbox, "network": child_network}

@@ -299,6 +299,16 @@ class ToolArgumentsError(ToolError):
         super().__init__(f"invalid arguments for tool {tool!r}: {'; '.join(problems)}")
 
 
+class CapabilityWidened(AgentrtError):
+    """A child session asked for more than its parent holds (``narrowed_grants``): ``wider``
+    lists what (tools, a wider sandbox, network). Nothing was started."""
+
+    def __init__(self, parent_session_id: str, wider: list[str]) -> None:
+        self.parent_session_id = parent_session_id
+        self.wider = wider
+        super().__init__(f"a child of session {parent_session_id} may not get more than it holds: {', '.join(wider)}")
+
+
 class PolicyDenied(RunError):
     def __init__(self, tool: str, reason: str) -> None:
         self.tool = tool

@@ -38,7 +38,9 @@ def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> 
     spec = tools.get(call.name)
     if spec is None:
         known = ", ".join(sorted(tools)) or "(none)"
-        return Triage(call, "refuse", f"unknown tool {call.name!r}; available tools: {known}", "unknown_tool")
+        return Triage(
+            call, "refuse", f"unknown tool {call.name!r} (not granted to this session); available tools: {known}", "unknown_tool"
+        )
     if call.arguments is None:
         return Triage(
             call,

@@ -37,7 +37,7 @@ def _call(name: str, arguments: dict | None, **fields: str) -> ToolCall:
 def test_an_unknown_tool_is_refused_naming_the_available_tools() -> None:
     verdict = triage(_call("shell.run", {"cmd": "ls"}), TOOLS, DEFAULT_POLICY)
     assert (verdict.action, verdict.failure) == ("refuse", "unknown_tool")
-    assert verdict.text == "unknown tool 'shell.run'; available tools: fs.read, fs.write"
+    assert verdict.text == "unknown tool 'shell.run' (not granted to this session); available tools: fs.read, fs.write"
 
 
 def test_an_unknown_tool_in_a_session_without_tools_says_none_are_available() -> None:
