@@ -210,33 +210,14 @@ class ApprovalBook:
             )
         request = next(r for r in self._state.pending_approvals if r.request_id == decision.request_id)
         self._state.approval_decisions[decision.request_id] = decision
+        about = {"turn_id": request.turn_id, "request_id": decision.request_id, "call_id": request.call_id}
         if isinstance(decision, ReconcileDecision):
-            return EffectReconciled(
-                turn_id=request.turn_id,
-                request_id=decision.request_id,
-                call_id=request.call_id,
-                outcome=decision.outcome,
-                principal=decision.principal,
-                note=decision.note,
-            )
+            return EffectReconciled(**about, outcome=decision.outcome, principal=decision.principal, note=decision.note)
         if decision.decision == "deny":
-            return PermissionDenied(
-                turn_id=request.turn_id,
-                request_id=decision.request_id,
-                call_id=request.call_id,
-                principal=decision.principal,
-                reason=decision.reason,
-            )
+            return PermissionDenied(**about, principal=decision.principal, reason=decision.reason)
         scope = "session" if decision.scope == "session" and request.grant_rule else "once"
         if scope == "session" and request.grant_rule is not None and self.session_grant(request.grant_rule) is None:
             self._state.session_grants.append(
                 SessionGrant(principal=decision.principal, tool=request.tool, rule=request.grant_rule, request_id=request.request_id)
             )
-        return PermissionGranted(
-            turn_id=request.turn_id,
-            request_id=decision.request_id,
-            call_id=request.call_id,
-            principal=decision.principal,
-            reason=decision.reason,
-            scope=scope,
-        )
+        return PermissionGranted(**about, principal=decision.principal, reason=decision.reason, scope=scope)
