@@ -163,9 +163,9 @@ def worker(
             async with running_worker(temporal, config, store, role=role):  # type: ignore[arg-type]
                 queue = (config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue
                 log.info(
-                    "worker (%s) polling %r at %s (namespace %r); Ctrl-C stops it",
-                    {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
+                    "worker polling %r at %s (namespace %r) for %s; Ctrl-C stops it",
                     queue, config.temporal_address, config.namespace,
+                    {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
                 )
                 await asyncio.Event().wait()
         finally:

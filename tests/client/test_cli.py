@@ -134,6 +134,8 @@ async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harn
         (["run", "x", "--workspace", ".", "--approval-mode", "sometimes"], "'sometimes' is not one of"),
         (["session", "list", "-q", "1=1) OR (WorkflowType != 'x'"], "must stay inside its group"),
         (["session", "list", "-q", "ExecutionStatus = 'Running' ORDER BY StartTime"], "Temporal refused it"),
+        (["worker", "--tools-only", "--models-only"], "choose one of --tools-only and --models-only"),
+        (["worker", "--models-only"], "needs [temporal] tool_task_queue"),
     ],
 )
 async def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
