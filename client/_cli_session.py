@@ -25,7 +25,7 @@ def _session_runtime(config: AgentrtConfig) -> Any:
 @session_app.command("list")
 def session_list(
     query: Optional[str] = typer.Option(None, "--query", "-q", help="Extra visibility filter, e.g. \"AgentSessionStatus = 'idle'\"."),
-    limit: int = typer.Option(50, "--limit", min=1),
+    limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="Show at most this many sessions."),
     include_archived: bool = typer.Option(False, "--all", help="Include archived sessions."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -85,7 +85,7 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
 @session_app.command("events")
 def session_events(
     session_id: str,
-    since: int = typer.Option(0, "--since", min=0, help="Only events with seq greater than this."),
+    since: int = typer.Option(0, "--since", min=0, max=2**62, help="Only events with seq greater than this."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events until the session ends."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
 ) -> None:
