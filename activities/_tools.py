@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities.providers import redact
+from agentrt.store import text_column
 from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
@@ -134,9 +135,10 @@ class ToolActivities:
         try:
             output = self._registry.execute(input.call, self._context(input))
         except ToolError as err:
-            return False, f"error: {err}", type(err).__name__, []
-        # A NUL in a command's output (binary output) would make PostgreSQL refuse the effect's record.
-        return True, output.text.replace("\x00", "\ufffd"), None, output.state_keys
+            return False, text_column(f"error: {err}"), type(err).__name__, []
+        # A NUL (binary output) or a lone surrogate (a name that is not UTF-8) would make the store
+        # refuse the effect's record and the message.
+        return True, text_column(output.text), None, output.state_keys
 
     def _finish(
         self,

@@ -17,6 +17,7 @@ from agentrt.schemas._activities import (
 from agentrt.schemas._base import Model
 from agentrt.schemas._config import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    PROTECTED_FILE_PATTERN,
     ApprovalMode,
     ApprovalPolicy,
     ApprovalRule,
@@ -199,6 +200,7 @@ __all__ = [
     "NotARegularFileError",
     "OperatorActed",
     "PROFILES_DESCRIBE",
+    "PROTECTED_FILE_PATTERN",
     "PROVIDER_COMPLETE",
     "PayloadStorageMismatch",
     "PermissionDecision",

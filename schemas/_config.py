@@ -15,6 +15,14 @@ ApprovalMode = Literal["never", "on_request", "always"]
 # ``read_only`` (the workspace read-only), ``workspace_write`` (read-write), ``danger_full_access``
 # (no OS sandbox at all).
 SandboxPolicy = Literal["read_only", "workspace_write", "danger_full_access"]
+# Files whose writing changes what runs later or holds secrets (a regular expression over a path
+# relative to the workspace): secrets (.env, keys), agentrt's own configuration, git's hooks and
+# config, shell start-up files. The policy engine calls writes to them destructive; fs.write does
+# not reach one through a link of another name.
+PROTECTED_FILE_PATTERN = (
+    r"(^|/)\.env(\.[^/]*)?$|(^|/)(id_rsa|id_ed25519|\.netrc|\.pgpass|credentials)$"
+    r"|(^|/)agentrt\.toml$|(^|/)\.git(/|$)|(^|/)\.envrc$|(^|/)\.(bashrc|profile|bash_profile|zshrc)$"
+)
 # The longest an approval may wait before it is denied: a year (seconds). Finite and bounded so
 # that the workflow's timer is one Temporal accepts (a timer of 1e308 s overflows).
 MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600

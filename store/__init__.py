@@ -1,6 +1,7 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
 ledger, usage receipts and externally stored Temporal payloads (SQLite or PostgreSQL)."""
 
+from agentrt.store._base import text_column
 from agentrt.store._deltas import TokenDelta
 from agentrt.store._effects import EffectRecord
 from agentrt.store._engine import agentrt_home, database_url
@@ -19,4 +20,5 @@ __all__ = [
     "database_url",
     "get_payloads",
     "put_payloads",
+    "text_column",
 ]

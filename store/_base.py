@@ -112,5 +112,12 @@ class StoreBase:
 
 def text_column(text: str) -> str:
     """``text`` as a text column of every backend takes it: a NUL character (which PostgreSQL's
-    text type refuses: "text fields cannot contain NUL (0x00) bytes") becomes U+FFFD."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    text type refuses: "text fields cannot contain NUL (0x00) bytes") and a lone surrogate (a
+    file name that is not UTF-8, which no UTF-8 encoder takes) become U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text

@@ -25,11 +25,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from posixpath import basename, join, normpath
+from shlex import quote as shlex_quote
 from shlex import shlex
 from types import MappingProxyType
 from typing import Any, Literal
 
-from agentrt.schemas import ApprovalPolicy, SandboxPolicy, ToolSpec
+from agentrt.schemas import PROTECTED_FILE_PATTERN, ApprovalPolicy, SandboxPolicy, ToolSpec
 
 __all__ = [
     "Allowed",
@@ -96,7 +97,8 @@ class CallRisk:
 _NETWORK_PROGRAMS = frozenset(
     {
         "curl", "wget", "ssh", "scp", "sftp", "rsync", "nc", "ncat", "netcat", "telnet", "ftp", "ping",
-        "dig", "nslookup", "host", "socat", "aria2c", "http", "https", "gh",
+        "dig", "nslookup", "host", "socat", "aria2c", "http", "https", "gh", "npx", "kubectl", "psql", "mysql",
+        "redis-cli", "mongosh", "nmap",
     }
 )  # fmt: skip
 _NETWORK_SUBCOMMANDS = MappingProxyType({
@@ -111,7 +113,11 @@ _NETWORK_SUBCOMMANDS = MappingProxyType({
     "apt-get": frozenset({"install", "update", "upgrade"}),
     "cargo": frozenset({"install", "fetch", "update", "publish"}),
     "go": frozenset({"get", "install", "mod"}),
-    "docker": frozenset({"pull", "push", "run", "login"}),
+    "docker": frozenset({"pull", "push", "run", "login", "compose", "build"}),
+    "pipx": frozenset({"install", "run", "upgrade"}),
+    "gem": frozenset({"install", "update"}),
+    "poetry": frozenset({"install", "add", "update", "lock"}),
+    "bun": frozenset({"install", "add", "x"}),
 })
 _PRIVILEGED_PROGRAMS = frozenset({"sudo", "su", "doas", "pkexec", "chroot", "nsenter", "unshare", "mount", "umount"})
 _DESTRUCTIVE_PROGRAMS = frozenset(
@@ -125,19 +131,25 @@ _WRAPPERS = frozenset({
 # Wrapper options that take the next word as their value (so that word is not the program).
 _WRAPPER_OPTIONS_WITH_VALUE = frozenset({
     "-u", "--unset", "-C", "--chdir", "-s", "--signal", "-k", "--kill-after", "-n", "--adjustment", "-c", "--class",
-    "-i", "-o", "-e", "-a", "--arg-file", "-d", "--delimiter", "-I", "-L", "-P", "--max-procs", "-E",
+    "-i", "-o", "-e", "-a", "--arg-file", "-d", "--delimiter", "-I", "-L", "-P", "--max-procs", "-E", "-f",
+    "--format", "-S", "--split-string", "-w", "--timeout",
 })  # fmt: skip
+# Wrappers whose first operand is not the program: taskset MASK CMD, flock FILE CMD, chrt PRIO CMD.
+_WRAPPER_POSITIONALS = MappingProxyType({"taskset": 1, "flock": 1, "chrt": 1})
 # Shells and interpreters whose inline code (``sh -c CODE``, ``eval CODE``) is classified as a command.
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "busybox"})
 # Interpreters running inline code no classifier reads: effectful at least, never less.
 _INTERPRETERS = frozenset({"python", "python3", "perl", "ruby", "node", "php", "lua", "deno", "bun", "awk", "gawk"})
 _REDIRECT = re.compile(r"^(\d*|&)>>?\|?(.*)$")
-# Files whose writing changes what runs later or holds secrets: secrets (.env, keys), agentrt's own
-# configuration, git's hooks and config, shell start-up files.
-_SECRET_FILE = re.compile(
-    r"(^|/)\.env(\.[^/]*)?$|(^|/)(id_rsa|id_ed25519|\.netrc|\.pgpass|credentials)$"
-    r"|(^|/)agentrt\.toml$|(^|/)\.git(/|$)|(^|/)\.envrc$|(^|/)\.(bashrc|profile|bash_profile|zshrc)$"
-)
+_SECRET_FILE = re.compile(PROTECTED_FILE_PATTERN)
+# Targets a write to is harmless whatever the workspace: the null device, the terminal, std streams.
+_SAFE_TARGETS = frozenset({"/dev/null", "/dev/tty", "/dev/stdout", "/dev/stderr"})
+# $(...), `...` and <(...) / >(...) whose text holds no further parentheses or backticks.
+_SUBSTITUTION = re.compile(r"\$\(([^()`]*)\)|`([^`]*)`|[<>]\(([^()`]*)\)")
+_INTERPRETER = re.compile(r"python\d?(\.\d+)?|pypy\d?")
+_PIP = re.compile(r"^pip\d?(\.\d+)?$")
+# git configuration keys whose value runs later, outside any sandbox (hooks, fsmonitor, aliases ...).
+_GIT_CODE_CONFIG = re.compile(r"^(core\.(hookspath|fsmonitor|sshcommand|pager|editor|askpass)|alias\.|include|filter\.|diff\..*\.textconv)")
 # Commands longer than this (characters) are not split into words: they are asked about
 # (``destructive``, rule ``long command``) instead. Splitting costs time quadratic in runs of
 # operator characters, and a workflow task must stay short.
@@ -185,7 +197,10 @@ def _program(segment: list[str]) -> tuple[str, list[str], list[str]]:
                 privileged.append(name)
             i += 1
             while i < len(segment) and (segment[i].startswith("-") or re.fullmatch(r"[\d.]+[smhd]?", segment[i])):
+                if name == "env" and segment[i] in ("-S", "--split-string") and i + 1 < len(segment):
+                    return "sh", ["-c", segment[i + 1]], privileged  # env -S 'CMD ARGS' runs a command line
                 i += 2 if segment[i] in _WRAPPER_OPTIONS_WITH_VALUE else 1
+            i += _WRAPPER_POSITIONALS.get(name, 0)  # taskset MASK, flock FILE, chrt PRIORITY
             continue
         return name, segment[i + 1 :], privileged
     return "", [], privileged
@@ -225,81 +240,88 @@ def _classify(command: str, workspace: str, depth: int) -> CallRisk:
     destructive: list[tuple[str, bool]] = []
     network: list[str] = []
     inner: list[CallRisk] = []
+    # Commands inside $(...), `...` and <(...) run too: classified as commands of their own.
+    for groups in _SUBSTITUTION.findall(command):
+        code = next((g for g in groups if g.strip()), "")
+        if code and depth < _MAX_NESTING:
+            inner.append(_classify(code, workspace, depth + 1))
     words = _words(command)
-    # `cd` out of the workspace first: relative paths written afterwards are outside too.
-    away = any(
-        basename(w) == "cd" and i + 1 < len(words) and (_outside(words[i + 1], workspace) or words[i + 1] in ("/", "-"))
-        for i, w in enumerate(words)
-    )
+    # `cd` out of the workspace (or into .git) first: relative paths written afterwards go there too.
+    cd_targets = [
+        next((t for t in words[i + 1 :] if not t.startswith("-") or t == "-"), "")
+        for i, w in enumerate(words[:-1]) if basename(w) == "cd"
+    ]
+    away = any(_outside(t, workspace) or t in ("/", "-") or t.startswith("..") for t in cd_targets)
+    protected = any(_SECRET_FILE.search(t.rstrip("/")) for t in cd_targets)
     for i, word in enumerate(words):
-        target = None
         match = _REDIRECT.match(word)
         if match and (match.group(2) or (i + 1 < len(words))):
-            target = match.group(2) or words[i + 1]
-        if target is not None:
-            if _outside(target, workspace) or (away and not target.startswith(("/", "&"))):
-                destructive.append((f"writes {target} outside the workspace", True))
-            elif _SECRET_FILE.search(target):
-                destructive.append((f"writes {target}", False))
+            _check_written(match.group(2) or words[i + 1], "writes", workspace, away, protected, destructive)
     segments = _segments([w for w in words if not _REDIRECT.match(w)])
     for number, segment in enumerate(segments):
         program, args, privileged = _program(segment)
         flags = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
         long_flags = {a for a in args if a.startswith("--")}
+        sub = _git_subcommand(args) if program == "git" else ""
         if privileged:
             destructive.append((privileged[0], False))
         if any(c in program for c in "$`") or (not program and any(c in " ".join(segment) for c in "$`")):
             destructive.append(("a program named by an expansion", False))  # $(echo rm), ${X:-rm}, `...`
-        elif program in _SHELLS or program == "eval":
-            code = args[args.index("-c") + 1] if "-c" in args and args.index("-c") + 1 < len(args) else None
-            if program == "eval":
-                code = " ".join(args)
+        elif program in _SHELLS or program in ("eval", "script", "parallel") or (program == "env" and "-S" in args):
+            code = _inline_code(program, args)
             if code is not None and depth < _MAX_NESTING:
                 inner.append(_classify(code, workspace, depth + 1))
-            elif code is not None or number > 0:
-                destructive.append((f"{program} running code not classified", False))  # too deep, or `... | sh`
-        elif program in _INTERPRETERS and any(a in ("-c", "-e", "-E", "--eval", "-m") for a in args):
-            if args[args.index(next(a for a in args if a in ("-c", "-e", "-E", "--eval", "-m"))) + 1 :][:1] in (["pip"], ["ensurepip"]):
-                network.append(f"{program} -m pip")
+            elif code is not None or number > 0 or any(a.startswith("<") for a in args):
+                destructive.append((f"{program} running code not classified", False))  # too deep, `| sh`, `sh <<<`
+        elif program in (".", "source") and any(a.startswith("<") or a == "/dev/stdin" for a in args):
+            destructive.append((f"{program} running code not classified", False))
+        elif _INTERPRETER.fullmatch(program) and "-m" in args and args[args.index("-m") + 1 :][:1] in (["pip"], ["ensurepip"]):
+            network.append(f"{program} -m pip")
         if program in _PRIVILEGED_PROGRAMS:
             destructive.append((program, False))
         elif program in _DESTRUCTIVE_PROGRAMS or program.startswith("mkfs.") or program == "wipe":
-            destructive.append((program, False))
-        elif program == "rm" and ("r" in flags or "R" in flags or "--recursive" in long_flags):
+            if not (program == "kill" and all(a.startswith("%") or a.startswith("-") for a in args)):
+                destructive.append((program, False))
+        elif program == "rm" and ("r" in flags or "R" in flags or _long(long_flags, "--recursive")):
             destructive.append(("rm -r", False))
-        elif program in ("chmod", "chown", "chgrp") and ("R" in flags or "--recursive" in long_flags):
+        elif program == "rm" and any("$" in a or "`" in a for a in args):
+            destructive.append(("rm of expanded arguments", False))
+        elif program in ("chmod", "chown", "chgrp") and ("R" in flags or _long(long_flags, "--recursive")):
             destructive.append((f"{program} -R", False))
-        elif program == "find" and ("-delete" in args or any(a in ("-exec", "-execdir", "-ok") for a in args)):
-            destructive.append(("find -delete/-exec", False))
-        elif program == "git" and _git_subcommand(args) == "push" and ("f" in flags or long_flags & {"--force", "--force-with-lease"}):
+        elif program == "find" and ("-delete" in args or any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in args)):
+            risk = _find_action(args, workspace, depth)
+            if risk is not None:
+                destructive.append((risk, False))
+        elif program == "git" and sub == "push" and ("f" in flags or _long(long_flags, "--force", "--force-with-lease")):
             destructive.append(("git push --force", False))
-        elif program == "git" and _git_subcommand(args) == "clean":
-            destructive.append(("git clean", False))
-        elif program == "git" and _git_subcommand(args) in ("reset", "checkout", "restore") and long_flags & {"--hard", "--force"}:
-            destructive.append((f"git {_git_subcommand(args)} --hard", False))
+        elif program == "git" and (
+            sub == "clean"
+            or (sub in ("reset", "checkout", "restore") and (_long(long_flags, "--hard", "--force") or "f" in flags or "--" in args))
+            or (sub == "restore")
+            or (sub == "stash" and args[args.index("stash") + 1 :][:1] in (["clear"], ["drop"]))
+            or (sub == "branch" and "D" in flags)
+            or (sub == "rm" and ("r" in flags and "f" in flags))
+        ):
+            destructive.append((f"git {sub} (discards work)", False))
+        elif program == "git" and sub == "config" and any(_GIT_CODE_CONFIG.match(a.lower()) for a in args):
+            destructive.append(("git config that runs code later", False))
         elif program == "sed" and ("i" in flags or any(a.startswith("--in-place") for a in args)):
             for path in [a for a in args[1:] if not a.startswith("-")]:
-                if _SECRET_FILE.search(path):
-                    destructive.append((f"sed -i writes {path}", False))
-        if program in ("tee", "cp", "mv", "install", "ln", "truncate", "touch") and args:
-            paths = [a for a in args if not a.startswith("-")]
-            written = paths if program in ("tee", "truncate", "touch") else paths[-1:]
-            for path in written:
-                if _outside(path, workspace):
-                    destructive.append((f"{program} writes {path} outside the workspace", True))
-                elif _SECRET_FILE.search(path):
-                    destructive.append((f"{program} writes {path}", False))
-        if program in _NETWORK_PROGRAMS:
+                _check_written(path, "sed -i writes", workspace, away, protected, destructive)
+        if program in ("tee", "cp", "mv", "install", "ln", "truncate", "touch", "rsync") and args:
+            for path in _written_paths(program, args):
+                if program == "mv" and (path == "/tmp" or path.startswith("/tmp/")):
+                    destructive.append((f"mv to {path} (the sandbox's /tmp is gone when the command ends)", False))
+                _check_written(path, f"{program} writes", workspace, away, protected, destructive)
+        if program in _NETWORK_PROGRAMS or (program == "openssl" and "s_client" in args):
             network.append(program)
-        subcommands = _NETWORK_SUBCOMMANDS.get(program)
+        subcommands = _NETWORK_SUBCOMMANDS.get(_PIP.sub("pip", program))
         if subcommands:
-            sub = _git_subcommand(args) if program == "git" else next((a for a in args if not a.startswith("-")), "")
-            if sub in subcommands:
-                network.append(f"{program} {sub}")
+            first = sub if program == "git" else next((a for a in args if not a.startswith("-")), "")
+            if first in subcommands or "*" in subcommands:
+                network.append(f"{program} {first}".strip())
         if "/dev/tcp/" in " ".join(segment) or "/dev/udp/" in " ".join(segment):
             network.append("/dev/tcp")
-    if any("/dev/tcp/" in w or "/dev/udp/" in w for w in words):
-        network.append("/dev/tcp")
     for risk in inner:
         if risk.risk == "destructive":
             destructive.append((risk.rule, risk.outside_workspace))
@@ -314,6 +336,71 @@ def _classify(command: str, workspace: str, depth: int) -> CallRisk:
     if network:
         return CallRisk("network", uses_network, network=uses_network)
     return CallRisk("effectful")
+
+
+def _check_written(
+    path: str, verb: str, workspace: str, away: bool, protected: bool, found: list[tuple[str, bool]]
+) -> None:
+    """Add what writing ``path`` means: outside the workspace, a protected file, or a pattern."""
+    if path in _SAFE_TARGETS:
+        return
+    if _outside(path, workspace) or (away and not path.startswith(("/", "&"))):
+        found.append((f"{verb} {path} outside the workspace", True))
+    elif _SECRET_FILE.search(path) or (protected and not path.startswith(("/", "&"))):
+        found.append((f"{verb} {path}", False))
+    elif any(c in path for c in "*?["):
+        found.append((f"{verb} {path} (a pattern: which files is not known)", False))
+
+
+def _written_paths(program: str, args: list[str]) -> list[str]:
+    """The paths ``program ARGS`` writes: every operand of tee, truncate and touch; the target
+    (``-t DIR`` or the last operand) of cp, mv, install, ln and rsync."""
+    for i, arg in enumerate(args):
+        if arg in ("-t", "--target-directory") and i + 1 < len(args):
+            return [args[i + 1]]
+        if arg.startswith("--target-directory="):
+            return [arg.split("=", 1)[1]]
+    operands = [a for a in args if not a.startswith("-")]
+    return operands if program in ("tee", "truncate", "touch") else operands[-1:]
+
+
+def _inline_code(program: str, args: list[str]) -> str | None:
+    """The code a shell runs from its arguments (``-c CODE``, also in a cluster such as
+    ``-lc``), ``eval``'s words, ``env -S``'s string, ``script -c``; None when there is none."""
+    if program == "eval":
+        return " ".join(args)
+    option = "-S" if program == "env" else "-c"
+    for i, arg in enumerate(args):
+        if arg == option or (option == "-c" and arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]):
+            return args[i + 1] if i + 1 < len(args) else None
+    if program == "parallel":
+        return " ".join(a for a in args if a != ":::") or None
+    return None
+
+
+def _find_action(args: list[str], workspace: str, depth: int) -> str | None:
+    """Why ``find ARGS`` is destructive (``-delete``, or an ``-exec`` whose command is), or None."""
+    if "-delete" in args:
+        return "find -delete"
+    for i, arg in enumerate(args):
+        if arg in ("-exec", "-execdir", "-ok", "-okdir"):
+            command = []
+            for word in args[i + 1 :]:
+                if word in (";", "\\;", "+"):
+                    break
+                command.append(word)
+            if command and basename(command[0]) in ("rm", "unlink", "shred", "truncate", "mv"):
+                return f"find {arg} {basename(command[0])}"  # one file at a time, but every file found
+            risk = _classify(" ".join(shlex_quote(w) for w in command), workspace, depth + 1) if depth < _MAX_NESTING else None
+            if risk is None or risk.risk == "destructive":
+                return f"find {arg} {risk.rule if risk else 'not classified'}"
+    return None
+
+
+def _long(flags: set[str], *names: str) -> bool:
+    """A long option among ``flags`` that is ``names``' own or an unambiguous start of it
+    (GNU tools and git accept ``--recu`` for ``--recursive``)."""
+    return any(flag.split("=", 1)[0] == name or (len(flag) >= 5 and name.startswith(flag)) for flag in flags for name in names)
 
 
 def _git_subcommand(args: list[str]) -> str:

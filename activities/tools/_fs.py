@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +12,14 @@ import re2
 from pydantic import Field, field_validator
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
-from agentrt.activities.tools._workspace import is_inside, open_regular, relative_display, resolve_in_workspace
-from agentrt.schemas import ToolError
+from agentrt.activities.tools._workspace import (
+    is_inside,
+    make_directories,
+    open_regular,
+    relative_display,
+    resolve_in_workspace,
+)
+from agentrt.schemas import PROTECTED_FILE_PATTERN, ToolError
 
 __all__ = ["FsList", "FsRead", "FsSearch", "FsWrite", "MAX_READ_BYTES"]
 
@@ -21,11 +28,15 @@ MAX_READ_BYTES = 1024 * 1024
 SKIP_DIRS = frozenset({".git"})
 _BINARY_SNIFF_BYTES = 8192
 _MAX_LINE_CHARS = 500
-# A line longer than this (bytes) is searched in pieces of this size: where RE2 falls back to its
-# slower matcher, a piece still costs well under a second, and the time bound is checked between pieces.
-_MAX_SCAN_LINE_BYTES = 64 * 1024
+# A line longer than this (bytes) is searched in pieces of this size, the time bound checked between them.
+_MAX_SCAN_LINE_BYTES = 16 * 1024
 MAX_PATTERN_CHARS = 1000
+# The largest RE2 program a pattern may compile to (instructions): with 16 KiB pieces, a piece
+# costs well under a second even where RE2 falls back to its slowest matcher.
+MAX_PROGRAM_SIZE = 10_000
 MAX_GLOB_CHARS = 256
+# fs.write does not reach a protected file through a link of another name.
+_SECRET_NAME = re.compile(PROTECTED_FILE_PATTERN)
 # The deepest a listing or search descends below where it starts (directories).
 MAX_WALK_DEPTH = 64
 
@@ -202,11 +213,19 @@ class FsSearch(Tool):
 
 def _compile(pattern: str) -> re2._Regexp:
     """``pattern`` compiled by RE2, whose matching is linear in the text (no catastrophic
-    backtracking: ``(a+)+$`` costs what ``a+$`` does). Raises ``ValueError`` when RE2 refuses it."""
+    backtracking: ``(a+)+$`` costs what ``a+$`` does). Raises ``ValueError`` when RE2 refuses it
+    or its program is over ``MAX_PROGRAM_SIZE`` instructions (a search costs about text length
+    × program size where RE2 cannot use its fast matcher)."""
     try:
-        return re2.compile(pattern)
+        compiled = re2.compile(pattern)
     except re2.error as e:
         raise ValueError(f"invalid regular expression (RE2 syntax: no backreferences or look-around): {e}") from e
+    if compiled.programsize > MAX_PROGRAM_SIZE:
+        raise ValueError(
+            f"regular expression too complex: an RE2 program of {compiled.programsize:,} instructions "
+            f"(at most {MAX_PROGRAM_SIZE:,}); use fewer or smaller repetitions"
+        )
+    return compiled
 
 
 def _text_lines(path: Path, root: Path) -> Iterator[tuple[int, str]]:
@@ -254,9 +273,15 @@ class FsWrite(Tool):
             if not args.create_dirs:
                 raise ToolError(f"directory {relative_display(root, parent)!r} does not exist (set create_dirs to create it)")
             try:
-                parent.mkdir(parents=True, exist_ok=True)
+                make_directories(parent, args.path, root=root)
             except OSError as e:
                 raise ToolError(f"cannot create directory {relative_display(root, parent)!r}: {e.strerror or e}") from e
+        requested = (root / args.path) if not Path(args.path).is_absolute() else Path(args.path)
+        if path != requested and _SECRET_NAME.search(relative_display(root, path)) and not _SECRET_NAME.search(args.path):
+            # Through a symlink to a file the policy would have asked about by its own name.
+            raise ToolError(
+                f"{args.path!r} is a link to {relative_display(root, path)!r}, a file written only when asked for by its own name"
+            )
         data = args.content.encode("utf-8", errors="replace")  # a lone surrogate becomes "?"
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if args.append else 0)
         try:

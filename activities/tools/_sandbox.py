@@ -2,8 +2,9 @@
 
 A sandboxed command sees the system read-only (``/usr`` and the few ``/etc`` files programs
 need), its workspace read-only (``read_only``) or read-write (``workspace_write``), a private
-``/tmp`` (512 MiB) and ``/dev``, its own ``/proc`` with kernel settings (``/proc/sys``)
-read-only, and nothing else of the machine: not the worker's files,
+``/tmp`` (512 MiB), ``/var/tmp`` and ``/dev/shm`` (64 MiB each), its own ``/proc`` with
+kernel settings (``/proc/sys``) read-only, a read-only root and ``/dev``, no way to make a
+user namespace of its own, and nothing else of the machine: not the worker's files,
 its configuration, its store or other workspaces. It runs in its own PID, IPC, UTS, cgroup,
 user and network namespaces (the network only when the session allows it), with every
 capability dropped, the environment given and nothing more; ``bwrap`` itself starts with an
@@ -62,10 +63,12 @@ ETC_ENTRIES = (
 ETC_NETWORK_ENTRIES = ("resolv.conf", "hosts", "host.conf", "gai.conf")
 # Parts of /proc mounted read-only over the sandbox's own /proc.
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-# Size of the sandbox's private /tmp (bytes; it lives in the host's memory).
+# Sizes of the sandbox's writable memory: /tmp, and /var/tmp and /dev/shm each (bytes; they live
+# in the host's memory). Its root and /dev are read-only.
 TMP_BYTES = 512 * 1024 * 1024
+SHM_BYTES = 64 * 1024 * 1024
 # The probe's command: fails when the sandbox lets a command write kernel settings.
-PROBE_COMMAND = "test -w /proc/sys/kernel/core_pattern && exit 3; exit 0"
+PROBE_COMMAND = "test -w /proc/sys/kernel/core_pattern && exit 3; unshare -U true 2>/dev/null && exit 4; exit 0"
 # Top-level system directories mirrored read-only (as directories or, merged-/usr, as symlinks).
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
@@ -125,6 +128,8 @@ def sandbox_status() -> SandboxStatus:
         return SandboxStatus(path, f"{path} does not start: {err}")
     if result.returncode == 3:
         return SandboxStatus(path, f"{path} runs, but a sandboxed command could write /proc/sys (kernel settings)")
+    if result.returncode == 4:
+        return SandboxStatus(path, f"{path} runs, but a sandboxed command could create a user namespace of its own")
     if result.returncode != 0:
         detail = result.stderr.decode("utf-8", errors="replace").strip() or f"exit code {result.returncode}"
         return SandboxStatus(path, f"{path} cannot create its namespaces here: {detail[:300]}")
@@ -152,6 +157,10 @@ def sandboxed_argv(
     args = [
         bwrap,
         "--unshare-all",  # user, ipc, pid, net, uts, cgroup
+        # A user namespace of its own, in which the command may create none: a nested one would give
+        # it every capability there (cgroup mounts reaching the host's root cgroup, sysctls included).
+        "--unshare-user",
+        "--disable-userns",
         *(["--share-net"] if network else []),
         "--die-with-parent",
         "--new-session",  # no TIOCSTI into the worker's terminal
@@ -178,8 +187,11 @@ def sandboxed_argv(
     for name in PROC_READ_ONLY:
         if os.path.exists(f"/proc/{name}"):
             args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
-    args += ["--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    args += ["--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs", "/var/tmp"]
     if str(workspace) != "/":
         args += ["--bind" if policy == "workspace_write" else "--ro-bind", str(workspace), str(workspace)]
+    # The sandbox's own root and /dev are memory too: read-only, so only the sized mounts take writes.
+    args += ["--remount-ro", "/", "--remount-ro", "/dev"]
     args += ["--chdir", str(workspace), "--", *argv]
     return args

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agentrt.schemas import InvalidPathError, NotARegularFileError, WorkspaceEscapeError
 
-__all__ = ["file_kind", "is_inside", "open_regular", "relative_display", "resolve_in_workspace"]
+__all__ = ["file_kind", "is_inside", "make_directories", "open_regular", "relative_display", "resolve_in_workspace"]
 
 # Linux's NAME_MAX and PATH_MAX (limits.h), in bytes: longer names fail every file system call.
 NAME_MAX_BYTES = 255
@@ -99,6 +99,29 @@ def open_regular(path: Path, display: str, flags: int, mode: int = 0o644, *, roo
         raise NotARegularFileError(display, file_kind(info.st_mode))
     os.set_blocking(fd, True)
     return fd
+
+
+def make_directories(directory: Path, display: str, *, root: Path) -> None:
+    """Create ``directory`` (resolved, inside the resolved workspace ``root``) and its missing
+    parents one component at a time, never following a symlink (one swapped in after the
+    workspace check raises ``InvalidPathError`` instead of leading the new directories out)."""
+    current = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in directory.relative_to(root).parts:
+            try:
+                os.mkdir(part, 0o755, dir_fd=current)
+            except FileExistsError:
+                pass
+            try:
+                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            except OSError as err:
+                if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise InvalidPathError(display, "a part of it is not a directory (or was replaced while it was made)") from err
+                raise
+            os.close(current)
+            current = inner
+    finally:
+        os.close(current)
 
 
 def _kind_at(name: str, directory: int) -> str:

@@ -44,3 +44,12 @@ def test_a_key_a_tool_printed_is_redacted_in_the_store_and_in_the_preview(store:
     assert result.preview == "OPENAI_KEY=[redacted] url: https://[redacted]@example.com/x"
     ((_, stored),) = store.messages(session_id)
     assert key not in stored.text and "pw@" not in stored.text
+
+
+def test_a_file_name_that_is_not_utf8_reaches_the_store_as_a_replacement_character(store: Store) -> None:
+    # A lone surrogate in a tool's output made the store refuse the message and the effect's record.
+    from agentrt.store import text_column
+
+    assert text_column("wrote 2 bytes to notes\udc80.txt\x00") == "wrote 2 bytes to notes\ufffd.txt\ufffd"
+    store.claim_effect("sur/1", "s-sur", "fs.write")
+    assert store.record_effect("sur/1", "applied", "notes\udc80.txt").result_text == "notes\ufffd.txt"

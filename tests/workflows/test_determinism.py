@@ -28,7 +28,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
     "math": None,
     "posixpath": frozenset({"basename", "join", "normpath"}),  # string operations only (no cwd, no ~)
     "re": None,
-    "shlex": frozenset({"shlex"}),  # splitting a string, never a stream
+    "shlex": frozenset({"shlex", "quote"}),  # splitting and quoting strings, never a stream
     "types": frozenset({"MappingProxyType"}),  # read-only module constants
     "typing": None,
     "temporalio": frozenset({"workflow"}),

@@ -472,3 +472,33 @@ def test_a_huge_offset_or_a_directory_path_for_a_write_is_refused(registry, ctx,
     with pytest.raises(ToolError, match="is a directory"):
         run(registry, ctx, "fs.write", path="newdir/", content="x")
     assert not (workspace / "newdir").exists()
+
+
+def test_a_pattern_that_compiles_to_a_huge_program_is_refused(registry, ctx) -> None:
+    # One 64 KiB line against this ran 57 s past a 2 s bound: RE2's cost there is line x program size.
+    pattern = r"(?:\w{0,30}a){30}" * 3 + "c"
+
+    with pytest.raises(ToolArgumentsError, match="regular expression too complex: an RE2 program of"):
+        run(registry, ctx, "fs.search", pattern=pattern)
+
+
+def test_parents_are_not_made_through_a_directory_swapped_for_a_symlink(workspace: Path, outside: Path) -> None:
+    from agentrt.activities.tools._workspace import make_directories
+
+    (workspace / "d").mkdir()
+    target = resolve_in_workspace(workspace, "d/new/deeper")
+    (workspace / "d").rename(workspace / "d_moved")
+    (workspace / "d").symlink_to(outside)
+
+    with pytest.raises(InvalidPathError, match="not a directory"):
+        make_directories(target, "d/new/deeper", root=workspace.resolve())
+    assert not (outside / "new").exists()
+
+
+def test_a_write_through_a_link_to_a_protected_file_is_refused(registry, ctx, workspace: Path) -> None:
+    (workspace / ".env").write_text("KEY=1\n")
+    (workspace / "notes.txt").symlink_to(".env")
+
+    with pytest.raises(ToolError, match="a link to '.env', a file written only when asked for by its own name"):
+        run(registry, ctx, "fs.write", path="notes.txt", content="KEY=stolen\n")
+    assert (workspace / ".env").read_text() == "KEY=1\n"

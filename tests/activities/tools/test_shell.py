@@ -241,3 +241,18 @@ def test_a_command_cannot_write_a_file_over_a_gibibyte(registry, ctx: ToolContex
     out = shell(registry, ctx, "head -c 1100M /dev/zero > /tmp/big; echo rc=$?; stat -c %s /tmp/big", timeout_seconds=60)
 
     assert "rc=" in out and "rc=0" not in out
+
+
+def test_a_command_cannot_make_a_user_namespace_of_its_own(registry, ctx: ToolContext) -> None:
+    # In a nested user namespace it would hold every capability: cgroup mounts reached the host's
+    # root cgroup (vm.swappiness through memory.swappiness) from a root worker's sandbox.
+    out = shell(registry, ctx, "unshare -U true && echo NESTED || echo refused")
+
+    assert "refused" in out and "NESTED" not in out
+
+
+def test_only_the_sized_mounts_take_writes(registry, ctx: ToolContext) -> None:
+    out = shell(registry, ctx, "echo x > /newfile; echo x > /dev/newfile; df -k /var/tmp /dev/shm | tail -2")
+
+    assert out.count("Read-only file system") == 2
+    assert " 65536 " in out  # /var/tmp and /dev/shm: 64 MiB each
