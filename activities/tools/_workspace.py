@@ -75,14 +75,7 @@ def open_regular(path: Path, display: str, flags: int, mode: int = 0o644, *, roo
     directory = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts[:-1]:
-            try:
-                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
-            except OSError as err:
-                if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise InvalidPathError(display, "a part of it is no longer a directory (replaced while it was opened)") from err
-                raise
-            os.close(directory)
-            directory = inner
+            directory = _step_into(directory, part, display, "no longer a directory (replaced while it was opened)")
         try:
             fd = os.open(parts[-1], flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=directory)
         except OSError as err:
@@ -112,16 +105,21 @@ def make_directories(directory: Path, display: str, *, root: Path) -> None:
                 os.mkdir(part, 0o755, dir_fd=current)
             except FileExistsError:
                 pass
-            try:
-                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
-            except OSError as err:
-                if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise InvalidPathError(display, "a part of it is not a directory (or was replaced while it was made)") from err
-                raise
-            os.close(current)
-            current = inner
+            current = _step_into(current, part, display, "not a directory (or was replaced while it was made)")
     finally:
         os.close(current)
+
+
+def _step_into(directory: int, part: str, display: str, problem: str) -> int:
+    """The fd of directory ``part`` in ``directory`` (which it closes), not followed if a symlink."""
+    try:
+        inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise InvalidPathError(display, f"a part of it is {problem}") from err
+        raise
+    os.close(directory)
+    return inner
 
 
 def _kind_at(name: str, directory: int) -> str:
