@@ -208,7 +208,7 @@ def test_an_approval_names_the_rule_a_grant_for_the_session_would_cover() -> Non
         ("cd /proc/sys/kernel && printf x > core_pattern", "destructive", "writes core_pattern outside the workspace"),
         ("echo $(date) > now.txt", "effectful", ""),
         (";" * 20_000, "destructive", "long command (20,000 characters, not classified)"),
-        # ... and the forms a second review found:
+        # ... and more forms that slipped past the first classifier:
         ('bash -lc "rm -rf build"', "destructive", "rm -r"),
         ("sh <<< 'rm -rf build'", "destructive", "sh running code not classified"),
         ("source <(echo rm -rf build)", "destructive", "source running code not classified"),
