@@ -47,6 +47,20 @@ RECONCILE_REASON = "the worker stopped between claiming and recording this effec
 Decision = PermissionDecision | ReconcileDecision
 
 
+Standing = Literal["owner", "operator", "not_owner", "no_reason"]
+
+
+def standing(owner: str, operators: tuple[str, ...] | list[str], principal: str | None, reason: str | None) -> Standing:
+    """Whether ``principal`` may act on a session: as its ``owner``, as an ``operator`` (one of
+    ``operators`` giving a non-blank ``reason``), or not (``not_owner``: a stranger or no
+    principal; ``no_reason``: an operator who gave none)."""
+    if principal == owner:
+        return "owner"
+    if principal not in operators:
+        return "not_owner"
+    return "operator" if (reason or "").strip() else "no_reason"
+
+
 def ignored_text(why: str, request_id: str, principal: str) -> str:
     """The sentence a caller sees when a decision is refused (update validators)."""
     return IGNORED_REASONS[why].format(request=request_id, principal=principal)
@@ -61,7 +75,7 @@ class ApprovalBook:
         self._state = state
         self._owner = owner
         self._check_edit = check_edit
-        self._operators = frozenset(operators)
+        self._operators = operators
 
     # ------------------------------------------------------------ requests
 
@@ -102,7 +116,7 @@ class ApprovalBook:
 
     def session_grant(self, rule: str) -> SessionGrant | None:
         """The grant for the rest of the session (by the owner or an operator) that covers ``rule``, if any."""
-        allowed = self._operators | {self._owner}
+        allowed = (self._owner, *self._operators)
         return next((g for g in self._state.session_grants if g.rule == rule and g.principal in allowed), None)
 
     def all_decided(self, request_ids: list[str]) -> bool:
@@ -166,10 +180,9 @@ class ApprovalBook:
         state. ``edit``: the arguments a grant replaces the call's with (``verdict`` must be
         ``grant`` and they must pass the session's check for the tool). An operator who is not
         the owner counts only with a ``reason``."""
-        if principal != self._owner and principal not in self._operators:
-            return "not_owner"  # first: a stranger learns nothing about the session's requests
-        if principal != self._owner and not (reason or "").strip():
-            return "no_reason"  # an operator acting on another's session says why
+        who = standing(self._owner, self._operators, principal, reason)
+        if who in ("not_owner", "no_reason"):
+            return who  # first: a stranger learns nothing about the session's requests
         if request_id in self._state.approval_decisions:
             return "already_decided"
         pending = next((r for r in self._state.pending_approvals if r.request_id == request_id), None)

@@ -42,7 +42,7 @@ from agentrt.schemas import (
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _compaction as compaction
 from agentrt.workflows import context
-from agentrt.workflows._approvals import ApprovalBook
+from agentrt.workflows._approvals import ApprovalBook, Standing, standing
 from agentrt.workflows._errors import TurnCancelled, rejected
 from agentrt.workflows._inbox import Inbox
 from agentrt.workflows._journal import EventJournal
@@ -275,23 +275,32 @@ class SessionCore:
         self._cancel_request = None
         self._set_status("idle")
 
+    def _standing(self, principal: str | None, reason: str | None) -> Standing:
+        return standing(self._config.owner, self._config.operators, principal, reason)
+
+    def _standing_refusal(self, principal: str | None, reason: str | None, verb: str) -> str | None:
+        """Why ``principal`` may not ``verb`` this session (neither the owner nor, with a reason, an
+        operator), or None."""
+        session = self._config.session_id
+        who = self._standing(principal, reason)
+        if who == "not_owner":
+            return f"principal {principal!r} may not {verb} session {session} (owner is {self._config.owner!r})"
+        if who == "no_reason":
+            return f"operator {principal!r} must give a reason to {verb} session {session}, which it does not own"
+        return None
+
     def _check_owner_or_operator(self, principal: str | None, reason: str | None, verb: str) -> None:
         """Refuse (update validators) a principal that is neither the owner nor, with a reason, an operator."""
-        session = self._config.session_id
-        if principal == self._config.owner:
-            return
-        if principal not in self._config.operators:
-            raise rejected(f"principal {principal!r} may not {verb} session {session} (owner is {self._config.owner!r})")
-        if not (reason or "").strip():
-            raise rejected(f"operator {principal!r} must give a reason to {verb} session {session}, which it does not own")
+        why = self._standing_refusal(principal, reason, verb)
+        if why is not None:
+            raise rejected(why)
 
     def _cancel_refusal(self, input: CancelTurnInput) -> str | None:
         """Why a cancel would change nothing (update ``cancel`` rejects it), or None."""
         session = self._config.session_id
-        if input.principal != self._config.owner and input.principal not in self._config.operators:
-            return f"principal {input.principal!r} may not cancel turns of session {session} (owner is {self._config.owner!r})"
-        if input.principal != self._config.owner and not (input.reason or "").strip():
-            return f"operator {input.principal!r} must give a reason to cancel a turn of session {session}, which it does not own"
+        why = self._standing_refusal(input.principal, input.reason, "cancel turns of")
+        if why is not None:
+            return why
         queued = self._inbox.queued_turn_ids()
         running = self._active_turn if self._cancel_request is None else None
         if input.turn_id is not None and input.turn_id not in queued and input.turn_id != running:

@@ -631,23 +631,22 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 return
         self._emit(event)
 
-    @workflow.signal
-    def permission_decision(self, input: PermissionDecision) -> None:
+    def _apply_decision(self, input: PermissionDecision | ReconcileDecision, action: Any, reason: str | None) -> None:
+        """Record a decision (or why it was ignored); an operator's is also ``OperatorActed``."""
         event = self._approvals.decide(input)
         if isinstance(event, PermissionDecisionIgnored):
             return self._emit_ignored(event, event.why == "not_owner")
         self._emit(event)
-        if input.principal != self._config.owner and not isinstance(event, PermissionDecisionIgnored):
-            self._emit(OperatorActed(principal=input.principal, action=input.decision, target=input.request_id, reason=input.reason or ""))
+        if self._standing(input.principal, reason) == "operator":
+            self._emit(OperatorActed(principal=input.principal, action=action, target=input.request_id, reason=reason or ""))
+
+    @workflow.signal
+    def permission_decision(self, input: PermissionDecision) -> None:
+        self._apply_decision(input, input.decision, input.reason)
 
     @workflow.signal
     def reconcile(self, input: ReconcileDecision) -> None:
-        event = self._approvals.decide(input)
-        if isinstance(event, PermissionDecisionIgnored):
-            return self._emit_ignored(event, event.why == "not_owner")
-        self._emit(event)
-        if input.principal != self._config.owner and not isinstance(event, PermissionDecisionIgnored):
-            self._emit(OperatorActed(principal=input.principal, action="reconcile", target=input.request_id, reason=input.note or ""))
+        self._apply_decision(input, "reconcile", input.note)
 
     @workflow.signal
     def cancel_turn(self, input: CancelTurnInput) -> None:
@@ -657,13 +656,14 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         if input.principal is None and workflow.patched(PRINCIPAL_PATCH):
             self._emit_ignored(CancelIgnored(turn_id=input.turn_id, principal="", why="no_principal"), stranger=True)
             return
-        if input.principal is not None and input.principal != self._config.owner:
-            if input.principal not in self._config.operators:
-                self._emit_ignored(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"), stranger=True)
-                return
-            if not (input.reason or "").strip():
-                self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="no_reason"))
-                return
+        who = self._standing(input.principal, input.reason) if input.principal is not None else "owner"
+        if who == "not_owner":
+            self._emit_ignored(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"), stranger=True)
+            return
+        if who == "no_reason":
+            self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="no_reason"))
+            return
+        if who == "operator":
             self._emit(OperatorActed(principal=input.principal, action="cancel", target=input.turn_id, reason=input.reason or ""))
         if input.include_queued:
             dropped = self._inbox.remove_turns()
