@@ -24,7 +24,6 @@ from temporalio.exceptions import ApplicationError
 from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities.providers import redact
-from agentrt.store import text_column
 from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
@@ -40,6 +39,7 @@ from agentrt.schemas import (
     ToolExecuteInput,
     ToolExecuteResult,
 )
+from agentrt.store import text_column
 
 if TYPE_CHECKING:
     from agentrt.store import Store

@@ -59,7 +59,7 @@ def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> 
         return Triage(call, "refuse", f"tool call denied by policy ({decision.reason})", "denied")
     if isinstance(decision, Allowed):
         return Triage(call, "run")
-    return Triage(call, "ask", decision.reason, rule=getattr(decision, "rule", ""))
+    return Triage(call, "ask", decision.reason, rule=decision.rule)
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:

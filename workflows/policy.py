@@ -138,8 +138,6 @@ _WRAPPER_OPTIONS_WITH_VALUE = frozenset({
 _WRAPPER_POSITIONALS = MappingProxyType({"taskset": 1, "flock": 1, "chrt": 1})
 # Shells and interpreters whose inline code (``sh -c CODE``, ``eval CODE``) is classified as a command.
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "busybox"})
-# Interpreters running inline code no classifier reads: effectful at least, never less.
-_INTERPRETERS = frozenset({"python", "python3", "perl", "ruby", "node", "php", "lua", "deno", "bun", "awk", "gawk"})
 _REDIRECT = re.compile(r"^(\d*|&)>>?\|?(.*)$")
 _SECRET_FILE = re.compile(PROTECTED_FILE_PATTERN)
 # Targets a write to is harmless whatever the workspace: the null device, the terminal, std streams.
@@ -207,7 +205,7 @@ def _program(segment: list[str]) -> tuple[str, list[str], list[str]]:
 
 
 def _outside(path: str, workspace: str) -> bool:
-    if not path or path.startswith("&") or path == "/dev/null" or path.startswith(("/dev/std", "/dev/fd/")):
+    if not path or path.startswith("&") or path in _SAFE_TARGETS or path.startswith(("/dev/std", "/dev/fd/")):
         return False
     if path.startswith("~"):
         return True
@@ -343,7 +341,7 @@ def _check_written(
 ) -> None:
     """Add what writing ``path`` means: outside the workspace, a protected file, or a pattern."""
     if path in _SAFE_TARGETS:
-        return
+        return  # not outside (``_outside``), and no protected name or pattern either
     if _outside(path, workspace) or (away and not path.startswith(("/", "&"))):
         found.append((f"{verb} {path} outside the workspace", True))
     elif _SECRET_FILE.search(path) or (protected and not path.startswith(("/", "&"))):

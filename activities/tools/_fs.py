@@ -49,17 +49,15 @@ def _walk(root: Path, start: Path, ctx: ToolContext, recursive: bool = True) -> 
     with a stack of its own (a tree thousands of levels deep is walked, not a recursion
     error), at most ``MAX_WALK_DEPTH`` levels below ``start``.
     """
-    stack: list[tuple[Path, int, Iterator[os.DirEntry[str]]]] = []
-
     def entries(directory: Path) -> Iterator[os.DirEntry[str]]:
         try:
             return iter(sorted(os.scandir(directory), key=lambda e: e.name))
-        except (OSError, RecursionError):
+        except OSError:
             return iter(())
 
-    stack.append((start, 0, entries(start)))
+    stack: list[tuple[int, Iterator[os.DirEntry[str]]]] = [(0, entries(start))]  # (depth, entries left)
     while stack:
-        _directory, depth, pending = stack[-1]
+        depth, pending = stack[-1]
         entry = next(pending, None)
         if entry is None:
             stack.pop()
@@ -79,7 +77,7 @@ def _walk(root: Path, start: Path, ctx: ToolContext, recursive: bool = True) -> 
             continue
         yield path, is_dir
         if is_dir and recursive and depth + 1 < MAX_WALK_DEPTH:
-            stack.append((path, depth + 1, entries(path)))
+            stack.append((depth + 1, entries(path)))
 
 
 class FsList(Tool):
@@ -230,7 +228,7 @@ def _compile(pattern: str) -> re2._Regexp:
 
 def _text_lines(path: Path, root: Path) -> Iterator[tuple[int, str]]:
     """Numbered lines of a regular text file in the workspace ``root``, a long line in pieces of
-    64 KiB; nothing for binary (NUL in the first 8 KiB), special (FIFO, device, socket),
+    ``_MAX_SCAN_LINE_BYTES``; nothing for binary (NUL in the first 8 KiB), special (FIFO, device, socket),
     unreadable or swapped-out files."""
     try:
         fd = open_regular(path, str(path), os.O_RDONLY, root=root)

