@@ -15,12 +15,26 @@ from typing import Optional
 import typer
 
 from agentrt.activities.providers.scripted import load_script
-from agentrt.client._cli_common import ApprovalModeOption, ApproveMode, SandboxMode, drive_turn, load_config, print_outcome, run_command
+from agentrt.client._cli_common import (
+    ApprovalModeOption,
+    ApproveMode,
+    SandboxMode,
+    drive_turn,
+    load_config,
+    print_outcome,
+    run_command,
+)
 from agentrt.client._render import event_line, transcript_lines
 from agentrt.client._runtime import runtime, state_dir
-from agentrt.schemas import MAX_APPROVAL_TIMEOUT_SECONDS, ApprovalPolicy, ConfigurationError, TurnOutcome, UnknownProfileError
+from agentrt.schemas import (
+    MAX_APPROVAL_TIMEOUT_SECONDS,
+    ApprovalPolicy,
+    ConfigurationError,
+    TurnOutcome,
+    UnknownProfileError,
+)
 from agentrt.store import Store
-from agentrt.worker import AgentrtPlugin, DevServer, connect_when_ready, running_worker
+from agentrt.worker import AgentrtPlugin, DevServer, WorkerRole, check_role, connect_when_ready, running_worker
 
 log = logging.getLogger("agentrt.worker")
 
@@ -147,12 +161,12 @@ def worker(
     """
     if tools_only and models_only:
         raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
-    role = "tools" if tools_only else "models" if models_only else "all"
+    role: WorkerRole = "tools" if tools_only else "models" if models_only else "all"
     config = load_config()
-    if role == "models" and not config.tool_task_queue:
-        raise typer.BadParameter(
-            "needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE) for the tool workers", param_hint="--models-only"
-        )
+    try:
+        check_role(config, role)  # before waiting for a server
+    except ConfigurationError as err:
+        raise typer.BadParameter(str(err), param_hint="--models-only") from None
     _log_to_stderr()
 
     async def go() -> None:
@@ -160,11 +174,10 @@ def worker(
         try:
             plugin = AgentrtPlugin(config, store)
             temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
-            async with running_worker(temporal, config, store, role=role):  # type: ignore[arg-type]
-                queue = (config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue
+            async with running_worker(temporal, config, store, role=role) as running:
                 log.info(
                     "worker polling %r at %s (namespace %r) for %s; Ctrl-C stops it",
-                    queue, config.temporal_address, config.namespace,
+                    running.task_queue, config.temporal_address, config.namespace,
                     {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
                 )
                 await asyncio.Event().wait()

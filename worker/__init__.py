@@ -1,6 +1,7 @@
 """The process side of agentrt: configuration, the AgentrtPlugin, the worker and its start checks,
 big-payload storage and the embedded Temporal dev server."""
 
+from agentrt.activities import WorkerRole
 from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig, PayloadConfig, config_file
 from agentrt.worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
 from agentrt.worker._payloads import (
@@ -27,7 +28,13 @@ from agentrt.worker._plugin import (
 )
 from agentrt.worker._resume import ResumeInterceptor
 from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
-from agentrt.worker._worker import HEARTBEAT_THROTTLE, STICKY_SCHEDULE_TO_START, build_worker, running_worker
+from agentrt.worker._worker import (
+    HEARTBEAT_THROTTLE,
+    STICKY_SCHEDULE_TO_START,
+    build_worker,
+    check_role,
+    running_worker,
+)
 
 __all__ = [
     "AgentrtConfig",
@@ -50,8 +57,10 @@ __all__ = [
     "STORE_DRIVER_NAME",
     "StorePayloadDriver",
     "WORKFLOWS",
+    "WorkerRole",
     "build_data_converter",
     "build_worker",
+    "check_role",
     "config_file",
     "connect_when_ready",
     "driver_fingerprint",

@@ -45,6 +45,16 @@ STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
 EXTERNAL_STORAGE_CONCURRENCY = 1
 
 
+def check_role(config: AgentrtConfig, role: WorkerRole) -> None:
+    """Raise ``ConfigurationError`` when ``config`` cannot serve a worker of ``role``: a
+    models-only worker needs ``tool_task_queue``, where its sessions' tool calls go."""
+    if role == "models" and not config.tool_task_queue:
+        raise ConfigurationError(
+            "a models-only worker needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE): "
+            "the task queue its sessions' tool calls go to, served by `agentrt worker --tools-only`"
+        )
+
+
 def build_worker(
     client: Client,
     config: AgentrtConfig,
@@ -83,11 +93,7 @@ def build_worker(
         )
     # Local activities (tool listing, fast tools) share the pool: threads for both, so 32 long
     # shell commands never leave a session's tool listing waiting for a thread.
-    if role == "models" and not config.tool_task_queue:
-        raise ConfigurationError(
-            "a models-only worker needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE): "
-            "the task queue its sessions' tool calls go to, served by `agentrt worker --tools-only`"
-        )
+    check_role(config, role)
     queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     return Worker(
