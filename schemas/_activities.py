@@ -10,6 +10,7 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._config import ModelProfile, SandboxPolicy, SessionConfig
 from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
+from agentrt.schemas._memory import MemoryNote
 from agentrt.schemas._messages import Message, PositionedMessage, ReasoningBlock, ToolCall, ToolSpec, Usage
 
 
@@ -20,8 +21,10 @@ class ModelRequest(Model):
     system: str | None = None
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
-    purpose: Literal["reply", "summary"] = "reply"
+    purpose: Literal["reply", "summary", "advisor"] = "reply"
     reply_index: int | None = None
+    # ``purpose="advisor"``: the session's earlier advisor reviews (the scripted advisor's step).
+    review_index: int | None = None
 
 
 class ModelResponse(Model):
@@ -145,6 +148,8 @@ class ToolExecuteResult(Model):
     error_type: str | None = None
     position: int
     state_keys: list[str] = Field(default_factory=list)
+    # ``memory.write``: the memory it stored (the workflow records MemoryAccepted or MemoryProposed).
+    memory: MemoryNote | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ReconcileEffectInput(Model):

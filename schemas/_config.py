@@ -115,6 +115,26 @@ class ApprovalPolicy(Model):
     mode: ApprovalMode = Field(default="on_request", exclude_if=lambda v: v == "on_request")
 
 
+AdvisorMode = Literal["off", "lightweight", "full"]
+
+
+class AdvisorPolicy(Model):
+    """When an advisor model reviews a batch of tool calls before the policy decides them
+    (``[advisor]`` in agentrt.toml; ``agentrt run --advisor``).
+
+    - ``mode``: ``off`` (the default: no review), ``lightweight`` (only batches with a high-risk
+      call: a destructive shell command, ``sudo``, a write to ``.env`` or outside the workspace,
+      network use; ``agentrt.workflows.policy.classify_call`` decides), ``full`` (every batch).
+    - ``profile``: the model profile the advisor runs on; None uses the session's.
+    - ``timeout_seconds``: bound on one review (seconds); a review that takes longer approves
+      (fail-open), recorded as ``AdvisorReviewCompleted`` with its ``error``.
+    """
+
+    mode: AdvisorMode = "off"
+    profile: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    timeout_seconds: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
+
+
 class SessionConfig(Model):
     """Everything a session needs to start; carried in the workflow input.
 
@@ -149,6 +169,8 @@ class SessionConfig(Model):
     - ``interactive``: whether a person can answer this session's approvals; when False
       (a session run by an autonomous task, say) a call that needs one is denied with
       ``no_interactive_route`` instead of waiting forever.
+    - ``advisor``: when an advisor model reviews a batch of tool calls first (``AdvisorPolicy``;
+      off by default). A rejected batch runs no call; an advisor that fails approves.
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -177,6 +199,7 @@ class SessionConfig(Model):
     interactive: bool = Field(default=True, exclude_if=lambda v: v is True)
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     tool_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    advisor: AdvisorPolicy = Field(default_factory=AdvisorPolicy, exclude_if=lambda v: v == AdvisorPolicy())
 
 
 SANDBOX_ORDER: dict[str, int] = {"read_only": 0, "workspace_write": 1, "danger_full_access": 2}
@@ -203,3 +226,4 @@ def narrowed_grants(
     if wider:
         raise CapabilityWidened(parent.session_id, wider)
     return {"tools": parent.tools if tools is None else list(tools), "sandbox": child_sandbox, "network": child_network}
+

@@ -298,6 +298,126 @@ class SessionArchived(_EventBase):
     reason: str | None = None
 
 
+# ---------------------------------------------------------------- advisor
+
+
+class AdvisorReviewStarted(_EventBase):
+    """An advisor model reviews the tool calls of round ``round`` before the policy decides them.
+
+    ``reason``: why this batch is reviewed (``full``: every batch; ``lightweight``: the high-risk
+    rules it matched, e.g. ``"rm -r"``, ``"network: curl"``); ``profile``: the advisor's model profile.
+    """
+
+    type: Literal["AdvisorReviewStarted"] = "AdvisorReviewStarted"
+    round: int
+    call_ids: list[str]
+    mode: Literal["lightweight", "full"]
+    reason: str
+    profile: str
+
+
+class AdvisorReviewCompleted(_EventBase):
+    """The advisor's verdict on round ``round``'s calls: ``approve``, ``approve_with_warnings``
+    or ``reject`` (no call of the batch runs; the turn ends with a message that says why).
+
+    ``error`` is set when the review failed (provider error, timeout, an answer that is not
+    JSON or names no known verdict): the batch is then approved (fail-open) and ``verdict`` is
+    ``approve``.
+    """
+
+    type: Literal["AdvisorReviewCompleted"] = "AdvisorReviewCompleted"
+    round: int
+    verdict: Literal["approve", "approve_with_warnings", "reject"]
+    concern_count: int = 0
+    summary: str = ""
+    concerns: list[str] = Field(default_factory=list)
+    error: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+# ---------------------------------------------------------------- memory
+
+
+class MemoryProposed(_EventBase):
+    """``memory.write`` proposed a ``workspace`` or ``user`` memory: it waits for the owner's
+    ``decide_memory`` (``agentrt memory accept|reject``) and reaches no context until accepted."""
+
+    type: Literal["MemoryProposed"] = "MemoryProposed"
+    memory_id: str
+    scope: Literal["session", "workspace", "user"]
+    key: str
+    preview: str
+    call_id: str
+
+
+class MemoryAccepted(_EventBase):
+    """A memory became usable: ``principal`` accepted a proposal, or (``principal`` None) a
+    ``session``-scope write, which needs no one's acceptance."""
+
+    type: Literal["MemoryAccepted"] = "MemoryAccepted"
+    memory_id: str
+    scope: Literal["session", "workspace", "user"]
+    key: str
+    principal: str | None = None
+    call_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class MemoryRejected(_EventBase):
+    """The owner rejected a proposed memory; it never reaches a context."""
+
+    type: Literal["MemoryRejected"] = "MemoryRejected"
+    memory_id: str
+    scope: Literal["session", "workspace", "user"]
+    key: str
+    principal: str
+    reason: str | None = None
+
+
+# ---------------------------------------------------------------- trajectory
+
+
+class TrajectoryStarted(_EventBase):
+    """A turn's trajectory begins (one per turn, right after ``TurnStarted``)."""
+
+    type: Literal["TrajectoryStarted"] = "TrajectoryStarted"
+
+
+class TrajectoryStepRecorded(_EventBase):
+    """One step of a turn's trajectory, in order (``index`` from 0).
+
+    ``action``: the tool name for a tool invocation, ``advisor.review`` for an advisor review,
+    ``approval`` for a wait for a person's decision. ``action_input``: the call's arguments
+    with each string cut to ``TRAJECTORY_INPUT_CHARS`` characters (``input_sha256`` is the
+    SHA-256 of the whole arguments' canonical JSON, so two runs compare exactly); for
+    ``advisor.review`` the reviewed tool names, for ``approval`` the request. ``outcome``:
+    ``ok``, ``error``, ``denied``, ``approve``, ``reject``... ``observation``: a preview of the
+    result. ``duration_ms``: workflow time from the step's start to its end (milliseconds).
+    ``screenshot_id``: a stored screenshot of the step, for tools that take one.
+    """
+
+    type: Literal["TrajectoryStepRecorded"] = "TrajectoryStepRecorded"
+    index: int
+    round: int
+    action: str
+    action_input: dict[str, Any] = Field(default_factory=dict)
+    input_sha256: str = ""
+    outcome: str
+    observation: str = ""
+    duration_ms: int = 0
+    call_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    screenshot_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class TrajectoryCompleted(_EventBase):
+    """A turn's trajectory ends: ``success`` (a final answer), ``failed`` (a model failure, the
+    round limit, an advisor's reject) or ``cancelled``."""
+
+    type: Literal["TrajectoryCompleted"] = "TrajectoryCompleted"
+    outcome: Literal["success", "failed", "cancelled"]
+    steps: int
+    rounds: int
+    reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
 Event = Annotated[
     Union[
         SessionInitialized,
@@ -328,6 +448,14 @@ Event = Annotated[
         ModelProfileSwitchFailed,
         SessionContinuedAsNew,
         SessionArchived,
+        AdvisorReviewStarted,
+        AdvisorReviewCompleted,
+        MemoryProposed,
+        MemoryAccepted,
+        MemoryRejected,
+        TrajectoryStarted,
+        TrajectoryStepRecorded,
+        TrajectoryCompleted,
     ],
     Field(discriminator="type"),
 ]

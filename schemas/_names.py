@@ -19,6 +19,8 @@ SESSION_PREPARE: Final = "session.prepare"
 TOOL_EXECUTE: Final = "tool.execute"
 EFFECTS_RECONCILE: Final = "effects.reconcile"
 STORE_APPEND: Final = "store.append"
+ADVISOR_REVIEW: Final = "advisor.review"
+MEMORY_DECIDE: Final = "memory.decide"
 
 # Workflow type names.
 SESSION_WORKFLOW: Final = "SessionWorkflow"

@@ -10,6 +10,7 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._context import ContextState, ProfileInfo
 from agentrt.schemas._events import Event
+from agentrt.schemas._memory import MemoryProposal
 from agentrt.schemas._messages import PositionedMessage, ToolSpec, Usage
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
 
@@ -226,6 +227,9 @@ class SessionState(Model):
     # Decisions and cancels from strangers (not the owner, no principal) ignored in this run; only
     # the first MAX_RECORDED_STRANGER_EVENTS of them are recorded as events.
     strangers_ignored: int = Field(default=0, exclude_if=lambda v: v == 0)
+    # Proposed memories waiting for the owner's decide_memory, and advisor reviews run so far.
+    memory_proposals: list[MemoryProposal] = Field(default_factory=list, exclude_if=lambda v: not v)
+    advisor_reviews: int = Field(default=0, exclude_if=lambda v: v == 0)
     auto_compaction_pause: int = 0
     unflushed_events: list[Event] = Field(default_factory=list)
     unflushed_messages: list[PositionedMessage] = Field(default_factory=list)
@@ -262,6 +266,8 @@ class SessionStateView(Model):
     active_turn_id: str | None = None
     queued_turn_ids: list[str] = Field(default_factory=list)
     pending_approvals: list[PermissionRequest] = Field(default_factory=list)
+    pending_memories: list[MemoryProposal] = Field(default_factory=list, exclude_if=lambda v: not v)
+    advisor: str = Field(default="off", exclude_if=lambda v: v == "off")
     turns_completed: int = 0
     usage: Usage = Field(default_factory=Usage)
     last_seq: int = 0
