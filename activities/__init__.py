@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from agentrt.activities._advisor import AdvisorActivities
 from agentrt.activities._attempts import WORKER_PROCESS, previous_attempt_elsewhere
+from agentrt.activities._memory import MemoryActivities
 from agentrt.activities._model import ModelActivities, ProfileSource
 from agentrt.activities._store import StoreActivities
 from agentrt.activities._tools import ToolActivities
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
     from agentrt.store import Store
 
 __all__ = [
+    "AdvisorActivities",
+    "MemoryActivities",
     "ModelActivities",
     "ProfileSource",
     "StoreActivities",
@@ -35,15 +39,21 @@ def build_activities(
 ) -> list[Callable[..., Any]]:
     """The activity callables a worker registers, bound to its model profiles (the worker's
     configuration), store and tools. ``role``: ``all`` (the default), ``models`` (everything
-    but running tool calls: the model calls, the store, tool listing, effect reconciliation),
+    but running tool calls: the model calls, advisor reviews, the store, tool listing, effect reconciliation,
+    memory decisions),
     ``tools`` (running tool calls only, ``tool.execute``, for a worker on a session's
     ``tool_task_queue``)."""
     models = ModelActivities(config, store, registry)
     tools = ToolActivities(registry, store, secrets=lambda: configured_keys(config))
     writes = StoreActivities(store)
+    advisor = AdvisorActivities(models, store)
+    memory = MemoryActivities(store)
     if role == "tools":
         return [tools.execute]
-    session_side = [models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append]
+    session_side = [
+        models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append,
+        advisor.review, memory.decide,
+    ]
     return session_side if role == "models" else [*session_side, tools.execute]
 
 

@@ -19,7 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
-from agentrt.activities._system_prompt import compose_system_prompt, default_system_prompt
+from agentrt.activities._system_prompt import compose_system_prompt, default_system_prompt, memory_section
 from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
 from agentrt.schemas import (
     CONTEXT_COMPACT,
@@ -167,6 +167,22 @@ class ModelActivities:
             self._session_config(input.session_id, conn), tools, datetime.now(timezone.utc).date()
         )
         return compose_system_prompt(default, profile, input.system_prompt, input.system_prompt_mode)
+
+    def _with_memories(self, session_id: str, system: str | None, messages: list[Message], conn: Connection | None) -> str | None:
+        """``system`` with the "Relevant memories" section at its end (after a compaction summary:
+        the part that changes most goes last, so providers' prompt caches keep the rest): the
+        accepted memories the session's owner may see here (owner, session and workspace from the
+        stored config), ranked by the latest user message in ``messages``. Unchanged when the
+        session has no stored config or no such memory."""
+        config = self._session_config(session_id, conn)
+        if config is None:
+            return system
+        found = self._store.visible_memories(config.owner, session_id, config.workspace, conn=conn)
+        query = next((m.text for m in reversed(messages) if m.role == "user" and m.text != OMITTED_NOTE), "")
+        section = memory_section(found, query, datetime.now(timezone.utc))
+        if not section:
+            return system
+        return f"{system}\n\n{section}" if system else section
 
     def _context(
         self,
@@ -337,13 +353,14 @@ class ModelActivities:
         self, input: ModelCallInput, attempt: int, profile: ModelProfile, tools: list[ToolSpec]
     ) -> tuple[str | None, list[Message]]:
         """In one transaction: write the call's staged writes (its own messages are part of its
-        context), read its context, write its "started" receipt. A context that cannot be read
+        context), read its context (and the memories it shows), write its "started" receipt. A context that cannot be read
         (a missing summary) writes nothing, so no receipt claims a request that was never sent."""
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
             system = self._system_prompt(input, profile, tools, conn)
-            context = self._context(input, conn, system=system, with_reasoning=_takes_reasoning_back(profile))
+            system, messages = self._context(input, conn, system=system, with_reasoning=_takes_reasoning_back(profile))
+            context = self._with_memories(input.session_id, system, messages, conn), messages
             self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
         return context
 

@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import ToolContext, ToolRegistry
+from agentrt.activities.tools import MemoryWrite, ToolContext, ToolRegistry, recorded_memory_note
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
     TOOL_EXECUTE,
@@ -32,6 +32,7 @@ from agentrt.schemas import (
     EffectOutcomeUnknown,
     ListToolsInput,
     ListToolsResult,
+    MemoryNote,
     Message,
     ReconcileEffectInput,
     StoreAppendInput,
@@ -83,8 +84,8 @@ class ToolActivities:
                 self._store.append(input.store_writes)
             if effectful:
                 return self._execute_at_most_once(input)
-            ok, text, error_type, keys = self._run(input)
-            return self._finish(input, ok, text, error_type, keys, staged=staged)
+            ok, text, error_type, keys, memory = self._run(input)
+            return self._finish(input, ok, text, error_type, keys, staged=staged, memory=memory)
 
     @activity.defn(name=EFFECTS_RECONCILE)
     def reconcile(self, input: ReconcileEffectInput) -> None:
@@ -112,16 +113,18 @@ class ToolActivities:
             if record.state in ("applied", "failed"):
                 activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
                 ok = record.state == "applied"
-                keys = self._registry.state_keys(input.call, self._context(input)) if ok else []
-                return self._finish(input, ok, record.result_text or "", None if ok else "ToolError", keys)
+                ctx = self._context(input)
+                keys = self._registry.state_keys(input.call, ctx) if ok else []
+                # A memory.write whose effect is recorded: the workflow still needs its memory.
+                memory = recorded_memory_note(ctx) if ok and input.call.name == MemoryWrite.name else None
+                return self._finish(input, ok, record.result_text or "", None if ok else "ToolError", keys, memory=memory)
             error = EffectOutcomeUnknown(key)
             raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
-        ok, text, error_type, keys = self._run(input)
+        ok, text, error_type, keys, memory = self._run(input)
         self._store.record_effect(key, "applied" if ok else "failed", text)
-        return self._finish(input, ok, text, error_type, keys)
+        return self._finish(input, ok, text, error_type, keys, memory=memory)
 
-    @staticmethod
-    def _context(input: ToolExecuteInput) -> ToolContext:
+    def _context(self, input: ToolExecuteInput) -> ToolContext:
         # No heartbeat hook: ``_heartbeating`` beats for the whole call, the tool's own calls add nothing.
         return ToolContext(
             workspace=Path(input.workspace),
@@ -129,16 +132,19 @@ class ToolActivities:
             is_cancelled=activity.is_cancelled,
             sandbox=input.sandbox,
             network=input.network,
+            session_id=input.session_id,
+            call_key=input.idempotency_key,
+            store=self._store,
         )
 
-    def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str]]:
+    def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str], MemoryNote | None]:
         try:
             output = self._registry.execute(input.call, self._context(input))
         except ToolError as err:
-            return False, text_column(f"error: {err}"), type(err).__name__, []
+            return False, text_column(f"error: {err}"), type(err).__name__, [], None
         # A NUL (binary output) or a lone surrogate (a name that is not UTF-8) would make the store
         # refuse the effect's record and the message.
-        return True, text_column(output.text), None, output.state_keys
+        return True, text_column(output.text), None, output.state_keys, output.memory
 
     def _finish(
         self,
@@ -149,13 +155,18 @@ class ToolActivities:
         state_keys: list[str] | None = None,
         *,
         staged: StoreAppendInput | None = None,
+        memory: MemoryNote | None = None,
     ) -> ToolExecuteResult:
         """Store the call's result message (with ``staged``, the workflow's staged writes, in the
-        same transaction) and return what the workflow keeps of it."""
+        same transaction) and return what the workflow keeps of it (``memory``: the memory a
+        ``memory.write`` stored)."""
         state_keys = state_keys or []
         if input.note:
             text = f"{input.note}\n{text}"
-        text = redact(text, self._secrets())  # a key a tool printed reaches neither the store nor history
+        secrets = self._secrets()
+        text = redact(text, secrets)  # a key a tool printed reaches neither the store nor history
+        if memory is not None and memory.preview:
+            memory = memory.model_copy(update={"preview": redact(memory.preview, secrets)})
         message = Message(
             role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys
         )
@@ -171,6 +182,7 @@ class ToolActivities:
             error_type=error_type,
             position=input.result_position,
             state_keys=state_keys,
+            memory=memory,
         )
 
 

@@ -2,14 +2,31 @@
 
 from agentrt.client._client import AgentClient, SessionListing, StartedSession, default_principal
 from agentrt.client._connection import connect
+from agentrt.client._trajectories import load_trajectory, trajectory_jsonl
+from agentrt.client._trajectory_diff import (
+    DiffSummary,
+    StepDiff,
+    TrajectoryDiff,
+    TurnDiff,
+    diff_lines,
+    diff_trajectories,
+)
 from agentrt.worker import AgentrtPlugin, build_data_converter
 
 __all__ = [
     "AgentClient",
     "AgentrtPlugin",
+    "DiffSummary",
     "SessionListing",
     "StartedSession",
+    "StepDiff",
+    "TrajectoryDiff",
+    "TurnDiff",
     "build_data_converter",
     "connect",
     "default_principal",
+    "diff_lines",
+    "diff_trajectories",
+    "load_trajectory",
+    "trajectory_jsonl",
 ]

@@ -1,7 +1,8 @@
 """The `agentrt` command line: run a prompt, drive sessions, run a worker or the embedded dev server.
 
 The commands live beside this module: `_cli_process` (run, worker, dev, demo),
-`_cli_session` (the `session` group) and `_cli_common` (what they share); this module
+`_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_trajectory`
+(`session trajectory` and the `trajectory` group) and `_cli_common` (what they share); this module
 assembles them and is the console script's entry point.
 """
 
@@ -12,8 +13,10 @@ import sys
 
 import typer
 
+from agentrt.client._cli_memory import memory_app
 from agentrt.client._cli_process import demo, dev, run, worker
 from agentrt.client._cli_session import session_app
+from agentrt.client._cli_trajectory import session_trajectory, trajectory_app
 
 app = typer.Typer(
     name="agentrt",
@@ -22,7 +25,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+session_app.command("trajectory")(session_trajectory)
 app.add_typer(session_app, name="session")
+app.add_typer(memory_app, name="memory")
+app.add_typer(trajectory_app, name="trajectory")
 app.command()(run)
 app.command()(worker)
 app.command()(dev)

@@ -14,7 +14,7 @@ import typer
 from temporalio.service import RPCError
 
 from agentrt.client._client import AgentClient
-from agentrt.client._render import event_line, usage_text
+from agentrt.client._render import QUIET_LIVE_EVENTS, event_line, usage_text
 from agentrt.client._runtime import Runtime
 from agentrt.schemas import (
     AgentrtError,
@@ -36,6 +36,14 @@ class ApprovalModeOption(str, Enum):
     never = "never"
     on_request = "on_request"
     always = "always"
+
+
+class AdvisorModeOption(str, Enum):
+    """``--advisor``: the session's ``AdvisorPolicy.mode``."""
+
+    off = "off"
+    lightweight = "lightweight"
+    full = "full"
 
 
 class SandboxMode(str, Enum):
@@ -134,6 +142,8 @@ async def drive_turn(
             page = await client.events(session_id, since_seq)
             for event in page.events:
                 since_seq = event.seq
+                if isinstance(event, QUIET_LIVE_EVENTS):
+                    continue
                 if stream_key is not None:
                     out.write("\n")
                     stream_key = None

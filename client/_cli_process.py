@@ -16,6 +16,7 @@ import typer
 
 from agentrt.activities.providers.scripted import load_script
 from agentrt.client._cli_common import (
+    AdvisorModeOption,
     ApprovalModeOption,
     ApproveMode,
     SandboxMode,
@@ -75,6 +76,11 @@ def run(
     replace_system_prompt: bool = typer.Option(
         False, "--replace-system-prompt", help="Send --system-prompt instead of the default system prompt, not after it."
     ),
+    advisor: Optional[AdvisorModeOption] = typer.Option(
+        None, "--advisor",
+        help="An advisor model reviews tool calls first: never, high-risk batches only (lightweight) or every batch (full).",
+        show_default="[advisor] mode in agentrt.toml, else off",
+    ),
 ) -> None:
     """Start a session with PROMPT, stream its progress and print the answer.
 
@@ -123,6 +129,7 @@ def run(
                 approval=ApprovalPolicy(mode=approval_mode.value),
                 operators=config.operators,
                 tool_task_queue=config.tool_task_queue,
+                advisor=config.advisor if advisor is None else config.advisor.model_copy(update={"mode": advisor.value}),
             )
             if profile or not script:
                 try:
@@ -217,10 +224,14 @@ IGNORED = shutil.ignore_patterns(".git", ".venv", ".agentrt", "__pycache__", "*.
 
 def demo(
     source: Path = typer.Option(Path("."), "--source", help="Repository to copy into the demo workspace.", exists=True, file_okay=False, resolve_path=True),
+    script_file: Optional[Path] = typer.Option(
+        None, "--script", help="A scripted-model file to play instead of the demo's own (to compare trajectories).",
+        exists=True, dir_okay=False, resolve_path=True,
+    ),
 ) -> None:
     """Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer."""
     config = load_config()
-    script = resources.files("agentrt.client") / "demo" / "script.yaml"
+    script = script_file or resources.files("agentrt.client") / "demo" / "script.yaml"
 
     async def go() -> int:
         with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:
@@ -242,6 +253,10 @@ def demo(
                 notes = workspace / "NOTES.md"
                 typer.echo(f"\n--- {notes.name} as written by the session ---")
                 typer.echo(notes.read_text() if notes.exists() else "(missing)")
+                typer.echo(
+                    f"\nTrajectory: agentrt session trajectory {started.session_id}  "
+                    f"(compare runs: agentrt trajectory diff {started.session_id} OTHER_SESSION)"
+                )
                 typer.echo(
                     f"\nTemporal UI: {rt.ui_url}/namespaces/{config.namespace}/workflows/{started.workflow_id}"
                     + ("  (embedded server: run `agentrt dev` to browse it after this demo)" if rt.embedded_server else "")

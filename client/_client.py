@@ -24,11 +24,14 @@ from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
 from agentrt.client._filters import SessionListing, list_session_rows
+from agentrt.client._memories import MemoryMethods
 from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
+from agentrt.client._trajectories import TrajectoryMethods
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
 from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
+    AdvisorPolicy,
     ArchiveInput,
     CancelTurnInput,
     CompactOutcome,
@@ -71,20 +74,23 @@ class StartedSession:
     workflow_id: str
 
 
-class AgentClient:
+class AgentClient(MemoryMethods, TrajectoryMethods):
     """Start sessions, send messages, wait for turns, decide approvals, read state and events.
 
     Every method raises ``SessionNotFound`` for an unknown session and ``RequestRejected``
     when the session's update validator refuses the request (the message says why).
+    ``advisor``: the ``AdvisorPolicy`` of the sessions ``new_config`` makes (``connect``: the config's).
     """
 
     def __init__(
-        self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None
+        self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
+        advisor: AdvisorPolicy | None = None,
     ) -> None:
         self.temporal = temporal
         self.task_queue = task_queue
         self.principal = principal or default_principal()
         self.store = store
+        self.advisor = advisor or AdvisorPolicy()
 
     @classmethod
     async def connect(
@@ -100,7 +106,7 @@ class AgentClient:
             temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
-        return cls(temporal, task_queue=config.task_queue, principal=principal, store=store)
+        return cls(temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor)
 
     # ------------------------------------------------------------ sessions
 
@@ -113,7 +119,9 @@ class AgentClient:
         script: str | None = None,
         **fields: object,
     ) -> SessionConfig:
-        """A ``SessionConfig`` owned by this client's principal, workspace made absolute."""
+        """A ``SessionConfig`` owned by this client's principal, workspace made absolute; ``advisor``
+        defaults to the client's."""
+        fields.setdefault("advisor", self.advisor)
         return SessionConfig(
             session_id=session_id or uuid.uuid4().hex[:12],
             owner=self.principal,

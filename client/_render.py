@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from agentrt.schemas import (
+    AdvisorReviewCompleted,
+    AdvisorReviewStarted,
     AssistantMessageCompleted,
     CancelIgnored,
     CancelRequested,
@@ -12,6 +14,9 @@ from agentrt.schemas import (
     ContextCompactionFailed,
     ContextCompactionStarted,
     Event,
+    MemoryAccepted,
+    MemoryProposed,
+    MemoryRejected,
     Message,
     ModelProfileSwitched,
     ModelProfileSwitchFailed,
@@ -28,6 +33,9 @@ from agentrt.schemas import (
     ToolInvocationCompleted,
     ToolInvocationFailed,
     ToolInvocationStarted,
+    TrajectoryCompleted,
+    TrajectoryStarted,
+    TrajectoryStepRecorded,
     TurnEnded,
     TurnStarted,
     Usage,
@@ -113,7 +121,40 @@ def describe(event: Event) -> str:
             return "turn cancelled" + (f" by {event.principal}" if event.principal else "") + (f": {event.reason}" if event.reason else "")
         case SessionArchived():
             return f"session archived by {event.principal}"
+        case AdvisorReviewStarted():
+            calls = f"{len(event.call_ids)} call{'' if len(event.call_ids) == 1 else 's'}"
+            why = event.reason if event.reason.startswith(f"{event.mode}:") else f"{event.mode}: {event.reason}".rstrip(": ")
+            return f"advisor: reviewing {calls} ({why})"
+        case AdvisorReviewCompleted():
+            if event.error is not None:
+                return f"advisor: review failed, calls approved (fail-open): {_short(event.error, 200)}"
+            summary = f": {_short(event.summary, 160)}" if event.summary else ""
+            concerns = "; ".join(f"{n}) {_short(c, 120)}" for n, c in enumerate(event.concerns, 1))
+            return f"advisor: {event.verdict}{summary}" + (f" · concerns: {concerns}" if concerns else "")
+        case MemoryProposed():
+            return (
+                f"memory {event.memory_id} proposed ({event.scope} {event.key}): {_short(event.preview, 80)} · "
+                f"waits for the owner: agentrt memory accept {event.memory_id} (or reject)"
+            )
+        case MemoryAccepted():
+            by = f" by {event.principal}" if event.principal else ""
+            return f"memory {event.memory_id} accepted{by} ({event.scope} {event.key})"
+        case MemoryRejected():
+            why = f": {event.reason}" if event.reason else ""
+            return f"memory {event.memory_id} rejected by {event.principal} ({event.scope} {event.key}){why}"
+        case TrajectoryStarted():
+            return "trajectory started"
+        case TrajectoryStepRecorded():
+            return f"step {event.index} (round {event.round}): {event.action} {event.outcome} in {event.duration_ms} ms"
+        case TrajectoryCompleted():
+            why = f" ({event.reason})" if event.reason else ""
+            return f"trajectory {event.outcome}{why}: {event.steps} step(s), {event.rounds} round(s)"
     return event.type
+
+
+# Events ``agentrt run`` does not print while a turn runs (one per step: noise next to the tool
+# calls it shows); ``agentrt session events`` and ``agentrt session trajectory`` show them.
+QUIET_LIVE_EVENTS = (TrajectoryStarted, TrajectoryStepRecorded, TrajectoryCompleted)
 
 
 def event_line(event: Event) -> str:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from agentrt.schemas._activities import StoreAppendInput
 from agentrt.schemas._base import Model
 from agentrt.schemas._messages import ToolCall, Usage
 
@@ -21,7 +22,7 @@ class AdvisorReviewInput(Model):
     ``risks``: per call, the high-risk rule it matched (``""`` for none); ``profile``: the
     advisor's model profile; ``script``: the session's scripted-model file, whose ``advisor``
     list scripts verdicts offline; ``review_index``: the session's earlier reviews (the
-    scripted advisor's step).
+    scripted advisor's step); ``store_writes``: written first, so the review shows as it runs.
     """
 
     session_id: str
@@ -34,6 +35,8 @@ class AdvisorReviewInput(Model):
     request: str = ""
     calls: list[ToolCall]
     risks: list[str] = Field(default_factory=list)
+    # The workflow's staged events and messages, written before the review (left out when None).
+    store_writes: StoreAppendInput | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class AdvisorReviewResult(Model):

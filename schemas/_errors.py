@@ -4,13 +4,17 @@
     ├── ConfigurationError          a developer or operator mistake; never retried
     │   ├── UnknownProfileError     a model profile name not in the configuration
     │   ├── InvalidScriptError      a scripted-model file that does not parse
+    │   ├── InvalidTrajectoryFile   an exported trajectory file (json or jsonl) that does not parse
     │   └── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
     │   ├── RequestRejected         the session refused an update (validator said why)
     │   ├── ServerUnavailable       no Temporal server answers at the address
     │   ├── WorkerUnavailable       no worker polls the session's task queue (queries need one)
-    │   └── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
+    │   ├── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
+    │   ├── MemoryNotFound          no memory with that id that the caller owns
+    │   ├── MemoryAlreadyDecided    the memory is not a pending proposal (accepted, rejected or superseded)
+    │   └── TurnNotFound            the session has no such turn (or no trajectory of it)
     └── RunError                    something failed while work was running
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
@@ -20,7 +24,8 @@
         │   └── ScriptExhaustedError    the scripted model has no reply left
         ├── ToolError               a tool call could not be carried out
         │   ├── WorkspaceEscapeError    a path leaves the session's workspace
-        │   └── ToolArgumentsError      arguments do not match the tool's schema
+        │   ├── ToolArgumentsError      arguments do not match the tool's schema
+        │   └── MemoryLimitExceeded     an owner's live memories or a session's pending proposals are at their bound
         ├── PolicyDenied            the policy engine or an approver refused a call
         ├── BudgetExceeded          a round, token or time budget ran out
         ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
@@ -56,6 +61,16 @@ class InvalidScriptError(ConfigurationError):
         self.path = path
         self.reason = reason
         super().__init__(f"scripted model file {path!r} is invalid: {reason}")
+
+
+class InvalidTrajectoryFile(ConfigurationError):
+    """``path`` is not a trajectory export (``agentrt session trajectory``, json or jsonl):
+    ``reason`` says what is wrong, with the line number for jsonl."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"trajectory file {path!r} is invalid: {reason}")
 
 
 class ClientError(AgentrtError):
@@ -142,6 +157,37 @@ class PayloadStorageMismatch(ClientError):
             "workers' payload storage: the same AGENTRT_HOME, or the same [store] url / AGENTRT_DATABASE_URL "
             "(driver \"store\"), or the same [payloads] path / AGENTRT_PAYLOAD_PATH (driver \"directory\")."
         )
+
+
+class MemoryNotFound(ClientError):
+    """No memory ``memory_id`` that the caller may see: unknown, or another principal's (the same
+    error either way, so a stranger learns nothing about other owners' memories)."""
+
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(f"no memory {memory_id!r}")
+
+
+class MemoryAlreadyDecided(ClientError):
+    """Memory ``memory_id`` is no longer a proposal: its ``status`` is ``accepted``, ``rejected``
+    or ``superseded`` (``decided_by`` decided it, when known). Nothing was changed."""
+
+    def __init__(self, memory_id: str, status: str, decided_by: str | None = None) -> None:
+        self.memory_id = memory_id
+        self.status = status
+        self.decided_by = decided_by
+        by = f" by {decided_by}" if decided_by else ""
+        super().__init__(f"memory {memory_id!r} is not a pending proposal: it is {status}{by}")
+
+
+class TurnNotFound(ClientError):
+    """Session ``session_id`` has no turn ``turn_id`` (or none with a trajectory: a turn recorded
+    before trajectories existed, or one not started yet)."""
+
+    def __init__(self, session_id: str, turn_id: str) -> None:
+        self.session_id = session_id
+        self.turn_id = turn_id
+        super().__init__(f"session {session_id} has no turn {turn_id!r} with a trajectory")
 
 
 class RunError(AgentrtError):
@@ -297,6 +343,18 @@ class ToolArgumentsError(ToolError):
         self.tool = tool
         self.problems = problems
         super().__init__(f"invalid arguments for tool {tool!r}: {'; '.join(problems)}")
+
+
+class MemoryLimitExceeded(ToolError):
+    """A memory was not written: ``holder`` (an owner, or a session) already has ``limit`` of
+    ``what`` (``live memories``: proposed or accepted; ``pending proposals``). A model that writes
+    in a loop meets this error, not an unbounded store."""
+
+    def __init__(self, holder: str, what: str, limit: int) -> None:
+        self.holder = holder
+        self.what = what
+        self.limit = limit
+        super().__init__(f"{holder} already has {limit} {what}, the most allowed: nothing was stored")
 
 
 class CapabilityWidened(AgentrtError):

@@ -174,7 +174,8 @@ class ToolInvocationFailed(_EventBase):
     call_id: str
     tool: str
     reason: Literal[
-        "unknown_tool", "invalid_arguments", "denied", "denied_by_sandbox", "tool_error", "cancelled", "outcome_unknown"
+        "unknown_tool", "invalid_arguments", "denied", "denied_by_sandbox", "tool_error", "cancelled", "outcome_unknown",
+        "advisor_rejected",
     ]
     error: str
     position: int | None = None

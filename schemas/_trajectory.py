@@ -80,6 +80,8 @@ def trajectory_from_events(session_id: str, events: Iterable[Event], turn_id: st
             continue
         if isinstance(event, UserMessageAdded):
             prompts[tid] = event.text
+            if tid in turns and not turns[tid].prompt:
+                turns[tid].prompt = event.text
         elif isinstance(event, TrajectoryStarted):
             turns[tid] = TurnTrajectory(turn_id=tid, prompt=prompts.get(tid, ""), started_at=event.at)
         elif isinstance(event, TrajectoryStepRecorded) and tid in turns:

@@ -1,5 +1,5 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
-ledger, usage receipts and externally stored Temporal payloads (SQLite or PostgreSQL)."""
+ledger, usage receipts, memories and externally stored Temporal payloads (SQLite or PostgreSQL)."""
 
 from agentrt.store._base import text_column
 from agentrt.store._deltas import TokenDelta

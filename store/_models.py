@@ -23,10 +23,13 @@ from sqlalchemy import (
 
 __all__ = [
     "EFFECT_STATES",
+    "MEMORY_SCOPES",
+    "MEMORY_STATUSES",
     "USAGE_STATUSES",
     "context_summaries",
     "effects",
     "events",
+    "memories",
     "messages",
     "metadata",
     "payloads",
@@ -172,6 +175,34 @@ context_summaries = Table(
     Column("text", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("session_id", "summary_id"),
+)
+
+MEMORY_SCOPES = ("session", "workspace", "user")
+MEMORY_STATUSES = ("proposed", "accepted", "rejected", "superseded")
+
+# Memories that outlive a session, one row per memory (migration 0006). ``owner`` is the
+# session owner who wrote it; ``session_id`` the writing session; ``workspace`` the workspace
+# of a workspace-scope memory (else the writing session's). ``decided_*``/``reason``: the
+# owner's decision on a proposal (None for a session-scope write, accepted as written).
+memories = Table(
+    "memories",
+    metadata,
+    Column("memory_id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("key", String(255), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("session_id", String(255), nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("decided_at", DateTime(timezone=True), nullable=True),
+    Column("decided_by", String(255), nullable=True),
+    Column("reason", Text, nullable=True),
+    CheckConstraint("scope IN ('session', 'workspace', 'user')", name="scope"),
+    CheckConstraint("status IN ('proposed', 'accepted', 'rejected', 'superseded')", name="status"),
+    Index(None, "owner", "status"),
+    Index(None, "session_id"),
 )
 
 # Temporal payloads above the external-storage threshold, keyed by their content hash

@@ -23,7 +23,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
+    AdvisorPolicy,
     CancelTurnInput,
+    MemoryProposed,
     ModelRequestStarted,
     PermissionRequested,
     SendMessageInput,
@@ -50,11 +52,11 @@ class Recorder:
         self.client = client
         self.root = root
 
-    def config(self, turns: list[dict[str, Any]], **fields: Any) -> SessionConfig:
+    def config(self, turns: list[dict[str, Any]], advice: list[dict[str, Any]] | None = None, **fields: Any) -> SessionConfig:
         run_dir = self.root / uuid.uuid4().hex[:8]
         (run_dir / "ws").mkdir(parents=True)
         script = run_dir / "script.json"
-        script.write_text(json.dumps({"turns": turns}))
+        script.write_text(json.dumps({"turns": turns, **({"advisor": advice} if advice is not None else {})}))
         return self.client.new_config(str(run_dir / "ws"), script=str(script), profile="scripted", **fields)
 
     def handle(self, session_id: str, run_id: str | None = None) -> WorkflowHandle:
@@ -323,6 +325,61 @@ async def cancel_without_principal(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"cancel-signal-without-principal-ignored": r.handle(config.session_id)}
 
 
+async def trajectory_demo_turn(r: Recorder) -> dict[str, WorkflowHandle]:
+    """The demo's turn: a listing, a read and an approved write, each a trajectory step."""
+    config = r.config([
+        {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]},
+        {"tool_calls": [{"name": "fs.read", "arguments": {"path": "missing.md"}}]},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "NOTES.md", "content": "notes"}}]},
+        {"text": "done"},
+    ])
+    started = await r.client.start(config, "take notes")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await r.client.approve(config.session_id, requested.request.request_id)
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    return {"demo-turn-with-an-approved-write": r.handle(config.session_id)}
+
+
+async def advisor_reviews(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A full advisor: a batch rejected (the turn ends with the block explained), then in the next
+    turn a review that fails and approves (fail-open) before the call runs."""
+    rm = {"tool_calls": [{"name": "shell.run", "arguments": {"command": "rm -rf build"}}]}
+    config = r.config(
+        [rm, {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}, {"text": "listed"}],
+        advice=[{"verdict": "reject", "concerns": ["deletes build/"], "summary": "destructive"}, {"error": "down", "status": 400}],
+        approval=ALLOW_ALL,
+        advisor=AdvisorPolicy(mode="full"),
+    )
+    started = await r.client.start(config, "clean up")
+    await r.wait_turn(config.session_id, started.turn_id)
+    second = await r.client.send(config.session_id, "then list")
+    await r.wait_turn(config.session_id, second.turn_id)
+    await r.client.archive(config.session_id)
+    return {"advisor-rejects-then-fails-open": r.handle(config.session_id)}
+
+
+async def memory_decided(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session memory stored at once and a user memory proposed, which the owner accepts with
+    the ``decide_memory`` update while the session idles."""
+    config = r.config(
+        [
+            {"tool_calls": [
+                {"name": "memory.write", "arguments": {"key": "style", "text": "short answers"}},
+                {"name": "memory.write", "arguments": {"key": "deploy", "text": "staging", "scope": "user"}},
+            ]},
+            {"text": "noted"},
+        ],
+        approval=ALLOW_ALL,
+    )
+    started = await r.client.start(config, "remember")
+    await r.wait_turn(config.session_id, started.turn_id)
+    proposed = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, MemoryProposed))
+    await r.client.decide_memory(proposed.memory_id, "accept", "right")
+    await r.client.archive(config.session_id)
+    return {"memory-proposed-and-accepted": r.handle(config.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
@@ -342,6 +399,9 @@ SCENARIOS: list[Scenario] = [
     session_grant_and_edit,
     operator_acts,
     stranger_flood,
+    trajectory_demo_turn,
+    advisor_reviews,
+    memory_decided,
 ]
 
 

@@ -13,15 +13,16 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from agentrt.schemas import ConfigurationError, ModelProfile, UnknownProfileError
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, ModelProfile, UnknownProfileError
 from agentrt.store import agentrt_home
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
-TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads", "principals"}
+TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor"}
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
+ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
 
 PayloadDriverName = Literal["store", "directory", "none"]
 PAYLOAD_DRIVERS: tuple[str, ...] = get_args(PayloadDriverName)
@@ -74,6 +75,18 @@ def _payload_config(raw: Mapping[str, Any], file: Path | None, home: Path) -> Pa
     return config
 
 
+def _advisor_policy(raw: Mapping[str, Any], file: Path | None, profiles: Mapping[str, ModelProfile]) -> AdvisorPolicy:
+    """The ``[advisor]`` table: a valid ``AdvisorPolicy`` whose ``profile`` is a configured one."""
+    try:
+        policy = AdvisorPolicy(**raw)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'advisor'}: {e['msg']}" for e in err.errors())
+        raise ConfigurationError(f"{file}: [advisor] is invalid: {problems}") from err
+    if policy.profile is not None and policy.profile not in profiles:
+        raise UnknownProfileError(policy.profile, list(profiles), f"[advisor] profile in {file}")
+    return policy
+
+
 def _beside(file: Path | None, path: Path) -> Path:
     """``path`` as written in ``file``: a relative one is taken from the file's directory."""
     return path if path.is_absolute() or file is None else file.parent / path
@@ -121,6 +134,8 @@ class AgentrtConfig:
     reason (``SessionConfig.operators``). ``tool_task_queue`` (``[temporal] tool_task_queue``,
     ``AGENTRT_TOOL_TASK_QUEUE``): where sessions started with this configuration run their
     tool calls (``agentrt worker --tools-only`` serves it); None runs them on ``task_queue``.
+    ``advisor`` (``[advisor] mode/profile/timeout_seconds``): the ``AdvisorPolicy`` of the
+    sessions this configuration's clients start (``agentrt run --advisor`` overrides the mode).
     ``source`` is the file read, if any.
     """
 
@@ -133,6 +148,7 @@ class AgentrtConfig:
     profiles: dict[str, ModelProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
     payloads: PayloadConfig = field(default_factory=PayloadConfig)
     operators: list[str] = field(default_factory=list)
+    advisor: AdvisorPolicy = field(default_factory=AdvisorPolicy)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -161,6 +177,8 @@ class AgentrtConfig:
             raise ConfigurationError(f"{file}: principals must be a table ([principals]), not {data['principals']!r}")
         if not isinstance(data.get("payloads", {}), dict):
             raise ConfigurationError(f"{file}: payloads must be a table ([payloads]), not {data['payloads']!r}")
+        if not isinstance(data.get("advisor", {}), dict):
+            raise ConfigurationError(f"{file}: advisor must be a table ([advisor]), not {data['advisor']!r}")
         unknown = sorted(set(data) - TOP_LEVEL_KEYS)
         unknown += [
             f"temporal.{k}" for k in sorted(set(data.get("temporal", {})) - {"address", "namespace", "task_queue", "tool_task_queue"})
@@ -168,11 +186,12 @@ class AgentrtConfig:
         unknown += [f"store.{k}" for k in sorted(set(data.get("store", {})) - {"url"})]
         unknown += [f"payloads.{k}" for k in sorted(set(data.get("payloads", {})) - PAYLOAD_KEYS)]
         unknown += [f"principals.{k}" for k in sorted(set(data.get("principals", {})) - {"operators"})]
+        unknown += [f"advisor.{k}" for k in sorted(set(data.get("advisor", {})) - ADVISOR_KEYS)]
         if unknown:
             raise ConfigurationError(
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
-                "[principals] operators"
+                "[principals] operators, [advisor] mode/profile/timeout_seconds"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -193,6 +212,7 @@ class AgentrtConfig:
                 config.profiles[name] = ModelProfile(name=name, **raw)
             except ValidationError as err:
                 raise ConfigurationError(f"{file}: profile {name!r} is invalid: {err}") from err
+        config.advisor = _advisor_policy(data.get("advisor", {}), file, config.profiles)
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)

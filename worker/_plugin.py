@@ -29,6 +29,7 @@ from agentrt.activities import build_activities
 from agentrt.activities.tools import ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
+    MEMORY_DECIDE,
     PROFILES_DESCRIBE,
     SESSION_WORKFLOW,
     STORE_APPEND,
@@ -182,7 +183,7 @@ class AgentrtPlugin(SimplePlugin):
 
 
 # What a session runs as local activities, on the worker that runs its workflow task.
-LOCAL_ACTIVITY_NAMES = (STORE_APPEND, TOOLS_LIST, PROFILES_DESCRIBE, EFFECTS_RECONCILE, TOOL_EXECUTE)
+LOCAL_ACTIVITY_NAMES = (STORE_APPEND, TOOLS_LIST, PROFILES_DESCRIBE, EFFECTS_RECONCILE, TOOL_EXECUTE, MEMORY_DECIDE)
 
 
 def _warn_without_local_activities(config: WorkerConfig) -> None:

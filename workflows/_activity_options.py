@@ -15,8 +15,10 @@ from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
 from agentrt.schemas import (
+    ADVISOR_REVIEW,
     CONTEXT_COMPACT,
     EFFECTS_RECONCILE,
+    MEMORY_DECIDE,
     PROFILES_DESCRIBE,
     PROVIDER_COMPLETE,
     SESSION_PREPARE,
@@ -57,6 +59,17 @@ TOOLS_LIST_RETRY = RetryPolicy(
 # a session must not fail because it was briefly down; the retrying activity shows in the UI.
 STORE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=0
+)
+
+# An advisor review is a second opinion the turn goes on without (fail-open): two attempts,
+# so a failing provider delays a batch by about a second, not minutes.
+ADVISOR_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_attempts=2, non_retryable_error_types=CONFIGURATION_ERRORS
+)
+# Recording an owner's memory decision writes the store: bounded, so the owner's update
+# answers (with the store's error) instead of waiting without end on a store that stays down.
+MEMORY_DECIDE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=10
 )
 
 
@@ -123,6 +136,8 @@ PREPARE_SESSION = ActivityConfig(SESSION_PREPARE, TOOLS_LIST_RETRY, start_to_clo
 TOOL_CALL = ActivityConfig(TOOL_EXECUTE, TOOL_RETRY, heartbeats=True, cancellable=True)
 RECONCILE_EFFECT = ActivityConfig(EFFECTS_RECONCILE, STORE_RETRY, start_to_close=30)
 STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30)
+ADVISOR = ActivityConfig(ADVISOR_REVIEW, ADVISOR_RETRY, heartbeats=True, cancellable=True)
+DECIDE_MEMORY = ActivityConfig(MEMORY_DECIDE, MEMORY_DECIDE_RETRY, start_to_close=30)
 
 # Extra time a tool activity gets beyond the tool's own time bound (seconds): to store its result.
 TOOL_GRACE_SECONDS = 30

@@ -19,6 +19,10 @@ from agentrt.schemas import (
     CancelRequested,
     CancelTurnInput,
     Event,
+    MemoryAccepted,
+    MemoryNote,
+    MemoryProposal,
+    MemoryProposed,
     Message,
     PermissionRequest,
     ProfileInfo,
@@ -46,6 +50,7 @@ from agentrt.workflows._approvals import ApprovalBook, Standing, standing
 from agentrt.workflows._errors import TurnCancelled, rejected
 from agentrt.workflows._inbox import Inbox
 from agentrt.workflows._journal import EventJournal
+from agentrt.workflows._trajectory import TrajectoryRecorder
 from agentrt.workflows.policy import PolicyEngine
 
 
@@ -76,6 +81,8 @@ class SessionCore:
     _cancel_announced: bool
     _initialized: bool
     _early_cancels: list[CancelTurnInput]
+    _trajectory: TrajectoryRecorder
+    _turn_request: str  # the running turn's user message (the advisor sees its start)
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -227,7 +234,9 @@ class SessionCore:
         elif status == "archived":
             workflow.set_current_details(f"**archived** · {self._state.turns_completed} turns")
 
-    def _fail_call(self, turn_id: str, call: ToolCall, reason: Any, error: str, position: int | None = None) -> None:
+    def _fail_call(
+        self, turn_id: str, call: ToolCall, reason: Any, error: str, position: int | None = None, *, started: Any = None
+    ) -> None:
         """Record a call that did not run (or failed) and give the model the error as the call's result."""
         if position is None:
             position = self._journal.take_position()
@@ -236,6 +245,41 @@ class SessionCore:
         self._emit(
             ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason=reason, error=error, position=position)
         )
+        self._record_step(turn_id, self._round, call.name, call.arguments, reason, error, started, call_id=call.id)
+
+    def _record_step(
+        self,
+        turn_id: str,
+        round_number: int,
+        action: str,
+        action_input: dict[str, Any] | None,
+        outcome: str,
+        text: str,
+        started: Any,
+        *,
+        call_id: str | None = None,
+    ) -> None:
+        """Add a step to the open turn's trajectory (``trajectory-v1``); ``started`` (a
+        ``workflow.now()``) gives its duration, None a step that took no time."""
+        event = self._trajectory.step(
+            turn_id, round_number, action, action_input, outcome, text, started, workflow.now(), call_id=call_id
+        )
+        if event is not None:
+            self._emit(event)
+
+    def _memory_written(self, turn_id: str, call: ToolCall, note: MemoryNote) -> None:
+        """Record what ``memory.write`` stored: a session memory is accepted at once; a workspace
+        or user one waits for the owner's ``decide_memory``."""
+        if note.status == "accepted":
+            self._emit(MemoryAccepted(turn_id=turn_id, memory_id=note.memory_id, scope=note.scope, key=note.key, call_id=call.id))
+            return
+        if all(p.memory_id != note.memory_id for p in self._state.memory_proposals):
+            self._state.memory_proposals.append(
+                MemoryProposal(memory_id=note.memory_id, scope=note.scope, key=note.key, turn_id=turn_id, call_id=call.id)
+            )
+        self._emit(MemoryProposed(
+            turn_id=turn_id, memory_id=note.memory_id, scope=note.scope, key=note.key, preview=note.preview, call_id=call.id,
+        ))
 
     def _cancelled_outcome(self, turn_id: str) -> TurnOutcome:
         principal, reason = self._cancel_reason()
@@ -264,6 +308,9 @@ class SessionCore:
 
     def _finish_turn(self, outcome: TurnOutcome) -> None:
         assert outcome.status != "pending"
+        completed = self._trajectory.complete(outcome)
+        if completed is not None:
+            self._emit(completed)
         self._emit(
             TurnEnded(
                 turn_id=outcome.turn_id, status=outcome.status, rounds=outcome.rounds, error=outcome.error,
@@ -398,6 +445,8 @@ class SessionCore:
             active_turn_id=self._active_turn,
             queued_turn_ids=self._inbox.queued_turn_ids(),
             pending_approvals=self._approvals.undecided(),
+            pending_memories=list(self._state.memory_proposals),
+            advisor=self._config.advisor.mode,
             turns_completed=self._state.turns_completed,
             usage=self._state.usage,
             last_seq=self._journal.last_seq,

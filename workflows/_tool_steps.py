@@ -8,11 +8,17 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 from agentrt.schemas import (
+    ADVISOR_REQUEST_CHARS,
+    AdvisorReviewCompleted,
+    AdvisorReviewInput,
+    AdvisorReviewResult,
+    AdvisorReviewStarted,
     Message,
     ModelToolCallRequested,
     PermissionDecision,
@@ -31,6 +37,7 @@ from agentrt.schemas import (
     arguments_sha256,
 )
 from agentrt.workflows import _activity_options as options
+from agentrt.workflows import _advisor as advisor
 from agentrt.workflows._approvals import RECONCILE_REASON
 from agentrt.workflows._errors import (
     OUTCOME_UNKNOWN,
@@ -54,13 +61,25 @@ EFFECT_KEY_PATCH = "effect-key-position-v1"
 class ToolCallSteps(SessionCore):
     """Runs the tool calls a model reply asked for."""
 
-    async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> None:
-        """Triage every call, ask for all approvals the batch needs at once, then run the allowed calls in order."""
+    async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> str | None:
+        """Have the advisor review the batch when its mode says so, triage every call, ask for all
+        approvals the batch needs at once, then run the allowed calls in order. Returns the
+        advisor's reason when it rejected the batch (no call ran), else None."""
         runnable: list[tuple[ToolCall, PermissionRequest | None]] = []
         if self._policy.version < 2 and workflow.patched(POLICY_PATCH):
             self._policy.version = 2
+        reviewed = self._config.advisor.mode != "off"
+        if reviewed:
+            for call in calls:
+                self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
+            rejection = await self._advise(turn_id, round_number, calls)
+            if rejection is not None:
+                for call in calls:
+                    self._fail_call(turn_id, call, "advisor_rejected", f"not run: the advisor rejected this batch ({rejection})")
+                return rejection
         for call in calls:
-            self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
+            if not reviewed:
+                self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
             verdict = triage(call, self._tools, self._policy)
             grant = self._approvals.session_grant(verdict.rule) if verdict.action == "ask" and verdict.rule else None
             if verdict.action == "refuse":
@@ -82,7 +101,9 @@ class ToolCallSteps(SessionCore):
                 runnable.append((call, request))
         waiting = [r for _, r in runnable if r is not None]
         if waiting:
+            asked = workflow.now()
             await self._await_decisions(waiting)
+            self._record_approvals(turn_id, round_number, waiting, asked)
         for call, request in runnable:
             note = None
             if request is not None:
@@ -98,6 +119,78 @@ class ToolCallSteps(SessionCore):
                         continue
                     call, note = edited
             await self._execute_tool(turn_id, round_number, call, note)
+        return None
+
+    async def _advise(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> str | None:
+        """Run the advisor on the batch when its mode says so; its reason when it rejects, else None.
+
+        Fail-open: a review that fails (provider error, timeout, an answer that is no verdict)
+        approves the batch, recorded in ``AdvisorReviewCompleted.error``.
+        """
+        policy = self._config.advisor
+        risks = [advisor.high_risk_rule(self._tools.get(c.name), c, self._config.workspace) for c in calls]
+        reason = advisor.review_reason(policy, risks)
+        if reason is None:
+            return None
+        profile = policy.profile or self._config.profile
+        self._emit(AdvisorReviewStarted(
+            turn_id=turn_id, round=round_number, call_ids=[c.id for c in calls], mode=policy.mode,  # type: ignore[arg-type]
+            reason=reason, profile=profile,
+        ))
+        started = workflow.now()
+        index = self._state.advisor_reviews
+        self._state.advisor_reviews += 1
+        await self._before_call()
+        workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · advisor reviewing {len(calls)} calls")
+        writes = self._writes_for_call()
+        try:
+            review = await self._execute(
+                options.ADVISOR,
+                AdvisorReviewInput(
+                    session_id=self._config.session_id, turn_id=turn_id, round=round_number, profile=profile,
+                    script=self._config.script, review_index=index, workspace=self._config.workspace,
+                    request=self._turn_request[:ADVISOR_REQUEST_CHARS], calls=calls, risks=risks, store_writes=writes,
+                ),
+                local=False,
+                result_type=AdvisorReviewResult,
+                summary=f"advisor {profile} · {turn_id} · round {round_number} · {len(calls)} calls",
+                start_to_close=policy.timeout_seconds,
+                heartbeat_timeout=self._config.heartbeat_timeout_seconds,
+            )
+            self._call_wrote(writes)
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError) or self._stop_after_step():
+                raise TurnCancelled() from err
+            review = AdvisorReviewResult(verdict="approve", error=f"advisor failed, batch approved (fail-open): {error_text(err)}")
+        if self._stop_after_step():
+            raise TurnCancelled()
+        self._state.usage = self._state.usage + review.usage
+        self._emit(AdvisorReviewCompleted(
+            turn_id=turn_id, round=round_number, verdict=review.verdict, concern_count=len(review.concerns),
+            summary=review.summary, concerns=review.concerns, error=review.error,
+        ))
+        text = review.error or review.summary or "; ".join(review.concerns)
+        self._record_step(
+            turn_id, round_number, "advisor.review", {"tools": [c.name for c in calls], "reason": reason},
+            review.verdict, text, started,
+        )
+        if review.verdict != "reject":
+            return None
+        return review.summary or "; ".join(review.concerns) or "no reason given"
+
+    def _record_approvals(self, turn_id: str, round_number: int, requests: list[PermissionRequest], asked: Any) -> None:
+        """One trajectory step per approval the batch waited for: its decision and who made it."""
+        for request in requests:
+            decision = self._approvals.decision(request.request_id)
+            if isinstance(decision, PermissionDecision):
+                outcome, text = decision.decision, f"{decision.decision} by {decision.principal}: {decision.reason or ''}"
+            else:
+                outcome, text = "deny", "no decision"
+            self._record_step(
+                turn_id, round_number, "approval",
+                {"request_id": request.request_id, "tool": request.tool, "call_id": request.call_id},
+                outcome, text, asked, call_id=request.call_id,
+            )
 
     def _edited_call(
         self, turn_id: str, request: PermissionRequest, call: ToolCall, decision: PermissionDecision
@@ -148,6 +241,7 @@ class ToolCallSteps(SessionCore):
         spec = self._tools.get(call.name)
         idempotency_key = self._idempotency_key(turn_id, call.id, position, ledger=spec is None or spec.risk != "read_only")
         self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
+        started = workflow.now()
         local = self._runs_locally(call)
         tool_seconds = self._config.tool_timeout_seconds
         if local:
@@ -183,7 +277,9 @@ class ToolCallSteps(SessionCore):
                 if isinstance(err.cause, CancelledError):
                     raise TurnCancelled() from err
                 if error_type(err) != OUTCOME_UNKNOWN:
-                    self._fail_call(turn_id, call, "tool_error", f"{call.name} failed: {error_text(err)}", position)
+                    self._fail_call(
+                        turn_id, call, "tool_error", f"{call.name} failed: {error_text(err)}", position, started=started
+                    )
                     if self._stop_after_step():
                         raise TurnCancelled() from err
                     return
@@ -197,6 +293,7 @@ class ToolCallSteps(SessionCore):
                         turn_id=turn_id, call_id=call.id, tool=call.name, preview=text, size_bytes=len(text), position=position
                     )
                 )
+                self._record_step(turn_id, round_number, call.name, call.arguments, "applied", text, started, call_id=call.id)
                 return
             self._call_wrote(writes)
             break
@@ -223,6 +320,12 @@ class ToolCallSteps(SessionCore):
                     position=result.position,
                 )
             )
+        if result.memory is not None:
+            self._memory_written(turn_id, call, result.memory)
+        self._record_step(
+            turn_id, round_number, call.name, call.arguments, "ok" if result.ok else "error",
+            result.preview if result.ok else (result.error or "tool failed"), started, call_id=call.id,
+        )
         if self._stop_after_step():
             raise TurnCancelled()
 

@@ -36,6 +36,10 @@ from agentrt.schemas import (
     Event,
     EventsPage,
     EventsQuery,
+    MemoryAccepted,
+    MemoryDecideInput,
+    MemoryDecision,
+    MemoryRejected,
     Message,
     ModelCallInput,
     ModelCallResult,
@@ -54,6 +58,7 @@ from agentrt.schemas import (
     SessionState,
     SessionStateView,
     SessionStatus,
+    StoreAppendInput,
     SwitchModelInput,
     SwitchModelResult,
     TurnOutcome,
@@ -79,6 +84,7 @@ from agentrt.workflows._errors import (
 from agentrt.workflows._inbox import FORGOTTEN_TURN, RECENT_OUTCOMES, Inbox
 from agentrt.workflows._journal import EventJournal
 from agentrt.workflows._tool_steps import ToolCallSteps
+from agentrt.workflows._trajectory import TrajectoryRecorder
 from agentrt.workflows.policy import PolicyEngine
 
 # Patch ids. Histories recorded before a patch replay without the commands it added.
@@ -101,6 +107,10 @@ LEAN_ROUNDS_PATCH = "lean-rounds-v1"
 # first events with the first model call, and its owner with its first status; a workflow
 # whose id is not session-<config.session_id> fails before it writes anything.
 LEAN_START_PATCH = "lean-start-v1"
+# trajectory-v1: each turn records its trajectory (TrajectoryStarted, a TrajectoryStepRecorded per
+# tool invocation, advisor review and approval wait, TrajectoryCompleted). Asked when a run
+# starts; runs recorded before it replay without these events, so their sequence numbers hold.
+TRAJECTORY_PATCH = "trajectory-v1"
 # A turn that reaches max_rounds_per_turn ends with an assistant message saying so.
 ROUND_LIMIT_MESSAGE_PATCH = "round-limit-message-v1"
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
@@ -158,6 +168,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._early_cancels: list[CancelTurnInput] = []
         self._owed_reconciles = []  # reconcile answers whose ledger write a cancel cut short
         self._round = 0
+        self._trajectory = TrajectoryRecorder()
+        self._turn_request = ""
         self._status: SessionStatus = "idle"
         if self._state.profile is None:
             window, max_output = DEFAULT_PROFILE_LIMITS
@@ -173,6 +185,10 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             self._context_enabled = self._carried or workflow.patched(CONTEXT_PATCH)
             self._turn_control = workflow.patched(TURN_CONTROL_PATCH)
             self._lean_rounds = workflow.patched(LEAN_ROUNDS_PATCH)
+        # Asked here, at the run's first workflow task (as lean-start-v1 is): asked at a turn's start,
+        # which may come in the same task as a local activity's result, replay would ask it in a
+        # task before the one holding its marker.
+        self._trajectories = workflow.patched(TRAJECTORY_PATCH)
         self._config_unwritten = False  # lean-start-v1: the config travels with the first write
         self._owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
         self._fixed_tokens = 0
@@ -343,6 +359,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         turn_id = queued.op_id
         self._set_status("running")
         self._emit(TurnStarted(turn_id=turn_id))
+        if self._trajectories:
+            self._emit(self._trajectory.start(turn_id))
+        self._turn_request = queued.text
         position = self._journal.take_position()
         self._emit(UserMessageAdded(turn_id=turn_id, principal=queued.principal, text=queued.text, position=position))
         self._stage_message(position, turn_id, Message(role="user", text=queued.text))
@@ -386,7 +405,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     turn_id=turn_id, status="completed", answer=reply.text, rounds=round_number, tool_calls=calls, usage=usage
                 )
             calls += len(reply.tool_calls)
-            await self._handle_tool_calls(turn_id, round_number, reply.tool_calls)
+            rejection = await self._handle_tool_calls(turn_id, round_number, reply.tool_calls)
+            if rejection is not None:
+                return self._advisor_blocked(turn_id, round_number, rejection, calls, usage)
         limit_text = f"no final answer after {self._config.max_rounds_per_turn} rounds"
         if workflow.patched(ROUND_LIMIT_MESSAGE_PATCH):
             # The transcript says why the turn stopped, so the next turn (and a reader) knows.
@@ -409,6 +430,25 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             rounds=self._config.max_rounds_per_turn,
             tool_calls=calls,
             usage=usage,
+        )
+
+    def _advisor_blocked(self, turn_id: str, round_number: int, reason: str, calls: int, usage: Usage) -> TurnOutcome:
+        """End the turn after the advisor rejected a batch: an assistant message says why (the
+        next turn's model reads it too), and the caller gets a completed turn, not an error."""
+        position = self._journal.take_position()
+        text = (
+            f"I did not run the tool calls I proposed: an advisor review rejected them ({reason}). "
+            "Tell me how you want to proceed."
+        )
+        self._stage_message(position, turn_id, Message(role="assistant", text=text))
+        self._emit(
+            AssistantMessageCompleted(
+                turn_id=turn_id, round=round_number, text=text, tool_calls=0, usage=Usage(), position=position
+            )
+        )
+        self._trajectory.failure = f"advisor rejected: {reason}"
+        return TurnOutcome(
+            turn_id=turn_id, status="completed", answer=text, rounds=round_number, tool_calls=calls, usage=usage
         )
 
     async def _call_model(self, turn_id: str, round_number: int) -> ModelCallResult:
@@ -618,6 +658,50 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         why = self._approvals.why_ignored(input.request_id, input.principal, "reconcile", reason=input.note)
         if why is not None:
             raise rejected(ignored_text(why, input.request_id, input.principal))
+
+    @workflow.update
+    async def decide_memory(self, input: MemoryDecision) -> None:
+        """The owner accepts or rejects a memory this session proposed (``memory.write`` with scope
+        ``workspace`` or ``user``): the store records it (activity ``memory.decide``), then
+        ``MemoryAccepted`` or ``MemoryRejected``. Only accepted memories reach a context.
+        Fails with ``ApplicationError`` (the store's error type) when the store refuses it."""
+        proposal = next((p for p in self._state.memory_proposals if p.memory_id == input.memory_id), None)
+        if proposal is None:  # a second decision that passed its validator beside the first
+            raise ApplicationError(f"memory {input.memory_id} is already decided", type="MemoryAlreadyDecided", non_retryable=True)
+        self._state.memory_proposals.remove(proposal)
+        try:
+            await self._execute(
+                options.DECIDE_MEMORY,
+                MemoryDecideInput(
+                    session_id=self._config.session_id, memory_id=input.memory_id, decision=input.decision,
+                    principal=input.principal, reason=input.reason,
+                ),
+                local=True,
+                summary=f"memory {input.decision} {proposal.scope}:{proposal.key}",
+            )
+        except ActivityError as err:
+            self._state.memory_proposals.append(proposal)
+            raise ApplicationError(error_text(err), type="MemoryDecisionFailed", non_retryable=True) from err
+        fields = {"turn_id": proposal.turn_id, "memory_id": proposal.memory_id, "scope": proposal.scope, "key": proposal.key}
+        if input.decision == "accept":
+            event = self._journal.emit(MemoryAccepted(principal=input.principal, **fields), workflow.now())
+        else:
+            event = self._journal.emit(MemoryRejected(principal=input.principal, reason=input.reason, **fields), workflow.now())
+        # Written now so readers see it; it stays staged too (the next write repeats it, idempotent by seq).
+        await self._execute(
+            options.STORE_WRITE, StoreAppendInput(session_id=self._config.session_id, events=[event]),
+            local=True, summary=f"store memory {input.decision}",
+        )
+
+    @decide_memory.validator
+    def _validate_decide_memory(self, input: MemoryDecision) -> None:
+        session = self._config.session_id
+        if input.principal != self._config.owner:
+            raise rejected(
+                f"principal {input.principal!r} may not decide memories of session {session} (owner is {self._config.owner!r})"
+            )
+        if all(p.memory_id != input.memory_id for p in self._state.memory_proposals):
+            raise rejected(f"memory {input.memory_id!r} is not a proposal of session {session} waiting for a decision")
 
     # ---------------------------------------------------------------- signals
 

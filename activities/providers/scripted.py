@@ -19,6 +19,7 @@ from agentrt.schemas import (
     ModelProfile,
     ModelRequest,
     ModelResponse,
+    ProviderHTTPError,
     ScriptExhaustedError,
     ToolCall,
     ToolSpec,
@@ -28,7 +29,7 @@ from agentrt.schemas import (
 _DELAY_STEP_SECONDS = 0.05
 _WORDS_PER_DELTA = 3
 
-__all__ = ["Script", "ScriptedProvider", "load_script"]
+__all__ = ["Script", "ScriptAdvice", "ScriptedProvider", "load_script"]
 
 
 class _Strict(BaseModel):
@@ -57,10 +58,28 @@ class ScriptTurn(_Strict):
     delay_seconds: float = Field(default=0.0, ge=0.0)
 
 
+class ScriptAdvice(_Strict):
+    """One advisor review's answer, in order: a ``verdict`` (``approve``, ``approve_with_warnings``,
+    ``reject``) with ``concerns`` and a ``summary``, sent as fenced JSON as a model would; or
+    ``text``, sent as it is (to script an answer that is not JSON); or ``error``, a provider
+    failure with HTTP ``status`` (default 500). ``delay_seconds`` before answering."""
+
+    verdict: str | None = None
+    concerns: list[str] = Field(default_factory=list)
+    summary: str = ""
+    text: str | None = None
+    error: str | None = None
+    status: int = Field(default=500, ge=400, le=599)
+    delay_seconds: float = Field(default=0.0, ge=0.0)
+
+
 class Script(_Strict):
-    """A script file: ``{"turns": [ScriptTurn, ...]}``, one element per model response, in order."""
+    """A script file: ``{"turns": [ScriptTurn, ...], "advisor": [ScriptAdvice, ...]}``: one element
+    of ``turns`` per model response and of ``advisor`` per advisor review, each in order. A
+    review past the end of ``advisor`` (or with none scripted) approves."""
 
     turns: list[ScriptTurn]
+    advisor: list[ScriptAdvice] = Field(default_factory=list)
 
 
 _cache: dict[str, tuple[int, Script]] = {}
@@ -109,7 +128,9 @@ class ScriptedProvider:
     a session walks the script in order and a retried call gets the same answer. A
     ``purpose="summary"`` request (compaction) does not use the script: it answers with an
     extractive summary (the summary so far plus the first words of each user and assistant
-    message) of at most ``profile.max_output_tokens * 4`` characters. Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
+    message) of at most ``profile.max_output_tokens * 4`` characters. A ``purpose="advisor"``
+    request (an advisor review) answers with the script's ``advisor`` entry number
+    ``request.review_index`` (``ScriptAdvice``; approve when there is none). Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
     slept in small cancellable steps before answering; text streams through ``on_delta``
     in word groups. Usage is estimated as ceil(characters / 4) tokens of the input and of
     the output (input: system prompt, tool specs as JSON and messages). Errors:
@@ -134,6 +155,8 @@ class ScriptedProvider:
                 stop_reason="end_turn",
             )
         script = load_script(self.path)
+        if request.purpose == "advisor":
+            return await self._advice(script, request.review_index or 0, input_tokens)
         index = request.reply_index
         if index is None:
             index = sum(1 for m in request.messages if m.role == "assistant")
@@ -153,6 +176,24 @@ class ScriptedProvider:
             tool_calls=calls,
             usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(output_chars)),
             stop_reason="tool_use" if calls else "end_turn",
+        )
+
+
+    async def _advice(self, script: Script, index: int, input_tokens: int) -> ModelResponse:
+        """The scripted advisor's answer to review ``index`` (see ``ScriptAdvice``)."""
+        advice = script.advisor[index] if index < len(script.advisor) else ScriptAdvice(
+            verdict="approve", summary="no advisor verdict scripted for this review"
+        )
+        await _sleep_in_steps(advice.delay_seconds)
+        if advice.error is not None:
+            raise ProviderHTTPError(advice.status, f"scripted:{self.path}#advisor/{index}", advice.error)
+        if advice.text is not None:
+            text = advice.text
+        else:
+            body = {"verdict": advice.verdict or "approve", "concerns": advice.concerns, "summary": advice.summary}
+            text = "```json\n" + json.dumps(body, indent=2) + "\n```"
+        return ModelResponse(
+            text=text, usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(text))), stop_reason="end_turn"
         )
 
 

@@ -5,6 +5,15 @@ and passes heartbeat and cancellation hooks in through ``ToolContext``.
 """
 
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
+from agentrt.activities.tools._memory import (
+    MemoryRecall,
+    MemoryWrite,
+    memory_id_for,
+    memory_line,
+    quote_memory_text,
+    rank_memories,
+    recorded_memory_note,
+)
 from agentrt.activities.tools._registry import (
     Tool,
     ToolArgs,
@@ -23,6 +32,8 @@ __all__ = [
     "FsSearch",
     "FsWrite",
     "MAX_READ_BYTES",
+    "MemoryRecall",
+    "MemoryWrite",
     "SandboxStatus",
     "SandboxUnavailable",
     "ShellRun",
@@ -33,6 +44,11 @@ __all__ = [
     "ToolRegistry",
     "default_registry",
     "format_validation_error",
+    "memory_id_for",
+    "memory_line",
+    "quote_memory_text",
+    "rank_memories",
+    "recorded_memory_note",
     "resolve_in_workspace",
     "sandbox_status",
     "scrubbed_environment",
@@ -40,5 +56,6 @@ __all__ = [
 
 
 def default_registry() -> ToolRegistry:
-    """A registry with the built-in tools: fs.list, fs.read, fs.search, fs.write, shell.run."""
-    return ToolRegistry([FsList(), FsRead(), FsSearch(), FsWrite(), ShellRun()])
+    """A registry with the built-in tools: fs.list, fs.read, fs.search, fs.write, shell.run,
+    memory.recall, memory.write."""
+    return ToolRegistry([FsList(), FsRead(), FsSearch(), FsWrite(), ShellRun(), MemoryRecall(), MemoryWrite()])

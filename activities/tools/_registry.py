@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentrt.schemas import (
     ConfigurationError,
+    MemoryNote,
     SandboxPolicy,
     ToolArgumentsError,
     ToolCall,
@@ -53,6 +54,8 @@ class ToolContext:
     - ``is_cancelled``: poll during long work; when True, stop and raise ``ToolError``.
     - ``started``: ``time.monotonic()`` when the call began; ``check()`` compares it with
       ``timeout_seconds``.
+    - ``session_id``, ``call_key`` (the call's idempotency key) and ``store`` (the worker's
+      ``agentrt.store.Store``, None outside a worker): what the memory tools read and write.
     """
 
     workspace: Path
@@ -63,6 +66,9 @@ class ToolContext:
     is_cancelled: Callable[[], bool] = field(default=_never)
 
     started: float = field(default_factory=time.monotonic)
+    session_id: str = ""
+    call_key: str = ""
+    store: Any = None
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
@@ -83,10 +89,12 @@ class ToolOutput:
 
     ``state_keys`` name the state this result represents (e.g. ``file:notes.md``): a later
     result with the same keys supersedes this one in the model's context (state projection).
+    ``memory``: the memory a ``memory.write`` stored, for the workflow.
     """
 
     text: str
     state_keys: list[str] = field(default_factory=list)
+    memory: MemoryNote | None = None
 
 
 class ToolArgs(BaseModel):

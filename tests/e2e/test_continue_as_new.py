@@ -139,7 +139,8 @@ async def test_updates_arriving_when_the_session_continues_as_new_are_never_left
             outcome = await asyncio.wait_for(client.wait(sid, sent.turn_id), 60)
             assert outcome.status == "completed" and outcome.answer == f"answer {n}"
         view = await client.state(sid)
-        assert view.run > 2 and view.turns_completed == 25
+        # At least one continue-as-new with updates in flight; how many depends on when they land.
+        assert view.run >= 2 and view.turns_completed == 25
         archived = await asyncio.wait_for(client.archive(sid), 60)
         assert archived.status == "archived"
         result = await asyncio.wait_for(temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{sid}").result(), 60)

@@ -218,7 +218,8 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     """lean-start-v1 stands for the three patches before it: one marker (and one TemporalChangeVersion
-    upsert) at the start; policy-sandbox-v1 adds one at the run's first tool call, not per round."""
+    upsert) at the start and trajectory-v1 one beside it; policy-sandbox-v1 one at the run's first
+    tool call, not per round."""
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
 
     patches = [
@@ -227,7 +228,7 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert patches == ["lean-start-v1", "policy-sandbox-v1"]
+    assert patches == ["lean-start-v1", "trajectory-v1", "policy-sandbox-v1"]
 
 
 async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
@@ -242,7 +243,9 @@ async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
 
     assert outcome.status == "failed"
     types = [e.type for e in harness.store.events(sid, 0, 100)]
-    assert types[types.index("TurnStarted"):] == ["TurnStarted", "UserMessageAdded", "ModelRequestStarted", "TurnEnded"]
+    assert types[types.index("TurnStarted"):] == [
+        "TurnStarted", "TrajectoryStarted", "UserMessageAdded", "ModelRequestStarted", "TrajectoryCompleted", "TurnEnded"
+    ]
     ended = [e for e in harness.store.events(sid, 0, 100) if isinstance(e, TurnEnded)]
     assert ended[0].status == "failed"
     assert [m.role for _, m in harness.store.messages(sid)] == ["user"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrt.schemas import ConfigurationError, UnknownProfileError
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, UnknownProfileError
 from agentrt.worker import AgentrtConfig, PayloadConfig
 
 
@@ -184,3 +184,39 @@ def test_a_profile_with_a_zero_window_is_a_configuration_error(tmp_path: Path) -
     file.write_text('[profiles.zero]\nprovider = "scripted"\ncontext_window = 0\n')
     with pytest.raises(ConfigurationError, match="profile 'zero' is invalid"):
         AgentrtConfig.load(file, env={})
+
+
+def test_the_advisor_section_is_read_and_off_by_default(tmp_path: Path) -> None:
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).advisor == AdvisorPolicy()
+    path = write(tmp_path, '[profiles.judge]\nprovider = "scripted"\n[advisor]\nmode = "lightweight"\nprofile = "judge"\ntimeout_seconds = 20\n')
+    assert AgentrtConfig.load(path, env={}).advisor == AdvisorPolicy(mode="lightweight", profile="judge", timeout_seconds=20)
+
+
+def test_a_misspelt_advisor_setting_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, '[advisor]\nmode = "full"\ntimeout = 5\n')
+    with pytest.raises(ConfigurationError, match=r"unknown setting\(s\) advisor.timeout;.*\[advisor\] mode/profile/timeout_seconds"):
+        AgentrtConfig.load(path, env={})
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('mode = "always"', r"\[advisor\] is invalid: mode: Input should be 'off', 'lightweight' or 'full'"),
+        ("timeout_seconds = 0", r"\[advisor\] is invalid: timeout_seconds: Input should be greater than 0"),
+        ("timeout_seconds = nan", r"\[advisor\] is invalid: timeout_seconds"),
+    ],
+)
+def test_an_invalid_advisor_value_is_an_error(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        AgentrtConfig.load(write(tmp_path, f"[advisor]\n{body}\n"), env={})
+
+
+def test_an_advisor_profile_that_is_not_configured_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, '[advisor]\nmode = "full"\nprofile = "judge"\n')
+    with pytest.raises(UnknownProfileError, match=r"unknown model profile 'judge'.*\[advisor\] profile in"):
+        AgentrtConfig.load(path, env={})
+
+
+def test_advisor_that_is_not_a_table_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"advisor must be a table"):
+        AgentrtConfig.load(write(tmp_path, 'advisor = "full"\n'), env={})

@@ -72,7 +72,7 @@ async def test_a_worker_that_runs_sessions_without_their_local_activities_says_w
     without_store = AgentrtPlugin(AgentrtConfig())
     with caplog.at_level("WARNING", logger="agentrt.worker._plugin"):
         without_store.configure_worker(WorkerConfig(client=temporal_client, task_queue="q"))
-    assert "store.append, tools.list, profiles.describe, effects.reconcile, tool.execute" in caplog.text
+    assert "store.append, tools.list, profiles.describe, effects.reconcile, tool.execute, memory.decide" in caplog.text
     assert "give AgentrtPlugin a store" in caplog.text
 
     caplog.clear()

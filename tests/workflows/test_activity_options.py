@@ -9,8 +9,10 @@ import pytest
 from temporalio.workflow import ActivityCancellationType
 
 from agentrt.schemas import (
+    ADVISOR_REVIEW,
     CONTEXT_COMPACT,
     EFFECTS_RECONCILE,
+    MEMORY_DECIDE,
     PROFILES_DESCRIBE,
     PROVIDER_COMPLETE,
     SESSION_PREPARE,
@@ -36,8 +38,8 @@ def test_every_activity_has_one_config() -> None:
     names = sorted(config.name for config in CONFIGS.values())
     assert names == sorted(
         [
-            CONTEXT_COMPACT, EFFECTS_RECONCILE, PROFILES_DESCRIBE, PROVIDER_COMPLETE, SESSION_PREPARE, STORE_APPEND,
-            TOOL_EXECUTE, TOOLS_LIST,
+            ADVISOR_REVIEW, CONTEXT_COMPACT, EFFECTS_RECONCILE, MEMORY_DECIDE, PROFILES_DESCRIBE, PROVIDER_COMPLETE,
+            SESSION_PREPARE, STORE_APPEND, TOOL_EXECUTE, TOOLS_LIST,
         ]
     )
 

@@ -24,7 +24,7 @@ class Echo(Tool):
 
 
 def test_default_registry_has_the_builtin_tools(registry) -> None:
-    assert registry.names() == ["fs.list", "fs.read", "fs.search", "fs.write", "shell.run"]
+    assert registry.names() == ["fs.list", "fs.read", "fs.search", "fs.write", "shell.run", "memory.recall", "memory.write"]
 
 
 def test_execute_validates_and_runs_the_tool(ctx: ToolContext) -> None:

@@ -1,0 +1,154 @@
+"""Trajectories on the client side: a session's as a document, and exports read back from files.
+
+``AgentClient.trajectory`` (this module's mixin) folds a session's events with
+``trajectory_from_events``; ``trajectory_jsonl`` and ``load_trajectory`` are the two export
+formats of ``agentrt session trajectory`` (docs/trajectories.md), so a run exported today can be
+compared (``diff_trajectories``) with one made after a change of prompt or model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from agentrt.schemas import (
+    Event,
+    InvalidTrajectoryFile,
+    Trajectory,
+    TrajectoryCompleted,
+    TrajectoryStarted,
+    TrajectoryStep,
+    TrajectoryStepRecorded,
+    TurnEnded,
+    TurnNotFound,
+    TurnTrajectory,
+    UserMessageAdded,
+    trajectory_from_events,
+)
+
+if TYPE_CHECKING:
+    from agentrt.store import Store
+
+# The events ``trajectory_from_events`` reads; the others are not kept while reading a session.
+_FOLDED = (UserMessageAdded, TrajectoryStarted, TrajectoryStepRecorded, TrajectoryCompleted, TurnEnded)
+
+
+class TrajectoryMethods:
+    """``AgentClient``'s trajectory methods (a mixin: the client's own module is full)."""
+
+    if TYPE_CHECKING:
+
+        def all_events(self, session_id: str, since_seq: int = 0, page_size: int = 10_000) -> AsyncIterator[Event]: ...
+
+    def _stored_events(self, session_id: str) -> list[Event]:
+        """The session's trajectory events from the client's store (none without one)."""
+        store = getattr(self, "store", None)
+        return [] if store is None else _events_in(store, session_id)
+
+    async def trajectory(self, session_id: str, turn_id: str | None = None) -> Trajectory:
+        """The session's trajectory (every turn that recorded one, in order), or only turn
+        ``turn_id``'s. Read from the client's store when it has the session (every ended turn
+        is there whole, also after the session's workflow and server are gone), else from the
+        workflow's events (``all_events``). Raises ``SessionNotFound``, and ``TurnNotFound``
+        for a turn the session has no trajectory of."""
+        events = await asyncio.to_thread(self._stored_events, session_id)
+        if not events:
+            events = [e async for e in self.all_events(session_id) if isinstance(e, _FOLDED)]
+        trajectory = trajectory_from_events(session_id, events, turn_id)
+        if turn_id is not None and not trajectory.turns:
+            raise TurnNotFound(session_id, turn_id)
+        return trajectory
+
+
+def stored_trajectory(store: "Store", session_id: str, turn_id: str | None = None) -> Trajectory | None:
+    """The session's trajectory from ``store`` alone (no server needed: every ended turn is there
+    whole), or None when the store has no event of the session. Raises ``TurnNotFound`` for a
+    turn it has no trajectory of."""
+    events = _events_in(store, session_id)
+    if not events:
+        return None
+    trajectory = trajectory_from_events(session_id, events, turn_id)
+    if turn_id is not None and not trajectory.turns:
+        raise TurnNotFound(session_id, turn_id)
+    return trajectory
+
+
+def _events_in(store: "Store", session_id: str) -> list[Event]:
+    found: list[Event] = []
+    since = 0
+    while page := store.events(session_id, since, 10_000):
+        found += [e for e in page if isinstance(e, _FOLDED)]
+        since = page[-1].seq
+    return found
+
+
+def select_turn(trajectory: Trajectory, turn_id: str) -> Trajectory:
+    """``trajectory`` with only turn ``turn_id``; raises ``TurnNotFound`` without it."""
+    turns = [t for t in trajectory.turns if t.turn_id == turn_id]
+    if not turns:
+        raise TurnNotFound(trajectory.session_id, turn_id)
+    return trajectory.model_copy(update={"turns": turns})
+
+
+def trajectory_jsonl(trajectory: Trajectory) -> list[str]:
+    """The jsonl export: one JSON object per step, the step's fields after ``session_id`` and
+    ``turn_id``. Turns (their prompt, outcome, rounds, times) are not in it, nor turns without steps."""
+    return [
+        json.dumps(
+            {"session_id": trajectory.session_id, "turn_id": turn.turn_id, **step.model_dump(mode="json")}, ensure_ascii=False
+        )
+        for turn in trajectory.turns
+        for step in turn.steps
+    ]
+
+
+def _from_jsonl(path: str, lines: list[str]) -> Trajectory:
+    session_id: str | None = None
+    turns: dict[str, TurnTrajectory] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw: Any = json.loads(line)
+        except ValueError as err:
+            raise InvalidTrajectoryFile(path, f"line {number} is not JSON: {err}") from None
+        if not isinstance(raw, dict) or not isinstance(raw.get("session_id"), str) or not isinstance(raw.get("turn_id"), str):
+            raise InvalidTrajectoryFile(path, f"line {number} is not a step with session_id and turn_id")
+        if session_id is not None and raw["session_id"] != session_id:
+            raise InvalidTrajectoryFile(path, f"line {number} is of session {raw['session_id']}, not {session_id}")
+        session_id = raw.pop("session_id")
+        turn_id = raw.pop("turn_id")
+        try:
+            step = TrajectoryStep.model_validate(raw)
+        except ValidationError as err:
+            raise InvalidTrajectoryFile(path, f"line {number} is not a trajectory step: {err}") from None
+        turns.setdefault(turn_id, TurnTrajectory(turn_id=turn_id)).steps.append(step)
+    if session_id is None:
+        raise InvalidTrajectoryFile(path, "it holds no step")
+    return Trajectory(session_id=session_id, turns=list(turns.values()))
+
+
+def load_trajectory(path: str | Path) -> Trajectory:
+    """Read an export of ``agentrt session trajectory``: the json document (``--format json``)
+    or one step per line (``--format jsonl``: its turns have no outcome, prompt or times).
+    Raises ``InvalidTrajectoryFile`` for anything else, or a file that cannot be read."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InvalidTrajectoryFile(name, f"cannot be read: {err}") from None
+    try:
+        whole: Any = json.loads(text)
+    except ValueError:
+        whole = None  # several lines: jsonl
+    if isinstance(whole, dict) and "format" in whole:
+        try:
+            return Trajectory.model_validate(whole)
+        except ValidationError as err:
+            raise InvalidTrajectoryFile(name, f"not an agentrt.trajectory/v1 document: {err}") from None
+    return _from_jsonl(name, text.splitlines())

@@ -1,0 +1,91 @@
+"""The owner decides a session's memory proposals with AgentClient and `agentrt memory`: through the
+proposing session while it runs, in the store once it is archived; a stranger learns nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentrt.client import AgentClient
+from agentrt.schemas import MemoryAccepted, MemoryAlreadyDecided, MemoryNotFound, MemoryProposed, MemoryRejected
+from tests.client.test_cli import agentrt
+from tests.conftest import OWNER, Harness
+from tests.e2e._support import ALLOW_ALL, session_config, write_script
+
+
+def with_store(harness: Harness, principal: str = OWNER) -> AgentClient:
+    return AgentClient(harness.temporal, task_queue=harness.task_queue, principal=principal, store=harness.store)
+
+
+async def propose(harness: Harness, workspace: Path, tmp_path: Path, key: str = "build.cmd") -> tuple[str, str]:
+    """A session whose model proposes a ``user`` memory; returns the session and memory ids."""
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "memory.write", "arguments": {"key": key, "text": "run make test", "scope": "user"}}]},
+        {"text": "noted"},
+    ])
+    sid = harness.new_session_id()
+    client = with_store(harness)
+    started = await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "remember how to build")
+    outcome = await client.wait(sid, started.turn_id)
+    assert outcome.status == "completed", outcome.error
+    [proposed] = [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, MemoryProposed)]
+    return sid, proposed.memory_id
+
+
+async def test_the_owner_accepts_a_proposal_through_the_proposing_session(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    sid, memory_id = await propose(harness, workspace, tmp_path)
+    client = with_store(harness)
+    assert memory_id in [m.memory_id for m in await client.memories("proposed")]  # the store is the test run's
+
+    decided = await client.decide_memory(memory_id, "accept", "right command")
+
+    assert (decided.status, decided.decided_by) == ("accepted", OWNER)
+    events = [e async for e in client.all_events(sid)]
+    assert [(e.memory_id, e.principal) for e in events if isinstance(e, MemoryAccepted)] == [(memory_id, OWNER)]
+    with pytest.raises(MemoryAlreadyDecided, match="it is accepted by alice"):
+        await client.decide_memory(memory_id, "reject")
+
+
+async def test_a_stranger_is_told_the_memory_does_not_exist(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    _, memory_id = await propose(harness, workspace, tmp_path)
+    stranger = with_store(harness, "mallory")
+
+    with pytest.raises(MemoryNotFound, match=f"no memory '{memory_id}'"):
+        await stranger.decide_memory(memory_id, "accept")
+    assert await stranger.memories() == []
+    assert memory_id in [m.memory_id for m in await with_store(harness).memories("proposed")]  # unchanged
+
+
+async def test_an_archived_session_s_proposal_is_decided_in_the_store(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    sid, memory_id = await propose(harness, workspace, tmp_path)
+    client = with_store(harness)
+    await client.archive(sid)
+
+    decided = await client.decide_memory(memory_id, "reject", "not needed")
+
+    assert (decided.status, decided.reason) == ("rejected", "not needed")
+    assert not [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, MemoryRejected)]
+
+
+async def test_run_shows_a_proposal_and_the_memory_commands_accept_it(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "memory.write", "arguments": {"key": "build.cmd", "text": "run make test", "scope": "user"}}]},
+        {"text": "noted"},
+    ])
+    run = await agentrt(harness, "run", "remember", "-w", str(workspace), "--script", script, "--approve", "auto", "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    sid = json.loads(run.stdout)["session_id"]
+    harness.session_ids.append(sid)
+    [memory_id] = [e.memory_id for e in harness.store.events(sid, 0, 1000) if isinstance(e, MemoryProposed)]
+    assert f"waits for the owner: agentrt memory accept {memory_id}" in run.stderr
+
+    listed = await agentrt(harness, "memory", "list", "--status", "proposed", "--json", cwd=tmp_path)
+    accepted = await agentrt(harness, "memory", "accept", memory_id, "--reason", "yes", cwd=tmp_path)
+    again = await agentrt(harness, "memory", "reject", memory_id, cwd=tmp_path)
+
+    assert listed.returncode == 0, listed.stderr
+    assert memory_id in [m["memory_id"] for m in json.loads(listed.stdout)]
+    assert accepted.returncode == 0 and f"memory {memory_id} (user build.cmd) is accepted" in accepted.stdout, accepted.stderr
+    assert again.returncode == 2 and "is not a pending proposal: it is accepted by alice" in again.stderr
