@@ -69,12 +69,12 @@ def parse_review(text: str) -> AdvisorReviewResult:
         data = None
     preview = " ".join(text.split())[:200]
     if data is None:
-        return AdvisorReviewResult(verdict="approve", error=f"advisor answer is not a JSON object, batch approved (fail-open): {preview!r}")
+        return AdvisorReviewResult(verdict="approve", error=f"advisor answer is not a JSON object: {preview!r}")
     verdict = str(data.get("verdict", "")).strip().lower()
     if verdict not in VERDICTS:
         return AdvisorReviewResult(
             verdict="approve",
-            error=f"advisor answered an unknown verdict {verdict[:50]!r}, batch approved (fail-open); known: {', '.join(VERDICTS)}",
+            error=f"advisor answered an unknown verdict {verdict[:50]!r} (known: {', '.join(VERDICTS)})",
         )
     raw = data.get("concerns") or []
     concerns = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]

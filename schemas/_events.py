@@ -389,7 +389,8 @@ class TrajectoryStepRecorded(_EventBase):
     ``approval`` for a wait for a person's decision. ``action_input``: the call's arguments
     with each string cut to ``TRAJECTORY_INPUT_CHARS`` characters (``input_sha256`` is the
     SHA-256 of the whole arguments' canonical JSON, so two runs compare exactly); for
-    ``advisor.review`` the reviewed tool names, for ``approval`` the request. ``outcome``:
+    ``advisor.review`` the reviewed tool names, for ``approval`` the tool and arguments decided
+    (not the request's id, which differs from run to run). ``outcome``:
     ``ok``, ``error``, ``denied``, ``approve``, ``reject``... ``observation``: a preview of the
     result. ``duration_ms``: workflow time from the step's start to its end (milliseconds).
     ``screenshot_id``: a stored screenshot of the step, for tools that take one.

@@ -161,7 +161,7 @@ class ToolCallSteps(SessionCore):
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) or self._stop_after_step():
                 raise TurnCancelled() from err
-            review = AdvisorReviewResult(verdict="approve", error=f"advisor failed, batch approved (fail-open): {error_text(err)}")
+            review = AdvisorReviewResult(verdict="approve", error=error_text(err))
         if self._stop_after_step():
             raise TurnCancelled()
         self._state.usage = self._state.usage + review.usage
@@ -188,8 +188,8 @@ class ToolCallSteps(SessionCore):
                 outcome, text = "deny", "no decision"
             self._record_step(
                 turn_id, round_number, "approval",
-                {"request_id": request.request_id, "tool": request.tool, "call_id": request.call_id},
-                outcome, text, asked, call_id=request.call_id,
+                {"tool": request.tool, "arguments": request.arguments},  # what was decided; ids differ from run to run
+                outcome, f"{request.request_id}: {text}", asked, call_id=request.call_id,
             )
 
     def _edited_call(

@@ -411,17 +411,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         limit_text = f"no final answer after {self._config.max_rounds_per_turn} rounds"
         if workflow.patched(ROUND_LIMIT_MESSAGE_PATCH):
             # The transcript says why the turn stopped, so the next turn (and a reader) knows.
-            position = self._journal.take_position()
-            text = (
+            self._say(
+                turn_id,
+                self._config.max_rounds_per_turn,
                 f"I stopped here: this turn reached its limit of {self._config.max_rounds_per_turn} model calls "
-                "(max_rounds_per_turn) before I could give a final answer. Send a message to let me continue."
-            )
-            self._stage_message(position, turn_id, Message(role="assistant", text=text))
-            self._emit(
-                AssistantMessageCompleted(
-                    turn_id=turn_id, round=self._config.max_rounds_per_turn, text=text, tool_calls=0,
-                    usage=Usage(), position=position,
-                )
+                "(max_rounds_per_turn) before I could give a final answer. Send a message to let me continue.",
             )
         return TurnOutcome(
             turn_id=turn_id,
@@ -432,20 +426,24 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             usage=usage,
         )
 
-    def _advisor_blocked(self, turn_id: str, round_number: int, reason: str, calls: int, usage: Usage) -> TurnOutcome:
-        """End the turn after the advisor rejected a batch: an assistant message says why (the
-        next turn's model reads it too), and the caller gets a completed turn, not an error."""
+    def _say(self, turn_id: str, round_number: int, text: str) -> None:
+        """Add an assistant message of the runtime's own (no model call) to the turn's transcript."""
         position = self._journal.take_position()
-        text = (
-            f"I did not run the tool calls I proposed: an advisor review rejected them ({reason}). "
-            "Tell me how you want to proceed."
-        )
         self._stage_message(position, turn_id, Message(role="assistant", text=text))
         self._emit(
             AssistantMessageCompleted(
                 turn_id=turn_id, round=round_number, text=text, tool_calls=0, usage=Usage(), position=position
             )
         )
+
+    def _advisor_blocked(self, turn_id: str, round_number: int, reason: str, calls: int, usage: Usage) -> TurnOutcome:
+        """End the turn after the advisor rejected a batch: an assistant message says why (the
+        next turn's model reads it too), and the caller gets a completed turn, not an error."""
+        text = (
+            f"I did not run the tool calls I proposed: an advisor review rejected them ({reason}). "
+            "Tell me how you want to proceed."
+        )
+        self._say(turn_id, round_number, text)
         self._trajectory.failure = f"advisor rejected: {reason}"
         return TurnOutcome(
             turn_id=turn_id, status="completed", answer=text, rounds=round_number, tool_calls=calls, usage=usage

@@ -86,7 +86,7 @@ async def test_an_advisor_error_approves_the_batch_and_the_tools_run(harness: Ha
     assert not (workspace / "data").exists()
     completed = next(e for e in events if isinstance(e, AdvisorReviewCompleted))
     assert completed.verdict == "approve"
-    assert completed.error is not None and "fail-open" in completed.error and "400" in completed.error
+    assert completed.error is not None and "ProviderHTTPError" in completed.error and "400" in completed.error
 
 
 async def test_an_advisor_answer_that_is_not_json_approves_with_the_reason_recorded(

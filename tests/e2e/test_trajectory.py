@@ -46,8 +46,10 @@ async def test_a_turn_records_each_tool_step_and_approval_in_order(harness: Harn
         (3, 3, "approval", "grant"),
         (4, 3, "fs.write", "ok"),
     ]
-    assert steps[2].observation == "hello" and steps[3].observation.startswith("grant by ")
+    assert steps[2].observation == "hello" and steps[3].observation == "req-1: grant by alice: fine"
     assert steps[4].input_sha256 == arguments_sha256(write) and len(steps[4].action_input["content"]) < len(write["content"])
+    assert steps[3].action_input["tool"] == "fs.write" and steps[3].action_input["arguments"]["path"] == "NOTES.md"
+    assert steps[3].input_sha256 == arguments_sha256({"tool": "fs.write", "arguments": write})
     assert all(s.duration_ms >= 0 for s in steps)
     done = next(e for e in events if isinstance(e, TrajectoryCompleted))
     assert (done.outcome, done.steps, done.rounds) == ("success", 5, 4)
