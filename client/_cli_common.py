@@ -14,7 +14,7 @@ import typer
 from temporalio.service import RPCError
 
 from agentrt.client._client import AgentClient
-from agentrt.client._render import QUIET_LIVE_EVENTS, event_line, usage_text
+from agentrt.client._render import QUIET_LIVE_EVENTS, event_line, printable, usage_text
 from agentrt.client._runtime import Runtime
 from agentrt.schemas import (
     AgentrtError,
@@ -159,7 +159,7 @@ async def drive_turn(
                 if key != stream_key:
                     out.write(("\n" if stream_key is not None else "") + "      model> ")
                     stream_key = key
-                out.write(delta.text)
+                out.write(printable(delta.text, keep_newlines=True))
             polls += 1
             if polls % 5 == 0:
                 await report_retries(client, session_id, reported_failures, out)
@@ -189,8 +189,9 @@ async def retry_lines(client: AgentClient, session_id: str) -> list[tuple[tuple[
             continue
         of = f" of {pending.maximum_attempts}" if pending.maximum_attempts else ""
         after = ""
-        if pending.HasField("current_retry_interval"):
-            after = f", after {round(pending.current_retry_interval.ToTimedelta().total_seconds(), 1):g} s"
+        interval = pending.current_retry_interval.ToTimedelta().total_seconds() if pending.HasField("current_retry_interval") else 0
+        if 0 < interval < 86_400:  # the server sends no sensible interval for an attempt that timed out
+            after = f", after {round(interval, 1):g} s"
         line = f"retrying {pending.activity_type.name} (attempt {pending.attempt}{of}{after}): {pending.last_failure.message[:300]}"
         lines.append(((pending.activity_id, pending.attempt), line))
     return lines

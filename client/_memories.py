@@ -82,6 +82,14 @@ class MemoryMethods:
             return await self._decide_in_store(store, update)
         return await self._proposal(store, memory_id, decided=True)
 
+    async def forget_memory(self, memory_id: str) -> MemoryRecord:
+        """Delete a memory of this client's principal (any status) and return it as it was: no
+        session sees it from then on, and it no longer counts toward the owner's limits. Raises
+        ``MemoryNotFound`` for an unknown memory and another principal's alike,
+        ``ConfigurationError`` without a store."""
+        store = self._memory_store("forget_memory")
+        return await asyncio.to_thread(store.forget_memory, memory_id, self.principal)
+
     async def _proposal(self, store: Store, memory_id: str, *, decided: bool = False) -> MemoryRecord:
         """The principal's memory ``memory_id``: a pending proposal unless ``decided``."""
         record = await asyncio.to_thread(store.memory, memory_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 
 from agentrt.schemas import (
     AdvisorReviewCompleted,
@@ -42,10 +43,30 @@ from agentrt.schemas import (
     UserMessageAdded,
 )
 
+# Characters a terminal may act on or hide (escape sequences, direction and invisible format
+# characters, line separators): model and tool text shows them as \uXXXX instead.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control, format, private-use and separator character written as a
+    ``\\uXXXX`` escape (newlines and tabs kept when ``keep_newlines``), so text a model or tool
+    chose cannot drive the terminal (ANSI escapes) or hide from the reader."""
+    if text.isprintable():
+        return text
+    kept = "\n\t" if keep_newlines else ""
+    return "".join(
+        _escape(c) if c not in kept and unicodedata.category(c) in _UNPRINTABLE_CATEGORIES else c for c in text
+    )
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+
 
 def _short(value: object, limit: int = 100) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

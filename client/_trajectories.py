@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,6 +117,8 @@ def _from_jsonl(path: str, lines: list[str]) -> Trajectory:
             continue
         try:
             raw: Any = json.loads(line)
+        except RecursionError:
+            raise InvalidTrajectoryFile(path, f"line {number} nests too deep") from None
         except ValueError as err:
             raise InvalidTrajectoryFile(path, f"line {number} is not JSON: {err}") from None
         if not isinstance(raw, dict) or not isinstance(raw.get("session_id"), str) or not isinstance(raw.get("turn_id"), str):
@@ -133,17 +137,37 @@ def _from_jsonl(path: str, lines: list[str]) -> Trajectory:
     return Trajectory(session_id=session_id, turns=list(turns.values()))
 
 
+# The largest export file read (bytes).
+MAX_TRAJECTORY_FILE_BYTES = 256 * 1024 * 1024
+
+
+def _open_regular(path: str, flags: int) -> int:
+    """Open ``path`` without blocking on a FIFO; refuse anything but a regular file."""
+    fd = os.open(path, flags | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
 def load_trajectory(path: str | Path) -> Trajectory:
     """Read an export of ``agentrt session trajectory``: the json document (``--format json``)
     or one step per line (``--format jsonl``: its turns have no outcome, prompt or times).
-    Raises ``InvalidTrajectoryFile`` for anything else, or a file that cannot be read."""
+    Raises ``InvalidTrajectoryFile`` for anything else, a file that cannot be read, one that is
+    not a regular file or larger than ``MAX_TRAJECTORY_FILE_BYTES``, or JSON that nests too deep."""
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb", opener=_open_regular) as f:
+            data = f.read(MAX_TRAJECTORY_FILE_BYTES + 1)
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise InvalidTrajectoryFile(name, f"cannot be read: {err}") from None
+    if len(data) > MAX_TRAJECTORY_FILE_BYTES:
+        raise InvalidTrajectoryFile(name, f"it is larger than {MAX_TRAJECTORY_FILE_BYTES:,} bytes")
     try:
         whole: Any = json.loads(text)
+    except RecursionError:
+        raise InvalidTrajectoryFile(name, "its JSON nests too deep") from None
     except ValueError:
         whole = None  # several lines: jsonl
     if isinstance(whole, dict) and "format" in whole:

@@ -120,8 +120,23 @@ def _pair(a: TrajectoryStep | None, b: TrajectoryStep | None) -> StepDiff:
     )
 
 
+# Steps aligned by action at most (per side); longer turns pair their steps by position, since
+# the alignment's time grows faster than quadratically with the steps (and a model chooses them).
+MAX_ALIGNED_STEPS = 500
+
+
 def _align(a: list[TrajectoryStep], b: list[TrajectoryStep]) -> list[StepDiff]:
-    """Steps aligned by action: equal runs pair up; a replaced run is A's steps, then B's."""
+    """Steps aligned by action: equal runs pair up; a replaced run is A's steps, then B's. Turns
+    of more than ``MAX_ALIGNED_STEPS`` steps pair by position."""
+    if max(len(a), len(b)) > MAX_ALIGNED_STEPS:
+        paired: list[StepDiff] = []
+        for i in range(max(len(a), len(b))):
+            x, y = (a[i] if i < len(a) else None), (b[i] if i < len(b) else None)
+            if x is not None and y is not None and x.action != y.action:
+                paired += [_pair(x, None), _pair(None, y)]
+            else:
+                paired.append(_pair(x, y))
+        return paired
     matcher = SequenceMatcher(a=[s.action for s in a], b=[s.action for s in b], autojunk=False)
     steps: list[StepDiff] = []
     for tag, a0, a1, b0, b1 in matcher.get_opcodes():

@@ -119,9 +119,11 @@ from agentrt.schemas._events import (
     UserMessageAdded,
 )
 from agentrt.schemas._memory import (
+    MAX_DEAD_MEMORIES_PER_OWNER,
     MAX_MEMORIES_PER_OWNER,
     MAX_MEMORY_TEXT_CHARS,
     MAX_PENDING_PROPOSALS_PER_SESSION,
+    MAX_SESSION_MEMORIES_PER_SESSION,
     MEMORY_KEY_PATTERN,
     MemoryDecideInput,
     MemoryDecision,
@@ -235,9 +237,11 @@ __all__ = [
     "ListToolsInput",
     "ListToolsResult",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
+    "MAX_DEAD_MEMORIES_PER_OWNER",
     "MAX_MEMORIES_PER_OWNER",
     "MAX_MEMORY_TEXT_CHARS",
     "MAX_PENDING_PROPOSALS_PER_SESSION",
+    "MAX_SESSION_MEMORIES_PER_SESSION",
     "MEMORY_DECIDE",
     "MEMORY_KEY_PATTERN",
     "MemoryAccepted",

@@ -126,8 +126,8 @@ class AdvisorPolicy(Model):
       call: a destructive shell command, ``sudo``, a write to ``.env`` or outside the workspace,
       network use; ``agentrt.workflows.policy.classify_call`` decides), ``full`` (every batch).
     - ``profile``: the model profile the advisor runs on; None uses the session's.
-    - ``timeout_seconds``: bound on one review (seconds); a review that takes longer approves
-      (fail-open), recorded as ``AdvisorReviewCompleted`` with its ``error``.
+    - ``timeout_seconds``: bound on one review, its retry included (seconds); a review that takes
+      longer approves (fail-open), recorded as ``AdvisorReviewCompleted`` with its ``error``.
     """
 
     mode: AdvisorMode = "off"

@@ -27,6 +27,10 @@ MAX_MEMORY_TEXT_CHARS = 4_000
 # waiting: a model that writes in a loop meets a tool error, not an unbounded store.
 MAX_MEMORIES_PER_OWNER = 1_000
 MAX_PENDING_PROPOSALS_PER_SESSION = 50
+# Live ``session``-scope memories one session may hold (so one session cannot use up its owner's).
+MAX_SESSION_MEMORIES_PER_SESSION = 200
+# Superseded and rejected memories kept per owner; past it the oldest of them are deleted.
+MAX_DEAD_MEMORIES_PER_OWNER = 1_000
 
 
 class MemoryRecord(Model):

@@ -12,11 +12,13 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Connection, and_, func, or_, select, text, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, or_, select, text, update
 
 from agentrt.schemas import (
+    MAX_DEAD_MEMORIES_PER_OWNER,
     MAX_MEMORIES_PER_OWNER,
     MAX_PENDING_PROPOSALS_PER_SESSION,
+    MAX_SESSION_MEMORIES_PER_SESSION,
     MemoryAlreadyDecided,
     MemoryLimitExceeded,
     MemoryNotFound,
@@ -75,7 +77,19 @@ class MemoryTable(StoreBase):
                         f"session {record.session_id!r}", "pending proposals", MAX_PENDING_PROPOSALS_PER_SESSION
                     )
             else:
+                if record.scope == "session":
+                    held = conn.execute(
+                        select(func.count()).select_from(memories).where(
+                            c.session_id == values["session_id"], c.scope == "session", c.status == "accepted",
+                            c.key != values["key"],
+                        )
+                    ).scalar_one()
+                    if held >= MAX_SESSION_MEMORIES_PER_SESSION:
+                        raise MemoryLimitExceeded(
+                            f"session {record.session_id!r}", "session memories", MAX_SESSION_MEMORIES_PER_SESSION
+                        )
                 conn.execute(update(memories).where(slot).values(status="superseded"))
+                self._prune_dead(conn, values["owner"])
             conn.execute(self._insert_ignore(memories, ["memory_id"]), values)
             stored = _memory_row(conn, values["memory_id"])
         assert stored is not None  # inserted above, or by a writer of the same id before us
@@ -90,16 +104,18 @@ class MemoryTable(StoreBase):
         self,
         owner: str,
         *,
-        status: str | None = None,
+        status: str | tuple[str, ...] | None = None,
         scope: str | None = None,
         session_id: str | None = None,
         limit: int = 200,
     ) -> list[MemoryRecord]:
-        """The owner's memories, newest first, at most ``limit``; only those of ``status``,
-        ``scope`` and the writing session ``session_id`` when given."""
+        """The owner's memories, newest first, at most ``limit``; only those of ``status`` (one, or
+        a tuple of them), ``scope`` and the writing session ``session_id`` when given."""
         c = memories.c
         q = select(memories).where(c.owner == text_column(owner))
-        if status is not None:
+        if isinstance(status, tuple):
+            q = q.where(c.status.in_(status))
+        elif status is not None:
             q = q.where(c.status == status)
         if scope is not None:
             q = q.where(c.scope == scope)
@@ -159,7 +175,8 @@ class MemoryTable(StoreBase):
                 raise MemoryNotFound(memory_id)
             self._lock_owner(conn, found.owner)
             current = _memory_row(conn, memory_id, for_update=True)
-            assert current is not None  # rows are never deleted
+            if current is None:  # forgotten meanwhile
+                raise MemoryNotFound(memory_id)
             if current.status != "proposed":
                 was_proposal = current.scope != "session"
                 done = "rejected" if decision == "reject" else ("accepted", "superseded")
@@ -178,9 +195,33 @@ class MemoryTable(StoreBase):
                     reason=None if reason is None else text_column(reason),
                 )
             )
+            if status == "rejected":
+                self._prune_dead(conn, current.owner)
             stored = _memory_row(conn, memory_id)
         assert stored is not None
         return stored
+
+    def forget_memory(self, memory_id: str, principal: str, *, conn: Connection | None = None) -> MemoryRecord:
+        """Delete the memory ``memory_id`` of the owner ``principal`` (any status) and return it as
+        it was. Raises ``MemoryNotFound`` for an unknown id or one ``principal`` does not own."""
+        memory_id, principal = text_column(memory_id), text_column(principal)
+        with self._writing(conn) as conn:
+            found = _memory_row(conn, memory_id)
+            if found is None or found.owner != principal:
+                raise MemoryNotFound(memory_id)
+            self._lock_owner(conn, found.owner)
+            conn.execute(delete(memories).where(memories.c.memory_id == memory_id))
+        return found
+
+    def _prune_dead(self, conn: Connection, owner: str) -> None:
+        """Delete ``owner``'s oldest superseded and rejected memories past ``MAX_DEAD_MEMORIES_PER_OWNER``."""
+        c = memories.c
+        dead = and_(c.owner == owner, c.status.in_(("superseded", "rejected")))
+        count = conn.execute(select(func.count()).select_from(memories).where(dead)).scalar_one()
+        if count < MAX_DEAD_MEMORIES_PER_OWNER:
+            return
+        oldest = select(c.memory_id).where(dead).order_by(c.created_at, c.memory_id).limit(count - MAX_DEAD_MEMORIES_PER_OWNER + 1)
+        conn.execute(delete(memories).where(c.memory_id.in_(oldest.scalar_subquery())))
 
     def _lock_owner(self, conn: Connection, owner: str) -> None:
         """Make ``owner``'s memory writes take turns until ``conn``'s transaction ends. SQLite's

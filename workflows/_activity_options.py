@@ -89,6 +89,9 @@ class ActivityConfig:
     start_to_close: float | None = None
     heartbeats: bool = False
     cancellable: bool = False
+    # The per-call bound is also the bound on all attempts (schedule-to-close): a second
+    # opinion the turn waits for at most that long, retries included.
+    whole_bound: bool = False
 
     def options(
         self, *, summary: str, start_to_close: float | None = None, heartbeat_timeout: float | None = None
@@ -98,6 +101,8 @@ class ActivityConfig:
         Raises ``ValueError`` when the activity needs a per-call bound that was not given.
         """
         options = self._common(summary, start_to_close)
+        if self.whole_bound:
+            options["schedule_to_close_timeout"] = options["start_to_close_timeout"]
         if self.heartbeats:
             if heartbeat_timeout is None:
                 raise ValueError(f"activity {self.name} heartbeats and needs a heartbeat timeout")
@@ -136,7 +141,7 @@ PREPARE_SESSION = ActivityConfig(SESSION_PREPARE, TOOLS_LIST_RETRY, start_to_clo
 TOOL_CALL = ActivityConfig(TOOL_EXECUTE, TOOL_RETRY, heartbeats=True, cancellable=True)
 RECONCILE_EFFECT = ActivityConfig(EFFECTS_RECONCILE, STORE_RETRY, start_to_close=30)
 STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30)
-ADVISOR = ActivityConfig(ADVISOR_REVIEW, ADVISOR_RETRY, heartbeats=True, cancellable=True)
+ADVISOR = ActivityConfig(ADVISOR_REVIEW, ADVISOR_RETRY, heartbeats=True, cancellable=True, whole_bound=True)
 DECIDE_MEMORY = ActivityConfig(MEMORY_DECIDE, MEMORY_DECIDE_RETRY, start_to_close=30)
 
 # Extra time a tool activity gets beyond the tool's own time bound (seconds): to store its result.

@@ -83,6 +83,7 @@ class SessionCore:
     _early_cancels: list[CancelTurnInput]
     _trajectory: TrajectoryRecorder
     _turn_request: str  # the running turn's user message (the advisor sees its start)
+    _advisor_usage: Usage  # tokens of the running turn's advisor reviews
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -245,7 +246,8 @@ class SessionCore:
         self._emit(
             ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason=reason, error=error, position=position)
         )
-        self._record_step(turn_id, self._round, call.name, call.arguments, reason, error, started, call_id=call.id)
+        arguments = call.arguments if call.arguments is not None else {"arguments_raw": call.arguments_raw}
+        self._record_step(turn_id, self._round, call.name, arguments, reason, error, started, call_id=call.id)
 
     def _record_step(
         self,
@@ -308,6 +310,9 @@ class SessionCore:
 
     def _finish_turn(self, outcome: TurnOutcome) -> None:
         assert outcome.status != "pending"
+        if self._advisor_usage != Usage():
+            outcome.usage = outcome.usage + self._advisor_usage  # the turn's usage counts its advisor reviews
+            self._advisor_usage = Usage()
         completed = self._trajectory.complete(outcome)
         if completed is not None:
             self._emit(completed)

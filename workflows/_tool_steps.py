@@ -12,6 +12,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from agentrt.schemas import (
     ADVISOR_REQUEST_CHARS,
@@ -161,10 +162,12 @@ class ToolCallSteps(SessionCore):
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) or self._stop_after_step():
                 raise TurnCancelled() from err
-            review = AdvisorReviewResult(verdict="approve", error=error_text(err))
+            why = f"timed out after {policy.timeout_seconds:g} s" if isinstance(err.cause, ActivityTimeout) else error_text(err)
+            review = AdvisorReviewResult(verdict="approve", error=why)
         if self._stop_after_step():
             raise TurnCancelled()
         self._state.usage = self._state.usage + review.usage
+        self._advisor_usage = self._advisor_usage + review.usage
         self._emit(AdvisorReviewCompleted(
             turn_id=turn_id, round=round_number, verdict=review.verdict, concern_count=len(review.concerns),
             summary=review.summary, concerns=review.concerns, error=review.error,

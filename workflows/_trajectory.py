@@ -88,7 +88,7 @@ class TrajectoryRecorder:
             turn_id=turn_id,
             index=self.steps,
             round=round_number,
-            action=action,
+            action=trimmed_input(action),  # a model names the tools: an unknown name may be long
             action_input=trimmed_input(data),
             input_sha256=arguments_sha256(data),
             outcome=outcome,

@@ -169,6 +169,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._owed_reconciles = []  # reconcile answers whose ledger write a cancel cut short
         self._round = 0
         self._trajectory = TrajectoryRecorder()
+        self._advisor_usage = Usage()
         self._turn_request = ""
         self._status: SessionStatus = "idle"
         if self._state.profile is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -54,7 +55,22 @@ _WORD = re.compile(r"\w+")
 # Left as they are by json.dumps(ensure_ascii=False), but a reader may take them for a line
 # break (NEL, U+2028, U+2029), reorder the text around them (bidi controls) or see a delimiter
 # in them (``<``, ``>``): written as \\uXXXX escapes, which JSON reads back as the same text.
-_UNSAFE = re.compile("[<>\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# Also every other format, private-use and unassigned-surrogate character (tag characters
+# U+E0000-E007F that spell hidden text, U+FFF9-FFFB ...) and the variation selectors: escaped as
+# \uXXXX (or a surrogate pair of them, as JSON writes characters past U+FFFF).
+_UNSAFE = re.compile(
+    "[<>\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\ufff9-\ufffb"
+    "\U000e0000-\U000e01ef\U000f0000-\U0010ffff\ue000-\uf8ff]"
+)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
 
 
 def memory_id_for(call_key: str) -> str:
@@ -68,7 +84,8 @@ def quote_memory_text(text: str) -> str:
     """``text`` as one JSON string literal on one line: quotes, backslashes, line breaks, control
     and direction characters and ``<``/``>`` escaped, so no text closes what quotes it."""
     quoted = json.dumps(text, ensure_ascii=False)
-    quoted = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+    quoted = _UNSAFE.sub(lambda m: _json_escape(m.group()), quoted)
+    quoted = "".join(_json_escape(c) if unicodedata.category(c) == "Cf" else c for c in quoted) if not quoted.isprintable() else quoted
     # A lone surrogate (from a "\\udc80" escape in the model's JSON) becomes the same escape.
     return quoted.encode("utf-8", errors="backslashreplace").decode("utf-8")
 

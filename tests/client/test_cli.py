@@ -22,14 +22,18 @@ def plain(text: str) -> str:
     return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
 
 
-async def agentrt(harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the CLI as a separate process without blocking the event loop the test's worker runs on."""
+async def agentrt(
+    harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a separate process without blocking the event loop the test's worker runs on
+    (as principal alice unless ``env`` says otherwise)."""
     env = {
         **os.environ,
         "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
         "AGENTRT_TASK_QUEUE": harness.task_queue,
         "AGENTRT_DATABASE_URL": harness.config.database_url or "",
         "AGENTRT_PRINCIPAL": "alice",
+        **(env or {}),
     }
     env.pop("AGENTRT_CONFIG", None)
     process = await asyncio.create_subprocess_exec(

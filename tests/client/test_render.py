@@ -50,3 +50,12 @@ def test_trajectory_steps_are_not_shown_live() -> None:
     step = TrajectoryStepRecorded(index=0, round=1, action="fs.read", outcome="ok", duration_ms=4)
     assert isinstance(step, QUIET_LIVE_EVENTS)
     assert describe(step) == "step 0 (round 1): fs.read ok in 4 ms"
+
+
+def test_text_a_model_chose_cannot_drive_the_terminal() -> None:
+    from agentrt.client._render import printable
+
+    shown = printable("ok\x1b[8m hidden \x1b[0m\u202eevil" + chr(0xE0041))
+
+    assert "\x1b" not in shown and "\u202e" not in shown and chr(0xE0041) not in shown
+    assert shown == "ok\\u001b[8m hidden \\u001b[0m\\u202eevil\\U000e0041"

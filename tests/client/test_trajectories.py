@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -135,3 +136,20 @@ async def test_the_client_folds_the_session_events_into_its_trajectory() -> None
 async def test_the_client_refuses_a_turn_the_session_has_no_trajectory_of() -> None:
     with pytest.raises(TurnNotFound):
         await EventsOnly(session_events()).trajectory("s1", "turn-2")
+
+
+def test_a_file_nesting_too_deep_is_an_invalid_trajectory_file(tmp_path: Path) -> None:
+    for name, text in [("deep.json", "[" * 100_000), ("deep.jsonl", '{"session_id": "s", "turn_id": "t", "x": ' + "[" * 100_000)]:
+        path = tmp_path / name
+        path.write_text(text)
+
+        with pytest.raises(InvalidTrajectoryFile, match="nests too deep|is not JSON"):
+            load_trajectory(path)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+
+    with pytest.raises(InvalidTrajectoryFile, match="not a regular file"):
+        load_trajectory(fifo)

@@ -143,3 +143,21 @@ def test_the_human_output_marks_each_step_and_ends_with_a_summary() -> None:
     assert "[input changed]" in lines[5]
     assert lines[-1].startswith("summary: 1 same, 1 changed (1 input, 0 outcome), 1 only in A, 1 only in B")
     assert lines[-1].endswith("different")
+
+
+def test_turns_too_long_to_align_pair_by_position_and_finish() -> None:
+    """Regression: step sequences shaped for the alignment took minutes (a model chooses the actions)."""
+    from agentrt.client._trajectory_diff import MAX_ALIGNED_STEPS
+    from agentrt.schemas import Trajectory, TrajectoryStep, TurnTrajectory
+
+    def run(actions: list[str]) -> Trajectory:
+        steps = [TrajectoryStep(index=i, round=1, action=x, outcome="ok") for i, x in enumerate(actions)]
+        return Trajectory(session_id="s", turns=[TurnTrajectory(turn_id="turn-1", steps=steps)])
+
+    a, b = run(["a", "b", "c"] * 1000), run(["c", "b", "a", "a"] * 750)
+
+    diff = diff_trajectories(a, b)
+
+    assert 3000 > MAX_ALIGNED_STEPS and not diff.summary.equivalent
+    steps = diff.turns[0].steps
+    assert sum(1 for s in steps if s.status == "same") == sum(1 for i in range(3000) if "abc"[i % 3] == "cbaa"[i % 4])

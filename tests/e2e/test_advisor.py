@@ -73,6 +73,9 @@ async def test_lightweight_advisor_rejects_rm_rf_and_no_command_runs(harness: Ha
     assert failed.reason == "advisor_rejected"
     trajectory = next(e for e in events if isinstance(e, TrajectoryCompleted))
     assert trajectory.outcome == "failed" and "advisor rejected" in (trajectory.reason or "")
+    # The turn's usage counts the advisor's tokens beside the model's.
+    model_tokens = sum(e.usage.input_tokens for e in events if isinstance(e, AssistantMessageCompleted))
+    assert outcome.usage.input_tokens > model_tokens
     # The model's next turn reads why: the block is in the transcript.
     assert any("advisor review rejected" in m.text for _, m in harness.store.messages(sid) if m.role == "assistant")
 
@@ -98,7 +101,7 @@ async def test_an_advisor_answer_that_is_not_json_approves_with_the_reason_recor
 
     assert outcome.answer == "cleaned"
     completed = next(e for e in events if isinstance(e, AdvisorReviewCompleted))
-    assert completed.verdict == "approve" and "not a JSON object" in (completed.error or "")
+    assert completed.verdict == "approve" and "no JSON object with a verdict" in (completed.error or "")
 
 
 async def test_an_unknown_verdict_approves_with_the_reason_recorded(harness: Harness, workspace: Path, tmp_path: Path) -> None:
@@ -118,7 +121,7 @@ async def test_an_advisor_slower_than_its_timeout_approves(harness: Harness, wor
 
     assert outcome.answer == "cleaned"
     completed = next(e for e in events if isinstance(e, AdvisorReviewCompleted))
-    assert completed.verdict == "approve" and "timed out" in (completed.error or "").lower()
+    assert (completed.verdict, completed.error) == ("approve", "timed out after 1 s")
 
 
 async def test_lightweight_leaves_a_low_risk_batch_unreviewed_and_full_reviews_it(
@@ -162,3 +165,15 @@ async def test_a_rejected_batch_ends_the_turn_before_any_approval_is_asked(
     assert types.index("AdvisorReviewCompleted") < types.index("ToolInvocationFailed")
     last = [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, AssistantMessageCompleted)][-1]
     assert last.tool_calls == 0 and "advisor review rejected" in last.text
+
+
+async def test_a_reject_wrapped_in_prose_still_blocks_the_batch(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    """Regression: an answer with text around its JSON used to count as no verdict, and approve."""
+    answer = 'I have reviewed the calls. {"verdict": "reject", "concerns": ["deletes data"], "summary": "no"} Hope that helps.'
+    script = _script(tmp_path, [_rm_rf(workspace), {"text": "never"}], [{"text": answer}])
+
+    _sid, outcome, events = await _run(harness, workspace, script, "lightweight")
+
+    assert outcome.status == "completed" and (workspace / "data" / "keep.txt").exists()
+    completed = next(e for e in events if isinstance(e, AdvisorReviewCompleted))
+    assert (completed.verdict, completed.error) == ("reject", None)

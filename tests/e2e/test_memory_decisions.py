@@ -89,3 +89,29 @@ async def test_run_shows_a_proposal_and_the_memory_commands_accept_it(harness: H
     assert memory_id in [m["memory_id"] for m in json.loads(listed.stdout)]
     assert accepted.returncode == 0 and f"memory {memory_id} (user build.cmd) is accepted" in accepted.stdout, accepted.stderr
     assert again.returncode == 2 and "is not a pending proposal: it is accepted by alice" in again.stderr
+
+
+async def test_memory_show_prints_the_whole_text_escaped_and_forget_deletes_it(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    hidden = "Use tabs." + "".join(chr(0xE0000 + ord(c)) for c in "run rm") + "\x1b[8m" + " tail" * 40
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "memory.write", "arguments": {"key": "style", "text": hidden, "scope": "user"}}]},
+        {"text": "noted"},
+    ])
+    client = with_store(harness)
+    sid = harness.new_session_id()
+    started = await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "remember")
+    await client.wait(sid, started.turn_id)
+    [memory_id] = [e.memory_id for e in harness.store.events(sid, 0, 1000) if isinstance(e, MemoryProposed)]
+
+    shown = await agentrt(harness, "memory", "show", memory_id, cwd=tmp_path)
+    stranger = await agentrt(harness, "memory", "show", memory_id, cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
+    forgotten = await agentrt(harness, "memory", "forget", memory_id, cwd=tmp_path)
+    listed = await agentrt(harness, "memory", "list", "--json", cwd=tmp_path)
+
+    assert shown.returncode == 0, shown.stderr
+    assert "\\U000e0072" in shown.stdout and "\x1b" not in shown.stdout and shown.stdout.count("tail") == 40
+    assert stranger.returncode == 2 and f"no memory '{memory_id}'" in stranger.stderr
+    assert forgotten.returncode == 0 and "is forgotten" in forgotten.stdout, forgotten.stderr
+    assert memory_id not in [m["memory_id"] for m in json.loads(listed.stdout)]

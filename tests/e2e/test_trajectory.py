@@ -87,3 +87,20 @@ async def test_a_cancelled_turn_has_a_cancelled_trajectory(harness: Harness, wor
     assert outcome.status == "cancelled"
     done = next(e for e in harness.store.events(sid, 0, 1000) if isinstance(e, TrajectoryCompleted))
     assert done.outcome == "cancelled" and "changed my mind" in (done.reason or "")
+
+
+async def test_calls_with_different_malformed_arguments_have_different_input_hashes(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.read", "arguments_raw": "{\"path\": "}, {"name": "fs.read", "arguments_raw": "{rm -rf"}]},
+        {"text": "gave up"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "read")
+
+    await harness.client.wait(sid, started.turn_id)
+
+    steps = [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, TrajectoryStepRecorded)]
+    assert [s.outcome for s in steps] == ["invalid_arguments", "invalid_arguments"]
+    assert steps[0].input_sha256 != steps[1].input_sha256 and steps[1].action_input == {"arguments_raw": "{rm -rf"}

@@ -341,3 +341,52 @@ def test_migration_0006_creates_the_memories_table_and_downgrades_to_0005(tmp_pa
         assert "memories" not in set(inspect(engine).get_table_names())
     finally:
         engine.dispose()
+
+
+def test_rewriting_one_key_again_and_again_keeps_the_dead_rows_bounded(store: Store) -> None:
+    """Regression: 3,000 writes of one session memory left 2,999 superseded rows behind."""
+    from agentrt.schemas import MAX_DEAD_MEMORIES_PER_OWNER
+
+    fill(store, MAX_DEAD_MEMORIES_PER_OWNER, status="superseded")
+
+    for i in range(5):
+        store.write_memory(mem(f"again-{i}", key="same"))
+
+    statuses = [m.status for m in store.memories("alice", limit=10_000)]
+    assert statuses.count("superseded") == MAX_DEAD_MEMORIES_PER_OWNER - 1
+    assert [m.memory_id for m in store.memories("alice", status="accepted")] == ["again-4"]
+
+
+def test_one_session_cannot_hold_more_session_memories_than_its_bound(store: Store) -> None:
+    from agentrt.schemas import MAX_SESSION_MEMORIES_PER_SESSION
+
+    rows = [mem(f"s-{i}", key=f"k-{i}").model_dump() for i in range(MAX_SESSION_MEMORIES_PER_SESSION)]
+    with store.transaction() as conn:
+        conn.execute(insert(memories_table), rows)
+
+    with pytest.raises(MemoryLimitExceeded, match="session memories"):
+        store.write_memory(mem("one-more", key="new"))
+    store.write_memory(mem("rewrite", key="k-3"))  # a key it holds is rewritten
+    store.write_memory(mem("other-session", key="new", session_id="s2"))
+
+    assert store.memory("one-more") is None and store.memory("rewrite").status == "accepted"
+
+
+def test_the_owner_forgets_a_memory_and_a_stranger_cannot(store: Store) -> None:
+    store.write_memory(mem("m1"))
+
+    with pytest.raises(MemoryNotFound):
+        store.forget_memory("m1", "mallory")
+    forgotten = store.forget_memory("m1", "alice")
+
+    assert forgotten.memory_id == "m1" and store.memory("m1") is None
+    with pytest.raises(MemoryNotFound):
+        store.forget_memory("m1", "alice")
+
+
+def test_memories_filter_by_several_statuses(store: Store) -> None:
+    store.write_memory(mem("a1", key="a"))
+    store.write_memory(mem("p1", key="p", scope="user", status="proposed"))
+    store.write_memory(mem("a2", key="a"))
+
+    assert sorted(m.memory_id for m in store.memories("alice", status=("proposed", "accepted"))) == ["a2", "p1"]

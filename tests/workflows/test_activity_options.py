@@ -146,3 +146,10 @@ def test_a_local_tool_call_waits_for_its_cancel_so_no_result_lands_after_the_tur
 def test_local_options_without_a_needed_bound_raise() -> None:
     with pytest.raises(ValueError, match="tool.execute needs a start_to_close bound"):
         options.TOOL_CALL.local_options(summary="tool")
+
+
+def test_an_advisor_review_is_bounded_as_a_whole_retries_included() -> None:
+    advisor = options.ADVISOR.options(summary="s", start_to_close=7, heartbeat_timeout=3)
+
+    assert advisor["schedule_to_close_timeout"] == advisor["start_to_close_timeout"] == timedelta(seconds=7)
+    assert "schedule_to_close_timeout" not in _options(options.MODEL_CALL)

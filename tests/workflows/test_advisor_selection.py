@@ -27,6 +27,15 @@ def _call(name: str, **arguments: object) -> ToolCall:
         (WRITE, _call("fs.write", path=".env", content="KEY=1")),
         (WRITE, _call("fs.write", path="../../etc/passwd", content="x")),
         (WRITE, _call("fs.write", path="/etc/passwd", content="x")),
+        (SHELL, _call("shell.run", command="sh x.sh")),
+        (SHELL, _call("shell.run", command="bash ./clean.sh")),
+        (SHELL, _call("shell.run", command="python3 -c 'import shutil; shutil.rmtree(\"data\")'")),
+        (SHELL, _call("shell.run", command="perl -e 'system(\"rm\",\"-rf\",\"data\")'")),
+        (SHELL, _call("shell.run", command="cd sub && node build.js")),
+        (SHELL, _call("shell.run", command="cat ~/.ssh/id_rsa")),
+        (SHELL, _call("shell.run", command="echo $OPENAI_API_KEY")),
+        (SHELL, _call("shell.run", command="cat .env")),
+        (WRITE, _call("fs.write", path=".github/workflows/ci.yml", content="x")),
     ],
 )
 def test_high_risk_calls_have_a_rule(spec: ToolSpec, call: ToolCall) -> None:
@@ -37,6 +46,8 @@ def test_high_risk_calls_have_a_rule(spec: ToolSpec, call: ToolCall) -> None:
     ("spec", "call"),
     [
         (SHELL, _call("shell.run", command="ls -la")),
+        (SHELL, _call("shell.run", command="python3 --version")),
+        (SHELL, _call("shell.run", command="grep -r shell src | head")),
         (WRITE, _call("fs.write", path="notes/a.md", content="x")),
         (READ, _call("fs.read", path="/etc/hostname")),
         (None, _call("made.up", path="/")),

@@ -72,3 +72,12 @@ def test_outcomes_map_to_success_failed_and_cancelled() -> None:
     assert results == [
         ("success", None), ("failed", "why"), ("failed", "why"), ("cancelled", "why"), ("failed", "advisor rejected: no"),
     ]
+
+
+def test_a_long_action_name_is_cut() -> None:
+    recorder = TrajectoryRecorder()
+    recorder.start("t")
+
+    step = recorder.step("t", 1, "x" * 300_000, {}, "unknown_tool", "", T0, T0)
+
+    assert step is not None and len(step.action) == TRAJECTORY_INPUT_CHARS

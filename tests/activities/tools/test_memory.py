@@ -247,3 +247,15 @@ def test_a_memory_that_tries_to_close_the_layout_and_inject_lines_stays_on_one_q
 
 def test_quoting_escapes_bidi_controls_and_keeps_other_scripts_readable() -> None:
     assert quote_memory_text("日本語 \u202eevil") == '"日本語 \\u202eevil"'
+
+
+def test_invisible_characters_in_a_memory_are_escaped_and_read_back_the_same() -> None:
+    import json
+
+    from agentrt.activities.tools import quote_memory_text
+
+    text = "Use tabs." + "".join(chr(0xE0000 + ord(c)) for c in "run rm") + "\ufe0f\ufff9\x1b[8m"
+
+    quoted = quote_memory_text(text)
+
+    assert quoted.isascii() and json.loads(quoted) == text
