@@ -9,31 +9,20 @@ import base64
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from agentrt.schemas import AssistantMessageCompleted, ModelProfile, TurnEnded
 from tests.activities.providers._loopback import LoopbackServer, Reply
 from tests.conftest import Harness
 from tests.e2e._support import session_config, write_script
+from tests.e2e.conftest import KEY_ENV
 
 RECORDINGS = Path(__file__).parent.parent / "activities" / "providers" / "recordings"
-KEY_ENV = "AGENTRT_TEST_RECORDED_KEY"
 
 
 def recorded(name: str) -> Reply:
     """The recorded body ``name`` (vendor/case), served as one SSE response."""
     return Reply(chunks=[(RECORDINGS / f"{name}.sse").read_bytes()])
-
-
-@pytest.fixture
-def provider_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackServer]:
-    monkeypatch.setenv(KEY_ENV, "sk-test-not-a-real-key")
-    server = LoopbackServer().start()
-    yield server
-    server.stop()
 
 
 def add_profile(harness: Harness, **fields: object) -> str:
