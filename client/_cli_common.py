@@ -18,6 +18,7 @@ from agentrt.client._render import QUIET_LIVE_EVENTS, event_line, printable, usa
 from agentrt.client._runtime import Runtime
 from agentrt.schemas import (
     AgentrtError,
+    AssistantMessageCompleted,
     PermissionRequested,
     RequestRejected,
     ServerUnavailable,
@@ -140,10 +141,27 @@ async def drive_turn(
         while True:
             ended = False
             page = await client.events(session_id, since_seq)
+            # Read after the events: a reply's text is printed before the event that completes it.
+            deltas = rt.store.deltas(session_id, delta_after)
+
+            def stream(upto: tuple[str, int] | None) -> None:
+                """Print the fetched deltas (only those of rounds up to ``upto`` = (turn, round), when given)."""
+                nonlocal deltas, delta_after, stream_key
+                while deltas and (upto is None or (deltas[0].turn_id == upto[0] and deltas[0].round <= upto[1])):
+                    delta = deltas.pop(0)
+                    delta_after = delta.id
+                    key = (delta.turn_id, delta.round, delta.attempt)
+                    if key != stream_key:
+                        out.write(("\n" if stream_key is not None else "") + "      model> ")
+                        stream_key = key
+                    out.write(printable(delta.text, keep_newlines=True))
+
             for event in page.events:
                 since_seq = event.seq
                 if isinstance(event, QUIET_LIVE_EVENTS):
                     continue
+                if isinstance(event, AssistantMessageCompleted) and event.turn_id is not None:
+                    stream((event.turn_id, event.round))
                 if stream_key is not None:
                     out.write("\n")
                     stream_key = None
@@ -153,13 +171,7 @@ async def drive_turn(
                     prompts.append(asyncio.create_task(answer_approval(client, session_id, event, approve, out)))
                 if isinstance(event, TurnEnded) and event.turn_id == turn_id:
                     ended = True
-            for delta in rt.store.deltas(session_id, delta_after):
-                delta_after = delta.id
-                key = (delta.turn_id, delta.round, delta.attempt)
-                if key != stream_key:
-                    out.write(("\n" if stream_key is not None else "") + "      model> ")
-                    stream_key = key
-                out.write(printable(delta.text, keep_newlines=True))
+            stream(None)
             polls += 1
             if polls % 5 == 0:
                 await report_retries(client, session_id, reported_failures, out)

@@ -84,6 +84,9 @@ class SessionCore:
     _trajectory: TrajectoryRecorder
     _turn_request: str  # the running turn's user message (the advisor sees its start)
     _advisor_usage: Usage  # tokens of the running turn's advisor reviews
+    # Trajectory steps under way (an advisor review, approval waits): (round, action, input, started, call id);
+    # a cancel records them as cancelled.
+    _steps_in_flight: list[tuple[int, str, dict[str, Any], Any, str | None]]
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -285,6 +288,9 @@ class SessionCore:
 
     def _cancelled_outcome(self, turn_id: str) -> TurnOutcome:
         principal, reason = self._cancel_reason()
+        for round_number, action, action_input, started, call_id in self._steps_in_flight:
+            self._record_step(turn_id, round_number, action, action_input, "cancelled", "the turn was cancelled", started, call_id=call_id)
+        self._steps_in_flight = []
         answered = self._approvals.close_turn(turn_id)
         if self._turn_control:
             self._owed_reconciles.extend(answered)

@@ -103,7 +103,11 @@ class ToolCallSteps(SessionCore):
         waiting = [r for _, r in runnable if r is not None]
         if waiting:
             asked = workflow.now()
+            self._steps_in_flight = [
+                (round_number, "approval", {"tool": r.tool, "arguments": r.arguments}, asked, r.call_id) for r in waiting
+            ]
             await self._await_decisions(waiting)
+            self._steps_in_flight = []
             self._record_approvals(turn_id, round_number, waiting, asked)
         for call, request in runnable:
             note = None
@@ -141,6 +145,7 @@ class ToolCallSteps(SessionCore):
         started = workflow.now()
         index = self._state.advisor_reviews
         self._state.advisor_reviews += 1
+        self._steps_in_flight = [(round_number, "advisor.review", {"tools": [c.name for c in calls], "reason": reason}, started, None)]
         await self._before_call()
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · advisor reviewing {len(calls)} calls")
         writes = self._writes_for_call()
@@ -166,6 +171,7 @@ class ToolCallSteps(SessionCore):
             review = AdvisorReviewResult(verdict="approve", error=why)
         if self._stop_after_step():
             raise TurnCancelled()
+        self._steps_in_flight = []
         self._state.usage = self._state.usage + review.usage
         self._advisor_usage = self._advisor_usage + review.usage
         self._emit(AdvisorReviewCompleted(

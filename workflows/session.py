@@ -170,6 +170,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._round = 0
         self._trajectory = TrajectoryRecorder()
         self._advisor_usage = Usage()
+        self._steps_in_flight = []
         self._turn_request = ""
         self._status: SessionStatus = "idle"
         if self._state.profile is None:

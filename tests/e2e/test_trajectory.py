@@ -104,3 +104,23 @@ async def test_calls_with_different_malformed_arguments_have_different_input_has
     steps = [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, TrajectoryStepRecorded)]
     assert [s.outcome for s in steps] == ["invalid_arguments", "invalid_arguments"]
     assert steps[0].input_sha256 != steps[1].input_sha256 and steps[1].action_input == {"arguments_raw": "{rm -rf"}
+
+
+async def test_a_turn_cancelled_during_an_approval_wait_records_the_wait_as_a_cancelled_step(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "never"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "write")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await harness.client.cancel(sid, started.turn_id, reason="not now")
+
+    outcome = await harness.client.wait(sid, started.turn_id)
+
+    assert outcome.status == "cancelled"
+    steps = [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, TrajectoryStepRecorded)]
+    assert [(s.action, s.outcome) for s in steps] == [("approval", "cancelled"), ("fs.write", "cancelled")]
+    assert steps[0].action_input == {"tool": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}
