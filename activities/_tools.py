@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import MemoryWrite, ToolContext, ToolRegistry, recorded_memory_note
+from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
     TOOL_EXECUTE,
@@ -112,12 +112,11 @@ class ToolActivities:
         if not claimed:
             if record.state in ("applied", "failed"):
                 activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
-                ok = record.state == "applied"
-                ctx = self._context(input)
-                keys = self._registry.state_keys(input.call, ctx) if ok else []
-                # A memory.write whose effect is recorded: the workflow still needs its memory.
-                memory = recorded_memory_note(ctx) if ok and input.call.name == MemoryWrite.name else None
-                return self._finish(input, ok, record.result_text or "", None if ok else "ToolError", keys, memory=memory)
+                text = record.result_text or ""
+                if record.state == "failed":
+                    return self._finish(input, False, text, "ToolError")
+                output = self._registry.recorded(input.call, self._context(input), text)
+                return self._finish(input, True, text, None, output.state_keys, memory=output.memory)
             error = EffectOutcomeUnknown(key)
             raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
         ok, text, error_type, keys, memory = self._run(input)

@@ -105,9 +105,11 @@ def trajectory_diff(
 
     async def go() -> int:
         if config is not None:
-            for side in sides:
-                if side.session_id is not None and (found := _from_store(config, side.session_id, side.turn_id)) is not None:
-                    loaded[side.label] = found
+            with Store.open(config.database_url) as store:
+                for side in sides:
+                    found = stored_trajectory(store, side.session_id, side.turn_id) if side.session_id else None
+                    if found is not None:
+                        loaded[side.label] = found
             if any(side.label not in loaded for side in sides):
                 async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
                     for side in sides:

@@ -36,7 +36,6 @@ from agentrt.schemas import (
     CancelTurnInput,
     CompactOutcome,
     CompactRequest,
-    ConfigurationError,
     Event,
     EventsPage,
     EventsQuery,
@@ -448,14 +447,13 @@ class AgentClient(MemoryMethods, TrajectoryMethods):
         Needs the client to be built with the worker's ``store``; raises ``ConfigurationError``
         otherwise. Deltas never enter workflow history.
         """
-        if self.store is None:
-            raise ConfigurationError("AgentClient.deltas needs the store: pass store=Store.open(url)")
+        store = self._needs_store("deltas")
         if turn_id is None:
             turn_id = (await self.state(session_id)).active_turn_id
         after = 0
         while True:
             done = turn_id is None or (await self._handle(session_id).query(SessionWorkflow.turn, turn_id)) is not None
-            for delta in await asyncio.to_thread(self.store.deltas, session_id, after):
+            for delta in await asyncio.to_thread(store.deltas, session_id, after):
                 after = delta.id
                 if turn_id is None or delta.turn_id == turn_id:
                     yield delta

@@ -41,7 +41,8 @@ class MemoryMethods:
 
         async def _execute(self, session_id: str, name: str, update: Any, argument: Any) -> Any: ...
 
-    def _memory_store(self, method: str) -> Store:
+    def _needs_store(self, method: str) -> Store:
+        """The client's store; ``ConfigurationError`` naming ``method`` when it has none."""
         if self.store is None:
             raise ConfigurationError(f"AgentClient.{method} needs the store: pass store=Store.open(url)")
         return self.store
@@ -51,7 +52,7 @@ class MemoryMethods:
     ) -> list[MemoryRecord]:
         """This client's principal's memories (at most ``limit``), of every status and scope unless
         ``status`` / ``scope`` say which. Raises ``ConfigurationError`` without a store."""
-        store = self._memory_store("memories")
+        store = self._needs_store("memories")
         return await asyncio.to_thread(store.memories, self.principal, status=status, scope=scope, limit=limit)
 
     async def decide_memory(self, memory_id: str, decision: str, reason: str | None = None) -> MemoryRecord:
@@ -67,7 +68,7 @@ class MemoryMethods:
         """
         if decision not in ("accept", "reject"):
             raise ConfigurationError(f"a memory decision is accept or reject, not {decision!r}")
-        store = self._memory_store("decide_memory")
+        store = self._needs_store("decide_memory")
         record = await self._proposal(store, memory_id)
         update = MemoryDecision(memory_id=memory_id, decision=decision, principal=self.principal, reason=reason)  # type: ignore[arg-type]
         try:
@@ -87,7 +88,7 @@ class MemoryMethods:
         session sees it from then on, and it no longer counts toward the owner's limits. Raises
         ``MemoryNotFound`` for an unknown memory and another principal's alike,
         ``ConfigurationError`` without a store."""
-        store = self._memory_store("forget_memory")
+        store = self._needs_store("forget_memory")
         return await asyncio.to_thread(store.forget_memory, memory_id, self.principal)
 
     async def _proposal(self, store: Store, memory_id: str, *, decided: bool = False) -> MemoryRecord:

@@ -47,24 +47,17 @@ class TrajectoryMethods:
 
         def all_events(self, session_id: str, since_seq: int = 0, page_size: int = 10_000) -> AsyncIterator[Event]: ...
 
-    def _stored_events(self, session_id: str) -> list[Event]:
-        """The session's trajectory events from the client's store (none without one)."""
-        store = getattr(self, "store", None)
-        return [] if store is None else _events_in(store, session_id)
-
     async def trajectory(self, session_id: str, turn_id: str | None = None) -> Trajectory:
         """The session's trajectory (every turn that recorded one, in order), or only turn
         ``turn_id``'s. Read from the client's store when it has the session (every ended turn
         is there whole, also after the session's workflow and server are gone), else from the
         workflow's events (``all_events``). Raises ``SessionNotFound``, and ``TurnNotFound``
         for a turn the session has no trajectory of."""
-        events = await asyncio.to_thread(self._stored_events, session_id)
-        if not events:
-            events = [e async for e in self.all_events(session_id) if isinstance(e, _FOLDED)]
-        trajectory = trajectory_from_events(session_id, events, turn_id)
-        if turn_id is not None and not trajectory.turns:
-            raise TurnNotFound(session_id, turn_id)
-        return trajectory
+        store = getattr(self, "store", None)
+        stored = await asyncio.to_thread(stored_trajectory, store, session_id, turn_id) if store is not None else None
+        if stored is not None:
+            return stored
+        return _fold(session_id, [e async for e in self.all_events(session_id) if isinstance(e, _FOLDED)], turn_id)
 
 
 def stored_trajectory(store: "Store", session_id: str, turn_id: str | None = None) -> Trajectory | None:
@@ -72,8 +65,11 @@ def stored_trajectory(store: "Store", session_id: str, turn_id: str | None = Non
     whole), or None when the store has no event of the session. Raises ``TurnNotFound`` for a
     turn it has no trajectory of."""
     events = _events_in(store, session_id)
-    if not events:
-        return None
+    return _fold(session_id, events, turn_id) if events else None
+
+
+def _fold(session_id: str, events: list[Event], turn_id: str | None) -> Trajectory:
+    """``trajectory_from_events``; raises ``TurnNotFound`` when ``turn_id`` has no trajectory."""
     trajectory = trajectory_from_events(session_id, events, turn_id)
     if turn_id is not None and not trajectory.turns:
         raise TurnNotFound(session_id, turn_id)

@@ -19,6 +19,7 @@ from agentrt.schemas import (
     TurnOutcome,
     arguments_sha256,
 )
+from agentrt.workflows._tool_calls import preview
 
 # Nesting kept in a step's action_input; deeper values are replaced by a marker.
 MAX_INPUT_DEPTH = 6
@@ -40,12 +41,6 @@ def trimmed_input(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
         return [trimmed_input(v, depth + 1) for v in value[:MAX_INPUT_ITEMS]]
     return value
-
-
-def observation(text: str) -> str:
-    """``text`` on one line, cut to ``TRAJECTORY_OBSERVATION_CHARS`` characters."""
-    text = " ".join(text.split())
-    return text if len(text) <= TRAJECTORY_OBSERVATION_CHARS else text[: TRAJECTORY_OBSERVATION_CHARS - 1] + "…"
 
 
 def milliseconds(started: datetime | None, ended: datetime) -> int:
@@ -92,7 +87,7 @@ class TrajectoryRecorder:
             action_input=trimmed_input(data),
             input_sha256=arguments_sha256(data),
             outcome=outcome,
-            observation=observation(text),
+            observation=preview(text, TRAJECTORY_OBSERVATION_CHARS),
             duration_ms=milliseconds(started, ended),
             call_id=call_id,
         )

@@ -184,6 +184,10 @@ class MemoryWrite(Tool):
                 raise ValueError("text is blank")
             return value
 
+    def recorded(self, args: Args, ctx: ToolContext, text: str) -> ToolOutput:
+        """A retried attempt of an applied write: its memory read back from the store."""
+        return ToolOutput(text, memory=recorded_memory_note(ctx))
+
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
         store, config = _session(ctx, self.name)
         record = MemoryRecord(

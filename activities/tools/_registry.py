@@ -154,6 +154,12 @@ class Tool(ABC):
         """
         return []
 
+    def recorded(self, args: Any, ctx: ToolContext, text: str) -> ToolOutput:
+        """The output of a successful call whose effect the ledger recorded with result ``text``
+        (a retried attempt does not run it again): the text with the call's ``state_keys``.
+        A tool whose output carries more (``memory.write``'s memory) rebuilds it here."""
+        return ToolOutput(text, state_keys=self.state_keys(args, ctx))
+
 
 def format_validation_error(error: ValidationError) -> list[str]:
     """Turn pydantic's errors into short problems a model can act on.
@@ -251,10 +257,11 @@ class ToolRegistry:
             raise ToolCrashedError(call.name, err) from err
         return output
 
-    def state_keys(self, call: ToolCall, ctx: ToolContext) -> list[str]:
-        """The state keys a successful ``call`` carries; [] when the call is unknown or invalid."""
+    def recorded(self, call: ToolCall, ctx: ToolContext, text: str) -> ToolOutput:
+        """The output of a successful ``call`` the effect ledger recorded with result ``text``
+        (``Tool.recorded``); the bare text when the call is unknown or invalid."""
         try:
             args = self.validate(call.name, call.arguments)
-            return self.get(call.name).state_keys(args, ctx)
+            return self.get(call.name).recorded(args, ctx, text)
         except ToolError:
-            return []
+            return ToolOutput(text)

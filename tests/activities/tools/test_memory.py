@@ -187,6 +187,16 @@ def test_a_recorded_write_s_note_is_rebuilt_from_the_store(store: Store) -> None
     assert recorded_memory_note(ctx_for(store, "s2", "session-s1/turn-1/9/c")) is None
 
 
+def test_the_registry_rebuilds_a_recorded_write_s_output_with_its_memory(store: Store) -> None:
+    arguments = {"key": "k", "text": "remember this", "scope": "user"}
+    out = write(store, call_key="session-s1/turn-1/8/c", **arguments)
+    call = ToolCall(id="c", name="memory.write", arguments=arguments)
+
+    recorded = REGISTRY.recorded(call, ctx_for(store, "s1", "session-s1/turn-1/8/c"), out.text)
+
+    assert (recorded.text, recorded.memory) == (out.text, out.memory)
+
+
 # -- memory.recall ----------------------------------------------------------------------------
 
 
