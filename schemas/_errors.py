@@ -338,6 +338,38 @@ class ToolCrashedError(ToolError):
         super().__init__(f"{tool} failed unexpectedly: {self.error_type}: {text[:500] if text else '(no message)'}")
 
 
+class McpServerUnavailable(ToolError):
+    """An MCP server could not be reached: it failed to start, its connection broke (the call in
+    flight fails with this), or the worker has no ``[mcp.servers.NAME]`` for it. ``server``
+    names it, ``diagnostic`` says why. The worker restarts a failed server with backoff on
+    next use."""
+
+    def __init__(self, server: str, diagnostic: str) -> None:
+        self.server = server
+        self.diagnostic = diagnostic
+        super().__init__(f"MCP server {server!r} is unavailable: {diagnostic}")
+
+
+class McpToolError(ToolError):
+    """An MCP server answered a call with a protocol error (JSON-RPC ``code`` and message), not
+    a result: an unknown tool, arguments it rejects. The model sees it as the call's error."""
+
+    def __init__(self, server: str, tool: str, code: int | None, message: str) -> None:
+        self.server = server
+        self.tool = tool
+        self.code = code
+        super().__init__(f"MCP server {server!r} refused {tool!r}: {message}" + (f" (code {code})" if code is not None else ""))
+
+
+class SkillNotFound(ToolError):
+    """``skill.activate`` named no skill the session can see; ``available`` lists those it can."""
+
+    def __init__(self, name: str, available: list[str]) -> None:
+        self.name = name
+        self.available = available
+        super().__init__(f"no skill {name!r}; available: {', '.join(available) or '(none)'}")
+
+
 class ToolArgumentsError(ToolError):
     def __init__(self, tool: str, problems: list[str]) -> None:
         self.tool = tool

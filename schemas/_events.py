@@ -420,6 +420,60 @@ class TrajectoryCompleted(_EventBase):
     reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
+# ---------------------------------------------------------------- tool sources: MCP and skills
+
+
+class McpToolsListed(_EventBase):
+    """A turn listed its MCP servers' tools (``mcp.list_tools``, at most once per turn): how many
+    it offers the model, the ``digest`` of their specs, and ``failures`` (server name → why its
+    tools are missing from this turn)."""
+
+    type: Literal["McpToolsListed"] = "McpToolsListed"
+    servers: list[str]
+    tools: int
+    digest: str | None = None
+    failures: dict[str, str] = Field(default_factory=dict)
+
+
+class ElicitationAnswered(_EventBase):
+    """The answer to an ``elicitation`` request (``answer_elicitation``): ``action`` ``accept``
+    with ``content``, ``decline`` or ``cancel``; the MCP call resumes with it."""
+
+    type: Literal["ElicitationAnswered"] = "ElicitationAnswered"
+    request_id: str
+    call_id: str
+    principal: str
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+class SkillDiscovered(_EventBase):
+    """A skill the session may activate (``skill.activate``): found when the session started."""
+
+    type: Literal["SkillDiscovered"] = "SkillDiscovered"
+    name: str
+    description: str
+    source: str
+
+
+class SkillActivated(_EventBase):
+    """``skill.activate`` joined a skill's instructions to the context (result at ``position``)."""
+
+    type: Literal["SkillActivated"] = "SkillActivated"
+    name: str
+    source: str
+    call_id: str
+    position: int | None = None
+
+
+class SkillDeactivated(_EventBase):
+    """``skill.deactivate`` took a skill's instructions out of the context."""
+
+    type: Literal["SkillDeactivated"] = "SkillDeactivated"
+    name: str
+    call_id: str
+
+
 Event = Annotated[
     Union[
         SessionInitialized,
@@ -458,6 +512,11 @@ Event = Annotated[
         TrajectoryStarted,
         TrajectoryStepRecorded,
         TrajectoryCompleted,
+        McpToolsListed,
+        ElicitationAnswered,
+        SkillDiscovered,
+        SkillActivated,
+        SkillDeactivated,
     ],
     Field(discriminator="type"),
 ]

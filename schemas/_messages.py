@@ -106,6 +106,14 @@ class ToolSpec(Model):
     risk: Literal["read_only", "idempotent", "effectful"] = "read_only"
     # Left out when False: a worker of an earlier version (extra fields forbidden) still reads the spec.
     local_activity: bool = Field(default=False, exclude_if=lambda v: v is False)
+    # Tools of another source than the worker's registry (left out for built-ins, as above):
+    # ``source`` names it (``mcp:<server>``); ``untrusted``: every call needs an approval unless
+    # the policy denies it; ``destructive``: a call is classified ``destructive`` (an MCP tool's
+    # ``destructiveHint``); ``risk_reason``: where ``risk`` came from (an annotation, an override).
+    source: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    untrusted: bool = Field(default=False, exclude_if=lambda v: v is False)
+    destructive: bool = Field(default=False, exclude_if=lambda v: v is False)
+    risk_reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Message(Model):

@@ -21,6 +21,8 @@ EFFECTS_RECONCILE: Final = "effects.reconcile"
 STORE_APPEND: Final = "store.append"
 ADVISOR_REVIEW: Final = "advisor.review"
 MEMORY_DECIDE: Final = "memory.decide"
+MCP_LIST_TOOLS: Final = "mcp.list_tools"
+MCP_CALL_TOOL: Final = "mcp.call_tool"
 
 # Workflow type names.
 SESSION_WORKFLOW: Final = "SessionWorkflow"

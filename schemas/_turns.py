@@ -20,7 +20,9 @@ class PermissionRequest(Model):
 
     ``kind`` is ``tool_call`` (approve running it; answer with signal ``permission_decision``)
     or ``reconcile`` (the worker died between claiming and recording an effect; say whether
-    it was applied with signal ``reconcile``). ``arguments_sha256`` is the SHA-256 of the
+    it was applied with signal ``reconcile``) or ``elicitation`` (an MCP server asked the user
+    ``message`` in the middle of the call; answer with update ``answer_elicitation``, content
+    matching ``requested_schema``). ``arguments_sha256`` is the SHA-256 of the
     frozen arguments' canonical JSON; a decision that names another call or hash is ignored.
     """
 
@@ -32,8 +34,12 @@ class PermissionRequest(Model):
     arguments_sha256: str
     risk: str
     reason: str
-    kind: Literal["tool_call", "reconcile"] = "tool_call"
+    kind: Literal["tool_call", "reconcile", "elicitation"] = "tool_call"
     # A reconcile request's effect ledger key (left out otherwise and in requests of earlier versions).
     idempotency_key: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # The policy rule a grant "for this session" would cover (left out when there is none).
     grant_rule: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # An elicitation request's question and the JSON Schema its answer must match (left out otherwise).
+    message: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    requested_schema: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    url: str | None = Field(default=None, exclude_if=lambda v: v is None)

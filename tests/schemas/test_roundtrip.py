@@ -62,6 +62,9 @@ def field_strategy(info: Any) -> st.SearchStrategy[Any]:
         low = max([getattr(m, "ge", None) or 0 for m in info.metadata] + [1])
         high = min([getattr(m, "le", None) or 10**6 for m in info.metadata] + [10**6])
         return st.integers(low, high)
+    pattern = next((m.pattern for m in info.metadata if getattr(m, "pattern", None)), None)
+    if info.annotation is str and pattern:
+        return st.from_regex(pattern, fullmatch=True)
     return strategy_for(info.annotation)
 
 
@@ -84,7 +87,7 @@ MODELS = sorted(
 
 
 @pytest.mark.parametrize("cls", MODELS, ids=lambda c: c.__name__)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_model_round_trips_through_the_data_converter(cls: type[BaseModel], data: st.DataObject) -> None:
     value = data.draw(model_strategy(cls))
