@@ -29,6 +29,7 @@ __all__ = [
     "context_summaries",
     "effects",
     "events",
+    "mcp_server_events",
     "memories",
     "messages",
     "metadata",
@@ -36,6 +37,7 @@ __all__ = [
     "reasoning",
     "sessions",
     "token_deltas",
+    "tool_listings",
     "usage_receipts",
 ]
 
@@ -213,5 +215,32 @@ payloads = Table(
     Column("key", String(128), primary_key=True),
     Column("data", LargeBinary, nullable=False),
     Column("size_bytes", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# MCP server connections as each worker process saw them change (migration 0007): starting,
+# ready, stopped, failed; ``agentrt mcp list`` reads the latest row per server.
+mcp_server_events = Table(
+    "mcp_server_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("server", String(64), nullable=False),
+    Column("worker", String(255), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("tools", Integer, nullable=True),
+    Column("diagnostic", Text, nullable=True),
+    Column("protocol_version", String(32), nullable=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Index(None, "server", "id"),
+)
+
+# The tool specs a turn's ``mcp.list_tools`` offered the model, keyed by the SHA-256 of their
+# canonical JSON (migration 0007): history holds the specs once per turn, each model call of
+# the turn names them by digest.
+tool_listings = Table(
+    "tool_listings",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("specs", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )

@@ -13,14 +13,14 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from agentrt.schemas import AdvisorPolicy, ConfigurationError, ModelProfile, UnknownProfileError
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, McpServerConfig, ModelProfile, UnknownProfileError
 from agentrt.store import agentrt_home
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
-TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor"}
+TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills"}
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
 
@@ -87,6 +87,43 @@ def _advisor_policy(raw: Mapping[str, Any], file: Path | None, profiles: Mapping
     return policy
 
 
+def _mcp_servers(raw: object, file: Path | None) -> dict[str, McpServerConfig]:
+    """The ``[mcp.servers.NAME]`` tables: a valid ``McpServerConfig`` each (a relative ``cwd`` or
+    ``read_paths`` entry is taken from the file's directory)."""
+    if not isinstance(raw, dict) or set(raw) - {"servers"}:
+        raise ConfigurationError(f"{file}: [mcp] holds only [mcp.servers.NAME] tables, not {raw!r}")
+    servers = raw.get("servers", {})
+    if not isinstance(servers, dict):
+        raise ConfigurationError(f"{file}: [mcp.servers] must be a table of servers, not {servers!r}")
+    found: dict[str, McpServerConfig] = {}
+    for name, table in servers.items():
+        if not isinstance(table, dict):
+            raise ConfigurationError(f"{file}: [mcp.servers.{name}] must be a table, not {table!r}")
+        try:
+            config = McpServerConfig(name=name, **table)
+        except (ValidationError, TypeError) as err:
+            problems = (
+                "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}" for e in err.errors())
+                if isinstance(err, ValidationError) else str(err)
+            )
+            raise ConfigurationError(f"{file}: [mcp.servers.{name}] is invalid: {problems}") from err
+        updates: dict[str, Any] = {"read_paths": [str(_beside(file, Path(p).expanduser())) for p in config.read_paths]}
+        if config.cwd is not None:
+            updates["cwd"] = str(_beside(file, Path(config.cwd).expanduser()))
+        found[name] = config.model_copy(update=updates)
+    return found
+
+
+def _skill_paths(raw: object, file: Path | None) -> list[str]:
+    """``[skills] paths``: directories searched for skills, besides each workspace's ``.agentrt/skills``."""
+    if not isinstance(raw, dict) or set(raw) - {"paths"}:
+        raise ConfigurationError(f"{file}: [skills] holds only paths = [...], not {raw!r}")
+    paths = raw.get("paths", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+        raise ConfigurationError(f"{file}: [skills] paths must be a list of directories, not {paths!r}")
+    return [str(_beside(file, Path(p).expanduser())) for p in paths]
+
+
 def _beside(file: Path | None, path: Path) -> Path:
     """``path`` as written in ``file``: a relative one is taken from the file's directory."""
     return path if path.is_absolute() or file is None else file.parent / path
@@ -136,6 +173,9 @@ class AgentrtConfig:
     tool calls (``agentrt worker --tools-only`` serves it); None runs them on ``task_queue``.
     ``advisor`` (``[advisor] mode/profile/timeout_seconds``): the ``AdvisorPolicy`` of the
     sessions this configuration's clients start (``agentrt run --advisor`` overrides the mode).
+    ``mcp_servers`` (``[mcp.servers.NAME]``): the MCP servers this configuration's workers run and
+    its clients' sessions use (``McpServerConfig``). ``skill_paths`` (``[skills] paths``):
+    directories searched for skills besides each workspace's ``.agentrt/skills``.
     ``source`` is the file read, if any.
     """
 
@@ -149,6 +189,8 @@ class AgentrtConfig:
     payloads: PayloadConfig = field(default_factory=PayloadConfig)
     operators: list[str] = field(default_factory=list)
     advisor: AdvisorPolicy = field(default_factory=AdvisorPolicy)
+    mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    skill_paths: list[str] = field(default_factory=list)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -191,7 +233,7 @@ class AgentrtConfig:
             raise ConfigurationError(
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
-                "[principals] operators, [advisor] mode/profile/timeout_seconds"
+                "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -213,6 +255,8 @@ class AgentrtConfig:
             except ValidationError as err:
                 raise ConfigurationError(f"{file}: profile {name!r} is invalid: {err}") from err
         config.advisor = _advisor_policy(data.get("advisor", {}), file, config.profiles)
+        config.mcp_servers = _mcp_servers(data.get("mcp", {}), file)
+        config.skill_paths = _skill_paths(data.get("skills", {}), file)
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)

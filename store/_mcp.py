@@ -1,0 +1,87 @@
+"""MCP servers' connection events (per worker process) and the tool listings turns offered."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sqlalchemy import Connection, func, select
+
+from agentrt.schemas import McpServerEvent, ToolSpec
+from agentrt.store._base import StoreBase, text_column, utc
+from agentrt.store._models import mcp_server_events, tool_listings
+
+# Rows of mcp_server_events kept per server: older ones are pruned as new ones come.
+MAX_SERVER_EVENTS_PER_SERVER = 1000
+
+
+def listing_digest(specs: list[ToolSpec]) -> str:
+    """The SHA-256 (hex) of ``specs``' canonical JSON: the key of a tool listing."""
+    data = json.dumps([s.model_dump(mode="json") for s in specs], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+class McpTables(StoreBase):
+    """Tables ``mcp_server_events`` and ``tool_listings``."""
+
+    def record_mcp_server_event(self, event: McpServerEvent, *, conn: Connection | None = None) -> None:
+        """Append one server event; keeps the latest ``MAX_SERVER_EVENTS_PER_SERVER`` per server."""
+        c = mcp_server_events.c
+        with self._writing(conn) as conn:
+            conn.execute(
+                mcp_server_events.insert().values(
+                    server=event.server, worker=event.worker, type=event.type, tools=event.tools,
+                    diagnostic=text_column(event.diagnostic) if event.diagnostic is not None else None,
+                    protocol_version=event.protocol_version, at=event.at,
+                )
+            )
+            cutoff = conn.execute(
+                select(c.id).where(c.server == event.server).order_by(c.id.desc())
+                .offset(MAX_SERVER_EVENTS_PER_SERVER).limit(1)
+            ).scalar()
+            if cutoff is not None:
+                conn.execute(mcp_server_events.delete().where(c.server == event.server, c.id <= cutoff))
+
+    def mcp_server_events(self, server: str | None = None, limit: int = 100) -> list[McpServerEvent]:
+        """The latest ``limit`` events (of ``server``, or of every server), oldest first."""
+        c = mcp_server_events.c
+        query = select(mcp_server_events).order_by(c.id.desc()).limit(limit)
+        if server is not None:
+            query = query.where(c.server == server)
+        with self._engine.connect() as conn:
+            rows = list(conn.execute(query).mappings())
+        return [_event(row) for row in reversed(rows)]
+
+    def latest_mcp_server_events(self) -> dict[str, McpServerEvent]:
+        """Server name → its latest event (whichever worker wrote it)."""
+        c = mcp_server_events.c
+        latest = select(func.max(c.id)).group_by(c.server)
+        with self._engine.connect() as conn:
+            rows = conn.execute(select(mcp_server_events).where(c.id.in_(latest))).mappings()
+            return {row["server"]: _event(row) for row in rows}
+
+    def put_tool_listing(self, specs: list[ToolSpec], *, conn: Connection | None = None) -> str:
+        """Keep ``specs`` under their digest (idempotent) and return the digest."""
+        digest = listing_digest(specs)
+        data = json.dumps([s.model_dump(mode="json") for s in specs], separators=(",", ":"))
+        with self._writing(conn) as conn:
+            conn.execute(
+                self._insert_ignore(tool_listings, ["digest"]),
+                {"digest": digest, "specs": text_column(data), "created_at": self._now()},
+            )
+        return digest
+
+    def tool_listing(self, digest: str, *, conn: Connection | None = None) -> list[ToolSpec] | None:
+        """The specs stored under ``digest``; None when there are none."""
+        with self._reading(conn) as conn:
+            data = conn.execute(select(tool_listings.c.specs).where(tool_listings.c.digest == digest)).scalar()
+        if data is None:
+            return None
+        return [ToolSpec.model_validate(item) for item in json.loads(data)]
+
+
+def _event(row: object) -> McpServerEvent:
+    values = dict(row)  # type: ignore[call-overload]
+    values.pop("id", None)
+    values["at"] = utc(values["at"])
+    return McpServerEvent.model_validate(values)
