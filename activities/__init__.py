@@ -7,17 +7,20 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from agentrt.activities._advisor import AdvisorActivities
 from agentrt.activities._attempts import WORKER_PROCESS, previous_attempt_elsewhere
+from agentrt.activities._mcp import McpActivities
 from agentrt.activities._memory import MemoryActivities
 from agentrt.activities._model import ModelActivities, ProfileSource
 from agentrt.activities._store import StoreActivities
 from agentrt.activities._tools import ToolActivities
 
 if TYPE_CHECKING:
+    from agentrt.activities.mcp import McpManager
     from agentrt.activities.tools import ToolRegistry
     from agentrt.store import Store
 
 __all__ = [
     "AdvisorActivities",
+    "McpActivities",
     "MemoryActivities",
     "ModelActivities",
     "ProfileSource",
@@ -35,26 +38,33 @@ WorkerRole = Literal["all", "models", "tools"]
 
 
 def build_activities(
-    config: ProfileSource, store: "Store", registry: "ToolRegistry", role: WorkerRole = "all"
+    config: ProfileSource, store: "Store", registry: "ToolRegistry", role: WorkerRole = "all", *, mcp: "McpManager | None" = None
 ) -> list[Callable[..., Any]]:
     """The activity callables a worker registers, bound to its model profiles (the worker's
     configuration), store and tools. ``role``: ``all`` (the default), ``models`` (everything
     but running tool calls: the model calls, advisor reviews, the store, tool listing, effect reconciliation,
     memory decisions),
     ``tools`` (running tool calls only, ``tool.execute``, for a worker on a session's
-    ``tool_task_queue``)."""
+    ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
+    ``mcp.call_tool`` run where tool calls run (MCP servers live beside the tools)."""
     models = ModelActivities(config, store, registry)
-    tools = ToolActivities(registry, store, secrets=lambda: configured_keys(config))
+    tools = ToolActivities(
+        registry, store, secrets=lambda: configured_keys(config), skill_paths=getattr(config, "skill_paths", ())
+    )
     writes = StoreActivities(store)
     advisor = AdvisorActivities(models, store)
     memory = MemoryActivities(store)
+    tool_side: list[Callable[..., Any]] = [tools.execute]
+    if mcp is not None:
+        servers = McpActivities(mcp, store, secrets=lambda: configured_keys(config))
+        tool_side += [servers.list_tools, servers.call_tool]
     if role == "tools":
-        return [tools.execute]
+        return tool_side
     session_side = [
         models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append,
         advisor.review, memory.decide,
     ]
-    return session_side if role == "models" else [*session_side, tools.execute]
+    return session_side if role == "models" else [*session_side, *tool_side]
 
 
 def configured_keys(config: ProfileSource) -> list[str]:

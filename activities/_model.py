@@ -12,6 +12,7 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import Connection
@@ -19,8 +20,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
-from agentrt.activities._system_prompt import compose_system_prompt, default_system_prompt, memory_section
+from agentrt.activities._system_prompt import (
+    compose_system_prompt,
+    default_system_prompt,
+    memory_section,
+    skills_section,
+)
 from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
+from agentrt.activities.tools import discover_skills
 from agentrt.schemas import (
     CONTEXT_COMPACT,
     PROFILES_DESCRIBE,
@@ -44,6 +51,7 @@ from agentrt.schemas import (
     ProfileLookup,
     ProviderError,
     SessionConfig,
+    SkillInfo,
     ToolSpec,
     UnknownProfileError,
     Usage,
@@ -74,6 +82,10 @@ SUMMARY_SYSTEM = (
 # Session configs kept per worker process for the default system prompt (a config never
 # changes in the parts the prompt shows: workspace, approval policy).
 SESSION_CONFIG_CACHE_SIZE = 1024
+# The skill tools, offered only to sessions that found a skill.
+SKILL_TOOLS = ("skill.activate", "skill.deactivate")
+# Tool listings (MCP tool specs by digest) a worker keeps for the model calls of a turn.
+MAX_CACHED_LISTINGS = 256
 
 # How often a model activity heartbeats while it waits for the provider, and when it first
 # does (seconds).
@@ -96,6 +108,7 @@ class ModelActivities:
         self._store = store
         self._registry = registry
         self._session_configs: OrderedDict[str, SessionConfig] = OrderedDict()
+        self._listings: OrderedDict[str, list[ToolSpec]] = OrderedDict()
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
         """The profile called ``name``; with a session ``script`` it becomes a scripted profile
@@ -121,11 +134,23 @@ class ModelActivities:
     @activity.defn(name=SESSION_PREPARE)
     def prepare(self, input: PrepareSessionInput) -> PrepareSessionResult:
         """A new session's tools (``tools.list``) and profile limits (``profiles.describe``) in one
-        call: one local activity before the first turn instead of two. Same results, same errors."""
+        call: one local activity before the first turn instead of two. Same results, same errors.
+        With ``input.workspace``, also the skills found there and in the worker's ``skill_paths``
+        (``discover_skills``); with none, the skill tools are left out of the session's tools."""
         tools, unknown = self._registry.specs(input.tools)
+        skills: list[SkillInfo] = []
+        if input.workspace is not None:
+            paths = [Path(p) for p in getattr(self._config, "skill_paths", [])]
+            found = discover_skills(Path(input.workspace), paths)
+            for problem in found.problems:
+                activity.logger.warning("skill skipped: %s", problem)
+            skills = found.skills
+            if not skills:  # nothing to activate: the skill tools would only take the model's attention
+                tools = [t for t in tools if t.name not in SKILL_TOOLS]
         return PrepareSessionResult(
             tools=ListToolsResult(tools=tools, unknown=unknown),
             profile=self.describe(DescribeProfileInput(profile=input.profile, script=input.script)),
+            skills=skills,
         )
 
     @activity.defn(name=PROFILES_DESCRIBE)
@@ -159,6 +184,26 @@ class ModelActivities:
                 self._session_configs.popitem(last=False)
         return config
 
+    def _tool_listing(self, digest: str) -> list[ToolSpec]:
+        """The MCP tool specs a turn listed (``mcp.list_tools`` stored them under ``digest``); kept
+        per worker for the next call of the turn. Raises a non-retryable ``ApplicationError``
+        typed ``ToolListingMissing`` when the store has none under it."""
+        specs = self._listings.get(digest)
+        if specs is None:
+            specs = self._store.tool_listing(digest)
+            if specs is None:
+                raise ApplicationError(
+                    f"the store holds no tool listing {digest}: the turn's mcp.list_tools wrote it to another database?",
+                    type="ToolListingMissing",
+                    non_retryable=True,
+                )
+            self._listings[digest] = specs
+            while len(self._listings) > MAX_CACHED_LISTINGS:
+                self._listings.popitem(last=False)
+        else:
+            self._listings.move_to_end(digest)
+        return specs
+
     def _system_prompt(
         self, input: ModelCallInput, profile: ModelProfile, tools: list[ToolSpec], conn: Connection | None
     ) -> str:
@@ -166,7 +211,11 @@ class ModelActivities:
         default = default_system_prompt(
             self._session_config(input.session_id, conn), tools, datetime.now(timezone.utc).date()
         )
-        return compose_system_prompt(default, profile, input.system_prompt, input.system_prompt_mode)
+        composed = compose_system_prompt(default, profile, input.system_prompt, input.system_prompt_mode)
+        section = skills_section(input.skills)
+        if not section:
+            return composed
+        return f"{composed}\n\n{section}" if composed else section
 
     def _with_memories(self, session_id: str, system: str | None, messages: list[Message], conn: Connection | None) -> str | None:
         """``system`` with the "Relevant memories" section at its end (after a compaction summary:
@@ -268,6 +317,8 @@ class ModelActivities:
                 await asyncio.to_thread(self._store.append, input.store_writes)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         tools, _unknown = self._registry.specs(input.tool_names)
+        if input.tool_listing is not None:
+            tools = tools + await asyncio.to_thread(self._tool_listing, input.tool_listing)
         # One transaction: the call's own events, its context, its "started" receipt.
         system, messages = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
         request = ModelRequest(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,12 +50,16 @@ PREVIEW_CHARS = 200
 
 class ToolActivities:
     """``secrets``: the values to redact from every tool result before it is stored or crosses
-    Temporal (the worker's provider keys); none by default."""
+    Temporal (the worker's provider keys); none by default. ``skill_paths``: the worker's
+    ``[skills] paths`` (``skill.activate`` looks there; ``shell.run`` may read them)."""
 
-    def __init__(self, registry: ToolRegistry, store: "Store", secrets: Callable[[], list[str]] = list) -> None:
+    def __init__(
+        self, registry: ToolRegistry, store: "Store", secrets: Callable[[], list[str]] = list, skill_paths: Sequence[str] = ()
+    ) -> None:
         self._registry = registry
         self._store = store
         self._secrets = secrets
+        self._skill_paths = tuple(Path(p) for p in skill_paths)
 
     @activity.defn(name=TOOLS_LIST)
     def list_tools(self, input: ListToolsInput) -> ListToolsResult:
@@ -74,7 +78,7 @@ class ToolActivities:
         Writes ``input.store_writes`` (the workflow's staged events and messages) first, or, run
         as a local activity (a tool whose spec says ``local_activity``), with the result.
         """
-        with _heartbeating():
+        with heartbeating():
             effectful = self._is_effectful(input.call.name)
             # A fast read-only tool (its spec says ``local_activity``; local or not) is short: its
             # staged writes go with its result, in one transaction. Any other call writes them
@@ -124,7 +128,7 @@ class ToolActivities:
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 
     def _context(self, input: ToolExecuteInput) -> ToolContext:
-        # No heartbeat hook: ``_heartbeating`` beats for the whole call, the tool's own calls add nothing.
+        # No heartbeat hook: ``heartbeating`` beats for the whole call, the tool's own calls add nothing.
         return ToolContext(
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
@@ -134,6 +138,7 @@ class ToolActivities:
             session_id=input.session_id,
             call_key=input.idempotency_key,
             store=self._store,
+            skill_paths=self._skill_paths,
         )
 
     def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str], MemoryNote | None]:
@@ -156,37 +161,54 @@ class ToolActivities:
         staged: StoreAppendInput | None = None,
         memory: MemoryNote | None = None,
     ) -> ToolExecuteResult:
-        """Store the call's result message (with ``staged``, the workflow's staged writes, in the
-        same transaction) and return what the workflow keeps of it (``memory``: the memory a
-        ``memory.write`` stored)."""
-        state_keys = state_keys or []
-        if input.note:
-            text = f"{input.note}\n{text}"
-        secrets = self._secrets()
-        text = redact(text, secrets)  # a key a tool printed reaches neither the store nor history
-        if memory is not None and memory.preview:
-            memory = memory.model_copy(update={"preview": redact(memory.preview, secrets)})
-        message = Message(
-            role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys
+        return finish_call(
+            self._store, self._secrets(), input, ok, text, error_type, state_keys, staged=staged, memory=memory
         )
-        with self._store.transaction() as conn:
-            if staged is not None:
-                self._store.append(staged, conn=conn)
-            self._store.put_message(input.session_id, input.result_position, input.turn_id, message, conn=conn)
-        return ToolExecuteResult(
-            ok=ok,
-            preview=" ".join(text.split())[:PREVIEW_CHARS],
-            size_bytes=len(text.encode()),
-            error=None if ok else text.removeprefix("error: "),
-            error_type=error_type,
-            position=input.result_position,
-            state_keys=state_keys,
-            memory=memory,
-        )
+
+
+def finish_call(
+    store: "Store",
+    secrets: list[str],
+    input: ToolExecuteInput,
+    ok: bool,
+    text: str,
+    error_type: str | None,
+    state_keys: list[str] | None = None,
+    *,
+    staged: StoreAppendInput | None = None,
+    memory: MemoryNote | None = None,
+) -> ToolExecuteResult:
+    """Store a call's result message (with ``staged``, the workflow's staged writes, in the
+    same transaction) and return what the workflow keeps of it (``memory``: the memory a
+    ``memory.write`` stored). ``secrets`` are redacted from the text first. Shared by
+    ``tool.execute`` and ``mcp.call_tool``."""
+    state_keys = state_keys or []
+    if input.note:
+        text = f"{input.note}\n{text}"
+    text = redact(text, secrets)  # a key a tool printed reaches neither the store nor history
+    if memory is not None and memory.preview:
+        memory = memory.model_copy(update={"preview": redact(memory.preview, secrets)})
+    message = Message(
+        role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys
+    )
+    with store.transaction() as conn:
+        if staged is not None:
+            store.append(staged, conn=conn)
+        store.put_message(input.session_id, input.result_position, input.turn_id, message, conn=conn)
+    return ToolExecuteResult(
+        ok=ok,
+        preview=" ".join(text.split())[:PREVIEW_CHARS],
+        size_bytes=len(text.encode()),
+        error=None if ok else text.removeprefix("error: "),
+        error_type=error_type,
+        position=input.result_position,
+        state_keys=state_keys,
+        memory=memory,
+    )
 
 
 @contextmanager
-def _heartbeating() -> Iterator[None]:
+def heartbeating() -> Iterator[None]:
     """Heartbeat every ``HEARTBEAT_SECONDS`` from a side thread while the block runs, the first
     after ``HEARTBEAT_SECONDS`` (a call that ends sooner sends none): a store write waiting on
     a busy database, or a tool working for long, must not look like a dead worker (the

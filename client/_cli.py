@@ -1,8 +1,8 @@
 """The `agentrt` command line: run a prompt, drive sessions, run a worker or the embedded dev server.
 
 The commands live beside this module: `_cli_process` (run, worker, dev, demo),
-`_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_trajectory`
-(`session trajectory` and the `trajectory` group) and `_cli_common` (what they share); this module
+`_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_skills` (the
+`skills` group), `_cli_trajectory` (`session trajectory` and the `trajectory` group) and `_cli_common` (what they share); this module
 assembles them and is the console script's entry point.
 """
 
@@ -13,9 +13,11 @@ import sys
 
 import typer
 
+from agentrt.client._cli_mcp import mcp_app
 from agentrt.client._cli_memory import memory_app
 from agentrt.client._cli_process import demo, dev, run, worker
 from agentrt.client._cli_session import session_app
+from agentrt.client._cli_skills import skills_app
 from agentrt.client._cli_trajectory import session_trajectory, trajectory_app
 
 app = typer.Typer(
@@ -28,6 +30,8 @@ app = typer.Typer(
 session_app.command("trajectory")(session_trajectory)
 app.add_typer(session_app, name="session")
 app.add_typer(memory_app, name="memory")
+app.add_typer(mcp_app, name="mcp")
+app.add_typer(skills_app, name="skills")
 app.add_typer(trajectory_app, name="trajectory")
 app.command()(run)
 app.command()(worker)

@@ -225,6 +225,9 @@ async def answer_approval(client: AgentClient, session_id: str, event: Permissio
             f"agentrt session reconcile {session_id} {request.request_id} applied|not_applied\n"
         )
         return
+    if request.kind == "elicitation":
+        await answer_question(client, session_id, event, out)
+        return
     if mode is ApproveMode.auto:
         out.write(f"      operator {client.principal}: granting {request.request_id} ({request.tool}) [--approve auto]\n")
         await client.approve(session_id, request.request_id, reason="granted by CLI (--approve auto)")
@@ -288,3 +291,43 @@ def print_outcome(session_id: str, outcome: TurnOutcome, as_json: bool) -> None:
         f"[{outcome.status}{code}{detail}] session {session_id} · {outcome.turn_id} · {outcome.rounds} round(s) · "
         f"{outcome.tool_calls} tool call(s) · {usage_text(outcome.usage)}"
     )
+
+
+async def answer_question(client: AgentClient, session_id: str, event: PermissionRequested, out: Any) -> None:
+    """Ask at the terminal (or read standard input) what an MCP server asked: a JSON object for
+    its schema, ``decline`` or ``cancel``; without input, say how to answer from elsewhere."""
+    request = event.request
+    elsewhere = f"agentrt session answer {session_id} {request.request_id} '{{...}}' (or --decline / --cancel)"
+    sys.stdout.flush()
+    sys.stderr.write(
+        f"\n{request.tool} asks: {printable(request.message or '')}\n"
+        f"answer as JSON matching {json.dumps(request.requested_schema)[:500]}\n"
+        f"(or decline / cancel; from elsewhere: {elsewhere})> "
+    )
+    sys.stderr.flush()
+    reading = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
+    while not reading.done():
+        pending = {r.request_id for r in (await client.state(session_id)).pending_approvals}
+        if request.request_id not in pending:
+            out.write(f"\n      {request.request_id} was answered elsewhere\n")
+            return
+        await asyncio.wait([reading], timeout=0.5)
+    line = reading.result().strip()
+    if not line:
+        out.write(f"      (no terminal input) waiting for an answer from elsewhere: {elsewhere}\n")
+        return
+    try:
+        if line.lower() in ("decline", "cancel"):
+            await client.answer(session_id, request.request_id, action=line.lower())  # type: ignore[arg-type]
+            return
+        try:
+            content = json.loads(line)
+        except json.JSONDecodeError as err:
+            out.write(f"      not JSON ({err}); answer with: {elsewhere}\n")
+            return
+        if not isinstance(content, dict):
+            out.write(f"      the answer must be a JSON object; answer with: {elsewhere}\n")
+            return
+        await client.answer(session_id, request.request_id, content)
+    except RequestRejected as err:
+        out.write(f"      {err}\n      answer with: {elsewhere}\n")

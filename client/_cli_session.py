@@ -1,5 +1,5 @@
 """`agentrt session ...`: inspect and steer existing sessions (list, state, events, send, approvals,
-cancel, compact, switch-model, archive)."""
+answers to MCP servers' questions, cancel, compact, switch-model, archive)."""
 
 from __future__ import annotations
 
@@ -208,6 +208,41 @@ def session_reconcile(
         async with _session_runtime(config) as rt:
             await rt.client.reconcile(session_id, request_id, outcome.value, note)
         typer.echo(f"reconciled {request_id} in session {session_id}: {outcome.value}")
+
+    run_command(go)
+
+
+@session_app.command("answer")
+def session_answer(
+    session_id: str,
+    request_id: str,
+    content: Optional[str] = typer.Argument(
+        None, help='The answer, a JSON object matching the schema the server asked for: \'{"name": "Ada"}\'.'
+    ),
+    decline: bool = typer.Option(False, "--decline", help="Decline to answer (no content)."),
+    cancel: bool = typer.Option(False, "--cancel", help="Cancel the question (no content)."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the answer (an operator must give one)."),
+) -> None:
+    """Answer what an MCP server asked in the middle of a call (a request of kind `elicitation`)."""
+    if decline and cancel:
+        raise typer.BadParameter("give at most one of --decline and --cancel")
+    action = "decline" if decline else "cancel" if cancel else "accept"
+    if action != "accept" and content is not None:
+        raise typer.BadParameter(f"a --{action} carries no content")
+    parsed: dict[str, Any] | None = None
+    if action == "accept":
+        try:
+            parsed = json.loads(content or "{}")
+        except json.JSONDecodeError as err:
+            raise typer.BadParameter(f"content is not JSON: {err}") from err
+        if not isinstance(parsed, dict):
+            raise typer.BadParameter("content must be a JSON object, e.g. '{\"name\": \"Ada\"}'")
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            await rt.client.answer(session_id, request_id, parsed, action=action, reason=reason)  # type: ignore[arg-type]
+        typer.echo(f"answered {request_id} in session {session_id}: {action}")
 
     run_command(go)
 

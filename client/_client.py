@@ -23,6 +23,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
+from agentrt.client._elicitations import ElicitationMethods
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._memories import MemoryMethods
 from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
@@ -73,23 +74,25 @@ class StartedSession:
     workflow_id: str
 
 
-class AgentClient(MemoryMethods, TrajectoryMethods):
+class AgentClient(MemoryMethods, TrajectoryMethods, ElicitationMethods):
     """Start sessions, send messages, wait for turns, decide approvals, read state and events.
 
     Every method raises ``SessionNotFound`` for an unknown session and ``RequestRejected``
     when the session's update validator refuses the request (the message says why).
-    ``advisor``: the ``AdvisorPolicy`` of the sessions ``new_config`` makes (``connect``: the config's).
+    ``advisor``: the ``AdvisorPolicy`` of the sessions ``new_config`` makes (``connect``: the config's);
+    ``mcp_servers``: the MCP servers those sessions use (``connect``: every ``[mcp.servers.NAME]``).
     """
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
-        advisor: AdvisorPolicy | None = None,
+        advisor: AdvisorPolicy | None = None, mcp_servers: list[str] | None = None,
     ) -> None:
         self.temporal = temporal
         self.task_queue = task_queue
         self.principal = principal or default_principal()
         self.store = store
         self.advisor = advisor or AdvisorPolicy()
+        self.mcp_servers = list(mcp_servers or [])
 
     @classmethod
     async def connect(
@@ -105,7 +108,10 @@ class AgentClient(MemoryMethods, TrajectoryMethods):
             temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
-        return cls(temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor)
+        return cls(
+            temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor,
+            mcp_servers=sorted(config.mcp_servers),
+        )
 
     # ------------------------------------------------------------ sessions
 
@@ -119,8 +125,9 @@ class AgentClient(MemoryMethods, TrajectoryMethods):
         **fields: object,
     ) -> SessionConfig:
         """A ``SessionConfig`` owned by this client's principal, workspace made absolute; ``advisor``
-        defaults to the client's."""
+        and ``mcp_servers`` default to the client's (``connect``: the config's)."""
         fields.setdefault("advisor", self.advisor)
+        fields.setdefault("mcp_servers", self.mcp_servers)
         return SessionConfig(
             session_id=session_id or uuid.uuid4().hex[:12],
             owner=self.principal,

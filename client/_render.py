@@ -14,7 +14,9 @@ from agentrt.schemas import (
     ContextCompactionCompleted,
     ContextCompactionFailed,
     ContextCompactionStarted,
+    ElicitationAnswered,
     Event,
+    McpToolsListed,
     MemoryAccepted,
     MemoryProposed,
     MemoryRejected,
@@ -31,6 +33,9 @@ from agentrt.schemas import (
     SessionCancelled,
     SessionContinuedAsNew,
     SessionInitialized,
+    SkillActivated,
+    SkillDeactivated,
+    SkillDiscovered,
     ToolInvocationCompleted,
     ToolInvocationFailed,
     ToolInvocationStarted,
@@ -117,7 +122,21 @@ def describe(event: Event) -> str:
             return f"tool call {event.call.id}: {event.call.name} {_short(args)}"
         case PermissionRequested():
             r = event.request
+            if r.kind == "elicitation":
+                return f"{r.tool} asks ({r.request_id}): {_short(r.message or '', 200)} · schema {_short(r.requested_schema or {}, 200)}"
             return f"approval {r.request_id} requested for {r.tool} {_short(r.arguments)} ({r.reason})"
+        case ElicitationAnswered():
+            content = f" {_short(event.content, 120)}" if event.content is not None else ""
+            return f"{event.request_id} answered by {event.principal}: {event.action}{content}"
+        case McpToolsListed():
+            failed = "; ".join(f"{name}: {_short(why, 120)}" for name, why in event.failures.items())
+            return f"MCP tools listed: {event.tools} from {', '.join(event.servers)}" + (f" · unavailable: {failed}" if failed else "")
+        case SkillDiscovered():
+            return f"skill {event.name} found ({event.source}): {_short(event.description, 120)}"
+        case SkillActivated():
+            return f"skill {event.name} activated ({event.source})"
+        case SkillDeactivated():
+            return f"skill {event.name} deactivated"
         case PermissionGranted():
             return f"approval {event.request_id} granted by {event.principal}" + (f": {event.reason}" if event.reason else "")
         case PermissionDenied():

@@ -129,7 +129,6 @@ from agentrt.schemas._events import (
 from agentrt.schemas._mcp import (
     MCP_TOOL_NAME_PATTERN,
     SERVER_NAME_PATTERN,
-    SKILL_NAME_PATTERN,
     ElicitationAnswer,
     ElicitationRequest,
     McpCallInput,
@@ -141,7 +140,6 @@ from agentrt.schemas._mcp import (
     McpServerEvent,
     McpServerState,
     McpToolInfo,
-    SkillInfo,
 )
 from agentrt.schemas._memory import (
     MAX_DEAD_MEMORIES_PER_OWNER,
@@ -201,6 +199,7 @@ from agentrt.schemas._session import (
     TurnOutcome,
     WaitTurnInput,
 )
+from agentrt.schemas._skills import SKILL_NAME_PATTERN, SkillInfo
 from agentrt.schemas._trajectory import (
     TRAJECTORY_FORMAT,
     TRAJECTORY_INPUT_CHARS,

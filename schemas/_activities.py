@@ -12,6 +12,7 @@ from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
 from agentrt.schemas._memory import MemoryNote
 from agentrt.schemas._messages import Message, PositionedMessage, ReasoningBlock, ToolCall, ToolSpec, Usage
+from agentrt.schemas._skills import SkillInfo
 
 
 class ModelRequest(Model):
@@ -75,6 +76,10 @@ class ModelCallInput(Model):
     reply_index: int | None = None
     # Left out when None: a worker of an earlier version (extra fields forbidden) still reads the input.
     store_writes: StoreAppendInput | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The digest of the turn's MCP tool specs (``mcp.list_tools``; the store keeps them under it),
+    # offered besides ``tool_names``; and the skills the session may activate. Left out when unset.
+    tool_listing: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ModelCallResult(Model):
@@ -110,13 +115,18 @@ class PrepareSessionInput(Model):
     tools: list[str] | None = None
     profile: str
     script: str | None = None
+    # The session's workspace, where skills are looked for; left out when None (as before skills).
+    workspace: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PrepareSessionResult(Model):
-    """Result of ``session.prepare``: the tools' specs (and the names not registered), and the profile's limits."""
+    """Result of ``session.prepare``: the tools' specs (and the names not registered), and the
+    profile's limits; ``skills``: the skills found in the workspace and the worker's skill paths
+    (left out when none; then the skill tools are not offered)."""
 
     tools: ListToolsResult
     profile: ProfileLookup
+    skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ToolExecuteInput(Model):

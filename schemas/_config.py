@@ -171,6 +171,8 @@ class SessionConfig(Model):
       ``no_interactive_route`` instead of waiting forever.
     - ``advisor``: when an advisor model reviews a batch of tool calls first (``AdvisorPolicy``;
       off by default). A rejected batch runs no call; an advisor that fails approves.
+    - ``mcp_servers``: names of the MCP servers (``[mcp.servers.NAME]`` of the workers' agentrt.toml)
+      whose tools each turn offers, as ``<server>.<tool>``; listed once per turn.
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -200,6 +202,7 @@ class SessionConfig(Model):
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     tool_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     advisor: AdvisorPolicy = Field(default_factory=AdvisorPolicy, exclude_if=lambda v: v == AdvisorPolicy())
+    mcp_servers: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 SANDBOX_ORDER: dict[str, int] = {"read_only": 0, "workspace_write": 1, "danger_full_access": 2}

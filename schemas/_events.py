@@ -100,12 +100,12 @@ class PermissionGranted(_EventBase):
 
 class OperatorActed(_EventBase):
     """An operator (``SessionConfig.operators``), not the owner, acted on the session: ``action``
-    is ``grant``, ``deny``, ``reconcile``, ``cancel`` or ``archive``, ``target`` the request or
+    is ``grant``, ``deny``, ``reconcile``, ``cancel``, ``archive`` or ``answer`` (an elicitation), ``target`` the request or
     turn (None for the session), ``reason`` the reason the operator gave."""
 
     type: Literal["OperatorActed"] = "OperatorActed"
     principal: str
-    action: Literal["grant", "deny", "reconcile", "cancel", "archive"]
+    action: Literal["grant", "deny", "reconcile", "cancel", "archive", "answer"]
     target: str | None = None
     reason: str
 
@@ -138,7 +138,8 @@ class PermissionDecisionIgnored(_EventBase):
     decision: str
     principal: str
     why: Literal[
-        "unknown_request", "already_decided", "not_owner", "mismatch", "wrong_kind", "invalid_edit", "no_reason"
+        "unknown_request", "already_decided", "not_owner", "mismatch", "wrong_kind", "invalid_edit", "no_reason",
+        "invalid_answer",
     ]
 
 

@@ -23,8 +23,9 @@ SERVER_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
 # A tool name a model may see (MCP 2025-11-25 recommends [A-Za-z0-9_.-]{1,128}; a provider's
 # wire name takes at most 64 characters, ``<server>.`` included).
 MCP_TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
-# A skill's name (``SKILL.md`` front matter): lower-case words joined by hyphens.
-SKILL_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+
+# Prefixes of built-in tools: a server of that name would shadow them.
+RESERVED_SERVER_NAMES = frozenset({"fs", "shell", "memory", "skill", "mcp", "delegate", "agentrt"})
 
 McpRisk = Literal["read_only", "idempotent", "effectful"]
 McpServerState = Literal["starting", "ready", "stopped", "failed"]
@@ -66,6 +67,8 @@ class McpServerConfig(Model):
 
     @model_validator(mode="after")
     def _one_transport(self) -> "McpServerConfig":
+        if self.name in RESERVED_SERVER_NAMES:
+            raise ValueError(f"{self.name!r} names built-in tools ({self.name}.*); choose another server name")
         if (self.command is None) == (self.url is None):
             raise ValueError("give either command (a stdio server) or url (a streamable HTTP server), not both or neither")
         if self.url is not None and not re.match(r"^https?://", self.url):
@@ -176,15 +179,6 @@ class McpCallResult(ToolExecuteResult):
     call was stopped before a result (nothing stored) and the workflow asks the user."""
 
     input_required: ElicitationRequest | None = Field(default=None, exclude_if=lambda v: v is None)
-
-
-class SkillInfo(Model):
-    """A skill found on disk: a directory holding ``SKILL.md`` whose front matter gives ``name``
-    and ``description``; ``source`` is the ``SKILL.md`` path (as the worker sees it)."""
-
-    name: str = Field(pattern=SKILL_NAME_PATTERN)
-    description: str
-    source: str
 
 
 class McpServerEvent(Model):

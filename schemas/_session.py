@@ -10,8 +10,10 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._context import ContextState, ProfileInfo
 from agentrt.schemas._events import Event
+from agentrt.schemas._mcp import ElicitationAnswer
 from agentrt.schemas._memory import MemoryProposal
 from agentrt.schemas._messages import PositionedMessage, ToolSpec, Usage
+from agentrt.schemas._skills import SkillInfo
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
 
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
@@ -221,7 +223,7 @@ class SessionState(Model):
     inbox: list[QueuedOperation] = Field(default_factory=list)
     recent_outcomes: list[TurnOutcome] = Field(default_factory=list)
     pending_approvals: list[PermissionRequest] = Field(default_factory=list)
-    approval_decisions: dict[str, PermissionDecision | ReconcileDecision] = Field(default_factory=dict)
+    approval_decisions: dict[str, PermissionDecision | ReconcileDecision | ElicitationAnswer] = Field(default_factory=dict)
     # Left out when empty: a worker of an earlier version still reads the carried state.
     session_grants: list[SessionGrant] = Field(default_factory=list, exclude_if=lambda v: not v)
     # Decisions and cancels from strangers (not the owner, no principal) ignored in this run; only
@@ -230,6 +232,8 @@ class SessionState(Model):
     # Proposed memories waiting for the owner's decide_memory, and advisor reviews run so far.
     memory_proposals: list[MemoryProposal] = Field(default_factory=list, exclude_if=lambda v: not v)
     advisor_reviews: int = Field(default=0, exclude_if=lambda v: v == 0)
+    # The skills found when the session started (``skill.activate`` offers them).
+    skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
     auto_compaction_pause: int = 0
     unflushed_events: list[Event] = Field(default_factory=list)
     unflushed_messages: list[PositionedMessage] = Field(default_factory=list)

@@ -31,6 +31,7 @@ from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready,
 from agentrt.worker._worker import (
     HEARTBEAT_THROTTLE,
     STICKY_SCHEDULE_TO_START,
+    AgentrtWorker,
     build_worker,
     check_role,
     running_worker,
@@ -39,6 +40,7 @@ from agentrt.worker._worker import (
 __all__ = [
     "AgentrtConfig",
     "AgentrtPlugin",
+    "AgentrtWorker",
     "DEFAULT_ADDRESS",
     "DIRECTORY_DRIVER_NAME",
     "DevServer",

@@ -8,15 +8,16 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from agentrt.activities import WorkerRole, build_activities
+from agentrt.activities import WORKER_PROCESS, WorkerRole, build_activities
+from agentrt.activities.mcp import McpManager
 from agentrt.activities.tools import ToolRegistry, default_registry, sandbox_status
 from agentrt.schemas import ConfigurationError
-from agentrt.store import Store
+from agentrt.store import Store, agentrt_home
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, plugin_of
 from agentrt.worker._startup import ensure_search_attributes
@@ -55,6 +56,23 @@ def check_role(config: AgentrtConfig, role: WorkerRole) -> None:
         )
 
 
+class AgentrtWorker(Worker):
+    """A Temporal ``Worker`` that owns the process's MCP servers (``mcp``, an ``McpManager``):
+    ``run()`` (and ``async with``) starts the eager ones first and stops every server the
+    worker started once it has shut down."""
+
+    def __init__(self, *args: Any, mcp: McpManager, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mcp = mcp
+
+    async def run(self) -> None:
+        await self.mcp.start()
+        try:
+            await super().run()
+        finally:
+            await self.mcp.close()
+
+
 def build_worker(
     client: Client,
     config: AgentrtConfig,
@@ -66,7 +84,8 @@ def build_worker(
     max_cached_workflows: int = 1000,
     sticky_queue_schedule_to_start_timeout: timedelta = STICKY_SCHEDULE_TO_START,
     role: WorkerRole = "all",
-) -> Worker:
+    mcp: McpManager | None = None,
+) -> AgentrtWorker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
 
@@ -85,6 +104,9 @@ def build_worker(
     ``client`` must be connected with ``AgentrtPlugin`` (``agentrt.client.connect`` does):
     the worker inherits from it the workflows, the sandbox, the data converter that decides
     where big payloads go, and its identity. Raises ``ConfigurationError`` otherwise.
+
+    ``mcp``: the process's MCP servers (default: an ``McpManager`` of ``config.mcp_servers``
+    recording their events in ``store``); the worker starts and stops them with itself.
     """
     if plugin_of(client) is None:
         raise ConfigurationError(
@@ -96,11 +118,14 @@ def build_worker(
     check_role(config, role)
     queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
-    return Worker(
+    if mcp is None:
+        mcp = McpManager(config.mcp_servers, store=store, worker=WORKER_PROCESS, home=agentrt_home())
+    return AgentrtWorker(
         client,
+        mcp=mcp,
         task_queue=queue,
         workflows=[] if role == "tools" else WORKFLOWS,
-        activities=build_activities(config, store, registry or default_registry(), role),
+        activities=build_activities(config, store, registry or default_registry(), role, mcp=mcp),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,

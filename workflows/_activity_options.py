@@ -18,6 +18,8 @@ from agentrt.schemas import (
     ADVISOR_REVIEW,
     CONTEXT_COMPACT,
     EFFECTS_RECONCILE,
+    MCP_CALL_TOOL,
+    MCP_LIST_TOOLS,
     MEMORY_DECIDE,
     PROFILES_DESCRIBE,
     PROVIDER_COMPLETE,
@@ -55,6 +57,9 @@ TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attemp
 TOOLS_LIST_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=12
 )
+# Listing MCP tools may start a server: a few attempts (about half a minute) cover a lost
+# worker; a server that stays down is a failure the turn reports and goes on without.
+MCP_LIST_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=4)
 # Store writes retry without a bound on purpose: the store is the session's own database and
 # a session must not fail because it was briefly down; the retrying activity shows in the UI.
 STORE_RETRY = RetryPolicy(
@@ -143,6 +148,10 @@ RECONCILE_EFFECT = ActivityConfig(EFFECTS_RECONCILE, STORE_RETRY, start_to_close
 STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30)
 ADVISOR = ActivityConfig(ADVISOR_REVIEW, ADVISOR_RETRY, heartbeats=True, cancellable=True, whole_bound=True)
 DECIDE_MEMORY = ActivityConfig(MEMORY_DECIDE, MEMORY_DECIDE_RETRY, start_to_close=30)
+# A listing starts a server that is not running yet: bounded by the server's own connect
+# timeout (at most 600 s, McpServerConfig) plus its listing.
+MCP_LIST = ActivityConfig(MCP_LIST_TOOLS, MCP_LIST_RETRY, start_to_close=660, heartbeats=True, cancellable=True)
+MCP_CALL = ActivityConfig(MCP_CALL_TOOL, TOOL_RETRY, heartbeats=True, cancellable=True)
 
 # Extra time a tool activity gets beyond the tool's own time bound (seconds): to store its result.
 TOOL_GRACE_SECONDS = 30

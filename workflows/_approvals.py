@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 from agentrt.schemas import (
     EffectReconciled,
+    ElicitationAnswer,
+    ElicitationAnswered,
+    ElicitationRequest,
     Event,
     PermissionDecision,
     PermissionDecisionIgnored,
@@ -25,10 +28,14 @@ from agentrt.schemas import (
     SessionGrant,
     SessionState,
     ToolCall,
+    ToolSpec,
+    argument_problems,
     arguments_sha256,
 )
 
-IgnoredWhy = Literal["already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch", "invalid_edit", "no_reason"]
+IgnoredWhy = Literal[
+    "already_decided", "unknown_request", "not_owner", "wrong_kind", "mismatch", "invalid_edit", "no_reason", "invalid_answer"
+]
 # What is wrong with edited arguments for a tool (``[]`` when they are valid): the session's check.
 EditCheck = Callable[[str, dict[str, Any]], list[str]]
 
@@ -36,15 +43,16 @@ IGNORED_REASONS: Mapping[str, str] = MappingProxyType({
     "already_decided": "request {request} was already decided (or its turn ended)",
     "unknown_request": "no pending request {request} in this session",
     "not_owner": "principal {principal!r} is not the owner of this session",
-    "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect)",
+    "wrong_kind": "request {request} is of another kind (approve/deny a tool call, reconcile an effect, answer a server's question)",
     "mismatch": "the decision names another call or other arguments than request {request}",
     "invalid_edit": "the arguments given for request {request} are not valid for its tool (only a grant may edit them)",
+    "invalid_answer": "the answer to request {request} does not match the schema the server asked for",
     "no_reason": "operator {principal!r} must give a reason to decide request {request} of a session it does not own",
 })
 
 RECONCILE_REASON = "the worker stopped between claiming and recording this effect: was it applied?"
 
-Decision = PermissionDecision | ReconcileDecision
+Decision = PermissionDecision | ReconcileDecision | ElicitationAnswer
 
 
 Standing = Literal["owner", "operator", "not_owner", "no_reason"]
@@ -85,13 +93,14 @@ class ApprovalBook:
         call: ToolCall,
         risk: str,
         reason: str,
-        kind: Literal["tool_call", "reconcile"] = "tool_call",
+        kind: Literal["tool_call", "reconcile", "elicitation"] = "tool_call",
         idempotency_key: str | None = None,
         grant_rule: str | None = None,
+        elicitation: ElicitationRequest | None = None,
     ) -> PermissionRequest:
         """Open a request for ``call`` (its arguments frozen by their SHA-256; a reconcile request
         keeps the ``idempotency_key`` of the effect it asks about; ``grant_rule`` is the policy
-        rule a grant for the session would cover)."""
+        rule a grant for the session would cover; ``elicitation``: what an MCP server asked)."""
         self._state.request_counter += 1
         arguments = call.arguments or {}
         request = PermissionRequest(
@@ -106,6 +115,9 @@ class ApprovalBook:
             kind=kind,
             idempotency_key=idempotency_key,
             grant_rule=grant_rule,
+            message=elicitation.message if elicitation is not None else None,
+            requested_schema=elicitation.requested_schema if elicitation is not None else None,
+            url=elicitation.url if elicitation is not None else None,
         )
         self._state.pending_approvals.append(request)
         return request
@@ -202,6 +214,20 @@ class ApprovalBook:
             return "invalid_edit"
         return None
 
+    def answer_problems(self, answer: ElicitationAnswer) -> list[str]:
+        """What is wrong with ``answer`` to its pending elicitation request ([] when it may be
+        sent): an ``accept`` needs ``content`` matching the requested schema; ``decline`` and
+        ``cancel`` carry none."""
+        pending = next((r for r in self._state.pending_approvals if r.request_id == answer.request_id), None)
+        if pending is None or pending.kind != "elicitation":
+            return []
+        if answer.action != "accept":
+            return ["a decline or cancel carries no content"] if answer.content else []
+        schema = pending.requested_schema or {"type": "object", "properties": {}}
+        return argument_problems(
+            ToolSpec(name=pending.tool, description="", parameters=schema), answer.content or {}
+        )
+
     def edit_problems(self, tool: str, arguments: dict[str, Any]) -> list[str]:
         """What is wrong with ``arguments`` as edited arguments for ``tool``; [] when valid."""
         return self._check_edit(tool, arguments) if self._check_edit is not None else []
@@ -214,6 +240,11 @@ class ApprovalBook:
                 decision.arguments, decision.decision, decision.reason,
             )
             verdict = decision.decision
+        elif isinstance(decision, ElicitationAnswer):
+            why = self.why_ignored(decision.request_id, decision.principal, "elicitation", reason=decision.reason)
+            if why is None and self.answer_problems(decision):
+                why = "invalid_answer"
+            verdict = decision.action
         else:
             why = self.why_ignored(decision.request_id, decision.principal, "reconcile", reason=decision.note)
             verdict = decision.outcome
@@ -224,6 +255,11 @@ class ApprovalBook:
         request = next(r for r in self._state.pending_approvals if r.request_id == decision.request_id)
         self._state.approval_decisions[decision.request_id] = decision
         about = {"turn_id": request.turn_id, "request_id": decision.request_id, "call_id": request.call_id}
+        if isinstance(decision, ElicitationAnswer):
+            return ElicitationAnswered(
+                **about, principal=decision.principal, action=decision.action,
+                content=decision.content if decision.action == "accept" else None,
+            )
         if isinstance(decision, ReconcileDecision):
             return EffectReconciled(**about, outcome=decision.outcome, principal=decision.principal, note=decision.note)
         if decision.decision == "deny":

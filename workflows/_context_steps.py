@@ -29,6 +29,7 @@ from agentrt.schemas import (
     ProfileLookup,
     QueuedOperation,
     SessionInitialized,
+    SkillDiscovered,
     SwitchModelResult,
     Usage,
 )
@@ -60,11 +61,15 @@ class ContextSteps(SessionCore):
         if self._lean_start:
             prepared = await self._tools_call(
                 options.PREPARE_SESSION,
-                PrepareSessionInput(tools=self._config.tools, profile=self._config.profile, script=self._config.script),
+                PrepareSessionInput(
+                    tools=self._config.tools, profile=self._config.profile, script=self._config.script,
+                    workspace=self._config.workspace,
+                ),
                 PrepareSessionResult,
                 "prepare session: list tools, describe profile",
             )
             listed, lookup = prepared.tools, prepared.profile
+            self._state.skills = prepared.skills
         else:
             listed = await self._tools_call(
                 options.LIST_TOOLS, ListToolsInput(names=self._config.tools), ListToolsResult, "list tools"
@@ -84,6 +89,8 @@ class ContextSteps(SessionCore):
                 workflow.logger.warning("session %s: %s", self._config.session_id, lookup.error)
             self._fixed_tokens = self._estimate_fixed_tokens()
         self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
+        for skill in self._state.skills:
+            self._emit(SkillDiscovered(name=skill.name, description=skill.description, source=skill.source))
         self._initialized = True
         for early in self._early_cancels:
             self.cancel_turn(early)

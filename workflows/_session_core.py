@@ -87,6 +87,7 @@ class SessionCore:
     # Trajectory steps under way (an advisor review, approval waits): (round, action, input, started, call id);
     # a cancel records them as cancelled.
     _steps_in_flight: list[tuple[int, str, dict[str, Any], Any, str | None]]
+    _tool_listing: str | None  # the digest of the running turn's MCP tool specs (mcp.list_tools)
 
     @property
     def _profile(self) -> ProfileInfo:

@@ -20,6 +20,9 @@ from agentrt.schemas import (
     AdvisorReviewInput,
     AdvisorReviewResult,
     AdvisorReviewStarted,
+    ElicitationAnswer,
+    McpCallInput,
+    McpCallResult,
     Message,
     ModelToolCallRequested,
     PermissionDecision,
@@ -46,7 +49,7 @@ from agentrt.workflows._errors import (
     error_text,
     error_type,
 )
-from agentrt.workflows._session_core import SessionCore
+from agentrt.workflows._mcp_steps import MAX_ELICITATIONS_PER_CALL, McpSteps
 from agentrt.workflows._tool_calls import arguments_preview, triage
 
 # policy-sandbox-v1: the policy engine's second version (SandboxPolicy, approval modes, calls
@@ -59,7 +62,7 @@ POLICY_PATCH = "policy-sandbox-v1"
 EFFECT_KEY_PATCH = "effect-key-position-v1"
 
 
-class ToolCallSteps(SessionCore):
+class ToolCallSteps(McpSteps):
     """Runs the tool calls a model reply asked for."""
 
     async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> str | None:
@@ -255,28 +258,36 @@ class ToolCallSteps(SessionCore):
         tool_seconds = self._config.tool_timeout_seconds
         if local:
             tool_seconds = min(tool_seconds, options.LOCAL_TOOL_SECONDS - options.LOCAL_TOOL_GRACE_SECONDS)
+        mcp = spec is not None and spec.source is not None and spec.source.startswith("mcp:")
+        answers: list[ElicitationAnswer] = []  # the user's answers to this call's server requests, in order
+        request_state: str | None = None
         while True:
             await self._before_call()
             workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
             writes = self._writes_for_call()
+            fields = dict(
+                session_id=self._config.session_id,
+                turn_id=turn_id,
+                call=call,
+                workspace=self._config.workspace,
+                idempotency_key=idempotency_key,
+                result_position=position,
+                timeout_seconds=tool_seconds,
+                store_writes=writes,
+                sandbox=self._config.sandbox,
+                network=self._config.network,
+                note=note,
+            )
+            activity_input: ToolExecuteInput = (
+                McpCallInput(**fields, risk=spec.risk, answers=answers, request_state=request_state)  # type: ignore[arg-type, union-attr]
+                if mcp else ToolExecuteInput(**fields)  # type: ignore[arg-type]
+            )
             try:
                 result = await self._execute(
-                    options.TOOL_CALL,
-                    ToolExecuteInput(
-                        session_id=self._config.session_id,
-                        turn_id=turn_id,
-                        call=call,
-                        workspace=self._config.workspace,
-                        idempotency_key=idempotency_key,
-                        result_position=position,
-                        timeout_seconds=tool_seconds,
-                        store_writes=writes,
-                        sandbox=self._config.sandbox,
-                        network=self._config.network,
-                        note=note,
-                    ),
+                    options.MCP_CALL if mcp else options.TOOL_CALL,
+                    activity_input,
                     local=local,
-                    result_type=ToolExecuteResult,
+                    result_type=McpCallResult if mcp else ToolExecuteResult,
                     summary=f"{call.name} {arguments_preview(call.arguments, 60)}",
                     start_to_close=options.LOCAL_TOOL_SECONDS if local else tool_seconds + options.TOOL_GRACE_SECONDS,
                     heartbeat_timeout=self._config.heartbeat_timeout_seconds,
@@ -305,6 +316,17 @@ class ToolCallSteps(SessionCore):
                 self._record_step(turn_id, round_number, call.name, call.arguments, "applied", text, started, call_id=call.id)
                 return
             self._call_wrote(writes)
+            if isinstance(result, McpCallResult) and result.input_required is not None:
+                if len(answers) >= MAX_ELICITATIONS_PER_CALL:
+                    self._fail_call(
+                        turn_id, call, "tool_error",
+                        f"{call.name} failed: the server asked more than {MAX_ELICITATIONS_PER_CALL} questions in one call",
+                        position, started=started,
+                    )
+                    return
+                answers = [*answers, await self._elicit(turn_id, round_number, call, result.input_required)]
+                request_state = result.input_required.request_state
+                continue  # the call again, from the start, with one more answer
             break
         self._track(result.position, "tool", result.size_bytes, result.state_keys if result.ok else [])
         if result.ok:
@@ -331,6 +353,7 @@ class ToolCallSteps(SessionCore):
             )
         if result.memory is not None:
             self._memory_written(turn_id, call, result.memory)
+        self._skill_result(turn_id, call, result)
         self._record_step(
             turn_id, round_number, call.name, call.arguments, "ok" if result.ok else "error",
             result.preview if result.ok else (result.error or "tool failed"), started, call_id=call.id,

@@ -33,6 +33,7 @@ from agentrt.schemas import (
     CancelTurnInput,
     CompactOutcome,
     CompactRequest,
+    ElicitationAnswer,
     Event,
     EventsPage,
     EventsQuery,
@@ -172,6 +173,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._advisor_usage = Usage()
         self._steps_in_flight = []
         self._turn_request = ""
+        self._tool_listing = None
         self._status: SessionStatus = "idle"
         if self._state.profile is None:
             window, max_output = DEFAULT_PROFILE_LIMITS
@@ -344,6 +346,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         finally:
             watcher.cancel()
             self._turn_task = None
+            self._end_mcp_turn()
 
     async def _cancel_when_requested(self, turn: asyncio.Task[TurnOutcome]) -> None:
         """Cancel the turn once ``cancel_turn`` or ``archive`` asked for it.
@@ -367,6 +370,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         position = self._journal.take_position()
         self._emit(UserMessageAdded(turn_id=turn_id, principal=queued.principal, text=queued.text, position=position))
         self._stage_message(position, turn_id, Message(role="user", text=queued.text))
+        if self._config.mcp_servers:
+            await self._list_mcp_tools(turn_id)
         usage, calls = Usage(), 0
         for round_number in range(1, self._config.max_rounds_per_turn + 1):
             self._round = round_number
@@ -488,12 +493,14 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     script=self._config.script,
                     system_prompt=self._config.system_prompt,
                     system_prompt_mode=self._config.system_prompt_mode,
-                    tool_names=sorted(self._tools),
+                    tool_names=sorted(self._tools) if not self._config.mcp_servers else sorted(self._builtin_tools()),
                     upto_position=reply_position,
                     reply_position=reply_position,
                     plan=plan,
                     reply_index=self._state.assistant_messages if self._context_enabled else None,
                     store_writes=writes,
+                    tool_listing=self._tool_listing,
+                    skills=self._state.skills,
                 ),
                 result_type=ModelCallResult,
                 **options.MODEL_CALL.options(
@@ -649,6 +656,23 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         return argument_problems(spec, arguments) if spec is not None else [f"unknown tool {tool!r}"]
 
     @workflow.update
+    def answer_elicitation(self, input: ElicitationAnswer) -> None:
+        """Answer what an MCP server asked in the middle of a call (a ``PermissionRequested`` of kind
+        ``elicitation``): ``accept`` with content matching its schema, ``decline`` or ``cancel``.
+        The call runs again with the answer (``ElicitationAnswered``). An answer that would be
+        ignored (a stranger's, a second one, content off the schema) is rejected with the reason."""
+        self._apply_decision(input, "answer", input.reason)
+
+    @answer_elicitation.validator
+    def _validate_answer_elicitation(self, input: ElicitationAnswer) -> None:
+        why = self._approvals.why_ignored(input.request_id, input.principal, "elicitation", reason=input.reason)
+        if why is not None:
+            raise rejected(ignored_text(why, input.request_id, input.principal))
+        problems = self._approvals.answer_problems(input)
+        if problems:
+            raise rejected(ignored_text("invalid_answer", input.request_id, input.principal) + ": " + "; ".join(problems))
+
+    @workflow.update
     def decide_reconcile(self, input: ReconcileDecision) -> None:
         """Like signal ``reconcile``, but an answer that would be ignored is rejected with the reason."""
         self.reconcile(input)
@@ -715,7 +739,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 return
         self._emit(event)
 
-    def _apply_decision(self, input: PermissionDecision | ReconcileDecision, action: Any, reason: str | None) -> None:
+    def _apply_decision(
+        self, input: PermissionDecision | ReconcileDecision | ElicitationAnswer, action: Any, reason: str | None
+    ) -> None:
         """Record a decision (or why it was ignored); an operator's is also ``OperatorActed``."""
         event = self._approvals.decide(input)
         if isinstance(event, PermissionDecisionIgnored):

@@ -22,8 +22,20 @@ from agentrt.activities.tools._registry import (
     ToolRegistry,
     format_validation_error,
 )
-from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status
+from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status, sandboxed_argv
 from agentrt.activities.tools._shell import ShellRun, scrubbed_environment
+from agentrt.activities.tools._skills import (
+    MAX_SKILL_FILE_BYTES,
+    MAX_SKILL_FILES,
+    MAX_SKILLS,
+    Skill,
+    SkillActivate,
+    SkillDeactivate,
+    SkillDiscovery,
+    discover_skills,
+    load_skill,
+    skill_state_key,
+)
 from agentrt.activities.tools._workspace import resolve_in_workspace
 
 __all__ = [
@@ -32,18 +44,27 @@ __all__ = [
     "FsSearch",
     "FsWrite",
     "MAX_READ_BYTES",
+    "MAX_SKILLS",
+    "MAX_SKILL_FILES",
+    "MAX_SKILL_FILE_BYTES",
     "MemoryRecall",
     "MemoryWrite",
     "SandboxStatus",
     "SandboxUnavailable",
     "ShellRun",
+    "Skill",
+    "SkillActivate",
+    "SkillDeactivate",
+    "SkillDiscovery",
     "Tool",
     "ToolArgs",
     "ToolContext",
     "ToolOutput",
     "ToolRegistry",
     "default_registry",
+    "discover_skills",
     "format_validation_error",
+    "load_skill",
     "memory_id_for",
     "memory_line",
     "quote_memory_text",
@@ -51,11 +72,15 @@ __all__ = [
     "recorded_memory_note",
     "resolve_in_workspace",
     "sandbox_status",
+    "sandboxed_argv",
     "scrubbed_environment",
+    "skill_state_key",
 ]
 
 
 def default_registry() -> ToolRegistry:
     """A registry with the built-in tools: fs.list, fs.read, fs.search, fs.write, shell.run,
-    memory.recall, memory.write."""
-    return ToolRegistry([FsList(), FsRead(), FsSearch(), FsWrite(), ShellRun(), MemoryRecall(), MemoryWrite()])
+    memory.recall, memory.write, skill.activate, skill.deactivate."""
+    return ToolRegistry(
+        [FsList(), FsRead(), FsSearch(), FsWrite(), ShellRun(), MemoryRecall(), MemoryWrite(), SkillActivate(), SkillDeactivate()]
+    )

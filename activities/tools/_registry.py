@@ -56,6 +56,8 @@ class ToolContext:
       ``timeout_seconds``.
     - ``session_id``, ``call_key`` (the call's idempotency key) and ``store`` (the worker's
       ``agentrt.store.Store``, None outside a worker): what the memory tools read and write.
+    - ``skill_paths``: directories searched for skills besides the workspace's ``.agentrt/skills``
+      (agentrt.toml ``[skills] paths``); ``shell.run`` lets a sandboxed command read them.
     """
 
     workspace: Path
@@ -69,9 +71,11 @@ class ToolContext:
     session_id: str = ""
     call_key: str = ""
     store: Any = None
+    skill_paths: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
+        self.skill_paths = tuple(Path(p) for p in self.skill_paths)
 
     def check(self) -> None:
         """Raise ``ToolError`` when the call was cancelled or has run ``timeout_seconds``; long

@@ -25,6 +25,7 @@ import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,13 +143,16 @@ def sandboxed_argv(
     *,
     network: bool,
     env: dict[str, str],
+    read_paths: Sequence[Path] = (),
 ) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in ``workspace`` under ``policy``.
 
     ``workspace`` (absolute, resolved) is mounted at its own path, read-write for
     ``workspace_write``, read-only for ``read_only``, and is the working directory. ``env`` is
-    the whole environment the command gets. Raises ``ValueError`` for ``danger_full_access``
-    (which runs no sandbox).
+    the whole environment the command gets. ``read_paths``: more host paths (absolute) mounted
+    read-only at their own paths, such as a program's install directory outside ``/usr``; one
+    that does not exist is skipped. Raises ``ValueError`` for ``danger_full_access`` (which
+    runs no sandbox).
     """
     if policy not in ("read_only", "workspace_write"):
         raise ValueError(f"no sandbox for policy {policy!r}")
@@ -187,6 +191,9 @@ def sandboxed_argv(
             args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
     args += ["--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs", "/var/tmp"]
+    # After the tmpfs mounts, so that a read path under /tmp shows through them.
+    for path in read_paths:
+        args += ["--ro-bind-try", str(path), str(path)]
     if str(workspace) != "/":
         args += ["--bind" if policy == "workspace_write" else "--ro-bind", str(workspace), str(workspace)]
     # The sandbox's own root and /dev are memory too: read-only, so only the sized mounts take writes.

@@ -139,7 +139,8 @@ def command_line(argv: list[str], workspace: Path, ctx: ToolContext) -> tuple[li
     """What to start for ``argv`` in ``workspace`` under ``ctx.sandbox``, and the environment to start it with.
 
     ``read_only`` and ``workspace_write``: ``bwrap`` around ``argv`` (see ``_sandbox``), started
-    with an empty environment; the command gets the scrubbed one with ``HOME=/tmp``.
+    with an empty environment; the command gets the scrubbed one with ``HOME=/tmp`` and may read
+    ``ctx.skill_paths`` (read-only).
     ``danger_full_access``: ``argv`` itself with the scrubbed environment. Raises
     ``SandboxUnavailable`` when the sandbox is needed and ``bwrap`` cannot run here.
     """
@@ -151,17 +152,31 @@ def command_line(argv: list[str], workspace: Path, ctx: ToolContext) -> tuple[li
         raise SandboxUnavailable(status.reason or "bwrap not found")
     env["HOME"] = SANDBOX_HOME
     env["TMPDIR"] = "/tmp"
-    return sandboxed_argv(status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env), {}
+    argv = sandboxed_argv(status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env, read_paths=_skill_paths(ctx))
+    return argv, {}
+
+
+def _skill_paths(ctx: ToolContext) -> list[Path]:
+    """``ctx.skill_paths`` resolved (skill.activate shows a skill's files by their real paths), for the
+    sandbox to mount read-only: a skill's scripts run from there. One that does not resolve is left out."""
+    paths = []
+    for path in ctx.skill_paths:
+        try:
+            paths.append(Path(path).resolve())
+        except (OSError, RuntimeError):  # RuntimeError: Python 3.11's symlink loop
+            continue
+    return paths
 
 
 class ShellRun(Tool):
     name = "shell.run"
     description = (
         "Run a shell command (/bin/sh -c) in the workspace directory, inside a sandbox: the system is "
-        "read-only, /tmp is private and empty, nothing outside the workspace is visible, and there is "
-        "no network unless the session allows it. Returns the exit code, stdout and stderr (each cut "
-        "to its first and last 32 KiB). stdin is empty. A non-zero exit code is reported, not an error; "
-        "the command and every process it started are killed after timeout_seconds or when it exits."
+        "read-only, /tmp is private and empty, nothing outside the workspace is visible but skill "
+        "directories (read-only), and there is no network unless the session allows it. Returns the "
+        "exit code, stdout and stderr (each cut to its first and last 32 KiB). stdin is empty. A non-zero "
+        "exit code is reported, not an error; the command and every process it started are killed after "
+        "timeout_seconds or when it exits."
     )
     risk = "effectful"
 

@@ -1,0 +1,193 @@
+"""Activities ``mcp.list_tools`` and ``mcp.call_tool``: MCP tools through the worker's ``McpManager``.
+
+A session lists its servers' tools at most once per turn (``mcp.list_tools``; the manager
+caches each server's listing for a while, so many sessions cost the server one listing); the
+specs are the activity's result, so the list a turn used is in that turn's history, and the
+store keeps them by digest for the turn's model calls. Calls (``mcp.call_tool``) follow the
+protocol of ``tool.execute``: ``read_only`` and ``idempotent`` tools run on every attempt,
+``effectful`` ones at most once through the effect ledger. A call the server interrupts to
+ask the user something returns ``input_required`` and stores nothing; its claim on the
+ledger is released, so the call runs again, with the answer, under the same key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from agentrt.activities import _attempts
+from agentrt.activities._model import HEARTBEAT_SECONDS
+from agentrt.activities._tools import finish_call
+from agentrt.activities.providers import redact
+from agentrt.schemas import (
+    MCP_CALL_TOOL,
+    MCP_LIST_TOOLS,
+    EffectOutcomeUnknown,
+    McpCallInput,
+    McpCallResult,
+    McpListToolsInput,
+    McpListToolsResult,
+    ToolError,
+    ToolExecuteResult,
+    ToolSpec,
+)
+from agentrt.store import text_column
+
+if TYPE_CHECKING:
+    from agentrt.activities.mcp import McpManager
+    from agentrt.store import Store
+
+# Where a call's images and binary resources are saved, under the session's workspace.
+MCP_FILES_DIR = ".agentrt/mcp-files"
+
+
+class McpActivities:
+    """Bound to the worker's ``McpManager`` and store. ``secrets``: values redacted from every
+    result besides the manager's own (the worker's provider keys)."""
+
+    def __init__(self, manager: "McpManager", store: "Store", secrets: Callable[[], list[str]] = list) -> None:
+        self._manager = manager
+        self._store = store
+        self._secrets = secrets
+
+    def _all_secrets(self) -> list[str]:
+        return [*self._secrets(), *self._manager.secrets()]
+
+    @activity.defn(name=MCP_LIST_TOOLS)
+    async def list_tools(self, input: McpListToolsInput) -> McpListToolsResult:
+        """The specs of ``input.servers``' tools (``<server>.<tool>``), stored under their digest.
+
+        A server that cannot be listed (not configured on this worker, failed to start, timed
+        out) is in ``failures`` with why; the others' tools are listed all the same. Raises only
+        when the store cannot be written (retried by Temporal).
+        """
+        beating = asyncio.create_task(_keep_heartbeating())
+        try:
+            if input.store_writes is not None:
+                await asyncio.to_thread(self._store.append, input.store_writes)
+            servers = list(dict.fromkeys(input.servers))
+            listings = await asyncio.gather(*(self._listing(name) for name in servers))
+        finally:
+            beating.cancel()
+        specs: list[ToolSpec] = []
+        failures: dict[str, str] = {}
+        secrets = self._all_secrets()
+        for name, (found, failure) in zip(servers, listings):
+            specs += found
+            if failure is not None:
+                failures[name] = redact(failure, secrets)
+        digest = await asyncio.to_thread(self._store.put_tool_listing, specs) if specs else None
+        return McpListToolsResult(tools=specs, digest=digest, failures=failures)
+
+    async def _listing(self, server: str) -> tuple[list[ToolSpec], str | None]:
+        if server not in self._manager.servers:
+            return [], f"this worker has no [mcp.servers.{server}] in its configuration"
+        try:
+            listing = await self._manager.list_tools(server)
+        except ToolError as err:
+            return [], str(err)
+        return listing.specs, None
+
+    @activity.defn(name=MCP_CALL_TOOL)
+    async def call_tool(self, input: McpCallInput) -> McpCallResult:
+        """Run one MCP call and store its result at ``result_position``.
+
+        The server's ``isError`` result, an unreachable or crashed server
+        (``McpServerUnavailable``), a protocol error (``McpToolError``) and a timeout are
+        results with ``ok=False`` the model sees. ``input_required``: the server asked the user
+        something ``input.answers`` holds no answer for; nothing is stored. Raises
+        ``ApplicationError(type="EffectOutcomeUnknown", non_retryable=True)`` for an effectful
+        call an earlier attempt claimed and never recorded.
+        """
+        beating = asyncio.create_task(_keep_heartbeating())
+        try:
+            if input.store_writes is not None:
+                await asyncio.to_thread(self._store.append, input.store_writes)
+            if input.risk != "effectful":
+                return await self._call(input)
+            return await self._call_at_most_once(input)
+        finally:
+            beating.cancel()
+
+    async def _call_at_most_once(self, input: McpCallInput) -> McpCallResult:
+        key = input.idempotency_key
+        claimed, record = await asyncio.to_thread(self._store.claim_effect, key, input.session_id, input.call.name)
+        if record.session_id != input.session_id:
+            text = f"the effect ledger key {key!r} belongs to another session; {input.call.name} was not run"
+            return await self._finish(input, False, text, "ToolError")
+        if not claimed:
+            if record.state in ("applied", "failed"):
+                activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
+                return await self._finish(input, record.state == "applied", record.result_text or "", None if record.state == "applied" else "ToolError")
+            error = EffectOutcomeUnknown(key)
+            raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
+        result = await self._call(input, record_effect=True)
+        return result
+
+    async def _call(self, input: McpCallInput, *, record_effect: bool = False) -> McpCallResult:
+        server, _, tool = input.call.name.partition(".")
+        if input.call.arguments is None:
+            reason = input.call.arguments_error or "arguments are not a JSON object"
+            text = f"error: invalid arguments for {input.call.name}: arguments are not valid JSON: {reason}"
+            return await self._recorded(input, False, text, "ToolArgumentsError", record_effect)
+        info = activity.info()
+
+        def progress(done: float, total: float | None, message: str | None) -> None:
+            if not info.is_local:
+                activity.heartbeat(_attempts.WORKER_PROCESS, {"progress": done, "total": total, "message": message})
+
+        try:
+            outcome = await self._manager.call_tool(
+                server,
+                tool,
+                input.call.arguments,
+                timeout_seconds=input.timeout_seconds,
+                answers=input.answers,
+                request_state=input.request_state,
+                on_progress=progress,
+                files_dir=Path(input.workspace) / MCP_FILES_DIR,
+            )
+        except ToolError as err:
+            # McpServerUnavailable (the connection broke mid-call), McpToolError, a timeout.
+            return await self._recorded(input, False, text_column(f"error: {err}"), type(err).__name__, record_effect)
+        if outcome.input_required is not None:
+            if record_effect:  # the server stopped before any result: the call runs again, with the answer
+                await asyncio.to_thread(
+                    self._store.reconcile_effect, input.idempotency_key, "not_applied", "the server asked for input"
+                )
+            request = outcome.input_required
+            return McpCallResult(ok=True, position=input.result_position, input_required=request)
+        text = text_column(outcome.text if not outcome.is_error else f"error: {outcome.text}")
+        return await self._recorded(input, not outcome.is_error, text, None if not outcome.is_error else "McpToolResultError", record_effect)
+
+    async def _recorded(
+        self, input: McpCallInput, ok: bool, text: str, error_type: str | None, record_effect: bool
+    ) -> McpCallResult:
+        if record_effect:
+            await asyncio.to_thread(self._store.record_effect, input.idempotency_key, "applied" if ok else "failed", text)
+        return await self._finish(input, ok, text, error_type)
+
+    async def _finish(self, input: McpCallInput, ok: bool, text: str, error_type: str | None) -> McpCallResult:
+        result: ToolExecuteResult = await asyncio.to_thread(
+            finish_call, self._store, self._all_secrets(), input, ok, text, error_type
+        )
+        return McpCallResult(**result.model_dump())
+
+
+async def _keep_heartbeating() -> None:
+    """Heartbeat every ``HEARTBEAT_SECONDS`` (naming this worker process) until cancelled: a
+    server may take seconds to start or to answer, and a cancel reaches an activity only in
+    the answer to a heartbeat. A local activity cannot heartbeat."""
+    if activity.info().is_local:
+        return
+    while True:
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+        _attempts.heartbeat()
+
+
+__all__ = ["MCP_FILES_DIR", "McpActivities"]
