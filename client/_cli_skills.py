@@ -41,7 +41,8 @@ def skills_list(
         raise typer.Exit(2)
     found = discover_skills(root, [Path(p) for p in config.skill_paths])
     if as_json:
-        typer.echo(json.dumps({"skills": [s.model_dump(mode="json") for s in found.skills], "problems": found.problems}))
+        skills = [s.model_dump(mode="json") for s in found.skills]
+        typer.echo(json.dumps({"skills": skills, "problems": found.problems}))
         return
     for problem in found.problems:
         typer.echo(printable(problem), err=True)

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-from pydantic import BaseModel
-
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 
 server = MCPServer("agentrt-probe")
 READ_ONLY = ToolAnnotations(readOnlyHint=True)

@@ -416,12 +416,15 @@ def _git_subcommand(args: list[str]) -> str:
 
 def classify_call(spec: ToolSpec, arguments: dict[str, Any] | None, workspace: str = "/") -> CallRisk:
     """The risk class of one call: ``classify_command`` for ``shell.run``, ``destructive`` for a
-    file write to a secrets file (``.env`` ...), the tool's own class otherwise."""
+    file write to a secrets file (``.env`` ...) and for a tool whose spec says ``destructive``
+    (an MCP tool's ``destructiveHint``), the tool's own class otherwise."""
     arguments = arguments or {}
     if spec.name == "shell.run" and isinstance(arguments.get("command"), str):
         return classify_command(arguments["command"], workspace)
     if spec.name == "fs.write" and isinstance(arguments.get("path"), str) and _SECRET_FILE.search(arguments["path"]):
         return CallRisk("destructive", f"writes {arguments['path']}")
+    if spec.destructive and spec.risk != "read_only":
+        return CallRisk("destructive", spec.risk_reason or "destructive tool")
     return CallRisk(spec.risk)
 
 
@@ -475,6 +478,11 @@ class PolicyEngine:
         mode = self._policy.mode
         if mode == "always":
             return self._ask(f"approval policy always: every call is asked about; {what}", grant_rule)
+        if spec.untrusted:
+            # An untrusted source (an MCP server with trust = "untrusted"): every call is asked about.
+            if mode == "never":
+                return DeniedByPolicy(f"{spec.source or spec.name} is untrusted: {what} needs an approval, and no one is asked")
+            return self._ask(f"{spec.source or spec.name} is untrusted: every call is asked about; {what}", grant_rule)
         if rule == "allow":
             return Allowed(f"{source}: allow")
         if mode == "never":

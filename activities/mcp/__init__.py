@@ -14,7 +14,6 @@ from agentrt.activities.mcp._results import (
     MAX_EMBEDDED_TEXT_BYTES,
     MAX_RESULT_BYTES,
     MAX_SAVED_FILE_BYTES,
-    MAX_STRUCTURED_INLINE_BYTES,
     result_text,
 )
 from agentrt.activities.mcp._risk import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_BYTES, describe_tool, tool_risk
@@ -28,7 +27,6 @@ __all__ = [
     "MAX_RESULT_BYTES",
     "MAX_SAVED_FILE_BYTES",
     "MAX_SCHEMA_BYTES",
-    "MAX_STRUCTURED_INLINE_BYTES",
     "McpCallOutcome",
     "McpListing",
     "McpManager",

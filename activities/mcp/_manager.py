@@ -13,6 +13,17 @@ Elicitation never blocks a worker: the k-th time a server asks the user during o
 call, it gets ``answers[k]``; when it asks beyond them, the call is stopped (its request
 cancelled at the server) and the question is returned for the workflow to ask, after which
 the call runs again with one more answer.
+
+- Protocol 2025-11-25 and earlier: the server sends ``elicitation/create`` during the call. The
+  request names no call (the SDK gives the callback no related request id, on stdio or HTTP),
+  so it is attributed to the one call in flight on the connection; with several in flight it
+  is refused with a JSON-RPC error (the server's tool fails, the model may call again), never
+  answered with another call's answer.
+- Protocol 2026-07-28: the call returns ``InputRequiredResult`` rounds, answered in order from
+  the same answers. A returned question's ``request_state`` is this module's token wrapping
+  the server's state, the round's keys and the answers taken before it (``_ResumeState``): the
+  next run resumes that round; without it, or when the server refuses its old state (it
+  restarted), the call runs from the start and each question is answered again.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import logging
 import math
@@ -29,10 +41,10 @@ import shutil
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from mcp import Client, MCPError, StdioServerParameters
@@ -40,6 +52,7 @@ from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.types import (
     CONNECTION_CLOSED,
+    HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolResult,
@@ -117,7 +130,11 @@ ELICITATION_STOP_WAIT_SECONDS = 5.0
 # The token wrapping a 2026-07-28 server's request_state (see _ResumeState).
 _STATE_PREFIX = "agentrt-mcp-1:"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_BWRAP_STATUS = re.compile(r'^\{\s*"(child-pid|exit-code)"')
+# A stdio server runs under a shell that reports its exit status on stderr, in this line (no
+# transport of the SDK exposes the process, and bwrap's status fd would take the server's stderr).
+_EXIT_LINE = "agentrt-mcp: exit status"
+_EXIT_STATUS = re.compile(rf"^{re.escape(_EXIT_LINE)} (\d+)$")
+_STATUS_WRAPPER = f'"$@"; status=$?; echo "{_EXIT_LINE} $status" >&2; exit $status'
 
 
 @dataclass
@@ -157,7 +174,7 @@ class McpManager:
         self,
         servers: Mapping[str, McpServerConfig],
         *,
-        store: "Store | None",
+        store: Store | None,
         worker: str,
         home: Path,
         env: Mapping[str, str] | None = None,
@@ -344,6 +361,7 @@ class McpManager:
                 srv.starting = loop.create_future()
                 srv.starting.add_done_callback(_retrieve)
                 srv.owner = asyncio.create_task(self._own(srv, srv.starting), name=f"mcp-server-{name}")
+                srv.owner.add_done_callback(functools.partial(_abandoned, srv, srv.starting))
             await asyncio.shield(srv.starting)
 
     async def _own(self, srv: _Server, started: asyncio.Future[_Connection]) -> None:
@@ -399,10 +417,12 @@ class McpManager:
         except asyncio.CancelledError:
             self._settle(srv, conn, started, stopped=True, diagnostic=None)
             raise
-        except McpServerUnavailable as err:
-            failure = err.diagnostic
         except Exception as err:  # noqa: BLE001 - whatever ended the connection is its diagnostic
-            failure = _describe(err)
+            leaf = _only(err)
+            if isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED and not started.done():
+                failure = "the server closed the connection before it was ready"
+            else:
+                failure = _describe(leaf)
         if scope is not None and scope.cancel_called and not started.done():
             failure = f"no answer within {config.timeout_seconds:g} s (timeout_seconds)"
         stopped = conn.stopping and failure is None
@@ -439,16 +459,18 @@ class McpManager:
         """How to spawn a stdio server (runs in a thread: it creates directories and may probe the
         sandbox). Its environment is ``PATH``, ``HOME`` (its directory), ``LANG`` and its expanded
         ``env``, nothing of the worker's; values reach it through the process environment,
-        never its command line."""
+        never its command line. It runs under ``/bin/sh``, which reports its exit status on
+        stderr for diagnostics."""
         assert config.command is not None
         cwd = self._cwd(config)
         cwd.mkdir(parents=True, exist_ok=True)
         env = {"PATH": SERVER_PATH, "HOME": str(cwd), "LANG": "C.UTF-8", **self._expand(config, config.env, "env")}
         # stdio_client adds some of the worker's variables (HOME, USER ...); unset the others.
         inherited = [name for name in DEFAULT_INHERITED_ENV_VARS if name not in env]
+        command = ["/bin/sh", "-c", _STATUS_WRAPPER, "agentrt-mcp", config.command, *config.args]
         if config.sandbox == "none":
             unset = [arg for name in inherited for arg in ("-u", name)]
-            argv = [shutil.which("env") or "/usr/bin/env", *unset, "--", config.command, *config.args]
+            argv = [shutil.which("env") or "/usr/bin/env", *unset, "--", *command]
         else:
             status = sandbox_status()
             if not status.available or status.path is None:
@@ -459,8 +481,7 @@ class McpManager:
                 )
             read_paths = [self._host_path(p, cwd) for p in config.read_paths]
             argv = sandboxed_argv(
-                status.path, [config.command, *config.args], cwd, config.sandbox, network=config.network, env={},
-                read_paths=read_paths,
+                status.path, command, cwd, config.sandbox, network=config.network, env={}, read_paths=read_paths
             )
             argv = _environment_through_process(argv, inherited)
         return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
@@ -512,7 +533,9 @@ class McpManager:
                 raise McpServerUnavailable(srv.config.name, "the connection closed while listing its tools") from err
             raise McpServerUnavailable(srv.config.name, f"tools/list failed: {err.error.message} (code {err.code})") from err
         except ValidationError as err:
-            raise McpServerUnavailable(srv.config.name, f"tools/list answered with an invalid result: {err}") from err
+            raise McpServerUnavailable(
+                srv.config.name, f"tools/list answered with an invalid result: {_first_line(str(err))}"
+            ) from err
         listing = _listing(srv.config, tools[:MAX_LISTED_TOOLS])
         srv.listing = listing
         srv.listed_at = asyncio.get_running_loop().time()
@@ -589,6 +612,7 @@ class McpManager:
         else:
             resumed = None
         rounds = 0
+        relisted = False
         while True:
             try:
                 result = await session.call_tool(
@@ -596,6 +620,11 @@ class McpManager:
                     allow_input_required=True,
                 )
             except MCPError as err:
+                if err.code == HEADER_MISMATCH and modern and not relisted:
+                    # The server's listing of the tool changed since this connection listed it.
+                    relisted = True
+                    await self._list(srv, conn)
+                    continue
                 if resumed is not None and err.code != CONNECTION_CLOSED:
                     # The server no longer takes its state (it restarted, or the state expired):
                     # run the call from the start, answering each question again.
@@ -692,7 +721,7 @@ class McpManager:
     def _emit(self, srv: _Server, kind: str, **fields: Any) -> None:
         if self._store is None:
             return
-        event = McpServerEvent(type=kind, server=srv.config.name, worker=self._worker, at=datetime.now(timezone.utc), **fields)
+        event = McpServerEvent(type=kind, server=srv.config.name, worker=self._worker, at=datetime.now(UTC), **fields)
         if self._events is None:
             self._events = asyncio.Queue()
         self._events.put_nowait(event)
@@ -705,7 +734,7 @@ class McpManager:
             event = await queue.get()
             try:
                 await asyncio.to_thread(self._store.record_mcp_server_event, event)
-            except Exception:  # noqa: BLE001 - a lost event must not stop the next ones
+            except Exception:  # a lost event must not stop the next ones
                 logger.exception("could not record %s of MCP server %r", event.type, event.server)
             finally:
                 queue.task_done()
@@ -872,17 +901,12 @@ class _StderrTail(asyncio.Protocol):
         return bytes(self._data)
 
     def report(self) -> tuple[int | None, str]:
-        """``(exit status, stderr text)``: bwrap's JSON status lines taken out of the text."""
+        """``(exit status, stderr text)``: the wrapper's exit status line taken out of the text."""
         exit_code: int | None = None
         kept = []
         for line in self._data.decode(errors="replace").splitlines():
-            if _BWRAP_STATUS.match(line):
-                try:
-                    status = json.loads(line)
-                except ValueError:
-                    status = {}
-                if isinstance(status.get("exit-code"), int):
-                    exit_code = status["exit-code"]
+            if match := _EXIT_STATUS.match(line):
+                exit_code = int(match.group(1))
                 continue
             kept.append(line)
         return exit_code, "\n".join(kept).strip()
@@ -918,7 +942,7 @@ class _WatchedReadStream:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> _WatchedReadStream:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -950,13 +974,12 @@ def _listing(config: McpServerConfig, tools: list[Tool]) -> McpListing:
 def _environment_through_process(argv: list[str], unset: list[str]) -> list[str]:
     """The bwrap command line of ``sandboxed_argv`` with the sandboxed command taking bwrap's own
     environment (the process environment, readable only by this user) instead of ``--setenv``
-    arguments any user can read in the process list; ``unset`` names are removed from it. bwrap
-    also reports the command's exit status on stderr (``--json-status-fd 2``)."""
+    arguments any user can read in the process list; ``unset`` names are removed from it."""
     head = argv.index("--")
     options = [arg for arg in argv[1:head] if arg != "--clearenv"]
     assert "--setenv" not in options, "sandboxed_argv was given an environment to set"
     unsets = [arg for name in unset for arg in ("--unsetenv", name)]
-    return [argv[0], "--json-status-fd", "2", *unsets, *options, *argv[head:]]
+    return [argv[0], *unsets, *options, *argv[head:]]
 
 
 def _elicitation_request(params: ElicitRequestParams, *, key: str | None = None, request_state: str | None = None) -> ElicitationRequest:
@@ -998,6 +1021,13 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+def _only(err: BaseException) -> BaseException:
+    """The one exception inside nested single-exception groups (anyio task groups), else ``err``."""
+    while isinstance(err, BaseExceptionGroup) and len(err.exceptions) == 1:
+        err = err.exceptions[0]
+    return err
+
+
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
@@ -1013,6 +1043,15 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
     await asyncio.wait({task})
     if not task.cancelled():
         task.exception()
+
+
+def _abandoned(srv: _Server, started: asyncio.Future[Any], owner: asyncio.Task[None]) -> None:
+    """An owner task that ended without settling its start (cancelled before it ran)."""
+    if not started.done():
+        started.set_exception(McpServerUnavailable(srv.config.name, "its start was abandoned: the worker is shutting down"))
+        if srv.starting is started:
+            srv.starting = None
+            srv.state = "stopped"
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

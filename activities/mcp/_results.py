@@ -14,7 +14,6 @@ import mimetypes
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from mcp.types import (
     AudioContent,
@@ -31,7 +30,6 @@ __all__ = [
     "MAX_EMBEDDED_TEXT_BYTES",
     "MAX_RESULT_BYTES",
     "MAX_SAVED_FILE_BYTES",
-    "MAX_STRUCTURED_INLINE_BYTES",
     "result_text",
 ]
 
@@ -39,9 +37,6 @@ __all__ = [
 MAX_RESULT_BYTES = 1024 * 1024
 # The text of one embedded resource shown inline, in UTF-8 bytes.
 MAX_EMBEDDED_TEXT_BYTES = 64 * 1024
-# Structured content is appended even beside text blocks when its JSON is at most this big
-# (bytes) and no text block already holds the same value.
-MAX_STRUCTURED_INLINE_BYTES = 4 * 1024
 # An image, audio clip or blob bigger than this (decoded bytes) is not saved.
 MAX_SAVED_FILE_BYTES = 32 * 1024 * 1024
 
@@ -59,8 +54,8 @@ def result_text(result: CallToolResult, files_dir: Path | None = None) -> str:
     - text resources: ``[resource uri (mimeType)]`` and the text (cut at
       ``MAX_EMBEDDED_TEXT_BYTES``);
     - resource links: ``[resource link: uri (name, mimeType)]``;
-    - ``structured_content``: appended as JSON when no text block came, or when it is small
-      and no text block holds it already.
+    - ``structured_content``: appended as JSON when no text block came (servers are asked to
+      repeat it as text, so beside text blocks it would be said twice).
 
     The whole text is cut at ``MAX_RESULT_BYTES`` (UTF-8), ending with a line saying how much
     was left out.
@@ -80,10 +75,8 @@ def result_text(result: CallToolResult, files_dir: Path | None = None) -> str:
             parts.append(f"[resource link: {block.uri}" + (f" ({details})" if details else "") + "]")
         else:  # a content type of a later revision
             parts.append(f"[{getattr(block, 'type', type(block).__name__)} content not shown]")
-    if result.structured_content is not None:
-        structured = json.dumps(result.structured_content, ensure_ascii=False, indent=2)
-        if not texts or (len(structured.encode()) <= MAX_STRUCTURED_INLINE_BYTES and not _holds(texts, result.structured_content)):
-            parts.append(structured)
+    if result.structured_content is not None and not texts:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
     return _bounded("\n".join(parts), MAX_RESULT_BYTES)
 
 
@@ -131,17 +124,6 @@ def _save(raw: bytes, mime: str, files_dir: Path) -> Path:
     with os.fdopen(fd, "wb") as out:
         out.write(raw)
     return path
-
-
-def _holds(texts: list[str], value: Any) -> bool:
-    """Whether one of ``texts`` is the JSON of ``value``."""
-    for text in texts:
-        try:
-            if json.loads(text) == value:
-                return True
-        except ValueError:
-            continue
-    return False
 
 
 def _bounded(text: str, limit: int) -> str:

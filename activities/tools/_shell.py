@@ -152,7 +152,8 @@ def command_line(argv: list[str], workspace: Path, ctx: ToolContext) -> tuple[li
         raise SandboxUnavailable(status.reason or "bwrap not found")
     env["HOME"] = SANDBOX_HOME
     env["TMPDIR"] = "/tmp"
-    argv = sandboxed_argv(status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env, read_paths=_skill_paths(ctx))
+    skills = _skill_paths(ctx)
+    argv = sandboxed_argv(status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env, read_paths=skills)
     return argv, {}
 
 

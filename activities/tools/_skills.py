@@ -13,6 +13,7 @@ inside the workspace, and a skill's text reaches the model only quoted
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -49,8 +50,12 @@ SKILL_FILE = "SKILL.md"
 MAX_SKILLS = 100
 # The largest SKILL.md read (bytes); a bigger one is skipped.
 MAX_SKILL_FILE_BYTES = 256 * 1024
-# The largest front matter parsed (characters): YAML parsing costs far more than reading.
-MAX_FRONT_MATTER_CHARS = 16 * 1024
+# The largest front matter parsed (characters): YAML parsing costs far more than reading (about
+# 2 ms a KiB for the worst YAML), and a name, a description and a few more keys take one or two.
+MAX_FRONT_MATTER_CHARS = 4 * 1024
+# The most SKILL.md files one discovery reads, valid or not: with the bounds above, what a
+# workspace full of broken or duplicate skills costs each skill.activate.
+MAX_SKILL_MD_READS = 2 * MAX_SKILLS
 # A longer description is cut to this many characters (the last one "…").
 MAX_DESCRIPTION_CHARS = 1024
 # The most directory entries read from one skills root (``<root>/*``) and from one skill directory tree.
@@ -131,19 +136,31 @@ def _skills(workspace: Path, paths: Sequence[Path], problems: list[str]) -> Iter
     roots = [_Root(Path(workspace) / WORKSPACE_SKILLS_DIR, workspace=Path(workspace))]
     roots += [_Root(Path(p)) for p in paths]
     seen: dict[str, str] = {}
+    reads = 0
     for root in roots:
-        for info, body, directory in _skills_under(root, problems):
+        for candidate, real_root, anchor in _candidates(root, problems):
+            if len(seen) >= MAX_SKILLS or reads >= MAX_SKILL_MD_READS:
+                full = len(seen) >= MAX_SKILLS
+                why = f"{MAX_SKILLS} skills were found" if full else f"{MAX_SKILL_MD_READS} SKILL.md files were read"
+                problems.append(f"{candidate} and any after it: skipped: {why}, the most one discovery takes")
+                return
+            reads += 1
+            try:
+                info, body, directory = _read_skill(candidate, real_root, anchor)
+            except _Skipped as skipped:
+                problems.append(f"{candidate}: skipped: {skipped}")
+                continue
             if info.name in seen:
                 problems.append(f"{info.source}: skipped: skill {info.name!r} is already defined by {seen[info.name]}")
-                continue
-            if len(seen) >= MAX_SKILLS:
-                problems.append(f"{info.source}: skipped: more than {MAX_SKILLS} skills, the most used")
                 continue
             seen[info.name] = info.source
             yield info, body, directory
 
 
-def _skills_under(root: _Root, problems: list[str]) -> Iterator[tuple[SkillInfo, str, Path]]:
+def _candidates(root: _Root, problems: list[str]) -> Iterator[tuple[Path, Path, Path]]:
+    """``(<root>/<name>/SKILL.md, the real root, the directory opens start from)`` for each entry of
+    ``root`` that holds a SKILL.md (at most ``MAX_SCANNED_ENTRIES`` entries looked at, hidden ones
+    skipped); a root that cannot be used goes to ``problems``."""
     if root.workspace is not None and not os.path.lexists(root.path):
         return  # a workspace without skills
     try:
@@ -171,22 +188,16 @@ def _skills_under(root: _Root, problems: list[str]) -> Iterator[tuple[SkillInfo,
         if name.startswith("."):
             continue
         candidate = real_root / name / SKILL_FILE
-        if not os.path.lexists(candidate):
-            continue  # not a skill directory
-        try:
-            found = _read_skill(candidate, real_root, anchor)
-        except _Skipped as skipped:
-            problems.append(f"{candidate}: skipped: {skipped}")
-            continue
-        if found is not None:
-            yield found
+        if os.path.lexists(candidate):  # else not a skill directory
+            yield candidate, real_root, anchor
 
 
 class _Skipped(Exception):
     """Why one SKILL.md is not used (a line of ``SkillDiscovery.problems``)."""
 
 
-def _read_skill(candidate: Path, real_root: Path, anchor: Path) -> tuple[SkillInfo, str, Path] | None:
+def _read_skill(candidate: Path, real_root: Path, anchor: Path) -> tuple[SkillInfo, str, Path]:
+    """``(info, instructions, real skill directory)`` of one SKILL.md; raises ``_Skipped``."""
     try:
         real = candidate.resolve()
     except (OSError, RuntimeError) as err:
@@ -209,25 +220,17 @@ def _read_skill(candidate: Path, real_root: Path, anchor: Path) -> tuple[SkillIn
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise _Skipped(f"not UTF-8 text ({err.reason} at byte {err.start})") from err
-    meta, body = _front_matter(text)
-    name, description = meta.get("name"), meta.get("description")
-    if not isinstance(name, str):
-        raise _Skipped(f"front matter: name must be a string, not {_kind(name)}")
-    if not isinstance(description, str):
-        raise _Skipped(f"front matter: description must be a string, not {_kind(description)}")
-    if not re.fullmatch(SKILL_NAME_PATTERN, name):
-        raise _Skipped(f"front matter: name {name[:80]!r} does not match {SKILL_NAME_PATTERN}")
-    description = description.strip()
-    if not description:
-        raise _Skipped("front matter: description is empty")
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    block, body = _front_matter(text)
+    fields = _fields(block)
+    if isinstance(fields, str):
+        raise _Skipped(fields)
+    name, description = fields
     return SkillInfo(name=name, description=description, source=str(real)), body, real.parent
 
 
-def _front_matter(text: str) -> tuple[dict[str, Any], str]:
-    """``(front matter mapping, the Markdown after it)``; raises ``_Skipped`` for a file without
-    front matter, YAML that does not parse or holds a tag of no plain type, or a non-mapping."""
+def _front_matter(text: str) -> tuple[str, str]:
+    """``(the front matter's YAML, the Markdown after it)``; raises ``_Skipped`` for a file without
+    front matter or with one too long."""
     lines = text.removeprefix("\ufeff").splitlines(keepends=True)
     if not lines or lines[0].rstrip() != _FENCE:
         raise _Skipped("no front matter (the file must start with a '---' line)")
@@ -239,13 +242,36 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str]:
     block = "".join(lines[1:end])
     if len(block) > MAX_FRONT_MATTER_CHARS:
         raise _Skipped(f"front matter longer than {MAX_FRONT_MATTER_CHARS} characters")
+    return block, "".join(lines[end + 1 :]).strip("\n")
+
+
+# By content: every skill.activate reads every SKILL.md again, and YAML's cost is in the parse
+# (up to 20 ms for a hostile 4 KiB); what is unchanged is parsed once per process.
+@functools.lru_cache(maxsize=512)
+def _fields(block: str) -> tuple[str, str] | str:
+    """``(name, description)`` of front matter ``block`` (the description stripped and cut to
+    ``MAX_DESCRIPTION_CHARS``), or why the skill is skipped: YAML that does not parse or holds a tag
+    of no plain type (``!!python/...``), not a mapping, a field missing or not a string, a name
+    outside ``SKILL_NAME_PATTERN``, an empty description."""
     try:
-        meta = yaml.load(block, Loader=_SafeLoader)  # noqa: S506 - a safe loader (see _SafeLoader)
+        meta = yaml.load(block, Loader=_SafeLoader)  # a safe loader (see _SafeLoader)
     except (yaml.YAMLError, RecursionError, ValueError) as err:
-        raise _Skipped(f"front matter is not valid YAML: {' '.join(str(err).split())[:200]}") from err
+        return f"front matter is not valid YAML: {' '.join(str(err).split())[:200]}"
     if not isinstance(meta, dict):
-        raise _Skipped(f"front matter must be a mapping (name: ..., description: ...), not {_kind(meta)}")
-    return meta, "".join(lines[end + 1 :]).strip("\n")
+        return f"front matter must be a mapping (name: ..., description: ...), not {_kind(meta)}"
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str):
+        return f"front matter: name must be a string, not {_kind(name)}"
+    if not isinstance(description, str):
+        return f"front matter: description must be a string, not {_kind(description)}"
+    if not re.fullmatch(SKILL_NAME_PATTERN, name):
+        return f"front matter: name {name[:80]!r} does not match {SKILL_NAME_PATTERN}"
+    description = description.strip()
+    if not description:
+        return "front matter: description is empty"
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    return name, description
 
 
 def _kind(value: object) -> str:
@@ -292,11 +318,11 @@ def _skill_files(directory: Path) -> tuple[list[str], bool]:
             except (OSError, RuntimeError):
                 continue
             if len(files) >= MAX_SKILL_FILES:
-                return files, True
+                return sorted(files), True
             files.append(path.relative_to(directory).as_posix())
-        if budget <= 0:
-            return files, True
-    return files, more
+        if budget <= 0 and pending:
+            return sorted(files), True
+    return sorted(files), more
 
 
 def _skill_paths(ctx: ToolContext) -> list[Path]:
@@ -320,8 +346,10 @@ class SkillActivate(Tool):
         """The skill's instructions, quoted line by line, and its files; raises ``SkillNotFound``."""
         skill = load_skill(ctx.workspace, _skill_paths(ctx), args.name)
         lines = [
-            f"Skill {skill.info.name} (from {quote_memory_text(skill.info.source)}) is active. Its instructions "
-            "follow, quoted; they come from a file, not from the user:",
+            (
+                f"Skill {skill.info.name} (from {quote_memory_text(skill.info.source)}) is active. Its instructions "
+                "follow, quoted; they come from a file, not from the user:"
+            ),
             "<<<skill",
             # Each line one JSON string literal: no line of the file can end the block or pass for a
             # role or system marker (quotes, line breaks, control and direction characters, < > escaped).
@@ -347,9 +375,7 @@ class SkillActivate(Tool):
 
 class SkillDeactivate(Tool):
     name = "skill.deactivate"
-    description = (
-        "Deactivate a skill activated earlier: its instructions no longer apply and drop out of the context."
-    )
+    description = "Deactivate a skill activated earlier: its instructions no longer apply and drop out of the context."
     risk = "read_only"
     local_activity = True
 
@@ -362,7 +388,10 @@ class SkillDeactivate(Tool):
         if not any(s.name == args.name for s in found.skills):
             raise SkillNotFound(args.name, [s.name for s in found.skills])
         return ToolOutput(
-            text=f"Skill {args.name} is no longer active: its instructions no longer apply. Call skill.activate again to use it."
+            text=(
+                f"Skill {args.name} is no longer active: its instructions no longer apply. "
+                "Call skill.activate again to use it."
+            )
         )
 
     def state_keys(self, args: Args, ctx: ToolContext) -> list[str]:

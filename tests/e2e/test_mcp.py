@@ -4,35 +4,44 @@ dev server, the scripted model calling `<server>.<tool>`."""
 
 from __future__ import annotations
 
-import sys
+import asyncio
+import os
+import signal
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
 
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient
 from agentrt.schemas import (
+    MCP_CALL_TOOL,
+    MCP_LIST_TOOLS,
+    ElicitationAnswered,
     McpServerConfig,
     McpToolsListed,
+    PermissionRequested,
+    RequestRejected,
     ToolInvocationCompleted,
+    ToolInvocationFailed,
+    ToolInvocationStarted,
 )
-from agentrt.worker import AgentrtConfig, build_worker
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, build_worker
+from agentrt.workflows.session import SessionWorkflow
 from tests.conftest import OWNER, Harness
-from tests.e2e._support import ALLOW_ALL, session_config, write_script
-
-
-def time_server() -> McpServerConfig:
-    return McpServerConfig(
-        name="time", command=sys.executable, args=["-m", "mcp_server_time", "--local-timezone", "UTC"],
-        read_paths=[sys.prefix, sys.base_prefix],
-    )
+from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
+from tests.mcp_servers import everything_stdio, probe_stdio, server_processes, time_stdio
 
 
 @asynccontextmanager
-async def mcp_worker(harness: Harness, servers: dict[str, McpServerConfig]) -> AsyncIterator[AgentClient]:
-    """A worker on a fresh task queue whose configuration has ``servers``; yields a client for it."""
-    queue = f"mcp-{uuid.uuid4().hex[:8]}"
+async def mcp_worker(harness: Harness, servers: dict[str, McpServerConfig], queue: str | None = None) -> AsyncIterator[AgentClient]:
+    """A worker on a task queue of its own (``queue``, default a fresh one) whose configuration has
+    ``servers``; yields a client for it."""
+    queue = queue or f"mcp-{uuid.uuid4().hex[:8]}"
     config = AgentrtConfig(
         temporal_address=harness.server.address, task_queue=queue, database_url=harness.config.database_url,
         mcp_servers=servers,
@@ -46,7 +55,7 @@ async def test_a_scripted_model_calls_an_mcp_tool(harness: Harness, workspace: P
         {"tool_calls": [{"name": "time.get_current_time", "arguments": {"timezone": "Europe/Paris"}}]},
         {"text": "done"},
     ])
-    async with mcp_worker(harness, {"time": time_server()}) as client:
+    async with mcp_worker(harness, {"time": time_stdio(tmp_path)}) as client:
         sid = harness.new_session_id()
         started = await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "what time is it?")
         outcome = await client.wait(sid, started.turn_id)
@@ -58,3 +67,133 @@ async def test_a_scripted_model_calls_an_mcp_tool(harness: Harness, workspace: P
     assert done.tool == "time.get_current_time" and "Europe/Paris" in done.preview
     tool_messages = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert '"timezone": "Europe/Paris"' in tool_messages[0].text
+
+
+async def _run(client: AgentClient, harness: Harness, workspace: Path, script: str, text: str = "go", **fields: object) -> tuple[str, str]:
+    sid = harness.new_session_id()
+    fields.setdefault("approval", ALLOW_ALL)
+    started = await client.start(session_config(client, sid, workspace, script, **fields), text)
+    return sid, started.turn_id
+
+
+def _scheduled(history: object, activity_type: str) -> int:
+    return sum(
+        1 for e in history.events  # type: ignore[attr-defined]
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity_type
+    )
+
+
+async def test_a_turn_of_ten_calls_lists_the_server_s_tools_once(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    calls = [{"tool_calls": [{"name": "everything.echo", "arguments": {"message": f"m{i}"}}]} for i in range(10)]
+    script = write_script(tmp_path, [*calls, {"text": "echoed"}, {"text": "again"}])
+    async with mcp_worker(harness, {"everything": everything_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        assert (await client.wait(sid, turn)).status == "completed"
+        second = await client.send(sid, "once more")
+        assert (await client.wait(sid, second.turn_id)).status == "completed"
+        history = await harness.handle(sid).fetch_history()
+    events = harness.store.events(sid, 0, 10_000)
+    assert [e.turn_id for e in events if isinstance(e, McpToolsListed)] == [turn, second.turn_id]  # once per turn
+    assert _scheduled(history, MCP_LIST_TOOLS) == 2
+    assert _scheduled(history, MCP_CALL_TOOL) == 10
+    done = [e for e in events if isinstance(e, ToolInvocationCompleted)]
+    assert [e.preview for e in done] == [f"Echo: m{i}" for i in range(10)]
+    # A fresh worker replays the history without any server or cache: the listing is in it.
+    await Replayer(workflows=[SessionWorkflow], plugins=[AgentrtPlugin(harness.config, harness.store)]).replay_workflow(
+        WorkflowHistory.from_json(f"session-{sid}", history.to_json())
+    )
+
+
+async def test_an_is_error_result_reaches_the_model_as_the_call_s_error(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.fail", "arguments": {}}]}, {"text": "it failed"}])
+    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        assert (await client.wait(sid, turn)).status == "completed"
+    [failed] = [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, ToolInvocationFailed)]
+    assert (failed.tool, failed.reason) == ("probe.fail", "tool_error")
+    assert "this tool always fails" in failed.error
+    [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert message.is_error and "this tool always fails" in message.text
+
+
+async def test_a_server_killed_mid_call_fails_that_call_and_the_next_call_works(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "probe" / "sleeping"
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "probe.sleep", "arguments": {"seconds": 60, "marker": str(marker)}}]},
+        {"tool_calls": [{"name": "probe.read_file", "arguments": {"path": str(marker)}}]},
+        {"text": "recovered"},
+    ])
+    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        await wait_for_event(client, sid, lambda e: isinstance(e, ToolInvocationStarted) and e.tool == "probe.sleep")
+        for _ in range(200):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.05)
+        pids = server_processes("mcp_probe_server.py")
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        outcome = await client.wait(sid, turn)
+    assert outcome.status == "completed", outcome.error
+    events = harness.store.events(sid, 0, 1000)
+    [failed] = [e for e in events if isinstance(e, ToolInvocationFailed)]
+    assert failed.tool == "probe.sleep" and "McpServerUnavailable" not in failed.error and "unavailable" in failed.error
+    [done] = [e for e in events if isinstance(e, ToolInvocationCompleted)]
+    assert done.tool == "probe.read_file" and "started" in done.preview  # the restarted server answered
+    states = [e.type for e in harness.store.mcp_server_events("probe")]
+    assert "McpServerFailed" in states and states.count("McpServerReady") >= 2
+
+
+@pytest.mark.parametrize(
+    ("server", "tool", "content", "expect"),
+    [
+        ("everything", "trigger-elicitation-request", {"name": "Ada Lovelace"}, "Ada Lovelace"),  # elicitation/create
+        ("probe", "ask_name", {"name": "Ada"}, "hello Ada"),  # the 2026-07-28 InputRequiredResult
+    ],
+)
+async def test_an_elicitation_is_answered_after_a_worker_restart(
+    harness: Harness, workspace: Path, tmp_path: Path, server: str, tool: str, content: dict[str, str], expect: str
+) -> None:
+    config = everything_stdio(tmp_path) if server == "everything" else probe_stdio(tmp_path)
+    script = write_script(tmp_path, [{"tool_calls": [{"name": f"{server}.{tool}", "arguments": {}}]}, {"text": "thanks"}])
+    queue = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with mcp_worker(harness, {server: config}, queue=queue) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        asked = await wait_for_event(
+            client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "elicitation"
+        )
+        assert isinstance(asked, PermissionRequested)
+        request = asked.request
+        assert request.tool == f"{server}.{tool}" and request.requested_schema and request.message
+        with pytest.raises(RequestRejected, match="does not match the schema"):
+            await client.answer(sid, request.request_id, {"name": 42})  # nothing changes
+    # No worker runs now: the question waits in the workflow, and a new worker process picks it up.
+    async with mcp_worker(harness, {server: config}, queue=queue) as client:
+        await client.answer(sid, request.request_id, content)
+        outcome = await client.wait(sid, turn)
+    assert outcome.status == "completed", outcome.error
+    events = harness.store.events(sid, 0, 1000)
+    [answered] = [e for e in events if isinstance(e, ElicitationAnswered)]
+    assert (answered.principal, answered.action, answered.content) == (OWNER, "accept", content)
+    [done] = [e for e in events if isinstance(e, ToolInvocationCompleted)]
+    [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert done.tool == f"{server}.{tool}" and expect in message.text
+
+
+async def test_a_stranger_cannot_answer_and_a_decline_reaches_the_server(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "ok"}])
+    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
+        assert isinstance(asked, PermissionRequested)
+        stranger = AgentClient(harness.temporal, task_queue=client.task_queue, principal="mallory")
+        with pytest.raises(RequestRejected, match="not the owner"):
+            await stranger.answer(sid, asked.request.request_id, {"name": "Mallory"})
+        await client.answer(sid, asked.request.request_id, action="decline")
+        assert (await client.wait(sid, turn)).status == "completed"
+    [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert "no name: decline" in message.text

@@ -281,3 +281,39 @@ def test_a_child_gets_at_most_what_its_parent_holds() -> None:
     with pytest.raises(CapabilityWidened) as err:
         narrowed_grants(parent, tools=["fs.write"], sandbox="danger_full_access", network=True)
     assert err.value.wider == ["tool 'fs.write'", "sandbox danger_full_access (the parent has workspace_write)", "network"]
+
+
+# ---------------------------------------------------------------- tools of other sources (MCP)
+
+
+def _mcp(risk: str, **fields: object) -> ToolSpec:
+    return ToolSpec(name="srv.tool", description="", risk=risk, source="mcp:srv", **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("risk", ["read_only", "idempotent", "effectful"])
+def test_every_call_of_an_untrusted_server_is_asked_about_even_where_the_rule_allows(risk: str) -> None:
+    engine = PolicyEngine(ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow"), workspace=WS)
+
+    decision = engine.decide(_mcp(risk, untrusted=True), {})
+
+    assert isinstance(decision, NeedsApproval)
+    assert decision.reason.startswith("mcp:srv is untrusted")
+    assert isinstance(engine.decide(_mcp(risk), {}), Allowed)  # the same tool, trusted
+
+
+def test_a_deny_rule_still_beats_an_untrusted_server_s_ask_and_mode_never_denies_it() -> None:
+    denying = PolicyEngine(ApprovalPolicy(tools={"srv.tool": "deny"}), workspace=WS)
+    assert isinstance(denying.decide(_mcp("read_only", untrusted=True), {}), DeniedByPolicy)
+    never = PolicyEngine(ApprovalPolicy(read_only="allow", mode="never"), workspace=WS)
+    decision = never.decide(_mcp("read_only", untrusted=True), {})
+    assert isinstance(decision, DeniedByPolicy) and "no one is asked" in decision.reason
+
+
+def test_a_destructive_mcp_tool_is_classified_destructive_and_its_rule_applies() -> None:
+    spec = _mcp("effectful", destructive=True, risk_reason="destructiveHint: true")
+
+    assert classify_call(spec, {}).risk == "destructive"
+    assert classify_call(_mcp("read_only", destructive=True), {}).risk == "read_only"  # read-only wins
+    engine = PolicyEngine(ApprovalPolicy(effectful="allow"), workspace=WS)
+    assert isinstance(engine.decide(spec, {}), NeedsApproval)  # the destructive rule (ask), not effectful's allow
+    assert isinstance(PolicyEngine(ApprovalPolicy(), "read_only", workspace=WS).decide(spec, {}), DeniedBySandbox)

@@ -24,7 +24,9 @@ class Echo(Tool):
 
 
 def test_default_registry_has_the_builtin_tools(registry) -> None:
-    assert registry.names() == ["fs.list", "fs.read", "fs.search", "fs.write", "shell.run", "memory.recall", "memory.write"]
+    assert registry.names() == [
+        "fs.list", "fs.read", "fs.search", "fs.write", "shell.run", "memory.recall", "memory.write", "skill.activate", "skill.deactivate",
+    ]
 
 
 def test_execute_validates_and_runs_the_tool(ctx: ToolContext) -> None:

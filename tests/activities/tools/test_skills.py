@@ -22,7 +22,7 @@ from agentrt.activities.tools import (
     discover_skills,
     load_skill,
 )
-from agentrt.activities.tools._skills import MAX_DESCRIPTION_CHARS, MAX_SCANNED_ENTRIES
+from agentrt.activities.tools._skills import MAX_DESCRIPTION_CHARS, MAX_SCANNED_ENTRIES, MAX_SKILL_MD_READS
 from agentrt.schemas import SkillInfo, SkillNotFound, ToolArgumentsError, ToolCall
 
 
@@ -129,7 +129,21 @@ def test_at_most_max_skills_are_found_and_the_rest_reported(workspace: Path, con
     found = discover_skills(workspace, [configured])
 
     assert len(found.skills) == MAX_SKILLS
-    assert [p.split(": ", 1)[1] for p in found.problems] == [f"skipped: more than {MAX_SKILLS} skills, the most used"] * 2
+    assert found.problems == [
+        f"{configured.resolve() / 's-100' / 'SKILL.md'} and any after it: skipped: {MAX_SKILLS} skills were found, the most one discovery takes"
+    ]
+
+
+def test_at_most_max_skill_md_reads_files_are_read_however_many_are_broken(workspace: Path, skills: Path, configured: Path) -> None:
+    for i in range(MAX_SKILL_MD_READS + 5):
+        write_skill(skills, f"b-{i:03d}", raw="no front matter\n")
+    write_skill(configured, "never-reached")
+
+    found = discover_skills(workspace, [configured])
+
+    assert found.skills == []
+    assert len(found.problems) == MAX_SKILL_MD_READS + 1
+    assert found.problems[-1].endswith(f"skipped: {MAX_SKILL_MD_READS} SKILL.md files were read, the most one discovery takes")
 
 
 def test_only_the_first_entries_of_a_huge_directory_are_looked_at(workspace: Path, configured: Path) -> None:
@@ -142,7 +156,7 @@ def test_only_the_first_entries_of_a_huge_directory_are_looked_at(workspace: Pat
 
 
 def test_a_long_description_is_cut(workspace: Path, skills: Path) -> None:
-    write_skill(skills, "wordy", description="word " * 1000)
+    write_skill(skills, "wordy", description="word " * 400)
 
     (skill,) = discover_skills(workspace, []).skills
 
@@ -184,7 +198,8 @@ def test_a_skill_md_that_is_a_fifo_is_skipped_without_blocking(workspace: Path, 
         ("# No front matter\n", "no front matter"),
         ("---\nname: ok\ndescription: never closed\n", "front matter is not closed"),
         ("---\nname: [unclosed\n---\n", "front matter is not valid YAML"),
-        ("---\nname: ok\ndescription: " + "[" * 5000 + "\n---\n", "front matter is not valid YAML"),
+        ("---\nname: ok\ndescription: " + "[" * 3000 + "\n---\n", "front matter is not valid YAML"),
+        ("---\nname: ok\ndescription: " + "x" * 5000 + "\n---\n", "front matter longer than 4096 characters"),
     ],
 )
 def test_bad_front_matter_is_skipped_and_says_why(workspace: Path, skills: Path, raw: str, problem: str) -> None:
@@ -286,13 +301,14 @@ def test_load_skill_gives_the_instructions_and_the_other_files(workspace: Path, 
     (folder / "scripts").mkdir()
     (folder / "scripts" / "fill.py").write_text("print('filled')\n")
     (folder / "reference.md").write_text("ref")
+    (folder / "z-notes.md").write_text("z")
     (folder / ".hidden").write_text("no")
 
     skill = load_skill(workspace, [configured], "pdf-tools")
 
     assert skill.instructions == "# PDF\n\nRun scripts/fill.py."
     assert skill.directory == folder.resolve()
-    assert skill.files == ["reference.md", "scripts/fill.py"] and skill.more_files is False
+    assert skill.files == ["reference.md", "scripts/fill.py", "z-notes.md"] and skill.more_files is False
 
 
 def test_load_skill_lists_at_most_max_skill_files(workspace: Path, configured: Path) -> None:
