@@ -10,11 +10,12 @@ import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from temporalio.client import Client
 
 from agentrt.client import AgentClient, connect
+from agentrt.schemas import McpServerConfig
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 
@@ -31,9 +32,12 @@ class LocalStack:
 
 
 @asynccontextmanager
-async def local_stack(owner: str, server_args: list[str] | None = None) -> AsyncIterator[LocalStack]:
+async def local_stack(
+    owner: str, server_args: list[str] | None = None, mcp_servers: Callable[[Path], dict[str, McpServerConfig]] | None = None
+) -> AsyncIterator[LocalStack]:
     """A dev server on free ports (``server_args`` added to its command line), a SQLite store,
-    a worker on a fresh task queue and a client acting as ``owner``."""
+    a worker on a fresh task queue and a client acting as ``owner``; ``mcp_servers`` gives the
+    worker's MCP servers from the stack's temporary directory."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         server = DevServer.on_free_ports(root / "server", server_args or [])
@@ -43,6 +47,7 @@ async def local_stack(owner: str, server_args: list[str] | None = None) -> Async
                 temporal_address=server.address,
                 task_queue=f"local-{uuid.uuid4().hex[:8]}",
                 database_url=f"sqlite:///{root / 'agentrt.db'}",
+                mcp_servers=mcp_servers(root) if mcp_servers is not None else {},
             )
             store = Store.open(config.database_url)
             try:

@@ -25,6 +25,7 @@ from agentrt.client import AgentClient
 from agentrt.schemas import (
     AdvisorPolicy,
     CancelTurnInput,
+    McpServerConfig,
     MemoryProposed,
     ModelRequestStarted,
     PermissionRequested,
@@ -39,6 +40,7 @@ from agentrt.schemas import (
 from agentrt.workflows.session import SessionWorkflow
 from bench.local import local_stack
 from tests.e2e._support import ALLOW_ALL, wait_for_event
+from tests.mcp_servers import everything_stdio, probe_stdio
 
 SUGGEST_AFTER_EVENTS = 120
 OWNER = "alice"
@@ -380,6 +382,51 @@ async def memory_decided(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"memory-proposed-and-accepted": r.handle(config.session_id)}
 
 
+async def mcp_call_and_elicitation(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn that lists two MCP servers' tools, calls ``everything.echo``, then ``probe.ask_name``,
+    whose question the owner answers (update ``answer_elicitation``) before the call runs again."""
+    config = r.config(
+        [
+            {"tool_calls": [{"name": "everything.echo", "arguments": {"message": "hi"}}]},
+            {"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]},
+            {"text": "greeted"},
+        ],
+        approval=ALLOW_ALL, mcp_servers=["everything", "probe"],
+    )
+    started = await r.client.start(config, "echo, then ask my name")
+    asked = await wait_for_event(
+        r.client, config.session_id, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "elicitation"
+    )
+    await r.client.answer(config.session_id, asked.request.request_id, {"name": "Ada"})
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    return {"mcp-call-and-elicitation-answered": r.handle(config.session_id)}
+
+
+async def skill_activated(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session that finds a workspace skill, activates it and runs its script with shell.run."""
+    config = r.config(
+        [
+            {"tool_calls": [{"name": "skill.activate", "arguments": {"name": "greeting"}}]},
+            {"tool_calls": [{"name": "shell.run", "arguments": {"command": "sh .agentrt/skills/greeting/greet.sh"}}]},
+            {"text": "greeted"},
+        ],
+        approval=ALLOW_ALL,
+    )
+    skill = Path(config.workspace) / ".agentrt" / "skills" / "greeting"
+    skill.mkdir(parents=True)
+    (skill / "greet.sh").write_text("echo hello\n")
+    (skill / "SKILL.md").write_text("---\nname: greeting\ndescription: Greets.\n---\nRun greet.sh with shell.run.\n")
+    started = await r.client.start(config, "greet me")
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    return {"skill-activated-and-script-run": r.handle(config.session_id)}
+
+
+def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
+    return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
+
+
 SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
@@ -402,6 +449,8 @@ SCENARIOS: list[Scenario] = [
     trajectory_demo_turn,
     advisor_reviews,
     memory_decided,
+    mcp_call_and_elicitation,
+    skill_activated,
 ]
 
 
@@ -409,7 +458,7 @@ async def record(out: Path, prefix: str, only: list[str] | None = None) -> list[
     """Run every scenario on a fresh server and write its histories into ``out``; returns the files."""
     written: list[Path] = []
     server_args = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}"]
-    async with local_stack(OWNER, server_args) as stack:
+    async with local_stack(OWNER, server_args, mcp_servers=_mcp_servers) as stack:
         recorder = Recorder(stack.temporal, stack.client, stack.root)
         for scenario in SCENARIOS:
             if only and scenario.__name__ not in only:
