@@ -127,7 +127,9 @@ class ElicitationRequest(Model):
     ``InputRequiredResult`` input request of the 2026-07-28 revision): ``message`` and the
     ``requested_schema`` (a flat JSON Schema object) the answer's ``content`` must match;
     ``mode`` ``url`` asks the user to open ``url`` instead. ``key``: the input request's key
-    (2026-07-28); ``request_state``: the server's opaque state to resend with the answers."""
+    (2026-07-28); ``request_state``: an opaque token the next run of the call resumes from (the
+    worker's ``McpManager`` wraps the server's own state, the round's keys and how many answers
+    earlier rounds used); None makes the next run start the call over."""
 
     message: str
     requested_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})

@@ -5,6 +5,7 @@ dev server, the scripted model calling `<server>.<tool>`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import uuid
@@ -32,6 +33,7 @@ from agentrt.schemas import (
 )
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, build_worker
 from agentrt.workflows.session import SessionWorkflow
+from tests.client.test_cli import agentrt
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
 from tests.mcp_servers import everything_stdio, probe_stdio, server_processes, time_stdio
@@ -197,3 +199,58 @@ async def test_a_stranger_cannot_answer_and_a_decline_reaches_the_server(harness
         assert (await client.wait(sid, turn)).status == "completed"
     [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert "no name: decline" in message.text
+
+
+def _toml(config: McpServerConfig) -> str:
+    lines = [f"[mcp.servers.{config.name}]", f"command = {json.dumps(config.command)}", f"args = {json.dumps(config.args)}"]
+    lines += [f"cwd = {json.dumps(config.cwd)}", f"read_paths = {json.dumps(config.read_paths)}"]
+    return "\n".join(lines) + "\n"
+
+
+async def test_the_cli_offers_the_configured_servers_and_asks_their_questions_at_the_prompt(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "agentrt.toml").write_text(_toml(probe_stdio(tmp_path)))
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "greeted"}])
+    queue = {"AGENTRT_TASK_QUEUE": f"cli-mcp-{uuid.uuid4().hex[:8]}"}  # no worker there: run starts one with the config
+
+    tools = await agentrt(harness, "mcp", "tools", "probe", "--json", cwd=tmp_path, env=queue)
+    assert tools.returncode == 0, tools.stderr
+    listed = {t["qualified_name"]: t for t in json.loads(tools.stdout)["tools"]}
+    assert listed["probe.ask_name"]["risk"] == "effectful" and listed["probe.read_file"]["risk"] == "read_only"
+    assert listed["probe." + "t" * 60]["skipped"]
+
+    run = await agentrt(
+        harness, "run", "ask my name", "-w", str(workspace), "--script", script, "--approve", "auto", "--json",
+        cwd=tmp_path, env=queue, input='{"name": "Ada"}\n',
+    )
+    assert run.returncode == 0, run.stderr
+    sid = json.loads(run.stdout)["session_id"]
+    assert "probe.ask_name asks: What is your name?" in run.stderr
+    [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert message.text == "hello Ada"
+
+    servers = await agentrt(harness, "mcp", "list", "--json", cwd=tmp_path, env=queue)
+    assert servers.returncode == 0, servers.stderr
+    [probe] = json.loads(servers.stdout)["servers"]
+    assert (probe["name"], probe["state"]) == ("probe", "stopped")  # run's worker stopped it when the run ended
+    missing = await agentrt(harness, "mcp", "tools", "nope", cwd=tmp_path, env=queue)
+    assert missing.returncode == 2 and "no MCP server 'nope'" in missing.stderr and "configured: probe" in missing.stderr
+
+
+async def test_session_answer_from_another_process(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "ok"}])
+    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
+        assert isinstance(asked, PermissionRequested)
+        queue = {"AGENTRT_TASK_QUEUE": client.task_queue}
+        bad = await agentrt(harness, "session", "answer", sid, asked.request.request_id, "[1]", cwd=tmp_path, env=queue)
+        assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
+        off = await agentrt(harness, "session", "answer", sid, asked.request.request_id, '{"nom": "x"}', cwd=tmp_path, env=queue)
+        assert off.returncode == 2 and "does not match the schema" in off.stderr
+        ok = await agentrt(harness, "session", "answer", sid, asked.request.request_id, '{"name": "Grace"}', cwd=tmp_path, env=queue)
+        assert ok.returncode == 0, ok.stderr
+        assert (await client.wait(sid, turn)).status == "completed"
+    [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert message.text == "hello Grace"
