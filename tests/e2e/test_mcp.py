@@ -254,3 +254,41 @@ async def test_session_answer_from_another_process(harness: Harness, workspace: 
         assert (await client.wait(sid, turn)).status == "completed"
     [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert message.text == "hello Grace"
+
+
+async def test_cancelling_the_turn_cancels_the_call_at_the_server(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "probe" / "sleeping"
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "probe.sleep", "arguments": {"seconds": 60, "marker": str(marker)}}]}, {"text": "-"},
+    ])
+    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        for _ in range(400):
+            if marker.exists() and marker.read_text() == "started":
+                break
+            await asyncio.sleep(0.05)
+        await client.cancel(sid, turn, "enough")
+        assert (await client.wait(sid, turn)).status == "cancelled"
+        for _ in range(200):
+            if marker.read_text() == "cancelled":
+                break
+            await asyncio.sleep(0.05)
+    assert marker.read_text() == "cancelled"  # the server saw the request cancelled
+
+
+async def test_a_server_that_cannot_start_leaves_its_tools_out_of_the_turn(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    broken = McpServerConfig(name="broken", command=str(tmp_path / "no-such-server"), sandbox="none")
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "broken.anything", "arguments": {}}]}, {"text": "went on"}])
+    async with mcp_worker(harness, {"broken": broken}) as client:
+        sid = harness.new_session_id()
+        config = session_config(client, sid, workspace, script, approval=ALLOW_ALL, mcp_servers=["broken", "unknown"])
+        started = await client.start(config, "go")
+        assert (await client.wait(sid, started.turn_id)).status == "completed"
+    events = harness.store.events(sid, 0, 1000)
+    [listed] = [e for e in events if isinstance(e, McpToolsListed)]
+    assert listed.tools == 0 and set(listed.failures) == {"broken", "unknown"}
+    assert "no-such-server" in listed.failures["broken"]
+    assert "this worker has no [mcp.servers.unknown]" in listed.failures["unknown"]
+    [failed] = [e for e in events if isinstance(e, ToolInvocationFailed)]
+    assert failed.reason == "unknown_tool"  # the model called a tool this turn does not offer
+    assert harness.store.latest_mcp_server_events()["broken"].type == "McpServerFailed"
