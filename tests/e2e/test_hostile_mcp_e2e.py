@@ -34,7 +34,7 @@ from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_
 from tests.test_hostile_mcp_server import hostile_config
 
 # How long a turn against a hostile server may take before the test calls the session wedged.
-TURN_SECONDS = 20.0
+TURN_SECONDS = 8.0
 
 
 @asynccontextmanager
