@@ -759,6 +759,12 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._apply_decision(input, "reconcile", input.note)
 
     @workflow.signal
+    def elicitation_answer(self, input: ElicitationAnswer) -> None:
+        """Like update ``answer_elicitation``, durable while no worker runs; an answer that would
+        change nothing is recorded as ``PermissionDecisionIgnored`` with why."""
+        self._apply_decision(input, "answer", input.reason)
+
+    @workflow.signal
     def cancel_turn(self, input: CancelTurnInput) -> None:
         if self._turn_control and not self._initialized:
             self._early_cancels.append(input)  # applied once SessionInitialized is the first event

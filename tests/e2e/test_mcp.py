@@ -22,9 +22,11 @@ from agentrt.client import AgentClient
 from agentrt.schemas import (
     MCP_CALL_TOOL,
     MCP_LIST_TOOLS,
+    ElicitationAnswer,
     ElicitationAnswered,
     McpServerConfig,
     McpToolsListed,
+    PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
     ToolInvocationCompleted,
@@ -292,3 +294,22 @@ async def test_a_server_that_cannot_start_leaves_its_tools_out_of_the_turn(harne
     [failed] = [e for e in events if isinstance(e, ToolInvocationFailed)]
     assert failed.reason == "unknown_tool"  # the model called a tool this turn does not offer
     assert harness.store.latest_mcp_server_events()["broken"].type == "McpServerFailed"
+
+
+async def test_an_answer_by_signal_counts_and_one_off_the_schema_is_recorded_as_ignored(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "ok"}])
+    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
+        assert isinstance(asked, PermissionRequested)
+        rid = asked.request.request_id
+        handle = harness.handle(sid)
+        await handle.signal(SessionWorkflow.elicitation_answer, ElicitationAnswer(request_id=rid, principal=OWNER, content={"x": 1}))
+        ignored = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionDecisionIgnored))
+        assert isinstance(ignored, PermissionDecisionIgnored) and ignored.why == "invalid_answer"
+        await handle.signal(SessionWorkflow.elicitation_answer, ElicitationAnswer(request_id=rid, principal=OWNER, content={"name": "Lin"}))
+        assert (await client.wait(sid, turn)).status == "completed"
+    [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert message.text == "hello Lin"
