@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
 
 # Where a call's images and binary resources are saved, under the session's workspace.
 MCP_FILES_DIR = ".agentrt/mcp-files"
+# The largest question (message and schema, JSON) a server may ask the user: it is kept in
+# history and shown at a terminal. A bigger one fails the call.
+MAX_QUESTION_BYTES = 64 * 1024
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class McpActivities:
@@ -78,7 +84,8 @@ class McpActivities:
         failures: dict[str, str] = {}
         secrets = self._all_secrets()
         for name, (found, failure) in zip(servers, listings):
-            specs += found
+            # A server may spell its ${VAR} secrets into a description or schema: the model never reads them.
+            specs += [spec for spec in (_redacted(s, secrets) for s in found) if spec is not None]
             if failure is not None:
                 failures[name] = redact(failure, secrets)
         digest = await asyncio.to_thread(self._store.put_tool_listing, specs) if specs else None
@@ -160,7 +167,12 @@ class McpActivities:
                 await asyncio.to_thread(
                     self._store.reconcile_effect, input.idempotency_key, "not_applied", "the server asked for input"
                 )
-            request = outcome.input_required
+            request = _redacted(outcome.input_required, self._all_secrets())
+            size = len(request.model_dump_json().encode()) if request is not None else 0
+            if request is None or size > MAX_QUESTION_BYTES:
+                why = f"{size} bytes, more than {MAX_QUESTION_BYTES}" if request is not None else "it cannot be shown"
+                text = f"error: {input.call.name} asked the user a question agentrt does not pass on ({why})"
+                return await self._recorded(input, False, text, "McpToolError", record_effect)
             return McpCallResult(ok=True, position=input.result_position, input_required=request)
         text = text_column(outcome.text if not outcome.is_error else f"error: {outcome.text}")
         return await self._recorded(input, not outcome.is_error, text, None if not outcome.is_error else "McpToolResultError", record_effect)
@@ -179,6 +191,18 @@ class McpActivities:
         return McpCallResult(**result.model_dump())
 
 
+def _redacted(model: _M, secrets: list[str]) -> _M | None:
+    """``model`` with every secret redacted from its JSON; None when what is left is no longer valid."""
+    data = model.model_dump_json()
+    clean = redact(data, secrets)
+    if clean == data:
+        return model
+    try:
+        return type(model).model_validate_json(clean)
+    except ValueError:
+        return None
+
+
 async def _keep_heartbeating() -> None:
     """Heartbeat every ``HEARTBEAT_SECONDS`` (naming this worker process) until cancelled: a
     server may take seconds to start or to answer, and a cancel reaches an activity only in
@@ -190,4 +214,4 @@ async def _keep_heartbeating() -> None:
         _attempts.heartbeat()
 
 
-__all__ = ["MCP_FILES_DIR", "McpActivities"]
+__all__ = ["MAX_QUESTION_BYTES", "MCP_FILES_DIR", "McpActivities"]

@@ -210,7 +210,7 @@ from agentrt.schemas._trajectory import (
     trajectory_from_events,
 )
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
-from agentrt.schemas._validation import argument_problems, arguments_sha256
+from agentrt.schemas._validation import argument_problems, arguments_sha256, untrusted_schema_problems
 
 __all__ = [
     "ADVISOR_REQUEST_CHARS",
@@ -415,4 +415,5 @@ __all__ = [
     "session_workflow_id",
     "status_is_retryable",
     "trajectory_from_events",
+    "untrusted_schema_problems",
 ]

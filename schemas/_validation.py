@@ -1,27 +1,92 @@
-"""Deterministic validation of tool-call arguments against a tool's JSON Schema (used inside workflows)."""
+"""Deterministic validation of tool-call arguments against a tool's JSON Schema (used inside workflows).
+
+A built-in tool's schema is ours; a schema from another source (an MCP server's input schema, a
+server's elicitation schema) is untrusted input: it is applied with remote and file references
+refused (an empty ``referencing`` registry: nothing is fetched or read), its ``pattern`` keywords
+matched with RE2 (linear time: no pattern can stall a workflow task), ``patternProperties``
+refused, and any error of the schema itself reported as a problem instead of raised.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
+import re2
+import referencing
+from jsonschema import validators
+from jsonschema.exceptions import ValidationError
 
 from agentrt.schemas._messages import ToolSpec
 
+# Compiled RE2 patterns kept per process (an untrusted schema's patterns are few and reused).
+RE2_CACHE_SIZE = 512
 
-def argument_problems(spec: ToolSpec, arguments: dict[str, Any]) -> list[str]:
+
+def argument_problems(spec: ToolSpec, arguments: Any) -> list[str]:
     """Return readable problems (``"path: 'path' is a required property"``); empty when valid.
 
-    Validation follows JSON Schema draft 2020-12 (jsonschema's ``Draft202012Validator``).
+    Validation follows JSON Schema draft 2020-12 (jsonschema's ``Draft202012Validator``). A spec
+    with a ``source`` (not a built-in tool) is validated as untrusted (see the module); a schema
+    that cannot be applied gives one problem saying so, never an exception.
     """
-    validator = jsonschema.Draft202012Validator(spec.parameters)
+    if spec.source is None:
+        validator = jsonschema.Draft202012Validator(spec.parameters)
+        return _problems(validator.iter_errors(arguments))
+    return untrusted_schema_problems(spec.parameters, arguments)
+
+
+def untrusted_schema_problems(schema: Any, instance: Any) -> list[str]:
+    """``instance``'s problems against ``schema``, a JSON Schema from an untrusted source: no
+    reference leaves the schema, patterns run on RE2, an unusable schema is one problem."""
+    try:
+        return _problems(_UntrustedValidator(schema, registry=_NO_REFERENCES).iter_errors(instance))
+    except Exception as err:  # noqa: BLE001 - whatever a hostile schema makes jsonschema raise is a problem, not a crash
+        return [f"(schema): the tool's input schema cannot be applied ({type(err).__name__})"]
+
+
+def _problems(errors: Iterator[ValidationError]) -> list[str]:
     problems = []
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.path))):
+    for error in sorted(errors, key=lambda e: list(map(str, e.path))):
         where = "/".join(str(p) for p in error.path) or "(arguments)"
         problems.append(f"{where}: {error.message}")
     return problems
+
+
+@functools.lru_cache(maxsize=RE2_CACHE_SIZE)
+def _re2(pattern: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is the call's problem, not a line on the worker's stderr
+    return re2.compile(pattern, options)
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "string"):
+        return
+    if not isinstance(pattern, str):
+        yield ValidationError(f"the schema's pattern {pattern!r} is not a string")
+        return
+    try:
+        compiled = _re2(pattern)
+    except Exception:  # noqa: BLE001 - re2.error, or a pattern RE2 refuses (look-around, back-references)
+        yield ValidationError(f"the schema's pattern {pattern[:200]!r} is not supported (RE2 syntax only)")
+        return
+    if not compiled.search(instance):
+        yield ValidationError(f"{instance[:200]!r} does not match {pattern[:200]!r}")
+
+
+def _refused(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    yield ValidationError("the schema's patternProperties are not supported (a server's schema may not hold them)")
+
+
+_UntrustedValidator = validators.extend(
+    jsonschema.Draft202012Validator, {"pattern": _pattern, "patternProperties": _refused}
+)
+_NO_REFERENCES: referencing.Registry[Any] = referencing.Registry()
 
 
 def arguments_sha256(arguments: dict[str, Any]) -> str:

@@ -224,8 +224,9 @@ class ApprovalBook:
         if answer.action != "accept":
             return ["a decline or cancel carries no content"] if answer.content else []
         schema = pending.requested_schema or {"type": "object", "properties": {}}
+        # The server's schema: untrusted (``source`` set), so applied without fetching or slow patterns.
         return argument_problems(
-            ToolSpec(name=pending.tool, description="", parameters=schema), answer.content or {}
+            ToolSpec(name=pending.tool, description="", parameters=schema, source="elicitation"), answer.content or {}
         )
 
     def edit_problems(self, tool: str, arguments: dict[str, Any]) -> list[str]:

@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
+import jsonschema
 from mcp.types import Tool, ToolAnnotations
 
-from agentrt.schemas import MCP_TOOL_NAME_PATTERN, McpRisk, McpServerConfig, McpToolInfo, ToolSpec
+from agentrt.schemas import (
+    MCP_TOOL_NAME_PATTERN,
+    McpRisk,
+    McpServerConfig,
+    McpToolInfo,
+    ToolSpec,
+    untrusted_schema_problems,
+)
 
 __all__ = [
     "MAX_DESCRIPTION_CHARS",
@@ -104,7 +113,44 @@ def _skip_reason(qualified: str, schema: Any) -> str | None:
     size = len(json.dumps(schema, separators=(",", ":")).encode())
     if size > MAX_SCHEMA_BYTES:
         return f"its input schema is {size} bytes of JSON, more than {MAX_SCHEMA_BYTES}"
+    return schema_problem(schema)
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why a server's JSON Schema cannot be offered to a model, or None: it is not valid draft
+    2020-12 (``check_schema``), refers outside itself (a ``$ref`` not starting with ``#``: never
+    fetched or read), holds ``patternProperties``, or a ``pattern`` RE2 cannot run. The workflow
+    applies such schemas with the same rules (``agentrt.schemas.argument_problems``)."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except Exception as err:  # noqa: BLE001 - SchemaError, or what a hostile schema makes the meta-check raise
+        what = err.message if isinstance(err, jsonschema.SchemaError) else type(err).__name__
+        return f"its input schema is not valid JSON Schema (draft 2020-12): {str(what)[:200]}"
+    for key, value in _walk(schema):
+        if key in ("$ref", "$dynamicRef") and isinstance(value, str) and not value.startswith("#"):
+            return f"its input schema refers outside itself ({key} {value[:200]!r})"
+        if key == "patternProperties":
+            return "its input schema holds patternProperties"
+        if key == "pattern" and isinstance(value, str) and not _re2_ok(value):
+            return f"its input schema's pattern {value[:200]!r} is not RE2 syntax"
     return None
+
+
+def _re2_ok(pattern: str) -> bool:
+    return not any("not supported" in p for p in untrusted_schema_problems({"pattern": pattern}, ""))
+
+
+def _walk(value: Any, depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) of every object in ``value``; bounded depth (check_schema passed)."""
+    if depth > 200:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key, item
+            yield from _walk(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item, depth + 1)
 
 
 def _json(value: Any) -> str:

@@ -1,6 +1,6 @@
 """A hostile MCP server for the hostile-MCP tests, and the configuration that runs it.
 
-Run as a script (``python tests/test_hostile_mcp_server.py PLAN_JSON``): a raw JSON-RPC server on
+Run as a script (``python tests/mcp_hostile_server.py PLAN_JSON``): a raw JSON-RPC server on
 stdio, standard library only, speaking the 2025-11-25 handshake (it refuses ``server/discover``),
 whose every answer the test chooses through ``PLAN_JSON``:
 
@@ -17,7 +17,8 @@ whose every answer the test chooses through ``PLAN_JSON``:
 - ``hang_on``: methods never answered (``initialize``, ``tools/list``).
 
 Values may be macros, expanded by the server: ``{"$repeat": [value, n]}`` (a string repeated, or
-a list of n values), ``{"$nest": n}`` (n nested lists), ``{"$b64": n}`` (base64 of n bytes).
+a list of n values), ``{"$nest": n}`` (n nested lists), ``{"$b64": n}`` (base64 of n bytes),
+``{"$env": NAME}`` (the server's environment variable NAME).
 
 Importing this module (as pytest does) runs nothing: it holds no tests.
 """
@@ -58,6 +59,8 @@ def _expand(value: Any) -> Any:
             for _ in range(value["$nest"]):
                 nested = [nested]
             return nested
+        if set(value) == {"$env"}:
+            return os.environ.get(value["$env"], "")
         if set(value) == {"$b64"}:
             return base64.b64encode(b"\x89PNG" + b"\0" * (value["$b64"] - 4)).decode()
         return {k: _expand(v) for k, v in value.items()}
