@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -150,20 +150,9 @@ class ToolActivities:
         # refuse the effect's record and the message.
         return True, text_column(output.text), None, output.state_keys, output.memory
 
-    def _finish(
-        self,
-        input: ToolExecuteInput,
-        ok: bool,
-        text: str,
-        error_type: str | None,
-        state_keys: list[str] | None = None,
-        *,
-        staged: StoreAppendInput | None = None,
-        memory: MemoryNote | None = None,
-    ) -> ToolExecuteResult:
-        return finish_call(
-            self._store, self._secrets(), input, ok, text, error_type, state_keys, staged=staged, memory=memory
-        )
+    def _finish(self, input: ToolExecuteInput, *args: Any, **kwargs: Any) -> ToolExecuteResult:
+        """``finish_call`` with this worker's store and secrets."""
+        return finish_call(self._store, self._secrets(), input, *args, **kwargs)
 
 
 def finish_call(

@@ -217,6 +217,20 @@ async def report_retries(client: AgentClient, session_id: str, reported: set[tup
             out.write(f"      {line}\n")
 
 
+async def read_answer(client: AgentClient, session_id: str, request_id: str, out: Any, done: str) -> str | None:
+    """A line of terminal input for ``request_id`` (``""`` at end of input), or None once it was
+    ``done`` (decided, answered) from another process, the temporal CLI or the UI: stop asking."""
+    sys.stderr.flush()
+    reading = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
+    while not reading.done():
+        pending = {r.request_id for r in (await client.state(session_id)).pending_approvals}
+        if request_id not in pending:
+            out.write(f"\n      {request_id} was {done} elsewhere\n")
+            return None
+        await asyncio.wait([reading], timeout=0.5)
+    return reading.result()
+
+
 async def answer_approval(client: AgentClient, session_id: str, event: PermissionRequested, mode: ApproveMode, out: Any) -> None:
     request = event.request
     if request.kind == "reconcile":
@@ -239,16 +253,9 @@ async def answer_approval(client: AgentClient, session_id: str, event: Permissio
     elsewhere = f"agentrt session approve|deny {session_id} {request.request_id}"
     sys.stdout.flush()
     sys.stderr.write(f"\napprove {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] (or from elsewhere: {elsewhere}) ")
-    sys.stderr.flush()
-    reading = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
-    while not reading.done():
-        # Decided from another process, the temporal CLI or the UI: stop asking.
-        pending = {r.request_id for r in (await client.state(session_id)).pending_approvals}
-        if request.request_id not in pending:
-            out.write(f"\n      {request.request_id} was decided elsewhere\n")
-            return
-        await asyncio.wait([reading], timeout=0.5)
-    answer = reading.result()
+    answer = await read_answer(client, session_id, request.request_id, out, "decided")
+    if answer is None:
+        return
     if not answer:
         out.write(f"      (no terminal input) waiting for a decision from elsewhere: {elsewhere}\n")
         return
@@ -304,15 +311,10 @@ async def answer_question(client: AgentClient, session_id: str, event: Permissio
         f"answer as JSON matching {json.dumps(request.requested_schema)[:500]}\n"
         f"(or decline / cancel; from elsewhere: {elsewhere})> "
     )
-    sys.stderr.flush()
-    reading = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
-    while not reading.done():
-        pending = {r.request_id for r in (await client.state(session_id)).pending_approvals}
-        if request.request_id not in pending:
-            out.write(f"\n      {request.request_id} was answered elsewhere\n")
-            return
-        await asyncio.wait([reading], timeout=0.5)
-    line = reading.result().strip()
+    line = await read_answer(client, session_id, request.request_id, out, "answered")
+    if line is None:
+        return
+    line = line.strip()
     if not line:
         out.write(f"      (no terminal input) waiting for an answer from elsewhere: {elsewhere}\n")
         return

@@ -80,6 +80,20 @@ async def _run(client: AgentClient, harness: Harness, workspace: Path, script: s
     return sid, started.turn_id
 
 
+@asynccontextmanager
+async def asking_for_a_name(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> AsyncIterator[tuple[AgentClient, str, str, PermissionRequested]]:
+    """A session whose model called ``probe.ask_name``, waiting for the question's answer:
+    (client, session id, turn id, the ``PermissionRequested`` of kind elicitation)."""
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "ok"}])
+    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
+        assert isinstance(asked, PermissionRequested) and asked.request.kind == "elicitation"
+        yield client, sid, turn, asked
+
+
 def _scheduled(history: object, activity_type: str) -> int:
     return sum(
         1 for e in history.events  # type: ignore[attr-defined]
@@ -189,11 +203,7 @@ async def test_an_elicitation_is_answered_after_a_worker_restart(
 
 
 async def test_a_stranger_cannot_answer_and_a_decline_reaches_the_server(harness: Harness, workspace: Path, tmp_path: Path) -> None:
-    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "ok"}])
-    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
-        sid, turn = await _run(client, harness, workspace, script)
-        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
-        assert isinstance(asked, PermissionRequested)
+    async with asking_for_a_name(harness, workspace, tmp_path) as (client, sid, turn, asked):
         stranger = AgentClient(harness.temporal, task_queue=client.task_queue, principal="mallory")
         with pytest.raises(RequestRejected, match="not the owner"):
             await stranger.answer(sid, asked.request.request_id, {"name": "Mallory"})
@@ -241,11 +251,7 @@ async def test_the_cli_offers_the_configured_servers_and_asks_their_questions_at
 
 
 async def test_session_answer_from_another_process(harness: Harness, workspace: Path, tmp_path: Path) -> None:
-    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "ok"}])
-    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
-        sid, turn = await _run(client, harness, workspace, script)
-        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
-        assert isinstance(asked, PermissionRequested)
+    async with asking_for_a_name(harness, workspace, tmp_path) as (client, sid, turn, asked):
         queue = {"AGENTRT_TASK_QUEUE": client.task_queue}
         bad = await agentrt(harness, "session", "answer", sid, asked.request.request_id, "[1]", cwd=tmp_path, env=queue)
         assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
@@ -299,11 +305,7 @@ async def test_a_server_that_cannot_start_leaves_its_tools_out_of_the_turn(harne
 async def test_an_answer_by_signal_counts_and_one_off_the_schema_is_recorded_as_ignored(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
-    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.ask_name", "arguments": {}}]}, {"text": "ok"}])
-    async with mcp_worker(harness, {"probe": probe_stdio(tmp_path)}) as client:
-        sid, turn = await _run(client, harness, workspace, script)
-        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested))
-        assert isinstance(asked, PermissionRequested)
+    async with asking_for_a_name(harness, workspace, tmp_path) as (client, sid, turn, asked):
         rid = asked.request.request_id
         handle = harness.handle(sid)
         await handle.signal(SessionWorkflow.elicitation_answer, ElicitationAnswer(request_id=rid, principal=OWNER, content={"x": 1}))
