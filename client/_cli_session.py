@@ -75,6 +75,10 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
             )
         typer.echo(f"history   run {view.run}; events from seq {view.first_seq_in_run} held by this run, {view.last_seq} in all")
         for r in view.pending_approvals:
+            if r.kind == "elicitation":
+                typer.echo(f"question  {r.request_id}: {r.tool} asks {json.dumps(r.message)[:200]} "
+                           f"(agentrt session answer {view.session_id} {r.request_id} '{{...}}')")
+                continue
             typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")
         for _, line in retries:
             typer.echo(f"retry     {line}")

@@ -493,7 +493,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     script=self._config.script,
                     system_prompt=self._config.system_prompt,
                     system_prompt_mode=self._config.system_prompt_mode,
-                    tool_names=sorted(self._tools) if not self._config.mcp_servers else sorted(self._builtin_tools()),
+                    tool_names=sorted(self._builtin_tools()),  # a turn's MCP tools travel by tool_listing
                     upto_position=reply_position,
                     reply_position=reply_position,
                     plan=plan,

@@ -253,6 +253,8 @@ async def test_the_cli_offers_the_configured_servers_and_asks_their_questions_at
 async def test_session_answer_from_another_process(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     async with asking_for_a_name(harness, workspace, tmp_path) as (client, sid, turn, asked):
         queue = {"AGENTRT_TASK_QUEUE": client.task_queue}
+        state = await agentrt(harness, "session", "state", sid, cwd=tmp_path, env=queue)
+        assert f'question  {asked.request.request_id}: probe.ask_name asks "What is your name?"' in state.stdout
         bad = await agentrt(harness, "session", "answer", sid, asked.request.request_id, "[1]", cwd=tmp_path, env=queue)
         assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
         off = await agentrt(harness, "session", "answer", sid, asked.request.request_id, '{"nom": "x"}', cwd=tmp_path, env=queue)
