@@ -217,6 +217,10 @@ async def report_retries(client: AgentClient, session_id: str, reported: set[tup
             out.write(f"      {line}\n")
 
 
+# The longest part of a server's answer schema shown at the prompt (characters).
+MAX_SHOWN_SCHEMA_CHARS = 2000
+
+
 async def read_answer(client: AgentClient, session_id: str, request_id: str, out: Any, done: str) -> str | None:
     """A line of terminal input for ``request_id`` (``""`` at end of input), or None once it was
     ``done`` (decided, answered) from another process, the temporal CLI or the UI: stop asking."""
@@ -302,34 +306,40 @@ def print_outcome(session_id: str, outcome: TurnOutcome, as_json: bool) -> None:
 
 async def answer_question(client: AgentClient, session_id: str, event: PermissionRequested, out: Any) -> None:
     """Ask at the terminal (or read standard input) what an MCP server asked: a JSON object for
-    its schema, ``decline`` or ``cancel``; without input, say how to answer from elsewhere."""
+    its schema, ``decline`` or ``cancel``; an answer the session refuses (not JSON, off the
+    schema) asks again. At the end of input, say how to answer from elsewhere."""
     request = event.request
     elsewhere = f"agentrt session answer {session_id} {request.request_id} '{{...}}' (or --decline / --cancel)"
+    schema = request.requested_schema or {}
+    shown = json.dumps(schema)
+    if len(shown) > MAX_SHOWN_SCHEMA_CHARS:
+        shown = shown[:MAX_SHOWN_SCHEMA_CHARS] + f"… (whole: agentrt session state {session_id} --json)"
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
     sys.stdout.flush()
     sys.stderr.write(
         f"\n{request.tool} asks: {printable(request.message or '')}\n"
-        f"answer as JSON matching {json.dumps(request.requested_schema)[:500]}\n"
-        f"(or decline / cancel; from elsewhere: {elsewhere})> "
+        f"answer as JSON matching {shown}\n" + (f"required: {', '.join(map(str, required))}\n" if required else "")
     )
-    line = await read_answer(client, session_id, request.request_id, out, "answered")
-    if line is None:
-        return
-    line = line.strip()
-    if not line:
-        out.write(f"      (no terminal input) waiting for an answer from elsewhere: {elsewhere}\n")
-        return
-    try:
-        if line.lower() in ("decline", "cancel"):
-            await client.answer(session_id, request.request_id, action=line.lower())  # type: ignore[arg-type]
+    while True:
+        sys.stderr.write(f"(a JSON object, or decline / cancel; from elsewhere: {elsewhere})> ")
+        line = await read_answer(client, session_id, request.request_id, out, "answered")
+        if line is None:
             return
+        if not line:
+            out.write(f"      (end of terminal input) waiting for an answer from elsewhere: {elsewhere}\n")
+            return
+        line = line.strip()
         try:
+            if line.lower() in ("decline", "cancel"):
+                await client.answer(session_id, request.request_id, action=line.lower())  # type: ignore[arg-type]
+                return
             content = json.loads(line)
+            if not isinstance(content, dict):
+                out.write("      the answer must be a JSON object; try again\n")
+                continue
+            await client.answer(session_id, request.request_id, content)
+            return
         except json.JSONDecodeError as err:
-            out.write(f"      not JSON ({err}); answer with: {elsewhere}\n")
-            return
-        if not isinstance(content, dict):
-            out.write(f"      the answer must be a JSON object; answer with: {elsewhere}\n")
-            return
-        await client.answer(session_id, request.request_id, content)
-    except RequestRejected as err:
-        out.write(f"      {err}\n      answer with: {elsewhere}\n")
+            out.write(f"      not JSON ({err}); try again\n")
+        except RequestRejected as err:
+            out.write(f"      {err}; try again\n")

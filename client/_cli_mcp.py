@@ -43,8 +43,8 @@ def _server_row(server: McpServerConfig, event: McpServerEvent | None) -> dict[s
 
 
 @mcp_app.command("list")
-def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object: {\"servers\": [...]}.")) -> None:
-    """The configured MCP servers ([mcp.servers.NAME]), each with its latest state in a worker
+def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object: {\"servers\": \\[...]}.")) -> None:
+    """The configured MCP servers (tables mcp.servers.NAME of agentrt.toml), each with its latest state in a worker
     (from the store: starting, ready with its tool count, stopped, failed with why). Needs no server."""
     config = load_config()
 
@@ -71,8 +71,8 @@ def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object
 
 @mcp_app.command("tools")
 def mcp_tools(
-    name: str = typer.Argument(..., help="The server's name in agentrt.toml ([mcp.servers.NAME])."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object: {\"server\": ..., \"tools\": [...]}."),
+    name: str = typer.Argument(..., help="The server's name in agentrt.toml (its table mcp.servers.NAME)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object: {\"server\": ..., \"tools\": \\[...]}."),
 ) -> None:
     """Start server NAME here (in its sandbox, as a worker would), list its tools and stop it: each
     tool with the name the model sees, its risk class and why (an annotation, an override in

@@ -30,9 +30,9 @@ def skills_list(
     workspace: Optional[Path] = typer.Option(
         None, "--workspace", "-w", help="The workspace whose .agentrt/skills to read (default: the current directory)."
     ),
-    as_json: bool = typer.Option(False, "--json", help='One JSON object: {"skills": [...], "problems": [...]}.'),
+    as_json: bool = typer.Option(False, "--json", help='One JSON object: {"skills": \\[...], "problems": \\[...]}.'),
 ) -> None:
-    """List the skills of a workspace (.agentrt/skills/*/SKILL.md) and of agentrt.toml's [skills] paths,
+    """List the skills of a workspace (.agentrt/skills/*/SKILL.md) and of the paths in agentrt.toml's skills table,
     in the order a session sees them (the first of a name wins); skipped ones are reported on stderr."""
     config = load_config()
     root = (workspace or Path.cwd()).expanduser().absolute()

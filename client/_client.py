@@ -315,6 +315,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, ElicitationMethods):
         if pending[request_id].kind != kind:
             raise RequestRejected(
                 session_id, what, f"request {request_id} is of another kind ({pending[request_id].kind})"
+                + (f": answer it with agentrt session answer {session_id} {request_id}" if pending[request_id].kind == "elicitation" else "")
             )
 
     async def _signal(self, session_id: str, signal: Any, argument: Any) -> None:

@@ -87,8 +87,8 @@ class McpServerConfig(Model):
 class McpToolInfo(Model):
     """One tool a server lists, as ``agentrt mcp tools`` shows it: its MCP ``name``, the name the
     model sees (``<server>.<name>``), its risk class and ``risk_reason`` (which annotation or
-    override gave it), and ``skipped`` (why the model does not see it: a name no provider
-    accepts, say), None when it does."""
+    override gave it), ``skipped`` (why the model does not see it: a name no provider
+    accepts, say; None when it does) and ``input_schema``, the JSON Schema of its arguments."""
 
     name: str
     qualified_name: str
@@ -97,6 +97,7 @@ class McpToolInfo(Model):
     risk_reason: str
     annotations: dict[str, Any] = Field(default_factory=dict)
     skipped: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=dict)
 
 
 class McpListToolsInput(Model):

@@ -225,9 +225,10 @@ class ApprovalBook:
             return ["a decline or cancel carries no content"] if answer.content else []
         schema = pending.requested_schema or {"type": "object", "properties": {}}
         # The server's schema: untrusted (``source`` set), so applied without fetching or slow patterns.
-        return argument_problems(
+        problems = argument_problems(
             ToolSpec(name=pending.tool, description="", parameters=schema, source="elicitation"), answer.content or {}
         )
+        return [p.replace("(arguments)", "(answer)", 1) if p.startswith("(arguments)") else p for p in problems]
 
     def edit_problems(self, tool: str, arguments: dict[str, Any]) -> list[str]:
         """What is wrong with ``arguments`` as edited arguments for ``tool``; [] when valid."""

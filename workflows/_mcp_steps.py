@@ -77,6 +77,7 @@ class McpSteps(SessionCore):
         self._tools = {**builtin, **{spec.name: spec for spec in offered}}
         # (Reserved server names keep MCP tools from shadowing built-ins; a call goes to the built-in.)
         self._tool_listing = listed.digest if offered else None
+        self._mcp_failures = dict(listed.failures)
         self._emit(McpToolsListed(
             turn_id=turn_id, servers=servers, tools=len(offered), digest=self._tool_listing, failures=listed.failures,
         ))
@@ -88,6 +89,16 @@ class McpSteps(SessionCore):
         if self._config.mcp_servers:
             self._tools = self._builtin_tools()
             self._tool_listing = None
+            self._mcp_failures = {}
+
+    def _unavailable_text(self, call: ToolCall) -> str | None:
+        """For a call to a tool of a server this turn could not list: what the model reads instead
+        of "unknown tool" (the server is down, not the tool missing). None otherwise."""
+        server = call.name.partition(".")[0]
+        why = self._mcp_failures.get(server)
+        if why is None or call.name in self._tools:
+            return None
+        return f"{call.name} is not available this turn: MCP server {server!r} could not be listed ({preview(why, 300)})"
 
     async def _elicit(self, turn_id: str, round_number: int, call: ToolCall, asked: ElicitationRequest) -> ElicitationAnswer:
         """Ask the owner what the server asked (``PermissionRequested``, kind ``elicitation``) and

@@ -88,6 +88,7 @@ class SessionCore:
     # a cancel records them as cancelled.
     _steps_in_flight: list[tuple[int, str, dict[str, Any], Any, str | None]]
     _tool_listing: str | None  # the digest of the running turn's MCP tool specs (mcp.list_tools)
+    _mcp_failures: dict[str, str]  # the servers the running turn could not list, and why
 
     @property
     def _profile(self) -> ProfileInfo:

@@ -87,7 +87,8 @@ class ToolCallSteps(McpSteps):
             verdict = triage(call, self._tools, self._policy)
             grant = self._approvals.session_grant(verdict.rule) if verdict.action == "ask" and verdict.rule else None
             if verdict.action == "refuse":
-                self._fail_call(turn_id, call, verdict.failure, verdict.text)
+                text = (self._unavailable_text(call) if verdict.failure == "unknown_tool" else None) or verdict.text
+                self._fail_call(turn_id, call, verdict.failure, text)
             elif verdict.action == "run":
                 runnable.append((call, None))
             elif grant is not None:

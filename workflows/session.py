@@ -174,6 +174,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._steps_in_flight = []
         self._turn_request = ""
         self._tool_listing = None
+        self._mcp_failures = {}
         self._status: SessionStatus = "idle"
         if self._state.profile is None:
             window, max_output = DEFAULT_PROFILE_LIMITS

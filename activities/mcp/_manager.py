@@ -996,12 +996,23 @@ def _elicit_result(answer: ElicitationAnswer) -> ElicitResult:
     return ElicitResult(action=answer.action)
 
 
+# Exit status 126/127 in the sandbox: the program (or its interpreter, through a symlink) is not
+# among what the sandbox mounts.
+SANDBOX_NOT_FOUND_HINT = (
+    "a sandboxed server sees only /usr, /bin, /lib*, its cwd and read_paths: add to read_paths the real "
+    "location of its program and what it loads (for a virtualenv's python, the venv and the interpreter's "
+    "installation, e.g. the prefix `python -c 'import sys; print(sys.base_prefix)'` prints)"
+)
+
+
 def _diagnostic(reason: str, stderr: _StderrTail | None) -> str:
     parts = [reason]
     if stderr is not None:
         exit_code, text = stderr.report()
         if exit_code is not None:
             parts.append(f"exit status {exit_code}" + (f" (signal {exit_code - 128})" if exit_code > 128 else ""))
+            if exit_code in (126, 127):
+                parts.append(SANDBOX_NOT_FOUND_HINT)
         if text:
             if len(text) > DIAGNOSTIC_STDERR_CHARS:
                 text = "…" + text[-DIAGNOSTIC_STDERR_CHARS:]

@@ -94,6 +94,7 @@ def describe_tool(config: McpServerConfig, tool: Tool) -> tuple[McpToolInfo, Too
     info = McpToolInfo(
         name=tool.name, qualified_name=qualified, description=description, risk=risk, risk_reason=reason,
         annotations=annotations, skipped=skipped,
+        input_schema=tool.input_schema if isinstance(tool.input_schema, dict) else {},
     )
     if skipped is not None:
         return info, None

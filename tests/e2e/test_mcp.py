@@ -230,15 +230,17 @@ async def test_the_cli_offers_the_configured_servers_and_asks_their_questions_at
     assert tools.returncode == 0, tools.stderr
     listed = {t["qualified_name"]: t for t in json.loads(tools.stdout)["tools"]}
     assert listed["probe.ask_name"]["risk"] == "effectful" and listed["probe.read_file"]["risk"] == "read_only"
+    assert listed["probe.read_file"]["input_schema"]["required"] == ["path"]
     assert listed["probe." + "t" * 60]["skipped"]
 
     run = await agentrt(
         harness, "run", "ask my name", "-w", str(workspace), "--script", script, "--approve", "auto", "--json",
-        cwd=tmp_path, env=queue, input='{"name": "Ada"}\n',
+        cwd=tmp_path, env=queue, input='{"nom": "Ada"}\nnot json\n{"name": "Ada"}\n',  # two answers refused: asked again
     )
     assert run.returncode == 0, run.stderr
     sid = json.loads(run.stdout)["session_id"]
-    assert "probe.ask_name asks: What is your name?" in run.stderr
+    assert "probe.ask_name asks: What is your name?" in run.stderr and "required: name" in run.stderr
+    assert "does not match the schema" in run.stderr and "not JSON" in run.stderr
     [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert message.text == "hello Ada"
 
@@ -300,7 +302,8 @@ async def test_a_server_that_cannot_start_leaves_its_tools_out_of_the_turn(harne
     assert "no-such-server" in listed.failures["broken"]
     assert "this worker has no [mcp.servers.unknown]" in listed.failures["unknown"]
     [failed] = [e for e in events if isinstance(e, ToolInvocationFailed)]
-    assert failed.reason == "unknown_tool"  # the model called a tool this turn does not offer
+    assert failed.reason == "unknown_tool"  # the model called a tool this turn does not offer, and reads why
+    assert failed.error.startswith("broken.anything is not available this turn: MCP server 'broken' could not be listed")
     assert harness.store.latest_mcp_server_events()["broken"].type == "McpServerFailed"
 
 
