@@ -33,6 +33,7 @@ from agentrt.schemas import (
     ToolSpec,
 )
 from agentrt.workflows import _activity_options as options
+from agentrt.workflows import context
 from agentrt.workflows._errors import TurnCancelled, error_text
 from agentrt.workflows._session_core import SessionCore
 from agentrt.workflows._tool_calls import preview
@@ -78,6 +79,8 @@ class McpSteps(SessionCore):
         # (Reserved server names keep MCP tools from shadowing built-ins; a call goes to the built-in.)
         self._tool_listing = listed.digest if offered else None
         self._mcp_failures = dict(listed.failures)
+        specs = json.dumps([spec.model_dump(mode="json") for spec in offered], sort_keys=True)
+        self._mcp_tokens = context.estimate_tokens(len(specs.encode())) if offered else 0
         self._emit(McpToolsListed(
             turn_id=turn_id, servers=servers, tools=len(offered), digest=self._tool_listing, failures=listed.failures,
         ))
@@ -90,6 +93,7 @@ class McpSteps(SessionCore):
             self._tools = self._builtin_tools()
             self._tool_listing = None
             self._mcp_failures = {}
+            self._mcp_tokens = 0
 
     def _unavailable_text(self, call: ToolCall) -> str | None:
         """For a call to a tool of a server this turn could not list: what the model reads instead

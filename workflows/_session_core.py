@@ -89,6 +89,7 @@ class SessionCore:
     _steps_in_flight: list[tuple[int, str, dict[str, Any], Any, str | None]]
     _tool_listing: str | None  # the digest of the running turn's MCP tool specs (mcp.list_tools)
     _mcp_failures: dict[str, str]  # the servers the running turn could not list, and why
+    _mcp_tokens: int  # estimated tokens of the running turn's MCP tool specs (each model call carries them)
 
     @property
     def _profile(self) -> ProfileInfo:

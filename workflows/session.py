@@ -175,6 +175,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._turn_request = ""
         self._tool_listing = None
         self._mcp_failures = {}
+        self._mcp_tokens = 0
         self._status: SessionStatus = "idle"
         if self._state.profile is None:
             window, max_output = DEFAULT_PROFILE_LIMITS
@@ -466,7 +467,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                 self._state.context,
                 context_window=self._profile.context_window,
                 max_output_tokens=self._profile.max_output_tokens,
-                fixed_tokens=self._fixed_tokens,
+                fixed_tokens=self._fixed_tokens + self._mcp_tokens,
                 upto_position=reply_position,
             )
         self._emit(

@@ -26,6 +26,7 @@ from agentrt.schemas import (
     ElicitationAnswered,
     McpServerConfig,
     McpToolsListed,
+    ModelRequestStarted,
     PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
@@ -34,6 +35,7 @@ from agentrt.schemas import (
     ToolInvocationStarted,
 )
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, build_worker
+from agentrt.workflows.context import estimate_tokens
 from agentrt.workflows.session import SessionWorkflow
 from tests.client.test_cli import agentrt
 from tests.conftest import OWNER, Harness
@@ -320,3 +322,22 @@ async def test_an_answer_by_signal_counts_and_one_off_the_schema_is_recorded_as_
         assert (await client.wait(sid, turn)).status == "completed"
     [message] = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert message.text == "hello Lin"
+
+
+async def test_the_context_plan_counts_the_turn_s_mcp_tool_specs(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "hi"}])
+    planned: dict[bool, int] = {}
+    async with mcp_worker(harness, {"time": time_stdio(tmp_path)}) as client:
+        for with_mcp in (True, False):
+            sid = harness.new_session_id()
+            config = session_config(client, sid, workspace, script, mcp_servers=["time"] if with_mcp else [])
+            started = await client.start(config, "hello")
+            assert (await client.wait(sid, started.turn_id)).status == "completed"
+            events = harness.store.events(sid, 0, 100)
+            [request] = [e for e in events if isinstance(e, ModelRequestStarted)]
+            planned[with_mcp] = request.context_tokens or 0
+            if with_mcp:
+                [listed] = [e for e in events if isinstance(e, McpToolsListed)]
+                specs = harness.store.tool_listing(listed.digest or "") or []
+    encoded = json.dumps([spec.model_dump(mode="json") for spec in specs], sort_keys=True).encode()
+    assert len(specs) == 2 and planned[True] - planned[False] == estimate_tokens(len(encoded))
