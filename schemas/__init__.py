@@ -129,6 +129,7 @@ from agentrt.schemas._events import (
 from agentrt.schemas._mcp import (
     MCP_TOOL_NAME_PATTERN,
     SERVER_NAME_PATTERN,
+    VARIABLE_REFERENCE,
     ElicitationAnswer,
     ElicitationRequest,
     McpCallInput,
@@ -406,6 +407,7 @@ __all__ = [
     "UnknownProfileError",
     "Usage",
     "UserMessageAdded",
+    "VARIABLE_REFERENCE",
     "WaitTurnInput",
     "WorkerUnavailable",
     "WorkspaceEscapeError",

@@ -24,6 +24,8 @@ SERVER_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
 # wire name takes at most 64 characters, ``<server>.`` included).
 MCP_TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
+# A secret's reference in ``env`` and ``headers`` values: ``${NAME}``, read from the worker's environment.
+VARIABLE_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Prefixes of built-in tools: a server of that name would shadow them.
 RESERVED_SERVER_NAMES = frozenset({"fs", "shell", "memory", "skill", "mcp", "delegate", "agentrt"})
 
@@ -77,6 +79,13 @@ class McpServerConfig(Model):
             raise ValueError("args, env and cwd are for a stdio server (command), not a url")
         if self.command is not None and self.headers:
             raise ValueError("headers are for a streamable HTTP server (url), not a command")
+        for where, values in (("env", self.env), ("headers", self.headers)):
+            for key, value in values.items():
+                if "${" in VARIABLE_REFERENCE.sub("", value):
+                    raise ValueError(
+                        f"{where}.{key}: a ${{...}} that is not a variable reference; write ${{NAME}} with NAME of "
+                        "letters, digits and _ (not starting with a digit), e.g. ${API_TOKEN}"
+                    )
         return self
 
     @property

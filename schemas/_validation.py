@@ -4,7 +4,8 @@ A built-in tool's schema is ours; a schema from another source (an MCP server's 
 server's elicitation schema) is untrusted input: it is applied with remote and file references
 refused (an empty ``referencing`` registry: nothing is fetched or read), its ``pattern`` keywords
 matched with RE2 (linear time: no pattern can stall a workflow task), ``patternProperties``
-refused, and any error of the schema itself reported as a problem instead of raised.
+refused, the ``format``s of ``CHECKED_FORMATS`` checked, and any error of the schema itself
+reported as a problem instead of raised.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def untrusted_schema_problems(schema: Any, instance: Any) -> list[str]:
     """``instance``'s problems against ``schema``, a JSON Schema from an untrusted source: no
     reference leaves the schema, patterns run on RE2, an unusable schema is one problem."""
     try:
-        return _problems(_UntrustedValidator(schema, registry=_NO_REFERENCES).iter_errors(instance))
+        validator = _UntrustedValidator(schema, registry=_NO_REFERENCES, format_checker=_FORMATS)
+        return _problems(validator.iter_errors(instance))
     except Exception as err:  # noqa: BLE001 - whatever a hostile schema makes jsonschema raise is a problem, not a crash
         return [f"(schema): the tool's input schema cannot be applied ({type(err).__name__})"]
 
@@ -87,6 +89,10 @@ _UntrustedValidator = validators.extend(
     jsonschema.Draft202012Validator, {"pattern": _pattern, "patternProperties": _refused}
 )
 _NO_REFERENCES: referencing.Registry[Any] = referencing.Registry()
+# The formats an untrusted schema's ``format`` checks (jsonschema's checkers for them; not
+# ``regex``, which would compile a given pattern with Python's ``re``).
+CHECKED_FORMATS = ("email", "idn-email", "date", "ipv4", "ipv6", "uuid", "hostname")
+_FORMATS = jsonschema.FormatChecker(formats=[f for f in CHECKED_FORMATS if f in jsonschema.FormatChecker.checkers])
 
 
 def arguments_sha256(arguments: dict[str, Any]) -> str:

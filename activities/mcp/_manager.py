@@ -78,6 +78,7 @@ from agentrt.activities.mcp._results import result_text
 from agentrt.activities.mcp._risk import describe_tool
 from agentrt.activities.tools import sandbox_status, sandboxed_argv
 from agentrt.schemas import (
+    VARIABLE_REFERENCE,
     ConfigurationError,
     ElicitationAnswer,
     ElicitationRequest,
@@ -106,6 +107,32 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+
+class _BoundedLog(logging.Filter):
+    """Lets through at most ``limit`` records per ``window`` seconds (each with its traceback),
+    then one line saying how many were left out: the SDK logs a traceback for every line a
+    stdio server writes to stdout that is not JSON-RPC, and a server may write millions."""
+
+    def __init__(self, limit: int = 10, window: float = 60.0) -> None:
+        super().__init__()
+        self.limit, self.window = limit, window
+        self.started, self.count, self.dropped = 0.0, 0, 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.created - self.started >= self.window:
+            if self.dropped:
+                logger.warning("%d more log records of %s left out in %g s", self.dropped, record.name, self.window)
+            self.started, self.count, self.dropped = record.created, 0, 0
+        self.count += 1
+        if self.count <= self.limit:
+            return True
+        self.dropped += 1
+        return False
+
+
+STDIO_LOG_FILTER = _BoundedLog()
+logging.getLogger("mcp.client.stdio").addFilter(STDIO_LOG_FILTER)
+
 # Pages of tools/list followed (next_cursor), and tools kept, per listing.
 MAX_LIST_PAGES = 20
 MAX_LISTED_TOOLS = 1000
@@ -129,7 +156,7 @@ BROKEN_DIAGNOSTIC_WAIT_SECONDS = 2.0
 ELICITATION_STOP_WAIT_SECONDS = 5.0
 # The token wrapping a 2026-07-28 server's request_state (see _ResumeState).
 _STATE_PREFIX = "agentrt-mcp-1:"
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VARIABLE = VARIABLE_REFERENCE
 # A stdio server runs under a shell that reports its exit status on stderr, in this line (no
 # transport of the SDK exposes the process, and bwrap's status fd would take the server's stderr).
 _EXIT_LINE = "agentrt-mcp: exit status"

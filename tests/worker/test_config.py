@@ -220,3 +220,45 @@ def test_an_advisor_profile_that_is_not_configured_is_an_error(tmp_path: Path) -
 def test_advisor_that_is_not_a_table_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"advisor must be a table"):
         AgentrtConfig.load(write(tmp_path, 'advisor = "full"\n'), env={})
+
+
+def test_mcp_servers_and_skill_paths_are_read_relative_paths_from_the_file_s_directory(tmp_path: Path) -> None:
+    file = tmp_path / "agentrt.toml"
+    file.write_text(
+        '[mcp.servers.everything]\ncommand = "node"\nargs = ["x.js", "stdio"]\nenv = { TOKEN = "${MY_TOKEN}" }\n'
+        'cwd = "srv"\nread_paths = ["lib"]\ntrust = "untrusted"\nrisk = { echo = "read_only" }\n'
+        '[mcp.servers.web]\nurl = "http://127.0.0.1:3001/mcp"\nheaders = { Authorization = "Bearer ${T}" }\n'
+        '[skills]\npaths = ["skills"]\n'
+    )
+    config = AgentrtConfig.load(file, env={})
+    everything = config.mcp_servers["everything"]
+    assert (everything.transport, everything.trust, everything.risk) == ("stdio", "untrusted", {"echo": "read_only"})
+    assert (everything.cwd, everything.read_paths) == (str(tmp_path / "srv"), [str(tmp_path / "lib")])
+    assert everything.env == {"TOKEN": "${MY_TOKEN}"}  # expanded by the worker when the server starts, never here
+    assert config.mcp_servers["web"].transport == "http"
+    assert config.skill_paths == [str(tmp_path / "skills")]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('command = "x"\nurl = "http://y"', "give either command"),
+        ('command = "x"\nenv = { K = "${lower-case}" }', "not a variable reference"),
+        ('command = "x"\nenv = { K = "${}" }', "not a variable reference"),
+        ('url = "ftp://y"', "must start with http"),
+        ('command = "x"\ntrust = "maybe"', "trust"),
+    ],
+)
+def test_an_invalid_mcp_server_names_the_file_the_server_and_the_problem(tmp_path: Path, table: str, message: str) -> None:
+    file = tmp_path / "agentrt.toml"
+    file.write_text(f"[mcp.servers.bad]\n{table}\n")
+    with pytest.raises(ConfigurationError, match=message) as caught:
+        AgentrtConfig.load(file, env={})
+    assert str(file) in str(caught.value) and "[mcp.servers.bad]" in str(caught.value)
+
+
+def test_a_server_named_like_a_built_in_tool_prefix_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "agentrt.toml"
+    file.write_text('[mcp.servers.fs]\ncommand = "x"\n')
+    with pytest.raises(ConfigurationError, match="names built-in tools"):
+        AgentrtConfig.load(file, env={})

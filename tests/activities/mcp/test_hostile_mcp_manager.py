@@ -151,3 +151,18 @@ async def test_a_server_s_secret_never_reaches_its_failure_diagnostic(tmp_path: 
     with pytest.raises(McpServerUnavailable) as raised:
         await manager.list_tools("evil")
     assert "diagnostic-canary-secret" not in str(raised.value) and "[redacted]" in str(raised.value)
+
+
+def test_the_sdk_s_log_of_a_server_s_stdout_garbage_is_bounded() -> None:
+    import logging
+
+    from agentrt.activities.mcp._manager import _BoundedLog
+
+    bounded = _BoundedLog(limit=3, window=60.0)
+    records = [logging.LogRecord("mcp.client.stdio", logging.ERROR, __file__, 1, "garbage", None, None) for _ in range(1000)]
+    for record in records:
+        record.created = 1000.0
+    assert sum(bounded.filter(r) for r in records) == 3 and bounded.dropped == 997
+    later = logging.LogRecord("mcp.client.stdio", logging.ERROR, __file__, 1, "garbage", None, None)
+    later.created = 1061.0
+    assert bounded.filter(later) and bounded.dropped == 0  # a new window
