@@ -19,16 +19,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
-from agentrt.activities._model import HEARTBEAT_SECONDS
-from agentrt.activities._tools import finish_call
+from agentrt.activities._model import _keep_heartbeating
+from agentrt.activities._tools import finish_call, ledger_outcome
 from agentrt.activities.providers import redact
 from agentrt.schemas import (
     MCP_CALL_TOOL,
     MCP_LIST_TOOLS,
-    EffectOutcomeUnknown,
     McpCallInput,
     McpCallResult,
     McpListToolsInput,
@@ -122,19 +120,13 @@ class McpActivities:
             beating.cancel()
 
     async def _call_at_most_once(self, input: McpCallInput) -> McpCallResult:
-        key = input.idempotency_key
-        claimed, record = await asyncio.to_thread(self._store.claim_effect, key, input.session_id, input.call.name)
-        if record.session_id != input.session_id:
-            text = f"the effect ledger key {key!r} belongs to another session; {input.call.name} was not run"
-            return await self._finish(input, False, text, "ToolError")
-        if not claimed:
-            if record.state in ("applied", "failed"):
-                activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
-                return await self._finish(input, record.state == "applied", record.result_text or "", None if record.state == "applied" else "ToolError")
-            error = EffectOutcomeUnknown(key)
-            raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
-        result = await self._call(input, record_effect=True)
-        return result
+        claimed, record = await asyncio.to_thread(
+            self._store.claim_effect, input.idempotency_key, input.session_id, input.call.name
+        )
+        known = ledger_outcome(input, claimed, record)
+        if known is not None:
+            return await self._finish(input, *known)
+        return await self._call(input, record_effect=True)
 
     async def _call(self, input: McpCallInput, *, record_effect: bool = False) -> McpCallResult:
         server, _, tool = input.call.name.partition(".")
@@ -201,17 +193,6 @@ def _redacted(model: _M, secrets: list[str]) -> _M | None:
         return type(model).model_validate_json(clean)
     except ValueError:
         return None
-
-
-async def _keep_heartbeating() -> None:
-    """Heartbeat every ``HEARTBEAT_SECONDS`` (naming this worker process) until cancelled: a
-    server may take seconds to start or to answer, and a cancel reaches an activity only in
-    the answer to a heartbeat. A local activity cannot heartbeat."""
-    if activity.info().is_local:
-        return
-    while True:
-        await asyncio.sleep(HEARTBEAT_SECONDS)
-        _attempts.heartbeat()
 
 
 __all__ = ["MAX_QUESTION_BYTES", "MCP_FILES_DIR", "McpActivities"]

@@ -43,7 +43,7 @@ from agentrt.schemas import (
 from agentrt.store import text_column
 
 if TYPE_CHECKING:
-    from agentrt.store import Store
+    from agentrt.store import EffectRecord, Store
 
 PREVIEW_CHARS = 200
 
@@ -78,7 +78,7 @@ class ToolActivities:
         Writes ``input.store_writes`` (the workflow's staged events and messages) first, or, run
         as a local activity (a tool whose spec says ``local_activity``), with the result.
         """
-        with heartbeating():
+        with _heartbeating():
             effectful = self._is_effectful(input.call.name)
             # A fast read-only tool (its spec says ``local_activity``; local or not) is short: its
             # staged writes go with its result, in one transaction. Any other call writes them
@@ -106,29 +106,20 @@ class ToolActivities:
         return any(spec.local_activity for spec in self._registry.specs([name])[0])
 
     def _execute_at_most_once(self, input: ToolExecuteInput) -> ToolExecuteResult:
-        key = input.idempotency_key
-        claimed, record = self._store.claim_effect(key, input.session_id, input.call.name)
-        if record.session_id != input.session_id:
-            # Keys join ids with "/": a session id holding one and a model's chosen call id can
-            # spell another session's key. Its effect and result are not this call's.
-            text = f"the effect ledger key {key!r} belongs to another session; {input.call.name} was not run"
-            return self._finish(input, False, text, "ToolError")
-        if not claimed:
-            if record.state in ("applied", "failed"):
-                activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
-                text = record.result_text or ""
-                if record.state == "failed":
-                    return self._finish(input, False, text, "ToolError")
-                output = self._registry.recorded(input.call, self._context(input), text)
-                return self._finish(input, True, text, None, output.state_keys, memory=output.memory)
-            error = EffectOutcomeUnknown(key)
-            raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
+        claimed, record = self._store.claim_effect(input.idempotency_key, input.session_id, input.call.name)
+        known = ledger_outcome(input, claimed, record)
+        if known is not None:
+            ok, text, error_type = known
+            if not ok or record.session_id != input.session_id:
+                return self._finish(input, ok, text, error_type)
+            output = self._registry.recorded(input.call, self._context(input), text)
+            return self._finish(input, True, text, None, output.state_keys, memory=output.memory)
         ok, text, error_type, keys, memory = self._run(input)
-        self._store.record_effect(key, "applied" if ok else "failed", text)
+        self._store.record_effect(input.idempotency_key, "applied" if ok else "failed", text)
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 
     def _context(self, input: ToolExecuteInput) -> ToolContext:
-        # No heartbeat hook: ``heartbeating`` beats for the whole call, the tool's own calls add nothing.
+        # No heartbeat hook: ``_heartbeating`` beats for the whole call, the tool's own calls add nothing.
         return ToolContext(
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
@@ -153,6 +144,28 @@ class ToolActivities:
     def _finish(self, input: ToolExecuteInput, *args: Any, **kwargs: Any) -> ToolExecuteResult:
         """``finish_call`` with this worker's store and secrets."""
         return finish_call(self._store, self._secrets(), input, *args, **kwargs)
+
+
+def ledger_outcome(input: ToolExecuteInput, claimed: bool, record: "EffectRecord") -> tuple[bool, str, str | None] | None:
+    """What an effectful call's claim on the effect ledger (``Store.claim_effect``) leaves to do:
+    None when this attempt claimed it (run the call, then record it); else ``(ok, text,
+    error_type)`` of the result to return instead: another session's key (not run), or the
+    outcome an earlier attempt recorded. Raises ``ApplicationError(type="EffectOutcomeUnknown",
+    non_retryable=True)`` when an earlier attempt claimed it and recorded nothing. Shared by
+    ``tool.execute`` and ``mcp.call_tool``."""
+    key = input.idempotency_key
+    if record.session_id != input.session_id:
+        # Keys join ids with "/": a session id holding one and a model's chosen call id can
+        # spell another session's key. Its effect and result are not this call's.
+        return False, f"the effect ledger key {key!r} belongs to another session; {input.call.name} was not run", "ToolError"
+    if claimed:
+        return None
+    if record.state in ("applied", "failed"):
+        activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
+        ok = record.state == "applied"
+        return ok, record.result_text or "", None if ok else "ToolError"
+    error = EffectOutcomeUnknown(key)
+    raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
 
 
 def finish_call(
@@ -197,7 +210,7 @@ def finish_call(
 
 
 @contextmanager
-def heartbeating() -> Iterator[None]:
+def _heartbeating() -> Iterator[None]:
     """Heartbeat every ``HEARTBEAT_SECONDS`` from a side thread while the block runs, the first
     after ``HEARTBEAT_SECONDS`` (a call that ends sooner sends none): a store write waiting on
     a busy database, or a tool working for long, must not look like a dead worker (the

@@ -23,7 +23,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client._connection import connect
-from agentrt.client._elicitations import ElicitationMethods
+from agentrt.client._decisions import DecisionMethods
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._memories import MemoryMethods
 from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
@@ -40,8 +40,6 @@ from agentrt.schemas import (
     Event,
     EventsPage,
     EventsQuery,
-    PermissionDecision,
-    ReconcileDecision,
     RequestRejected,
     SendMessageInput,
     SendMessageResult,
@@ -74,14 +72,13 @@ class StartedSession:
     workflow_id: str
 
 
-class AgentClient(MemoryMethods, TrajectoryMethods, ElicitationMethods):
+class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods):
     """Start sessions, send messages, wait for turns, decide approvals, read state and events.
 
     Every method raises ``SessionNotFound`` for an unknown session and ``RequestRejected``
     when the session's update validator refuses the request (the message says why).
-    ``advisor``: the ``AdvisorPolicy`` of the sessions ``new_config`` makes (``connect``: the config's);
-    ``mcp_servers``: the MCP servers those sessions use (``connect``: every ``[mcp.servers.NAME]``).
-    """
+    ``advisor`` and ``mcp_servers``: the ``AdvisorPolicy`` and MCP servers of the sessions ``new_config``
+    makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``)."""
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
@@ -108,6 +105,13 @@ class AgentClient(MemoryMethods, TrajectoryMethods, ElicitationMethods):
             temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
+        return cls.for_config(temporal, config, principal=principal, store=store)
+
+    @classmethod
+    def for_config(
+        cls, temporal: Client, config: AgentrtConfig, *, principal: str | None = None, store: Store | None = None
+    ) -> "AgentClient":
+        """A client on ``temporal`` with ``config``'s task queue, advisor and MCP servers (every client the CLI makes)."""
         return cls(
             temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor,
             mcp_servers=sorted(config.mcp_servers),
@@ -254,69 +258,6 @@ class AgentClient(MemoryMethods, TrajectoryMethods, ElicitationMethods):
         if timeout_seconds is not None and timeout_seconds < 0:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
         return await wait_for_turn(self._handle(session_id), self.store, session_id, turn_id, timeout_seconds)
-
-    async def approve(
-        self,
-        session_id: str,
-        request_id: str,
-        reason: str | None = None,
-        *,
-        for_session: bool = False,
-        arguments: dict[str, Any] | None = None,
-    ) -> None:
-        """Grant a pending approval. ``for_session``: later calls under the same policy rule (the
-        request's ``grant_rule``, e.g. ``shell.run:destructive:rm -r``) run without asking for the
-        rest of the session. ``arguments``: the call runs with these instead of the model's
-        (``ToolCallEdited``; the model reads that they were changed). Raises ``RequestRejected``
-        for an unknown or decided request, a non-owner, or edited arguments the tool refuses."""
-        scope = "session" if for_session else "once"
-        await self._decide(session_id, request_id, "grant", reason, scope=scope, arguments=arguments)
-
-    async def deny(self, session_id: str, request_id: str, reason: str | None = None) -> None:
-        await self._decide(session_id, request_id, "deny", reason)
-
-    async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None, *,
-                      scope: str = "once", arguments: dict[str, Any] | None = None) -> None:
-        await self._check_pending(session_id, request_id, "tool_call", reason)
-        signal = PermissionDecision(
-            request_id=request_id, decision=decision, principal=self.principal, reason=reason,  # type: ignore[arg-type]
-            scope=scope, arguments=arguments,  # type: ignore[arg-type]
-        )
-        if arguments is not None:  # the session checks them: the update says what is wrong
-            return await self._execute(session_id, "decide", SessionWorkflow.decide, signal)
-        await self._signal(session_id, SessionWorkflow.permission_decision, signal)
-
-    async def reconcile(self, session_id: str, request_id: str, outcome: str, note: str | None = None) -> None:
-        """Answer a ``reconcile`` request: ``applied`` records the call as done, ``not_applied`` runs it once more.
-
-        Raises ``RequestRejected`` (unknown or decided request, not the owner, not a reconcile request).
-        """
-        await self._check_pending(session_id, request_id, "reconcile", note)
-        signal = ReconcileDecision(
-            request_id=request_id, outcome=outcome, principal=self.principal, note=note  # type: ignore[arg-type]
-        )
-        await self._signal(session_id, SessionWorkflow.reconcile, signal)
-
-    async def _check_pending(self, session_id: str, request_id: str, kind: str, reason: str | None) -> None:
-        """Refuse, with the reason, a decision the session would record and ignore.
-
-        Decisions travel as signals (durable even while no worker runs); the session
-        re-checks them, so a race with another decision is still recorded and ignored.
-        """
-        what = f"the decision on {request_id}"
-        view = await self.state(session_id)
-        if self.principal != view.owner and self.principal not in view.operators:
-            raise RequestRejected(session_id, what, f"principal {self.principal!r} is not the owner of this session")
-        if self.principal != view.owner and not (reason or "").strip():
-            raise RequestRejected(session_id, what, f"operator {self.principal!r} must give a reason (not the owner)")
-        pending = {r.request_id: r for r in view.pending_approvals}
-        if request_id not in pending:
-            raise RequestRejected(session_id, what, f"no pending request {request_id} (unknown, or already decided)")
-        if pending[request_id].kind != kind:
-            raise RequestRejected(
-                session_id, what, f"request {request_id} is of another kind ({pending[request_id].kind})"
-                + (f": answer it with agentrt session answer {session_id} {request_id}" if pending[request_id].kind == "elicitation" else "")
-            )
 
     async def _signal(self, session_id: str, signal: Any, argument: Any) -> None:
         try:

@@ -88,10 +88,7 @@ async def runtime(
             temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
-        client = AgentClient(
-            temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor,
-            mcp_servers=sorted(config.mcp_servers),
-        )
+        client = AgentClient.for_config(temporal, config, principal=principal, store=store)
         if ensure_worker and (server is not None or not await client.has_worker()):
             log_file = _log_worker_to_file()
             print(

@@ -6,7 +6,6 @@ Part of ``SessionWorkflow`` (a base class of it); the decisions are the pure fun
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from temporalio import workflow
@@ -127,11 +126,8 @@ class ContextSteps(SessionCore):
 
     def _estimate_fixed_tokens(self) -> int:
         """Tokens of what every model call carries besides messages: system prompt and tool specs."""
-        specs = json.dumps(
-            [self._tools[name].model_dump(mode="json", exclude={"local_activity"}) for name in sorted(self._tools)],
-            sort_keys=True,
-        )
-        return context.estimate_tokens(len((self._config.system_prompt or "").encode()) + len(specs.encode()))
+        specs = context.specs_bytes(self._tools[name] for name in sorted(self._tools))
+        return context.estimate_tokens(len((self._config.system_prompt or "").encode()) + specs)
 
     # ---------------------------------------------------------------- compaction and model switching
 

@@ -79,8 +79,7 @@ class McpSteps(SessionCore):
         # (Reserved server names keep MCP tools from shadowing built-ins; a call goes to the built-in.)
         self._tool_listing = listed.digest if offered else None
         self._mcp_failures = dict(listed.failures)
-        specs = json.dumps([spec.model_dump(mode="json") for spec in offered], sort_keys=True)
-        self._mcp_tokens = context.estimate_tokens(len(specs.encode())) if offered else 0
+        self._mcp_tokens = context.estimate_tokens(context.specs_bytes(offered)) if offered else 0
         self._emit(McpToolsListed(
             turn_id=turn_id, servers=servers, tools=len(offered), digest=self._tool_listing, failures=listed.failures,
         ))

@@ -20,10 +20,11 @@ reports (``observe``). A plan:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from agentrt.schemas import ContextEntry, ContextPlan, ContextState, TruncatedMessage
+from agentrt.schemas import ContextEntry, ContextPlan, ContextState, ToolSpec, TruncatedMessage
 
 BYTES_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -55,6 +56,7 @@ __all__ = [
     "needs_compaction",
     "observe",
     "plan_context",
+    "specs_bytes",
     "superseded_positions",
     "truncate_middle",
 ]
@@ -63,6 +65,13 @@ __all__ = [
 def estimate_tokens(size_bytes: int) -> int:
     """Tokens of one message of ``size_bytes`` UTF-8 bytes: ceil(bytes / 4) plus 4 of overhead."""
     return -(-max(size_bytes, 0) // BYTES_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
+
+
+def specs_bytes(specs: Iterable[ToolSpec]) -> int:
+    """UTF-8 bytes of ``specs`` as JSON (sorted keys, ``local_activity`` left out, as no model sees
+    it): what every model call carries for them besides its messages."""
+    dumped = [spec.model_dump(mode="json", exclude={"local_activity"}) for spec in specs]
+    return len(json.dumps(dumped, sort_keys=True).encode())
 
 
 def input_budget(context_window: int, max_output_tokens: int) -> int:

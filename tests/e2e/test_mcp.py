@@ -256,6 +256,7 @@ async def test_the_cli_offers_the_configured_servers_and_asks_their_questions_at
 
 async def test_session_answer_from_another_process(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     async with asking_for_a_name(harness, workspace, tmp_path) as (client, sid, turn, asked):
+        assert [q.request_id for q in await client.questions(sid)] == [asked.request.request_id]
         queue = {"AGENTRT_TASK_QUEUE": client.task_queue}
         state = await agentrt(harness, "session", "state", sid, cwd=tmp_path, env=queue)
         assert f'question  {asked.request.request_id}: probe.ask_name asks "What is your name?"' in state.stdout
