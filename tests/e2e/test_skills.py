@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrt.schemas import SessionInitialized, SkillActivated, SkillDeactivated, SkillDiscovered, ToolInvocationCompleted
+from agentrt.schemas import (
+    SessionInitialized,
+    SkillActivated,
+    SkillDeactivated,
+    SkillDiscovered,
+    ToolInvocationCompleted,
+)
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, session_config, write_script
 
