@@ -105,8 +105,9 @@ def build_worker(
     the worker inherits from it the workflows, the sandbox, the data converter that decides
     where big payloads go, and its identity. Raises ``ConfigurationError`` otherwise.
 
-    ``mcp``: the process's MCP servers (default: an ``McpManager`` of ``config.mcp_servers``
-    recording their events in ``store``); the worker starts and stops them with itself.
+    ``mcp``: the process's MCP servers (default: an ``McpManager`` of ``config.mcp_servers``,
+    none for ``models``, recording their events in ``store``); the worker starts and stops them
+    with itself.
     """
     if plugin_of(client) is None:
         raise ConfigurationError(
@@ -119,7 +120,9 @@ def build_worker(
     queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     if mcp is None:
-        mcp = McpManager(config.mcp_servers, store=store, worker=WORKER_PROCESS, home=agentrt_home())
+        # A models-only worker runs no tool call, so it starts no server (not even an eager one).
+        servers = {} if role == "models" else config.mcp_servers
+        mcp = McpManager(servers, store=store, worker=WORKER_PROCESS, home=agentrt_home())
     return AgentrtWorker(
         client,
         mcp=mcp,

@@ -15,6 +15,7 @@ from agentrt.schemas import ConfigurationError
 from agentrt.worker import AgentrtConfig, build_worker
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, write_script
+from tests.mcp_servers import probe_stdio
 
 
 async def test_tool_calls_run_on_the_tools_worker_and_everything_else_on_the_models_worker(
@@ -64,3 +65,32 @@ def test_the_tool_task_queue_comes_from_the_configuration(tmp_path: Path) -> Non
 
     assert AgentrtConfig.load(file, env={}).tool_task_queue == "agents-tools"
     assert AgentrtConfig.load(file, env={"AGENTRT_TOOL_TASK_QUEUE": "other"}).tool_task_queue == "other"
+
+
+async def test_mcp_servers_run_beside_the_tools_and_a_models_worker_starts_none(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    queue = f"tq-{uuid.uuid4().hex[:8]}"
+    config = AgentrtConfig(
+        temporal_address=harness.server.address, task_queue=queue, tool_task_queue=f"{queue}-tools",
+        database_url=harness.config.database_url, mcp_servers={"probe": probe_stdio(tmp_path, start="eager")},
+    )
+    models = build_worker(harness.temporal, config, harness.store, default_registry(), role="models")
+    tools = build_worker(harness.temporal, config, harness.store, default_registry(), role="tools")
+    assert dict(models.mcp.servers) == {} and set(tools.mcp.servers) == {"probe"}
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER, mcp_servers=["probe"])
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "probe.count", "arguments": {"steps": 2}}]}, {"text": "done"}])
+    sid = uuid.uuid4().hex[:12]
+    async with models, tools:
+        started = await client.start(
+            session_config(client, sid, workspace, script, tool_task_queue=config.tool_task_queue), "go"
+        )
+        assert (await client.wait(sid, started.turn_id)).status == "completed"
+
+    history = await harness.temporal.get_workflow_handle(f"session-{sid}").fetch_history()
+    scheduled = {
+        (e.activity_task_scheduled_event_attributes.activity_type.name, e.activity_task_scheduled_event_attributes.task_queue.name)
+        for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    tool_queue = f"{queue}-tools"
+    assert scheduled == {("provider.complete", queue), ("mcp.list_tools", tool_queue), ("mcp.call_tool", tool_queue)}
