@@ -33,6 +33,8 @@ from agentrt.schemas import (
     PROFILES_DESCRIBE,
     PROVIDER_COMPLETE,
     SESSION_PREPARE,
+    SKILL_ACTIVATE,
+    SKILL_DEACTIVATE,
     CompactInput,
     CompactResult,
     ConfigurationError,
@@ -82,8 +84,6 @@ SUMMARY_SYSTEM = (
 # Session configs kept per worker process for the default system prompt (a config never
 # changes in the parts the prompt shows: workspace, approval policy).
 SESSION_CONFIG_CACHE_SIZE = 1024
-# The skill tools, offered only to sessions that found a skill.
-SKILL_TOOLS = ("skill.activate", "skill.deactivate")
 # Tool listings (MCP tool specs by digest) a worker keeps for the model calls of a turn.
 MAX_CACHED_LISTINGS = 256
 
@@ -146,7 +146,7 @@ class ModelActivities:
                 activity.logger.warning("skill skipped: %s", problem)
             skills = found.skills
             if not skills:  # nothing to activate: the skill tools would only take the model's attention
-                tools = [t for t in tools if t.name not in SKILL_TOOLS]
+                tools = [t for t in tools if t.name not in (SKILL_ACTIVATE, SKILL_DEACTIVATE)]
         return PrepareSessionResult(
             tools=ListToolsResult(tools=tools, unknown=unknown),
             profile=self.describe(DescribeProfileInput(profile=input.profile, script=input.script)),

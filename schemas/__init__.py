@@ -200,7 +200,7 @@ from agentrt.schemas._session import (
     TurnOutcome,
     WaitTurnInput,
 )
-from agentrt.schemas._skills import SKILL_NAME_PATTERN, SkillInfo
+from agentrt.schemas._skills import SKILL_ACTIVATE, SKILL_DEACTIVATE, SKILL_NAME_PATTERN, SkillInfo
 from agentrt.schemas._trajectory import (
     TRAJECTORY_FORMAT,
     TRAJECTORY_INPUT_CHARS,
@@ -349,6 +349,8 @@ __all__ = [
     "SESSION_PREPARE",
     "SESSION_STATUS",
     "SESSION_WORKFLOW",
+    "SKILL_ACTIVATE",
+    "SKILL_DEACTIVATE",
     "SKILL_NAME_PATTERN",
     "STORE_APPEND",
     "SandboxPolicy",

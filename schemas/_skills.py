@@ -8,6 +8,9 @@ from agentrt.schemas._base import Model
 
 # A skill's name (``SKILL.md`` front matter): lower-case words joined by hyphens.
 SKILL_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+# The tools that activate and deactivate a skill.
+SKILL_ACTIVATE = "skill.activate"
+SKILL_DEACTIVATE = "skill.deactivate"
 
 
 class SkillInfo(Model):

@@ -19,6 +19,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 from agentrt.schemas import (
+    SKILL_ACTIVATE,
+    SKILL_DEACTIVATE,
     ElicitationAnswer,
     ElicitationAnswered,
     ElicitationRequest,
@@ -40,8 +42,6 @@ from agentrt.workflows._tool_calls import preview
 
 # Questions one call may ask before it is failed: a server that keeps asking is stopped.
 MAX_ELICITATIONS_PER_CALL = 10
-SKILL_ACTIVATE = "skill.activate"
-SKILL_DEACTIVATE = "skill.deactivate"
 
 
 class McpSteps(SessionCore):

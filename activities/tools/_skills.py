@@ -28,7 +28,7 @@ from pydantic import Field
 from agentrt.activities.tools._memory import quote_memory_text
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
 from agentrt.activities.tools._workspace import is_inside, open_regular
-from agentrt.schemas import SKILL_NAME_PATTERN, SkillInfo, SkillNotFound, ToolError
+from agentrt.schemas import SKILL_ACTIVATE, SKILL_DEACTIVATE, SKILL_NAME_PATTERN, SkillInfo, SkillNotFound, ToolError
 
 __all__ = [
     "MAX_SKILLS",
@@ -325,12 +325,8 @@ def _skill_files(directory: Path) -> tuple[list[str], bool]:
     return sorted(files), more
 
 
-def _skill_paths(ctx: ToolContext) -> list[Path]:
-    return [Path(p) for p in ctx.skill_paths]
-
-
 class SkillActivate(Tool):
-    name = "skill.activate"
+    name = SKILL_ACTIVATE
     description = (
         "Activate a skill listed in the system prompt: returns its instructions (quoted file content) "
         "and the absolute paths of its files; follow the instructions while they help with the task "
@@ -344,7 +340,7 @@ class SkillActivate(Tool):
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
         """The skill's instructions, quoted line by line, and its files; raises ``SkillNotFound``."""
-        skill = load_skill(ctx.workspace, _skill_paths(ctx), args.name)
+        skill = load_skill(ctx.workspace, ctx.skill_paths, args.name)
         lines = [
             (
                 f"Skill {skill.info.name} (from {quote_memory_text(skill.info.source)}) is active. Its instructions "
@@ -374,7 +370,7 @@ class SkillActivate(Tool):
 
 
 class SkillDeactivate(Tool):
-    name = "skill.deactivate"
+    name = SKILL_DEACTIVATE
     description = "Deactivate a skill activated earlier: its instructions no longer apply and drop out of the context."
     risk = "read_only"
     local_activity = True
@@ -384,7 +380,7 @@ class SkillDeactivate(Tool):
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
         """Says the skill no longer applies (its activation is superseded); raises ``SkillNotFound``."""
-        found = discover_skills(ctx.workspace, _skill_paths(ctx))
+        found = discover_skills(ctx.workspace, ctx.skill_paths)
         if not any(s.name == args.name for s in found.skills):
             raise SkillNotFound(args.name, [s.name for s in found.skills])
         return ToolOutput(
