@@ -16,8 +16,16 @@ MAX_SERVER_EVENTS_PER_SERVER = 1000
 
 
 def listing_digest(specs: list[ToolSpec]) -> str:
-    """The SHA-256 (hex) of ``specs``' canonical JSON: the key of a tool listing."""
-    data = json.dumps([s.model_dump(mode="json") for s in specs], sort_keys=True, separators=(",", ":"))
+    """The SHA-256 (hex) of ``specs``' compact JSON as stored: the key of a tool listing."""
+    return _digest(_compact(specs))
+
+
+def _compact(specs: list[ToolSpec]) -> str:
+    # Keys keep their order: a schema's properties reach the model in the server's order.
+    return json.dumps([s.model_dump(mode="json") for s in specs], separators=(",", ":"))
+
+
+def _digest(data: str) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
@@ -62,8 +70,8 @@ class McpTables(StoreBase):
 
     def put_tool_listing(self, specs: list[ToolSpec], *, conn: Connection | None = None) -> str:
         """Keep ``specs`` under their digest (idempotent) and return the digest."""
-        digest = listing_digest(specs)
-        data = json.dumps([s.model_dump(mode="json") for s in specs], separators=(",", ":"))
+        data = _compact(specs)
+        digest = _digest(data)
         with self._writing(conn) as conn:
             conn.execute(
                 self._insert_ignore(tool_listings, ["digest"]),
