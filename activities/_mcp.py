@@ -90,9 +90,7 @@ class McpActivities:
         return McpListToolsResult(tools=specs, digest=digest, failures=failures)
 
     async def _listing(self, server: str) -> tuple[list[ToolSpec], str | None]:
-        if server not in self._manager.servers:
-            return [], f"this worker has no [mcp.servers.{server}] in its configuration"
-        try:
+        try:  # McpServerUnavailable also for a server this worker has no [mcp.servers.NAME] of
             listing = await self._manager.list_tools(server)
         except ToolError as err:
             return [], str(err)
