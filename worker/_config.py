@@ -75,12 +75,17 @@ def _payload_config(raw: Mapping[str, Any], file: Path | None, home: Path) -> Pa
     return config
 
 
+def _problems(err: ValidationError, where: str) -> str:
+    """``err``'s problems on one line: ``field: message; ...`` (``where`` for the table itself)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or where}: {e['msg']}" for e in err.errors())
+
+
 def _advisor_policy(raw: Mapping[str, Any], file: Path | None, profiles: Mapping[str, ModelProfile]) -> AdvisorPolicy:
     """The ``[advisor]`` table: a valid ``AdvisorPolicy`` whose ``profile`` is a configured one."""
     try:
         policy = AdvisorPolicy(**raw)
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'advisor'}: {e['msg']}" for e in err.errors())
+        problems = _problems(err, "advisor")
         raise ConfigurationError(f"{file}: [advisor] is invalid: {problems}") from err
     if policy.profile is not None and policy.profile not in profiles:
         raise UnknownProfileError(policy.profile, list(profiles), f"[advisor] profile in {file}")
@@ -102,10 +107,7 @@ def _mcp_servers(raw: object, file: Path | None) -> dict[str, McpServerConfig]:
         try:
             config = McpServerConfig(name=name, **table)
         except (ValidationError, TypeError) as err:
-            problems = (
-                "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}" for e in err.errors())
-                if isinstance(err, ValidationError) else str(err)
-            )
+            problems = _problems(err, name) if isinstance(err, ValidationError) else str(err)
             raise ConfigurationError(f"{file}: [mcp.servers.{name}] is invalid: {problems}") from err
         updates: dict[str, Any] = {"read_paths": [str(_beside(file, Path(p).expanduser())) for p in config.read_paths]}
         if config.cwd is not None:
