@@ -6,7 +6,8 @@ call: the specs are that activity's result, so a replay on a cold worker reads t
 history and never from a process cache. When a server asks the user something in the middle
 of a call, the call returns ``input_required``; the session opens a ``PermissionRequested`` of
 kind ``elicitation``, waits durably for ``answer_elicitation`` (a worker may die meanwhile)
-and runs the call again with the answer.
+and runs the call again with the answer. Skills, the other tool source, add only the events
+of their tools' results here (``SkillActivated``, ``SkillDeactivated``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ MAX_ELICITATIONS_PER_CALL = 10
 
 
 class McpSteps(SessionCore):
-    """The MCP listing of a turn and the elicitation waits of its calls."""
+    """The MCP listing of a turn, the elicitation waits of its calls, and skill events."""
 
     def _builtin_tools(self) -> dict[str, ToolSpec]:
         return {t.name: t for t in self._state.tools}
