@@ -22,10 +22,13 @@ class ModelRequest(Model):
     system: str | None = None
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
-    purpose: Literal["reply", "summary", "advisor"] = "reply"
+    purpose: Literal["reply", "summary", "advisor", "review"] = "reply"
     reply_index: int | None = None
-    # ``purpose="advisor"``: the session's earlier advisor reviews (the scripted advisor's step).
+    # ``purpose="advisor"``: the session's earlier advisor reviews (the scripted advisor's step);
+    # ``purpose="review"``: the task's earlier acceptance reviews (the scripted reviewer's step).
     review_index: int | None = None
+    # A task's session number (``SessionParent.number``): the scripted model's ``sessions`` section.
+    script_session: int | None = None
 
 
 class ModelResponse(Model):
@@ -80,6 +83,10 @@ class ModelCallInput(Model):
     # offered besides ``tool_names``; and the skills the session may activate. Left out when unset.
     tool_listing: str | None = Field(default=None, exclude_if=lambda v: v is None)
     skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # What is left of the session's budget, for the system prompt; and the session's number in its
+    # autonomous task (the scripted model's ``sessions`` section). Left out when unset.
+    budget_note: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    script_session: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallResult(Model):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from agentrt.schemas._base import Model
+from agentrt.schemas._budget import Budget, ModelPrice
 from agentrt.schemas._errors import CapabilityWidened
 
 ApprovalRule = Literal["allow", "ask", "deny"]
@@ -54,6 +55,8 @@ class ModelProfile(Model):
     - ``prompt_cache``: Anthropic ``cache_control`` breakpoints on the system prompt, the tools
       and the conversation's stable prefix, with this TTL (``5m`` or ``1h``); ``off`` sends
       none. OpenAI caches long prompts by itself.
+    - ``price``: US dollars per million tokens (``ModelPrice``, from the provider's price list);
+      sessions and tasks count their cost with it (``Budget.max_cost_usd``). Unset costs 0.
 
     Sources: https://platform.openai.com/docs/guides/reasoning,
     https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking,
@@ -74,6 +77,7 @@ class ModelProfile(Model):
     system_prompt_mode: Literal["replace", "extend"] = "extend"
     token_limit_parameter: Literal["max_tokens", "max_completion_tokens"] | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    price: ModelPrice | None = None
     thinking_budget_tokens: int | None = Field(default=None, ge=1024)
     prompt_cache: Literal["off", "5m", "1h"] = "5m"
 
@@ -135,6 +139,16 @@ class AdvisorPolicy(Model):
     timeout_seconds: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
 
 
+class SessionParent(Model):
+    """The workflow that started a session as its child: ``kind`` ``task`` (an autonomous task,
+    ``id`` its task id) and the session's ``number`` in it (1, 2, ...; a scripted model's
+    ``sessions`` section)."""
+
+    kind: Literal["task"] = "task"
+    id: str
+    number: int = Field(ge=1)
+
+
 class SessionConfig(Model):
     """Everything a session needs to start; carried in the workflow input.
 
@@ -173,6 +187,13 @@ class SessionConfig(Model):
       off by default). A rejected batch runs no call; an advisor that fails approves.
     - ``mcp_servers``: names of the MCP servers (``[mcp.servers.NAME]`` of the workers' agentrt.toml)
       whose tools each turn offers, as ``<server>.<tool>``; listed once per turn.
+    - ``budget``: limits on the session's spend (tokens, cost from the profile's price, tool
+      calls, wall time; ``Budget``). A turn that reaches one ends ``budget_exceeded``; the model
+      is told what is left in its system prompt; ``raise_budget`` lets the next turn run.
+    - ``prompt``: a first message, sent by the owner when the session starts.
+    - ``ends_after_turn``: the session ends (its workflow returns the turn's outcome) after its
+      first turn, as a task's sessions do.
+    - ``parent``: the workflow that started it as a child (``SessionParent``).
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -203,6 +224,10 @@ class SessionConfig(Model):
     tool_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     advisor: AdvisorPolicy = Field(default_factory=AdvisorPolicy, exclude_if=lambda v: v == AdvisorPolicy())
     mcp_servers: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
+    prompt: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    ends_after_turn: bool = Field(default=False, exclude_if=lambda v: v is False)
+    parent: SessionParent | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 SANDBOX_ORDER: dict[str, int] = {"read_only": 0, "workspace_write": 1, "danger_full_access": 2}

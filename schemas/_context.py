@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from agentrt.schemas._base import Model
+from agentrt.schemas._budget import ModelPrice
 from agentrt.schemas._messages import Usage
 
 
@@ -79,6 +80,7 @@ class ProfileInfo(Model):
     model: str = ""
     context_window: int
     max_output_tokens: int
+    price: ModelPrice | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ProfileLookup(Model):

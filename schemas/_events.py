@@ -13,7 +13,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
+from agentrt.schemas._autonomy import AutonomyDecisionKind, TaskCheckpoint
 from agentrt.schemas._base import Model
+from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._messages import ToolCall, Usage
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
@@ -475,6 +477,157 @@ class SkillDeactivated(_EventBase):
     call_id: str
 
 
+# ---------------------------------------------------------------- autonomous tasks (seq per task)
+
+
+class AutonomousTaskCreated(_EventBase):
+    """A task started: its goal, criteria, session bound, budget and schedule (as text)."""
+
+    type: Literal["AutonomousTaskCreated"] = "AutonomousTaskCreated"
+    task_id: str
+    owner: str
+    goal: str
+    criteria: list[str] = Field(default_factory=list)
+    max_sessions: int
+    budget: Budget
+    schedule: str
+
+
+class AutonomyDecision(_EventBase):
+    """A wake's decision: ``execute`` a session now, ``defer`` (ask again in ``seconds``) or
+    ``ignore`` (sleep until the next scheduled wake), with ``source`` (``schedule``, ``trigger``,
+    ``nudge``, ``continuation``) and why."""
+
+    type: Literal["AutonomyDecision"] = "AutonomyDecision"
+    decision: AutonomyDecisionKind
+    source: str
+    seconds: float | None = None
+    reason: str = ""
+
+
+class AutonomousTaskSessionStarted(_EventBase):
+    type: Literal["AutonomousTaskSessionStarted"] = "AutonomousTaskSessionStarted"
+    session_id: str
+    number: int
+
+
+class AutonomousTaskSessionEnded(_EventBase):
+    """A child session ended: its turn's ``status`` (or ``failed``/``cancelled`` for the session
+    itself) and what it spent (added to the task's spend)."""
+
+    type: Literal["AutonomousTaskSessionEnded"] = "AutonomousTaskSessionEnded"
+    session_id: str
+    number: int
+    status: str
+    spend: Spend
+    error: str | None = None
+
+
+class AutonomousTaskAcceptanceChecked(_EventBase):
+    """The acceptance check after session ``number``: ``kind`` ``command`` or ``review``, whether it ``passed``, and why."""
+
+    type: Literal["AutonomousTaskAcceptanceChecked"] = "AutonomousTaskAcceptanceChecked"
+    number: int
+    kind: Literal["command", "review"]
+    passed: bool
+    detail: str = ""
+
+
+class AutonomousTaskCheckpointed(_EventBase):
+    type: Literal["AutonomousTaskCheckpointed"] = "AutonomousTaskCheckpointed"
+    checkpoint: TaskCheckpoint
+
+
+class AutonomousTaskWaiting(_EventBase):
+    """The task sleeps on a durable timer until ``until`` (UTC): ``why`` says for what."""
+
+    type: Literal["AutonomousTaskWaiting"] = "AutonomousTaskWaiting"
+    until: datetime
+    why: str = ""
+
+
+class AutonomousTaskPaused(_EventBase):
+    """The task paused: by ``principal`` (``pause``), or because its session was cancelled (``principal`` None)."""
+
+    type: Literal["AutonomousTaskPaused"] = "AutonomousTaskPaused"
+    principal: str | None = None
+    reason: str | None = None
+
+
+class AutonomousTaskResumed(_EventBase):
+    type: Literal["AutonomousTaskResumed"] = "AutonomousTaskResumed"
+    principal: str
+    reason: str | None = None
+
+
+class AutonomousTaskNudged(_EventBase):
+    type: Literal["AutonomousTaskNudged"] = "AutonomousTaskNudged"
+    principal: str
+    reason: str | None = None
+
+
+class AutonomousTaskGoalAmended(_EventBase):
+    type: Literal["AutonomousTaskGoalAmended"] = "AutonomousTaskGoalAmended"
+    principal: str
+    goal: str
+    criteria: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class AutonomousTaskBudgetExceeded(_EventBase):
+    """The task's spend reached a limit: it waits for ``raise_budget`` (or ``cancel``)."""
+
+    type: Literal["AutonomousTaskBudgetExceeded"] = "AutonomousTaskBudgetExceeded"
+    crossing: BudgetCrossing
+
+
+class AutonomousTaskBudgetRaised(_EventBase):
+    type: Literal["AutonomousTaskBudgetRaised"] = "AutonomousTaskBudgetRaised"
+    principal: str
+    budget: Budget
+    max_sessions: int
+    reason: str | None = None
+
+
+class AutonomousTaskCompleted(_EventBase):
+    type: Literal["AutonomousTaskCompleted"] = "AutonomousTaskCompleted"
+    sessions: int
+    spend: Spend
+
+
+class AutonomousTaskFailed(_EventBase):
+    """The task failed for good: ``reason`` is ``max_sessions`` (no session passed the acceptance
+    check), ``invalid_config`` or ``session_failed``; ``error`` says more."""
+
+    type: Literal["AutonomousTaskFailed"] = "AutonomousTaskFailed"
+    reason: str
+    error: str = ""
+    sessions: int = 0
+
+
+class AutonomousTaskCancelled(_EventBase):
+    type: Literal["AutonomousTaskCancelled"] = "AutonomousTaskCancelled"
+    principal: str | None = None
+    reason: str | None = None
+    session_id: str | None = None
+
+
+class BudgetExceededEvent(_EventBase):
+    """A session's spend reached a limit of its ``SessionConfig.budget``: the turn ended ``budget_exceeded``."""
+
+    type: Literal["BudgetExceeded"] = "BudgetExceeded"
+    crossing: BudgetCrossing
+
+
+class BudgetRaised(_EventBase):
+    """``raise_budget`` on a session: ``budget`` is the new one."""
+
+    type: Literal["BudgetRaised"] = "BudgetRaised"
+    principal: str
+    budget: Budget
+    reason: str | None = None
+
+
 Event = Annotated[
     Union[
         SessionInitialized,
@@ -518,6 +671,24 @@ Event = Annotated[
         SkillDiscovered,
         SkillActivated,
         SkillDeactivated,
+        BudgetExceededEvent,
+        BudgetRaised,
+        AutonomousTaskCreated,
+        AutonomyDecision,
+        AutonomousTaskSessionStarted,
+        AutonomousTaskSessionEnded,
+        AutonomousTaskAcceptanceChecked,
+        AutonomousTaskCheckpointed,
+        AutonomousTaskWaiting,
+        AutonomousTaskPaused,
+        AutonomousTaskResumed,
+        AutonomousTaskNudged,
+        AutonomousTaskGoalAmended,
+        AutonomousTaskBudgetExceeded,
+        AutonomousTaskBudgetRaised,
+        AutonomousTaskCompleted,
+        AutonomousTaskFailed,
+        AutonomousTaskCancelled,
     ],
     Field(discriminator="type"),
 ]

@@ -23,9 +23,15 @@ ADVISOR_REVIEW: Final = "advisor.review"
 MEMORY_DECIDE: Final = "memory.decide"
 MCP_LIST_TOOLS: Final = "mcp.list_tools"
 MCP_CALL_TOOL: Final = "mcp.call_tool"
+TASK_RECORD: Final = "task.record"
+TASK_CHECK_COMMAND: Final = "task.check_command"
+TASK_EVALUATE_TRIGGER: Final = "task.evaluate_trigger"
+TASK_REVIEW: Final = "task.review"
+TASK_NEXT_WAKE: Final = "task.next_wake"
 
 # Workflow type names.
 SESSION_WORKFLOW: Final = "SessionWorkflow"
+AUTONOMOUS_TASK_WORKFLOW: Final = "AutonomousTaskWorkflow"
 
 # Search attributes every session upserts; the worker checks the namespace has them at start.
 SESSION_STATUS: Final = SearchAttributeKey.for_keyword("AgentSessionStatus")
@@ -33,8 +39,19 @@ SESSION_OWNER: Final = SearchAttributeKey.for_keyword("AgentOwner")
 SEARCH_ATTRIBUTE_KEYS: Final = (SESSION_STATUS, SESSION_OWNER)
 
 SESSION_ID_PREFIX: Final = "session-"
+TASK_ID_PREFIX: Final = "task-"
 
 
 def session_workflow_id(session_id: str) -> str:
     """The workflow id of a session: ``session-<session_id>``."""
     return f"{SESSION_ID_PREFIX}{session_id}"
+
+
+def task_workflow_id(task_id: str) -> str:
+    """The workflow id of an autonomous task: ``task-<task_id>``."""
+    return f"{TASK_ID_PREFIX}{task_id}"
+
+
+def task_session_id(task_id: str, number: int) -> str:
+    """The session id of an autonomous task's session ``number`` (1, 2, ...): ``<task_id>-s<number>``."""
+    return f"{task_id}-s{number}"

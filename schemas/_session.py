@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agentrt.schemas._base import Model
+from agentrt.schemas._budget import Spend
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._context import ContextState, ProfileInfo
 from agentrt.schemas._events import Event
@@ -17,15 +18,6 @@ from agentrt.schemas._skills import SkillInfo
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
 
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
-
-
-class SessionResult(Model):
-    """Result of ``SessionWorkflow.run`` once the session is archived or cancelled."""
-
-    session_id: str
-    turns: int
-    usage: Usage
-    status: Literal["archived", "cancelled"]
 
 
 class SendMessageInput(Model):
@@ -67,6 +59,18 @@ class TurnOutcome(Model):
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
     ask_again: bool = False
+
+
+class SessionResult(Model):
+    """Result of ``SessionWorkflow.run`` once the session is archived or cancelled."""
+
+    session_id: str
+    turns: int
+    usage: Usage
+    status: Literal["archived", "cancelled"]
+    # A session with ``ends_after_turn``: its turn's outcome, and its whole spend (tokens, cost, tool calls).
+    outcome: TurnOutcome | None = Field(default=None, exclude_if=lambda v: v is None)
+    spend: Spend | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PermissionDecision(Model):

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from agentrt.schemas._base import Model
 
-TurnStatus = Literal["completed", "failed", "cancelled", "round_limit"]
+TurnStatus = Literal["completed", "failed", "cancelled", "round_limit", "budget_exceeded"]
 
 
 class PermissionRequest(Model):
