@@ -1,0 +1,121 @@
+"""The autonomous task's pure parts: orientation prompt, journal, roll-up, schedule, status text."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from agentrt.schemas import (
+    CHECKPOINTS_KEPT,
+    AcceptanceCheck,
+    AutonomousTaskNudged,
+    Budget,
+    Spend,
+    TaskCheckpoint,
+    TaskConfig,
+    TaskSchedule,
+    TaskState,
+    Usage,
+    UsageReceipt,
+)
+from agentrt.workflows import _task_parts as parts
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def config(**fields: object) -> TaskConfig:
+    return TaskConfig(task_id="t1", owner="alice", goal="ship the report", workspace="/ws", **fields)
+
+
+def state(cfg: TaskConfig) -> TaskState:
+    return TaskState(goal=cfg.goal, criteria=list(cfg.criteria), budget=cfg.budget, max_sessions=cfg.max_sessions, started_at=T0)
+
+
+def checkpoint(number: int, **fields: object) -> TaskCheckpoint:
+    return TaskCheckpoint(number=number, session_id=f"t1-s{number}", at=T0, session_status="completed", **fields)
+
+
+def test_the_first_session_is_told_the_goal_criteria_check_and_that_nothing_is_done() -> None:
+    cfg = config(criteria=["tests pass"], acceptance=AcceptanceCheck(command="make check"))
+    prompt = parts.orientation_prompt(cfg, state(cfg), 1)
+    assert "session 1 of at most 10" in prompt
+    assert "ship the report" in prompt
+    assert "- tests pass" in prompt
+    assert "`make check` must exit 0" in prompt
+    assert "nothing is done yet" in prompt
+
+
+def test_a_later_session_is_told_what_the_last_checkpoint_says_is_done_and_remaining() -> None:
+    cfg = config()
+    st = state(cfg)
+    parts.keep_checkpoint(st, checkpoint(1, done="wrote chapter 1", remaining="chapter 2 missing"))
+    prompt = parts.orientation_prompt(cfg, st, 2)
+    assert "Done: wrote chapter 1" in prompt
+    assert "Remaining: chapter 2 missing" in prompt
+    assert "a reviewer judges" in prompt  # no command: a reviewer decides
+
+
+def test_the_state_keeps_only_the_latest_checkpoints() -> None:
+    st = state(config())
+    for n in range(1, CHECKPOINTS_KEPT + 4):
+        parts.keep_checkpoint(st, checkpoint(n))
+    assert [c.number for c in st.checkpoints] == list(range(4, CHECKPOINTS_KEPT + 4))
+
+
+def test_receipts_roll_up_into_the_task_spend_and_wall_time_is_the_tasks_own() -> None:
+    st = state(config())
+    one = Spend(usage=Usage(input_tokens=100, output_tokens=10), cost_usd=0.01, tool_calls=2, wall_seconds=999)
+    parts.add_receipt(st, UsageReceipt(number=1, session_id="t1-s1", spend=one, at=T0), T0 + timedelta(hours=1))
+    parts.add_receipt(st, UsageReceipt(number=2, session_id="t1-s2", spend=one, at=T0), T0 + timedelta(hours=2))
+    assert st.spend.usage == Usage(input_tokens=200, output_tokens=20)
+    assert st.spend.tool_calls == 4
+    assert st.spend.wall_seconds == 7200
+    assert sum(r.spend.cost_usd for r in st.receipts) == st.spend.cost_usd
+
+
+def test_the_journal_numbers_events_and_pages_them_from_the_current_run() -> None:
+    st = state(config())
+    journal = parts.TaskJournal(st)
+    for _ in range(3):
+        journal.emit(AutonomousTaskNudged(principal="alice"), T0)
+    assert [e.seq for e in journal.page(1, 10).events] == [2, 3]
+    staged = journal.take()
+    journal.written(staged[:2])
+    assert [e.seq for e in st.unflushed_events] == [3]
+    carried = parts.TaskJournal(st)  # a continued run starts from the carried, unwritten events
+    assert carried.first_seq == 3
+
+
+def test_an_interval_schedule_wakes_after_its_interval_and_back_to_back_wakes_now() -> None:
+    assert parts.interval_wake(config(schedule=TaskSchedule(every_seconds=20)), T0) == T0 + timedelta(seconds=20)
+    assert parts.interval_wake(config(), T0) == T0
+    assert parts.interval_wake(config(schedule=TaskSchedule(cron="0 9 * * *")), T0) is None
+
+
+def test_status_shows_next_wake_only_while_waiting_and_remaining_budget() -> None:
+    cfg = config(budget=Budget(max_tokens=1000))
+    st = state(cfg)
+    st.next_wake = T0 + timedelta(hours=6)
+    st.spend = Spend(usage=Usage(input_tokens=300, output_tokens=100))
+    view = parts.status_view(cfg, st, T0 + timedelta(minutes=1))
+    assert view.next_wake == st.next_wake
+    assert view.remaining.max_tokens == 600
+    assert view.spend.wall_seconds == 60
+    st.status = "paused"
+    assert parts.status_view(cfg, st, T0).next_wake is None
+
+
+def test_current_details_say_when_the_task_wakes_and_how_to_steer_it() -> None:
+    cfg = config(schedule=TaskSchedule(every_seconds=3600))
+    st = state(cfg)
+    st.next_wake = T0 + timedelta(hours=1)
+    text = parts.current_details(cfg, st, T0)
+    assert "next wake 2026-12-01 10:00:00 UTC (in 1h)" in text
+    assert "agentrt task nudge t1" in text
+    st.status = "paused"
+    assert "agentrt task resume t1" in parts.current_details(cfg, st, T0)
+
+
+def test_cut_marks_text_it_shortens() -> None:
+    assert parts.cut("short", 100) == "short"
+    cut = parts.cut("x" * 500, 100)
+    assert len(cut) <= 100 and cut.endswith("[truncated]")

@@ -1,0 +1,179 @@
+"""Pure parts of ``AutonomousTaskWorkflow``: the orientation prompt a session starts with, the
+task's event journal, its checkpoints and usage roll-up, and the text operators read.
+
+No I/O and no clock: the workflow passes ``workflow.now()`` in. Unit-tested without a server.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from agentrt.schemas import (
+    CHECKPOINT_TEXT_CHARS,
+    CHECKPOINTS_KEPT,
+    Event,
+    EventsPage,
+    Spend,
+    TaskCheckpoint,
+    TaskConfig,
+    TaskState,
+    TaskStatusView,
+    UsageReceipt,
+    format_seconds,
+)
+
+# When a trigger says ``ignore`` and the schedule has no clock: ask again after this long (seconds).
+IGNORED_TRIGGER_RETRY_SECONDS = 3600.0
+
+
+def cut(text: str, limit: int = CHECKPOINT_TEXT_CHARS) -> str:
+    """``text`` at most ``limit`` characters, marked when cut."""
+    return text if len(text) <= limit else text[: limit - 15] + " … [truncated]"
+
+
+def orientation_prompt(config: TaskConfig, state: TaskState, number: int) -> str:
+    """The first message of session ``number``: the goal, what the last checkpoint says is done
+    and remaining, the acceptance criteria and how completion is checked."""
+    lines = [
+        f"You are session {number} of at most {state.max_sessions} of an autonomous task (task `{config.task_id}`) "
+        "that works towards one goal across several sessions, possibly over days.",
+        "",
+        "## Goal",
+        state.goal,
+    ]
+    criteria = list(state.criteria)
+    if config.acceptance.review:
+        criteria.append(config.acceptance.review)
+    if criteria:
+        lines += ["", "## Acceptance criteria", *[f"- {c}" for c in criteria]]
+    checks = []
+    if config.acceptance.command:
+        checks.append(f"the command `{config.acceptance.command}` must exit 0 in the workspace")
+    if config.acceptance.review or not config.acceptance.command:
+        checks.append("a reviewer judges your final answer against the goal and criteria")
+    lines += ["", "After this session, " + " and ".join(checks) + "."]
+    last = state.checkpoints[-1] if state.checkpoints else None
+    lines += ["", "## Progress so far"]
+    if last is None:
+        lines.append("This is the first session: nothing is done yet.")
+    else:
+        lines.append(f"Checkpoint after session {last.number} ({last.session_status}):")
+        lines.append(f"Done: {last.done or '(the session gave no answer)'}")
+        lines.append(f"Remaining: {last.remaining or '(not stated)'}")
+        if last.error:
+            lines.append(f"That session's error: {last.error}")
+    lines += [
+        "",
+        "Work in the workspace towards the goal. End with a short final answer saying what you did "
+        "and what remains; the next session starts from it.",
+    ]
+    return "\n".join(lines)
+
+
+class TaskJournal:
+    """Numbers the task's events (``seq`` per task), stages them for the store and answers the
+    ``events`` query from those of the current run."""
+
+    def __init__(self, state: TaskState) -> None:
+        self._state = state
+        self._run_events: list[Event] = list(state.unflushed_events)
+        self.first_seq = state.seq - len(state.unflushed_events) + 1
+
+    def emit(self, event: Event, now: datetime) -> Event:
+        self._state.seq += 1
+        event.seq = self._state.seq
+        event.at = now
+        self._state.unflushed_events.append(event)
+        self._run_events.append(event)
+        return event
+
+    def take(self) -> list[Event]:
+        """The staged events, for one store write (they stay staged until ``written``)."""
+        return list(self._state.unflushed_events)
+
+    def written(self, events: list[Event]) -> None:
+        written = {e.seq for e in events}
+        self._state.unflushed_events = [e for e in self._state.unflushed_events if e.seq not in written]
+
+    def page(self, since_seq: int, limit: int) -> EventsPage:
+        events = [e for e in self._run_events if e.seq > since_seq][:limit]
+        return EventsPage(events=events, last_seq=self._state.seq, first_seq=self.first_seq)
+
+
+def add_receipt(state: TaskState, receipt: UsageReceipt, now: datetime) -> None:
+    """Roll ``receipt``'s spend up into the task's (tokens, cost, tool calls add; wall time is the task's own)."""
+    state.receipts.append(receipt)
+    total = state.spend + Spend(usage=receipt.spend.usage, cost_usd=receipt.spend.cost_usd, tool_calls=receipt.spend.tool_calls)
+    total.wall_seconds = wall_seconds(state, now)
+    state.spend = total
+
+
+def wall_seconds(state: TaskState, now: datetime) -> float:
+    return max((now - state.started_at).total_seconds(), 0.0) if state.started_at else 0.0
+
+
+def keep_checkpoint(state: TaskState, checkpoint: TaskCheckpoint) -> None:
+    state.checkpoints.append(checkpoint)
+    del state.checkpoints[:-CHECKPOINTS_KEPT]
+
+
+def interval_wake(config: TaskConfig, now: datetime) -> datetime | None:
+    """The next wake of an interval schedule, or None (cron: ask the ``task.next_wake`` activity)."""
+    if config.schedule.cron is not None:
+        return None
+    return now + timedelta(seconds=config.schedule.every_seconds or 0.0)
+
+
+def status_view(config: TaskConfig, state: TaskState, now: datetime) -> TaskStatusView:
+    spend = state.spend.model_copy()
+    if state.status not in ("completed", "failed", "cancelled"):
+        spend.wall_seconds = wall_seconds(state, now)
+    return TaskStatusView(
+        task_id=config.task_id,
+        owner=config.owner,
+        goal=state.goal,
+        criteria=list(state.criteria),
+        status=state.status,
+        sessions=state.sessions_started,
+        max_sessions=state.max_sessions,
+        running_session=state.running_session,
+        checkpoint=state.checkpoints[-1] if state.checkpoints else None,
+        spend=spend,
+        budget=state.budget,
+        remaining=state.budget.remaining(spend),
+        budget_crossing=state.budget_crossing,
+        next_wake=state.next_wake if state.status == "waiting" else None,
+        schedule=config.schedule.describe(),
+        paused_by=state.paused_by,
+        failure=state.failure,
+        failure_reason=state.failure_reason,
+        receipts=list(state.receipts),
+        last_seq=state.seq,
+        run=state.run,
+    )
+
+
+def current_details(config: TaskConfig, state: TaskState, now: datetime) -> str:
+    """Markdown for the Temporal UI's current details: where the task is and how to steer it."""
+    task = config.task_id
+    lines = [f"**{state.status}** · session {state.sessions_started} of {state.max_sessions}"]
+    if state.running_session:
+        lines.append(f"running session `{state.running_session}`")
+    if state.status == "waiting" and state.next_wake is not None:
+        wait = max((state.next_wake - now).total_seconds(), 0.0)
+        lines.append(f"next wake {state.next_wake:%Y-%m-%d %H:%M:%S} UTC (in {format_seconds(wait)})")
+    if state.checkpoints:
+        last = state.checkpoints[-1]
+        verdict = "accepted" if last.accepted else "not accepted"
+        lines.append(f"last checkpoint: session {last.number} {last.session_status}, {verdict}: {cut(last.remaining or last.done, 200)}")
+    budget = state.budget.describe()
+    lines.append(f"spent {state.spend.usage.input_tokens + state.spend.usage.output_tokens:,} tokens, "
+                 f"${state.spend.cost_usd:.4f}, {state.spend.tool_calls} tool calls · budget: {budget}")
+    if state.status == "budget_exceeded" and state.budget_crossing is not None:
+        lines.append(f"stopped: {state.budget_crossing.text()} · `agentrt task raise-budget {task} ...` "
+                     '(update `raise_budget` `{"principal": "...", "budget": {...}}`)')
+    elif state.status == "paused":
+        lines.append(f'`agentrt task resume {task}` (update `resume` `{{"principal": "{config.owner}"}}`)')
+    elif state.status == "waiting":
+        lines.append(f'`agentrt task nudge {task}` wakes it now (update `nudge` `{{"principal": "{config.owner}"}}`)')
+    return "  \n".join(lines)
