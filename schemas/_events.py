@@ -102,12 +102,12 @@ class PermissionGranted(_EventBase):
 
 class OperatorActed(_EventBase):
     """An operator (``SessionConfig.operators``), not the owner, acted on the session: ``action``
-    is ``grant``, ``deny``, ``reconcile``, ``cancel``, ``archive`` or ``answer`` (an elicitation), ``target`` the request or
-    turn (None for the session), ``reason`` the reason the operator gave."""
+    is ``grant``, ``deny``, ``reconcile``, ``cancel``, ``archive``, ``answer`` (an elicitation) or
+    ``raise_budget``, ``target`` the request or turn (None for the session), ``reason`` the reason the operator gave."""
 
     type: Literal["OperatorActed"] = "OperatorActed"
     principal: str
-    action: Literal["grant", "deny", "reconcile", "cancel", "archive", "answer"]
+    action: Literal["grant", "deny", "reconcile", "cancel", "archive", "answer", "raise_budget"]
     target: str | None = None
     reason: str
 
@@ -295,7 +295,8 @@ class SessionContinuedAsNew(_EventBase):
 
 
 class SessionArchived(_EventBase):
-    """The session ended: update ``archive``, or (``principal`` "temporal") a workflow cancellation."""
+    """The session ended: update ``archive``, a workflow cancellation (``principal`` "temporal"), or
+    the end of the first turn of a session with ``ends_after_turn`` (``principal`` its owner)."""
 
     type: Literal["SessionArchived"] = "SessionArchived"
     principal: str

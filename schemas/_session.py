@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
 from agentrt.schemas._base import Model
-from agentrt.schemas._budget import Spend
+from agentrt.schemas._budget import Budget, Spend
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._context import ContextState, ProfileInfo
 from agentrt.schemas._events import Event
@@ -44,10 +45,12 @@ class TurnOutcome(Model):
     """How a turn ended.
 
     ``status``: ``completed`` (final answer in ``answer``), ``failed`` (``error`` says why),
-    ``cancelled`` (``cancel_turn`` or ``archive``) or ``round_limit`` (``max_rounds_per_turn``
-    model calls without a final answer). ``pending``: ``wait_turn`` returned before the turn
-    ended, because its timeout passed or (``ask_again`` True) because the session is about to
-    continue as new; wait again (a handle without a run id follows the new run).
+    ``cancelled`` (``cancel_turn`` or ``archive``), ``round_limit`` (``max_rounds_per_turn``
+    model calls without a final answer) or ``budget_exceeded`` (the session's spend crossed a
+    limit of its budget; ``error`` says which, ``error_type`` is ``BudgetExceeded``).
+    ``pending``: ``wait_turn`` returned before the turn ended, because its timeout passed or
+    (``ask_again`` True) because the session is about to continue as new; wait again (a handle
+    without a run id follows the new run).
     """
 
     turn_id: str
@@ -239,6 +242,12 @@ class SessionState(Model):
     # The skills found when the session started (``skill.activate`` offers them).
     skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
     auto_compaction_pause: int = 0
+    # Spend tracking, for a session with a budget (or ``ends_after_turn``): when it started
+    # (``workflow.now()``; None: spend is not tracked), the cost of its model calls (US dollars,
+    # by its profile's price) and the tool calls its model asked for. Left out at their defaults.
+    started_at: datetime | None = Field(default=None, exclude_if=lambda v: v is None)
+    cost_usd: float = Field(default=0.0, exclude_if=lambda v: v == 0)
+    tool_calls: int = Field(default=0, exclude_if=lambda v: v == 0)
     unflushed_events: list[Event] = Field(default_factory=list)
     unflushed_messages: list[PositionedMessage] = Field(default_factory=list)
 
@@ -288,4 +297,8 @@ class SessionStateView(Model):
     compactions: int = 0
     run: int = 1
     first_seq_in_run: int = 1
+    # A session with a budget: the budget, what it spent and what is left (left out otherwise).
+    budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
+    spend: Spend | None = Field(default=None, exclude_if=lambda v: v is None)
+    remaining: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
 

@@ -44,7 +44,9 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 async def temporal_server(state_dir: Path) -> AsyncIterator[DevServer]:
-    server = DevServer.on_free_ports(state_dir)
+    # Per-workflow time skipping (temporalio.testing.TimeSkipper) for the autonomous task tests;
+    # a workflow started without a time-skipping config runs on the wall clock as before.
+    server = DevServer.on_free_ports(state_dir, ["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true"])
     await server.start()
     yield server
     server.stop()

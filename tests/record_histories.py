@@ -24,15 +24,18 @@ from temporalio.client import Client, WorkflowHandle
 from agentrt.client import AgentClient
 from agentrt.schemas import (
     AdvisorPolicy,
+    Budget,
     CancelTurnInput,
     McpServerConfig,
     MemoryProposed,
     ModelRequestStarted,
     PermissionRequested,
+    RaiseBudgetInput,
     SendMessageInput,
     SessionConfig,
     SessionInitialized,
     SessionInput,
+    SessionParent,
     ToolInvocationStarted,
     TurnOutcome,
     WaitTurnInput,
@@ -423,6 +426,47 @@ async def skill_activated(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"skill-activated-and-script-run": r.handle(config.session_id)}
 
 
+async def budget_exceeded_and_raised(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn stopped at its token budget after a reply that asked for a tool call; a message
+    that ends at once (the budget is spent); ``raise_budget`` by the owner; a message that runs to
+    its answer; then a turn stopped before a batch that would pass its tool-call limit."""
+    batch = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}, {"name": "fs.list", "arguments": {}}]}
+    config = r.config(
+        [{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}, {"text": "listed"}, batch],
+        approval=ALLOW_ALL, budget=Budget(max_tokens=100),
+    )
+    started = await r.client.start(config, "list the files")
+    assert (await r.wait_turn(config.session_id, started.turn_id)).status == "budget_exceeded"
+    blocked = await r.client.send(config.session_id, "go on")
+    assert (await r.wait_turn(config.session_id, blocked.turn_id)).status == "budget_exceeded"
+    handle = r.temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{config.session_id}")
+    raised = Budget(max_tokens=1_000_000, max_tool_calls=1)
+    await handle.execute_update(SessionWorkflow.raise_budget, RaiseBudgetInput(principal=OWNER, budget=raised))
+    sent = await r.client.send(config.session_id, "go on now")
+    assert (await r.wait_turn(config.session_id, sent.turn_id)).status == "completed"
+    again = await r.client.send(config.session_id, "list twice")
+    assert (await r.wait_turn(config.session_id, again.turn_id)).status == "budget_exceeded"
+    await r.client.archive(config.session_id)
+    return {"session-budget-exceeded-and-raised": r.handle(config.session_id)}
+
+
+async def ends_after_turn(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session started with only its config, as an autonomous task starts one: its prompt runs
+    as the first turn (a tool round, then an answer) and the session ends after it, returning
+    the turn's outcome and its spend."""
+    config = r.config(
+        [{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}, {"text": "listed them"}],
+        approval=ALLOW_ALL, interactive=False, prompt="list the files", ends_after_turn=True,
+        parent=SessionParent(id="recorded", number=1), budget=Budget(max_tokens=1_000_000), max_rounds_per_turn=5,
+    )
+    result = await r.temporal.execute_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{config.session_id}",
+        task_queue=r.client.task_queue,
+    )
+    assert result.outcome is not None and result.outcome.status == "completed", result
+    return {"session-ends-after-turn": r.handle(config.session_id)}
+
+
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
 
@@ -451,6 +495,8 @@ SCENARIOS: list[Scenario] = [
     memory_decided,
     mcp_call_and_elicitation,
     skill_activated,
+    budget_exceeded_and_raised,
+    ends_after_turn,
 ]
 
 

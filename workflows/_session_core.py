@@ -16,6 +16,7 @@ from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
     ArchiveInput,
+    BudgetCrossing,
     CancelRequested,
     CancelTurnInput,
     Event,
@@ -35,6 +36,7 @@ from agentrt.schemas import (
     SessionState,
     SessionStateView,
     SessionStatus,
+    Spend,
     StoreAppendInput,
     ToolCall,
     ToolInvocationFailed,
@@ -90,6 +92,7 @@ class SessionCore:
     _tool_listing: str | None  # the digest of the running turn's MCP tool specs (mcp.list_tools)
     _mcp_failures: dict[str, str]  # the servers the running turn could not list, and why
     _mcp_tokens: int  # estimated tokens of the running turn's MCP tool specs (each model call carries them)
+    _turn_outcome: TurnOutcome | None  # ``ends_after_turn``: how its turn ended (the run's result carries it)
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -131,6 +134,53 @@ class SessionCore:
         if self._archive_request is not None:
             return self._archive_request.principal, "session archived"
         return "temporal", f"workflow cancelled{': ' + workflow.cancellation_reason() if workflow.cancellation_reason() else ''}"
+
+    # ---------------------------------------------------------------- spend and budget
+
+    def _tracks_spend(self) -> bool:
+        """The session counts its spend: it has a budget or ends after its turn (``SessionState.started_at`` is set)."""
+        return self._state.started_at is not None
+
+    def _add_usage(self, usage: Usage, *, priced: bool = True) -> None:
+        """Count a model call's tokens; ``priced``: by the session profile's price (when spend is tracked)."""
+        self._state.usage = self._state.usage + usage
+        price = self._profile.price
+        if priced and price is not None and self._tracks_spend():
+            self._state.cost_usd += price.cost(usage)
+
+    def _count_tool_calls(self, calls: int) -> None:
+        """Count tool calls a model asked for (when spend is tracked), whether they run or not."""
+        if self._tracks_spend():
+            self._state.tool_calls += calls
+
+    def _spend(self) -> Spend:
+        """What the session has used: all its tokens, the cost and tool calls counted since it
+        tracks spend, and the seconds since it started (``workflow.now()``)."""
+        started = self._state.started_at
+        wall = max((workflow.now() - started).total_seconds(), 0.0) if started is not None else 0.0
+        state = self._state
+        return Spend(usage=state.usage, cost_usd=state.cost_usd, tool_calls=state.tool_calls, wall_seconds=wall)
+
+    def _budget_crossing(self) -> BudgetCrossing | None:
+        """The limit of the session's budget its spend has crossed, or None (no budget, none crossed).
+
+        Tokens, cost and wall time cross a limit they reach (``Budget.crossed``); tool calls are
+        counted when the model asks for them, so a limit of N lets N calls run and is crossed
+        by a batch that would take the count past N.
+        """
+        budget = self._config.budget
+        if budget is None:
+            return None
+        spend = self._spend()
+        crossing = budget.model_copy(update={"max_tool_calls": None}).crossed(spend)
+        if crossing is None and budget.max_tool_calls is not None and spend.tool_calls > budget.max_tool_calls:
+            crossing = BudgetCrossing(dimension="tool_calls", limit=budget.max_tool_calls, used=spend.tool_calls)
+        return crossing
+
+    def _budget_note(self) -> str | None:
+        """What is left of the budget, for the model's system prompt; None without a budget."""
+        budget = self._config.budget
+        return None if budget is None else "Remaining budget: " + budget.remaining(self._spend()).describe()
 
     # ---------------------------------------------------------------- store and events
 
@@ -389,7 +439,9 @@ class SessionCore:
         return self._inbox.collect(op_id)
 
     async def _close(self) -> SessionResult:
-        """End the session (archive or workflow cancellation): queued turns are cancelled, the rest recorded."""
+        """End the session (archive, workflow cancellation, or the end of an ``ends_after_turn`` session's
+        turn): queued turns are cancelled, the rest recorded. The result of a session that tracks
+        spend carries it; an ``ends_after_turn`` session's carries its turn's outcome."""
         principal = self._archive_request.principal if self._archive_request else "temporal"
         reason = self._archive_request.reason if self._archive_request else self._cancel_reason()[1]
         for queued in self._inbox.drain():
@@ -407,7 +459,12 @@ class SessionCore:
             await self._flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SessionResult(
-            session_id=self._config.session_id, turns=self._state.turns_completed, usage=self._state.usage, status="archived"
+            session_id=self._config.session_id,
+            turns=self._state.turns_completed,
+            usage=self._state.usage,
+            status="archived",
+            outcome=self._turn_outcome if self._config.ends_after_turn else None,
+            spend=self._spend() if self._tracks_spend() else None,
         )
 
     def _ending(self) -> bool:
@@ -445,6 +502,12 @@ class SessionCore:
                 ),
                 "live_tokens": context.context_tokens(self._state.context, self._fixed_tokens),
             }
+        budget = self._config.budget
+        if budget is not None or self._tracks_spend():
+            spend = self._spend()
+            fields["spend"] = spend
+            if budget is not None:
+                fields["budget"], fields["remaining"] = budget, budget.remaining(spend)
         return SessionStateView(
             session_id=self._config.session_id,
             owner=self._config.owner,

@@ -176,7 +176,7 @@ class ToolCallSteps(McpSteps):
         if self._stop_after_step():
             raise TurnCancelled()
         self._steps_in_flight = []
-        self._state.usage = self._state.usage + review.usage
+        self._add_usage(review.usage, priced=profile == self._profile.name)  # the session profile's price only
         self._advisor_usage = self._advisor_usage + review.usage
         self._emit(AdvisorReviewCompleted(
             turn_id=turn_id, round=round_number, verdict=review.verdict, concern_count=len(review.concerns),

@@ -28,6 +28,10 @@ from agentrt.schemas import (
     SESSION_WORKFLOW,
     ArchiveInput,
     AssistantMessageCompleted,
+    Budget,
+    BudgetCrossing,
+    BudgetExceededEvent,
+    BudgetRaised,
     CancelIgnored,
     CancelRequested,
     CancelTurnInput,
@@ -50,6 +54,7 @@ from agentrt.schemas import (
     PermissionDecisionIgnored,
     ProfileInfo,
     QueuedOperation,
+    RaiseBudgetInput,
     ReconcileDecision,
     SendMessageInput,
     SendMessageResult,
@@ -62,6 +67,7 @@ from agentrt.schemas import (
     StoreAppendInput,
     SwitchModelInput,
     SwitchModelResult,
+    ToolCall,
     TurnOutcome,
     TurnStarted,
     Usage,
@@ -118,6 +124,8 @@ ROUND_LIMIT_MESSAGE_PATCH = "round-limit-message-v1"
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
 # The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
 MAX_WAIT_TURN_SECONDS = 10 * 365 * 24 * 3600
+# The reason of the SessionArchived that ends an ``ends_after_turn`` session after its turn.
+ENDED_AFTER_TURN = "ended after its turn"
 
 __all__ = ["FORGOTTEN_TURN", "RECENT_OUTCOMES", "SEARCH_ATTRIBUTE_KEYS", "SessionWorkflow", "workflow_id_for"]
 
@@ -198,6 +206,16 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._config_unwritten = False  # lean-start-v1: the config travels with the first write
         self._owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
         self._fixed_tokens = 0
+        self._turn_outcome = None
+        # The start of this run: of the session for a new one (where its spend's wall time counts from).
+        self._run_started = workflow.now()
+        if not self._carried:
+            # Sessions with these fields are newer than every recorded history: nothing here changes
+            # an older session's commands.
+            if config.budget is not None or config.ends_after_turn:
+                self._state.started_at = self._run_started
+            if config.prompt is not None and config.prompt.strip():
+                self._inbox.add_message(config.owner, config.prompt)  # as if the owner sent it first
 
     # ---------------------------------------------------------------- run
 
@@ -260,6 +278,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         finally:
             # Published only now, so a client that saw the outcome finds the whole turn in the store.
             self._inbox.record(outcome)
+        if self._config.ends_after_turn and self._turn_outcome is None:
+            self._turn_outcome = outcome
+            if not self._ending():  # an archive or a workflow cancellation meanwhile ends it their way
+                self._archive_request = ArchiveInput(principal=self._config.owner, reason=ENDED_AFTER_TURN)
+            return
         if not self._context_enabled or (self._turn_control and self._ending()):
             return  # an ending session summarises nothing more
         compact, self._state.auto_compaction_pause = compaction.needs_auto_compaction(
@@ -372,9 +395,12 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         position = self._journal.take_position()
         self._emit(UserMessageAdded(turn_id=turn_id, principal=queued.principal, text=queued.text, position=position))
         self._stage_message(position, turn_id, Message(role="user", text=queued.text))
+        usage, calls = Usage(), 0
+        crossing = self._budget_crossing()
+        if crossing is not None:
+            return self._budget_exceeded(turn_id, 0, crossing, calls, usage)  # no model call while it is spent
         if self._config.mcp_servers:
             await self._list_mcp_tools(turn_id)
-        usage, calls = Usage(), 0
         for round_number in range(1, self._config.max_rounds_per_turn + 1):
             self._round = round_number
             await self._before_call()
@@ -391,7 +417,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     usage=usage,
                 )
             usage = usage + reply.usage
-            self._state.usage = self._state.usage + reply.usage
+            self._add_usage(reply.usage)
             assistant = Message(role="assistant", text=reply.text, tool_calls=reply.tool_calls)
             self._stage_message(reply.position, turn_id, assistant)
             self._emit(
@@ -414,9 +440,16 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     turn_id=turn_id, status="completed", answer=reply.text, rounds=round_number, tool_calls=calls, usage=usage
                 )
             calls += len(reply.tool_calls)
+            self._count_tool_calls(len(reply.tool_calls))
+            crossing = self._budget_crossing()
+            if crossing is not None:
+                return self._budget_exceeded(turn_id, round_number, crossing, calls, usage, reply.tool_calls)
             rejection = await self._handle_tool_calls(turn_id, round_number, reply.tool_calls)
             if rejection is not None:
                 return self._advisor_blocked(turn_id, round_number, rejection, calls, usage)
+            crossing = self._budget_crossing()
+            if crossing is not None:
+                return self._budget_exceeded(turn_id, round_number, crossing, calls, usage)
         limit_text = f"no final answer after {self._config.max_rounds_per_turn} rounds"
         if workflow.patched(ROUND_LIMIT_MESSAGE_PATCH):
             # The transcript says why the turn stopped, so the next turn (and a reader) knows.
@@ -443,6 +476,37 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             AssistantMessageCompleted(
                 turn_id=turn_id, round=round_number, text=text, tool_calls=0, usage=Usage(), position=position
             )
+        )
+
+    def _budget_exceeded(
+        self,
+        turn_id: str,
+        round_number: int,
+        crossing: BudgetCrossing,
+        calls: int,
+        usage: Usage,
+        unrun: list[ToolCall] | None = None,
+    ) -> TurnOutcome:
+        """End the turn at a crossed budget limit: the reply's calls that will not run are recorded
+        as cancelled (their results say why), ``BudgetExceeded`` is emitted, and an assistant
+        message tells the transcript why the turn stopped (the next turn's model reads it)."""
+        for call in unrun or []:
+            self._fail_call(turn_id, call, "cancelled", f"not run: the session's budget is spent ({crossing.text()})")
+        self._emit(BudgetExceededEvent(turn_id=turn_id, crossing=crossing))
+        self._say(
+            turn_id,
+            round_number,
+            f"I stopped here: the session's budget is spent ({crossing.text()}). "
+            "The budget must be raised (raise_budget) before I can continue.",
+        )
+        return TurnOutcome(
+            turn_id=turn_id,
+            status="budget_exceeded",
+            error=crossing.text(),
+            error_type="BudgetExceeded",
+            rounds=round_number,
+            tool_calls=calls,
+            usage=usage,
         )
 
     def _advisor_blocked(self, turn_id: str, round_number: int, reason: str, calls: int, usage: Usage) -> TurnOutcome:
@@ -503,6 +567,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     store_writes=writes,
                     tool_listing=self._tool_listing,
                     skills=self._state.skills,
+                    budget_note=self._budget_note(),
+                    script_session=self._config.parent.number if self._config.parent is not None else None,
                 ),
                 result_type=ModelCallResult,
                 **options.MODEL_CALL.options(
@@ -597,6 +663,41 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         if self._ending():
             raise rejected(f"session {self._config.session_id} is ending: its workflow was cancelled")
         self._check_owner_or_operator(input.principal, input.reason, "archive")
+
+    @workflow.update
+    async def raise_budget(self, input: RaiseBudgetInput) -> SessionStateView:
+        """Raise the session's budget: every limit ``input.budget`` sets replaces the current one (a
+        session without a budget gets one). ``BudgetRaised`` is written to the store before this
+        answers; a turn that ended ``budget_exceeded`` can be followed by one that runs."""
+        if self._standing(input.principal, input.reason) == "operator":
+            self._emit(OperatorActed(principal=input.principal, action="raise_budget", reason=input.reason or ""))
+        budget = (self._config.budget or Budget()).raised(input.budget)
+        # A new config object: staged events (SessionInitialized) keep the one they were made with.
+        self._config = self._config.model_copy(update={"budget": budget})
+        if self._state.started_at is None:
+            self._state.started_at = self._run_started
+        self._emit(BudgetRaised(principal=input.principal, budget=budget, reason=input.reason))
+        # Everything staged, written now so readers see it in order; it stays staged (the turn's next
+        # write repeats it, idempotent by seq and position), as a turn may be writing beside this.
+        events, messages = self._journal.unflushed()
+        await self._execute(
+            options.STORE_WRITE,
+            StoreAppendInput(session_id=self._config.session_id, config=self._config, messages=messages, events=events),
+            local=True,
+            summary="store budget raised",
+        )
+        return self._view()
+
+    @raise_budget.validator
+    def _validate_raise_budget(self, input: RaiseBudgetInput) -> None:
+        session = self._config.session_id
+        if self._archive_request is not None:
+            raise rejected(f"session {session} is archived")
+        if self._ending():
+            raise rejected(f"session {session} is ending: its workflow was cancelled")
+        self._check_owner_or_operator(input.principal, input.reason, "raise the budget of")
+        if input.budget.is_unbounded():
+            raise rejected(f"raise_budget of session {session} needs a budget limit (max_sessions is for tasks)")
 
     @workflow.update
     async def switch_model(self, input: SwitchModelInput) -> SwitchModelResult:
