@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from agentrt.activities._advisor import AdvisorActivities
 from agentrt.activities._attempts import WORKER_PROCESS, previous_attempt_elsewhere
+from agentrt.activities._autonomy import TaskActivities
 from agentrt.activities._mcp import McpActivities
 from agentrt.activities._memory import MemoryActivities
 from agentrt.activities._model import ModelActivities, ProfileSource
@@ -25,6 +26,7 @@ __all__ = [
     "ModelActivities",
     "ProfileSource",
     "StoreActivities",
+    "TaskActivities",
     "ToolActivities",
     "WORKER_PROCESS",
     "WorkerRole",
@@ -42,10 +44,11 @@ def build_activities(
 ) -> list[Callable[..., Any]]:
     """The activity callables a worker registers, bound to its model profiles (the worker's
     configuration), store and tools. ``role``: ``all`` (the default), ``models`` (everything
-    but running tool calls: the model calls, advisor reviews, the store, tool listing, effect reconciliation,
-    memory decisions),
-    ``tools`` (running tool calls only, ``tool.execute``, for a worker on a session's
-    ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
+    but running tool calls and commands: the model calls, advisor reviews, the store, tool
+    listing, effect reconciliation, memory decisions, and autonomous tasks' store writes,
+    acceptance reviews and cron times), ``tools`` (what runs processes only: ``tool.execute``
+    and autonomous tasks' ``task.check_command`` and ``task.evaluate_trigger``, for a worker on
+    a ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
     ``mcp.call_tool`` run where tool calls run (MCP servers live beside the tools)."""
     models = ModelActivities(config, store, registry)
     tools = ToolActivities(
@@ -54,7 +57,9 @@ def build_activities(
     writes = StoreActivities(store)
     advisor = AdvisorActivities(models, store)
     memory = MemoryActivities(store)
-    tool_side: list[Callable[..., Any]] = [tools.execute]
+    tasks = TaskActivities(store, models, secrets=lambda: configured_keys(config))
+    # Task commands run processes in the OS sandbox: they go where tool calls go.
+    tool_side: list[Callable[..., Any]] = [tools.execute, tasks.check_command, tasks.evaluate_trigger]
     if mcp is not None:
         servers = McpActivities(mcp, store, secrets=lambda: configured_keys(config))
         tool_side += [servers.list_tools, servers.call_tool]
@@ -62,7 +67,7 @@ def build_activities(
         return tool_side
     session_side = [
         models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append,
-        advisor.review, memory.decide,
+        advisor.review, memory.decide, tasks.record, tasks.review, tasks.next_wake,
     ]
     return session_side if role == "models" else [*session_side, *tool_side]
 

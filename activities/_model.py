@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._system_prompt import (
+    budget_section,
     compose_system_prompt,
     default_system_prompt,
     memory_section,
@@ -112,12 +113,17 @@ class ModelActivities:
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
         """The profile called ``name``; with a session ``script`` it becomes a scripted profile
-        that keeps the configured profile's context limits (defaults when unknown, unless ``strict``)."""
+        that keeps the configured profile's context limits and price (defaults and no price when
+        unknown, unless ``strict``)."""
         if script:
             known = self._config.profiles.get(name)
             if known is None and strict:
                 raise UnknownProfileError(name, list(self._config.profiles), self._profiles_read_from())
-            limits = {"context_window": known.context_window, "max_output_tokens": known.max_output_tokens} if known else {}
+            limits = (
+                {"context_window": known.context_window, "max_output_tokens": known.max_output_tokens, "price": known.price}
+                if known
+                else {}
+            )
             return ModelProfile(name=name, provider="scripted", model="scripted", script=script, **limits)
         try:
             return self._config.profiles[name]
@@ -169,6 +175,7 @@ class ModelActivities:
                 model=profile.model,
                 context_window=profile.context_window,
                 max_output_tokens=profile.max_output_tokens,
+                price=profile.price,
             )
         )
 
@@ -322,7 +329,8 @@ class ModelActivities:
         # One transaction: the call's own events, its context, its "started" receipt.
         system, messages = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
         request = ModelRequest(
-            profile=profile, system=system, messages=messages, tools=tools, reply_index=input.reply_index
+            profile=profile, system=system, messages=messages, tools=tools, reply_index=input.reply_index,
+            script_session=input.script_session,
         )
         buffer: list[str] = []
         written = 0
@@ -404,14 +412,19 @@ class ModelActivities:
         self, input: ModelCallInput, attempt: int, profile: ModelProfile, tools: list[ToolSpec]
     ) -> tuple[str | None, list[Message]]:
         """In one transaction: write the call's staged writes (its own messages are part of its
-        context), read its context (and the memories it shows), write its "started" receipt. A context that cannot be read
+        context), read its context (and the memories it shows; the budget note goes last), write
+        its "started" receipt. A context that cannot be read
         (a missing summary) writes nothing, so no receipt claims a request that was never sent."""
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
             system = self._system_prompt(input, profile, tools, conn)
             system, messages = self._context(input, conn, system=system, with_reasoning=_takes_reasoning_back(profile))
-            context = self._with_memories(input.session_id, system, messages, conn), messages
+            system = self._with_memories(input.session_id, system, messages, conn)
+            budget = budget_section(input.budget_note)
+            if budget:  # last: it changes every round, so everything before it stays in prompt caches
+                system = f"{system}\n\n{budget}" if system else budget
+            context = system, messages
             self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
         return context
 

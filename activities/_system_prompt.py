@@ -3,8 +3,10 @@ date), which a model profile and then the session itself may extend or replace.
 
 Built in the model activity, so it never travels through workflow history. The text is stable
 for a session (it changes with the date only), which keeps providers' prompt caches warm. The
-"Relevant memories" section (``memory_section``) comes last: it changes when memories do. The
-"Skills" section (``skills_section``) lists the skills a session may activate.
+"Relevant memories" section (``memory_section``) comes after the rest: it changes when memories
+do. The "Skills" section (``skills_section``) lists the skills a session may activate. The
+"Budget" section (``budget_section``), what is left of the session's budget, comes last of all:
+it changes with every round.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ SKILLS_OPEN = "<<<skills"
 SKILLS_CLOSE = "skills>>>"
 # The most bytes of skill descriptions in the section; past it, skills are listed by name alone.
 MAX_PROMPT_SKILL_BYTES = 16 * 1024
+BUDGET_HEADING = "## Budget"
+# The most characters of a budget note in the section.
+MAX_BUDGET_NOTE_CHARS = 1_000
 
 _RISK_WORDS = {
     "read_only": "read-only tools",
@@ -156,3 +161,16 @@ def skills_section(skills: list[SkillInfo], *, max_bytes: int = MAX_PROMPT_SKILL
         size += len(line.encode()) + 1
         lines.append(line if size <= max_bytes else f"- {skill.name}")
     return "\n".join([SKILLS_HEADING, SKILLS_NOTE, SKILLS_OPEN, *lines, SKILLS_CLOSE])
+
+
+def budget_section(note: str | None) -> str:
+    """The "Budget" section for ``note`` (what is left of the session's budget, as the workflow
+    says it), or "" when there is none; the note is cut to ``MAX_BUDGET_NOTE_CHARS`` characters.
+    Added whatever the system prompt modes (a replaced prompt gets it too). Documented in
+    docs/system-prompt.md."""
+    note = (note or "").strip()
+    if not note:
+        return ""
+    if len(note) > MAX_BUDGET_NOTE_CHARS:
+        note = note[: MAX_BUDGET_NOTE_CHARS - 1] + "…"
+    return f"{BUDGET_HEADING}\n{note}"

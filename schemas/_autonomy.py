@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
-from agentrt.schemas._config import SandboxPolicy
+from agentrt.schemas._config import ApprovalPolicy, SandboxPolicy
 from agentrt.schemas._messages import Usage
 
 TaskStatus = Literal["waiting", "running", "paused", "budget_exceeded", "completed", "failed", "cancelled"]
@@ -104,9 +104,10 @@ class TaskConfig(Model):
     - ``schedule``: when the next session runs (``TaskSchedule``).
     - ``budget``: limits on the spend of all sessions together (tokens, cost, tool calls, wall
       time); crossing one stops the task at ``budget_exceeded`` until ``raise_budget``.
-    - ``profile`` / ``script``: the sessions' model (as for a session); ``tools``, ``sandbox``,
-      ``network``, ``mcp_servers``, ``tool_task_queue``: the sessions' grants; sessions are not
-      interactive (a call that needs an approval is denied).
+    - ``profile`` / ``script``: the sessions' model (as for a session); ``tools``, ``approval``,
+      ``sandbox``, ``network``, ``mcp_servers``, ``tool_task_queue``: the sessions' grants. No
+      person answers a task's sessions: a call the ``approval`` policy would ask about is denied
+      (``no_interactive_route``), so grant what the goal needs (``approval`` rules ``allow``).
     - ``owner`` and ``operators``: who may control the task (operators with a reason).
     """
 
@@ -124,6 +125,7 @@ class TaskConfig(Model):
     script: str | None = None
     reviewer_profile: str | None = None
     tools: list[str] | None = None
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     sandbox: SandboxPolicy = "workspace_write"
     network: bool = False
     mcp_servers: list[str] = Field(default_factory=list)

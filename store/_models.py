@@ -36,6 +36,9 @@ __all__ = [
     "payloads",
     "reasoning",
     "sessions",
+    "task_checkpoints",
+    "task_events",
+    "tasks",
     "token_deltas",
     "tool_listings",
     "usage_receipts",
@@ -243,4 +246,44 @@ tool_listings = Table(
     Column("digest", String(64), primary_key=True),
     Column("specs", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# Autonomous tasks (migration 0008): one row per task (its latest status, goal and spend as
+# ``Spend`` JSON), written by the task workflow's ``task.record``; ``workspace`` is the task's.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    Column("goal", Text, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("spend_json", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index(None, "owner", "created_at"),
+    Index(None, "created_at"),
+)
+
+# A task's events (one ``Event`` as JSON per (task_id, seq), the task's own sequence) and its
+# checkpoints (one ``TaskCheckpoint`` as JSON per (task_id, number), the session's number).
+task_events = Table(
+    "task_events",
+    metadata,
+    Column("task_id", String(255), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=True),
+    Column("body_json", Text, nullable=False),
+    PrimaryKeyConstraint("task_id", "seq"),
+)
+
+task_checkpoints = Table(
+    "task_checkpoints",
+    metadata,
+    Column("task_id", String(255), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("body_json", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("task_id", "number"),
 )

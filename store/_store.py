@@ -14,16 +14,20 @@ from agentrt.store._engine import database_url, make_engine, upgrade
 from agentrt.store._mcp import McpTables
 from agentrt.store._memory import MemoryTable
 from agentrt.store._reasoning import ReasoningTable
+from agentrt.store._tasks import TaskTables
 from agentrt.store._transcript import TranscriptTables
 from agentrt.store._usage import UsageReceiptTable
 
 
-class Store(TranscriptTables, DeltaTable, EffectLedger, UsageReceiptTable, ReasoningTable, MemoryTable, McpTables):
+class Store(
+    TranscriptTables, DeltaTable, EffectLedger, UsageReceiptTable, ReasoningTable, MemoryTable, McpTables, TaskTables
+):
     """Synchronous access to the application store; thread-safe (one pooled engine).
 
     Transcript, events, sessions and compaction summaries; token deltas; the effect ledger;
-    usage receipts; reasoning blocks; memories; MCP server events and tool listings. Open with ``Store.open()``; close with ``close()`` or use it as a
-    context manager.
+    usage receipts; reasoning blocks; memories; MCP server events and tool listings; autonomous
+    tasks, their events and checkpoints. Open with ``Store.open()``; close with ``close()`` or use
+    it as a context manager.
     """
 
     @classmethod

@@ -40,6 +40,7 @@ from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payloads import PayloadStorage, payload_storage
 from agentrt.worker._resume import ResumeInterceptor
+from agentrt.workflows.autonomous import AutonomousTaskWorkflow
 from agentrt.workflows.session import SessionWorkflow
 
 __all__ = [
@@ -58,7 +59,7 @@ DEFAULT_ACTIVITY_THREADS = 100
 # Local activities a worker runs at once (store writes, tool listing, fast read-only tools),
 # each with a thread of its own beside the activity threads.
 LOCAL_ACTIVITY_SLOTS = 16
-WORKFLOWS: list[type] = [SessionWorkflow]
+WORKFLOWS: list[type] = [SessionWorkflow, AutonomousTaskWorkflow]
 
 # Modules the workflow sandbox shares with the worker instead of importing them afresh for
 # every workflow run. Only modules that are deterministic and hold no mutable module state

@@ -28,6 +28,11 @@ from agentrt.schemas import (
     TOOL_EXECUTE,
     TOOLS_LIST,
 )
+from agentrt.schemas import TASK_CHECK_COMMAND as CHECK_COMMAND_ACTIVITY
+from agentrt.schemas import TASK_EVALUATE_TRIGGER as EVALUATE_TRIGGER_ACTIVITY
+from agentrt.schemas import TASK_NEXT_WAKE as NEXT_WAKE_ACTIVITY
+from agentrt.schemas import TASK_RECORD as RECORD_ACTIVITY
+from agentrt.schemas import TASK_REVIEW as REVIEW_ACTIVITY
 
 CONFIGURATION_ERRORS = ("ConfigurationError", "UnknownProfileError", "InvalidScriptError")
 
@@ -75,6 +80,22 @@ ADVISOR_RETRY = RetryPolicy(
 # answers (with the store's error) instead of waiting without end on a store that stays down.
 MEMORY_DECIDE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=10
+)
+
+# An autonomous task's commands (acceptance check, trigger) return every way a command ends
+# (exit code, timeout, a command that cannot start) as a result, so an attempt fails only when
+# its worker is lost (heartbeat timeout) or crashes. Such an attempt is retried, not left
+# non-retryable: these commands are checks meant to run again (a test suite, a probe), so a
+# second run is what a person would do, and a task must not fail because a worker restarted
+# under its check. Three attempts, so a command that takes its worker down each time ends the
+# check (the workflow then counts it as failed).
+TASK_COMMAND_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3
+)
+# The next time of a cron schedule is pure computation: an invalid expression is final; a few
+# attempts cover a lost worker.
+NEXT_WAKE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=("InvalidCron",)
 )
 
 
@@ -159,3 +180,15 @@ TOOL_GRACE_SECONDS = 30
 # tool): the tool gets this much, less LOCAL_TOOL_GRACE_SECONDS to store its result.
 LOCAL_TOOL_SECONDS = 10.0
 LOCAL_TOOL_GRACE_SECONDS = 2.0
+
+# Autonomous tasks. The task's store write is a store write (STORE_RETRY, unbounded on purpose:
+# a task must not fail because its database was briefly down), run as a local activity. A
+# command's bound is given per call: its ``timeout_seconds`` plus TOOL_GRACE_SECONDS. The
+# acceptance review is a model call the task's completion waits on: the model calls' bounded
+# retries (MODEL_RETRY), configuration mistakes final; one attempt takes at most 10 minutes.
+# (The activity names are imported under other names: these configs are named after them.)
+TASK_RECORD = ActivityConfig(RECORD_ACTIVITY, STORE_RETRY, start_to_close=30)
+TASK_CHECK_COMMAND = ActivityConfig(CHECK_COMMAND_ACTIVITY, TASK_COMMAND_RETRY, heartbeats=True, cancellable=True)
+TASK_EVALUATE_TRIGGER = ActivityConfig(EVALUATE_TRIGGER_ACTIVITY, TASK_COMMAND_RETRY, heartbeats=True, cancellable=True)
+TASK_REVIEW = ActivityConfig(REVIEW_ACTIVITY, MODEL_RETRY, start_to_close=600, heartbeats=True, cancellable=True)
+TASK_NEXT_WAKE = ActivityConfig(NEXT_WAKE_ACTIVITY, NEXT_WAKE_RETRY, start_to_close=10)

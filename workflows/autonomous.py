@@ -252,6 +252,7 @@ class AutonomousTaskWorkflow:
             profile=self._config.profile,
             script=self._config.script,
             tools=self._config.tools,
+            approval=self._config.approval,
             max_rounds_per_turn=self._config.max_rounds_per_session,
             sandbox=self._config.sandbox,
             network=self._config.network,

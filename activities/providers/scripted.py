@@ -29,7 +29,7 @@ from agentrt.schemas import (
 _DELAY_STEP_SECONDS = 0.05
 _WORDS_PER_DELTA = 3
 
-__all__ = ["Script", "ScriptAdvice", "ScriptedProvider", "load_script"]
+__all__ = ["Script", "ScriptAdvice", "ScriptReview", "ScriptSession", "ScriptedProvider", "load_script"]
 
 
 class _Strict(BaseModel):
@@ -73,13 +73,48 @@ class ScriptAdvice(_Strict):
     delay_seconds: float = Field(default=0.0, ge=0.0)
 
 
-class Script(_Strict):
-    """A script file: ``{"turns": [ScriptTurn, ...], "advisor": [ScriptAdvice, ...]}``: one element
-    of ``turns`` per model response and of ``advisor`` per advisor review, each in order. A
-    review past the end of ``advisor`` (or with none scripted) approves."""
+class ScriptReview(_Strict):
+    """One acceptance review's answer (an autonomous task's ``task.review``), in order: a ``verdict``
+    (``pass`` or ``fail``) with ``findings`` and a ``summary``, sent as fenced JSON as a model
+    would; or ``text``, sent as it is (to script an answer that is not a verdict); or ``error``, a
+    provider failure with HTTP ``status`` (default 500). ``delay_seconds`` before answering."""
+
+    verdict: str | None = None
+    findings: list[str] = Field(default_factory=list)
+    summary: str = ""
+    text: str | None = None
+    error: str | None = None
+    status: int = Field(default=500, ge=400, le=599)
+    delay_seconds: float = Field(default=0.0, ge=0.0)
+
+
+class ScriptSession(_Strict):
+    """The replies of one session of an autonomous task (``sessions`` of a script), in order."""
 
     turns: list[ScriptTurn]
+
+
+class Script(_Strict):
+    """A script file: one element of ``turns`` per model response, of ``advisor`` per advisor
+    review and of ``reviews`` per acceptance review, each in order::
+
+        {"turns": [ScriptTurn, ...], "advisor": [ScriptAdvice, ...], "reviews": [ScriptReview, ...]}
+
+    An autonomous task's sessions may have replies of their own: ``sessions`` holds one
+    ``{"turns": [...]}`` per session (the first for session 1, ...); ``turns`` may then be left
+    out. A review past the end of ``advisor`` (or with none scripted) approves; one past the end
+    of ``reviews`` passes."""
+
+    turns: list[ScriptTurn] = Field(default_factory=list)
+    sessions: list[ScriptSession] = Field(default_factory=list)
     advisor: list[ScriptAdvice] = Field(default_factory=list)
+    reviews: list[ScriptReview] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _has_replies(self) -> "Script":
+        if "turns" not in self.model_fields_set and not self.sessions:
+            raise ValueError("give turns (the model's replies), or sessions (the replies of each session of a task)")
+        return self
 
 
 _cache: dict[str, tuple[int, Script]] = {}
@@ -130,7 +165,13 @@ class ScriptedProvider:
     extractive summary (the summary so far plus the first words of each user and assistant
     message) of at most ``profile.max_output_tokens * 4`` characters. A ``purpose="advisor"``
     request (an advisor review) answers with the script's ``advisor`` entry number
-    ``request.review_index`` (``ScriptAdvice``; approve when there is none). Tool call ids are ``call_<response index>_<k>``. ``delay_seconds`` is
+    ``request.review_index`` (``ScriptAdvice``; approve when there is none), and a
+    ``purpose="review"`` request (an autonomous task's acceptance review) with its ``reviews``
+    entry number ``request.review_index`` (``ScriptReview``; pass when there is none). A request
+    with ``request.script_session`` N (an autonomous task's session N, from 1) takes its replies
+    from the script's ``sessions`` section N, when the script has sections (past the last one:
+    ``ScriptExhaustedError``); any other request takes them from ``turns``. Tool call ids are
+    ``call_<response index>_<k>``. ``delay_seconds`` is
     slept in small cancellable steps before answering; text streams through ``on_delta``
     in word groups. Usage is estimated as ceil(characters / 4) tokens of the input and of
     the output (input: system prompt, tool specs as JSON and messages). Errors:
@@ -157,14 +198,17 @@ class ScriptedProvider:
         script = load_script(self.path)
         if request.purpose == "advisor":
             return await self._advice(script, request.review_index or 0, input_tokens)
+        if request.purpose == "review":
+            return await self._review(script, request.review_index or 0, input_tokens)
         index = request.reply_index
         if index is None:
             index = sum(1 for m in request.messages if m.role == "assistant")
-        if index >= len(script.turns):
-            err = ScriptExhaustedError(self.path, index, len(script.turns))
+        label, turns = self._turns(script, request.script_session)
+        if index >= len(turns):
+            err = ScriptExhaustedError(label, index, len(turns))
             err.partial_usage = Usage(input_tokens=input_tokens)
             raise err
-        turn = script.turns[index]
+        turn = turns[index]
         await _sleep_in_steps(turn.delay_seconds)
         if on_delta is not None:
             for chunk in _word_groups(turn.text):
@@ -178,6 +222,33 @@ class ScriptedProvider:
             stop_reason="tool_use" if calls else "end_turn",
         )
 
+    def _turns(self, script: Script, session: int | None) -> tuple[str, list[ScriptTurn]]:
+        """The replies a request of task session ``session`` walks, and the script's name for an
+        error: section ``session`` of ``sessions`` when the script has sections (none past the last
+        one), else ``turns``."""
+        if session is None or not script.sessions:
+            return self.path, script.turns
+        label = f"{self.path} session {session} (of {len(script.sessions)} scripted sessions)"
+        if not 1 <= session <= len(script.sessions):
+            return label, []
+        return label, script.sessions[session - 1].turns
+
+    async def _review(self, script: Script, index: int, input_tokens: int) -> ModelResponse:
+        """The scripted reviewer's answer to acceptance review ``index`` (see ``ScriptReview``)."""
+        review = script.reviews[index] if index < len(script.reviews) else ScriptReview(
+            verdict="pass", summary="no review verdict scripted for this review"
+        )
+        await _sleep_in_steps(review.delay_seconds)
+        if review.error is not None:
+            raise ProviderHTTPError(review.status, f"scripted:{self.path}#reviews/{index}", review.error)
+        if review.text is not None:
+            text = review.text
+        else:
+            body = {"verdict": review.verdict or "pass", "findings": review.findings, "summary": review.summary}
+            text = "```json\n" + json.dumps(body, indent=2) + "\n```"
+        return ModelResponse(
+            text=text, usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(text))), stop_reason="end_turn"
+        )
 
     async def _advice(self, script: Script, index: int, input_tokens: int) -> ModelResponse:
         """The scripted advisor's answer to review ``index`` (see ``ScriptAdvice``)."""

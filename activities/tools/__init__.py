@@ -23,7 +23,7 @@ from agentrt.activities.tools._registry import (
     format_validation_error,
 )
 from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status, sandboxed_argv
-from agentrt.activities.tools._shell import ShellRun, scrubbed_environment
+from agentrt.activities.tools._shell import CommandRun, ShellRun, run_command, scrubbed_environment
 from agentrt.activities.tools._skills import (
     MAX_SKILL_FILE_BYTES,
     MAX_SKILL_FILES,
@@ -39,6 +39,7 @@ from agentrt.activities.tools._skills import (
 from agentrt.activities.tools._workspace import resolve_in_workspace
 
 __all__ = [
+    "CommandRun",
     "FsList",
     "FsRead",
     "FsSearch",
@@ -71,6 +72,7 @@ __all__ = [
     "rank_memories",
     "recorded_memory_note",
     "resolve_in_workspace",
+    "run_command",
     "sandbox_status",
     "sandboxed_argv",
     "scrubbed_environment",

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field
@@ -15,7 +16,7 @@ from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, Tool
 from agentrt.activities.tools._sandbox import SandboxUnavailable, sandbox_status, sandboxed_argv
 from agentrt.schemas import ToolError
 
-__all__ = ["ShellRun", "command_line", "scrubbed_environment"]
+__all__ = ["CommandRun", "ShellRun", "command_line", "run_command", "scrubbed_environment"]
 
 OUTPUT_CAP_BYTES = 64 * 1024
 TERM_GRACE_SECONDS = 2.0
@@ -187,75 +188,114 @@ class ShellRun(Tool):
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
         """Run ``args.command``; raises ``ToolError`` on timeout (clamped to ``ctx.timeout_seconds``) or cancellation."""
-        workspace = Path(ctx.workspace).resolve()
-        if not workspace.is_dir():
-            raise ToolError(f"workspace {str(workspace)!r} is not a directory")
         timeout = min(args.timeout_seconds, ctx.timeout_seconds)
-        # The largest file the command may write (RLIMIT_FSIZE, in 512-byte blocks: 1 GiB), then the command.
-        limited = ["/bin/sh", "-c", f'ulimit -f {MAX_FILE_BLOCKS} 2>/dev/null; exec /bin/sh -c "$1"', "sh", args.command]
-        argv, env = command_line(limited, workspace, ctx)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=workspace,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as e:
-            for fd in (out_r, out_w, err_r, err_w):
-                os.close(fd)
-            raise ToolError(f"cannot start {argv[0]}: {e}") from e
-        os.close(out_w)
-        os.close(err_w)
-        stdout, stderr = _CappedReader(out_r), _CappedReader(err_r)
-        stdout.start()
-        stderr.start()
-
-        started = time.monotonic()
-        last_beat = started
-        try:
-            while True:
-                try:
-                    proc.wait(timeout=_POLL_SECONDS)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                now = time.monotonic()
-                if now - last_beat >= _HEARTBEAT_SECONDS:
-                    ctx.heartbeat()
-                    last_beat = now
-                if ctx.is_cancelled():
-                    _kill_group(proc)
-                    raise ToolError(f"command cancelled after {now - started:.1f} s: {args.command}")
-                if now - started >= timeout:
-                    _kill_group(proc)
-                    raise ToolError(f"command timed out after {timeout:g} s: {args.command}")
-        except ToolError:
-            raise
-        except BaseException:
-            # Temporal cancels a thread-pool activity by raising CancelledError inside its thread
-            # (in wait() or heartbeat()); the command must not outlive the call.
-            _kill_group(proc)
-            raise
-
-        if ctx.sandbox == "danger_full_access":
-            # No sandbox to take them down: background jobs left in the command's process group
-            # die with it (one that left the group with setsid does not; the sandbox kills those).
-            _kill_group(proc)
-        # Background children may still hold the pipes open; do not wait for them for long.
-        stdout.join(_DRAIN_SECONDS)
-        stderr.join(_DRAIN_SECONDS)
+        done = run_command(args.command, ctx, timeout)
+        if done.cancelled:
+            raise ToolError(f"command cancelled after {done.elapsed:.1f} s: {args.command}")
+        if done.timed_out:
+            raise ToolError(f"command timed out after {timeout:g} s: {args.command}")
         text = (
-            f"exit code {proc.returncode}\n"
-            f"--- stdout ---\n{stdout.text()}\n"
-            f"--- stderr ---\n{stderr.text()}"
+            f"exit code {done.exit_code}\n"
+            f"--- stdout ---\n{done.stdout}\n"
+            f"--- stderr ---\n{done.stderr}"
         )
-        if stdout.is_alive() or stderr.is_alive():
+        if done.incomplete:
             text += "\n[output may be incomplete: background processes still hold stdout/stderr]"
         return ToolOutput(text=text)
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """How a command run by ``run_command`` ended: its ``exit_code`` (None when it was killed at
+    its time bound, ``timed_out``, or on cancellation, ``cancelled``), its ``stdout`` and
+    ``stderr`` (each cut to its first and last ``OUTPUT_CAP_BYTES / 2``), whether background
+    processes still held the pipes when it was read (``incomplete``), and its run time (seconds)."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    cancelled: bool = False
+    incomplete: bool = False
+    elapsed: float = 0.0
+
+
+def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
+    """Run ``command`` with ``/bin/sh -c`` in ``ctx.workspace`` under ``ctx.sandbox`` and
+    ``ctx.network`` (the runner of ``shell.run``): stdin empty, files bounded to 1 GiB, the
+    command and every process it started killed at ``timeout`` seconds or when
+    ``ctx.is_cancelled()`` says so (polled every 0.1 s; ``ctx.heartbeat`` is called every 0.5 s
+    meanwhile). A non-zero exit, a timeout and a cancel are results, not errors. Raises
+    ``ToolError`` when the command cannot start: a workspace that is not a directory, the
+    sandbox unavailable (``SandboxUnavailable``), or ``bwrap`` / the shell failing to execute."""
+    workspace = Path(ctx.workspace).resolve()
+    if not workspace.is_dir():
+        raise ToolError(f"workspace {str(workspace)!r} is not a directory")
+    # The largest file the command may write (RLIMIT_FSIZE, in 512-byte blocks: 1 GiB), then the command.
+    limited = ["/bin/sh", "-c", f'ulimit -f {MAX_FILE_BLOCKS} 2>/dev/null; exec /bin/sh -c "$1"', "sh", command]
+    argv, env = command_line(limited, workspace, ctx)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as e:
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise ToolError(f"cannot start {argv[0]}: {e}") from e
+    os.close(out_w)
+    os.close(err_w)
+    stdout, stderr = _CappedReader(out_r), _CappedReader(err_r)
+    stdout.start()
+    stderr.start()
+
+    started = time.monotonic()
+    last_beat = started
+    timed_out = cancelled = False
+    try:
+        while True:
+            try:
+                proc.wait(timeout=_POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if now - last_beat >= _HEARTBEAT_SECONDS:
+                ctx.heartbeat()
+                last_beat = now
+            if ctx.is_cancelled():
+                cancelled = True
+                break
+            if now - started >= timeout:
+                timed_out = True
+                break
+    except BaseException:
+        # Temporal cancels a thread-pool activity by raising CancelledError inside its thread
+        # (in wait() or heartbeat()); the command must not outlive the call.
+        _kill_group(proc)
+        raise
+    elapsed = time.monotonic() - started
+    if cancelled or timed_out or ctx.sandbox == "danger_full_access":
+        # Without a sandbox to take them down, background jobs left in the command's process group
+        # die with it (one that left the group with setsid does not; the sandbox kills those).
+        _kill_group(proc)
+    # Background children may still hold the pipes open; do not wait for them for long.
+    stdout.join(_DRAIN_SECONDS)
+    stderr.join(_DRAIN_SECONDS)
+    return CommandRun(
+        exit_code=None if cancelled or timed_out else proc.returncode,
+        stdout=stdout.text(),
+        stderr=stderr.text(),
+        timed_out=timed_out,
+        cancelled=cancelled,
+        incomplete=stdout.is_alive() or stderr.is_alive(),
+        elapsed=elapsed,
+    )

@@ -19,6 +19,11 @@ from agentrt.schemas import (
     PROVIDER_COMPLETE,
     SESSION_PREPARE,
     STORE_APPEND,
+    TASK_CHECK_COMMAND,
+    TASK_EVALUATE_TRIGGER,
+    TASK_NEXT_WAKE,
+    TASK_RECORD,
+    TASK_REVIEW,
     TOOL_EXECUTE,
     TOOLS_LIST,
 )
@@ -29,7 +34,7 @@ CONFIGS: dict[str, ActivityConfig] = {
     name: value for name, value in vars(options).items() if isinstance(value, ActivityConfig)
 }
 # Store writes retry without a bound on purpose (the module says why, beside STORE_RETRY).
-UNBOUNDED = {"STORE_WRITE", "RECONCILE_EFFECT"}
+UNBOUNDED = {"STORE_WRITE", "RECONCILE_EFFECT", "TASK_RECORD"}
 
 
 def _options(config: ActivityConfig) -> dict:
@@ -42,6 +47,7 @@ def test_every_activity_has_one_config() -> None:
         [
             ADVISOR_REVIEW, CONTEXT_COMPACT, EFFECTS_RECONCILE, MEMORY_DECIDE, PROFILES_DESCRIBE, PROVIDER_COMPLETE,
             SESSION_PREPARE, STORE_APPEND, TOOL_EXECUTE, TOOLS_LIST, MCP_LIST_TOOLS, MCP_CALL_TOOL,
+            TASK_RECORD, TASK_CHECK_COMMAND, TASK_EVALUATE_TRIGGER, TASK_REVIEW, TASK_NEXT_WAKE,
         ]
     )
 
@@ -155,3 +161,14 @@ def test_an_advisor_review_is_bounded_as_a_whole_retries_included() -> None:
 
     assert advisor["schedule_to_close_timeout"] == advisor["start_to_close_timeout"] == timedelta(seconds=7)
     assert "schedule_to_close_timeout" not in _options(options.MODEL_CALL)
+
+
+def test_an_invalid_cron_expression_is_not_retried() -> None:
+    assert "InvalidCron" in (options.TASK_NEXT_WAKE.retry_policy.non_retryable_error_types or [])
+
+
+def test_a_task_command_is_retried_a_few_times_only_and_its_bound_is_given_per_call() -> None:
+    for config in (options.TASK_CHECK_COMMAND, options.TASK_EVALUATE_TRIGGER):
+        assert 1 < config.retry_policy.maximum_attempts <= 3
+        with pytest.raises(ValueError, match="needs a start_to_close bound"):
+            config.options(summary="s", heartbeat_timeout=5)

@@ -1,0 +1,144 @@
+"""The scripted model for autonomous tasks: a script's ``sessions`` sections (one per task session,
+chosen by ``ModelRequest.script_session``) and its ``reviews`` (acceptance reviews, by ``review_index``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentrt.activities.providers import ScriptedProvider
+from agentrt.activities.providers.scripted import load_script
+from agentrt.schemas import (
+    InvalidScriptError,
+    Message,
+    ModelProfile,
+    ModelRequest,
+    ProviderHTTPError,
+    ScriptExhaustedError,
+)
+
+PROFILE = ModelProfile(name="demo", provider="scripted", script="unused")
+
+
+def write_json(path: Path, script: dict) -> str:
+    path.write_text(json.dumps(script), encoding="utf-8")
+    return str(path)
+
+
+def provider(script: str) -> ScriptedProvider:
+    return ScriptedProvider(PROFILE.model_copy(update={"script": script}))
+
+
+def reply(script: str, index: int, session: int | None = None) -> ModelRequest:
+    return ModelRequest(
+        profile=PROFILE.model_copy(update={"script": script}), messages=[Message(role="user", text="go")],
+        reply_index=index, script_session=session,
+    )
+
+
+def review(script: str, index: int) -> ModelRequest:
+    return ModelRequest(
+        profile=PROFILE.model_copy(update={"script": script}), messages=[Message(role="user", text="judge")],
+        purpose="review", review_index=index,
+    )
+
+
+SESSIONS = {
+    "turns": [{"text": "plain"}],
+    "sessions": [
+        {"turns": [{"text": "s1 r0"}, {"text": "s1 r1"}]},
+        {"turns": [{"text": "s2 r0"}]},
+    ],
+}
+
+
+@pytest.mark.parametrize(("session", "index", "text"), [(1, 0, "s1 r0"), (1, 1, "s1 r1"), (2, 0, "s2 r0")])
+async def test_a_task_session_walks_its_own_section(tmp_path: Path, session: int, index: int, text: str) -> None:
+    path = write_json(tmp_path / "s.json", SESSIONS)
+
+    assert (await provider(path).complete(reply(path, index, session))).text == text
+
+
+async def test_a_request_without_a_session_number_uses_turns(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", SESSIONS)
+
+    assert (await provider(path).complete(reply(path, 0))).text == "plain"
+
+
+async def test_a_session_number_without_sections_uses_turns(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"turns": [{"text": "plain"}]})
+
+    assert (await provider(path).complete(reply(path, 0, session=3))).text == "plain"
+
+
+@pytest.mark.parametrize(("session", "index"), [(3, 0), (2, 1), (0, 0)])
+async def test_past_the_last_section_or_reply_is_script_exhausted(tmp_path: Path, session: int, index: int) -> None:
+    path = write_json(tmp_path / "s.json", SESSIONS)
+
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await provider(path).complete(reply(path, index, session))
+
+    assert caught.value.retryable is False and f"session {session} (of 2 scripted sessions)" in str(caught.value)
+
+
+async def test_turns_may_be_left_out_when_sessions_are_given(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"sessions": [{"turns": [{"text": "only"}]}]})
+
+    assert (await provider(path).complete(reply(path, 0, 1))).text == "only"
+    with pytest.raises(ScriptExhaustedError):
+        await provider(path).complete(reply(path, 0))
+
+
+def test_a_script_without_turns_or_sessions_is_invalid(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"reviews": [{"verdict": "pass"}]})
+
+    with pytest.raises(InvalidScriptError, match="give turns"):
+        load_script(path)
+
+
+def test_an_empty_list_of_turns_is_still_a_script(tmp_path: Path) -> None:
+    assert load_script(write_json(tmp_path / "s.json", {"turns": []})).turns == []
+
+
+async def test_reviews_answer_in_order_as_fenced_json(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"turns": [], "reviews": [
+        {"verdict": "fail", "findings": ["no tests"], "summary": "not yet"},
+        {"verdict": "pass", "summary": "done"},
+    ]})
+
+    first = await provider(path).complete(review(path, 0))
+    second = await provider(path).complete(review(path, 1))
+
+    assert first.text.startswith("```json\n") and first.text.endswith("\n```")
+    assert json.loads(first.text.strip("`").removeprefix("json")) == {"verdict": "fail", "findings": ["no tests"], "summary": "not yet"}
+    assert json.loads(second.text.strip("`").removeprefix("json"))["verdict"] == "pass"
+    assert first.usage.output_tokens > 0
+
+
+async def test_a_review_past_the_end_passes(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"turns": []})
+
+    answer = await provider(path).complete(review(path, 5))
+
+    assert json.loads(answer.text.strip("`").removeprefix("json"))["verdict"] == "pass"
+
+
+async def test_a_review_may_answer_raw_text_or_a_provider_error(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"turns": [], "reviews": [{"text": "not json"}, {"error": "busy", "status": 529}]})
+
+    assert (await provider(path).complete(review(path, 0))).text == "not json"
+    with pytest.raises(ProviderHTTPError) as caught:
+        await provider(path).complete(review(path, 1))
+    assert caught.value.status == 529 and "#reviews/1" in str(caught.value.url)
+
+
+async def test_reviews_and_advisor_reviews_are_counted_apart(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {
+        "turns": [], "advisor": [{"verdict": "reject"}], "reviews": [{"verdict": "fail"}],
+    })
+    advisor = ModelRequest(profile=PROFILE.model_copy(update={"script": path}), messages=[], purpose="advisor", review_index=0)
+
+    assert '"reject"' in (await provider(path).complete(advisor)).text
+    assert '"fail"' in (await provider(path).complete(review(path, 0))).text
