@@ -209,7 +209,9 @@ def _system_of(store: Store, call: ModelCallInput) -> str:
 
 def test_a_model_call_ends_its_system_prompt_with_the_owner_s_accepted_memories_only(db_store: Store) -> None:
     db_store.append(StoreAppendInput(session_id="s1", config=config()))
-    db_store.write_memory(memory("mine", "deploy-target", "the staging cluster", session_id="s1"))
+    # Aged from the real clock: the model call measures a memory's age against the time it runs.
+    aged = datetime.now(timezone.utc) - timedelta(days=3, hours=1)
+    db_store.write_memory(memory("mine", "deploy-target", "the staging cluster", session_id="s1", created_at=aged))
     db_store.write_memory(memory("pending", "editor", "vim", status="proposed", session_id="s1"))
     db_store.write_memory(memory("theirs", "deploy-target", "mallory's cluster", owner="mallory", session_id="m1"))
     db_store.write_memory(memory("elsewhere", "ws", "other repo", scope="workspace", workspace="/srv/other", session_id="s1"))
