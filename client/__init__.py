@@ -2,6 +2,7 @@
 
 from agentrt.client._client import AgentClient, SessionListing, StartedSession, default_principal
 from agentrt.client._connection import connect
+from agentrt.client._tasks import TaskListing
 from agentrt.client._trajectories import load_trajectory, trajectory_jsonl
 from agentrt.client._trajectory_diff import (
     DiffSummary,
@@ -20,6 +21,7 @@ __all__ = [
     "SessionListing",
     "StartedSession",
     "StepDiff",
+    "TaskListing",
     "TrajectoryDiff",
     "TurnDiff",
     "build_data_converter",

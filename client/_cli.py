@@ -2,7 +2,8 @@
 
 The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 `_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_skills` (the
-`skills` group), `_cli_trajectory` (`session trajectory` and the `trajectory` group) and `_cli_common` (what they share); this module
+`skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_trajectory` (`session
+trajectory` and the `trajectory` group) and `_cli_common` (what they share); this module
 assembles them and is the console script's entry point.
 """
 
@@ -18,6 +19,7 @@ from agentrt.client._cli_memory import memory_app
 from agentrt.client._cli_process import demo, dev, run, worker
 from agentrt.client._cli_session import session_app
 from agentrt.client._cli_skills import skills_app
+from agentrt.client._cli_task import task_app
 from agentrt.client._cli_trajectory import session_trajectory, trajectory_app
 
 app = typer.Typer(
@@ -32,6 +34,7 @@ app.add_typer(session_app, name="session")
 app.add_typer(memory_app, name="memory")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(skills_app, name="skills")
+app.add_typer(task_app, name="task")
 app.add_typer(trajectory_app, name="trajectory")
 app.command()(run)
 app.command()(worker)

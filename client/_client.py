@@ -27,6 +27,7 @@ from agentrt.client._decisions import DecisionMethods
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._memories import MemoryMethods
 from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
+from agentrt.client._tasks import TaskMethods
 from agentrt.client._trajectories import TrajectoryMethods
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
@@ -72,17 +73,21 @@ class StartedSession:
     workflow_id: str
 
 
-class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods):
-    """Start sessions, send messages, wait for turns, decide approvals, read state and events.
+class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods):
+    """Start sessions, send messages, wait for turns, decide approvals, read state and events;
+    start and steer autonomous tasks (``TaskMethods``).
 
     Every method raises ``SessionNotFound`` for an unknown session and ``RequestRejected``
     when the session's update validator refuses the request (the message says why).
     ``advisor`` and ``mcp_servers``: the ``AdvisorPolicy`` and MCP servers of the sessions ``new_config``
-    makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``)."""
+    makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``). ``default_profile``,
+    ``operators`` and ``tool_task_queue``: the profile (when none is given), operators and tool task
+    queue of the tasks ``start_task`` starts (``for_config``: the configuration's)."""
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
-        advisor: AdvisorPolicy | None = None, mcp_servers: list[str] | None = None,
+        advisor: AdvisorPolicy | None = None, mcp_servers: list[str] | None = None, default_profile: str = "default",
+        operators: list[str] | None = None, tool_task_queue: str | None = None,
     ) -> None:
         self.temporal = temporal
         self.task_queue = task_queue
@@ -90,6 +95,9 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods):
         self.store = store
         self.advisor = advisor or AdvisorPolicy()
         self.mcp_servers = list(mcp_servers or [])
+        self.default_profile = default_profile
+        self.operators = list(operators or [])
+        self.tool_task_queue = tool_task_queue
 
     @classmethod
     async def connect(
@@ -111,10 +119,12 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods):
     def for_config(
         cls, temporal: Client, config: AgentrtConfig, *, principal: str | None = None, store: Store | None = None
     ) -> "AgentClient":
-        """A client on ``temporal`` with ``config``'s task queue, advisor and MCP servers (every client the CLI makes)."""
+        """A client on ``temporal`` with ``config``'s task queue, advisor, MCP servers, default profile,
+        operators and tool task queue (every client the CLI makes)."""
         return cls(
             temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor,
-            mcp_servers=sorted(config.mcp_servers),
+            mcp_servers=sorted(config.mcp_servers), default_profile=config.default_profile, operators=config.operators,
+            tool_task_queue=config.tool_task_queue,
         )
 
     # ------------------------------------------------------------ sessions

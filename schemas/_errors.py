@@ -14,7 +14,8 @@
     │   ├── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
     │   ├── MemoryNotFound          no memory with that id that the caller owns
     │   ├── MemoryAlreadyDecided    the memory is not a pending proposal (accepted, rejected or superseded)
-    │   └── TurnNotFound            the session has no such turn (or no trajectory of it)
+    │   ├── TurnNotFound            the session has no such turn (or no trajectory of it)
+    │   └── TaskNotFound            no autonomous task workflow with that id
     └── RunError                    something failed while work was running
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
@@ -188,6 +189,14 @@ class TurnNotFound(ClientError):
         self.session_id = session_id
         self.turn_id = turn_id
         super().__init__(f"session {session_id} has no turn {turn_id!r} with a trajectory")
+
+
+class TaskNotFound(ClientError):
+    """No autonomous task ``task_id``: no workflow ``task-<task_id>`` exists."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"no task {task_id!r} (workflow id task-{task_id})")
 
 
 class RunError(AgentrtError):

@@ -1,0 +1,444 @@
+"""Autonomous tasks on the client side (``AgentClient`` mixin): start one, steer it with its updates
+(``pause``, ``resume``, ``nudge``, ``cancel``, ``amend_goal``, ``raise_budget``), read it with its
+queries (``status``, ``events``), list a principal's tasks and wait for a task's result.
+
+The workflow is addressed by its type name (``AUTONOMOUS_TASK_WORKFLOW``) and its id
+``task-<task_id>``, so this module does not import the workflow class.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, get_args
+
+from pydantic import BaseModel, ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentrt.client._starts import MAX_WORKFLOW_ID_CHARS, WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
+from agentrt.client._turns import update_failure_cause
+from agentrt.schemas import (
+    AUTONOMOUS_TASK_WORKFLOW,
+    SESSION_OWNER,
+    SESSION_STATUS,
+    TASK_ID_PREFIX,
+    AmendGoalInput,
+    AutonomousTaskInput,
+    AutonomousTaskResult,
+    Budget,
+    ConfigurationError,
+    EventsPage,
+    EventsQuery,
+    RaiseBudgetInput,
+    RequestRejected,
+    SandboxPolicy,
+    TaskConfig,
+    TaskControlInput,
+    TaskNotFound,
+    TaskStatus,
+    TaskStatusView,
+    WorkerUnavailable,
+    session_workflow_id,
+    task_session_id,
+    task_workflow_id,
+)
+
+__all__ = ["TASK_STATUSES", "TaskListing", "TaskMethods", "task_details", "task_summary"]
+
+TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
+# The longest task id: the workflow id of its 10,000th session (``session-<id>-s10000``) must fit
+# Temporal's workflow id limit.
+MAX_TASK_ID_CHARS = MAX_WORKFLOW_ID_CHARS - len(session_workflow_id(task_session_id("", 10_000)))
+# Characters of the goal in a task's static summary (the Temporal UI's one-line label).
+SUMMARY_GOAL_CHARS = 80
+
+
+@dataclass
+class TaskListing:
+    """One task in ``AgentClient.list_tasks``: ``status`` is its ``AgentSessionStatus`` search
+    attribute (a task status), or, for a workflow that closed without completing, how it closed
+    (``terminated``, ``timed_out``, ``failed``, ``canceled``); ``started_at`` is when its latest run
+    started (UTC)."""
+
+    task_id: str
+    workflow_id: str
+    status: str
+    owner: str | None
+    started_at: datetime | None
+    closed: bool
+
+
+def task_summary(config: TaskConfig) -> str:
+    """The workflow's static summary: ``task <id> · <goal on one line, cut to ~80 characters>``."""
+    goal = " ".join(config.goal.split())
+    if len(goal) > SUMMARY_GOAL_CHARS:
+        goal = goal[: SUMMARY_GOAL_CHARS - 1] + "…"
+    return f"task {config.task_id} · {goal}"
+
+
+def task_details(config: TaskConfig) -> str:
+    """The workflow's static details (markdown): goal, criteria, acceptance, schedule, budget,
+    sessions, owner and workspace."""
+    acceptance = config.acceptance
+    checks = []
+    if acceptance.command is not None:
+        checks.append(f"command `{acceptance.command}` exits 0 (within {acceptance.timeout_seconds:g} s)")
+    if acceptance.review is not None:
+        checks.append(f"a reviewer finds: {acceptance.review}")
+    if not checks:
+        checks.append("a reviewer judges each session's answer against the goal and criteria")
+    lines = [f"**Goal**: {config.goal}", ""]
+    if config.criteria:
+        lines += ["**Criteria**:", *(f"- {c}" for c in config.criteria), ""]
+    lines += [
+        f"**Acceptance**: {'; and '.join(checks)}",
+        f"**Schedule**: {config.schedule.describe()}",
+        f"**Budget**: {config.budget.describe()}",
+        f"**Max sessions**: {config.max_sessions} ({config.max_rounds_per_session} model calls each)",
+        f"**Owner**: `{config.owner}`",
+        f"**Workspace**: `{config.workspace}`",
+    ]
+    return "\n".join(lines)
+
+
+class TaskMethods:
+    """``AgentClient``'s autonomous-task methods (a mixin: the client's own module is full).
+
+    Every method that names a task raises ``TaskNotFound`` when no workflow ``task-<task_id>``
+    exists, ``RequestRejected`` when the task refuses the request (its message names the task and
+    says why: not the owner, an operator without a reason, nothing to change, the task has ended),
+    and ``WorkerUnavailable`` when no worker answers (queries and updates need one). Reads
+    (``task_status``, ``task_events``, ``wait_task``) are open to any principal, as a session's
+    ``state`` and ``events`` are; changes are the owner's, or an operator's with a reason.
+    """
+
+    if TYPE_CHECKING:
+        temporal: Client
+        task_queue: str
+        principal: str
+        default_profile: str
+        operators: list[str]
+        tool_task_queue: str | None
+        mcp_servers: list[str]
+
+    # ------------------------------------------------------------ start
+
+    async def start_task(
+        self,
+        goal: str,
+        *,
+        workspace: str,
+        task_id: str | None = None,
+        criteria: Sequence[str] = (),
+        accept_command: str | None = None,
+        accept_review: str | None = None,
+        every_seconds: float | None = None,
+        cron: str | None = None,
+        trigger_command: str | None = None,
+        max_sessions: int = 10,
+        max_rounds_per_session: int = 50,
+        budget: Budget | None = None,
+        profile: str | None = None,
+        script: str | None = None,
+        tools: Sequence[str] | None = None,
+        sandbox: SandboxPolicy = "workspace_write",
+        network: bool = False,
+        reviewer_profile: str | None = None,
+        title: str | None = None,
+    ) -> str:
+        """Start an autonomous task owned by this client's principal working towards ``goal``;
+        returns its task id (the workflow id is ``task-<task_id>``).
+
+        - ``workspace``: the directory its sessions and commands work in (made absolute);
+          ``task_id``: default a new random 12-character id.
+        - ``criteria``: texts the goal must meet; ``accept_command``: a shell command that must
+          exit 0 in the workspace (OS sandbox); ``accept_review``: criteria a reviewer model
+          checks (``reviewer_profile``, else the task's profile). Neither: a reviewer judges
+          each session's answer against the goal and criteria.
+        - ``every_seconds`` (seconds from the end of a session to the next) or ``cron`` (five
+          fields, UTC), not both; neither: sessions run back to back. ``trigger_command``: asked
+          at each wake whether to run (``execute`` / ``ignore`` / ``defer <seconds>``).
+        - ``max_sessions`` (1 to 10,000), ``max_rounds_per_session`` (model calls per session),
+          ``budget`` (``Budget``: tokens, US dollars, tool calls, wall seconds; default unbounded).
+        - ``profile`` (default: ``scripted`` with a ``script``, else the client's
+          ``default_profile``), ``script`` (a scripted-model file, made absolute), ``tools``
+          (None: every tool), ``sandbox``, ``network``, ``title``. MCP servers, the tool task queue
+          and operators are the client's (``for_config``: the configuration's).
+
+        The workflow starts on the client's task queue; it waits there until a worker runs.
+        Raises ``RequestRejected`` (request ``start``, nothing started) for invalid arguments, or
+        for a task id already used (by a running task or one that ended: ids are not reused).
+        """
+        task_id = task_id if task_id is not None else uuid.uuid4().hex[:12]
+        if not task_id or len(task_id) > MAX_TASK_ID_CHARS:
+            raise task_rejected(task_id[:40], "start", f"a task id has 1 to {MAX_TASK_ID_CHARS} characters, this one {len(task_id)}")
+        if not goal.strip():
+            raise task_rejected(task_id, "start", "the goal is empty")
+        if isinstance(criteria, str):
+            raise task_rejected(task_id, "start", "criteria is a list of texts, not one text")
+        blank = [n for n, c in enumerate(criteria, 1) if not c.strip()]
+        if blank:
+            raise task_rejected(task_id, "start", f"criterion {blank[0]} is empty")
+        config = _build(
+            task_id, "start", TaskConfig,
+            task_id=task_id,
+            owner=self.principal,
+            goal=goal,
+            workspace=os.path.abspath(workspace),
+            criteria=list(criteria),
+            acceptance={"command": accept_command, "review": accept_review},
+            max_sessions=max_sessions,
+            max_rounds_per_session=max_rounds_per_session,
+            schedule={"every_seconds": every_seconds, "cron": cron, "trigger_command": trigger_command},
+            budget=budget or Budget(),
+            profile=profile or ("scripted" if script else self.default_profile),
+            script=os.path.abspath(script) if script else None,
+            reviewer_profile=reviewer_profile,
+            tools=list(tools) if tools is not None else None,
+            sandbox=sandbox,
+            network=network,
+            mcp_servers=list(self.mcp_servers),
+            tool_task_queue=self.tool_task_queue,
+            operators=list(self.operators),
+            title=title,
+        )
+        try:
+            await self.temporal.start_workflow(
+                AUTONOMOUS_TASK_WORKFLOW,
+                AutonomousTaskInput(config=config),
+                id=task_workflow_id(task_id),
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                task_timeout=WORKFLOW_TASK_TIMEOUT,
+                static_summary=task_summary(config),
+                static_details=task_details(config),
+                # Set here once: the workflow writes search attributes only when they change.
+                search_attributes=TypedSearchAttributes(
+                    [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "waiting")]
+                ),
+            )
+        except WorkflowAlreadyStartedError as err:
+            state = "is running" if await self._task_running(task_id) else "has ended (task ids are not reused)"
+            raise task_rejected(task_id, "start", f"a task with this id {state}; choose another id") from err
+        return task_id
+
+    async def _task_running(self, task_id: str) -> bool:
+        try:
+            description = await self._task_handle(task_id).describe()
+        except RPCError:
+            return False
+        return description.close_time is None
+
+    # ------------------------------------------------------------ reads
+
+    async def task_status(self, task_id: str) -> TaskStatusView:
+        """Query ``status``: goal, status, sessions used of ``max_sessions``, the running session,
+        the last checkpoint, spend (with a receipt per session) against the budget, and the next
+        wake (UTC). Works on a task that has ended too."""
+        return await self._task_query(task_id, "status", None, TaskStatusView)
+
+    async def task_events(self, task_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
+        """Query ``events``: the task's events with ``seq > since_seq`` (at most ``limit``, 1 to
+        10,000), in order. The workflow holds the events of its current run, from
+        ``page.first_seq`` on; earlier ones (before a continue-as-new) are not in the page."""
+        return await self._task_query(task_id, "events", EventsQuery(since_seq=since_seq, limit=limit), EventsPage)
+
+    async def list_tasks(self, status: str | None = None, limit: int = 50) -> list[TaskListing]:
+        """This client's principal's tasks (``AgentOwner``), one row per task (its latest run), most
+        recently started first, at most ``limit``; ``status``: only tasks whose ``AgentSessionStatus``
+        is that task status (``TASK_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
+        filter_ = (
+            f"WorkflowType = '{AUTONOMOUS_TASK_WORKFLOW}' AND {SESSION_OWNER.name} = {_quoted(self.principal)}"
+            " AND ExecutionStatus != 'ContinuedAsNew'"
+        )
+        if status is not None:
+            if status not in TASK_STATUSES:
+                raise ConfigurationError(f"unknown task status {status!r}; one of {', '.join(TASK_STATUSES)}")
+            filter_ += f" AND {SESSION_STATUS.name} = '{status}'"
+        found: dict[str, TaskListing] = {}
+        async for execution in self.temporal.list_workflows(filter_, limit=limit):
+            if execution.id not in found:  # a run continuing as new shows briefly
+                found[execution.id] = task_listing(execution)
+        never = datetime.min.replace(tzinfo=timezone.utc)
+        return sorted(found.values(), key=lambda t: t.started_at or never, reverse=True)
+
+    async def wait_task(self, task_id: str) -> AutonomousTaskResult:
+        """Wait, without a bound, until the task ends (through its continue-as-new runs) and return
+        how: ``completed``, ``failed`` (``failure_reason``) or ``cancelled``. Raises ``TaskNotFound``;
+        ``RequestRejected`` (request ``wait``) when its workflow ended without a result
+        (terminated, timed out)."""
+        handle = self.temporal.get_workflow_handle(task_workflow_id(task_id), result_type=AutonomousTaskResult)
+        try:
+            return await handle.result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            why = getattr(cause, "message", None) or type(cause).__name__
+            raise task_rejected(task_id, "wait", f"the task's workflow ended without a result ({why})") from err
+        except RPCError as err:
+            raise _task_error(task_id, err) from err
+
+    # ------------------------------------------------------------ changes
+
+    async def pause_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+        """Update ``pause``: no new session starts (a running one finishes) until ``resume_task``.
+        Returns the task's status after it. An operator (not the owner) must give a ``reason``."""
+        return await self._control(task_id, "pause", reason)
+
+    async def resume_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+        """Update ``resume``: a paused task goes on from where it was."""
+        return await self._control(task_id, "resume", reason)
+
+    async def nudge_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+        """Update ``nudge``: a waiting task wakes now instead of at ``next_wake``."""
+        return await self._control(task_id, "nudge", reason)
+
+    async def cancel_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+        """Update ``cancel``: the running session is cancelled and the task ends ``cancelled``."""
+        return await self._control(task_id, "cancel", reason)
+
+    async def amend_task_goal(
+        self, task_id: str, goal: str, criteria: Sequence[str] | None = None, reason: str | None = None
+    ) -> TaskStatusView:
+        """Update ``amend_goal``: the next sessions work towards ``goal`` (and ``criteria`` when
+        given; None keeps the current ones)."""
+        if not goal.strip():
+            raise task_rejected(task_id, "amend_goal", "the goal is empty")
+        amend = _build(task_id, "amend_goal", AmendGoalInput, principal=self.principal, goal=goal,
+                       criteria=list(criteria) if criteria is not None else None, reason=reason)
+        return await self._task_update(task_id, "amend_goal", amend)
+
+    async def raise_task_budget(
+        self, task_id: str, budget: Budget | None = None, max_sessions: int | None = None, reason: str | None = None
+    ) -> TaskStatusView:
+        """Update ``raise_budget``: every limit ``budget`` sets replaces the task's (unset ones
+        stay), ``max_sessions`` replaces its session bound; a task stopped at ``budget_exceeded``
+        goes on. Raises ``RequestRejected`` when neither raises anything."""
+        raise_ = _build(task_id, "raise_budget", RaiseBudgetInput, principal=self.principal,
+                        budget=budget or Budget(), max_sessions=max_sessions, reason=reason)
+        return await self._task_update(task_id, "raise_budget", raise_)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _task_handle(self, task_id: str) -> WorkflowHandle[Any, Any]:
+        return self.temporal.get_workflow_handle(task_workflow_id(task_id))
+
+    async def _control(self, task_id: str, update: str, reason: str | None) -> TaskStatusView:
+        return await self._task_update(task_id, update, TaskControlInput(principal=self.principal, reason=reason))
+
+    async def _task_update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
+        handle = self._task_handle(task_id)
+        try:
+            return await handle.execute_update(update, argument, result_type=TaskStatusView)
+        except WorkflowUpdateFailedError as err:
+            raise task_rejected(task_id, update, update_failure_cause(err)) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+            raise_if_cancelled(err)
+            raise _no_worker(task_id, f"no worker answered update {update}") from err
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise await self._closed_or_missing(task_id, handle, update) from err
+            raise _task_error(task_id, err) from err
+
+    async def _closed_or_missing(self, task_id: str, handle: WorkflowHandle[Any, Any], update: str) -> Exception:
+        """An update to a closed workflow fails NOT_FOUND: say the task ended instead of 'no task'."""
+        try:
+            description = await handle.describe()
+        except RPCError:
+            return TaskNotFound(task_id)
+        if description.close_time is None:
+            return TaskNotFound(task_id)
+        closed = description.status.name.lower() if description.status else "closed"
+        return task_rejected(task_id, update, f"the task has ended (its workflow {closed})")
+
+    async def _task_query(self, task_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
+        handle = self._task_handle(task_id)
+        args = [] if argument is None else [argument]
+        try:
+            return await handle.query(query, *args, result_type=result_type)
+        except WorkflowQueryFailedError as err:
+            raise task_rejected(task_id, query, str(err)) from err
+        except RPCError as err:
+            raise _task_error(task_id, err) from err
+
+
+def task_rejected(task_id: str, request: str, reason: str) -> RequestRejected:
+    """The ``RequestRejected`` a session's refusal is, for task ``task_id`` (its ``session_id``
+    field holds the task id): ``task <id> rejected <request>: <reason>``."""
+    error = RequestRejected(task_id, request, reason)
+    error.args = (f"task {task_id} rejected {request}: {reason}",)
+    return error
+
+
+def _no_worker(task_id: str, reason: str) -> WorkerUnavailable:
+    error = WorkerUnavailable(task_id, reason)
+    error.args = (f"task {task_id}: no worker is running for its task queue ({reason}); start one with `agentrt worker` or `agentrt dev`",)
+    return error
+
+
+def _task_error(task_id: str, err: RPCError) -> Exception:
+    if err.status == RPCStatusCode.NOT_FOUND:
+        return TaskNotFound(task_id)
+    if "no poller" in err.message:
+        return _no_worker(task_id, err.message)
+    return err
+
+
+def _build(task_id: str, request: str, model: type[Any], /, **fields: Any) -> Any:
+    """``model(**fields)``; a refused field is ``RequestRejected`` for ``request``."""
+    try:
+        return model(**fields)
+    except ValidationError as err:
+        raise task_rejected(task_id, request, validation_text(err)) from err
+
+
+def validation_text(err: ValidationError) -> str:
+    """A pydantic error as one line: ``schedule: give every_seconds or cron, not both; ...``."""
+    parts = []
+    for problem in err.errors():
+        where = ".".join(str(p) for p in problem["loc"])
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a visibility-filter string literal: quoted with a quote character it does not
+    hold (Temporal's list filters escape nothing). Raises ``ConfigurationError`` when it holds both."""
+    for quote in ("'", '"'):
+        if quote not in value:
+            return f"{quote}{value}{quote}"
+    raise ConfigurationError(f"principal {value!r} holds both quote characters: it cannot be put in a visibility filter")
+
+
+def task_listing(execution: WorkflowExecution) -> TaskListing:
+    """A task's row from its workflow execution's search attributes (see ``TaskListing``)."""
+    attrs = execution.search_attributes or {}
+    status_values = attrs.get(SESSION_STATUS.name) or []
+    owner_values = attrs.get(SESSION_OWNER.name) or []
+    closed = execution.close_time is not None
+    status = str(status_values[0]) if status_values else "waiting"
+    if closed and execution.status not in (None, WorkflowExecutionStatus.COMPLETED):
+        status = execution.status.name.lower()
+    return TaskListing(
+        task_id=execution.id.removeprefix(TASK_ID_PREFIX),
+        workflow_id=execution.id,
+        status=status,
+        owner=str(owner_values[0]) if owner_values else None,
+        started_at=execution.start_time,
+        closed=closed,
+    )
