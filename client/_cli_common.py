@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import signal
 import sys
 from enum import Enum
@@ -19,6 +20,7 @@ from agentrt.client._runtime import Runtime
 from agentrt.schemas import (
     AgentrtError,
     AssistantMessageCompleted,
+    Budget,
     PermissionRequested,
     RequestRejected,
     ServerUnavailable,
@@ -343,3 +345,19 @@ async def answer_question(client: AgentClient, session_id: str, event: Permissio
             out.write(f"      not JSON ({err}); try again\n")
         except RequestRejected as err:
             out.write(f"      {err}; try again\n")
+
+
+def budget_from_options(
+    tokens: int | None, usd: float | None, tool_calls: int | None, hours: float | None
+) -> Budget | None:
+    """The ``Budget`` the ``--budget-*`` options give, None when none is given; raises
+    ``typer.BadParameter`` for a cost or a time that is not a finite number above 0."""
+    for value, hint in ((usd, "--budget-usd"), (hours, "--budget-hours")):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise typer.BadParameter(f"must be more than 0, not {value}", param_hint=hint)
+    if tokens is None and usd is None and tool_calls is None and hours is None:
+        return None
+    return Budget(
+        max_tokens=tokens, max_cost_usd=usd, max_tool_calls=tool_calls,
+        max_wall_seconds=hours * 3_600 if hours is not None else None,
+    )

@@ -20,6 +20,7 @@ from agentrt.client._cli_common import (
     ApprovalModeOption,
     ApproveMode,
     SandboxMode,
+    budget_from_options,
     drive_turn,
     load_config,
     print_outcome,
@@ -81,6 +82,10 @@ def run(
         help="An advisor model reviews tool calls first: never, high-risk batches only (lightweight) or every batch (full).",
         show_default="[advisor] mode in agentrt.toml, else off",
     ),
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="Most tokens (input + output) the session may use."),
+    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Most cost in US dollars (profiles with a price)."),
+    budget_tool_calls: Optional[int] = typer.Option(None, "--budget-tool-calls", min=1, help="Most tool calls the session may make."),
+    budget_hours: Optional[float] = typer.Option(None, "--budget-hours", help="Most wall time since the session started, in hours."),
 ) -> None:
     """Start a session with PROMPT, stream its progress and print the answer.
 
@@ -88,6 +93,7 @@ def run(
     """
     if not prompt.strip():
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    budget = budget_from_options(budget_tokens, budget_usd, budget_tool_calls, budget_hours)
     if approval_timeout is not None and not 0 < approval_timeout <= MAX_APPROVAL_TIMEOUT_SECONDS:  # nan fails too
         raise typer.BadParameter(
             f"must be more than 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} seconds, not {approval_timeout}",
@@ -130,6 +136,7 @@ def run(
                 operators=config.operators,
                 tool_task_queue=config.tool_task_queue,
                 advisor=config.advisor if advisor is None else config.advisor.model_copy(update={"mode": advisor.value}),
+                budget=budget,
             )
             if profile or not script:
                 try:

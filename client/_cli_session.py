@@ -1,5 +1,5 @@
 """`agentrt session ...`: inspect and steer existing sessions (list, state, events, send, approvals,
-answers to MCP servers' questions, cancel, compact, switch-model, archive)."""
+answers to MCP servers' questions, cancel, compact, switch-model, raise-budget, archive)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from agentrt.client._cli_common import ApproveMode, drive_turn, load_config, print_outcome, retry_lines, run_command
+from agentrt.client._cli_common import (
+    ApproveMode,
+    budget_from_options,
+    drive_turn,
+    load_config,
+    print_outcome,
+    retry_lines,
+    run_command,
+)
 from agentrt.client._render import event_line, usage_text
 from agentrt.client._runtime import runtime
 from agentrt.worker import AgentrtConfig
@@ -66,6 +74,11 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         active = f"{view.active_turn_id} (round {view.current_round})" if view.active_turn_id else "-"
         typer.echo(f"turns     {view.turns_completed} done; active {active}; queued {', '.join(view.queued_turn_ids) or '-'}")
         typer.echo(f"usage     {usage_text(view.usage)}")
+        if view.budget is not None and view.spend is not None:
+            typer.echo(
+                f"budget    {view.budget.describe()}; spent ${view.spend.cost_usd:.4f}, {view.spend.tool_calls} tool call(s); "
+                f"left {view.remaining.describe() if view.remaining is not None else '-'}"
+            )
         if view.context_window is not None:
             summary = f"; summary {view.summary_id}" if view.summary_id is not None else ""
             typer.echo(
@@ -324,6 +337,34 @@ def session_switch_model(
             f"session {session_id} switched {result.from_profile} -> {result.profile}{compacted}: "
             f"window {result.context_window} tokens, next call ~{result.estimated_tokens} tokens"
         )
+
+    run_command(go)
+
+
+@session_app.command("raise-budget")
+def session_raise_budget(
+    session_id: str,
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="New most tokens (input + output)."),
+    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="New most cost in US dollars."),
+    budget_tool_calls: Optional[int] = typer.Option(None, "--budget-tool-calls", min=1, help="New most tool calls."),
+    budget_hours: Optional[float] = typer.Option(None, "--budget-hours", help="New most wall time since the start, in hours."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the change (an operator must give one)."),
+    as_json: bool = typer.Option(False, "--json", help="The session's state afterwards as one JSON object."),
+) -> None:
+    """Raise a session's budget (the limits given replace the current ones); the next turn runs."""
+    budget = budget_from_options(budget_tokens, budget_usd, budget_tool_calls, budget_hours)
+    if budget is None:
+        raise typer.BadParameter("give at least one of --budget-tokens, --budget-usd, --budget-tool-calls, --budget-hours")
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            view = await rt.client.raise_budget(session_id, budget, reason)
+        if as_json:
+            typer.echo(view.model_dump_json())
+            return
+        left = view.remaining.describe() if view.remaining is not None else "-"
+        typer.echo(f"session {session_id} budget raised to {view.budget.describe() if view.budget else '-'}; left {left}")
 
     run_command(go)
 

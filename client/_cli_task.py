@@ -5,7 +5,6 @@ nudge, cancel, amend, raise-budget)."""
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from datetime import datetime, timezone
@@ -16,11 +15,11 @@ from typing import Any, Callable, Optional
 import typer
 
 from agentrt.activities.providers.scripted import load_script
-from agentrt.client._cli_common import SandboxMode, load_config, run_command
+from agentrt.client._cli_common import SandboxMode, budget_from_options, load_config, run_command
 from agentrt.client._runtime import runtime
 from agentrt.client._task_render import cut, result_lines, status_json, status_lines, task_event_line
 from agentrt.client._tasks import TaskListing
-from agentrt.schemas import AutonomousTaskResult, Budget, ConfigurationError, TaskStatusView, UnknownProfileError
+from agentrt.schemas import AutonomousTaskResult, ConfigurationError, TaskStatusView, UnknownProfileError
 from agentrt.worker import AgentrtConfig
 
 task_app = typer.Typer(
@@ -64,22 +63,6 @@ def parse_duration(text: str) -> float:
     if seconds > MAX_DURATION_SECONDS:
         raise ValueError(f"{text!r} is more than a year ({MAX_DURATION_SECONDS} seconds)")
     return seconds
-
-
-def budget_from_options(
-    tokens: int | None, usd: float | None, tool_calls: int | None, hours: float | None
-) -> Budget | None:
-    """The ``Budget`` the ``--budget-*`` options give, None when none is given; raises
-    ``typer.BadParameter`` for a cost or a time that is not a finite number above 0."""
-    for value, hint in ((usd, "--budget-usd"), (hours, "--budget-hours")):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise typer.BadParameter(f"must be more than 0, not {value}", param_hint=hint)
-    if tokens is None and usd is None and tool_calls is None and hours is None:
-        return None
-    return Budget(
-        max_tokens=tokens, max_cost_usd=usd, max_tool_calls=tool_calls,
-        max_wall_seconds=hours * 3_600 if hours is not None else None,
-    )
 
 
 def _task_runtime(config: AgentrtConfig) -> Any:

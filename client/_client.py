@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
+from pydantic import ValidationError
 from temporalio.client import (
     Client,
     RPCError,
@@ -35,12 +36,14 @@ from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
     AdvisorPolicy,
     ArchiveInput,
+    Budget,
     CancelTurnInput,
     CompactOutcome,
     CompactRequest,
     Event,
     EventsPage,
     EventsQuery,
+    RaiseBudgetInput,
     RequestRejected,
     SendMessageInput,
     SendMessageResult,
@@ -339,6 +342,17 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         return await self._execute(
             session_id, "switch_model", SessionWorkflow.switch_model, SwitchModelInput(profile=profile, principal=self.principal)
         )
+
+    async def raise_budget(self, session_id: str, budget: Budget, reason: str | None = None) -> SessionStateView:
+        """Raise the session's budget: every limit ``budget`` sets replaces the current one (a session
+        without a budget gets one); a turn after one that ended ``budget_exceeded`` runs. Returns the
+        session's state (``budget``, ``spend``, ``remaining``). Raises ``RequestRejected`` for a
+        stranger, an operator without a ``reason``, an archived session or an empty ``budget``."""
+        try:
+            request = RaiseBudgetInput(principal=self.principal, budget=budget, reason=reason)
+        except ValidationError as err:
+            raise RequestRejected(session_id, "raise_budget", "give at least one limit to raise") from err
+        return await self._execute(session_id, "raise_budget", SessionWorkflow.raise_budget, request)
 
     async def compact(self, session_id: str) -> CompactOutcome:
         """Compact the session's context now (after the active turn); waits for the outcome.

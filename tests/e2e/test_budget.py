@@ -288,3 +288,38 @@ async def test_a_final_answer_that_passes_the_budget_completes_its_turn(harness:
     assert outcome.status == "completed" and outcome.answer == "answered"
     second = await harness.client.send(sid, "again")
     assert (await harness.client.wait(sid, second.turn_id)).status == "budget_exceeded"
+
+
+async def test_a_budget_given_to_agentrt_run_stops_the_turn_and_session_raise_budget_lets_the_next_one_run(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    from tests.client.test_cli import agentrt
+
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.read", "arguments": {"path": "README.md"}}]},
+        {"text": "read it"},
+        {"text": "carried on"},
+    ])
+    ran = await agentrt(
+        harness, "run", "read the readme", "-w", str(workspace), "--script", script, "--budget-tool-calls", "1",
+        "--budget-tokens", "5", "--json", cwd=tmp_path,
+    )
+    body = json.loads(ran.stdout)
+    assert ran.returncode == 1, ran.stderr
+    assert body["outcome"] == "budget_exceeded" and body["error_type"] == "BudgetExceeded"
+    session_id = body["session_id"]
+
+    refused = await agentrt(harness, "session", "raise-budget", session_id, cwd=tmp_path)
+    assert refused.returncode == 2 and "at least one of --budget-tokens" in refused.stderr
+
+    raised = await agentrt(harness, "session", "raise-budget", session_id, "--budget-tokens", "1000000", "--json", cwd=tmp_path)
+    assert raised.returncode == 0, raised.stderr
+    view = json.loads(raised.stdout)
+    assert view["budget"]["max_tokens"] == 1_000_000 and view["budget"]["max_tool_calls"] == 1
+
+    state = await agentrt(harness, "session", "state", session_id, cwd=tmp_path)
+    assert "budget    1,000,000 tokens, 1 tool calls" in state.stdout
+
+    sent = await agentrt(harness, "session", "send", session_id, "go on", "--json", cwd=tmp_path)
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert json.loads(sent.stdout)["outcome"] == "completed"
