@@ -3,7 +3,8 @@
     python -m tests.record_histories [--out tests/histories] [--prefix lean-start-v1] [--only SCENARIO ...]
 
 Starts its own Temporal dev server (it suggests continue-as-new after 120 history events,
-so a short session continues as new), a SQLite store and a worker, runs each scenario
+so a short session continues as new; autonomous tasks start on a virtual clock, so their days
+of timers pass at once), a SQLite store and a worker, runs each scenario
 below with the scripted model and writes ``<prefix>-<scenario>.json`` (the workflow's
 history as the Temporal CLI and UI export it). ``tests/test_replay.py`` replays every
 committed file. Record new files after a change of command order (behind a new
@@ -24,6 +25,7 @@ from temporalio.client import Client, WorkflowHandle
 from agentrt.client import AgentClient
 from agentrt.schemas import (
     AdvisorPolicy,
+    AutonomousTaskCheckpointed,
     Budget,
     CancelTurnInput,
     McpServerConfig,
@@ -39,10 +41,12 @@ from agentrt.schemas import (
     ToolInvocationStarted,
     TurnOutcome,
     WaitTurnInput,
+    task_session_id,
 )
 from agentrt.workflows.session import SessionWorkflow
 from bench.local import local_stack
 from tests.e2e._support import ALLOW_ALL, wait_for_event
+from tests.e2e._tasks import TaskRig, write_file, write_task_script
 from tests.mcp_servers import everything_stdio, probe_stdio
 
 SUGGEST_AFTER_EVENTS = 120
@@ -56,6 +60,15 @@ class Recorder:
         self.temporal = temporal
         self.client = client
         self.root = root
+        assert client.store is not None
+        # Autonomous tasks start on a virtual clock (days of timers pass at once).
+        self.tasks = TaskRig.create(temporal, client.store, client.task_queue)
+
+    def task_dir(self) -> tuple[Path, Path]:
+        """A fresh directory for a task's script, and its workspace in it."""
+        run_dir = self.root / uuid.uuid4().hex[:8]
+        (run_dir / "ws").mkdir(parents=True)
+        return run_dir, run_dir / "ws"
 
     def config(self, turns: list[dict[str, Any]], advice: list[dict[str, Any]] | None = None, **fields: Any) -> SessionConfig:
         run_dir = self.root / uuid.uuid4().hex[:8]
@@ -467,6 +480,109 @@ async def ends_after_turn(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"session-ends-after-turn": r.handle(config.session_id)}
 
 
+# ---------------------------------------------------------------- autonomous tasks
+
+DAY = 86_400.0
+PASS = {"verdict": "pass", "summary": "the goal is met"}
+FAIL = {"verdict": "fail", "findings": ["not finished"], "summary": "more to do"}
+
+
+async def task_three_sessions(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A daily task whose first two sessions write a file each and whose third writes done.txt,
+    which its acceptance command checks: three sessions over three (virtual) days, then completed."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [
+        [write_file("part1.txt", "one"), {"text": "wrote part 1"}],
+        [write_file("part2.txt", "two"), {"text": "wrote part 2"}],
+        [write_file("done.txt", "done"), {"text": "all parts written"}],
+    ])
+    config = r.tasks.config(
+        ws, script, acceptance={"command": "test -f done.txt"}, schedule={"every_seconds": DAY}, approval=ALLOW_ALL,
+        max_sessions=5,
+    )
+    task_id = await r.tasks.start(config)
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 3, result
+    return {"task-three-sessions-completed": r.tasks.handle(task_id)}
+
+
+async def task_budget_exceeded_and_raised(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task whose first session crosses the task's token budget in its first model call: the
+    task stops at budget_exceeded; raise_budget by the owner; the second session's answer passes review."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [[write_file("a.txt", "a"), {"text": "unreached"}], [{"text": "done"}]])
+    config = r.tasks.config(ws, script, approval=ALLOW_ALL, budget=Budget(max_tokens=1_000))
+    task_id = await r.tasks.start(config)
+    await r.tasks.wait_status(task_id, "budget_exceeded")
+    await r.tasks.client.raise_task_budget(task_id, Budget(max_tokens=1_000_000))
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 2, result
+    return {"task-budget-exceeded-and-raised": r.tasks.handle(task_id)}
+
+
+async def task_cancelled_mid_session(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task cancelled (update cancel) during its first session's model call: the child session
+    is cancelled and the task ends cancelled. Both workflows' histories."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [[{"text": "too late", "delay_seconds": 120}]])
+    task_id = await r.tasks.start(r.tasks.config(ws, script, schedule={"every_seconds": DAY}))
+    session_id = task_session_id(task_id, 1)
+    await wait_for_event(r.client, session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await r.tasks.client.cancel_task(task_id, reason="recorded")
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "cancelled", result
+    return {"task-cancelled-mid-session": r.tasks.handle(task_id), "task-cancelled-mid-session-child": r.tasks.session_handle(task_id, 1)}
+
+
+async def task_paused_and_resumed(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A daily task paused while it sleeps after its first session (review failed), resumed, and
+    completed by its second session (review passed)."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [[{"text": "half done"}], [{"text": "all done"}]], reviews=[FAIL, PASS])
+    task_id = await r.tasks.start(r.tasks.config(ws, script, schedule={"every_seconds": DAY}), skipping=False)
+    await r.tasks.wait_stored(task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed))
+    await r.tasks.wait_status(task_id, "waiting")
+    await r.tasks.client.pause_task(task_id, reason="recorded")
+    await r.tasks.client.resume_task(task_id)
+    await r.tasks.skipper.fast_forward(r.tasks.handle(task_id))
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 2, result
+    return {"task-paused-and-resumed": r.tasks.handle(task_id)}
+
+
+async def task_trigger_continuation_amend_nudge(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A daily task with a trigger command (execute) whose first session stops at its round limit
+    and is continued at once; the second's answer fails review; while the task sleeps the owner
+    amends the goal and nudges it; the third session's answer passes."""
+    run_dir, ws = r.task_dir()
+    listing = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}
+    script = write_task_script(
+        run_dir, [[listing, listing], [{"text": "drafted"}], [{"text": "translated"}]], reviews=[FAIL, PASS]
+    )
+    config = r.tasks.config(
+        ws, script, max_rounds_per_session=2, schedule={"every_seconds": DAY, "trigger_command": "echo execute"},
+    )
+    task_id = await r.tasks.start(config, skipping=False)
+    await r.tasks.wait_stored(task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed) and e.checkpoint.number == 2)
+    await r.tasks.wait_status(task_id, "waiting")
+    await r.tasks.client.amend_task_goal(task_id, "build the thing in French", reason="recorded")
+    await r.tasks.client.nudge_task(task_id)
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 3, result
+    return {"task-trigger-round-limit-amend-and-nudge": r.tasks.handle(task_id)}
+
+
+async def task_max_sessions(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task whose acceptance command never passes fails after its two sessions (``max_sessions``)."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [[{"text": "tried"}], [{"text": "tried again"}]])
+    config = r.tasks.config(ws, script, acceptance={"command": "test -f never.txt"}, max_sessions=2)
+    task_id = await r.tasks.start(config)
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "failed" and result.failure_reason == "max_sessions", result
+    return {"task-max-sessions-failed": r.tasks.handle(task_id)}
+
+
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
 
@@ -497,13 +613,22 @@ SCENARIOS: list[Scenario] = [
     skill_activated,
     budget_exceeded_and_raised,
     ends_after_turn,
+    task_three_sessions,
+    task_budget_exceeded_and_raised,
+    task_cancelled_mid_session,
+    task_paused_and_resumed,
+    task_trigger_continuation_amend_nudge,
+    task_max_sessions,
 ]
 
 
 async def record(out: Path, prefix: str, only: list[str] | None = None) -> list[Path]:
     """Run every scenario on a fresh server and write its histories into ``out``; returns the files."""
     written: list[Path] = []
-    server_args = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}"]
+    server_args = [
+        "--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}",
+        "--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true",  # tasks' virtual clocks
+    ]
     async with local_stack(OWNER, server_args, mcp_servers=_mcp_servers) as stack:
         recorder = Recorder(stack.temporal, stack.client, stack.root)
         for scenario in SCENARIOS:

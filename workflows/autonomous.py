@@ -106,6 +106,7 @@ class AutonomousTaskWorkflow:
         self._child: workflow.ChildWorkflowHandle | None = None
         self._nudged: TaskControlInput | None = None
         self._cancel: TaskControlInput | None = None
+        self._cancelled_session: str | None = None  # the session a cancel ended (for AutonomousTaskCancelled)
         self._checkpoint_unwritten: TaskCheckpoint | None = None
         self._status_written: TaskStatus | None = None
 
@@ -288,6 +289,7 @@ class AutonomousTaskWorkflow:
         await workflow.wait_condition(lambda: handle.done() or self._cancel is not None)
         if not handle.done():
             handle.cancel()  # cancel: the session ends (Canceled) before the task records its end
+            self._cancelled_session = session_id
         try:
             result = await handle
         except ChildWorkflowError as err:
@@ -340,6 +342,8 @@ class AutonomousTaskWorkflow:
         elif self._state.sessions_started >= self._state.max_sessions:
             self._fail("max_sessions", f"all {self._state.max_sessions} sessions ran and the goal was not accepted")
         else:
+            if self._state.status == "running":
+                self._state.status = "waiting"  # a pause that came during the session stays
             self._state.continue_now = status == "round_limit"
             if self._state.continue_now:
                 self._state.next_wake = workflow.now()
@@ -470,7 +474,10 @@ class AutonomousTaskWorkflow:
         if self._state.status != "cancelled":
             self._state.status = "cancelled"
             self._emit(
-                AutonomousTaskCancelled(principal=request.principal, reason=request.reason, session_id=self._state.running_session)
+                AutonomousTaskCancelled(
+                    principal=request.principal, reason=request.reason,
+                    session_id=self._state.running_session or self._cancelled_session,
+                )
             )
         self._state.running_session = None
         await self._flush()
