@@ -15,11 +15,17 @@ from typing import Any, Callable, Optional
 import typer
 
 from agentrt.activities.providers.scripted import load_script
-from agentrt.client._cli_common import SandboxMode, budget_from_options, load_config, run_command
+from agentrt.client._cli_common import ApprovalModeOption, SandboxMode, budget_from_options, load_config, run_command
 from agentrt.client._runtime import runtime
 from agentrt.client._task_render import cut, result_lines, status_json, status_lines, task_event_line
 from agentrt.client._tasks import TaskListing
-from agentrt.schemas import AutonomousTaskResult, ConfigurationError, TaskStatusView, UnknownProfileError
+from agentrt.schemas import (
+    ApprovalPolicy,
+    AutonomousTaskResult,
+    ConfigurationError,
+    TaskStatusView,
+    UnknownProfileError,
+)
 from agentrt.worker import AgentrtConfig
 
 task_app = typer.Typer(
@@ -124,6 +130,11 @@ def task_start(
     ),
     sandbox: SandboxMode = typer.Option(SandboxMode.workspace_write, "--sandbox", help="How the sessions' and commands' processes are confined."),
     network: bool = typer.Option(False, "--network", help="Let sandboxed commands use the network."),
+    approval_mode: ApprovalModeOption = typer.Option(
+        ApprovalModeOption.never, "--approval-mode",
+        help="No person answers a task: never (the default) runs what the sandbox confines and denies destructive "
+        "and network calls; on_request and always deny every call their rules would ask about.",
+    ),
     task_id: Optional[str] = typer.Option(None, "--id", help="Task id to use (default: a new random one); ids are not reused."),
     as_json: bool = typer.Option(False, "--json", help='Print {"task_id": "..."} only.'),
 ) -> None:
@@ -167,7 +178,7 @@ def task_start(
                 goal, workspace=str(workspace), task_id=task_id, criteria=criteria or [], accept_command=accept,
                 accept_review=accept_review, every_seconds=every_seconds, cron=cron, trigger_command=trigger,
                 max_sessions=max_sessions, max_rounds_per_session=max_rounds, budget=budget, profile=chosen,
-                script=str(script) if script else None, sandbox=sandbox.value, network=network,
+                script=str(script) if script else None, sandbox=sandbox.value, network=network, approval=ApprovalPolicy(mode=approval_mode.value),
                 reviewer_profile=reviewer_profile,
             )
             worker = await rt.client.has_worker()

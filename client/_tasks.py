@@ -38,6 +38,7 @@ from agentrt.schemas import (
     SESSION_STATUS,
     TASK_ID_PREFIX,
     AmendGoalInput,
+    ApprovalPolicy,
     AutonomousTaskInput,
     AutonomousTaskResult,
     Budget,
@@ -159,6 +160,7 @@ class TaskMethods:
         sandbox: SandboxPolicy = "workspace_write",
         network: bool = False,
         reviewer_profile: str | None = None,
+        approval: ApprovalPolicy | None = None,
         title: str | None = None,
     ) -> str:
         """Start an autonomous task owned by this client's principal working towards ``goal``;
@@ -177,7 +179,9 @@ class TaskMethods:
           ``budget`` (``Budget``: tokens, US dollars, tool calls, wall seconds; default unbounded).
         - ``profile`` (default: ``scripted`` with a ``script``, else the client's
           ``default_profile``), ``script`` (a scripted-model file, made absolute), ``tools``
-          (None: every tool), ``sandbox``, ``network``, ``title``. MCP servers, the tool task queue
+          (None: every tool), ``sandbox``, ``network``, ``title``; ``approval`` (default mode ``never``:
+          no person answers a task, so a call the sandbox confines runs and a destructive or network
+          call is denied). MCP servers, the tool task queue
           and operators are the client's (``for_config``: the configuration's).
 
         The workflow starts on the client's task queue; it waits there until a worker runs.
@@ -212,6 +216,7 @@ class TaskMethods:
             tools=list(tools) if tools is not None else None,
             sandbox=sandbox,
             network=network,
+            approval=approval if approval is not None else ApprovalPolicy(mode="never"),
             mcp_servers=list(self.mcp_servers),
             tool_task_queue=self.tool_task_queue,
             operators=list(self.operators),

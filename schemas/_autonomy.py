@@ -106,8 +106,9 @@ class TaskConfig(Model):
       time); crossing one stops the task at ``budget_exceeded`` until ``raise_budget``.
     - ``profile`` / ``script``: the sessions' model (as for a session); ``tools``, ``approval``,
       ``sandbox``, ``network``, ``mcp_servers``, ``tool_task_queue``: the sessions' grants. No
-      person answers a task's sessions: a call the ``approval`` policy would ask about is denied
-      (``no_interactive_route``), so grant what the goal needs (``approval`` rules ``allow``).
+      person answers a task's sessions: by default (``approval.mode = "never"``) a call the OS
+      sandbox confines runs and a destructive or network one is denied; with another mode a call
+      the policy would ask about is denied (``no_interactive_route``).
     - ``owner`` and ``operators``: who may control the task (operators with a reason).
     """
 
@@ -125,7 +126,7 @@ class TaskConfig(Model):
     script: str | None = None
     reviewer_profile: str | None = None
     tools: list[str] | None = None
-    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    approval: ApprovalPolicy = Field(default_factory=lambda: ApprovalPolicy(mode="never"))
     sandbox: SandboxPolicy = "workspace_write"
     network: bool = False
     mcp_servers: list[str] = Field(default_factory=list)
