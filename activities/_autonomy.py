@@ -93,6 +93,11 @@ REVIEW_WORDS = {
     "not_met": False, "unmet": False,
 }  # fmt: skip
 UNREADABLE = "the reviewer's answer was unreadable"
+# The longest reviewer answer read as a verdict (characters; the review asks for at most
+# REVIEW_OUTPUT_TOKENS): longer fails unread, so parsing stays short.
+MAX_REVIEW_TEXT_CHARS = 16_000
+# "verdict": "word", verdict: word, 'Verdict' = word ...: every place a verdict is stated.
+_VERDICT_MENTION = re.compile(r"""\bverdict\b["']?\s*[:=]\s*["']?([A-Za-z]+(?:[_ -]met)?)""", re.IGNORECASE)
 
 # A word of a trigger's answer, and the whitespace before it.
 _WORD = re.compile(r"\s*(\S+)")
@@ -240,7 +245,7 @@ class TaskActivities:
                 raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         finally:
             beating.cancel()
-        verdict = parse_review_verdict(response.text)
+        verdict = await asyncio.to_thread(parse_review_verdict, response.text)  # off the event loop
         if not verdict.passed and verdict.findings and verdict.findings[0].startswith(UNREADABLE):
             activity.logger.warning("task %s: review of %s: %s", input.task_id, input.session_id, verdict.findings[0])
         verdict.usage = response.usage
@@ -267,23 +272,35 @@ def review_prompt(input: ReviewInput) -> str:
 def parse_review_verdict(text: str) -> ReviewVerdict:
     """The verdict in a reviewer's answer: a JSON object with a ``verdict`` anywhere in it (alone,
     fenced, after prose), its word read loosely (``passed``, ``accepted`` ... pass; ``failed``,
-    ``rejected`` ... fail; see ``REVIEW_WORDS``). When an answer holds several verdict objects a
-    fail among them counts. Anything else fails (fail-closed) with the finding ``UNREADABLE``
+    ``rejected`` ... fail; see ``REVIEW_WORDS``). It passes only when every verdict the answer
+    states anywhere (every object, nested ones, a key given twice, any case, ``verdict: fail`` in
+    prose) is a pass; an answer longer than ``MAX_REVIEW_TEXT_CHARS`` fails unread. Anything else fails (fail-closed) with the finding ``UNREADABLE``
     and why. ``findings`` (a list of strings, or one string) and ``summary`` are cut to
     ``MAX_FINDINGS`` x ``MAX_FINDING_CHARS`` and ``MAX_SUMMARY_CHARS`` characters."""
+    preview = " ".join(text[:2_000].split())[:200]
+    if len(text) > MAX_REVIEW_TEXT_CHARS:
+        return ReviewVerdict(
+            passed=False, findings=[f"{UNREADABLE}: {len(text):,} characters, more than a verdict takes ({MAX_REVIEW_TEXT_CHARS:,})"]
+        )
+    # Every "verdict: <word>" anywhere (any case, quoted or not, nested, a key given twice, in prose):
+    # one that is not a pass fails the review, whatever the JSON objects say.
+    mentioned = [_review_word(word) for word in _VERDICT_MENTION.findall(text)]
+    not_pass = next((word for word in mentioned if REVIEW_WORDS.get(word) is not True), None)
     objects = _verdict_objects(text)
-    preview = " ".join(text.split())[:200]
     if not objects:
         return ReviewVerdict(passed=False, findings=[f"{UNREADABLE}: it holds no JSON object with a verdict: {preview!r}"])
     known: list[tuple[bool, dict[str, Any]]] = []
     for data in objects:
-        word = re.sub(r"[\s-]+", "_", str(data.get("verdict", "")).strip().lower()).strip("_.!")
+        word = _review_word(str(data.get("verdict", "")))
         if word in REVIEW_WORDS:
             known.append((REVIEW_WORDS[word], data))
     if not known:
         verdict = str(objects[0].get("verdict", ""))[:50]
         return ReviewVerdict(passed=False, findings=[f"{UNREADABLE}: unknown verdict {verdict!r} (expected pass or fail)"])
     passed, data = min(known, key=lambda pair: pair[0])
+    if passed and not_pass is not None:
+        passed = False
+        data = {"findings": [f"the reviewer's answer also states the verdict {not_pass!r}"], "summary": data.get("summary")}
     raw = data.get("findings") or []
     findings = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]
     return ReviewVerdict(
@@ -291,6 +308,10 @@ def parse_review_verdict(text: str) -> ReviewVerdict:
         findings=[_cut(" ".join(str(f).split()), MAX_FINDING_CHARS) for f in findings[:MAX_FINDINGS]],
         summary=_cut(" ".join(str(data.get("summary") or "").split()), MAX_SUMMARY_CHARS),
     )
+
+
+def _review_word(word: str) -> str:
+    return re.sub(r"[\s-]+", "_", word.strip().lower()).strip("_.!")
 
 
 def next_cron_time(expression: str, after: datetime) -> datetime:

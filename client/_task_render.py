@@ -132,7 +132,7 @@ def task_event_text(event: Event) -> str:
 def task_event_line(event: Event) -> str:
     """``seq  time (UTC)  type  what it says``."""
     at = event.at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if event.at else "-"
-    return f"{event.seq:>4}  {at:<19}  {event.type:<31} {task_event_text(event)}"
+    return printable(f"{event.seq:>4}  {at:<19}  {event.type:<31} {task_event_text(event)}")
 
 
 def status_json(view: TaskStatusView) -> str:
@@ -171,7 +171,7 @@ def status_lines(view: TaskStatusView, now: datetime) -> list[str]:
         lines.append(f"failure    {view.failure_reason or '-'}: {cut(view.failure or '')}")
     for r in view.receipts:
         lines.append(f"receipt    #{r.number} {r.kind} {r.session_id} at {utc_text(r.at)}: {spend_text(r.spend)}")
-    return lines
+    return [printable(line) for line in lines]  # ids, principals and the schedule are the task author's text
 
 
 def result_lines(result: AutonomousTaskResult) -> list[str]:
@@ -182,4 +182,4 @@ def result_lines(result: AutonomousTaskResult) -> list[str]:
         lines.append(f"last checkpoint {_checkpoint_text(result.checkpoint)}")
         if result.checkpoint.done:
             lines.append(f"done: {cut(result.checkpoint.done, 400)}")
-    return lines
+    return [printable(line) for line in lines]  # ids, principals and the schedule are the task author's text

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, get_args
 
+from croniter import CroniterError, croniter
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
@@ -30,10 +31,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._starts import MAX_WORKFLOW_ID_CHARS, WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
+from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
+    MAX_TASK_ID_BYTES,
     SESSION_OWNER,
     SESSION_STATUS,
     TASK_ID_PREFIX,
@@ -54,17 +56,12 @@ from agentrt.schemas import (
     TaskStatus,
     TaskStatusView,
     WorkerUnavailable,
-    session_workflow_id,
-    task_session_id,
     task_workflow_id,
 )
 
 __all__ = ["TASK_STATUSES", "TaskListing", "TaskMethods", "task_details", "task_summary"]
 
 TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
-# The longest task id: the workflow id of its 10,000th session (``session-<id>-s10000``) must fit
-# Temporal's workflow id limit.
-MAX_TASK_ID_CHARS = MAX_WORKFLOW_ID_CHARS - len(session_workflow_id(task_session_id("", 10_000)))
 # Characters of the goal in a task's static summary (the Temporal UI's one-line label).
 SUMMARY_GOAL_CHARS = 80
 
@@ -189,8 +186,10 @@ class TaskMethods:
         for a task id already used (by a running task or one that ended: ids are not reused).
         """
         task_id = task_id if task_id is not None else uuid.uuid4().hex[:12]
-        if not task_id or len(task_id) > MAX_TASK_ID_CHARS:
-            raise task_rejected(task_id[:40], "start", f"a task id has 1 to {MAX_TASK_ID_CHARS} characters, this one {len(task_id)}")
+        if not task_id or len(task_id.encode()) > MAX_TASK_ID_BYTES:
+            raise task_rejected(
+                task_id[:40], "start", f"a task id has 1 to {MAX_TASK_ID_BYTES} bytes (UTF-8), this one {len(task_id.encode())}"
+            )
         if not goal.strip():
             raise task_rejected(task_id, "start", "the goal is empty")
         if isinstance(criteria, str):
@@ -198,6 +197,10 @@ class TaskMethods:
         blank = [n for n, c in enumerate(criteria, 1) if not c.strip()]
         if blank:
             raise task_rejected(task_id, "start", f"criterion {blank[0]} is empty")
+        if cron is not None:
+            why = _cron_problem(cron)
+            if why is not None:
+                raise task_rejected(task_id, "start", f"cron {cron!r} {why}")
         config = _build(
             task_id, "start", TaskConfig,
             task_id=task_id,
@@ -379,6 +382,18 @@ class TaskMethods:
             raise task_rejected(task_id, query, str(err)) from err
         except RPCError as err:
             raise _task_error(task_id, err) from err
+
+
+def _cron_problem(expression: str) -> str | None:
+    """Why the five-field ``expression`` never gives a next time (croniter refuses it, or no date
+    matches, as ``0 0 30 2 *``), or None."""
+    if len(expression.split()) != 5:
+        return "must have five fields (minute hour day month weekday)"
+    try:
+        croniter(expression, datetime.now(timezone.utc)).get_next(datetime)
+    except (CroniterError, ValueError, KeyError, OverflowError) as err:
+        return f"is not a cron expression that fires: {err or type(err).__name__}"
+    return None
 
 
 def task_rejected(task_id: str, request: str, reason: str) -> RequestRejected:

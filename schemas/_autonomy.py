@@ -7,6 +7,7 @@ inputs and results it uses, and the checkpoint it writes after each session.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -26,6 +27,17 @@ CHECKPOINT_TEXT_CHARS = 4_000
 COMMAND_OUTPUT_CHARS = 4_000
 # The most checkpoints the workflow state keeps (every one is in the store).
 CHECKPOINTS_KEPT = 5
+# The most sessions a task may have, and the longest interval or defer between them (seconds).
+MAX_TASK_SESSIONS = 10_000
+MAX_TASK_INTERVAL_SECONDS = 366 * 86_400.0
+# The shortest ``defer`` a task sleeps (seconds): a trigger saying less cannot make it spin.
+MIN_DEFER_SECONDS = 10.0
+# The longest task id (UTF-8 bytes): its sessions' workflow ids ``session-<id>-s10000-<8 hex>``
+# must fit Temporal's id limit (``limit.maxIDLength``, 1,000 bytes by default).
+MAX_TASK_ID_BYTES = 1_000 - len("session-") - len(f"-s{MAX_TASK_SESSIONS}-") - 8
+# Characters a task id may not hold: control characters and bidirectional overrides, which
+# would reach terminals and the Temporal UI as they are.
+_UNPRINTABLE_ID = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class TaskSchedule(Model):
@@ -37,14 +49,14 @@ class TaskSchedule(Model):
     - ``trigger_command``: a command run in the task's sandbox (in the workspace) at each wake,
       before any session; the first word of its output decides (``AutonomyDecision``):
       ``execute`` runs a session, ``ignore`` sleeps until the next scheduled wake,
-      ``defer <seconds>`` sleeps that long and asks again. A failing command (non-zero exit,
+      ``defer <seconds>`` sleeps that long (at least ``MIN_DEFER_SECONDS``) and asks again. A failing command (non-zero exit,
       no answer) is ``ignore`` with its output as the reason.
 
     Neither ``every_seconds`` nor ``cron``: sessions run back to back (a trigger then needs
     ``every_seconds`` for when to ask again; without it the task asks again after an hour).
     """
 
-    every_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    every_seconds: float | None = Field(default=None, gt=0, le=MAX_TASK_INTERVAL_SECONDS, allow_inf_nan=False)
     cron: str | None = None
     trigger_command: str | None = None
 
@@ -118,7 +130,7 @@ class TaskConfig(Model):
     workspace: str
     criteria: list[str] = Field(default_factory=list)
     acceptance: AcceptanceCheck = Field(default_factory=AcceptanceCheck)
-    max_sessions: int = Field(default=10, ge=1, le=10_000)
+    max_sessions: int = Field(default=10, ge=1, le=MAX_TASK_SESSIONS)
     max_rounds_per_session: int = Field(default=50, ge=1)
     schedule: TaskSchedule = Field(default_factory=TaskSchedule)
     budget: Budget = Field(default_factory=Budget)
@@ -133,6 +145,16 @@ class TaskConfig(Model):
     tool_task_queue: str | None = None
     operators: list[str] = Field(default_factory=list)
     title: str | None = None
+
+    @field_validator("task_id")
+    @classmethod
+    def _fits_every_workflow_id(cls, value: str) -> str:
+        size = len(value.encode())
+        if size > MAX_TASK_ID_BYTES:
+            raise ValueError(f"a task id has at most {MAX_TASK_ID_BYTES} bytes (UTF-8), this one has {size}")
+        if _UNPRINTABLE_ID.search(value):
+            raise ValueError("a task id may not hold control characters or bidirectional overrides")
+        return value
 
 
 class TaskCheckpoint(Model):
@@ -305,6 +327,10 @@ def format_seconds(seconds: float) -> str:
 
 __all__ = [
     "CHECKPOINTS_KEPT",
+    "MAX_TASK_ID_BYTES",
+    "MAX_TASK_INTERVAL_SECONDS",
+    "MAX_TASK_SESSIONS",
+    "MIN_DEFER_SECONDS",
     "CHECKPOINT_TEXT_CHARS",
     "COMMAND_OUTPUT_CHARS",
     "TERMINAL_TASK_STATUSES",

@@ -118,6 +118,15 @@ class Budget(Model):
         """This budget with every limit ``other`` sets replaced by ``other``'s."""
         return Budget(**{**self.model_dump(), **{k: v for k, v in other.model_dump().items() if v is not None}})
 
+    def lowered_by(self, other: Budget) -> list[str]:
+        """The limits ``other`` would lower (``max_tokens 5,000 -> 1,000``): a raise may not lower one."""
+        mine = self.model_dump()
+        return [
+            f"{name} {mine[name]:,} -> {value:,}"
+            for name, value in other.model_dump().items()
+            if value is not None and mine[name] is not None and value < mine[name]
+        ]
+
     def describe(self) -> str:
         """One line for people and models: ``12,000 tokens, $0.40, 20 tool calls, 2h 0m wall time``."""
         parts = []
@@ -155,7 +164,7 @@ class RaiseBudgetInput(Model):
 
     principal: str
     budget: Budget = Field(default_factory=Budget)
-    max_sessions: int | None = Field(default=None, ge=1)
+    max_sessions: int | None = Field(default=None, ge=1, le=10_000)  # MAX_TASK_SESSIONS
     reason: str | None = None
 
     @model_validator(mode="after")

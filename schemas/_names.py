@@ -52,6 +52,9 @@ def task_workflow_id(task_id: str) -> str:
     return f"{TASK_ID_PREFIX}{task_id}"
 
 
-def task_session_id(task_id: str, number: int) -> str:
-    """The session id of an autonomous task's session ``number`` (1, 2, ...): ``<task_id>-s<number>``."""
-    return f"{task_id}-s{number}"
+def task_session_id(task_id: str, number: int, token: str) -> str:
+    """The session id of an autonomous task's session ``number`` (1, 2, ...): ``<task_id>-s<number>-<token>``.
+
+    ``token`` comes from the task's deterministic randomness (``workflow.uuid4()``), so nobody
+    can start a session under the id a task will give its next one."""
+    return f"{task_id}-s{number}-{token}"

@@ -20,11 +20,19 @@ import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
+    MAX_TASK_INTERVAL_SECONDS,
+    MIN_DEFER_SECONDS,
     SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
@@ -133,13 +141,15 @@ class AutonomousTaskWorkflow:
                     )
                 )
                 self._state.next_wake = workflow.now()
+                if self._config.schedule.cron is not None:
+                    await self._next_cron_time()  # a cron that never fires fails the task before any session
             await self._flush()
             while self._state.status not in TERMINAL_TASK_STATUSES and self._cancel is None:
+                if workflow.info().is_continue_as_new_suggested():
+                    await self._continue_as_new()
                 if self._state.status in ("paused", "budget_exceeded"):
                     await self._wait_while_stopped()
                     continue
-                if workflow.info().is_continue_as_new_suggested():
-                    await self._continue_as_new()
                 if not await self._sleep_until_wake():
                     continue  # paused, cancelled or stopped while asleep
                 await self._wake()
@@ -161,9 +171,12 @@ class AutonomousTaskWorkflow:
         if self._config.schedule.trigger_command and source != "continuation":
             verdict = await self._evaluate_trigger()
             source = "trigger"
+        if verdict.decision == "defer":
+            # A trigger (whose output a session may have written) cannot make the task spin.
+            verdict.seconds = min(max(verdict.seconds or 0.0, MIN_DEFER_SECONDS), MAX_TASK_INTERVAL_SECONDS)
         self._emit(AutonomyDecision(decision=verdict.decision, source=source, seconds=verdict.seconds, reason=verdict.reason))
         if verdict.decision == "defer":
-            self._state.next_wake = workflow.now() + timedelta(seconds=verdict.seconds or 0.0)
+            self._state.next_wake = workflow.now() + timedelta(seconds=verdict.seconds)
             return
         if verdict.decision == "ignore":
             await self._schedule_next(ignored=True)
@@ -185,6 +198,8 @@ class AutonomousTaskWorkflow:
                 return False
             if self._nudged is not None:
                 return True
+            if workflow.info().is_continue_as_new_suggested():
+                return False  # continue as new first (updates during a long sleep grow the history)
             wake = self._state.next_wake
             now = workflow.now()
             if wake is None or wake <= now:
@@ -211,7 +226,10 @@ class AutonomousTaskWorkflow:
         await self._flush()
         stopped = self._state.status
         await workflow.wait_condition(
-            lambda: self._cancel is not None or self._state.status != stopped or bool(self._state.unflushed_events)
+            lambda: self._cancel is not None
+            or self._state.status != stopped
+            or bool(self._state.unflushed_events)
+            or workflow.info().is_continue_as_new_suggested()
         )
         await self._flush()
 
@@ -220,16 +238,10 @@ class AutonomousTaskWorkflow:
         now = workflow.now()
         schedule = self._config.schedule
         if schedule.cron is not None:
-            try:
-                wake = await workflow.execute_local_activity(
-                    options.TASK_NEXT_WAKE.name,
-                    NextWakeInput(cron=schedule.cron, after=now),
-                    result_type=datetime,
-                    **options.TASK_NEXT_WAKE.local_options(summary=f"next time of cron {schedule.cron}"),
-                )
-            except ActivityError as err:
-                self._fail("invalid_schedule", error_text(err))
+            cron_wake = await self._next_cron_time()
+            if cron_wake is None:
                 return
+            wake = cron_wake
         elif ignored and schedule.every_seconds is None:
             wake = now + timedelta(seconds=parts.IGNORED_TRIGGER_RETRY_SECONDS)
         else:
@@ -238,11 +250,26 @@ class AutonomousTaskWorkflow:
         if wake > now:
             self._emit(AutonomousTaskWaiting(until=wake, why="trigger said ignore" if ignored else "schedule"))
 
+    async def _next_cron_time(self) -> datetime | None:
+        """The cron's next time after now (local activity ``task.next_wake``); None after failing the
+        task with reason ``invalid_schedule`` (a malformed cron, or one that never fires)."""
+        cron = self._config.schedule.cron or ""
+        try:
+            return await workflow.execute_local_activity(
+                options.TASK_NEXT_WAKE.name,
+                NextWakeInput(cron=cron, after=workflow.now()),
+                result_type=datetime,
+                **options.TASK_NEXT_WAKE.local_options(summary=f"next time of cron {cron}"),
+            )
+        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
+            self._fail("invalid_schedule", error_text(err))
+            return None
+
     # ---------------------------------------------------------------- one session
 
     async def _run_session(self) -> None:
         number = self._state.sessions_started + 1
-        session_id = task_session_id(self._config.task_id, number)
+        session_id = task_session_id(self._config.task_id, number, workflow.uuid4().hex[:8])
         self._state.sessions_started = number
         self._state.running_session = session_id
         remaining = self._state.budget.remaining(self._spend_now())
@@ -273,18 +300,12 @@ class AutonomousTaskWorkflow:
         result: SessionResult | None = None
         error: str | None = None
         cancelled = False
-        handle = await workflow.start_child_workflow(
-            SESSION_WORKFLOW,
-            SessionInput(config=session_config),
-            id=session_workflow_id(session_id),
-            result_type=SessionResult,
-            task_timeout=SESSION_TASK_TIMEOUT,
-            static_summary=f"task {self._config.task_id} · session {number} of {self._state.max_sessions}",
-            static_details=f"goal: {parts.cut(self._state.goal, 300)}",
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(SESSION_OWNER, self._config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
-            ),
-        )
+        try:
+            handle = await self._start_session(session_config, number)
+        except WorkflowAlreadyStartedError:
+            self._state.running_session = None
+            await self._session_ended(number, session_id, None, f"a workflow with session id {session_id} already exists", False)
+            return
         self._child = handle
         await workflow.wait_condition(lambda: handle.done() or self._cancel is not None)
         if not handle.done():
@@ -302,6 +323,23 @@ class AutonomousTaskWorkflow:
             self._child = None
             self._state.running_session = None
         await self._session_ended(number, session_id, result, error, cancelled)
+
+    async def _start_session(self, session_config: SessionConfig, number: int) -> workflow.ChildWorkflowHandle:
+        """Start session ``number`` as a child workflow; raises ``WorkflowAlreadyStartedError`` when its id is taken."""
+        return await workflow.start_child_workflow(
+            SESSION_WORKFLOW,
+            SessionInput(config=session_config),
+            id=session_workflow_id(session_config.session_id),
+            result_type=SessionResult,
+            task_timeout=SESSION_TASK_TIMEOUT,
+            # An ended session is not restarted under its id (as client starts: client/_starts.py).
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            static_summary=f"task {self._config.task_id} · session {number} of {self._state.max_sessions}",
+            static_details=f"goal: {parts.cut(self._state.goal, 300)}",
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(SESSION_OWNER, self._config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
+            ),
+        )
 
     async def _session_ended(
         self, number: int, session_id: str, result: SessionResult | None, error: str | None, cancelled: bool
@@ -636,6 +674,14 @@ class AutonomousTaskWorkflow:
     def _validate_raise_budget(self, input: RaiseBudgetInput) -> None:
         self._check_principal(input.principal, input.reason, "raise the budget of")
         self._check_open("have its budget raised")
+        lowered = self._state.budget.lowered_by(input.budget)
+        if lowered:
+            raise rejected(f"raise_budget cannot lower a limit of task {self._config.task_id}: {', '.join(lowered)}")
+        if input.max_sessions is not None and input.max_sessions < self._state.max_sessions:
+            raise rejected(
+                f"raise_budget cannot lower max_sessions of task {self._config.task_id} "
+                f"({self._state.max_sessions} -> {input.max_sessions})"
+            )
         if input.max_sessions is not None and input.max_sessions < self._state.sessions_started:
             raise rejected(
                 f"max_sessions {input.max_sessions} is below the {self._state.sessions_started} sessions task "

@@ -698,6 +698,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._check_owner_or_operator(input.principal, input.reason, "raise the budget of")
         if input.budget.is_unbounded():
             raise rejected(f"raise_budget of session {session} needs a budget limit (max_sessions is for tasks)")
+        lowered = (self._config.budget or Budget()).lowered_by(input.budget)
+        if lowered:
+            raise rejected(f"raise_budget cannot lower a limit of session {session}: {', '.join(lowered)}")
 
     @workflow.update
     async def switch_model(self, input: SwitchModelInput) -> SwitchModelResult:

@@ -430,7 +430,7 @@ def test_the_review_prompt_quotes_goal_criteria_and_answer_as_data() -> None:
 
 
 def test_of_several_review_verdicts_a_fail_counts_and_findings_are_bounded() -> None:
-    text = '{"verdict": "PASSED"}\nOn reflection:\n```json\n' + json.dumps({"verdict": "Failed", "findings": ["f" * 900] * 50}) + "\n```"
+    text = '{"verdict": "PASSED"}\nOn reflection:\n```json\n' + json.dumps({"verdict": "Failed", "findings": ["f" * 600] * 25}) + "\n```"
 
     verdict = parse_review_verdict(text)
 
@@ -504,3 +504,31 @@ def test_task_commands_run_where_tool_calls_run_and_the_rest_beside_the_model_ca
     names = {getattr(fn, "__temporal_activity_definition").name for fn in build_activities(Profiles(), store, default_registry(), role)}  # type: ignore[arg-type]
 
     assert {name for name in names if name.startswith("task.")} == expected
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"verdict":"fail","verdict":"pass"}',
+        '{"Verdict":"fail"} {"verdict":"pass"}',
+        '{"verdict":"pass","inner":{"verdict":"fail"}}',
+        'verdict: fail because the tests broke ```json {"verdict":"pass"}```',
+        " ".join(['{"verdict":"pass"}'] * 25) + ' ```json {"verdict":"fail","findings":["no"]}```',
+        '{"verdict": "pass"} and then {"verdict": "unsure"}',
+    ],
+    ids=["duplicate-key", "other-case-key", "nested-fail", "prose-fail", "fail-after-many-passes", "unknown-word"],
+)
+def test_a_review_that_states_any_verdict_but_pass_fails(answer: str) -> None:
+    verdict = parse_review_verdict(answer)
+    assert verdict.passed is False
+    assert verdict.findings
+
+
+def test_a_review_with_prose_and_json_that_both_pass_passes() -> None:
+    verdict = parse_review_verdict('Verdict: pass and all criteria met.\n```json\n{"verdict": "pass", "summary": "fine"}\n```')
+    assert verdict.passed is True and verdict.summary == "fine"
+
+
+def test_a_review_too_long_to_be_a_verdict_fails_unread() -> None:
+    verdict = parse_review_verdict("{" * 100_000 + '{"verdict": "pass"}')
+    assert verdict.passed is False and "more than a verdict takes" in verdict.findings[0]

@@ -398,3 +398,18 @@ def test_the_details_name_goal_criteria_acceptance_schedule_budget_and_owner() -
     for part in ("**Goal**: ship it", "- green CI", "command `make test` exits 0", "**Schedule**: every 1h",
                  "**Budget**: $2", "**Max sessions**: 4", "**Owner**: `alice`", "**Workspace**: `/w`"):
         assert part in details
+
+
+def test_task_author_text_reaches_the_terminal_escaped() -> None:
+    from agentrt.client._task_render import status_lines, task_event_line
+    from agentrt.schemas import AutonomousTaskPaused, Budget, Spend, TaskStatusView
+
+    view = TaskStatusView(
+        task_id="t1", owner="al\x1b[31mice", goal="g", status="paused", sessions=0, max_sessions=1,
+        spend=Spend(), budget=Budget(), remaining=Budget(), schedule="every 1m, when `x\x1b]0;pwned\x07` says execute",
+        paused_by="bob\x1b[2J",
+    )
+    text = "\n".join(status_lines(view, AT))
+    assert "\x1b" not in text and "\x07" not in text
+    line = task_event_line(AutonomousTaskPaused(seq=1, at=AT, principal="eve\x1b[2J", reason="r"))
+    assert "\x1b" not in line and "eve\\u001b[2J" in line

@@ -378,3 +378,9 @@ async def test_task_start_names_the_missing_worker(temporal_server: DevServer, s
     assert "the task waits until one runs" in result.stderr
     task_id = result.stdout.split()[1]
     await temporal.get_workflow_handle(task_workflow_id(task_id)).terminate("test cleanup", rpc_timeout=timedelta(seconds=10))
+
+
+@pytest.mark.parametrize("cron", ["0 0 30 2 *", "0 0 * * 8", "*/0 * * * *", "H * * * *"])
+async def test_a_cron_that_never_fires_is_refused_before_anything_starts(harness: Harness, workspace: Path, cron: str) -> None:
+    with pytest.raises(RequestRejected, match="cron"):
+        await harness.client.start_task("do it", workspace=str(workspace), cron=cron, task_id=f"cron-{uuid.uuid4().hex[:6]}")

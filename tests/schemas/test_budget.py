@@ -73,3 +73,9 @@ def test_describe_reads_as_a_sentence() -> None:
     assert Budget(max_tokens=12000, max_cost_usd=0.4, max_tool_calls=20, max_wall_seconds=7200).describe() == (
         "12,000 tokens, $0.4, 20 tool calls, 2h 0m wall time"
     )
+
+
+def test_lowered_by_names_each_limit_a_raise_would_lower() -> None:
+    current = Budget(max_tokens=5000, max_tool_calls=3)
+    assert current.lowered_by(Budget(max_tokens=1000, max_tool_calls=4, max_cost_usd=1)) == ["max_tokens 5,000 -> 1,000"]
+    assert current.lowered_by(Budget(max_tokens=6000)) == []

@@ -390,10 +390,10 @@ def _check_upgrade_from_0001(url: str) -> None:
 
     with Store.open(url) as store:
         with store.engine.connect() as conn:
-            assert MigrationContext.configure(conn).get_current_revision() == "0007"
+            assert MigrationContext.configure(conn).get_current_revision() == "0008"
             assert conn.execute(select(sessions_table.c.session_id)).scalars().all() == ["old"]
         insp = inspect(store.engine)
-        assert {"effects", "usage_receipts", "context_summaries", "payloads"} <= set(insp.get_table_names())
+        assert {"effects", "usage_receipts", "context_summaries", "payloads", "tasks", "task_events", "task_checkpoints"} <= set(insp.get_table_names())
         assert "ix_effects_session_id" in {ix["name"] for ix in insp.get_indexes("effects")}
         assert store.claim_effect("k1", "old", "t")[0] is True
         store.record_usage("old", "t1", 0, 1, "completed", 1, 2)
