@@ -304,6 +304,8 @@ def print_outcome(session_id: str, outcome: TurnOutcome, as_json: bool) -> None:
         f"[{outcome.status}{code}{detail}] session {session_id} · {outcome.turn_id} · {outcome.rounds} round(s) · "
         f"{outcome.tool_calls} tool call(s) · {usage_text(outcome.usage)}"
     )
+    if outcome.status == "budget_exceeded":
+        typer.echo(f"raise the budget to go on: agentrt session raise-budget {session_id} --budget-tokens N (see --help)")
 
 
 async def answer_question(client: AgentClient, session_id: str, event: PermissionRequested, out: Any) -> None:
@@ -361,3 +363,18 @@ def budget_from_options(
         max_tokens=tokens, max_cost_usd=usd, max_tool_calls=tool_calls,
         max_wall_seconds=hours * 3_600 if hours is not None else None,
     )
+
+
+def warn_unpriced(config: AgentrtConfig, profile: str, budget: Budget | None) -> None:
+    """Say on stderr when ``--budget-usd`` cannot trip: ``profile`` has no ``[profiles.NAME.price]``."""
+    if budget is None or budget.max_cost_usd is None:
+        return
+    try:
+        price = config.profile(profile).price
+    except AgentrtError:
+        price = None
+    if price is None:
+        typer.echo(
+            f"warning: profile {profile!r} has no [profiles.{profile}.price]: its calls cost $0, so --budget-usd "
+            "never stops them", err=True,
+        )

@@ -25,6 +25,7 @@ from agentrt.client._cli_common import (
     load_config,
     print_outcome,
     run_command,
+    warn_unpriced,
 )
 from agentrt.client._render import event_line, transcript_lines
 from agentrt.client._runtime import runtime, state_dir
@@ -147,6 +148,7 @@ def run(
                         "in agentrt.toml (README: \"Using a real provider\")"
                     )
                     raise ConfigurationError(f"{err}{hint}") from None
+            warn_unpriced(config, session_config.profile, budget)
             started = await rt.client.start(session_config, prompt)
             started_session.append(started.session_id)
             progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")

@@ -15,11 +15,19 @@ from typing import Any, Callable, Optional
 import typer
 
 from agentrt.activities.providers.scripted import load_script
-from agentrt.client._cli_common import ApprovalModeOption, SandboxMode, budget_from_options, load_config, run_command
+from agentrt.client._cli_common import (
+    ApprovalModeOption,
+    SandboxMode,
+    budget_from_options,
+    load_config,
+    run_command,
+    warn_unpriced,
+)
 from agentrt.client._runtime import runtime
 from agentrt.client._task_render import cut, result_lines, status_json, status_lines, task_event_line
 from agentrt.client._tasks import TaskListing
 from agentrt.schemas import (
+    AgentrtError,
     ApprovalPolicy,
     AutonomousTaskResult,
     ConfigurationError,
@@ -171,6 +179,7 @@ def task_start(
         except UnknownProfileError as err:
             more = "; give --script FILE to run the offline scripted model" if hint == "--profile" and not profile else ""
             raise typer.BadParameter(f"{err}{more}", param_hint=hint) from None
+    warn_unpriced(config, chosen, budget)
 
     async def go() -> None:
         async with _task_runtime(config) as rt:
@@ -350,6 +359,16 @@ def task_wait(task_id: str, as_json: bool = typer.Option(False, "--json", help="
 
     async def go() -> AutonomousTaskResult:
         async with _task_runtime(config) as rt:
+            try:
+                view: TaskStatusView | None = await rt.client.task_status(task_id)
+            except AgentrtError:
+                view = None  # no worker answers queries now; waiting needs none
+            if view is not None and view.status in ("paused", "budget_exceeded"):
+                step = "resume" if view.status == "paused" else "raise-budget"
+                typer.echo(
+                    f"task {task_id} is {view.status}: waiting until someone runs agentrt task {step} {task_id} "
+                    f"(or cancel)", err=True,
+                )
             result = await rt.client.wait_task(task_id)
         if as_json:
             typer.echo(result.model_dump_json())

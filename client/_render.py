@@ -9,6 +9,8 @@ from agentrt.schemas import (
     AdvisorReviewCompleted,
     AdvisorReviewStarted,
     AssistantMessageCompleted,
+    BudgetExceededEvent,
+    BudgetRaised,
     CancelIgnored,
     CancelRequested,
     ContextCompactionCompleted,
@@ -84,6 +86,10 @@ def describe(event: Event) -> str:
             return f"{event.principal}: {_short(event.text)}"
         case TurnStarted():
             return "turn started"
+        case BudgetExceededEvent():
+            return f"{event.crossing.text()}; the turn ends"
+        case BudgetRaised():
+            return f"budget raised by {event.principal} to {event.budget.describe()}"
         case ModelRequestStarted():
             context = ""
             if event.context_tokens is not None:

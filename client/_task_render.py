@@ -152,6 +152,10 @@ def status_lines(view: TaskStatusView, now: datetime) -> list[str]:
     lines += [f"criterion  {cut(c)}" for c in view.criteria]
     lines.append(f"sessions   {view.sessions} of {view.max_sessions} used; running {view.running_session or '-'}")
     lines.append(f"schedule   {view.schedule or '-'}")
+    if view.acceptance:
+        lines.append(f"accept     {view.acceptance}")
+    if view.workspace:
+        lines.append(f"workspace  {view.workspace} · profile {view.profile or '-'}")
     wake = f"{utc_text(view.next_wake)} ({relative_text(view.next_wake, now)})" if view.next_wake else "-"
     lines.append(f"next wake  {wake}")
     cp = view.checkpoint
@@ -171,6 +175,12 @@ def status_lines(view: TaskStatusView, now: datetime) -> list[str]:
         lines.append(f"failure    {view.failure_reason or '-'}: {cut(view.failure or '')}")
     for r in view.receipts:
         lines.append(f"receipt    #{r.number} {r.kind} {r.session_id} at {utc_text(r.at)}: {spend_text(r.spend)}")
+    if view.status == "budget_exceeded":
+        lines.append(f"next step  agentrt task raise-budget {view.task_id} --budget-tokens N (or cancel it)")
+    elif view.status == "paused":
+        lines.append(f"next step  agentrt task resume {view.task_id}")
+    if view.receipts:
+        lines.append(f"transcript agentrt session events {view.receipts[-1].session_id}  (any session above)")
     return [printable(line) for line in lines]  # ids, principals and the schedule are the task author's text
 
 

@@ -96,6 +96,14 @@ class AcceptanceCheck(Model):
     review: str | None = None
     timeout_seconds: float = Field(default=300.0, gt=0, le=3600, allow_inf_nan=False)
 
+    def describe(self) -> str:
+        checks = []
+        if self.command:
+            checks.append(f"command `{self.command}` exits 0 (within {self.timeout_seconds:g} s)")
+        if self.review or not self.command:
+            checks.append(f"a reviewer passes it against: {self.review}" if self.review else "a reviewer passes it against the goal")
+        return " and ".join(checks)
+
     @field_validator("command", "review")
     @classmethod
     def _not_blank(cls, value: str | None) -> str | None:
@@ -236,6 +244,9 @@ class TaskStatusView(Model):
     budget_crossing: BudgetCrossing | None = None
     next_wake: datetime | None = None
     schedule: str = ""
+    acceptance: str = ""
+    workspace: str = ""
+    profile: str = ""
     paused_by: str | None = None
     failure: str | None = None
     failure_reason: str | None = None

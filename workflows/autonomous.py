@@ -177,6 +177,7 @@ class AutonomousTaskWorkflow:
         self._emit(AutonomyDecision(decision=verdict.decision, source=source, seconds=verdict.seconds, reason=verdict.reason))
         if verdict.decision == "defer":
             self._state.next_wake = workflow.now() + timedelta(seconds=verdict.seconds)
+            self._emit(AutonomousTaskWaiting(until=self._state.next_wake, why="trigger said defer"))
             return
         if verdict.decision == "ignore":
             await self._schedule_next(ignored=True)
@@ -356,8 +357,9 @@ class AutonomousTaskWorkflow:
             return  # the task is ending: its cancel records the rest
         answer = (outcome.answer or "") if outcome is not None else ""
         accepted, remaining = False, ""
-        if status == "completed":
-            accepted, remaining = await self._check_acceptance(number, session_id, answer)
+        if status == "completed" or (status in ("round_limit", "failed") and self._config.acceptance.command):
+            # A session that stopped early may still have done the work: the command can tell.
+            accepted, remaining = await self._check_acceptance(number, session_id, answer, reviewed=status == "completed")
         elif status == "round_limit":
             remaining = "the session reached its round limit before a final answer; the next session continues"
         elif status == "budget_exceeded":
@@ -389,8 +391,10 @@ class AutonomousTaskWorkflow:
                 await self._schedule_next()
         await self._flush()
 
-    async def _check_acceptance(self, number: int, session_id: str, answer: str) -> tuple[bool, str]:
-        """Run the acceptance command and/or the reviewer; (accepted, what remains)."""
+    async def _check_acceptance(self, number: int, session_id: str, answer: str, *, reviewed: bool) -> tuple[bool, str]:
+        """Run the acceptance command and/or (``reviewed``: the session gave a final answer) the
+        reviewer; (accepted, what remains). A check that is due but cannot be asked (a review of a
+        session without a final answer) does not pass."""
         acceptance = self._config.acceptance
         passed, remaining = True, []
         if acceptance.command:
@@ -415,7 +419,10 @@ class AutonomousTaskWorkflow:
             passed = passed and ok
             if not ok:
                 remaining.append(f"`{acceptance.command}` did not pass ({detail})")
-        if acceptance.review or not acceptance.command:
+        if (acceptance.review or not acceptance.command) and not reviewed:
+            passed = False
+            remaining.append("no final answer for the reviewer to judge")
+        elif acceptance.review or not acceptance.command:
             criteria = list(self._state.criteria) + ([acceptance.review] if acceptance.review else [])
             index = self._state.reviews
             self._state.reviews += 1
@@ -664,10 +671,11 @@ class AutonomousTaskWorkflow:
                 principal=input.principal, budget=self._state.budget, max_sessions=self._state.max_sessions, reason=input.reason
             )
         )
-        if self._state.status == "budget_exceeded" and self._state.budget.crossed(self._spend_now()) is None:
-            self._state.status = "waiting"
-            self._state.budget_crossing = None
-            self._state.next_wake = workflow.now()
+        if self._state.status == "budget_exceeded":
+            self._state.budget_crossing = self._state.budget.crossed(self._spend_now())  # None: under every limit now
+            if self._state.budget_crossing is None:
+                self._state.status = "waiting"
+                self._state.next_wake = workflow.now()
         return self._view()
 
     @raise_budget.validator

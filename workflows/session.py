@@ -599,6 +599,10 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         if not input.text.strip():
             raise rejected("message text is empty")
         self._validate_operation(input.principal, "send to")
+        if self._config.ends_after_turn:
+            parent = self._config.parent
+            steer = f"; steer task {parent.id} instead (agentrt task amend)" if parent is not None else ""
+            raise rejected(f"session {self._config.session_id} runs one turn and ends: it takes no messages{steer}")
 
     @workflow.update
     async def send_and_wait(self, input: SendMessageInput) -> TurnOutcome:

@@ -26,6 +26,7 @@ from agentrt.schemas import (
     ModelRequestStarted,
     OperatorActed,
     RaiseBudgetInput,
+    RequestRejected,
     SessionArchived,
     SessionInput,
     SessionParent,
@@ -127,6 +128,25 @@ async def test_a_strangers_raise_budget_is_rejected_and_changes_nothing(harness:
     assert view.budget == Budget(max_tokens=50_000, max_tool_calls=5)
     events = (await harness.client.events(sid)).events
     assert [(e.action, e.reason) for e in events if isinstance(e, OperatorActed)] == [("raise_budget", "owner away")]
+
+
+async def test_a_raise_budget_that_lowers_a_limit_is_rejected_and_leaves_the_budget_as_it_was(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "hello"}])
+    sid = harness.new_session_id()
+    budget = Budget(max_tokens=50_000, max_tool_calls=10)
+    config = session_config(harness.client, sid, workspace, script, budget=budget)
+    started = await harness.client.start(config, "hi")
+    await harness.client.wait(sid, started.turn_id)
+
+    with pytest.raises(RequestRejected, match=r"cannot lower a limit of session .*max_tokens 50,000 -> 1,000"):
+        await harness.client.raise_budget(sid, Budget(max_tokens=1_000))
+    with pytest.raises(RequestRejected, match=r"max_tool_calls 10 -> 2"):
+        await harness.client.raise_budget(sid, Budget(max_tokens=100_000, max_tool_calls=2))
+
+    assert (await harness.client.state(sid)).budget == budget
+    assert not [e for e in (await harness.client.events(sid)).events if isinstance(e, BudgetRaised)]
 
 
 async def test_a_tool_call_budget_stops_before_the_batch_that_would_pass_it(harness: Harness, workspace: Path, tmp_path: Path) -> None:
@@ -323,3 +343,25 @@ async def test_a_budget_given_to_agentrt_run_stops_the_turn_and_session_raise_bu
     sent = await agentrt(harness, "session", "send", session_id, "go on", "--json", cwd=tmp_path)
     assert sent.returncode == 0, sent.stdout + sent.stderr
     assert json.loads(sent.stdout)["outcome"] == "completed"
+
+
+async def test_a_message_to_a_session_that_runs_one_turn_is_refused_not_dropped(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    from agentrt.schemas import RequestRejected
+
+    script = write_script(tmp_path, [{"text": "slow", "delay_seconds": 3}])
+    sid = harness.new_session_id()
+    config = session_config(
+        harness.client, sid, workspace, script, prompt="go", ends_after_turn=True, parent=SessionParent(id="t-9", number=1)
+    )
+    handle = await harness.temporal.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=f"session-{sid}", task_queue=harness.task_queue
+    )
+
+    with pytest.raises(RequestRejected, match="runs one turn and ends: it takes no messages; steer task t-9"):
+        await harness.client.send(sid, "please also write X")
+
+    result = await handle.result()
+    assert result.turns == 1 and result.outcome is not None and result.outcome.answer == "slow"
+    assert [e.text for e in harness.store.events(sid) if isinstance(e, UserMessageAdded)] == ["go"]
