@@ -41,7 +41,6 @@ from agentrt.schemas import (
     ToolInvocationStarted,
     TurnOutcome,
     WaitTurnInput,
-    task_session_id,
 )
 from agentrt.workflows.session import SessionWorkflow
 from bench.local import local_stack
@@ -526,7 +525,7 @@ async def task_cancelled_mid_session(r: Recorder) -> dict[str, WorkflowHandle]:
     run_dir, ws = r.task_dir()
     script = write_task_script(run_dir, [[{"text": "too late", "delay_seconds": 120}]])
     task_id = await r.tasks.start(r.tasks.config(ws, script, schedule={"every_seconds": DAY}))
-    session_id = task_session_id(task_id, 1)
+    session_id = await r.tasks.session_id(task_id, 1)
     await wait_for_event(r.client, session_id, lambda e: isinstance(e, ModelRequestStarted))
     await r.tasks.client.cancel_task(task_id, reason="recorded")
     result = await r.tasks.wait(task_id, timeout=120)

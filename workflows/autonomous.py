@@ -3,7 +3,7 @@
 One workflow per task (id ``task-<task_id>``). Its loop:
 
     wake (timer, nudge) -> trigger (execute | defer | ignore: AutonomyDecision)
-    -> child SessionWorkflow ``<task_id>-s<N>`` with an orientation prompt -> its outcome
+    -> child SessionWorkflow ``<task_id>-s<N>-<token>`` with an orientation prompt -> its outcome
     -> acceptance check (a command in the sandbox, a reviewer model) -> checkpoint
     -> durable timer until the next wake
 

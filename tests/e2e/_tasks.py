@@ -27,7 +27,6 @@ from agentrt.schemas import (
     Event,
     TaskConfig,
     session_workflow_id,
-    task_session_id,
     task_workflow_id,
 )
 
@@ -112,17 +111,32 @@ class TaskRig:
         handles = []
         for task_id in dict.fromkeys(self.started):
             handles.append(self.handle(task_id))
-            started = [e for e in self.stored_events(task_id) if isinstance(e, AutonomousTaskSessionStarted)]
-            handles += [self.session_handle(task_id, e.number) for e in started]
+            handles += [self.temporal.get_workflow_handle(session_workflow_id(s)) for s in self.session_ids(task_id).values()]
         return handles
 
     def handle(self, task_id: str) -> WorkflowHandle:
         return self.temporal.get_workflow_handle(task_workflow_id(task_id))
 
+    def session_ids(self, task_id: str) -> dict[int, str]:
+        """The ids the task gave the sessions it started, by number (its stored ``AutonomousTaskSessionStarted``)."""
+        return {e.number: e.session_id for e in self.stored_events(task_id) if isinstance(e, AutonomousTaskSessionStarted)}
+
+    async def session_id(self, task_id: str, number: int, timeout: float = 60.0) -> str:
+        """The id of the task's session ``number``, once the task has started it (from the store)."""
+        started = await self.wait_stored(
+            task_id, lambda e: isinstance(e, AutonomousTaskSessionStarted) and e.number == number, timeout
+        )
+        assert isinstance(started, AutonomousTaskSessionStarted)
+        return started.session_id
+
     def session_handle(self, task_id: str, number: int) -> WorkflowHandle:
-        return self.temporal.get_workflow_handle(session_workflow_id(task_session_id(task_id, number)))
+        """The workflow of the task's session ``number``; KeyError when the task has not started it."""
+        return self.temporal.get_workflow_handle(session_workflow_id(self.session_ids(task_id)[number]))
 
     async def session_status(self, task_id: str, number: int) -> WorkflowExecutionStatus | None:
+        """How the task's session ``number`` stands; None when the task never started it."""
+        if number not in self.session_ids(task_id):
+            return None
         return (await self.session_handle(task_id, number).describe()).status
 
     def stored_events(self, task_id: str) -> list[Event]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Iterator
@@ -14,7 +15,9 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.schemas import (
+    MIN_DEFER_SECONDS,
     AutonomousTaskBudgetExceeded,
+    AutonomousTaskBudgetRaised,
     AutonomousTaskCancelled,
     AutonomousTaskCheckpointed,
     AutonomousTaskFailed,
@@ -27,10 +30,9 @@ from agentrt.schemas import (
     ModelRequestStarted,
     RequestRejected,
     UserMessageAdded,
-    task_session_id,
 )
 from tests.conftest import RECORDED_HISTORIES, Harness
-from tests.e2e._support import ALLOW_ALL, kill_hard, worker_process
+from tests.e2e._support import ALLOW_ALL, kill_hard, session_config, worker_process, write_script
 from tests.e2e._tasks import OWNER, TaskRig, describe_event, write_file, write_task_script
 
 DAY = 86_400.0
@@ -147,10 +149,11 @@ async def test_a_task_paused_during_a_session_lets_it_finish_and_starts_no_other
         tmp_path, [[{"text": "half done", "delay_seconds": 2.5}], [{"text": "all done"}]], reviews=[FAIL, PASS]
     )
     task_id = await rig.start(rig.config(workspace, script, schedule={"every_seconds": DAY}))
-    await _session_event(rig, task_session_id(task_id, 1), lambda e: isinstance(e, ModelRequestStarted))
+    session_id = await rig.session_id(task_id, 1)
+    await _session_event(rig, session_id, lambda e: isinstance(e, ModelRequestStarted))
 
     paused = await rig.client.pause_task(task_id)
-    assert (paused.status, paused.running_session) == ("paused", task_session_id(task_id, 1))
+    assert (paused.status, paused.running_session) == ("paused", session_id)
     checkpoint = await rig.wait_stored(task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed))
     assert checkpoint.checkpoint.session_status == "completed"
     await asyncio.sleep(1.0)  # on a skipping clock the day's wake would come at once
@@ -194,7 +197,8 @@ async def test_a_worker_killed_while_a_task_s_session_runs_is_replaced_and_each_
     log = tmp_path / "worker.log"
     with worker_process(harness, log) as first:
         task_id = await rig.start(rig.config(workspace, script, schedule={"every_seconds": DAY}))
-        await _session_event(rig, task_session_id(task_id, 1), lambda e: isinstance(e, ModelRequestStarted))
+        session_id = await rig.session_id(task_id, 1)
+        await _session_event(rig, session_id, lambda e: isinstance(e, ModelRequestStarted))
         await asyncio.sleep(1.0)  # the slow model call is in flight
         kill_hard(first)
     with worker_process(harness, log):
@@ -204,7 +208,7 @@ async def test_a_worker_killed_while_a_task_s_session_runs_is_replaced_and_each_
 
     assert result.status == "completed" and result.sessions == 2
     await _assert_ran_once(rig, task_id, queried, sessions=2)
-    answers = [m.text for _, m in rig.store.messages(task_session_id(task_id, 1)) if m.role == "assistant"]
+    answers = [m.text for _, m in rig.store.messages(session_id) if m.role == "assistant"]
     assert answers == ["half done"]
     first_session = await rig.session_handle(task_id, 1).fetch_history()
     retried = [
@@ -253,7 +257,7 @@ async def test_cancelling_a_task_mid_session_cancels_its_session_and_ends_the_ta
 ) -> None:
     script = write_task_script(tmp_path, [[{"text": "too late", "delay_seconds": 120}], [{"text": "never"}]])
     task_id = await rig.start(rig.config(workspace, script, schedule={"every_seconds": DAY}))
-    session_id = task_session_id(task_id, 1)
+    session_id = await rig.session_id(task_id, 1)
     await _session_event(rig, session_id, lambda e: isinstance(e, ModelRequestStarted))
 
     view = await rig.client.cancel_task(task_id, reason="changed my mind")
@@ -348,7 +352,91 @@ async def test_an_amended_goal_reaches_the_next_session_s_orientation_prompt(
     first, second = (_first_prompt(rig, task_id, n) for n in (1, 2))
     assert "## Goal\nwrite the release notes\n" in first and "French" not in first
     assert "## Goal\nwrite the release notes in French\n" in second and "- in French" in second
-    assert "Done: drafted in English" in second
+    assert '<<<checkpoint\ndone: "drafted in English"\n' in second
+
+
+async def test_a_trigger_that_defers_for_less_than_the_minimum_sleeps_the_minimum_and_does_not_spin(
+    rig: TaskRig, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_task_script(tmp_path, [[{"text": "never"}]])
+    config = rig.config(workspace, script, schedule={"trigger_command": "echo defer 0.0001 not yet"})
+    task_id = await rig.start(config, skipping=False)
+
+    first = await rig.wait_stored(task_id, lambda e: isinstance(e, AutonomyDecision))
+    assert (first.decision, first.seconds) == ("defer", MIN_DEFER_SECONDS)
+    assert await asyncio.wait_for(rig.skipper.fast_forward(rig.handle(task_id), timedelta(minutes=1)), 60)
+    await rig.client.cancel_task(task_id)
+
+    decisions = [e for e in rig.stored_events(task_id) if isinstance(e, AutonomyDecision)]
+    assert {(d.decision, d.seconds) for d in decisions} == {("defer", MIN_DEFER_SECONDS)}
+    assert all(later.at - earlier.at >= timedelta(seconds=MIN_DEFER_SECONDS) for earlier, later in zip(decisions, decisions[1:]))
+    in_the_minute = [d for d in decisions if d.at - first.at <= timedelta(minutes=1)]
+    assert 2 <= len(in_the_minute) <= 7, [describe_event(d) for d in decisions]
+    assert rig.session_ids(task_id) == {}
+
+
+async def test_a_task_whose_cron_never_fires_fails_at_once_with_invalid_schedule_and_runs_no_session(
+    rig: TaskRig, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_task_script(tmp_path, [[{"text": "never"}]])
+    task_id = await rig.start(rig.config(workspace, script, schedule={"cron": "0 0 30 2 *"}))  # 30 February
+
+    result = await rig.wait(task_id)
+
+    assert (result.status, result.failure_reason, result.sessions) == ("failed", "invalid_schedule", 0)
+    events = rig.stored_events(task_id)
+    assert [e.type for e in events] == ["AutonomousTaskCreated", "AutonomousTaskFailed"]
+    assert isinstance(events[1], AutonomousTaskFailed) and events[1].reason == "invalid_schedule"
+    assert (await rig.client.task_status(task_id)).failure_reason == "invalid_schedule"
+
+
+async def test_a_raise_budget_that_lowers_a_limit_is_rejected_and_changes_nothing(
+    rig: TaskRig, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_task_script(tmp_path, [[{"text": "half done"}], [{"text": "all done"}]], reviews=[FAIL, PASS])
+    config = rig.config(workspace, script, schedule={"every_seconds": DAY}, budget=Budget(max_tokens=1_000_000), max_sessions=5)
+    task_id = await rig.start(config, skipping=False)
+    await rig.wait_stored(task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed))
+    await rig.wait_status(task_id, "waiting")
+    before = await rig.client.task_status(task_id)
+
+    with pytest.raises(RequestRejected, match=r"cannot lower a limit of task .*max_tokens 1,000,000 -> 1,000"):
+        await rig.client.raise_task_budget(task_id, Budget(max_tokens=1_000))
+    with pytest.raises(RequestRejected, match=r"cannot lower max_sessions of task .*\(5 -> 3\)"):
+        await rig.client.raise_task_budget(task_id, max_sessions=3)
+
+    after = await rig.client.task_status(task_id)
+    assert after.model_dump(exclude={"spend", "remaining"}) == before.model_dump(exclude={"spend", "remaining"})
+    assert (after.budget.max_tokens, after.max_sessions) == (1_000_000, 5)
+    assert not any(isinstance(e, AutonomousTaskBudgetRaised) for e in rig.stored_events(task_id))
+    await rig.client.cancel_task(task_id)
+
+
+async def test_a_stranger_s_session_with_the_id_task_id_s2_does_not_touch_the_task(
+    rig: TaskRig, workspace: Path, tmp_path: Path
+) -> None:
+    config = rig.config(workspace, write_task_script(tmp_path, [[{"text": "half done"}], [{"text": "all done"}]], reviews=[FAIL, PASS]))
+    task_id = config.task_id
+    stranger = rig.as_principal("mallory")
+    squatted = f"{task_id}-s2"  # session 2's id without the task's random token
+    squatter = session_config(stranger, squatted, workspace, write_script(tmp_path, [{"text": "mine now"}]))
+    started = await stranger.start(squatter, "take the task's session")
+    assert (await stranger.wait(squatted, started.turn_id)).answer == "mine now"
+
+    await rig.start(config)
+    result = await rig.wait(task_id)
+
+    assert result.status == "completed" and result.sessions == 2
+    ids = rig.session_ids(task_id)
+    assert sorted(ids) == [1, 2] and squatted not in ids.values()
+    assert all(re.fullmatch(rf"{task_id}-s{n}-[0-9a-f]{{8}}", ids[n]) for n in ids), ids
+    assert [await rig.session_status(task_id, n) for n in (1, 2)] == [WorkflowExecutionStatus.COMPLETED] * 2
+    checkpoints = [e.checkpoint for e in rig.stored_events(task_id) if isinstance(e, AutonomousTaskCheckpointed)]
+    assert [(c.session_id, c.session_status, c.error) for c in checkpoints] == [
+        (ids[1], "completed", None), (ids[2], "completed", None)
+    ]
+    assert [m.text for _, m in rig.store.messages(squatted)] == ["take the task's session", "mine now"]
+    assert (await stranger.state(squatted)).owner == "mallory"
 
 
 async def _session_event(rig: TaskRig, session_id: str, predicate: Callable[[Event], bool], timeout: float = 60.0) -> Event:
@@ -405,5 +493,5 @@ async def _workflow_task_workers(handle: WorkflowHandle) -> set[str]:
 
 def _first_prompt(rig: TaskRig, task_id: str, number: int) -> str:
     """The first user message of the task's session ``number`` (its orientation prompt)."""
-    added = [e for e in rig.store.events(task_session_id(task_id, number)) if isinstance(e, UserMessageAdded)]
+    added = [e for e in rig.store.events(rig.session_ids(task_id)[number]) if isinstance(e, UserMessageAdded)]
     return added[0].text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -41,7 +42,9 @@ async def test_a_task_started_from_the_cli_runs_sessions_until_its_review_passes
     assert body["status"] == "completed" and body["sessions"] == 2
     assert body["checkpoint"]["accepted"] is True and body["checkpoint"]["done"] == "the notes are done"
     assert body["usage"] == body["spend"] and body["spend"]["usage"]["output_tokens"] > 0
-    assert [r["session_id"] for r in body["receipts"] if r["kind"] == "session"] == [f"{task_id}-s1", f"{task_id}-s2"]
+    sessions = [r["session_id"] for r in body["receipts"] if r["kind"] == "session"]
+    assert len(sessions) == 2, sessions
+    assert all(re.fullmatch(rf"{task_id}-s{n}-[0-9a-f]{{8}}", s) for n, s in enumerate(sessions, 1)), sessions
 
     human = await agentrt(harness, "task", "status", task_id, cwd=tmp_path)
     assert f"task       {task_id} (completed)" in human.stdout and "sessions   2 of 3 used" in human.stdout
