@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -19,7 +19,9 @@ from agentrt.schemas import (
     AdvisorReviewResult,
     ConfigurationError,
     Message,
+    ModelProfile,
     ModelRequest,
+    ModelResponse,
     ProviderError,
 )
 
@@ -85,6 +87,32 @@ def _verdict_objects(text: str) -> list[dict[str, Any]]:
             found.append(value)
         start = text.find("{", end)
     return found
+
+
+async def ask_model(
+    models: ModelActivities, profile_name: str, script: str | None, *, max_output_tokens: int, system: str, prompt: str,
+    purpose: Literal["advisor", "review"], review_index: int | None,
+) -> tuple[ModelProfile, ModelResponse]:
+    """One model call of a second opinion (an advisor review, a task's acceptance review): profile
+    ``profile_name`` (``script`` overriding its script) with at most ``max_output_tokens`` output
+    tokens, ``system`` and one user message ``prompt``. Returns the profile used and the response.
+    Raises ``ApplicationError``: non-retryable for a configuration mistake, per status for a
+    provider failure (``_provider_failure``)."""
+    try:
+        profile = models._profile(profile_name, script)
+        profile = profile.model_copy(update={"max_output_tokens": min(profile.max_output_tokens, max_output_tokens)})
+        provider = provider_for(profile)
+    except ConfigurationError as err:
+        raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+    request = ModelRequest(
+        profile=profile, system=system, messages=[Message(role="user", text=prompt)], purpose=purpose, review_index=review_index
+    )
+    try:
+        return profile, await provider.complete(request, None)
+    except ProviderError as err:
+        raise _provider_failure(err, profile) from None
+    except ConfigurationError as err:
+        raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
 
 
 def parse_review(text: str) -> AdvisorReviewResult:
@@ -165,25 +193,10 @@ class AdvisorActivities:
         try:
             if input.store_writes is not None:
                 await asyncio.to_thread(self._store.append, input.store_writes)
-            try:
-                profile = self._models._profile(input.profile, input.script)
-                profile = profile.model_copy(update={"max_output_tokens": min(profile.max_output_tokens, ADVISOR_OUTPUT_TOKENS)})
-                provider = provider_for(profile)
-            except ConfigurationError as err:
-                raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-            request = ModelRequest(
-                profile=profile,
-                system=ADVISOR_SYSTEM,
-                messages=[Message(role="user", text=review_prompt(input))],
-                purpose="advisor",
-                review_index=input.review_index,
+            profile, response = await ask_model(
+                self._models, input.profile, input.script, max_output_tokens=ADVISOR_OUTPUT_TOKENS,
+                system=ADVISOR_SYSTEM, prompt=review_prompt(input), purpose="advisor", review_index=input.review_index,
             )
-            try:
-                response = await provider.complete(request, None)
-            except ProviderError as err:
-                raise _provider_failure(err, profile) from None
-            except ConfigurationError as err:
-                raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         finally:
             beating.cancel()
         result = parse_review(response.text)

@@ -28,9 +28,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from agentrt.activities import _attempts
-from agentrt.activities._advisor import _verdict_objects
-from agentrt.activities._model import _keep_heartbeating, _provider_failure
-from agentrt.activities.providers import provider_for, redact
+from agentrt.activities._advisor import _verdict_objects, ask_model
+from agentrt.activities._model import _keep_heartbeating
+from agentrt.activities.providers import redact
 from agentrt.activities.tools import CommandRun, ToolContext, run_command
 from agentrt.schemas import (
     COMMAND_OUTPUT_CHARS,
@@ -40,11 +40,7 @@ from agentrt.schemas import (
     TASK_RECORD,
     TASK_REVIEW,
     CommandCheckResult,
-    ConfigurationError,
-    Message,
-    ModelRequest,
     NextWakeInput,
-    ProviderError,
     ReviewInput,
     ReviewVerdict,
     TaskCommandInput,
@@ -224,25 +220,10 @@ class TaskActivities:
         ..., retryable per status) or a configuration mistake (non-retryable)."""
         beating = asyncio.create_task(_keep_heartbeating())
         try:
-            try:
-                profile = self._models._profile(input.profile, input.script)
-                profile = profile.model_copy(update={"max_output_tokens": min(profile.max_output_tokens, REVIEW_OUTPUT_TOKENS)})
-                provider = provider_for(profile)
-            except ConfigurationError as err:
-                raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-            request = ModelRequest(
-                profile=profile,
-                system=REVIEW_SYSTEM,
-                messages=[Message(role="user", text=review_prompt(input))],
-                purpose="review",
-                review_index=input.review_index,
+            profile, response = await ask_model(
+                self._models, input.profile, input.script, max_output_tokens=REVIEW_OUTPUT_TOKENS,
+                system=REVIEW_SYSTEM, prompt=review_prompt(input), purpose="review", review_index=input.review_index,
             )
-            try:
-                response = await provider.complete(request, None)
-            except ProviderError as err:
-                raise _provider_failure(err, profile) from None
-            except ConfigurationError as err:
-                raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         finally:
             beating.cancel()
         verdict = await asyncio.to_thread(parse_review_verdict, response.text)  # off the event loop

@@ -238,31 +238,26 @@ class ScriptedProvider:
         review = script.reviews[index] if index < len(script.reviews) else ScriptReview(
             verdict="pass", summary="no review verdict scripted for this review"
         )
-        await _sleep_in_steps(review.delay_seconds)
-        if review.error is not None:
-            raise ProviderHTTPError(review.status, f"scripted:{self.path}#reviews/{index}", review.error)
-        if review.text is not None:
-            text = review.text
-        else:
-            body = {"verdict": review.verdict or "pass", "findings": review.findings, "summary": review.summary}
-            text = "```json\n" + json.dumps(body, indent=2) + "\n```"
-        return ModelResponse(
-            text=text, usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(text))), stop_reason="end_turn"
-        )
+        body = {"verdict": review.verdict or "pass", "findings": review.findings, "summary": review.summary}
+        return await self._scripted_verdict(review, f"reviews/{index}", body, input_tokens)
 
     async def _advice(self, script: Script, index: int, input_tokens: int) -> ModelResponse:
         """The scripted advisor's answer to review ``index`` (see ``ScriptAdvice``)."""
         advice = script.advisor[index] if index < len(script.advisor) else ScriptAdvice(
             verdict="approve", summary="no advisor verdict scripted for this review"
         )
-        await _sleep_in_steps(advice.delay_seconds)
-        if advice.error is not None:
-            raise ProviderHTTPError(advice.status, f"scripted:{self.path}#advisor/{index}", advice.error)
-        if advice.text is not None:
-            text = advice.text
-        else:
-            body = {"verdict": advice.verdict or "approve", "concerns": advice.concerns, "summary": advice.summary}
-            text = "```json\n" + json.dumps(body, indent=2) + "\n```"
+        body = {"verdict": advice.verdict or "approve", "concerns": advice.concerns, "summary": advice.summary}
+        return await self._scripted_verdict(advice, f"advisor/{index}", body, input_tokens)
+
+    async def _scripted_verdict(
+        self, entry: ScriptAdvice | ScriptReview, where: str, body: dict[str, Any], input_tokens: int
+    ) -> ModelResponse:
+        """A scripted verdict: after ``entry.delay_seconds``, its ``error`` (a provider failure), its
+        raw ``text``, or ``body`` as fenced JSON, as a model would answer."""
+        await _sleep_in_steps(entry.delay_seconds)
+        if entry.error is not None:
+            raise ProviderHTTPError(entry.status, f"scripted:{self.path}#{where}", entry.error)
+        text = entry.text if entry.text is not None else "```json\n" + json.dumps(body, indent=2) + "\n```"
         return ModelResponse(
             text=text, usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(text))), stop_reason="end_turn"
         )
