@@ -122,6 +122,11 @@ def wall_seconds(state: TaskState, now: datetime) -> float:
     return max((now - state.started_at).total_seconds(), 0.0) if state.started_at else 0.0
 
 
+def spend_now(state: TaskState, now: datetime) -> Spend:
+    """The task's spend with its wall time measured at ``now`` (a copy; the state keeps its own)."""
+    return state.spend.model_copy(update={"wall_seconds": wall_seconds(state, now)})
+
+
 def keep_checkpoint(state: TaskState, checkpoint: TaskCheckpoint) -> None:
     state.checkpoints.append(checkpoint)
     del state.checkpoints[:-CHECKPOINTS_KEPT]
@@ -135,9 +140,8 @@ def interval_wake(config: TaskConfig, now: datetime) -> datetime | None:
 
 
 def status_view(config: TaskConfig, state: TaskState, now: datetime) -> TaskStatusView:
-    spend = state.spend.model_copy()
-    if state.status not in ("completed", "failed", "cancelled"):
-        spend.wall_seconds = wall_seconds(state, now)
+    ended = state.status in ("completed", "failed", "cancelled")
+    spend = state.spend.model_copy() if ended else spend_now(state, now)
     return TaskStatusView(
         task_id=config.task_id,
         owner=config.owner,

@@ -482,9 +482,7 @@ class AutonomousTaskWorkflow:
     # ---------------------------------------------------------------- budget, status, ending
 
     def _spend_now(self) -> Spend:
-        spend = self._state.spend.model_copy()
-        spend.wall_seconds = parts.wall_seconds(self._state, workflow.now())
-        return spend
+        return parts.spend_now(self._state, workflow.now())
 
     def _budget_crossed(self) -> bool:
         """Stop at ``budget_exceeded`` when the task's spend has reached a limit."""
