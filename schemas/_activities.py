@@ -22,13 +22,15 @@ class ModelRequest(Model):
     system: str | None = None
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
-    purpose: Literal["reply", "summary", "advisor", "review"] = "reply"
+    purpose: Literal["reply", "summary", "advisor", "review", "plan"] = "reply"
     reply_index: int | None = None
     # ``purpose="advisor"``: the session's earlier advisor reviews (the scripted advisor's step);
     # ``purpose="review"``: the task's earlier acceptance reviews (the scripted reviewer's step).
     review_index: int | None = None
     # A task's session number (``SessionParent.number``): the scripted model's ``sessions`` section.
     script_session: int | None = None
+    # A task graph's node (``SessionParent.node``): the scripted model's ``nodes`` section.
+    script_node: str | None = None
 
 
 class ModelResponse(Model):
@@ -87,6 +89,7 @@ class ModelCallInput(Model):
     # autonomous task (the scripted model's ``sessions`` section). Left out when unset.
     budget_note: str | None = Field(default=None, exclude_if=lambda v: v is None)
     script_session: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    script_node: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallResult(Model):

@@ -140,13 +140,20 @@ class AdvisorPolicy(Model):
 
 
 class SessionParent(Model):
-    """The workflow that started a session as its child: ``kind`` ``task`` (an autonomous task,
-    ``id`` its task id) and the session's ``number`` in it (1, 2, ...; a scripted model's
-    ``sessions`` section)."""
+    """The workflow that started a session as its child, by ``kind``:
 
-    kind: Literal["task"] = "task"
+    - ``task``: an autonomous task (``id`` its task id); ``number``: the session's number in it
+      (1, 2, ...; a scripted model's ``sessions`` section).
+    - ``graph``: a task graph (``id`` its graph id); ``node``: the node it runs, ``number``: the
+      attempt (a scripted model's ``nodes`` section ``node``, entry ``number``).
+    - ``session``: a session that delegated to it (``id`` its session id); ``number``: the
+      delegation's number in that session (a scripted model's ``sessions`` section).
+    """
+
+    kind: Literal["task", "graph", "session"] = "task"
     id: str
     number: int = Field(ge=1)
+    node: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class SessionConfig(Model):

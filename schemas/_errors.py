@@ -5,6 +5,8 @@
     │   ├── UnknownProfileError     a model profile name not in the configuration
     │   ├── InvalidScriptError      a scripted-model file that does not parse
     │   ├── InvalidTrajectoryFile   an exported trajectory file (json or jsonl) that does not parse
+    │   ├── InvalidGraph            a task graph that is not a bounded DAG of well-formed nodes
+    │   │   └── NodeCannotDecompose a worker node that would plan or delegate further
     │   └── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
@@ -15,7 +17,8 @@
     │   ├── MemoryNotFound          no memory with that id that the caller owns
     │   ├── MemoryAlreadyDecided    the memory is not a pending proposal (accepted, rejected or superseded)
     │   ├── TurnNotFound            the session has no such turn (or no trajectory of it)
-    │   └── TaskNotFound            no autonomous task workflow with that id
+    │   ├── TaskNotFound            no autonomous task workflow with that id
+    │   └── GraphNotFound           no task graph workflow with that id
     └── RunError                    something failed while work was running
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
@@ -197,6 +200,34 @@ class TaskNotFound(ClientError):
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
         super().__init__(f"no task {task_id!r} (workflow id task-{task_id})")
+
+
+class GraphNotFound(ClientError):
+    """No task graph ``graph_id`` (or one the caller may not see): no workflow ``graph-<graph_id>``."""
+
+    def __init__(self, graph_id: str) -> None:
+        self.graph_id = graph_id
+        super().__init__(f"no task graph {graph_id!r} (workflow id graph-{graph_id})")
+
+
+class InvalidGraph(ConfigurationError):
+    """A task graph (a file, or a planner's answer) that cannot run: ``problems`` lists each
+    (a cycle, a dependency on no node, a duplicate id, too many nodes, a tool not granted ...)."""
+
+    def __init__(self, problems: list[str], source: str = "graph") -> None:
+        self.problems = problems
+        self.source = source
+        super().__init__(f"invalid {source}: {'; '.join(problems)}")
+
+
+class NodeCannotDecompose(InvalidGraph):
+    """Node ``node_id`` would decompose its work further (role ``planner``, or the ``delegate``
+    tool): a graph's nodes are workers and reviewers, planned once, before approval."""
+
+    def __init__(self, node_id: str, why: str) -> None:
+        self.node_id = node_id
+        self.why = why
+        super().__init__([f"node {node_id!r} may not decompose further: {why}"], "graph")
 
 
 class RunError(AgentrtError):

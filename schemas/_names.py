@@ -28,10 +28,13 @@ TASK_CHECK_COMMAND: Final = "task.check_command"
 TASK_EVALUATE_TRIGGER: Final = "task.evaluate_trigger"
 TASK_REVIEW: Final = "task.review"
 TASK_NEXT_WAKE: Final = "task.next_wake"
+GRAPH_PLAN: Final = "graph.plan"
+GRAPH_REVIEW: Final = "graph.review"
 
 # Workflow type names.
 SESSION_WORKFLOW: Final = "SessionWorkflow"
 AUTONOMOUS_TASK_WORKFLOW: Final = "AutonomousTaskWorkflow"
+TASK_GRAPH_WORKFLOW: Final = "TaskGraphWorkflow"
 
 # Search attributes every session upserts; the worker checks the namespace has them at start.
 SESSION_STATUS: Final = SearchAttributeKey.for_keyword("AgentSessionStatus")
@@ -40,6 +43,7 @@ SEARCH_ATTRIBUTE_KEYS: Final = (SESSION_STATUS, SESSION_OWNER)
 
 SESSION_ID_PREFIX: Final = "session-"
 TASK_ID_PREFIX: Final = "task-"
+GRAPH_ID_PREFIX: Final = "graph-"
 
 
 def session_workflow_id(session_id: str) -> str:
@@ -58,3 +62,20 @@ def task_session_id(task_id: str, number: int, token: str) -> str:
     ``token`` comes from the task's deterministic randomness (``workflow.uuid4()``), so nobody
     can start a session under the id a task will give its next one."""
     return f"{task_id}-s{number}-{token}"
+
+
+def graph_workflow_id(graph_id: str) -> str:
+    """The workflow id of a task graph: ``graph-<graph_id>``."""
+    return f"{GRAPH_ID_PREFIX}{graph_id}"
+
+
+def graph_node_session_id(graph_id: str, node_id: str, attempt: int, token: str) -> str:
+    """The session id of attempt ``attempt`` (1, 2, ...) of node ``node_id``: ``<graph_id>-<node_id>-a<attempt>-<token>``
+    (``token`` from the graph's deterministic randomness, as ``task_session_id``'s)."""
+    return f"{graph_id}-{node_id}-a{attempt}-{token}"
+
+
+def delegated_session_id(session_id: str, number: int, token: str) -> str:
+    """The session id of the ``number``-th session (1, 2, ...) that session ``session_id`` delegated to:
+    ``<session_id>-d<number>-<token>``."""
+    return f"{session_id}-d{number}-{token}"

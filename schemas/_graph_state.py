@@ -1,0 +1,52 @@
+"""A task graph's carried state and its workflow input: the types that hold ``Event``s (``_graph``
+is imported by ``_events``, so they cannot live there)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from agentrt.schemas._base import Model
+from agentrt.schemas._budget import Spend
+from agentrt.schemas._events import Event
+from agentrt.schemas._graph import (
+    CapabilityToken,
+    GraphConfig,
+    GraphSpec,
+    GraphStatus,
+    NodeState,
+    RiskLevel,
+    ToolRisk,
+)
+
+
+class GraphState(Model):
+    """Everything a graph's run knows: its status, the plan (``plan``, in dependency order in
+    ``order``) with its risk, the tools the planner reported (``tools``), the capability token
+    once approved, each node's state, its spend (planner, sessions, reviews), its events (the
+    ``events`` query) and how it ended."""
+
+    status: GraphStatus = "planning"
+    seq: int = 0
+    plan: GraphSpec | None = None
+    order: list[str] = Field(default_factory=list)
+    tools: dict[str, ToolRisk] = Field(default_factory=dict)
+    risk_level: RiskLevel | None = None
+    risk_reasons: list[str] = Field(default_factory=list)
+    token: CapabilityToken | None = None
+    nodes: dict[str, NodeState] = Field(default_factory=dict)
+    plans: int = 0
+    spend: Spend = Field(default_factory=Spend)
+    answer: str | None = None
+    failure: str | None = None
+    failure_reason: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    events: list[Event] = Field(default_factory=list)
+
+
+class TaskGraphInput(Model):
+    """Input of ``TaskGraphWorkflow.run``."""
+
+    config: GraphConfig
