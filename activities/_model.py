@@ -330,7 +330,7 @@ class ModelActivities:
         system, messages = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
         request = ModelRequest(
             profile=profile, system=system, messages=messages, tools=tools, reply_index=input.reply_index,
-            script_session=input.script_session,
+            script_session=input.script_session, script_node=input.script_node,
         )
         buffer: list[str] = []
         written = 0

@@ -28,6 +28,8 @@ from agentrt.schemas import (
     TOOL_EXECUTE,
     TOOLS_LIST,
 )
+from agentrt.schemas import GRAPH_PLAN as PLAN_ACTIVITY
+from agentrt.schemas import GRAPH_REVIEW as NODE_REVIEW_ACTIVITY
 from agentrt.schemas import TASK_CHECK_COMMAND as CHECK_COMMAND_ACTIVITY
 from agentrt.schemas import TASK_EVALUATE_TRIGGER as EVALUATE_TRIGGER_ACTIVITY
 from agentrt.schemas import TASK_NEXT_WAKE as NEXT_WAKE_ACTIVITY
@@ -192,3 +194,9 @@ TASK_CHECK_COMMAND = ActivityConfig(CHECK_COMMAND_ACTIVITY, TASK_COMMAND_RETRY, 
 TASK_EVALUATE_TRIGGER = ActivityConfig(EVALUATE_TRIGGER_ACTIVITY, TASK_COMMAND_RETRY, heartbeats=True, cancellable=True)
 TASK_REVIEW = ActivityConfig(REVIEW_ACTIVITY, MODEL_RETRY, start_to_close=600, heartbeats=True, cancellable=True)
 TASK_NEXT_WAKE = ActivityConfig(NEXT_WAKE_ACTIVITY, NEXT_WAKE_RETRY, start_to_close=10)
+
+# Task graphs. Planning and a node's review are model calls: the model calls' bounded retries
+# (MODEL_RETRY), configuration mistakes (and an invalid plan) final; one attempt takes at most
+# 10 minutes and heartbeats, so a lost worker's call moves on.
+GRAPH_PLAN = ActivityConfig(PLAN_ACTIVITY, MODEL_RETRY, start_to_close=600, heartbeats=True, cancellable=True)
+GRAPH_REVIEW = ActivityConfig(NODE_REVIEW_ACTIVITY, MODEL_RETRY, start_to_close=600, heartbeats=True, cancellable=True)

@@ -569,6 +569,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
                     skills=self._state.skills,
                     budget_note=self._budget_note(),
                     script_session=self._config.parent.number if self._config.parent is not None else None,
+                    script_node=self._config.parent.node if self._config.parent is not None else None,
                 ),
                 result_type=ModelCallResult,
                 **options.MODEL_CALL.options(
