@@ -309,13 +309,15 @@ class ReviewInput(Model):
 
 class ReviewVerdict(Model):
     """The reviewer's verdict: ``passed`` with ``findings`` (what is missing or wrong) and a
-    ``summary``; ``usage`` of the review call (tokens) and its ``cost_usd``."""
+    ``summary``; ``usage`` of the review call (tokens) and its ``cost_usd``; ``error``: why the
+    answer could not be read as a verdict (a graph node's review then passes: fail-open)."""
 
     passed: bool
     findings: list[str] = Field(default_factory=list)
     summary: str = ""
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
+    error: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class NextWakeInput(Model):
