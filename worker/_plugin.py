@@ -41,6 +41,7 @@ from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payloads import PayloadStorage, payload_storage
 from agentrt.worker._resume import ResumeInterceptor
 from agentrt.workflows.autonomous import AutonomousTaskWorkflow
+from agentrt.workflows.graph import TaskGraphWorkflow
 from agentrt.workflows.session import SessionWorkflow
 
 __all__ = [
@@ -59,7 +60,7 @@ DEFAULT_ACTIVITY_THREADS = 100
 # Local activities a worker runs at once (store writes, tool listing, fast read-only tools),
 # each with a thread of its own beside the activity threads.
 LOCAL_ACTIVITY_SLOTS = 16
-WORKFLOWS: list[type] = [SessionWorkflow, AutonomousTaskWorkflow]
+WORKFLOWS: list[type] = [SessionWorkflow, AutonomousTaskWorkflow, TaskGraphWorkflow]
 
 # Modules the workflow sandbox shares with the worker instead of importing them afresh for
 # every workflow run. Only modules that are deterministic and hold no mutable module state

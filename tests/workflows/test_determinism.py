@@ -24,6 +24,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
     "collections.abc": None,
     "dataclasses": None,
     "datetime": frozenset({"datetime", "timedelta"}),  # types; the clock is workflow.now()
+    "hashlib": None,  # digests of data the workflow holds: pure functions
     "json": None,
     "math": None,
     "posixpath": frozenset({"basename", "join", "normpath"}),  # string operations only (no cwd, no ~)
