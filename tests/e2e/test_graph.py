@@ -255,3 +255,26 @@ async def test_a_high_risk_plan_waits_for_a_person_even_when_approval_is_automat
     await rig.approve(graph_id, approve=False, reason="no network today")
     result = await rig.wait(graph_id)
     assert result.status == "rejected" and await rig.session_ids(graph_id) == []
+
+
+async def test_under_fail_fast_a_node_failing_for_good_cancels_the_running_ones_and_starts_nothing_more(
+    rig: GraphRig, harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    spec = GraphSpec.model_validate({"max_parallel": 2, "nodes": [
+        {"id": "quick", "prompt": "fail quickly"}, {"id": "slow", "prompt": "take long"},
+        {"id": "after", "prompt": "never", "depends_on": ["slow"]},
+    ]})
+    script = write_graph_script(tmp_path, {
+        "quick": [{"turns": [answer("broken", 1.0)], "review": fail("it is broken")}],
+        "slow": [{"turns": [answer("too late", 120)]}],
+    })
+    config = rig.config(workspace, script, graph=spec, approve_plan="auto", failure_policy="fail_fast", max_retries=0)
+    graph_id = await rig.start(config)
+    result = await rig.wait(graph_id)
+    sessions = await rig.session_ids(graph_id)
+
+    assert result.status == "failed" and result.nodes == {"quick": "failed", "slow": "cancelled", "after": "cancelled"}
+    assert len(sessions) == 2
+    for session_id in sessions:
+        described = await rig.temporal.get_workflow_handle(f"session-{session_id}").describe()
+        assert described.status != WorkflowExecutionStatus.RUNNING
