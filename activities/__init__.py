@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from agentrt.activities._advisor import AdvisorActivities
 from agentrt.activities._attempts import WORKER_PROCESS, previous_attempt_elsewhere
 from agentrt.activities._autonomy import TaskActivities
+from agentrt.activities._graph import GraphActivities
 from agentrt.activities._mcp import McpActivities
 from agentrt.activities._memory import MemoryActivities
 from agentrt.activities._model import ModelActivities, ProfileSource
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdvisorActivities",
+    "GraphActivities",
     "McpActivities",
     "MemoryActivities",
     "ModelActivities",
@@ -45,10 +47,11 @@ def build_activities(
     """The activity callables a worker registers, bound to its model profiles (the worker's
     configuration), store and tools. ``role``: ``all`` (the default), ``models`` (everything
     but running tool calls and commands: the model calls, advisor reviews, the store, tool
-    listing, effect reconciliation, memory decisions, and autonomous tasks' store writes,
-    acceptance reviews and cron times), ``tools`` (what runs processes only: ``tool.execute``
-    and autonomous tasks' ``task.check_command`` and ``task.evaluate_trigger``, for a worker on
-    a ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
+    listing, effect reconciliation, memory decisions, autonomous tasks' store writes,
+    acceptance reviews and cron times, and task graphs' plans and node reviews: ``graph.plan``,
+    ``graph.review``), ``tools`` (what runs processes only: ``tool.execute`` and autonomous
+    tasks' ``task.check_command`` and ``task.evaluate_trigger``, for a worker on a
+    ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
     ``mcp.call_tool`` run where tool calls run (MCP servers live beside the tools)."""
     models = ModelActivities(config, store, registry)
     tools = ToolActivities(
@@ -58,6 +61,7 @@ def build_activities(
     advisor = AdvisorActivities(models, store)
     memory = MemoryActivities(store)
     tasks = TaskActivities(store, models, secrets=lambda: configured_keys(config))
+    graphs = GraphActivities(store, models, registry)
     # Task commands run processes in the OS sandbox: they go where tool calls go.
     tool_side: list[Callable[..., Any]] = [tools.execute, tasks.check_command, tasks.evaluate_trigger]
     if mcp is not None:
@@ -67,7 +71,7 @@ def build_activities(
         return tool_side
     session_side = [
         models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append,
-        advisor.review, memory.decide, tasks.record, tasks.review, tasks.next_wake,
+        advisor.review, memory.decide, tasks.record, tasks.review, tasks.next_wake, graphs.plan, graphs.review,
     ]
     return session_side if role == "models" else [*session_side, *tool_side]
 

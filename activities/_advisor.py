@@ -91,13 +91,15 @@ def _verdict_objects(text: str) -> list[dict[str, Any]]:
 
 async def ask_model(
     models: ModelActivities, profile_name: str, script: str | None, *, max_output_tokens: int, system: str, prompt: str,
-    purpose: Literal["advisor", "review"], review_index: int | None,
+    purpose: Literal["advisor", "review", "plan"], review_index: int | None,
+    script_node: str | None = None, script_session: int | None = None,
 ) -> tuple[ModelProfile, ModelResponse]:
-    """One model call of a second opinion (an advisor review, a task's acceptance review): profile
-    ``profile_name`` (``script`` overriding its script) with at most ``max_output_tokens`` output
-    tokens, ``system`` and one user message ``prompt``. Returns the profile used and the response.
-    Raises ``ApplicationError``: non-retryable for a configuration mistake, per status for a
-    provider failure (``_provider_failure``)."""
+    """One model call of a second opinion (an advisor review, a task's acceptance review, a task
+    graph's plan or node review): profile ``profile_name`` (``script`` overriding its script) with
+    at most ``max_output_tokens`` output tokens, ``system`` and one user message ``prompt``.
+    ``review_index``, ``script_node`` and ``script_session`` pick the scripted model's answer (see
+    ``ModelRequest``). Returns the profile used and the response. Raises ``ApplicationError``:
+    non-retryable for a configuration mistake, per status for a provider failure (``_provider_failure``)."""
     try:
         profile = models._profile(profile_name, script)
         profile = profile.model_copy(update={"max_output_tokens": min(profile.max_output_tokens, max_output_tokens)})
@@ -105,7 +107,8 @@ async def ask_model(
     except ConfigurationError as err:
         raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
     request = ModelRequest(
-        profile=profile, system=system, messages=[Message(role="user", text=prompt)], purpose=purpose, review_index=review_index
+        profile=profile, system=system, messages=[Message(role="user", text=prompt)], purpose=purpose, review_index=review_index,
+        script_node=script_node, script_session=script_session,
     )
     try:
         return profile, await provider.complete(request, None)

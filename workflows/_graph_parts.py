@@ -98,6 +98,12 @@ def assess_risk(config: GraphConfig, plan: GraphSpec, tools: dict[str, ToolRisk]
     return level, reasons
 
 
+def without_model_choices(plan: GraphSpec) -> GraphSpec:
+    """``plan`` with every node's ``profile`` and ``script`` cleared: a planner's nodes run on the
+    graph's model, and no planner names a file on the worker."""
+    return plan.model_copy(update={"nodes": [n.model_copy(update={"profile": None, "script": None}) for n in plan.nodes]})
+
+
 def plan_digest(plan: GraphSpec) -> str:
     """sha256 of the plan's canonical JSON: what a capability token approved."""
     text = json.dumps(plan.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -191,6 +191,9 @@ class TaskGraphWorkflow:
             self._state.answer = answer
             self._complete()
             return True
+        if config.goal is not None:
+            # A planner (a model) chooses neither a node's model nor a file on the worker: the graph's apply.
+            plan.graph = parts.without_model_choices(plan.graph)
         try:
             self._state.order = validate_graph(plan.graph, granted=parts.graph_tools(config, plan.tools), source="plan")
         except InvalidGraph as err:  # the activity checked it; a worker of another version may not have

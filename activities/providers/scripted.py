@@ -29,7 +29,9 @@ from agentrt.schemas import (
 _DELAY_STEP_SECONDS = 0.05
 _WORDS_PER_DELTA = 3
 
-__all__ = ["Script", "ScriptAdvice", "ScriptReview", "ScriptSession", "ScriptedProvider", "load_script"]
+__all__ = [
+    "Script", "ScriptAdvice", "ScriptNodeAttempt", "ScriptPlan", "ScriptReview", "ScriptSession", "ScriptedProvider", "load_script",
+]
 
 
 class _Strict(BaseModel):
@@ -94,6 +96,35 @@ class ScriptSession(_Strict):
     turns: list[ScriptTurn]
 
 
+class ScriptPlan(_Strict):
+    """One task graph planner's answer (``graph.plan``), in order: ``graph``, an object sent as a
+    fenced JSON block as a model would (``{"max_parallel": N, "nodes": [...]}``); or ``text``, sent
+    as it is (a direct answer, or a plan that is not JSON); or ``error``, a provider failure with
+    HTTP ``status`` (default 500). Exactly one of the three. ``delay_seconds`` before answering."""
+
+    graph: dict[str, Any] | None = None
+    text: str | None = None
+    error: str | None = None
+    status: int = Field(default=500, ge=400, le=599)
+    delay_seconds: float = Field(default=0.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> "ScriptPlan":
+        given = [name for name in ("graph", "text", "error") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of graph, text or error (given: {', '.join(given) or 'none'})")
+        return self
+
+
+class ScriptNodeAttempt(_Strict):
+    """One attempt of a task graph's node (an element of ``nodes.<id>`` of a script): ``turns``,
+    the replies of the node's session, in order, and ``review``, the reviewer's answer to that
+    attempt (None: pass)."""
+
+    turns: list[ScriptTurn]
+    review: ScriptReview | None = None
+
+
 class Script(_Strict):
     """A script file: one element of ``turns`` per model response, of ``advisor`` per advisor
     review and of ``reviews`` per acceptance review, each in order::
@@ -101,19 +132,34 @@ class Script(_Strict):
         {"turns": [ScriptTurn, ...], "advisor": [ScriptAdvice, ...], "reviews": [ScriptReview, ...]}
 
     An autonomous task's sessions may have replies of their own: ``sessions`` holds one
-    ``{"turns": [...]}`` per session (the first for session 1, ...); ``turns`` may then be left
-    out. A review past the end of ``advisor`` (or with none scripted) approves; one past the end
-    of ``reviews`` passes."""
+    ``{"turns": [...]}`` per session (the first for session 1, ...). A task graph's planner
+    answers from ``plan`` (one ``ScriptPlan`` per planner call, in order), and its nodes from
+    ``nodes``: node id -> one ``{"turns": [...], "review": ScriptReview | null}`` per attempt
+    (the first for attempt 1, ...; past the last: the last again)::
+
+        {"plan": [ScriptPlan, ...], "nodes": {"<node id>": [ScriptNodeAttempt, ...], ...}}
+
+    ``turns`` may be left out when ``sessions``, ``plan`` or ``nodes`` is given. A review past
+    the end of ``advisor`` (or with none scripted) approves; one past the end of ``reviews``, or
+    of a node's attempt with no ``review``, passes."""
 
     turns: list[ScriptTurn] = Field(default_factory=list)
     sessions: list[ScriptSession] = Field(default_factory=list)
     advisor: list[ScriptAdvice] = Field(default_factory=list)
     reviews: list[ScriptReview] = Field(default_factory=list)
+    plan: list[ScriptPlan] = Field(default_factory=list)
+    nodes: dict[str, list[ScriptNodeAttempt]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _has_replies(self) -> "Script":
-        if "turns" not in self.model_fields_set and not self.sessions:
-            raise ValueError("give turns (the model's replies), or sessions (the replies of each session of a task)")
+        if "turns" not in self.model_fields_set and not (self.sessions or self.plan or self.nodes):
+            raise ValueError(
+                "give turns (the model's replies), sessions (the replies of each session of a task), "
+                "plan (a task graph planner's answers) or nodes (the replies of a task graph's nodes)"
+            )
+        empty = [node for node, attempts in self.nodes.items() if not attempts]
+        if empty:
+            raise ValueError(f"no attempts given for nodes {', '.join(map(repr, empty[:10]))} (each needs at least one)")
         return self
 
 
@@ -167,7 +213,13 @@ class ScriptedProvider:
     request (an advisor review) answers with the script's ``advisor`` entry number
     ``request.review_index`` (``ScriptAdvice``; approve when there is none), and a
     ``purpose="review"`` request (an autonomous task's acceptance review) with its ``reviews``
-    entry number ``request.review_index`` (``ScriptReview``; pass when there is none). A request
+    entry number ``request.review_index`` (``ScriptReview``; pass when there is none). A
+    ``purpose="plan"`` request (a task graph's planner) answers with the script's ``plan`` entry
+    number ``request.review_index`` (``ScriptPlan``; past the end: ``ScriptExhaustedError``).
+    A request with ``request.script_node`` naming a node of the script's ``nodes`` (a task
+    graph's node, ``request.script_session`` its attempt from 1) uses that node's entry for the
+    attempt (past the last one: the last one): a reply takes its replies from the entry's
+    ``turns``, a review answers with its ``review`` (pass when it has none). Otherwise a request
     with ``request.script_session`` N (an autonomous task's session N, from 1) takes its replies
     from the script's ``sessions`` section N, when the script has sections (past the last one:
     ``ScriptExhaustedError``); any other request takes them from ``turns``. Tool call ids are
@@ -196,14 +248,22 @@ class ScriptedProvider:
                 stop_reason="end_turn",
             )
         script = load_script(self.path)
+        node = request.script_node if request.script_node in script.nodes else None
         if request.purpose == "advisor":
             return await self._advice(script, request.review_index or 0, input_tokens)
+        if request.purpose == "plan":
+            return await self._plan(script, request.review_index or 0, input_tokens)
+        if request.purpose == "review" and node is not None:
+            return await self._node_review(script, node, request.script_session, input_tokens)
         if request.purpose == "review":
             return await self._review(script, request.review_index or 0, input_tokens)
         index = request.reply_index
         if index is None:
             index = sum(1 for m in request.messages if m.role == "assistant")
-        label, turns = self._turns(script, request.script_session)
+        if node is not None:
+            label, turns = self._node_turns(script, node, request.script_session)
+        else:
+            label, turns = self._turns(script, request.script_session)
         if index >= len(turns):
             err = ScriptExhaustedError(label, index, len(turns))
             err.partial_usage = Usage(input_tokens=input_tokens)
@@ -233,6 +293,29 @@ class ScriptedProvider:
             return label, []
         return label, script.sessions[session - 1].turns
 
+    def _node_turns(self, script: Script, node: str, attempt: int | None) -> tuple[str, list[ScriptTurn]]:
+        """The replies of node ``node``'s session for ``attempt`` (see ``_node_attempt``), and the
+        script's name for an error."""
+        number, entry = _node_attempt(script, node, attempt)
+        return f"{self.path} node {node!r} attempt {number} (of {len(script.nodes[node])} scripted)", entry.turns
+
+    async def _node_review(self, script: Script, node: str, attempt: int | None, input_tokens: int) -> ModelResponse:
+        """The scripted reviewer's answer to node ``node``'s ``attempt`` (its entry's ``review``; pass without one)."""
+        number, entry = _node_attempt(script, node, attempt)
+        review = entry.review or ScriptReview(verdict="pass", summary="no review verdict scripted for this attempt")
+        body = {"verdict": review.verdict or "pass", "findings": review.findings, "summary": review.summary}
+        return await self._scripted_verdict(review, f"nodes/{node}/{number}/review", body, input_tokens)
+
+    async def _plan(self, script: Script, index: int, input_tokens: int) -> ModelResponse:
+        """The scripted planner's answer to planner call ``index`` (see ``ScriptPlan``); past the
+        end of ``plan``: ``ScriptExhaustedError``."""
+        if index >= len(script.plan):
+            err = ScriptExhaustedError(f"{self.path} plan", index, len(script.plan))
+            err.partial_usage = Usage(input_tokens=input_tokens)
+            raise err
+        plan = script.plan[index]
+        return await self._scripted_verdict(plan, f"plan/{index}", plan.graph or {}, input_tokens)
+
     async def _review(self, script: Script, index: int, input_tokens: int) -> ModelResponse:
         """The scripted reviewer's answer to acceptance review ``index`` (see ``ScriptReview``)."""
         review = script.reviews[index] if index < len(script.reviews) else ScriptReview(
@@ -250,10 +333,10 @@ class ScriptedProvider:
         return await self._scripted_verdict(advice, f"advisor/{index}", body, input_tokens)
 
     async def _scripted_verdict(
-        self, entry: ScriptAdvice | ScriptReview, where: str, body: dict[str, Any], input_tokens: int
+        self, entry: ScriptAdvice | ScriptReview | ScriptPlan, where: str, body: dict[str, Any], input_tokens: int
     ) -> ModelResponse:
-        """A scripted verdict: after ``entry.delay_seconds``, its ``error`` (a provider failure), its
-        raw ``text``, or ``body`` as fenced JSON, as a model would answer."""
+        """A scripted verdict or plan: after ``entry.delay_seconds``, its ``error`` (a provider
+        failure), its raw ``text``, or ``body`` as fenced JSON, as a model would answer."""
         await _sleep_in_steps(entry.delay_seconds)
         if entry.error is not None:
             raise ProviderHTTPError(entry.status, f"scripted:{self.path}#{where}", entry.error)
@@ -261,6 +344,14 @@ class ScriptedProvider:
         return ModelResponse(
             text=text, usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(text))), stop_reason="end_turn"
         )
+
+
+def _node_attempt(script: Script, node: str, attempt: int | None) -> tuple[int, ScriptNodeAttempt]:
+    """Node ``node``'s entry for ``attempt`` (from 1; None is 1; past the last entry: the last
+    one) and the entry's number."""
+    attempts = script.nodes[node]
+    number = min(max(attempt or 1, 1), len(attempts))
+    return number, attempts[number - 1]
 
 
 _SUMMARY_LINE = re.compile(r"^\[(\d+)\] (user|assistant): (.*)$")

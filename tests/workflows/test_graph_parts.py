@@ -140,3 +140,12 @@ def test_the_snapshot_lists_nodes_in_dependency_order_with_running_ones_counted(
     assert view.running == 2
     assert view.nodes[0].session_id == "g1-a-a1-x"
     assert view.max_parallel == 2
+
+
+def test_a_planners_nodes_lose_their_model_and_script_choices() -> None:
+    planned = GraphSpec.model_validate(
+        {"nodes": [{"id": "a", "prompt": "x", "profile": "expensive", "script": "/etc/passwd", "tools": ["fs.read"]}]}
+    )
+    cleared = parts.without_model_choices(planned)
+    assert (cleared.nodes[0].profile, cleared.nodes[0].script, cleared.nodes[0].tools) == (None, None, ["fs.read"])
+    assert planned.nodes[0].script == "/etc/passwd"  # the original is left as it was

@@ -1,5 +1,7 @@
-"""The scripted model for autonomous tasks: a script's ``sessions`` sections (one per task session,
-chosen by ``ModelRequest.script_session``) and its ``reviews`` (acceptance reviews, by ``review_index``)."""
+"""The scripted model for autonomous tasks and task graphs: a script's ``sessions`` sections (one per
+task session, chosen by ``ModelRequest.script_session``), its ``reviews`` (acceptance reviews, by
+``review_index``), its ``plan`` (a graph planner's answers, by ``review_index``) and its ``nodes``
+(per graph node, by ``ModelRequest.script_node``, one entry per attempt: ``script_session``)."""
 
 from __future__ import annotations
 
@@ -38,11 +40,30 @@ def reply(script: str, index: int, session: int | None = None) -> ModelRequest:
     )
 
 
-def review(script: str, index: int) -> ModelRequest:
+def review(script: str, index: int, node: str | None = None, attempt: int | None = None) -> ModelRequest:
     return ModelRequest(
         profile=PROFILE.model_copy(update={"script": script}), messages=[Message(role="user", text="judge")],
-        purpose="review", review_index=index,
+        purpose="review", review_index=index, script_node=node, script_session=attempt,
     )
+
+
+def node_reply(script: str, index: int, node: str, attempt: int | None) -> ModelRequest:
+    return ModelRequest(
+        profile=PROFILE.model_copy(update={"script": script}), messages=[Message(role="user", text="go")],
+        reply_index=index, script_node=node, script_session=attempt,
+    )
+
+
+def plan(script: str, index: int) -> ModelRequest:
+    return ModelRequest(
+        profile=PROFILE.model_copy(update={"script": script}), messages=[Message(role="user", text="plan")],
+        purpose="plan", review_index=index,
+    )
+
+
+def fenced(text: str) -> object:
+    assert text.startswith("```json\n") and text.endswith("\n```")
+    return json.loads(text.removeprefix("```json\n").removesuffix("\n```"))
 
 
 SESSIONS = {
@@ -142,3 +163,116 @@ async def test_reviews_and_advisor_reviews_are_counted_apart(tmp_path: Path) -> 
 
     assert '"reject"' in (await provider(path).complete(advisor)).text
     assert '"fail"' in (await provider(path).complete(review(path, 0))).text
+
+
+# -- task graphs: plan and nodes ---------------------------------------------------------------
+
+GRAPH = {"max_parallel": 2, "nodes": [{"id": "a", "prompt": "Do a"}, {"id": "b", "prompt": "Do b", "depends_on": ["a"]}]}
+
+NODES = {
+    "turns": [{"text": "plain"}],
+    "sessions": [{"turns": [{"text": "session 1"}]}, {"turns": [{"text": "session 2"}]}],
+    "reviews": [{"verdict": "fail", "findings": ["from reviews"]}],
+    "nodes": {
+        "a": [
+            {"turns": [{"text": "a1 r0"}, {"text": "a1 r1"}], "review": {"verdict": "fail", "findings": ["a1 short"]}},
+            {"turns": [{"text": "a2 r0"}]},
+        ],
+    },
+}
+
+
+async def test_planner_answers_come_in_order_as_fenced_graph_raw_text_or_error(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"plan": [{"graph": GRAPH}, {"text": "Paris."}, {"error": "busy", "status": 503}]})
+
+    first = await provider(path).complete(plan(path, 0))
+    second = await provider(path).complete(plan(path, 1))
+    with pytest.raises(ProviderHTTPError) as caught:
+        await provider(path).complete(plan(path, 2))
+
+    assert fenced(first.text) == GRAPH and first.usage.output_tokens > 0
+    assert second.text == "Paris."
+    assert caught.value.status == 503 and "#plan/2" in str(caught.value.url)
+
+
+async def test_a_planner_call_past_the_end_of_plan_is_script_exhausted(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"plan": [{"text": "only"}]})
+
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await provider(path).complete(plan(path, 1))
+
+    assert caught.value.retryable is False and "plan has 1 model replies" in str(caught.value)
+
+
+@pytest.mark.parametrize("entry", [{}, {"graph": GRAPH, "text": "both"}, {"text": "x", "error": "y"}])
+def test_a_plan_entry_gives_exactly_one_answer(tmp_path: Path, entry: dict) -> None:
+    path = write_json(tmp_path / "s.json", {"plan": [entry]})
+
+    with pytest.raises(InvalidScriptError, match="give exactly one of graph, text or error"):
+        load_script(path)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "index", "text"), [(1, 0, "a1 r0"), (1, 1, "a1 r1"), (2, 0, "a2 r0"), (7, 0, "a2 r0"), (None, 0, "a1 r0")]
+)
+async def test_a_node_s_session_walks_the_turns_of_its_attempt_and_the_last_one_past_the_end(
+    tmp_path: Path, attempt: int | None, index: int, text: str
+) -> None:
+    path = write_json(tmp_path / "s.json", NODES)
+
+    assert (await provider(path).complete(node_reply(path, index, "a", attempt))).text == text
+
+
+async def test_a_node_s_reply_past_its_attempt_s_turns_is_script_exhausted(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", NODES)
+
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await provider(path).complete(node_reply(path, 1, "a", 2))
+
+    assert "node 'a' attempt 2 (of 2 scripted)" in str(caught.value)
+
+
+@pytest.mark.parametrize(("attempt", "text"), [(1, "session 1"), (2, "session 2")])
+async def test_a_node_absent_from_nodes_uses_sessions_as_before(tmp_path: Path, attempt: int, text: str) -> None:
+    path = write_json(tmp_path / "s.json", NODES)
+
+    assert (await provider(path).complete(node_reply(path, 0, "b", attempt))).text == text
+
+
+async def test_a_node_s_review_answers_its_attempt_s_review_and_passes_without_one(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", NODES)
+
+    first = await provider(path).complete(review(path, 0, node="a", attempt=1))
+    second = await provider(path).complete(review(path, 1, node="a", attempt=2))
+
+    assert fenced(first.text) == {"verdict": "fail", "findings": ["a1 short"], "summary": ""}
+    assert fenced(second.text)["verdict"] == "pass"  # type: ignore[index]
+
+
+async def test_a_review_of_a_node_absent_from_nodes_reads_reviews(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", NODES)
+
+    answer = await provider(path).complete(review(path, 0, node="b", attempt=1))
+
+    assert fenced(answer.text)["findings"] == ["from reviews"]  # type: ignore[index]
+
+
+async def test_a_node_s_scripted_review_may_be_a_provider_error(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"nodes": {"a": [{"turns": [], "review": {"error": "busy", "status": 529}}]}})
+
+    with pytest.raises(ProviderHTTPError) as caught:
+        await provider(path).complete(review(path, 0, node="a", attempt=1))
+
+    assert caught.value.status == 529 and "#nodes/a/1/review" in str(caught.value.url)
+
+
+@pytest.mark.parametrize("script", [{"plan": [{"text": "x"}]}, {"nodes": {"a": [{"turns": []}]}}], ids=["plan", "nodes"])
+def test_a_script_with_only_plan_or_nodes_is_valid(tmp_path: Path, script: dict) -> None:
+    assert load_script(write_json(tmp_path / "s.json", script)).turns == []
+
+
+def test_a_node_without_attempts_is_invalid(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "s.json", {"nodes": {"a": []}})
+
+    with pytest.raises(InvalidScriptError, match="no attempts given for nodes 'a'"):
+        load_script(path)
