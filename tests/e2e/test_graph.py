@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentrt.schemas import (
@@ -278,3 +278,23 @@ async def test_under_fail_fast_a_node_failing_for_good_cancels_the_running_ones_
     for session_id in sessions:
         described = await rig.temporal.get_workflow_handle(f"session-{session_id}").describe()
         assert described.status != WorkflowExecutionStatus.RUNNING
+
+
+async def test_temporals_own_cancel_of_a_graph_cancels_its_children_and_records_it(
+    rig: GraphRig, harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    spec = GraphSpec.model_validate({"nodes": [{"id": "slow", "prompt": "take long"}]})
+    script = write_graph_script(tmp_path, {"slow": [{"turns": [answer("too late", 120)]}]})
+    graph_id = await rig.start(rig.config(workspace, script, graph=spec, approve_plan="auto"))
+    await rig.wait_until(graph_id, lambda v: v.running == 1)
+    session_id = (await rig.session_ids(graph_id))[0]
+    await _wait_model_call(harness, session_id)
+    await rig.handle(graph_id).cancel()
+    with pytest.raises(WorkflowFailureError):
+        await rig.wait(graph_id)
+    view = await rig.snapshot(graph_id)
+    RECORDED_HISTORIES.extend(await rig.workflow_handles())
+
+    assert (await rig.handle(graph_id).describe()).status == WorkflowExecutionStatus.CANCELED
+    assert (await rig.temporal.get_workflow_handle(f"session-{session_id}").describe()).status == WorkflowExecutionStatus.CANCELED
+    assert view.status == "cancelled" and [n.status for n in view.nodes] == ["cancelled"]
