@@ -239,6 +239,8 @@ class SessionState(Model):
     # Proposed memories waiting for the owner's decide_memory, and advisor reviews run so far.
     memory_proposals: list[MemoryProposal] = Field(default_factory=list, exclude_if=lambda v: not v)
     advisor_reviews: int = Field(default=0, exclude_if=lambda v: v == 0)
+    # Sessions this one delegated to (``delegate``), numbering them across continue-as-new.
+    delegations: int = Field(default=0, exclude_if=lambda v: v == 0)
     # The skills found when the session started (``skill.activate`` offers them).
     skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
     auto_compaction_pause: int = 0

@@ -35,11 +35,13 @@ from agentrt.schemas import (
     RaiseBudgetInput,
     SendMessageInput,
     SessionConfig,
+    SessionDelegated,
     SessionInitialized,
     SessionInput,
     SessionParent,
     ToolInvocationStarted,
     TurnOutcome,
+    UserMessageAdded,
     WaitTurnInput,
 )
 from agentrt.workflows.session import SessionWorkflow
@@ -582,6 +584,107 @@ async def task_max_sessions(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"task-max-sessions-failed": r.tasks.handle(task_id)}
 
 
+# ---------------------------------------------------------------- delegation
+
+def _delegation_config(
+    r: Recorder, turns: list[dict[str, Any]], sessions: list[list[dict[str, Any]]], **fields: Any
+) -> SessionConfig:
+    """A session config whose script has the parent's ``turns`` and the ``sessions`` of its delegated sessions."""
+    config = r.config(turns, **fields)
+    assert config.script is not None
+    script = Path(config.script)
+    script.write_text(json.dumps({**json.loads(script.read_text()), "sessions": [{"turns": t} for t in sessions]}))
+    return config
+
+
+def _delegate(prompt: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "delegate", "arguments": {"prompt": prompt, **arguments}}]}
+
+
+async def _delegated_id(r: Recorder, session_id: str) -> str:
+    delegated = await wait_for_event(r.client, session_id, lambda e: isinstance(e, SessionDelegated))
+    return delegated.child_session_id
+
+
+async def delegation_foreground(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A ``delegate`` call asking for a tool the session lacks (CapabilityWidened, nothing started),
+    then one that waits: the child lists the workspace and answers, its answer is the call's
+    result and its spend rolls up; the session answers, then is archived. Both histories."""
+    config = _delegation_config(
+        r,
+        [
+            _delegate("run it", tools=["shell.run"]),
+            _delegate("list the workspace", tools=["fs.list"]),
+            {"text": "the child listed it"},
+        ],
+        [[{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}, {"text": "one file"}]],
+        approval=ALLOW_ALL, tools=["fs.list", "delegate"], budget=Budget(max_tokens=1_000_000),
+    )
+    started = await r.client.start(config, "what is there?")
+    assert (await r.wait_turn(config.session_id, started.turn_id)).status == "completed"
+    child = await _delegated_id(r, config.session_id)
+    await r.client.archive(config.session_id)
+    return {"foreground-after-a-widened-request": r.handle(config.session_id), "foreground-child": r.handle(child)}
+
+
+async def delegation_background(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A ``delegate`` call that does not wait: its handle at once; eight turns while the child runs
+    (the history passes the continue-as-new suggestion, which waits for the child); the child's
+    answer arrives as a message and its turn answers; then the session continues as new. Its first
+    run, and the child's history."""
+    quick = [{"text": f"answer {n}"} for n in range(2, 10)]
+    config = _delegation_config(
+        r,
+        [_delegate("slow work", wait=False), {"text": "started"}, *quick, {"text": "heard back"}, {"text": "last"}],
+        [[{"text": "slow result", "delay_seconds": 3.0}]],
+        approval=ALLOW_ALL,
+    )
+    started = await r.client.start(config, "start it")
+    first_run = (await r.handle(config.session_id).describe()).run_id
+    await r.wait_turn(config.session_id, started.turn_id)
+    child = await _delegated_id(r, config.session_id)
+    for n in range(2, 10):
+        sent = await r.client.send(config.session_id, f"message {n}")
+        await r.wait_turn(config.session_id, sent.turn_id)
+    heard = await wait_for_event(
+        r.client, config.session_id, lambda e: isinstance(e, UserMessageAdded) and e.text.startswith("[delegated session")
+    )
+    await r.wait_turn(config.session_id, heard.turn_id)
+    last = await r.client.send(config.session_id, "one more")
+    await r.wait_turn(config.session_id, last.turn_id)
+    assert (await r.client.state(config.session_id)).run > 1
+    await r.client.archive(config.session_id)
+    return {"background-holds-continue-as-new-first-run": r.handle(config.session_id, first_run), "background-child": r.handle(child)}
+
+
+async def delegation_cancelled(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn cancelled while its foreground child's model call runs: the child is cancelled and has
+    ended before the turn ends cancelled. Both histories."""
+    config = _delegation_config(r, [_delegate("take your time"), {"text": "unreached"}], [[{"text": "late", "delay_seconds": 60}]], approval=ALLOW_ALL)
+    started = await r.client.start(config, "go")
+    child = await _delegated_id(r, config.session_id)
+    await wait_for_event(r.client, child, lambda e: isinstance(e, ModelRequestStarted))
+    await r.client.cancel(config.session_id, reason="recorded")
+    assert (await r.wait_turn(config.session_id, started.turn_id)).status == "cancelled"
+    await r.client.archive(config.session_id)
+    return {"turn-cancelled-mid-child": r.handle(config.session_id), "turn-cancelled-mid-child-child": r.handle(child)}
+
+
+async def delegation_archived(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session archived while its background child's model call runs: the child is cancelled and
+    has ended before the session's end is recorded. Both histories."""
+    config = _delegation_config(
+        r, [_delegate("slow work", wait=False), {"text": "started it"}], [[{"text": "late", "delay_seconds": 60}]], approval=ALLOW_ALL
+    )
+    started = await r.client.start(config, "go")
+    await r.wait_turn(config.session_id, started.turn_id)
+    child = await _delegated_id(r, config.session_id)
+    await wait_for_event(r.client, child, lambda e: isinstance(e, ModelRequestStarted))
+    await r.client.archive(config.session_id)
+    await asyncio.wait_for(r.handle(config.session_id).result(), 60)
+    return {"archived-with-a-background-child": r.handle(config.session_id), "archived-with-a-background-child-child": r.handle(child)}
+
+
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
 
@@ -618,6 +721,10 @@ SCENARIOS: list[Scenario] = [
     task_paused_and_resumed,
     task_trigger_continuation_amend_nudge,
     task_max_sessions,
+    delegation_foreground,
+    delegation_background,
+    delegation_cancelled,
+    delegation_archived,
 ]
 
 

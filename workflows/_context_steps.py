@@ -12,6 +12,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from agentrt.schemas import (
+    DELEGATE_TOOL,
     CompactOutcome,
     CompactResult,
     ContextCompactionCompleted,
@@ -75,6 +76,8 @@ class ContextSteps(SessionCore):
             )
             lookup = None
         self._tools = {t.name: t for t in listed.tools}
+        if self._config.parent is not None and self._config.parent.kind != "task":
+            self._tools.pop(DELEGATE_TOOL, None)  # a graph's node or a delegated session does the work itself
         self._state.tools = [self._tools[name] for name in sorted(self._tools)]
         if listed.unknown:
             workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)

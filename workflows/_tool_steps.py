@@ -16,6 +16,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from agentrt.schemas import (
     ADVISOR_REQUEST_CHARS,
+    DELEGATE_TOOL,
     AdvisorReviewCompleted,
     AdvisorReviewInput,
     AdvisorReviewResult,
@@ -42,7 +43,9 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _advisor as advisor
+from agentrt.workflows import _delegation as delegation
 from agentrt.workflows._approvals import RECONCILE_REASON
+from agentrt.workflows._delegate_steps import DelegateSteps
 from agentrt.workflows._errors import (
     OUTCOME_UNKNOWN,
     TurnCancelled,
@@ -50,7 +53,7 @@ from agentrt.workflows._errors import (
     error_type,
 )
 from agentrt.workflows._mcp_steps import MAX_ELICITATIONS_PER_CALL, McpSteps
-from agentrt.workflows._tool_calls import arguments_preview, triage
+from agentrt.workflows._tool_calls import Triage, arguments_preview, triage
 
 # policy-sandbox-v1: the policy engine's second version (SandboxPolicy, approval modes, calls
 # classified by their arguments: destructive and network commands). Runs recorded before it
@@ -62,7 +65,7 @@ POLICY_PATCH = "policy-sandbox-v1"
 EFFECT_KEY_PATCH = "effect-key-position-v1"
 
 
-class ToolCallSteps(McpSteps):
+class ToolCallSteps(DelegateSteps, McpSteps):
     """Runs the tool calls a model reply asked for."""
 
     async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> str | None:
@@ -84,7 +87,7 @@ class ToolCallSteps(McpSteps):
         for call in calls:
             if not reviewed:
                 self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
-            verdict = triage(call, self._tools, self._policy)
+            verdict = self._triage(call)
             grant = self._approvals.session_grant(verdict.rule) if verdict.action == "ask" and verdict.rule else None
             if verdict.action == "refuse":
                 text = (self._unavailable_text(call) if verdict.failure == "unknown_tool" else None) or verdict.text
@@ -127,8 +130,26 @@ class ToolCallSteps(McpSteps):
                     if edited is None:
                         continue
                     call, note = edited
-            await self._execute_tool(turn_id, round_number, call, note)
+            if call.name == DELEGATE_TOOL:
+                await self._delegate(turn_id, round_number, call, note)
+            else:
+                await self._execute_tool(turn_id, round_number, call, note)
         return None
+
+    def _triage(self, call: ToolCall) -> Triage:
+        """``triage`` of the call; a ``delegate`` call is also refused, before any approval, when
+        this session may not delegate (a graph's node, a delegated session: even when it does
+        not hold the tool) or asks for more than the session holds (``CapabilityWidened``)."""
+        if call.name != DELEGATE_TOOL:
+            return triage(call, self._tools, self._policy)
+        refused = delegation.refusal(self._config)
+        if refused is not None:
+            return Triage(call, "refuse", refused, "denied")
+        verdict = triage(call, self._tools, self._policy)
+        if verdict.action == "refuse":
+            return verdict
+        refused = self._delegation_refusal(delegation.DelegateRequest.from_arguments(call.arguments))
+        return Triage(call, "refuse", refused, "denied") if refused is not None else verdict
 
     async def _advise(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> str | None:
         """Run the advisor on the batch when its mode says so; its reason when it rejects, else None.
@@ -217,7 +238,7 @@ class ToolCallSteps(McpSteps):
             arguments=arguments, arguments_sha256=arguments_sha256(arguments),
         ))
         edited = call.model_copy(update={"arguments": arguments, "arguments_raw": "", "arguments_error": None})
-        verdict = triage(edited, self._tools, self._policy)
+        verdict = self._triage(edited)
         if verdict.action == "refuse":
             self._fail_call(turn_id, call, verdict.failure, f"the call as {decision.principal} edited it: {verdict.text}")
             return None

@@ -30,7 +30,7 @@ from shlex import shlex
 from types import MappingProxyType
 from typing import Any, Literal
 
-from agentrt.schemas import PROTECTED_FILE_PATTERN, ApprovalPolicy, SandboxPolicy, ToolSpec
+from agentrt.schemas import DELEGATE_TOOL, PROTECTED_FILE_PATTERN, ApprovalPolicy, SandboxPolicy, ToolSpec
 
 __all__ = [
     "Allowed",
@@ -48,6 +48,9 @@ __all__ = [
 RiskClass = Literal["read_only", "idempotent", "effectful", "destructive", "network"]
 # Tools whose processes run inside the OS sandbox: the OS confines what their commands touch.
 OS_SANDBOXED_TOOLS = frozenset({"shell.run"})
+# Tools whose effects run under this session's sandbox policy or a narrower one: a delegated
+# session holds at most the delegating session's sandbox (``narrowed_grants``).
+SANDBOX_INHERITING_TOOLS = frozenset({DELEGATE_TOOL})
 NO_INTERACTIVE_ROUTE = "no_interactive_route"
 
 
@@ -504,7 +507,8 @@ class PolicyEngine:
         if risk.outside_workspace:
             return DeniedBySandbox(f"sandbox {self._sandbox}: {risk.rule}")
         if self._sandbox == "read_only":
-            if risk.risk == "destructive" or (risk.risk == "effectful" and spec.name not in OS_SANDBOXED_TOOLS):
+            confined = spec.name in OS_SANDBOXED_TOOLS or spec.name in SANDBOX_INHERITING_TOOLS
+            if risk.risk == "destructive" or (risk.risk == "effectful" and not confined):
                 return DeniedBySandbox(f"sandbox read_only: {spec.name} would change the workspace ({risk.risk})")
         return None
 

@@ -207,6 +207,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
         self._fixed_tokens = 0
         self._turn_outcome = None
+        self._delegated = {}
+        self._background = {}
         # The start of this run: of the session for a new one (where its spend's wall time counts from).
         self._run_started = workflow.now()
         if not self._carried:
@@ -253,6 +255,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             # ActivityError of the call in flight (a store write, a compaction, a tool listing).
             if not self._ending() or not (isinstance(err, asyncio.CancelledError) or self._cancelled_call(err)):
                 raise
+        await self._end_delegations()
         result = await self._close()
         if self._archive_request is None:
             raise asyncio.CancelledError(self._cancel_reason()[1])  # the workflow ends Canceled, as asked
@@ -296,12 +299,14 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
     # ---------------------------------------------------------------- continue-as-new
 
     def _may_continue_as_new(self) -> bool:
-        """Temporal suggests continue-as-new and nothing holds it back (handlers are drained first)."""
+        """Temporal suggests continue-as-new and nothing holds it back (handlers are drained first;
+        a delegated session still running keeps this run: its handle cannot travel to the next)."""
         return (
             self._context_enabled
             and self._archive_request is None
             and workflow.info().is_continue_as_new_suggested()
             and (self._turn_control or workflow.all_handlers_finished())
+            and not self._delegation_running()
         )
 
     async def _drain_handlers(self) -> bool:
@@ -602,7 +607,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._validate_operation(input.principal, "send to")
         if self._config.ends_after_turn:
             parent = self._config.parent
-            steer = f"; steer task {parent.id} instead (agentrt task amend)" if parent is not None else ""
+            steer = ""
+            if parent is not None and parent.kind == "task":
+                steer = f"; steer task {parent.id} instead (agentrt task amend)"
+            elif parent is not None and parent.kind == "session":
+                steer = f"; its answer goes to session {parent.id}, which delegated to it"
             raise rejected(f"session {self._config.session_id} runs one turn and ends: it takes no messages{steer}")
 
     @workflow.update

@@ -4,6 +4,7 @@ Pure, synchronous Python: the ``tool.execute`` activity wraps ``ToolRegistry.exe
 and passes heartbeat and cancellation hooks in through ``ToolContext``.
 """
 
+from agentrt.activities.tools._delegate import Delegate
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
 from agentrt.activities.tools._memory import (
     MemoryRecall,
@@ -40,6 +41,7 @@ from agentrt.activities.tools._workspace import resolve_in_workspace
 
 __all__ = [
     "CommandRun",
+    "Delegate",
     "FsList",
     "FsRead",
     "FsSearch",
@@ -82,7 +84,9 @@ __all__ = [
 
 def default_registry() -> ToolRegistry:
     """A registry with the built-in tools: fs.list, fs.read, fs.search, fs.write, shell.run,
-    memory.recall, memory.write, skill.activate, skill.deactivate."""
-    return ToolRegistry(
-        [FsList(), FsRead(), FsSearch(), FsWrite(), ShellRun(), MemoryRecall(), MemoryWrite(), SkillActivate(), SkillDeactivate()]
-    )
+    memory.recall, memory.write, skill.activate, skill.deactivate, delegate (carried out by the
+    session workflow; the registry holds its spec)."""
+    return ToolRegistry([
+        FsList(), FsRead(), FsSearch(), FsWrite(), ShellRun(), MemoryRecall(), MemoryWrite(), SkillActivate(), SkillDeactivate(),
+        Delegate(),
+    ])

@@ -26,6 +26,7 @@ class Echo(Tool):
 def test_default_registry_has_the_builtin_tools(registry) -> None:
     assert registry.names() == [
         "fs.list", "fs.read", "fs.search", "fs.write", "shell.run", "memory.recall", "memory.write", "skill.activate", "skill.deactivate",
+        "delegate",
     ]
 
 

@@ -1,0 +1,204 @@
+"""Delegation from a session, decided without a server: who may delegate, what the child session
+gets, and the texts the delegating model reads about it.
+
+Pure: ``DelegateSteps`` (``_delegate_steps``) starts the child ``SessionWorkflow`` and records
+what these functions decide. A child gets at most what its parent holds (``narrowed_grants``:
+tools, sandbox, network), never ``delegate`` itself, what is left of the parent's budget, the
+call's prompt as its one turn, and ``SessionParent(kind="session")``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agentrt.schemas import (
+    DELEGATE_TOOL,
+    Budget,
+    NodeCannotDecompose,
+    SessionConfig,
+    SessionParent,
+    SessionResult,
+    Spend,
+    narrowed_grants,
+)
+
+# Characters of a child's answer the delegating model reads (the child's transcript has it whole).
+DELEGATED_ANSWER_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class DelegateRequest:
+    """The arguments of a ``delegate`` call (checked against the tool's schema before it runs)."""
+
+    prompt: str
+    tools: list[str] | None = None
+    wait: bool = True
+    title: str | None = None
+
+    @classmethod
+    def from_arguments(cls, arguments: dict[str, Any] | None) -> "DelegateRequest":
+        arguments = arguments or {}
+        tools = arguments.get("tools")
+        title = arguments.get("title")
+        return cls(
+            prompt=str(arguments.get("prompt") or ""),
+            tools=[str(t) for t in tools] if isinstance(tools, list) else None,
+            wait=arguments.get("wait", True) is not False,
+            title=str(title) if title is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How a delegated session ended: its turn's ``status`` (``completed``, ``failed``, ``cancelled``,
+    ``round_limit``, ``budget_exceeded``), ``answer``, ``error`` and the ``spend`` its result reported
+    (nothing for a child that was cancelled or failed: it returned no result)."""
+
+    status: str
+    answer: str | None
+    error: str | None
+    spend: Spend
+
+
+def refusal(config: SessionConfig) -> str | None:
+    """Why a session with ``config`` may not delegate at all, or None. A task graph's node does
+    its work itself (``NodeCannotDecompose``); a delegated session does not delegate further."""
+    parent = config.parent
+    if parent is None or parent.kind == "task":
+        return None
+    if parent.kind == "graph":
+        err = NodeCannotDecompose(
+            parent.node or config.session_id, f"a graph's worker node does its work itself (it called {DELEGATE_TOOL!r})"
+        )
+        return f"{type(err).__name__}: {err}"
+    return (
+        f"session {config.session_id} was delegated by session {parent.id} and does the work itself: "
+        f"a delegated session may not call {DELEGATE_TOOL!r}"
+    )
+
+
+def child_grants(
+    config: SessionConfig, builtin: list[str], mcp: list[str], request: DelegateRequest
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The child's built-in tools, MCP servers and the rest of its grants (sandbox, network).
+
+    ``builtin``: the built-in tools the session holds; ``mcp``: the MCP tools its running turn
+    offers (``<server>.<tool>``). ``request.tools`` (None: all the session holds) may name
+    either; ``delegate`` is dropped. The child keeps the session's MCP servers, or, when
+    ``request.tools`` names tools, only the servers of the MCP tools among them. Raises
+    ``CapabilityWidened`` for a tool the session does not hold.
+    """
+    holder = config.model_copy(update={"tools": sorted({*builtin, *mcp})})
+    asked = None if request.tools is None else [t for t in dict.fromkeys(request.tools) if t != DELEGATE_TOOL]
+    grants = narrowed_grants(holder, tools=asked)
+    granted = [str(t) for t in grants.pop("tools") or []]
+    tools = [t for t in granted if t not in mcp and t != DELEGATE_TOOL]
+    if asked is None:
+        servers = list(config.mcp_servers)
+    else:
+        wanted = {t.partition(".")[0] for t in granted if t in mcp}
+        servers = [s for s in config.mcp_servers if s in wanted]
+    return tools, servers, grants
+
+
+def child_config(
+    config: SessionConfig,
+    *,
+    session_id: str,
+    number: int,
+    request: DelegateRequest,
+    tools: list[str],
+    mcp_servers: list[str],
+    grants: dict[str, Any],
+    budget: Budget | None,
+) -> SessionConfig:
+    """The configuration of delegated session ``number`` of the session with ``config``: the
+    parent's owner, operators, workspace, profile, script, approval rules and timeouts,
+    interactivity, tool task queue and advisor; ``tools``, ``mcp_servers`` and ``grants`` from
+    ``child_grants``; ``budget`` (what is left of the parent's); the call's prompt as its one
+    turn (``ends_after_turn``)."""
+    return SessionConfig(
+        session_id=session_id,
+        owner=config.owner,
+        workspace=config.workspace,
+        profile=config.profile,
+        script=config.script,
+        tools=tools,
+        approval=config.approval,
+        approval_timeout_seconds=config.approval_timeout_seconds,
+        max_rounds_per_turn=config.max_rounds_per_turn,
+        model_timeout_seconds=config.model_timeout_seconds,
+        tool_timeout_seconds=config.tool_timeout_seconds,
+        heartbeat_timeout_seconds=config.heartbeat_timeout_seconds,
+        title=request.title or f"delegated by session {config.session_id} · {number}",
+        local_tools=config.local_tools,
+        sandbox=grants["sandbox"],
+        network=grants["network"],
+        interactive=config.interactive,
+        operators=list(config.operators),
+        tool_task_queue=config.tool_task_queue,
+        advisor=config.advisor,
+        mcp_servers=mcp_servers,
+        budget=budget,
+        prompt=request.prompt,
+        ends_after_turn=True,
+        parent=SessionParent(kind="session", id=config.session_id, number=number),
+    )
+
+
+def child_end(result: SessionResult | None, error: str | None, cancelled: bool) -> ChildEnd:
+    """How a child ended, from its workflow's ``result`` (None when it failed or was cancelled),
+    the ``error`` of its failure and whether it was ``cancelled``."""
+    outcome = result.outcome if result is not None else None
+    if result is None:
+        return ChildEnd("cancelled" if cancelled else "failed", None, error or ("cancelled" if cancelled else None), Spend())
+    spend = result.spend or Spend(usage=result.usage)
+    if outcome is None:
+        return ChildEnd("failed", None, "the delegated session ended without a turn", spend)
+    return ChildEnd(outcome.status, outcome.answer, outcome.error, spend)
+
+
+def rolled_up(spend: Spend) -> Spend:
+    """What of a child's ``spend`` counts in the parent's: tokens, cost and tool calls (its wall
+    time passed inside the parent's)."""
+    return Spend(usage=spend.usage, cost_usd=spend.cost_usd, tool_calls=spend.tool_calls)
+
+
+def _cut(text: str, limit: int = DELEGATED_ANSWER_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[… {len(text) - limit:,} more characters; the child's transcript has the whole answer]"
+
+
+def result_text(session_id: str, end: ChildEnd) -> tuple[bool, str]:
+    """The result of a ``delegate`` call that waited: (ok, text). A child that did not complete is
+    an error result with its status and error."""
+    if end.status == "completed":
+        return True, f"delegated session {session_id} completed. Its answer:\n{_cut(end.answer or '')}"
+    text = f"delegated session {session_id} ended {end.status}" + (f": {end.error}" if end.error else "")
+    if end.answer:
+        text += f"\nIts last answer:\n{_cut(end.answer)}"
+    return False, text
+
+
+def handle_text(session_id: str, number: int) -> str:
+    """The result of a ``delegate`` call that did not wait: the child's session id and how to read it."""
+    return json.dumps({
+        "delegated_session": session_id,
+        "number": number,
+        "status": "running",
+        "answer": f"arrives later in this conversation as a message starting with [delegated session {session_id} ...]",
+        "read": f"agentrt session state {session_id}; agentrt session events {session_id}",
+    })
+
+
+def message_text(session_id: str, end: ChildEnd) -> str:
+    """The message a background child's end queues in its parent's inbox (from the owner's side,
+    labelled as the delegated session's result)."""
+    label = f"[delegated session {session_id} {end.status}]"
+    if end.status == "completed":
+        return f"{label} {_cut(end.answer or '')}"
+    text = f"{label} {end.error or 'no answer'}"
+    return text + (f"\nIts last answer:\n{_cut(end.answer)}" if end.answer else "")
