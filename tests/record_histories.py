@@ -28,6 +28,9 @@ from agentrt.schemas import (
     AutonomousTaskCheckpointed,
     Budget,
     CancelTurnInput,
+    GraphControlInput,
+    GraphSnapshot,
+    GraphSpec,
     McpServerConfig,
     MemoryProposed,
     ModelRequestStarted,
@@ -43,9 +46,12 @@ from agentrt.schemas import (
     TurnOutcome,
     UserMessageAdded,
     WaitTurnInput,
+    session_workflow_id,
 )
 from agentrt.workflows.session import SessionWorkflow
 from bench.local import local_stack
+from tests.e2e._graphs import PASS as NODE_PASS
+from tests.e2e._graphs import GraphRig, answer, fail, write_graph_script
 from tests.e2e._support import ALLOW_ALL, wait_for_event
 from tests.e2e._tasks import TaskRig, write_file, write_task_script
 from tests.mcp_servers import everything_stdio, probe_stdio
@@ -64,6 +70,7 @@ class Recorder:
         assert client.store is not None
         # Autonomous tasks start on a virtual clock (days of timers pass at once).
         self.tasks = TaskRig.create(temporal, client.store, client.task_queue)
+        self.graphs = GraphRig(temporal, client.task_queue)
 
     def task_dir(self) -> tuple[Path, Path]:
         """A fresh directory for a task's script, and its workspace in it."""
@@ -685,6 +692,92 @@ async def delegation_archived(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"archived-with-a-background-child": r.handle(config.session_id), "archived-with-a-background-child-child": r.handle(child)}
 
 
+# ---------------------------------------------------------------- task graphs
+
+
+async def _graph_histories(r: Recorder, graph_id: str, name: str) -> dict[str, WorkflowHandle]:
+    """The graph's history and its first node session's."""
+    handles = {name: r.graphs.handle(graph_id)}
+    sessions = await r.graphs.session_ids(graph_id)
+    if sessions:
+        handles[f"{name}-child"] = r.temporal.get_workflow_handle(session_workflow_id(sessions[0]))
+    return handles
+
+
+async def graph_diamond(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A diamond (a -> b, c -> d; e after b; f after c) under max_parallel 2, approved
+    automatically: b's first review fails and its retry passes; c fails review twice and fails
+    for good, blocking d and f; the graph fails. The graph's history and a's session's."""
+    run_dir, ws = r.task_dir()
+    spec = GraphSpec.model_validate({"max_parallel": 2, "nodes": [
+        {"id": "a", "prompt": "lay the foundation"},
+        {"id": "b", "prompt": "build the left side", "depends_on": ["a"]},
+        {"id": "c", "prompt": "build the right side", "depends_on": ["a"]},
+        {"id": "d", "prompt": "join both sides", "depends_on": ["b", "c"]},
+        {"id": "e", "prompt": "paint the left side", "depends_on": ["b"]},
+        {"id": "f", "prompt": "paint the right side", "depends_on": ["c"]},
+    ]})
+    script = write_graph_script(run_dir, {
+        "a": [{"turns": [answer("foundation laid")]}],
+        "b": [{"turns": [answer("half built")], "review": fail("half built")}, {"turns": [answer("built")], "review": NODE_PASS}],
+        "c": [{"turns": [answer("wobbles")], "review": fail("wobbles")}, {"turns": [answer("still wobbles")], "review": fail("still")}],
+        "e": [{"turns": [answer("painted")]}],
+    })
+    graph_id = await r.graphs.start(r.graphs.config(ws, script, graph=spec, approve_plan="auto", tools=["fs.read"]))
+    result = await r.graphs.wait(graph_id)
+    assert result.status == "failed" and result.nodes["d"] == "blocked", result
+    return await _graph_histories(r, graph_id, "diamond-retry-and-blocked-branch")
+
+
+async def graph_planned_and_approved(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A goal planned into two nodes, approved by its owner; the first node's call outside its
+    grant is refused; both complete. The graph's history and the first node's session's."""
+    run_dir, ws = r.task_dir()
+    plan = {"graph": {"nodes": [
+        {"id": "survey", "prompt": "list what is there", "tools": ["fs.list"]},
+        {"id": "write", "prompt": "write the notes", "depends_on": ["survey"], "tools": ["fs.write"]},
+    ]}}
+    script = write_graph_script(run_dir, {
+        "survey": [{"turns": [write_file("sneaky.txt", "no"), answer("README.md")]}],
+        "write": [{"turns": [write_file("notes.md", "notes"), answer("wrote notes.md")]}],
+    }, plan=[plan])
+    graph_id = await r.graphs.start(r.graphs.config(ws, script, goal="write notes", tools=["fs.list", "fs.write"]))
+    await r.graphs.wait_until(graph_id, lambda v: v.status == "pending_approval")
+    await r.graphs.approve(graph_id, reason="recorded")
+    result = await r.graphs.wait(graph_id)
+    assert result.status == "completed", result
+    return await _graph_histories(r, graph_id, "planned-approved-and-a-call-outside-the-grant")
+
+
+async def graph_rejected_and_direct_answer(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A high-risk plan (network) that waits although approval is automatic, then rejected; and a
+    planner that answers in plain text (the graph completes with that answer)."""
+    run_dir, ws = r.task_dir()
+    spec = GraphSpec.model_validate({"nodes": [{"id": "fetch", "prompt": "fetch it"}]})
+    script = write_graph_script(run_dir, {}, plan=[{"text": "42"}])
+    rejected = await r.graphs.start(r.graphs.config(ws, script, graph=spec, approve_plan="auto", network=True, tools=["fs.read"]))
+    await r.graphs.wait_until(rejected, lambda v: v.status == "pending_approval")
+    await r.graphs.approve(rejected, approve=False, reason="recorded")
+    direct = await r.graphs.start(r.graphs.config(ws, script, goal="six times seven?"))
+    assert (await r.graphs.wait(rejected)).status == "rejected"
+    assert (await r.graphs.wait(direct)).answer == "42"
+    return {"high-risk-rejected": r.graphs.handle(rejected), "direct-answer": r.graphs.handle(direct)}
+
+
+async def graph_cancelled_mid_run(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A graph cancelled (update cancel) while its node's model call runs: the child is cancelled."""
+    run_dir, ws = r.task_dir()
+    spec = GraphSpec.model_validate({"nodes": [{"id": "slow", "prompt": "take long"}, {"id": "next", "prompt": "then", "depends_on": ["slow"]}]})
+    script = write_graph_script(run_dir, {"slow": [{"turns": [answer("too late", 120)]}]})
+    graph_id = await r.graphs.start(r.graphs.config(ws, script, graph=spec, approve_plan="auto"))
+    await r.graphs.wait_until(graph_id, lambda v: v.running == 1)
+    session_id = (await r.graphs.session_ids(graph_id))[0]
+    await wait_for_event(r.client, session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await r.graphs.handle(graph_id).execute_update("cancel", GraphControlInput(principal=OWNER, reason="recorded"), result_type=GraphSnapshot)
+    assert (await r.graphs.wait(graph_id)).status == "cancelled"
+    return await _graph_histories(r, graph_id, "cancelled-mid-run")
+
+
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
 
@@ -725,6 +818,10 @@ SCENARIOS: list[Scenario] = [
     delegation_background,
     delegation_cancelled,
     delegation_archived,
+    graph_diamond,
+    graph_planned_and_approved,
+    graph_rejected_and_direct_answer,
+    graph_cancelled_mid_run,
 ]
 
 
