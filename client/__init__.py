@@ -2,6 +2,7 @@
 
 from agentrt.client._client import AgentClient, SessionListing, StartedSession, default_principal
 from agentrt.client._connection import connect
+from agentrt.client._graphs import GraphListing, load_graph_file
 from agentrt.client._tasks import TaskListing
 from agentrt.client._trajectories import load_trajectory, trajectory_jsonl
 from agentrt.client._trajectory_diff import (
@@ -18,6 +19,7 @@ __all__ = [
     "AgentClient",
     "AgentrtPlugin",
     "DiffSummary",
+    "GraphListing",
     "SessionListing",
     "StartedSession",
     "StepDiff",
@@ -29,6 +31,7 @@ __all__ = [
     "default_principal",
     "diff_lines",
     "diff_trajectories",
+    "load_graph_file",
     "load_trajectory",
     "trajectory_jsonl",
 ]

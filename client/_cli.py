@@ -2,9 +2,9 @@
 
 The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 `_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_skills` (the
-`skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_trajectory` (`session
-trajectory` and the `trajectory` group) and `_cli_common` (what they share); this module
-assembles them and is the console script's entry point.
+`skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_graph` (the `graph`
+group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group) and
+`_cli_common` (what they share); this module assembles them and is the console script's entry point.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 
 import typer
 
+from agentrt.client._cli_graph import graph_app
 from agentrt.client._cli_mcp import mcp_app
 from agentrt.client._cli_memory import memory_app
 from agentrt.client._cli_process import demo, dev, run, worker
@@ -35,6 +36,7 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(skills_app, name="skills")
 app.add_typer(task_app, name="task")
+app.add_typer(graph_app, name="graph")
 app.add_typer(trajectory_app, name="trajectory")
 app.command()(run)
 app.command()(worker)

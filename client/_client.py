@@ -26,6 +26,7 @@ from temporalio.service import RPCStatusCode
 from agentrt.client._connection import connect
 from agentrt.client._decisions import DecisionMethods
 from agentrt.client._filters import SessionListing, list_session_rows
+from agentrt.client._graphs import GraphMethods
 from agentrt.client._memories import MemoryMethods
 from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
 from agentrt.client._tasks import TaskMethods
@@ -76,16 +77,16 @@ class StartedSession:
     workflow_id: str
 
 
-class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods):
+class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods, GraphMethods):
     """Start sessions, send messages, wait for turns, decide approvals, read state and events;
-    start and steer autonomous tasks (``TaskMethods``).
+    start and steer autonomous tasks (``TaskMethods``) and task graphs (``GraphMethods``).
 
     Every method raises ``SessionNotFound`` for an unknown session and ``RequestRejected``
     when the session's update validator refuses the request (the message says why).
     ``advisor`` and ``mcp_servers``: the ``AdvisorPolicy`` and MCP servers of the sessions ``new_config``
     makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``). ``default_profile``,
     ``operators`` and ``tool_task_queue``: the profile (when none is given), operators and tool task
-    queue of the tasks ``start_task`` starts (``for_config``: the configuration's)."""
+    queue of the tasks ``start_task`` and graphs ``start_graph`` start (``for_config``: the configuration's)."""
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,

@@ -1,0 +1,499 @@
+"""Task graphs on the client side (``AgentClient`` mixin): read a graph file, start a graph (from a
+goal the planner decomposes, or a given DAG), approve or reject its plan, cancel it, read it
+(``snapshot`` and ``events`` queries), wait for its result and list a principal's graphs.
+
+The workflow is addressed by its type name (``TASK_GRAPH_WORKFLOW``) and its id
+``graph-<graph_id>``, so this module does not import the workflow class.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
+from agentrt.client._tasks import _quoted, validation_text
+from agentrt.client._turns import update_failure_cause
+from agentrt.schemas import (
+    GRAPH_ID_PREFIX,
+    MAX_GRAPH_ID_BYTES,
+    SESSION_OWNER,
+    SESSION_STATUS,
+    TASK_GRAPH_WORKFLOW,
+    ApprovePlanInput,
+    ConfigurationError,
+    EventsPage,
+    EventsQuery,
+    GraphConfig,
+    GraphControlInput,
+    GraphNotFound,
+    GraphSnapshot,
+    GraphSpec,
+    GraphStatus,
+    InvalidGraph,
+    RequestRejected,
+    SandboxPolicy,
+    TaskGraphInput,
+    TaskGraphResult,
+    WorkerUnavailable,
+    graph_workflow_id,
+    validate_graph,
+)
+
+__all__ = ["GRAPH_STATUSES", "GraphListing", "GraphMethods", "graph_details", "graph_summary", "load_graph_file"]
+
+GRAPH_STATUSES: tuple[str, ...] = get_args(GraphStatus)
+# Characters of the goal in a graph's static summary (the Temporal UI's one-line label).
+SUMMARY_GOAL_CHARS = 80
+# Characters of a node's prompt in a graph's static details.
+DETAILS_PROMPT_CHARS = 160
+
+
+@dataclass
+class GraphListing:
+    """One graph in ``AgentClient.list_graphs``: ``status`` is its ``AgentSessionStatus`` search
+    attribute (a graph status), or, for a workflow that closed without completing, how it closed
+    (``terminated``, ``timed_out``, ``failed``, ``canceled``); ``started_at`` is when it started (UTC)."""
+
+    graph_id: str
+    workflow_id: str
+    status: str
+    owner: str | None
+    started_at: datetime | None
+    closed: bool
+
+
+# ---------------------------------------------------------------- graph files
+
+
+def load_graph_file(path: str | os.PathLike[str]) -> GraphSpec:
+    """The ``GraphSpec`` in a graph file: YAML for ``.yaml``/``.yml``, JSON otherwise, shaped
+    ``{"max_parallel": N, "nodes": [{"id", "prompt", "depends_on", "acceptance", "role",
+    "profile", "script", "tools"}, ...]}``. A node's relative ``script`` is taken from the file's
+    directory.
+
+    Raises ``InvalidGraph`` naming the file and each problem (unreadable, not JSON or YAML, a wrong
+    shape, a cycle, a dependency on no node ...), or ``NodeCannotDecompose`` for a planner node or
+    one asking for the ``delegate`` tool."""
+    where = f"graph file {os.fspath(path)}"
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise InvalidGraph([f"cannot read it: {reason}"], where) from err
+    try:
+        data = yaml.safe_load(text) if file.suffix.lower() in (".yaml", ".yml") else json.loads(text)
+    except (yaml.YAMLError, ValueError) as err:
+        raise InvalidGraph([f"does not parse: {' '.join(str(err).split())}"], where) from err
+    if not isinstance(data, dict):
+        raise InvalidGraph([f"the top level is {type(data).__name__}, not an object with 'nodes'"], where)
+    nodes = data.get("nodes")
+    if isinstance(nodes, list):
+        data = {**data, "nodes": [_script_from(file.parent, node) for node in nodes]}
+    try:
+        spec = GraphSpec.model_validate(data)
+    except ValidationError as err:
+        raise InvalidGraph([_field_problem(problem, nodes) for problem in err.errors()], where) from err
+    validate_graph(spec, source=where)
+    return spec
+
+
+def _script_from(directory: Path, node: Any) -> Any:
+    """``node`` with its relative ``script`` taken from ``directory``."""
+    if isinstance(node, dict) and isinstance(node.get("script"), str) and node["script"]:
+        script = os.path.expanduser(node["script"])
+        return {**node, "script": os.path.normpath(os.path.join(directory.resolve(), script))}
+    return node
+
+
+def _field_problem(problem: Any, nodes: Any) -> str:
+    """A pydantic error as ``node 2 ('b') prompt: String should have at least 1 character``."""
+    loc = list(problem["loc"])
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int):
+        index = loc[1]
+        node = nodes[index] if isinstance(nodes, list) and index < len(nodes) else None
+        node_id = node.get("id") if isinstance(node, dict) else None
+        name = f"node {index + 1}" + (f" ({str(node_id)[:64]!r})" if isinstance(node_id, str) else "")
+        rest = ".".join(str(p) for p in loc[2:])
+        return f"{name} {rest}: {message}" if rest else f"{name}: {message}"
+    where = ".".join(str(p) for p in loc)
+    return f"{where}: {message}" if where else message
+
+
+# ---------------------------------------------------------------- what the Temporal UI shows
+
+
+def graph_summary(config: GraphConfig) -> str:
+    """The workflow's static summary: ``graph <id> · <goal on one line, cut>`` or ``graph <id> · graph of N nodes``."""
+    if config.goal is not None:
+        what = " ".join(config.goal.split())
+        if len(what) > SUMMARY_GOAL_CHARS:
+            what = what[: SUMMARY_GOAL_CHARS - 1] + "…"
+    else:
+        count = len(config.graph.nodes) if config.graph is not None else 0
+        what = f"graph of {count} node{'s' if count != 1 else ''}"
+    return f"graph {config.graph_id} · {what}"
+
+
+def graph_details(config: GraphConfig) -> str:
+    """The workflow's static details (markdown): the goal or the nodes (with their dependencies),
+    how the plan is approved, the risk level, parallelism, retries, failure policy, owner and workspace."""
+    lines: list[str] = []
+    if config.goal is not None:
+        lines += [f"**Goal**: {config.goal}", "", "**Plan**: made by the planner, shown before approval"]
+    elif config.graph is not None:
+        lines.append(f"**Nodes** ({len(config.graph.nodes)}):")
+        for node in config.graph.nodes:
+            prompt = " ".join(node.prompt.split())
+            if len(prompt) > DETAILS_PROMPT_CHARS:
+                prompt = prompt[: DETAILS_PROMPT_CHARS - 1] + "…"
+            deps = f" ← {', '.join(f'`{d}`' for d in node.depends_on)}" if node.depends_on else ""
+            lines.append(f"- `{node.id}` ({node.role}){deps}: {prompt}")
+    approval = (
+        "a person approves the plan (`agentrt graph approve`)" if config.approve_plan == "ask"
+        else "automatic unless the plan's risk is high"
+    )
+    parallel = config.max_parallel or (config.graph.max_parallel if config.graph is not None else None)
+    lines += [
+        "",
+        f"**Plan approval**: {approval}",
+        f"**Risk level**: at least {config.risk_level}",
+        f"**Parallel**: {parallel or 'as planned'} node(s) at once; {config.max_retries} retr{'y' if config.max_retries == 1 else 'ies'} per node",
+        f"**Failure policy**: {config.failure_policy}",
+        f"**Owner**: `{config.owner}`",
+        f"**Workspace**: `{config.workspace}`",
+    ]
+    return "\n".join(lines)
+
+
+class GraphMethods:
+    """``AgentClient``'s task-graph methods (a mixin, as ``TaskMethods``).
+
+    Every method that names a graph raises ``GraphNotFound`` when no workflow ``graph-<graph_id>``
+    exists, ``RequestRejected`` when the graph refuses the request (its message names the graph
+    and says why: not the owner, an operator without a reason, the plan is not pending approval,
+    already approved, the graph has ended), and ``WorkerUnavailable`` when no worker answers
+    (queries and updates need one). Reads (``graph_status``, ``graph_events``, ``wait_graph``)
+    are the owner's and this client's operators': anyone else gets ``GraphNotFound``, as for a
+    graph that does not exist.
+    """
+
+    if TYPE_CHECKING:
+        temporal: Client
+        task_queue: str
+        principal: str
+        default_profile: str
+        operators: list[str]
+        tool_task_queue: str | None
+
+    # ------------------------------------------------------------ start
+
+    async def start_graph(
+        self,
+        *,
+        goal: str | None = None,
+        graph: GraphSpec | None = None,
+        workspace: str,
+        graph_id: str | None = None,
+        profile: str | None = None,
+        script: str | None = None,
+        planner_profile: str | None = None,
+        reviewer_profile: str | None = None,
+        approve_plan: str = "ask",
+        risk_level: str = "low",
+        max_parallel: int | None = None,
+        max_retries: int = 1,
+        failure_policy: str = "block_dependents",
+        tools: Sequence[str] | None = None,
+        sandbox: SandboxPolicy = "workspace_write",
+        network: bool = False,
+        max_rounds_per_node: int = 50,
+    ) -> str:
+        """Start a task graph owned by this client's principal; returns its graph id (the workflow
+        id is ``graph-<graph_id>``).
+
+        - ``goal`` (the planner decomposes it into nodes) or ``graph`` (a ``GraphSpec``, e.g. from
+          ``load_graph_file``): exactly one. A node's relative ``script`` is made absolute.
+        - ``workspace``: the directory the nodes' sessions work in (made absolute); ``graph_id``:
+          default a new random 12-character id.
+        - ``profile`` (default: ``scripted`` with a ``script`` or when every node names its own,
+          else the client's ``default_profile``) and ``script`` (a scripted-model file, made
+          absolute): the model of the nodes that name none, of the planner and of the reviewer
+          unless ``planner_profile`` / ``reviewer_profile``.
+        - ``approve_plan``: ``ask`` (the plan waits for ``approve_graph``) or ``auto`` (approved
+          unless its risk is high); ``risk_level``: the least risk the plan is taken to have.
+        - ``max_parallel`` (overrides the graph's), ``max_retries`` per node, ``failure_policy``
+          (``block_dependents``, ``fail_fast``, ``allow_orphans``), ``tools`` the nodes may be
+          granted (None: every tool but ``delegate``), ``sandbox``, ``network``,
+          ``max_rounds_per_node``. Operators and the tool task queue are the client's.
+
+        Raises ``InvalidGraph`` / ``NodeCannotDecompose`` for a given graph that cannot run, and
+        ``RequestRejected`` (request ``start``, nothing started) for other invalid arguments or a
+        graph id already used (by a running graph or one that ended: ids are not reused).
+        """
+        graph_id = graph_id if graph_id is not None else uuid.uuid4().hex[:12]
+        if not graph_id or len(graph_id.encode()) > MAX_GRAPH_ID_BYTES:
+            size = len(graph_id.encode())
+            raise graph_rejected(graph_id[:40], "start", f"a graph id has 1 to {MAX_GRAPH_ID_BYTES} bytes (UTF-8), this one {size}")
+        if goal is not None and not goal.strip():
+            raise graph_rejected(graph_id, "start", "the goal is empty")
+        if isinstance(tools, str):
+            raise graph_rejected(graph_id, "start", "tools is a list of tool names, not one text")
+        if graph is not None:
+            if not isinstance(graph, GraphSpec):
+                raise graph_rejected(graph_id, "start", f"graph is a GraphSpec, not {type(graph).__name__}")
+            validate_graph(graph, granted=list(tools) if tools is not None else None)
+            graph = graph.model_copy(update={"nodes": [
+                n.model_copy(update={"script": os.path.abspath(n.script)}) if n.script else n for n in graph.nodes
+            ]})
+        config = _build(
+            graph_id, "start", GraphConfig,
+            graph_id=graph_id,
+            owner=self.principal,
+            workspace=os.path.abspath(workspace),
+            goal=goal,
+            graph=graph,
+            profile=profile or ("scripted" if script or _all_scripted(graph) else self.default_profile),
+            script=os.path.abspath(script) if script else None,
+            planner_profile=planner_profile,
+            reviewer_profile=reviewer_profile,
+            approve_plan=approve_plan,
+            risk_level=risk_level,
+            max_parallel=max_parallel,
+            max_retries=max_retries,
+            failure_policy=failure_policy,
+            tools=list(tools) if tools is not None else None,
+            sandbox=sandbox,
+            network=network,
+            max_rounds_per_node=max_rounds_per_node,
+            operators=list(self.operators),
+            tool_task_queue=self.tool_task_queue,
+        )
+        try:
+            await self.temporal.start_workflow(
+                TASK_GRAPH_WORKFLOW,
+                TaskGraphInput(config=config),
+                id=graph_workflow_id(graph_id),
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                task_timeout=WORKFLOW_TASK_TIMEOUT,
+                static_summary=graph_summary(config),
+                static_details=graph_details(config),
+                # Set here once: the workflow writes search attributes only when they change.
+                search_attributes=TypedSearchAttributes(
+                    [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "planning")]
+                ),
+            )
+        except WorkflowAlreadyStartedError as err:
+            state = "is running" if await self._graph_running(graph_id) else "has ended (graph ids are not reused)"
+            raise graph_rejected(graph_id, "start", f"a graph with this id {state}; choose another id") from err
+        return graph_id
+
+    async def _graph_running(self, graph_id: str) -> bool:
+        try:
+            description = await self._graph_handle(graph_id).describe()
+        except RPCError:
+            return False
+        return description.close_time is None
+
+    # ------------------------------------------------------------ reads
+
+    async def graph_status(self, graph_id: str) -> GraphSnapshot:
+        """Query ``snapshot``: the graph's status, plan (nodes in dependency order, each with its
+        status, attempts, session, findings), risk, approval, spend, answer or failure. Works on a
+        graph that has ended too."""
+        await self._check_visible(graph_id)  # before the query: a stranger learns nothing, not even of a missing worker
+        snapshot: GraphSnapshot = await self._graph_query(graph_id, "snapshot", None, GraphSnapshot)
+        if not self._may_read(snapshot.owner):
+            raise GraphNotFound(graph_id)
+        return snapshot
+
+    async def graph_events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
+        """Query ``events``: the graph's events with ``seq > since_seq`` (at most ``limit``, 1 to
+        10,000), in order."""
+        query = _build(graph_id, "events", EventsQuery, since_seq=since_seq, limit=limit)
+        await self._check_visible(graph_id)
+        return await self._graph_query(graph_id, "events", query, EventsPage)
+
+    async def wait_graph(self, graph_id: str) -> TaskGraphResult:
+        """Wait, without a bound, until the graph ends and return how: ``completed`` (with its
+        answer), ``failed`` (``failure_reason``), ``rejected`` or ``cancelled``; each node's status
+        and the spend. Raises ``RequestRejected`` (request ``wait``) when its workflow ended
+        without a result (terminated, timed out)."""
+        await self._check_visible(graph_id)
+        handle = self.temporal.get_workflow_handle(graph_workflow_id(graph_id), result_type=TaskGraphResult)
+        try:
+            return await handle.result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            why = getattr(cause, "message", None) or type(cause).__name__
+            raise graph_rejected(graph_id, "wait", f"the graph's workflow ended without a result ({why})") from err
+        except RPCError as err:
+            raise _graph_error(graph_id, err) from err
+
+    async def list_graphs(self, status: str | None = None, limit: int = 50) -> list[GraphListing]:
+        """This client's principal's graphs (``AgentOwner``), most recently started first, at most
+        ``limit``; ``status``: only graphs whose ``AgentSessionStatus`` is that graph status
+        (``GRAPH_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
+        filter_ = (
+            f"WorkflowType = '{TASK_GRAPH_WORKFLOW}' AND {SESSION_OWNER.name} = {_quoted(self.principal)}"
+            " AND ExecutionStatus != 'ContinuedAsNew'"
+        )
+        if status is not None:
+            if status not in GRAPH_STATUSES:
+                raise ConfigurationError(f"unknown graph status {status!r}; one of {', '.join(GRAPH_STATUSES)}")
+            filter_ += f" AND {SESSION_STATUS.name} = '{status}'"
+        found: dict[str, GraphListing] = {}
+        async for execution in self.temporal.list_workflows(filter_, limit=limit):
+            if execution.id not in found:
+                found[execution.id] = graph_listing(execution)
+        never = datetime.min.replace(tzinfo=timezone.utc)
+        return sorted(found.values(), key=lambda g: g.started_at or never, reverse=True)
+
+    # ------------------------------------------------------------ changes
+
+    async def approve_graph(self, graph_id: str, reason: str | None = None, *, approve: bool = True) -> GraphSnapshot:
+        """Update ``approve_plan``: a graph pending approval mints its capability token and runs
+        (``approve=False``: its plan is rejected and the graph ends ``rejected``). Returns the
+        snapshot after it. The owner, or an operator with a ``reason``."""
+        decision = ApprovePlanInput(principal=self.principal, approve=approve, reason=reason)
+        return await self._graph_update(graph_id, "approve_plan", decision)
+
+    async def reject_graph(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
+        """Update ``approve_plan`` with ``approve=False``: the plan is rejected, the graph ends ``rejected``."""
+        return await self.approve_graph(graph_id, reason, approve=False)
+
+    async def cancel_graph(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
+        """Update ``cancel``: running nodes' sessions are cancelled and the graph ends ``cancelled``;
+        answers once it has. The owner, or an operator with a ``reason``."""
+        return await self._graph_update(graph_id, "cancel", GraphControlInput(principal=self.principal, reason=reason))
+
+    # ------------------------------------------------------------ plumbing
+
+    def _graph_handle(self, graph_id: str) -> WorkflowHandle[Any, Any]:
+        return self.temporal.get_workflow_handle(graph_workflow_id(graph_id))
+
+    def _may_read(self, owner: str | None) -> bool:
+        return self.principal == owner or self.principal in self.operators
+
+    async def _check_visible(self, graph_id: str) -> None:
+        """Raise ``GraphNotFound`` unless the graph exists and this principal may read it (its
+        owner search attribute, set at the start: no worker needed)."""
+        try:
+            description = await self._graph_handle(graph_id).describe()
+        except RPCError as err:
+            raise _graph_error(graph_id, err) from err
+        if not self._may_read(description.typed_search_attributes.get(SESSION_OWNER)):
+            raise GraphNotFound(graph_id)
+
+    async def _graph_update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:
+        handle = self._graph_handle(graph_id)
+        try:
+            return await handle.execute_update(update, argument, result_type=GraphSnapshot)
+        except WorkflowUpdateFailedError as err:
+            raise graph_rejected(graph_id, update, update_failure_cause(err)) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+            raise_if_cancelled(err)
+            raise _no_worker(graph_id, f"no worker answered update {update}") from err
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise await self._graph_closed_or_missing(graph_id, handle, update) from err
+            raise _graph_error(graph_id, err) from err
+
+    async def _graph_closed_or_missing(self, graph_id: str, handle: WorkflowHandle[Any, Any], update: str) -> Exception:
+        """An update to a closed workflow fails NOT_FOUND: say the graph ended instead of 'no graph'."""
+        try:
+            description = await handle.describe()
+        except RPCError:
+            return GraphNotFound(graph_id)
+        if description.close_time is None:
+            return GraphNotFound(graph_id)
+        closed = description.status.name.lower() if description.status else "closed"
+        return graph_rejected(graph_id, update, f"the graph has ended (its workflow {closed})")
+
+    async def _graph_query(self, graph_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
+        handle = self._graph_handle(graph_id)
+        args = [] if argument is None else [argument]
+        try:
+            return await handle.query(query, *args, result_type=result_type)
+        except WorkflowQueryFailedError as err:
+            raise graph_rejected(graph_id, query, str(err)) from err
+        except RPCError as err:
+            raise _graph_error(graph_id, err) from err
+
+
+def _all_scripted(graph: GraphSpec | None) -> bool:
+    return graph is not None and all(n.script for n in graph.nodes)
+
+
+def graph_rejected(graph_id: str, request: str, reason: str) -> RequestRejected:
+    """The ``RequestRejected`` a graph's refusal is (its ``session_id`` field holds the graph id):
+    ``graph <id> rejected <request>: <reason>``."""
+    error = RequestRejected(graph_id, request, reason)
+    error.args = (f"graph {graph_id} rejected {request}: {reason}",)
+    return error
+
+
+def _no_worker(graph_id: str, reason: str) -> WorkerUnavailable:
+    error = WorkerUnavailable(graph_id, reason)
+    error.args = (f"graph {graph_id}: no worker is running for its task queue ({reason}); start one with `agentrt worker` or `agentrt dev`",)
+    return error
+
+
+def _graph_error(graph_id: str, err: RPCError) -> Exception:
+    if err.status == RPCStatusCode.NOT_FOUND:
+        return GraphNotFound(graph_id)
+    if "no poller" in err.message:
+        return _no_worker(graph_id, err.message)
+    return err
+
+
+def _build(graph_id: str, request: str, model: type[Any], /, **fields: Any) -> Any:
+    """``model(**fields)``; a refused field is ``RequestRejected`` for ``request``."""
+    try:
+        return model(**fields)
+    except ValidationError as err:
+        raise graph_rejected(graph_id, request, validation_text(err)) from err
+
+
+def graph_listing(execution: WorkflowExecution) -> GraphListing:
+    """A graph's row from its workflow execution's search attributes (see ``GraphListing``)."""
+    attrs = execution.search_attributes or {}
+    status_values = attrs.get(SESSION_STATUS.name) or []
+    owner_values = attrs.get(SESSION_OWNER.name) or []
+    closed = execution.close_time is not None
+    status = str(status_values[0]) if status_values else "planning"
+    if closed and execution.status not in (None, WorkflowExecutionStatus.COMPLETED):
+        status = execution.status.name.lower()
+    return GraphListing(
+        graph_id=execution.id.removeprefix(GRAPH_ID_PREFIX),
+        workflow_id=execution.id,
+        status=status,
+        owner=str(owner_values[0]) if owner_values else None,
+        started_at=execution.start_time,
+        closed=closed,
+    )
