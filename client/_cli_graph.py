@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.activities.providers.scripted import load_script
 from agentrt.client._cli_common import SandboxMode, load_config, run_command
-from agentrt.client._graph_render import dag_lines, graph_event_line, graph_lines, graph_result_lines
+from agentrt.client._graph_render import dag_lines, graph_event_line, graph_lines, graph_result_lines, plan_lines
 from agentrt.client._graphs import GraphListing, load_graph_file
 from agentrt.client._runtime import runtime
 from agentrt.client._task_render import cut
@@ -206,8 +206,8 @@ async def follow_graph(client: Any, graph_id: str, approve_plan: str) -> GraphSn
     noted_no_worker = False
     while True:
         try:
-            page = await client.graph_events(graph_id, after)
             snapshot: GraphSnapshot = await client.graph_status(graph_id)
+            page = await client.graph_events(graph_id, after)  # after the snapshot: every event it reflects
         except WorkerUnavailable:
             if not noted_no_worker:
                 typer.echo("no worker answers yet; waiting for one (`agentrt worker` or `agentrt dev`)", err=True)
@@ -230,6 +230,8 @@ async def follow_graph(client: Any, graph_id: str, approve_plan: str) -> GraphSn
             shown = nodes
         if snapshot.status == "pending_approval" and not asked:
             asked = True
+            for line in plan_lines(snapshot):
+                typer.echo(line)
             await _ask_approval(client, snapshot, approve_plan)
             continue
         if snapshot.status in TERMINAL_GRAPH_STATUSES:

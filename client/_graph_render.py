@@ -131,6 +131,24 @@ def dag_lines(snapshot: GraphSnapshot) -> list[str]:
     return lines
 
 
+def plan_lines(snapshot: GraphSnapshot) -> list[str]:
+    """What an approver decides on: the risk level and why, then each node in dependency order with
+    its prompt, what the reviewer checks and the tools it will be granted."""
+    lines = [f"plan of graph {printable(snapshot.graph_id)}: {len(snapshot.nodes)} node(s), at most {snapshot.max_parallel} at once"]
+    if snapshot.risk_level:
+        why = "; ".join(snapshot.risk_reasons[:4])
+        lines.append(printable(f"risk {snapshot.risk_level}" + (f" ({why})" if why else "")))
+    for node in dependency_order(snapshot.nodes):
+        deps = f" <- {', '.join(node.depends_on)}" if node.depends_on else ""
+        lines.append(printable(f"  {node.id} ({node.role}){deps}"))
+        lines.append(printable(f"      prompt: {cut(node.prompt, DETAIL_CHARS)}"))
+        if node.acceptance:
+            lines.append(printable(f"      checked against: {cut(node.acceptance, DETAIL_CHARS)}"))
+        tools = ", ".join(node.tools) if node.tools is not None else "the graph's tools"
+        lines.append(printable(f"      tools: {tools or '(none)'}"))
+    return lines
+
+
 def answer_lines(text: str, limit: int = ANSWER_CHARS) -> list[str]:
     """A model's answer, newlines kept, each line terminal-safe and indented; cut to ``limit`` characters."""
     shown = text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"

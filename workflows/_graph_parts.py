@@ -203,10 +203,12 @@ def snapshot(config: GraphConfig, state: GraphState, now: datetime) -> GraphSnap
             spec = state.plan.node(node_id)
             node = state.nodes[node_id]
             grant = state.token.grants.get(node_id) if state.token is not None else None
+            # Before approval: the grant the token would freeze now.
+            tools = grant.tools if grant is not None else node_tools(config, spec, state.tools) if state.tools else spec.tools
             nodes.append(
                 NodeView(
                     id=node_id, role=spec.role, prompt=spec.prompt, depends_on=list(spec.depends_on),
-                    acceptance=spec.acceptance, tools=grant.tools if grant is not None else spec.tools, status=node.status,
+                    acceptance=spec.acceptance, tools=tools, status=node.status,
                     attempts=node.attempts,
                     session_id=node.session_ids[-1] if node.session_ids and node.status in RUNNING_STATUSES else None,
                     session_ids=list(node.session_ids), answer=node.answer, findings=list(node.findings), error=node.error,

@@ -439,14 +439,14 @@ class TaskGraphWorkflow:
     def _complete(self) -> None:
         self._state.ended_at = workflow.now()
         self._set_status("completed")
-        self._emit(TaskGraphCompleted(answer=parts.cut(self._state.answer or ""), spend=self._state.spend))
+        self._emit(TaskGraphCompleted(answer=parts.cut(self._state.answer or ""), spend=self._snapshot().spend))
 
     def _fail(self, reason: str, error: str) -> None:
         self._state.failure_reason = reason
         self._state.failure = parts.cut(error, 4_000)
         self._state.ended_at = workflow.now()
         self._set_status("failed")
-        self._emit(TaskGraphFailed(reason=reason, error=self._state.failure, spend=self._state.spend))
+        self._emit(TaskGraphFailed(reason=reason, error=self._state.failure, spend=self._snapshot().spend))
 
     async def _end_cancelled(self, request: GraphControlInput) -> None:
         """Cancel every running child session (waiting for each to end) and record the cancel."""

@@ -510,3 +510,21 @@ def test_every_graph_event_reads_as_one_line() -> None:
         line = graph_event_line(event)
         assert "\n" not in line and text in line, line
         assert line.split()[3] == event.type
+
+
+def test_the_plan_an_approver_sees_has_each_nodes_prompt_check_and_tools_and_the_risk() -> None:
+    from agentrt.client._graph_render import plan_lines
+    from agentrt.schemas import GraphSnapshot, NodeView
+
+    snapshot = GraphSnapshot(
+        graph_id="g1", owner="alice", status="pending_approval", risk_level="medium", risk_reasons=["fs.write (effectful) for b"],
+        nodes=[
+            NodeView(id="a", role="worker", prompt="read it", tools=["fs.read"], status="pending"),
+            NodeView(id="b", role="worker", prompt="write \x1b[31mit", depends_on=["a"], acceptance="it exists", tools=[], status="pending"),
+        ],
+    )
+    text = "\n".join(plan_lines(snapshot))
+    assert "risk medium (fs.write (effectful) for b)" in text
+    assert "  b (worker) <- a" in text and "checked against: it exists" in text
+    assert "tools: fs.read" in text and "tools: (none)" in text
+    assert "\x1b" not in text
