@@ -35,6 +35,7 @@ from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
 from agentrt.client._workers import check_payload_storage, workflow_pollers
 from agentrt.schemas import (
+    SESSION_OWNER,
     AdvisorPolicy,
     ArchiveInput,
     Budget,
@@ -101,6 +102,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         self.mcp_servers = list(mcp_servers or [])
         self.default_profile = default_profile
         self.operators = list(operators or [])
+        self._readable_sessions: set[str] = set()  # sessions this principal may see (checked once each)
         self.tool_task_queue = tool_task_queue
 
     @classmethod
@@ -313,6 +315,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         Raises ``RequestRejected`` (with the reason) when the cancel would change nothing: not
         the owner, an unknown or finished turn, nothing running or queued, already cancelling.
         """
+        await self._check_session_visible(session_id)
         await self._execute(
             session_id,
             "cancel",
@@ -322,11 +325,13 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
 
     async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
         """End the session: a running turn and queued ones are cancelled; the workflow completes."""
+        await self._check_session_visible(session_id)
         return await self._execute(
             session_id, "archive", SessionWorkflow.archive, ArchiveInput(principal=self.principal, reason=reason)
         )
 
     async def state(self, session_id: str) -> SessionStateView:
+        await self._check_session_visible(session_id)
         try:
             return await self._handle(session_id).query(SessionWorkflow.state)
         except RPCError as err:
@@ -373,6 +378,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         to be built with ``store``; without it they are skipped and ``first_seq`` says where
         the page starts.
         """
+        await self._check_session_visible(session_id)
         try:
             page = await self._handle(session_id).query(
                 SessionWorkflow.events, EventsQuery(since_seq=since_seq, limit=limit)
@@ -452,6 +458,21 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
 
     def _handle(self, session_id: str) -> WorkflowHandle:
         return self.temporal.get_workflow_handle(workflow_id_for(session_id))
+
+    async def _check_session_visible(self, session_id: str) -> None:
+        """A child session (started by a task, a graph or a delegating session) shows itself only to
+        its owner (``AgentOwner``) and this client's operators: anyone else gets ``SessionNotFound``,
+        as for a missing session. Checked once per session and client (one describe)."""
+        if session_id in self._readable_sessions:
+            return
+        try:
+            description = await self._handle(session_id).describe()
+        except RPCError as err:
+            raise _translate(session_id, err) from err
+        owner = description.typed_search_attributes.get(SESSION_OWNER)
+        if description.parent_id is not None and self.principal != owner and self.principal not in self.operators:
+            raise SessionNotFound(session_id)
+        self._readable_sessions.add(session_id)
 
     async def _is_closed(self, handle: WorkflowHandle) -> bool:
         description = await handle.describe()

@@ -247,11 +247,6 @@ async def _stored_events(harness: Harness, session_id: str) -> list[Event]:
     return harness.store.events(session_id, 0, 10_000)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AgentClient.state and AgentClient.cancel do not yet hide a session from a principal who is neither its "
-    "owner nor an operator (state answers anyone; cancel is RequestRejected)",
-)
 async def test_a_stranger_gets_session_not_found_for_a_delegated_session_s_state_and_cancel(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
