@@ -25,17 +25,13 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
-from agentrt.client._tasks import _quoted, validation_text
-from agentrt.client._turns import update_failure_cause
+from agentrt.client._addressed import WorkflowKind, quoted
+from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
     MAX_GRAPH_ID_BYTES,
@@ -53,11 +49,9 @@ from agentrt.schemas import (
     GraphSpec,
     GraphStatus,
     InvalidGraph,
-    RequestRejected,
     SandboxPolicy,
     TaskGraphInput,
     TaskGraphResult,
-    WorkerUnavailable,
     graph_workflow_id,
     validate_graph,
 )
@@ -360,7 +354,7 @@ class GraphMethods:
         ``limit``; ``status``: only graphs whose ``AgentSessionStatus`` is that graph status
         (``GRAPH_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
         filter_ = (
-            f"WorkflowType = '{TASK_GRAPH_WORKFLOW}' AND {SESSION_OWNER.name} = {_quoted(self.principal)}"
+            f"WorkflowType = '{TASK_GRAPH_WORKFLOW}' AND {SESSION_OWNER.name} = {quoted(self.principal)}"
             " AND ExecutionStatus != 'ContinuedAsNew'"
         )
         if status is not None:
@@ -411,74 +405,20 @@ class GraphMethods:
             raise GraphNotFound(graph_id)
 
     async def _graph_update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:
-        handle = self._graph_handle(graph_id)
-        try:
-            return await handle.execute_update(update, argument, result_type=GraphSnapshot)
-        except WorkflowUpdateFailedError as err:
-            raise graph_rejected(graph_id, update, update_failure_cause(err)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            raise_if_cancelled(err)
-            raise _no_worker(graph_id, f"no worker answered update {update}") from err
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise await self._graph_closed_or_missing(graph_id, handle, update) from err
-            raise _graph_error(graph_id, err) from err
-
-    async def _graph_closed_or_missing(self, graph_id: str, handle: WorkflowHandle[Any, Any], update: str) -> Exception:
-        """An update to a closed workflow fails NOT_FOUND: say the graph ended instead of 'no graph'."""
-        try:
-            description = await handle.describe()
-        except RPCError:
-            return GraphNotFound(graph_id)
-        if description.close_time is None:
-            return GraphNotFound(graph_id)
-        closed = description.status.name.lower() if description.status else "closed"
-        return graph_rejected(graph_id, update, f"the graph has ended (its workflow {closed})")
+        return await GRAPH.update(self._graph_handle(graph_id), graph_id, update, argument, GraphSnapshot)
 
     async def _graph_query(self, graph_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
-        handle = self._graph_handle(graph_id)
-        args = [] if argument is None else [argument]
-        try:
-            return await handle.query(query, *args, result_type=result_type)
-        except WorkflowQueryFailedError as err:
-            raise graph_rejected(graph_id, query, str(err)) from err
-        except RPCError as err:
-            raise _graph_error(graph_id, err) from err
-
+        return await GRAPH.query(self._graph_handle(graph_id), graph_id, query, argument, result_type)
 
 def _all_scripted(graph: GraphSpec | None) -> bool:
     return graph is not None and all(n.script for n in graph.nodes)
 
 
-def graph_rejected(graph_id: str, request: str, reason: str) -> RequestRejected:
-    """The ``RequestRejected`` a graph's refusal is (its ``session_id`` field holds the graph id):
-    ``graph <id> rejected <request>: <reason>``."""
-    error = RequestRejected(graph_id, request, reason)
-    error.args = (f"graph {graph_id} rejected {request}: {reason}",)
-    return error
-
-
-def _no_worker(graph_id: str, reason: str) -> WorkerUnavailable:
-    error = WorkerUnavailable(graph_id, reason)
-    error.args = (f"graph {graph_id}: no worker is running for its task queue ({reason}); start one with `agentrt worker` or `agentrt dev`",)
-    return error
-
-
-def _graph_error(graph_id: str, err: RPCError) -> Exception:
-    if err.status == RPCStatusCode.NOT_FOUND:
-        return GraphNotFound(graph_id)
-    if "no poller" in err.message:
-        return _no_worker(graph_id, err.message)
-    return err
-
-
-def _build(graph_id: str, request: str, model: type[Any], /, **fields: Any) -> Any:
-    """``model(**fields)``; a refused field is ``RequestRejected`` for ``request``."""
-    try:
-        return model(**fields)
-    except ValidationError as err:
-        raise graph_rejected(graph_id, request, validation_text(err)) from err
-
+GRAPH = WorkflowKind("graph", GraphNotFound)
+graph_rejected = GRAPH.rejected
+_no_worker = GRAPH.no_worker
+_graph_error = GRAPH.error
+_build = GRAPH.build
 
 def graph_listing(execution: WorkflowExecution) -> GraphListing:
     """A graph's row from its workflow execution's search attributes (see ``GraphListing``)."""

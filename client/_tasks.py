@@ -16,23 +16,20 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, get_args
 
 from croniter import CroniterError, croniter
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
-from agentrt.client._turns import update_failure_cause
+from agentrt.client._addressed import WorkflowKind, quoted
+from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
     MAX_TASK_ID_BYTES,
@@ -48,14 +45,12 @@ from agentrt.schemas import (
     EventsPage,
     EventsQuery,
     RaiseBudgetInput,
-    RequestRejected,
     SandboxPolicy,
     TaskConfig,
     TaskControlInput,
     TaskNotFound,
     TaskStatus,
     TaskStatusView,
-    WorkerUnavailable,
     task_workflow_id,
 )
 
@@ -271,7 +266,7 @@ class TaskMethods:
         recently started first, at most ``limit``; ``status``: only tasks whose ``AgentSessionStatus``
         is that task status (``TASK_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
         filter_ = (
-            f"WorkflowType = '{AUTONOMOUS_TASK_WORKFLOW}' AND {SESSION_OWNER.name} = {_quoted(self.principal)}"
+            f"WorkflowType = '{AUTONOMOUS_TASK_WORKFLOW}' AND {SESSION_OWNER.name} = {quoted(self.principal)}"
             " AND ExecutionStatus != 'ContinuedAsNew'"
         )
         if status is not None:
@@ -349,40 +344,10 @@ class TaskMethods:
         return await self._task_update(task_id, update, TaskControlInput(principal=self.principal, reason=reason))
 
     async def _task_update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
-        handle = self._task_handle(task_id)
-        try:
-            return await handle.execute_update(update, argument, result_type=TaskStatusView)
-        except WorkflowUpdateFailedError as err:
-            raise task_rejected(task_id, update, update_failure_cause(err)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            raise_if_cancelled(err)
-            raise _no_worker(task_id, f"no worker answered update {update}") from err
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise await self._closed_or_missing(task_id, handle, update) from err
-            raise _task_error(task_id, err) from err
-
-    async def _closed_or_missing(self, task_id: str, handle: WorkflowHandle[Any, Any], update: str) -> Exception:
-        """An update to a closed workflow fails NOT_FOUND: say the task ended instead of 'no task'."""
-        try:
-            description = await handle.describe()
-        except RPCError:
-            return TaskNotFound(task_id)
-        if description.close_time is None:
-            return TaskNotFound(task_id)
-        closed = description.status.name.lower() if description.status else "closed"
-        return task_rejected(task_id, update, f"the task has ended (its workflow {closed})")
+        return await TASK.update(self._task_handle(task_id), task_id, update, argument, TaskStatusView)
 
     async def _task_query(self, task_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
-        handle = self._task_handle(task_id)
-        args = [] if argument is None else [argument]
-        try:
-            return await handle.query(query, *args, result_type=result_type)
-        except WorkflowQueryFailedError as err:
-            raise task_rejected(task_id, query, str(err)) from err
-        except RPCError as err:
-            raise _task_error(task_id, err) from err
-
+        return await TASK.query(self._task_handle(task_id), task_id, query, argument, result_type)
 
 def _cron_problem(expression: str) -> str | None:
     """Why the five-field ``expression`` never gives a next time (croniter refuses it, or no date
@@ -396,54 +361,11 @@ def _cron_problem(expression: str) -> str | None:
     return None
 
 
-def task_rejected(task_id: str, request: str, reason: str) -> RequestRejected:
-    """The ``RequestRejected`` a session's refusal is, for task ``task_id`` (its ``session_id``
-    field holds the task id): ``task <id> rejected <request>: <reason>``."""
-    error = RequestRejected(task_id, request, reason)
-    error.args = (f"task {task_id} rejected {request}: {reason}",)
-    return error
-
-
-def _no_worker(task_id: str, reason: str) -> WorkerUnavailable:
-    error = WorkerUnavailable(task_id, reason)
-    error.args = (f"task {task_id}: no worker is running for its task queue ({reason}); start one with `agentrt worker` or `agentrt dev`",)
-    return error
-
-
-def _task_error(task_id: str, err: RPCError) -> Exception:
-    if err.status == RPCStatusCode.NOT_FOUND:
-        return TaskNotFound(task_id)
-    if "no poller" in err.message:
-        return _no_worker(task_id, err.message)
-    return err
-
-
-def _build(task_id: str, request: str, model: type[Any], /, **fields: Any) -> Any:
-    """``model(**fields)``; a refused field is ``RequestRejected`` for ``request``."""
-    try:
-        return model(**fields)
-    except ValidationError as err:
-        raise task_rejected(task_id, request, validation_text(err)) from err
-
-
-def validation_text(err: ValidationError) -> str:
-    """A pydantic error as one line: ``schedule: give every_seconds or cron, not both; ...``."""
-    parts = []
-    for problem in err.errors():
-        where = ".".join(str(p) for p in problem["loc"])
-        message = str(problem["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
-    return "; ".join(parts)
-
-
-def _quoted(value: str) -> str:
-    """``value`` as a visibility-filter string literal: quoted with a quote character it does not
-    hold (Temporal's list filters escape nothing). Raises ``ConfigurationError`` when it holds both."""
-    for quote in ("'", '"'):
-        if quote not in value:
-            return f"{quote}{value}{quote}"
-    raise ConfigurationError(f"principal {value!r} holds both quote characters: it cannot be put in a visibility filter")
-
+TASK = WorkflowKind("task", TaskNotFound)
+task_rejected = TASK.rejected
+_no_worker = TASK.no_worker
+_task_error = TASK.error
+_build = TASK.build
 
 def task_listing(execution: WorkflowExecution) -> TaskListing:
     """A task's row from its workflow execution's search attributes (see ``TaskListing``)."""

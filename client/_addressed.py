@@ -1,0 +1,120 @@
+"""Calls to a workflow the client addresses by an id of its own kind (an autonomous task,
+``task-ID``; a task graph, ``graph-ID``): its updates and queries, and the errors they become,
+worded for that kind (``task t1 rejected pause: ...``, ``no task graph 'g1'``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from temporalio.client import (
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentrt.client._starts import raise_if_cancelled
+from agentrt.client._turns import update_failure_cause
+from agentrt.schemas import ClientError, ConfigurationError, RequestRejected, WorkerUnavailable
+
+__all__ = ["WorkflowKind", "quoted", "validation_text"]
+
+
+@dataclass(frozen=True)
+class WorkflowKind:
+    """One kind of addressed workflow: ``noun`` names it in messages (``task``, ``graph``),
+    ``not_found`` is the error for an id with no workflow."""
+
+    noun: str
+    not_found: Callable[[str], ClientError]
+
+    def rejected(self, item_id: str, request: str, reason: str) -> RequestRejected:
+        """The ``RequestRejected`` a refusal is (its ``session_id`` field holds the id):
+        ``<noun> <id> rejected <request>: <reason>``."""
+        error = RequestRejected(item_id, request, reason)
+        error.args = (f"{self.noun} {item_id} rejected {request}: {reason}",)
+        return error
+
+    def no_worker(self, item_id: str, reason: str) -> WorkerUnavailable:
+        error = WorkerUnavailable(item_id, reason)
+        error.args = (
+            f"{self.noun} {item_id}: no worker is running for its task queue ({reason}); start one with `agentrt worker` or `agentrt dev`",
+        )
+        return error
+
+    def error(self, item_id: str, err: RPCError) -> Exception:
+        """An RPC failure as the most specific error: not found, no worker, or the failure itself."""
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return self.not_found(item_id)
+        if "no poller" in err.message:
+            return self.no_worker(item_id, err.message)
+        return err
+
+    def build(self, item_id: str, request: str, model: type[Any], /, **fields: Any) -> Any:
+        """``model(**fields)``; a refused field is ``RequestRejected`` for ``request``."""
+        try:
+            return model(**fields)
+        except ValidationError as err:
+            raise self.rejected(item_id, request, validation_text(err)) from err
+
+    async def update(
+        self, handle: WorkflowHandle[Any, Any], item_id: str, update: str, argument: BaseModel, result_type: type[Any]
+    ) -> Any:
+        """Execute ``update``; raises ``RequestRejected`` (refused, or the workflow ended), the
+        kind's not-found error, or ``WorkerUnavailable``."""
+        try:
+            return await handle.execute_update(update, argument, result_type=result_type)
+        except WorkflowUpdateFailedError as err:
+            raise self.rejected(item_id, update, update_failure_cause(err)) from err
+        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+            raise_if_cancelled(err)
+            raise self.no_worker(item_id, f"no worker answered update {update}") from err
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise await self._closed_or_missing(handle, item_id, update) from err
+            raise self.error(item_id, err) from err
+
+    async def _closed_or_missing(self, handle: WorkflowHandle[Any, Any], item_id: str, update: str) -> Exception:
+        """An update to a closed workflow fails NOT_FOUND: say it ended instead of 'not found'."""
+        try:
+            description = await handle.describe()
+        except RPCError:
+            return self.not_found(item_id)
+        if description.close_time is None:
+            return self.not_found(item_id)
+        closed = description.status.name.lower() if description.status else "closed"
+        return self.rejected(item_id, update, f"the {self.noun} has ended (its workflow {closed})")
+
+    async def query(
+        self, handle: WorkflowHandle[Any, Any], item_id: str, query: str, argument: BaseModel | None, result_type: type[Any]
+    ) -> Any:
+        args = [] if argument is None else [argument]
+        try:
+            return await handle.query(query, *args, result_type=result_type)
+        except WorkflowQueryFailedError as err:
+            raise self.rejected(item_id, query, str(err)) from err
+        except RPCError as err:
+            raise self.error(item_id, err) from err
+
+
+def validation_text(err: ValidationError) -> str:
+    """A pydantic error as one line: ``schedule: give every_seconds or cron, not both; ...``."""
+    parts = []
+    for problem in err.errors():
+        where = ".".join(str(p) for p in problem["loc"])
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def quoted(value: str) -> str:
+    """``value`` as a visibility-filter string literal: quoted with a quote character it does not
+    hold (Temporal's list filters escape nothing). Raises ``ConfigurationError`` when it holds both."""
+    for quote in ("'", '"'):
+        if quote not in value:
+            return f"{quote}{value}{quote}"
+    raise ConfigurationError(f"principal {value!r} holds both quote characters: it cannot be put in a visibility filter")
