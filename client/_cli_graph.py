@@ -101,7 +101,8 @@ def _print_snapshot(snapshot: GraphSnapshot, as_json: bool, what: str) -> None:
     if as_json:
         typer.echo(_snapshot_json(snapshot))
         return
-    typer.echo(f"graph {snapshot.graph_id}: {what}; now {snapshot.status}")
+    now = f"; the graph is {snapshot.status}" if snapshot.status not in what else ""
+    typer.echo(f"graph {snapshot.graph_id}: {what}{now}")
 
 
 def _check_models(

@@ -178,7 +178,7 @@ def graph_lines(snapshot: GraphSnapshot) -> list[str]:
         approval += f", approved by {s.approved_by}"
     if s.token_id:
         approval += f" (token {s.token_id})"
-    risk = s.risk_level or "not assessed yet"
+    risk = s.risk_level or ("not assessed yet" if s.status in ("planning",) else "- (no plan was assessed)")
     if s.risk_reasons:
         risk += f" ({'; '.join(cut(r, 80) for r in s.risk_reasons[:3])})"
     lines = [

@@ -375,6 +375,7 @@ class GraphMethods:
         (``approve=False``: its plan is rejected and the graph ends ``rejected``). Returns the
         snapshot after it. The owner, or an operator with a ``reason``."""
         decision = ApprovePlanInput(principal=self.principal, approve=approve, reason=reason)
+        await self._check_visible(graph_id)
         return await self._graph_update(graph_id, "approve_plan", decision)
 
     async def reject_graph(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
@@ -384,6 +385,7 @@ class GraphMethods:
     async def cancel_graph(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
         """Update ``cancel``: running nodes' sessions are cancelled and the graph ends ``cancelled``;
         answers once it has. The owner, or an operator with a ``reason``."""
+        await self._check_visible(graph_id)
         return await self._graph_update(graph_id, "cancel", GraphControlInput(principal=self.principal, reason=reason))
 
     # ------------------------------------------------------------ plumbing

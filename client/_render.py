@@ -16,6 +16,7 @@ from agentrt.schemas import (
     ContextCompactionCompleted,
     ContextCompactionFailed,
     ContextCompactionStarted,
+    DelegatedSessionEnded,
     ElicitationAnswered,
     Event,
     McpToolsListed,
@@ -34,6 +35,7 @@ from agentrt.schemas import (
     SessionArchived,
     SessionCancelled,
     SessionContinuedAsNew,
+    SessionDelegated,
     SessionInitialized,
     SkillActivated,
     SkillDeactivated,
@@ -90,6 +92,13 @@ def describe(event: Event) -> str:
             return f"{event.crossing.text()}; the turn ends"
         case BudgetRaised():
             return f"budget raised by {event.principal} to {event.budget.describe()}"
+        case SessionDelegated():
+            how = "waits for its answer" if event.wait else "answer comes later as a message"
+            tools = f"; tools: {', '.join(event.tools)}" if event.tools is not None else ""
+            return f"delegated to session {event.child_session_id} (#{event.number}, call {event.call_id}): {how}{tools}"
+        case DelegatedSessionEnded():
+            error = f": {_short(event.error)}" if event.error else ""
+            return f"delegated session {event.child_session_id} (#{event.number}) {event.status}{error}; spent {usage_text(event.spend.usage)}"
         case ModelRequestStarted():
             context = ""
             if event.context_tokens is not None:

@@ -141,7 +141,10 @@ def validate_graph(spec: GraphSpec, *, granted: list[str] | None = None, source:
         if granted is not None and node.tools is not None:
             outside = [t for t in node.tools if t not in granted]
             if outside:
-                problems.append(f"node {node.id!r} asks for tools the graph does not grant: {', '.join(outside[:10])}")
+                problems.append(
+                    f"node {node.id!r} asks for tools the graph does not grant (no such tool, or not among the graph's tools): "
+                    f"{', '.join(outside[:10])}"
+                )
     if problems:
         raise InvalidGraph(problems, source)
     order: list[str] = []

@@ -504,17 +504,26 @@ class TaskGraphWorkflow:
     def approve_plan(self, input: ApprovePlanInput) -> GraphSnapshot:
         """Approve the plan (mint the capability token; the nodes run) or reject it (the graph ends
         ``rejected``). Atomic: of concurrent approvals one mints the token, the others fail."""
-        token = self._state.token
-        if token is not None or self._state.status != "pending_approval":
-            by = f" by {token.approved_by} (token {token.token_id})" if token is not None else ""
-            raise rejected(f"graph {self._config.graph_id} is {self._state.status}{by}: its plan is decided already")
+        if self._state.token is not None or self._state.status != "pending_approval":
+            raise rejected(self._decided_text())
         if input.approve:
             self._mint(input.principal, input.reason, automatic=False)
         else:
+            for node in self._state.nodes.values():
+                node.status = "cancelled"  # none of them will run
             self._state.ended_at = workflow.now()
             self._set_status("rejected")
             self._emit(TaskPlanRejected(principal=input.principal, reason=input.reason))
         return self._snapshot()
+
+    def _decided_text(self) -> str:
+        """Why a plan cannot be decided now: decided already (by whom), or not planned yet, or ended."""
+        graph, status, token = self._config.graph_id, self._state.status, self._state.token
+        if token is not None:
+            return f"the plan of graph {graph} was approved already by {token.approved_by} (token {token.token_id}); the graph is {status}"
+        if status == "planning":
+            return f"graph {graph} is still planning: there is no plan to decide yet"
+        return f"graph {graph} is {status}: only a plan pending approval can be decided"
 
     @approve_plan.validator
     def _validate_approve_plan(self, input: ApprovePlanInput) -> None:
@@ -522,8 +531,7 @@ class TaskGraphWorkflow:
         if self._cancel is not None:
             raise rejected(f"graph {self._config.graph_id} is being cancelled")
         if self._state.status != "pending_approval":
-            by = f" by {self._state.token.approved_by}" if self._state.token is not None else ""
-            raise rejected(f"graph {self._config.graph_id} is {self._state.status}{by}: only a plan pending approval can be decided")
+            raise rejected(self._decided_text())
 
     @workflow.update
     async def cancel(self, input: GraphControlInput) -> GraphSnapshot:

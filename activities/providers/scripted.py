@@ -264,6 +264,10 @@ class ScriptedProvider:
             label, turns = self._node_turns(script, node, request.script_session)
         else:
             label, turns = self._turns(script, request.script_session)
+            if request.script_node is not None and script.nodes and not turns:
+                # A graph script without this node: name it, not "0 replies".
+                label = (f"{self.path} (its nodes section has no entry for node {request.script_node!r}; "
+                         f"it has {', '.join(sorted(script.nodes)[:20])})")
         if index >= len(turns):
             err = ScriptExhaustedError(label, index, len(turns))
             err.partial_usage = Usage(input_tokens=input_tokens)

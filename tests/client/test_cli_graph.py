@@ -377,8 +377,8 @@ def test_graph_events_prints_one_line_per_event_and_json_with_since(fake: FakeCl
 
 
 @pytest.mark.parametrize("args, call, line", [
-    (["--reason", "fine"], ("approve_graph", ("g1", "fine"), {"approve": True}), "graph g1: plan approved; now executing"),
-    (["--reject"], ("approve_graph", ("g1", None), {"approve": False}), "graph g1: plan rejected; now executing"),
+    (["--reason", "fine"], ("approve_graph", ("g1", "fine"), {"approve": True}), "graph g1: plan approved; the graph is executing"),
+    (["--reject"], ("approve_graph", ("g1", None), {"approve": False}), "graph g1: plan rejected; the graph is executing"),
 ])
 def test_graph_approve_sends_the_decision(fake: FakeClient, args: list[str], call: Any, line: str) -> None:
     result = runner.invoke(app, ["graph", "approve", "g1", *args])

@@ -226,7 +226,7 @@ async def test_start_graph_refuses_a_cyclic_graph_with_invalid_graph(tmp_path: P
 
 async def test_start_graph_refuses_a_node_asking_for_a_tool_the_graph_does_not_grant(tmp_path: Path) -> None:
     spec = a_spec(nodes=[GraphNode(id="a", prompt="p", tools=["shell.run"])])
-    with pytest.raises(InvalidGraph, match="node 'a' asks for tools the graph does not grant: shell.run"):
+    with pytest.raises(InvalidGraph, match=r"node 'a' asks for tools the graph does not grant \(.*\): shell.run"):
         await offline_client().start_graph(graph=spec, workspace=str(tmp_path), tools=["fs.read"])
 
 
@@ -450,16 +450,32 @@ async def test_approving_a_plan_returns_the_snapshot_and_the_graph_s_result(stan
     assert isinstance(created, TaskGraphCreated) and created.graph_id == graph_id
 
 
-async def test_a_refused_approval_names_the_graph_and_the_reason(stand_in: StandIn, tmp_path: Path) -> None:
+async def test_a_strangers_approval_and_cancel_get_the_error_of_a_missing_graph(stand_in: StandIn, tmp_path: Path) -> None:
     graph_id = await stand_in.client.start_graph(graph=a_spec(), workspace=str(tmp_path))
     await _until(stand_in.client, graph_id, "pending_approval")
+    mallory = stand_in.as_principal("mallory")
+
+    with pytest.raises(GraphNotFound) as approving:
+        await mallory.approve_graph(graph_id)
+    with pytest.raises(GraphNotFound) as cancelling:
+        await mallory.cancel_graph(graph_id)
+
+    assert str(approving.value) == str(cancelling.value) == f"no task graph {graph_id!r} (workflow id graph-{graph_id})"
+    assert (await stand_in.client.graph_status(graph_id)).status == "pending_approval"  # nothing changed
+    await stand_in.client.cancel_graph(graph_id)
+
+
+async def test_a_refused_approval_names_the_graph_and_the_reason(stand_in: StandIn, tmp_path: Path) -> None:
+    owner = stand_in.as_principal("alice", operators=["ops"])
+    graph_id = await owner.start_graph(graph=a_spec(), workspace=str(tmp_path))
+    await _until(owner, graph_id, "pending_approval")
 
     with pytest.raises(RequestRejected) as caught:
-        await stand_in.as_principal("mallory").approve_graph(graph_id)
+        await stand_in.as_principal("ops", operators=["ops"]).approve_graph(graph_id)  # an operator gives no reason
 
-    assert str(caught.value) == f"graph {graph_id} rejected approve_plan: principal 'mallory' is not the owner of this graph"
+    assert str(caught.value) == f"graph {graph_id} rejected approve_plan: principal 'ops' is not the owner of this graph"
     assert caught.value.request == "approve_plan" and caught.value.session_id == graph_id
-    await stand_in.client.cancel_graph(graph_id)
+    await owner.cancel_graph(graph_id)
 
 
 async def test_a_rejected_plan_ends_the_graph_and_a_later_approval_says_it_ended(stand_in: StandIn, tmp_path: Path) -> None:

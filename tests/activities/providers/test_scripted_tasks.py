@@ -276,3 +276,18 @@ def test_a_node_without_attempts_is_invalid(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidScriptError, match="no attempts given for nodes 'a'"):
         load_script(path)
+
+
+async def test_a_graph_script_without_the_requested_node_names_the_node_and_the_nodes_it_has(tmp_path) -> None:
+    import json
+
+    from agentrt.activities.providers.scripted import ScriptedProvider
+    from agentrt.schemas import Message, ModelProfile, ModelRequest, ScriptExhaustedError
+
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps({"nodes": {"a": [{"turns": [{"text": "hi"}]}], "c": [{"turns": [{"text": "ho"}]}]}}))
+    profile = ModelProfile(name="scripted", provider="scripted", script=str(path))
+    request = ModelRequest(profile=profile, messages=[Message(role="user", text="go")], script_node="bb", script_session=1)
+    with pytest.raises(ScriptExhaustedError) as err:
+        await ScriptedProvider(profile).complete(request)
+    assert "no entry for node 'bb'" in str(err.value) and "it has a, c" in str(err.value)
