@@ -23,12 +23,16 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities._advisor import ask_model
 from agentrt.activities._autonomy import (
+    _VERDICT_MENTION,
+    MAX_REVIEW_TEXT_CHARS,
     REVIEW_ANSWER_CHARS,
     REVIEW_GOAL_CHARS,
     REVIEW_OUTPUT_TOKENS,
+    REVIEW_WORDS,
     UNREADABLE,
     _cut,
     _cut_middle,
+    _review_word,
     parse_review_verdict,
 )
 from agentrt.activities._model import _keep_heartbeating
@@ -194,7 +198,11 @@ class GraphActivities:
         finally:
             beating.cancel()
         verdict = await asyncio.to_thread(parse_review_verdict, response.text)  # off the event loop
-        if not verdict.passed and verdict.findings and verdict.findings[0].startswith(UNREADABLE):
+        unreadable = not verdict.passed and verdict.findings and verdict.findings[0].startswith(UNREADABLE)
+        stated = await asyncio.to_thread(stated_failure, response.text) if unreadable else None
+        if stated is not None:
+            verdict = ReviewVerdict(passed=False, findings=[f"the reviewer said {stated!r} without a verdict object"], error=verdict.findings[0])
+        elif unreadable:
             activity.logger.warning(
                 "graph %s: review of node %s (attempt %d) passes unread: %s",
                 input.graph_id, input.node_id, input.attempt, verdict.findings[0],
@@ -338,3 +346,21 @@ def _clamped(max_parallel: int) -> int:
 def _first_sentence(description: str) -> str:
     end = description.find(". ")
     return _cut(description if end == -1 else description[: end + 1], PLAN_TOOL_DESCRIPTION_CHARS)
+
+
+def stated_failure(text: str) -> str | None:
+    """A non-pass verdict a reviewer states in prose (``verdict: fail``, or an answer that opens with
+    ``FAIL``, ``rejected`` ...), or None. Fail-open applies only to an answer that states no verdict
+    at all: one that says no is a no, whatever its format."""
+    if len(text) > MAX_REVIEW_TEXT_CHARS:
+        return None
+    for word in _VERDICT_MENTION.findall(text):
+        if REVIEW_WORDS.get(_review_word(word)) is False:
+            return word
+    first = _LEADING_WORD.match(text)
+    if first is not None and REVIEW_WORDS.get(_review_word(first.group(1))) is False:
+        return first.group(1)
+    return None
+
+
+_LEADING_WORD = re.compile(r"\W*([A-Za-z]+)")

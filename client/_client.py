@@ -273,6 +273,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         """
         if timeout_seconds is not None and timeout_seconds < 0:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
+        await self._check_session_visible(session_id)
         return await wait_for_turn(self._handle(session_id), self.store, session_id, turn_id, timeout_seconds)
 
     async def _signal(self, session_id: str, signal: Any, argument: Any) -> None:
@@ -282,6 +283,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             raise _translate(session_id, err) from err
 
     async def _execute(self, session_id: str, name: str, update: Any, argument: Any) -> Any:
+        await self._check_session_visible(session_id)
         handle = self._handle(session_id)
         try:
             return await handle.execute_update(update, argument)
@@ -315,7 +317,6 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         Raises ``RequestRejected`` (with the reason) when the cancel would change nothing: not
         the owner, an unknown or finished turn, nothing running or queued, already cancelling.
         """
-        await self._check_session_visible(session_id)
         await self._execute(
             session_id,
             "cancel",
@@ -325,7 +326,6 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
 
     async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
         """End the session: a running turn and queued ones are cancelled; the workflow completes."""
-        await self._check_session_visible(session_id)
         return await self._execute(
             session_id, "archive", SessionWorkflow.archive, ArchiveInput(principal=self.principal, reason=reason)
         )
@@ -462,7 +462,8 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
     async def _check_session_visible(self, session_id: str) -> None:
         """A child session (started by a task, a graph or a delegating session) shows itself only to
         its owner (``AgentOwner``) and this client's operators: anyone else gets ``SessionNotFound``,
-        as for a missing session. Checked once per session and client (one describe)."""
+        as for a missing session, from its reads (state, events, wait) and updates. Checked once
+        per session and client (one describe)."""
         if session_id in self._readable_sessions:
             return
         try:

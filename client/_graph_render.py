@@ -45,6 +45,7 @@ NODE_MARKS: dict[str, str] = {
 DETAIL_CHARS = 160
 FINDINGS_SHOWN = 3
 # Characters of the graph's answer in `graph status` and at the end of `graph run`.
+PLAN_TEXT_CHARS = 20_000  # a node's prompt is at most this long (MAX_NODE_PROMPT_CHARS)
 ANSWER_CHARS = 4_000
 # Deepest indentation of a node's line (two spaces per level of dependency).
 MAX_INDENT_LEVELS = 8
@@ -141,12 +142,20 @@ def plan_lines(snapshot: GraphSnapshot) -> list[str]:
     for node in dependency_order(snapshot.nodes):
         deps = f" <- {', '.join(node.depends_on)}" if node.depends_on else ""
         lines.append(printable(f"  {node.id} ({node.role}){deps}"))
-        lines.append(printable(f"      prompt: {cut(node.prompt, DETAIL_CHARS)}"))
+        lines += _wrapped("prompt", node.prompt)
         if node.acceptance:
-            lines.append(printable(f"      checked against: {cut(node.acceptance, DETAIL_CHARS)}"))
+            lines += _wrapped("checked against", node.acceptance)
         tools = ", ".join(node.tools) if node.tools is not None else "the graph's tools"
         lines.append(printable(f"      tools: {tools or '(none)'}"))
     return lines
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """``label: text`` whole (an approver sees all of what a node will be told), each line
+    terminal-safe; past ``PLAN_TEXT_CHARS`` characters, cut with where to read the rest."""
+    shown = text if len(text) <= PLAN_TEXT_CHARS else text[:PLAN_TEXT_CHARS] + f"… [{len(text) - PLAN_TEXT_CHARS} more characters: graph status --json]"
+    first, *rest = shown.splitlines() or [""]
+    return [printable(f"      {label}: {first}")] + [printable(f"        {line}") for line in rest]
 
 
 def answer_lines(text: str, limit: int = ANSWER_CHARS) -> list[str]:
@@ -194,7 +203,7 @@ def graph_lines(snapshot: GraphSnapshot) -> list[str]:
         lines.append(f"workspace  {s.workspace}")
     lines = [printable(line) for line in lines]
     lines.append(f"nodes      {len(s.nodes)}" + (f" ({_counts(s.nodes)})" if s.nodes else ""))
-    lines += dag_lines(s)
+    lines += plan_lines(s)[2:] if s.status == "pending_approval" else dag_lines(s)
     if s.answer:
         lines.append("answer")
         lines += answer_lines(s.answer)

@@ -56,7 +56,10 @@ MAX_NODE_RETRIES = 5
 MAX_GRAPH_ID_BYTES = 1_000 - len("session-") - 1 - MAX_NODE_ID_CHARS - len(f"-a{MAX_NODE_RETRIES + 1}-") - 8
 # Characters of a node's answer the graph keeps (the session's transcript has it whole).
 NODE_ANSWER_CHARS = 8_000
-NODE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+NODE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole id (fullmatch)
+# Characters a graph id may not hold: control characters, bidirectional overrides and
+# zero-width ones, which would reach terminals and the Temporal UI as they are.
+_UNPRINTABLE_ID = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 # The tool that starts a child session from a session; never granted to a graph's node.
 DELEGATE_TOOL = "delegate"
 
@@ -85,7 +88,7 @@ class GraphNode(Model):
     @field_validator("id")
     @classmethod
     def _id_shape(cls, value: str) -> str:
-        if not NODE_ID_PATTERN.match(value):
+        if not NODE_ID_PATTERN.fullmatch(value):
             raise ValueError(f"node id {value[:80]!r} must be letters, digits, '_', '.' or '-' (starting with a letter or digit)")
         return value
 
@@ -211,6 +214,8 @@ class GraphConfig(Model):
             raise ValueError("goal is empty")
         if len(self.graph_id.encode()) > MAX_GRAPH_ID_BYTES:
             raise ValueError(f"graph_id is longer than {MAX_GRAPH_ID_BYTES} bytes")
+        if not self.graph_id.strip() or self.graph_id != self.graph_id.strip() or _UNPRINTABLE_ID.search(self.graph_id):
+            raise ValueError("graph_id may not be blank, start or end with a space, or hold control or bidirectional characters")
         if self.tools is not None and DELEGATE_TOOL in self.tools:
             raise ValueError(f"a graph may not grant {DELEGATE_TOOL!r}: its nodes do not decompose further")
         return self

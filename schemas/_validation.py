@@ -51,11 +51,18 @@ def untrusted_schema_problems(schema: Any, instance: Any) -> list[str]:
         return [f"(schema): the tool's input schema cannot be applied ({type(err).__name__})"]
 
 
+# The longest text one argument problem keeps (characters).
+PROBLEM_CHARS = 500
+
+
 def _problems(errors: Iterator[ValidationError]) -> list[str]:
     problems = []
     for error in sorted(errors, key=lambda e: list(map(str, e.path))):
         where = "/".join(str(p) for p in error.path) or "(arguments)"
-        problems.append(f"{where}: {error.message}")
+        message = error.message  # jsonschema repeats the offending value: keep a readable head of it
+        if len(message) > PROBLEM_CHARS:
+            message = f"{message[:PROBLEM_CHARS]}… [{len(message) - PROBLEM_CHARS} more characters]"
+        problems.append(f"{where}: {message}")
     return problems
 
 

@@ -32,6 +32,7 @@ from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
+    Budget,
     CapabilityWidened,
     DelegatedSessionEnded,
     Message,
@@ -60,6 +61,7 @@ class DelegateSteps(SessionCore):
     # Delegated sessions still running, by session id (foreground and background).
     _delegated: dict[str, workflow.ChildWorkflowHandle]
     _background: dict[str, asyncio.Task[None]]  # the watchers of background ones, by session id
+    _reserved: dict[str, Budget | None]  # the budget each running one was given, by session id
 
     # ---------------------------------------------------------------- deciding
 
@@ -77,7 +79,28 @@ class DelegateSteps(SessionCore):
             self._delegation_grants(request)
         except CapabilityWidened as err:
             return f"{type(err).__name__}: {err}"
+        if len(self._delegated) >= delegation.MAX_RUNNING_DELEGATIONS:
+            return f"{len(self._delegated)} delegated sessions run already, the most at once; wait for one to end"
+        if self._state.delegations >= delegation.MAX_DELEGATIONS_PER_SESSION:
+            return f"this session delegated {self._state.delegations} times, the most a session may"
+        longest = session_workflow_id(delegated_session_id(self._config.session_id, self._state.delegations + 1, "0" * 8))
+        if len(longest.encode()) > delegation.MAX_WORKFLOW_ID_BYTES:
+            return (
+                f"a delegated session's workflow id would be {len(longest.encode())} bytes, more than Temporal's "
+                f"{delegation.MAX_WORKFLOW_ID_BYTES}: this session's id is too long to delegate from"
+            )
+        if self._config.budget is not None:
+            _, exhausted = self._child_budget()
+            if exhausted is not None:
+                return f"no {exhausted.replace('_', ' ')} budget is left for a delegated session (running ones hold the rest)"
         return None
+
+    def _child_budget(self) -> tuple:
+        """What a new child may spend (``delegation.left_for_child``): the session's remaining budget less
+        what running children hold."""
+        assert self._config.budget is not None
+        remaining = self._config.budget.remaining(self._spend())
+        return delegation.left_for_child(remaining, [b for b in self._reserved.values() if b is not None])
 
     def _delegation_grants(self, request: delegation.DelegateRequest) -> tuple[list[str], list[str], dict]:
         """``delegation.child_grants`` for what this session holds now (its built-in tools and the
@@ -108,10 +131,10 @@ class DelegateSteps(SessionCore):
         self._state.delegations += 1
         number = self._state.delegations
         session_id = delegated_session_id(self._config.session_id, number, workflow.uuid4().hex[:8])
-        budget = self._config.budget
+        budget = self._child_budget()[0] if self._config.budget is not None else None
         config = delegation.child_config(
             self._config, session_id=session_id, number=number, request=request, tools=tools, mcp_servers=servers,
-            grants=grants, budget=budget.remaining(self._spend()) if budget is not None else None,
+            grants=grants, budget=budget,
         )
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · delegating to session `{session_id}`")
         try:
@@ -141,6 +164,7 @@ class DelegateSteps(SessionCore):
                 raise TurnCancelled() from None  # cancelled before the child started
             raise
         self._delegated[session_id] = handle
+        self._reserved[session_id] = budget  # held until the child ends and its spend is counted
         self._emit(SessionDelegated(
             turn_id=turn_id, call_id=call.id, child_session_id=session_id, number=number, wait=request.wait, tools=tools,
         ))
@@ -195,6 +219,7 @@ class DelegateSteps(SessionCore):
         """Add the child's spend to the session's (its usage; cost and tool calls where the session
         tracks spend, as its own are) and record ``DelegatedSessionEnded``."""
         spend = delegation.rolled_up(end.spend)
+        self._reserved.pop(session_id, None)
         self._state.usage = self._state.usage + spend.usage
         if self._tracks_spend():
             self._state.cost_usd += spend.cost_usd

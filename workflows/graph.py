@@ -245,6 +245,9 @@ class TaskGraphWorkflow:
             await workflow.wait_condition(lambda: any(t.done() for t in tasks.values()) or self._cancel is not None)
             if self._cancel is not None:
                 self._cancel_children()
+                for node_id, task in tasks.items():
+                    if self._state.nodes[node_id].status == "reviewing":
+                        task.cancel()  # cancels its review call; the node ends cancelled
                 await asyncio.gather(*tasks.values(), return_exceptions=True)
                 return
             for node_id in [n for n, t in tasks.items() if t.done()]:
@@ -370,6 +373,8 @@ class TaskGraphWorkflow:
         except WorkflowAlreadyStartedError:
             return None, f"a workflow with session id {session_id} already exists", False
         self._children[node_id] = handle
+        if self._cancel is not None or self._halting:
+            handle.cancel()  # a cancel came while the child was starting: its sweep did not see it
         try:
             return await handle, None, False
         except ChildWorkflowError as err:

@@ -208,6 +208,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._fixed_tokens = 0
         self._turn_outcome = None
         self._delegated = {}
+        self._reserved = {}
         self._background = {}
         # The start of this run: of the session for a new one (where its spend's wall time counts from).
         self._run_started = workflow.now()

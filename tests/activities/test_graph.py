@@ -188,7 +188,7 @@ async def test_a_planner_provider_error_surfaces_retryable_per_its_status(
         ([node("a", depends_on=["b"]), node("b", depends_on=["a"])], "the dependencies form a cycle through a, b"),
         ([node("a"), node("a")], "duplicate node ids: a"),
         ([node("a", depends_on=["ghost"])], "node 'a' depends on 'ghost', which is no node of the graph"),
-        ([node("a", tools=["fs.read", "net.fetch"])], "node 'a' asks for tools the graph does not grant: net.fetch"),
+        ([node("a", tools=["fs.read", "net.fetch"])], "node 'a' asks for tools the graph does not grant (no such tool, or not among the graph's tools): net.fetch"),
         ([node("a", role="boss")], "node 'a' has role 'boss'"),
     ],
     ids=["cycle", "duplicate", "unknown-dependency", "tool-not-granted", "unknown-role"],
@@ -263,7 +263,7 @@ async def test_granted_tools_restrict_the_tools_and_what_nodes_may_ask(graphs: G
     only_reads = await failed_plan(graphs, plan_input(None, goal=None, graph=given, granted=["fs.read", "fs.search"]))
     result = await plan(graphs, plan_input(None, goal=None, graph=given, granted=["fs.write", "fs.search", "fs.read"]))
 
-    assert only_reads.type == "InvalidGraph" and "node 'write' asks for tools the graph does not grant: fs.write" in only_reads.message
+    assert only_reads.type == "InvalidGraph" and "node 'write' asks for tools the graph does not grant (no such tool, or not among the graph's tools): fs.write" in only_reads.message
     assert list(result.tools) == ["fs.read", "fs.search", "fs.write"]
 
 
@@ -452,3 +452,20 @@ def test_graph_activities_run_beside_the_model_calls(store: Store, role: str, re
     names = {getattr(fn, "__temporal_activity_definition").name for fn in build_activities(Profiles(), store, default_registry(), role)}  # type: ignore[arg-type]
 
     assert (GRAPH_PLAN in names, GRAPH_REVIEW in names) == (registered, registered)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["verdict: fail. The tests were deleted.", "FAIL - tests were deleted", "Rejected: nothing was written"],
+)
+def test_a_reviewer_that_says_no_in_prose_fails_the_node_though_it_gives_no_verdict_object(answer: str) -> None:
+    from agentrt.activities._graph import stated_failure
+
+    assert stated_failure(answer) is not None
+
+
+@pytest.mark.parametrize("answer", ["Looks fine to me.", "The answer covers everything asked.", "verdict: pass"])
+def test_an_answer_stating_no_failure_is_not_read_as_one(answer: str) -> None:
+    from agentrt.activities._graph import stated_failure
+
+    assert stated_failure(answer) is None

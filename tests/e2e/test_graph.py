@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
@@ -298,3 +299,20 @@ async def test_temporals_own_cancel_of_a_graph_cancels_its_children_and_records_
     assert (await rig.handle(graph_id).describe()).status == WorkflowExecutionStatus.CANCELED
     assert (await rig.temporal.get_workflow_handle(f"session-{session_id}").describe()).status == WorkflowExecutionStatus.CANCELED
     assert view.status == "cancelled" and [n.status for n in view.nodes] == ["cancelled"]
+
+
+async def test_cancelling_a_graph_during_a_review_cancels_the_review_call(
+    rig: GraphRig, harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    spec = GraphSpec.model_validate({"nodes": [{"id": "only", "prompt": "do it"}]})
+    slow_review = {"verdict": "pass", "delay_seconds": 120}
+    script = write_graph_script(tmp_path, {"only": [{"turns": [answer("done")], "review": slow_review}]})
+    graph_id = await rig.start(rig.config(workspace, script, graph=spec, approve_plan="auto"))
+    await rig.wait_until(graph_id, lambda v: v.nodes and v.nodes[0].status == "reviewing")
+    view = await rig.handle(graph_id).execute_update(
+        "cancel", GraphControlInput(principal="alice", reason="enough"), result_type=GraphSnapshot
+    )
+    history = await rig.handle(graph_id).fetch_history()
+
+    assert view.status == "cancelled" and [n.status for n in view.nodes] == ["cancelled"]
+    assert any(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED for e in history.events)
