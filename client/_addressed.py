@@ -10,16 +10,26 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
+    Client,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._starts import raise_if_cancelled
+from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
-from agentrt.schemas import ClientError, ConfigurationError, RequestRejected, WorkerUnavailable
+from agentrt.schemas import (
+    SESSION_OWNER,
+    SESSION_STATUS,
+    ClientError,
+    ConfigurationError,
+    RequestRejected,
+    WorkerUnavailable,
+)
 
 __all__ = ["WorkflowKind", "quoted", "validation_text"]
 
@@ -88,6 +98,37 @@ class WorkflowKind:
             return self.not_found(item_id)
         closed = description.status.name.lower() if description.status else "closed"
         return self.rejected(item_id, update, f"the {self.noun} has ended (its workflow {closed})")
+
+    async def start(
+        self, temporal: Client, workflow_type: str, argument: BaseModel, item_id: str, *, workflow_id: str, task_queue: str,
+        owner: str, status: str, summary: str, details: str,
+    ) -> None:
+        """Start the workflow: its id never reused (REJECT_DUPLICATE), the client's workflow task
+        timeout, static summary and details, and ``AgentOwner``/``AgentSessionStatus`` set once here
+        (the workflow writes them only when they change). Raises ``RequestRejected`` (request
+        ``start``) when the id is taken, saying whether that workflow runs or has ended."""
+        try:
+            await temporal.start_workflow(
+                workflow_type,
+                argument,
+                id=workflow_id,
+                task_queue=task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                task_timeout=WORKFLOW_TASK_TIMEOUT,
+                static_summary=summary,
+                static_details=details,
+                search_attributes=TypedSearchAttributes(
+                    [SearchAttributePair(SESSION_OWNER, owner), SearchAttributePair(SESSION_STATUS, status)]
+                ),
+            )
+        except WorkflowAlreadyStartedError as err:
+            handle = temporal.get_workflow_handle(workflow_id)
+            try:
+                running = (await handle.describe()).close_time is None
+            except RPCError:
+                running = False
+            state = "is running" if running else f"has ended ({self.noun} ids are not reused)"
+            raise self.rejected(item_id, "start", f"a {self.noun} with this id {state}; choose another id") from err
 
     async def query(
         self, handle: WorkflowHandle[Any, Any], item_id: str, query: str, argument: BaseModel | None, result_type: type[Any]

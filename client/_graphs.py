@@ -26,12 +26,9 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from agentrt.client._addressed import WorkflowKind, quoted
-from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
     MAX_GRAPH_ID_BYTES,
@@ -287,32 +284,12 @@ class GraphMethods:
             operators=list(self.operators),
             tool_task_queue=self.tool_task_queue,
         )
-        try:
-            await self.temporal.start_workflow(
-                TASK_GRAPH_WORKFLOW,
-                TaskGraphInput(config=config),
-                id=graph_workflow_id(graph_id),
-                task_queue=self.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                task_timeout=WORKFLOW_TASK_TIMEOUT,
-                static_summary=graph_summary(config),
-                static_details=graph_details(config),
-                # Set here once: the workflow writes search attributes only when they change.
-                search_attributes=TypedSearchAttributes(
-                    [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "planning")]
-                ),
-            )
-        except WorkflowAlreadyStartedError as err:
-            state = "is running" if await self._graph_running(graph_id) else "has ended (graph ids are not reused)"
-            raise graph_rejected(graph_id, "start", f"a graph with this id {state}; choose another id") from err
+        await GRAPH.start(
+            self.temporal, TASK_GRAPH_WORKFLOW, TaskGraphInput(config=config), graph_id,
+            workflow_id=graph_workflow_id(graph_id), task_queue=self.task_queue,
+            owner=config.owner, status="planning", summary=graph_summary(config), details=graph_details(config),
+        )
         return graph_id
-
-    async def _graph_running(self, graph_id: str) -> bool:
-        try:
-            description = await self._graph_handle(graph_id).describe()
-        except RPCError:
-            return False
-        return description.close_time is None
 
     # ------------------------------------------------------------ reads
 

@@ -24,12 +24,9 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from agentrt.client._addressed import WorkflowKind, quoted
-from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
     MAX_TASK_ID_BYTES,
@@ -220,32 +217,12 @@ class TaskMethods:
             operators=list(self.operators),
             title=title,
         )
-        try:
-            await self.temporal.start_workflow(
-                AUTONOMOUS_TASK_WORKFLOW,
-                AutonomousTaskInput(config=config),
-                id=task_workflow_id(task_id),
-                task_queue=self.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                task_timeout=WORKFLOW_TASK_TIMEOUT,
-                static_summary=task_summary(config),
-                static_details=task_details(config),
-                # Set here once: the workflow writes search attributes only when they change.
-                search_attributes=TypedSearchAttributes(
-                    [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "waiting")]
-                ),
-            )
-        except WorkflowAlreadyStartedError as err:
-            state = "is running" if await self._task_running(task_id) else "has ended (task ids are not reused)"
-            raise task_rejected(task_id, "start", f"a task with this id {state}; choose another id") from err
+        await TASK.start(
+            self.temporal, AUTONOMOUS_TASK_WORKFLOW, AutonomousTaskInput(config=config), task_id,
+            workflow_id=task_workflow_id(task_id), task_queue=self.task_queue,
+            owner=config.owner, status="waiting", summary=task_summary(config), details=task_details(config),
+        )
         return task_id
-
-    async def _task_running(self, task_id: str) -> bool:
-        try:
-            description = await self._task_handle(task_id).describe()
-        except RPCError:
-            return False
-        return description.close_time is None
 
     # ------------------------------------------------------------ reads
 

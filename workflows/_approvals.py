@@ -69,6 +69,19 @@ def standing(owner: str, operators: tuple[str, ...] | list[str], principal: str 
     return "operator" if (reason or "").strip() else "no_reason"
 
 
+def standing_refusal(
+    owner: str, operators: tuple[str, ...] | list[str], principal: str, reason: str | None, verb: str, what: str
+) -> str | None:
+    """Why ``principal`` may not ``verb`` ``what`` (``task t1``, ``graph g1``): a stranger, or an
+    operator without a reason; None when it may (``standing``)."""
+    who = standing(owner, operators, principal, reason)
+    if who == "not_owner":
+        return f"principal {principal!r} may not {verb} {what} (owner is {owner!r})"
+    if who == "no_reason":
+        return f"operator {principal!r} must give a reason to {verb} {what}, which it does not own"
+    return None
+
+
 def ignored_text(why: str, request_id: str, principal: str) -> str:
     """The sentence a caller sees when a decision is refused (update validators)."""
     return IGNORED_REASONS[why].format(request=request_id, principal=principal)

@@ -85,7 +85,7 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _task_parts as parts
-from agentrt.workflows._approvals import standing
+from agentrt.workflows._approvals import standing_refusal
 from agentrt.workflows._errors import error_text, rejected
 
 __all__ = ["AutonomousTaskWorkflow"]
@@ -568,12 +568,9 @@ class AutonomousTaskWorkflow:
     # ---------------------------------------------------------------- updates
 
     def _check_principal(self, principal: str, reason: str | None, verb: str) -> None:
-        who = standing(self._config.owner, self._config.operators, principal, reason)
-        task = self._config.task_id
-        if who == "not_owner":
-            raise rejected(f"principal {principal!r} may not {verb} task {task} (owner is {self._config.owner!r})")
-        if who == "no_reason":
-            raise rejected(f"operator {principal!r} must give a reason to {verb} task {task}, which it does not own")
+        refusal = standing_refusal(self._config.owner, self._config.operators, principal, reason, verb, f"task {self._config.task_id}")
+        if refusal is not None:
+            raise rejected(refusal)
 
     def _check_open(self, verb: str) -> None:
         if self._state.status in TERMINAL_TASK_STATUSES:

@@ -79,7 +79,7 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _graph_parts as parts
-from agentrt.workflows._approvals import standing
+from agentrt.workflows._approvals import standing_refusal
 from agentrt.workflows._errors import error_text, error_type, rejected
 
 __all__ = ["TaskGraphWorkflow"]
@@ -498,12 +498,9 @@ class TaskGraphWorkflow:
     # ---------------------------------------------------------------- updates
 
     def _check_principal(self, principal: str, reason: str | None, verb: str) -> None:
-        who = standing(self._config.owner, self._config.operators, principal, reason)
-        graph = self._config.graph_id
-        if who == "not_owner":
-            raise rejected(f"principal {principal!r} may not {verb} graph {graph} (owner is {self._config.owner!r})")
-        if who == "no_reason":
-            raise rejected(f"operator {principal!r} must give a reason to {verb} graph {graph}, which it does not own")
+        refusal = standing_refusal(self._config.owner, self._config.operators, principal, reason, verb, f"graph {self._config.graph_id}")
+        if refusal is not None:
+            raise rejected(refusal)
 
     @workflow.update
     def approve_plan(self, input: ApprovePlanInput) -> GraphSnapshot:

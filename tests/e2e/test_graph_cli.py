@@ -112,7 +112,7 @@ async def test_a_followed_run_without_a_terminal_waits_for_an_approval_from_anot
     assert view is not None and view.status == "pending_approval", view
 
     refused = await agentrt(harness, "graph", "approve", graph_id, cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
-    assert refused.returncode == 2 and f"graph {graph_id} rejected approve_plan" in refused.stderr
+    assert refused.returncode == 2 and f"no task graph {graph_id!r}" in refused.stderr  # a stranger sees no graph
     approved = await agentrt(harness, "graph", "approve", graph_id, "--reason", "looks right", cwd=tmp_path)
     assert approved.returncode == 0, approved.stderr
     assert f"graph {graph_id}: plan approved" in approved.stdout
