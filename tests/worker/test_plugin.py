@@ -32,6 +32,7 @@ from agentrt.worker import (
     plugin_of,
 )
 from agentrt.workflows.autonomous import AutonomousTaskWorkflow
+from agentrt.workflows.graph import TaskGraphWorkflow
 from agentrt.workflows.session import SessionWorkflow
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import session_config, write_script
@@ -40,7 +41,7 @@ from tests.e2e._support import session_config, write_script
 def test_the_plugin_gives_a_replayer_the_workflows_sandbox_converter_and_no_failure_types() -> None:
     plugin = AgentrtPlugin(AgentrtConfig())
     config = Replayer(workflows=[], plugins=[plugin]).config(active_config=True)
-    assert list(config["workflows"]) == WORKFLOWS == [SessionWorkflow, AutonomousTaskWorkflow]
+    assert list(config["workflows"]) == WORKFLOWS == [SessionWorkflow, AutonomousTaskWorkflow, TaskGraphWorkflow]
     runner = config["workflow_runner"]
     assert isinstance(runner, SandboxedWorkflowRunner)
     assert set(PASSTHROUGH_MODULES) <= set(runner.restrictions.passthrough_modules)
@@ -54,7 +55,7 @@ async def test_build_worker_throttles_heartbeats_to_one_second_so_a_cancel_arriv
     config = worker.config(active_config=True)
     assert config["max_heartbeat_throttle_interval"] == timedelta(seconds=1)
     assert config["default_heartbeat_throttle_interval"] == timedelta(seconds=1)
-    assert list(config["workflows"]) == [SessionWorkflow, AutonomousTaskWorkflow]
+    assert list(config["workflows"]) == [SessionWorkflow, AutonomousTaskWorkflow, TaskGraphWorkflow]
     assert list(config["workflow_failure_exception_types"]) == []
 
 
