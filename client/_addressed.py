@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
@@ -31,7 +35,7 @@ from agentrt.schemas import (
     WorkerUnavailable,
 )
 
-__all__ = ["WorkflowKind", "quoted", "validation_text"]
+__all__ = ["WorkflowKind", "listing_fields", "quoted", "validation_text"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,39 @@ class WorkflowKind:
             state = "is running" if running else f"has ended ({self.noun} ids are not reused)"
             raise self.rejected(item_id, "start", f"a {self.noun} with this id {state}; choose another id") from err
 
+    async def listed(
+        self, temporal: Client, workflow_type: str, principal: str, status: str | None, statuses: tuple[str, ...], limit: int
+    ) -> list[WorkflowExecution]:
+        """``principal``'s workflows of ``workflow_type`` (``AgentOwner``), one per id (its latest
+        run), most recently started first, at most ``limit``; ``status``: only those whose
+        ``AgentSessionStatus`` is that one of ``statuses``. Raises ``ConfigurationError`` for an
+        unknown status."""
+        filter_ = (
+            f"WorkflowType = '{workflow_type}' AND {SESSION_OWNER.name} = {quoted(principal)}"
+            " AND ExecutionStatus != 'ContinuedAsNew'"
+        )
+        if status is not None:
+            if status not in statuses:
+                raise ConfigurationError(f"unknown {self.noun} status {status!r}; one of {', '.join(statuses)}")
+            filter_ += f" AND {SESSION_STATUS.name} = '{status}'"
+        found: dict[str, WorkflowExecution] = {}
+        async for execution in temporal.list_workflows(filter_, limit=limit):
+            found.setdefault(execution.id, execution)  # a run continuing as new shows briefly
+        never = datetime.min.replace(tzinfo=timezone.utc)
+        return sorted(found.values(), key=lambda e: e.start_time or never, reverse=True)
+
+    async def result(self, handle: WorkflowHandle[Any, Any], item_id: str) -> Any:
+        """The workflow's result, waited for without a bound. Raises ``RequestRejected`` (request
+        ``wait``) when it ended without one (terminated, timed out), the kind's not-found error."""
+        try:
+            return await handle.result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            why = getattr(cause, "message", None) or type(cause).__name__
+            raise self.rejected(item_id, "wait", f"the {self.noun}'s workflow ended without a result ({why})") from err
+        except RPCError as err:
+            raise self.error(item_id, err) from err
+
     async def query(
         self, handle: WorkflowHandle[Any, Any], item_id: str, query: str, argument: BaseModel | None, result_type: type[Any]
     ) -> Any:
@@ -140,6 +177,23 @@ class WorkflowKind:
             raise self.rejected(item_id, query, str(err)) from err
         except RPCError as err:
             raise self.error(item_id, err) from err
+
+
+def listing_fields(execution: WorkflowExecution, initial_status: str) -> dict[str, Any]:
+    """A listing row's fields from a workflow execution: ``workflow_id``, ``status`` (its
+    ``AgentSessionStatus``, ``initial_status`` before it set one; how it closed when it closed
+    otherwise than completing: ``terminated``, ``timed_out`` ...), ``owner``, ``started_at``, ``closed``."""
+    attrs = execution.search_attributes or {}
+    status_values = attrs.get(SESSION_STATUS.name) or []
+    owner_values = attrs.get(SESSION_OWNER.name) or []
+    closed = execution.close_time is not None
+    status = str(status_values[0]) if status_values else initial_status
+    if closed and execution.status not in (None, WorkflowExecutionStatus.COMPLETED):
+        status = execution.status.name.lower()
+    return {
+        "workflow_id": execution.id, "status": status, "owner": str(owner_values[0]) if owner_values else None,
+        "started_at": execution.start_time, "closed": closed,
+    }
 
 
 def validation_text(err: ValidationError) -> str:

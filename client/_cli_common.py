@@ -8,6 +8,7 @@ import json
 import math
 import signal
 import sys
+from datetime import timezone
 from enum import Enum
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -378,3 +379,16 @@ def warn_unpriced(config: AgentrtConfig, profile: str, budget: Budget | None) ->
             f"warning: profile {profile!r} has no [profiles.{profile}.price]: its calls cost $0, so --budget-usd "
             "never stops them", err=True,
         )
+
+
+def echo_listing(rows: list[Any], id_field: str, noun: str, as_json: bool) -> None:
+    """Print a ``list_tasks``/``list_graphs`` result: one JSON array (``started_at`` as ISO 8601),
+    or a line per row (id, status, start time in UTC), or ``no <noun>s``."""
+    if as_json:
+        typer.echo(json.dumps([{**vars(r), "started_at": r.started_at.isoformat() if r.started_at else None} for r in rows]))
+        return
+    if not rows:
+        typer.echo(f"no {noun}s")
+    for row in rows:
+        started = row.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if row.started_at else "-"
+        typer.echo(f"{getattr(row, id_field):<14} {row.status:<17} {started}")

@@ -7,7 +7,6 @@ import asyncio
 import json
 import sys
 import threading
-from datetime import timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -16,9 +15,9 @@ import typer
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.activities.providers.scripted import load_script
-from agentrt.client._cli_common import SandboxMode, load_config, run_command
+from agentrt.client._cli_common import SandboxMode, echo_listing, load_config, run_command
 from agentrt.client._graph_render import dag_lines, graph_event_line, graph_lines, graph_result_lines, plan_lines
-from agentrt.client._graphs import GraphListing, load_graph_file
+from agentrt.client._graphs import load_graph_file
 from agentrt.client._runtime import runtime
 from agentrt.client._task_render import cut
 from agentrt.schemas import (
@@ -87,10 +86,6 @@ def _graph_runtime(config: AgentrtConfig) -> Any:
 def _interactive() -> bool:
     """True when a person can answer at the terminal (standard input is a TTY)."""
     return sys.stdin.isatty()
-
-
-def _listing_json(g: GraphListing) -> dict[str, Any]:
-    return {**vars(g), "started_at": g.started_at.isoformat() if g.started_at else None}
 
 
 def _snapshot_json(snapshot: GraphSnapshot) -> str:
@@ -426,14 +421,7 @@ def graph_list(
     async def go() -> None:
         async with _graph_runtime(config) as rt:
             listing = await rt.client.list_graphs(status.value if status else None, limit)
-        if as_json:
-            typer.echo(json.dumps([_listing_json(g) for g in listing]))
-            return
-        if not listing:
-            typer.echo("no graphs")
-        for g in listing:
-            started = g.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if g.started_at else "-"
-            typer.echo(f"{g.graph_id:<14} {g.status:<17} {started}")
+        echo_listing(listing, "graph_id", "graph", as_json)
 
     run_command(go)
 

@@ -19,13 +19,13 @@ from agentrt.client._cli_common import (
     ApprovalModeOption,
     SandboxMode,
     budget_from_options,
+    echo_listing,
     load_config,
     run_command,
     warn_unpriced,
 )
 from agentrt.client._runtime import runtime
 from agentrt.client._task_render import cut, result_lines, status_json, status_lines, task_event_line
-from agentrt.client._tasks import TaskListing
 from agentrt.schemas import (
     AgentrtError,
     ApprovalPolicy,
@@ -81,10 +81,6 @@ def parse_duration(text: str) -> float:
 
 def _task_runtime(config: AgentrtConfig) -> Any:
     return runtime(config, embed_if_missing=False, ensure_worker=False)
-
-
-def _listing_json(t: TaskListing) -> dict[str, Any]:
-    return {**vars(t), "started_at": t.started_at.isoformat() if t.started_at else None}
 
 
 def _print_view(view: TaskStatusView, as_json: bool, what: str) -> None:
@@ -337,14 +333,7 @@ def task_list(
     async def go() -> None:
         async with _task_runtime(config) as rt:
             listing = await rt.client.list_tasks(status.value if status else None, limit)
-        if as_json:
-            typer.echo(json.dumps([_listing_json(t) for t in listing]))
-            return
-        if not listing:
-            typer.echo("no tasks")
-        for t in listing:
-            started = t.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if t.started_at else "-"
-            typer.echo(f"{t.task_id:<14} {t.status:<16} {started}")
+        echo_listing(listing, "task_id", "task", as_json)
 
     run_command(go)
 

@@ -13,7 +13,7 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -22,21 +22,17 @@ from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecution,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
 )
 from temporalio.service import RPCError
 
-from agentrt.client._addressed import WorkflowKind, quoted
+from agentrt.client._addressed import WorkflowKind, listing_fields
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
     MAX_GRAPH_ID_BYTES,
     SESSION_OWNER,
-    SESSION_STATUS,
     TASK_GRAPH_WORKFLOW,
     ApprovePlanInput,
-    ConfigurationError,
     EventsPage,
     EventsQuery,
     GraphConfig,
@@ -317,33 +313,14 @@ class GraphMethods:
         without a result (terminated, timed out)."""
         await self._check_visible(graph_id)
         handle = self.temporal.get_workflow_handle(graph_workflow_id(graph_id), result_type=TaskGraphResult)
-        try:
-            return await handle.result()
-        except WorkflowFailureError as err:
-            cause = err.cause
-            why = getattr(cause, "message", None) or type(cause).__name__
-            raise graph_rejected(graph_id, "wait", f"the graph's workflow ended without a result ({why})") from err
-        except RPCError as err:
-            raise _graph_error(graph_id, err) from err
+        return await GRAPH.result(handle, graph_id)
 
     async def list_graphs(self, status: str | None = None, limit: int = 50) -> list[GraphListing]:
         """This client's principal's graphs (``AgentOwner``), most recently started first, at most
         ``limit``; ``status``: only graphs whose ``AgentSessionStatus`` is that graph status
         (``GRAPH_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
-        filter_ = (
-            f"WorkflowType = '{TASK_GRAPH_WORKFLOW}' AND {SESSION_OWNER.name} = {quoted(self.principal)}"
-            " AND ExecutionStatus != 'ContinuedAsNew'"
-        )
-        if status is not None:
-            if status not in GRAPH_STATUSES:
-                raise ConfigurationError(f"unknown graph status {status!r}; one of {', '.join(GRAPH_STATUSES)}")
-            filter_ += f" AND {SESSION_STATUS.name} = '{status}'"
-        found: dict[str, GraphListing] = {}
-        async for execution in self.temporal.list_workflows(filter_, limit=limit):
-            if execution.id not in found:
-                found[execution.id] = graph_listing(execution)
-        never = datetime.min.replace(tzinfo=timezone.utc)
-        return sorted(found.values(), key=lambda g: g.started_at or never, reverse=True)
+        executions = await GRAPH.listed(self.temporal, TASK_GRAPH_WORKFLOW, self.principal, status, GRAPH_STATUSES, limit)
+        return [graph_listing(e) for e in executions]
 
     # ------------------------------------------------------------ changes
 
@@ -401,18 +378,4 @@ _build = GRAPH.build
 
 def graph_listing(execution: WorkflowExecution) -> GraphListing:
     """A graph's row from its workflow execution's search attributes (see ``GraphListing``)."""
-    attrs = execution.search_attributes or {}
-    status_values = attrs.get(SESSION_STATUS.name) or []
-    owner_values = attrs.get(SESSION_OWNER.name) or []
-    closed = execution.close_time is not None
-    status = str(status_values[0]) if status_values else "planning"
-    if closed and execution.status not in (None, WorkflowExecutionStatus.COMPLETED):
-        status = execution.status.name.lower()
-    return GraphListing(
-        graph_id=execution.id.removeprefix(GRAPH_ID_PREFIX),
-        workflow_id=execution.id,
-        status=status,
-        owner=str(owner_values[0]) if owner_values else None,
-        started_at=execution.start_time,
-        closed=closed,
-    )
+    return GraphListing(graph_id=execution.id.removeprefix(GRAPH_ID_PREFIX), **listing_fields(execution, "planning"))

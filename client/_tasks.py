@@ -20,25 +20,19 @@ from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecution,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.service import RPCError
 
-from agentrt.client._addressed import WorkflowKind, quoted
+from agentrt.client._addressed import WorkflowKind, listing_fields
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
     MAX_TASK_ID_BYTES,
-    SESSION_OWNER,
-    SESSION_STATUS,
     TASK_ID_PREFIX,
     AmendGoalInput,
     ApprovalPolicy,
     AutonomousTaskInput,
     AutonomousTaskResult,
     Budget,
-    ConfigurationError,
     EventsPage,
     EventsQuery,
     RaiseBudgetInput,
@@ -242,20 +236,8 @@ class TaskMethods:
         """This client's principal's tasks (``AgentOwner``), one row per task (its latest run), most
         recently started first, at most ``limit``; ``status``: only tasks whose ``AgentSessionStatus``
         is that task status (``TASK_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
-        filter_ = (
-            f"WorkflowType = '{AUTONOMOUS_TASK_WORKFLOW}' AND {SESSION_OWNER.name} = {quoted(self.principal)}"
-            " AND ExecutionStatus != 'ContinuedAsNew'"
-        )
-        if status is not None:
-            if status not in TASK_STATUSES:
-                raise ConfigurationError(f"unknown task status {status!r}; one of {', '.join(TASK_STATUSES)}")
-            filter_ += f" AND {SESSION_STATUS.name} = '{status}'"
-        found: dict[str, TaskListing] = {}
-        async for execution in self.temporal.list_workflows(filter_, limit=limit):
-            if execution.id not in found:  # a run continuing as new shows briefly
-                found[execution.id] = task_listing(execution)
-        never = datetime.min.replace(tzinfo=timezone.utc)
-        return sorted(found.values(), key=lambda t: t.started_at or never, reverse=True)
+        executions = await TASK.listed(self.temporal, AUTONOMOUS_TASK_WORKFLOW, self.principal, status, TASK_STATUSES, limit)
+        return [task_listing(e) for e in executions]
 
     async def wait_task(self, task_id: str) -> AutonomousTaskResult:
         """Wait, without a bound, until the task ends (through its continue-as-new runs) and return
@@ -263,14 +245,7 @@ class TaskMethods:
         ``RequestRejected`` (request ``wait``) when its workflow ended without a result
         (terminated, timed out)."""
         handle = self.temporal.get_workflow_handle(task_workflow_id(task_id), result_type=AutonomousTaskResult)
-        try:
-            return await handle.result()
-        except WorkflowFailureError as err:
-            cause = err.cause
-            why = getattr(cause, "message", None) or type(cause).__name__
-            raise task_rejected(task_id, "wait", f"the task's workflow ended without a result ({why})") from err
-        except RPCError as err:
-            raise _task_error(task_id, err) from err
+        return await TASK.result(handle, task_id)
 
     # ------------------------------------------------------------ changes
 
@@ -346,18 +321,4 @@ _build = TASK.build
 
 def task_listing(execution: WorkflowExecution) -> TaskListing:
     """A task's row from its workflow execution's search attributes (see ``TaskListing``)."""
-    attrs = execution.search_attributes or {}
-    status_values = attrs.get(SESSION_STATUS.name) or []
-    owner_values = attrs.get(SESSION_OWNER.name) or []
-    closed = execution.close_time is not None
-    status = str(status_values[0]) if status_values else "waiting"
-    if closed and execution.status not in (None, WorkflowExecutionStatus.COMPLETED):
-        status = execution.status.name.lower()
-    return TaskListing(
-        task_id=execution.id.removeprefix(TASK_ID_PREFIX),
-        workflow_id=execution.id,
-        status=status,
-        owner=str(owner_values[0]) if owner_values else None,
-        started_at=execution.start_time,
-        closed=closed,
-    )
+    return TaskListing(task_id=execution.id.removeprefix(TASK_ID_PREFIX), **listing_fields(execution, "waiting"))
