@@ -4,6 +4,7 @@ The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 `_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_skills` (the
 `skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_graph` (the `graph`
 group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group) and
+`_cli_serve` (`serve`: the HTTP gateway), `_cli_codec` (`codec-server`) and
 `_cli_common` (what they share); this module assembles them and is the console script's entry point.
 """
 
@@ -14,10 +15,12 @@ import sys
 
 import typer
 
+from agentrt.client._cli_codec import codec_server
 from agentrt.client._cli_graph import graph_app
 from agentrt.client._cli_mcp import mcp_app
 from agentrt.client._cli_memory import memory_app
 from agentrt.client._cli_process import demo, dev, run, worker
+from agentrt.client._cli_serve import serve
 from agentrt.client._cli_session import session_app
 from agentrt.client._cli_skills import skills_app
 from agentrt.client._cli_task import task_app
@@ -42,6 +45,8 @@ app.command()(run)
 app.command()(worker)
 app.command()(dev)
 app.command()(demo)
+app.command()(serve)
+app.command("codec-server")(codec_server)
 
 
 def main() -> None:

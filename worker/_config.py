@@ -15,12 +15,18 @@ from sqlalchemy.exc import ArgumentError
 
 from agentrt.schemas import AdvisorPolicy, ConfigurationError, McpServerConfig, ModelProfile, UnknownProfileError
 from agentrt.store import agentrt_home
+from agentrt.worker._codec import CodecConfig, codec_config
+from agentrt.worker._gateway_config import GatewayConfig, gateway_config
+from agentrt.worker._telemetry import TelemetryConfig, telemetry_config
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
-TOP_LEVEL_KEYS = {"default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills"}
+TOP_LEVEL_KEYS = {
+    "default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills",
+    "gateway", "telemetry", "codec",
+}
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
 
@@ -193,6 +199,9 @@ class AgentrtConfig:
     advisor: AdvisorPolicy = field(default_factory=AdvisorPolicy)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     skill_paths: list[str] = field(default_factory=list)
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    codec: CodecConfig = field(default_factory=CodecConfig)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -235,7 +244,8 @@ class AgentrtConfig:
             raise ConfigurationError(
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
-                "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths"
+                "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
+                "[gateway], [telemetry], [codec]"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -259,6 +269,9 @@ class AgentrtConfig:
         config.advisor = _advisor_policy(data.get("advisor", {}), file, config.profiles)
         config.mcp_servers = _mcp_servers(data.get("mcp", {}), file)
         config.skill_paths = _skill_paths(data.get("skills", {}), file)
+        config.gateway = gateway_config(data.get("gateway", {}), file, env)
+        config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
+        config.codec = codec_config(data.get("codec", {}), file, env)
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)
