@@ -1,9 +1,10 @@
 """Calls to a workflow the client addresses by an id of its own kind (an autonomous task,
-``task-ID``; a task graph, ``graph-ID``): its updates and queries, and the errors they become,
-worded for that kind (``task t1 rejected pause: ...``, ``no task graph 'g1'``)."""
+``task-ID``; a task graph, ``graph-ID``): its start (idempotent with a key), updates and queries,
+and the errors they become, worded for that kind (``task t1 rejected pause: ...``, ``no task graph 'g1'``)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecution,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -24,7 +26,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, raise_if_cancelled
+from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, keyed_id, raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -33,9 +35,15 @@ from agentrt.schemas import (
     ConfigurationError,
     RequestRejected,
     WorkerUnavailable,
+    idempotency_digest,
+    idempotency_key_problem,
 )
 
-__all__ = ["WorkflowKind", "listing_fields", "quoted", "validation_text"]
+__all__ = ["IDEMPOTENCY_MEMO", "WorkflowKind", "listing_fields", "quoted", "validation_text"]
+
+# The memo field of a workflow started with an idempotency key: ``{"key": idempotency_digest(owner,
+# key), "request": idempotency_digest(<the start's input as JSON>)}``; a retry of the start compares it.
+IDEMPOTENCY_MEMO = "agentrt_idempotency"
 
 
 @dataclass(frozen=True)
@@ -103,14 +111,35 @@ class WorkflowKind:
         closed = description.status.name.lower() if description.status else "closed"
         return self.rejected(item_id, update, f"the {self.noun} has ended (its workflow {closed})")
 
+    def start_id(self, item_id: str | None, principal: str, idempotency_key: str | None) -> str:
+        """The id a start uses: ``item_id`` when given, else one derived from ``principal`` and
+        ``idempotency_key`` (``keyed_id``: a retry finds the first start's workflow), else 12 random
+        hex digits. Raises ``RequestRejected`` (request ``start``) for a malformed key."""
+        problem = None if idempotency_key is None else idempotency_key_problem(idempotency_key)
+        if problem is not None:
+            raise self.rejected(item_id if item_id is not None else "(new)", "start", problem)
+        if item_id is not None:
+            return item_id
+        return keyed_id(self.noun, principal, idempotency_key) if idempotency_key is not None else uuid.uuid4().hex[:12]
+
     async def start(
         self, temporal: Client, workflow_type: str, argument: BaseModel, item_id: str, *, workflow_id: str, task_queue: str,
-        owner: str, status: str, summary: str, details: str,
+        owner: str, status: str, summary: str, details: str, idempotency_key: str | None = None,
     ) -> None:
         """Start the workflow: its id never reused (REJECT_DUPLICATE), the client's workflow task
         timeout, static summary and details, and ``AgentOwner``/``AgentSessionStatus`` set once here
         (the workflow writes them only when they change). Raises ``RequestRejected`` (request
-        ``start``) when the id is taken, saying whether that workflow runs or has ended."""
+        ``start``) when the id is taken, saying whether that workflow runs or has ended.
+
+        With ``idempotency_key`` the start is recorded in the workflow's memo (``IDEMPOTENCY_MEMO``)
+        and a start whose id is taken by a workflow ``owner`` started with the same key and the same
+        ``argument`` returns as if it had started it (a retry; nothing starts). The same key with
+        another ``argument`` raises ``RequestRejected`` saying the key was used for another start."""
+        memo = None
+        if idempotency_key is not None:
+            memo = {IDEMPOTENCY_MEMO: {
+                "key": idempotency_digest(owner, idempotency_key), "request": idempotency_digest(argument.model_dump_json()),
+            }}
         try:
             await temporal.start_workflow(
                 workflow_type,
@@ -124,13 +153,24 @@ class WorkflowKind:
                 search_attributes=TypedSearchAttributes(
                     [SearchAttributePair(SESSION_OWNER, owner), SearchAttributePair(SESSION_STATUS, status)]
                 ),
+                memo=memo,
             )
         except WorkflowAlreadyStartedError as err:
-            handle = temporal.get_workflow_handle(workflow_id)
             try:
-                running = (await handle.describe()).close_time is None
+                description: WorkflowExecutionDescription | None = await temporal.get_workflow_handle(workflow_id).describe()
             except RPCError:
-                running = False
+                description = None
+            if memo is not None and description is not None:
+                first = await _started_with(description, owner)
+                if first is not None and first.get("key") == memo[IDEMPOTENCY_MEMO]["key"]:
+                    if first.get("request") == memo[IDEMPOTENCY_MEMO]["request"]:
+                        return  # a retry: the first start's workflow is this one
+                    raise self.rejected(
+                        item_id, "start",
+                        f"idempotency key {idempotency_key!r} was used for another start of {self.noun} {item_id}; "
+                        "a key stands for one request: use a new key for a new one",
+                    ) from err
+            running = description is not None and description.close_time is None
             state = "is running" if running else f"has ended ({self.noun} ids are not reused)"
             raise self.rejected(item_id, "start", f"a {self.noun} with this id {state}; choose another id") from err
 
@@ -177,6 +217,18 @@ class WorkflowKind:
             raise self.rejected(item_id, query, str(err)) from err
         except RPCError as err:
             raise self.error(item_id, err) from err
+
+
+async def _started_with(description: WorkflowExecutionDescription, owner: str) -> dict[str, Any] | None:
+    """The ``IDEMPOTENCY_MEMO`` of a workflow ``owner`` started (its ``AgentOwner``), or None (another
+    owner's, or started without a key)."""
+    if description.typed_search_attributes.get(SESSION_OWNER) != owner:
+        return None
+    try:
+        recorded = await description.memo_value(IDEMPOTENCY_MEMO, default=None)
+    except Exception:  # noqa: BLE001 - a memo this client cannot decode was not written by a keyed start of its own
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def listing_fields(execution: WorkflowExecution, initial_status: str) -> dict[str, Any]:

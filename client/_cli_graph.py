@@ -31,6 +31,7 @@ from agentrt.schemas import (
     TaskGraphResult,
     UnknownProfileError,
     WorkerUnavailable,
+    idempotency_key_problem,
 )
 from agentrt.worker import AgentrtConfig
 
@@ -276,6 +277,11 @@ def graph_run(
     network: bool = typer.Option(False, "--network", help="Let the nodes' sandboxed commands use the network."),
     max_rounds: int = typer.Option(50, "--max-rounds", min=1, max=10_000, help="Model calls per node session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"graph_id": "..."} right after the start and do not follow.'),
+    idempotency_key: Optional[str] = typer.Option(
+        None, "--idempotency-key", metavar="KEY",
+        help="Start this graph once for KEY (1-200 of A-Z a-z 0-9 . _ : -): run again with the same KEY, it follows the "
+        "first start's graph and starts nothing. Without --id the graph id comes from KEY.",
+    ),
 ) -> None:
     """Start a task graph from FILE or --goal and follow it until it ends (exit 0 when it completed, 1 otherwise).
 
@@ -284,6 +290,8 @@ def graph_run(
         raise typer.BadParameter("give a graph FILE or --goal TEXT, not both and not neither")
     if goal is not None and not goal.strip():
         raise typer.BadParameter("the goal is empty", param_hint="--goal")
+    if idempotency_key is not None and idempotency_key_problem(idempotency_key):
+        raise typer.BadParameter(str(idempotency_key_problem(idempotency_key)), param_hint="--idempotency-key")
     if profile and script:
         raise typer.BadParameter("give --profile or --script, not both", param_hint="--profile")
     spec: GraphSpec | None = None
@@ -304,7 +312,7 @@ def graph_run(
                 script=str(script) if script else None, planner_profile=planner_profile, reviewer_profile=reviewer_profile,
                 approve_plan=approve_plan.value, risk_level=risk_level.value, max_parallel=max_parallel, max_retries=max_retries,
                 failure_policy=failure_policy.value, tools=tools or None, sandbox=sandbox.value, network=network,
-                max_rounds_per_node=max_rounds,
+                max_rounds_per_node=max_rounds, idempotency_key=idempotency_key,
             )
             started["id"] = gid
             if not await client.has_worker():

@@ -35,6 +35,7 @@ from agentrt.schemas import (
     ConfigurationError,
     TurnOutcome,
     UnknownProfileError,
+    idempotency_key_problem,
 )
 from agentrt.store import Store
 from agentrt.worker import AgentrtPlugin, DevServer, WorkerRole, check_role, connect_when_ready, running_worker
@@ -87,6 +88,11 @@ def run(
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Most cost in US dollars (profiles with a price)."),
     budget_tool_calls: Optional[int] = typer.Option(None, "--budget-tool-calls", min=1, help="Most tool calls the session may make."),
     budget_hours: Optional[float] = typer.Option(None, "--budget-hours", help="Most wall time since the session started, in hours."),
+    idempotency_key: Optional[str] = typer.Option(
+        None, "--idempotency-key", metavar="KEY",
+        help="Run this prompt once for KEY (1-200 of A-Z a-z 0-9 . _ : -): run again with the same KEY, it follows the "
+        "first run's session and turn instead of starting another. Without --session-id the session id comes from KEY.",
+    ),
 ) -> None:
     """Start a session with PROMPT, stream its progress and print the answer.
 
@@ -94,6 +100,8 @@ def run(
     """
     if not prompt.strip():
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    if idempotency_key is not None and idempotency_key_problem(idempotency_key):
+        raise typer.BadParameter(str(idempotency_key_problem(idempotency_key)), param_hint="--idempotency-key")
     budget = budget_from_options(budget_tokens, budget_usd, budget_tool_calls, budget_hours)
     if approval_timeout is not None and not 0 < approval_timeout <= MAX_APPROVAL_TIMEOUT_SECONDS:  # nan fails too
         raise typer.BadParameter(
@@ -125,6 +133,7 @@ def run(
             session_config = rt.client.new_config(
                 str(workspace),
                 session_id=session_id,
+                idempotency_key=idempotency_key,
                 profile=(profile or ("scripted" if script else config.default_profile)),
                 script=str(script) if script else None,
                 approval_timeout_seconds=approval_timeout,
@@ -149,7 +158,7 @@ def run(
                     )
                     raise ConfigurationError(f"{err}{hint}") from None
             warn_unpriced(config, session_config.profile, budget)
-            started = await rt.client.start(session_config, prompt)
+            started = await rt.client.start(session_config, prompt, idempotency_key=idempotency_key)
             started_session.append(started.session_id)
             progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
             outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)

@@ -21,6 +21,7 @@ from agentrt.client._cli_common import (
 )
 from agentrt.client._render import event_line, usage_text
 from agentrt.client._runtime import runtime
+from agentrt.schemas import idempotency_key_problem
 from agentrt.worker import AgentrtConfig
 
 session_app = typer.Typer(help="Inspect and steer existing sessions.", no_args_is_help=True)
@@ -131,19 +132,31 @@ def session_send(
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the turn and print its outcome."),
     approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve"),
     as_json: bool = typer.Option(False, "--json"),
+    idempotency_key: Optional[str] = typer.Option(
+        None, "--idempotency-key", metavar="KEY",
+        help="Send this message once for KEY (1-200 of A-Z a-z 0-9 . _ : -): sent again with the same KEY, it names the "
+        "first one's turn and queues nothing; the same KEY with another text is refused.",
+    ),
 ) -> None:
     """Send a message; it runs after any active turn."""
+    if idempotency_key is not None and idempotency_key_problem(idempotency_key):
+        raise typer.BadParameter(str(idempotency_key_problem(idempotency_key)), param_hint="--idempotency-key")
     config = load_config()
 
     async def go() -> int:
         async with _session_runtime(config) as rt:
             before = (await rt.client.state(session_id)).last_seq
-            sent = await rt.client.send(session_id, text)
+            sent = await rt.client.send(session_id, text, idempotency_key=idempotency_key)
             if not wait:
                 typer.echo(json.dumps({"session_id": session_id, "turn_id": sent.turn_id}) if as_json else sent.turn_id)
                 return 0
             progress = sys.stderr if as_json else sys.stdout
-            outcome = await drive_turn(rt, session_id, sent.turn_id, approve, progress, since_seq=before)
+            # A repeat names a turn that may have ended before ``before``: its outcome, without following.
+            ended = await rt.client.wait(session_id, sent.turn_id, timeout_seconds=0) if idempotency_key else None
+            if ended is not None and ended.status != "pending":
+                outcome = ended
+            else:
+                outcome = await drive_turn(rt, session_id, sent.turn_id, approve, progress, since_seq=before)
             print_outcome(session_id, outcome, as_json)
             return 0 if outcome.status == "completed" else 1
 

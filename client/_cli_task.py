@@ -33,6 +33,7 @@ from agentrt.schemas import (
     ConfigurationError,
     TaskStatusView,
     UnknownProfileError,
+    idempotency_key_problem,
 )
 from agentrt.worker import AgentrtConfig
 
@@ -141,10 +142,17 @@ def task_start(
     ),
     task_id: Optional[str] = typer.Option(None, "--id", help="Task id to use (default: a new random one); ids are not reused."),
     as_json: bool = typer.Option(False, "--json", help='Print {"task_id": "..."} only.'),
+    idempotency_key: Optional[str] = typer.Option(
+        None, "--idempotency-key", metavar="KEY",
+        help="Start this task once for KEY (1-200 of A-Z a-z 0-9 . _ : -): started again with the same KEY, it prints the "
+        "first start's task id and starts nothing. Without --id the task id comes from KEY.",
+    ),
 ) -> None:
     """Start an autonomous task working towards GOAL and print its id; it goes on wherever a worker runs."""
     if not goal.strip():
         raise typer.BadParameter("the goal is empty", param_hint="GOAL")
+    if idempotency_key is not None and idempotency_key_problem(idempotency_key):
+        raise typer.BadParameter(str(idempotency_key_problem(idempotency_key)), param_hint="--idempotency-key")
     if every is not None and cron is not None:
         raise typer.BadParameter("give --every or --cron, not both", param_hint="--every")
     every_seconds = None
@@ -184,7 +192,7 @@ def task_start(
                 accept_review=accept_review, every_seconds=every_seconds, cron=cron, trigger_command=trigger,
                 max_sessions=max_sessions, max_rounds_per_session=max_rounds, budget=budget, profile=chosen,
                 script=str(script) if script else None, sandbox=sandbox.value, network=network, approval=ApprovalPolicy(mode=approval_mode.value),
-                reviewer_profile=reviewer_profile,
+                reviewer_profile=reviewer_profile, idempotency_key=idempotency_key,
             )
             worker = await rt.client.has_worker()
         if as_json:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import getpass
 import os
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -23,6 +23,7 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
+from agentrt.client import _starts as starts
 from agentrt.client._connection import connect
 from agentrt.client._decisions import DecisionMethods
 from agentrt.client._filters import SessionListing, list_session_rows
@@ -33,7 +34,7 @@ from agentrt.client._tasks import TaskMethods
 from agentrt.client._trajectories import TrajectoryMethods
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
-from agentrt.client._workers import check_payload_storage, workflow_pollers
+from agentrt.client._workers import workflow_pollers
 from agentrt.schemas import (
     SESSION_OWNER,
     AdvisorPolicy,
@@ -47,7 +48,6 @@ from agentrt.schemas import (
     EventsQuery,
     RaiseBudgetInput,
     RequestRejected,
-    SendMessageInput,
     SendMessageResult,
     ServerUnavailable,
     SessionConfig,
@@ -133,6 +133,13 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             tool_task_queue=config.tool_task_queue,
         )
 
+    def with_principal(self, principal: str) -> "AgentClient":
+        """This client acting as ``principal``: a copy sharing its Temporal connection, store and
+        settings (the HTTP gateway makes one per request, for the caller's bearer token)."""
+        other = copy.copy(self)
+        other.principal, other._readable_sessions = principal, set()
+        return other
+
     # ------------------------------------------------------------ sessions
 
     def new_config(
@@ -142,14 +149,16 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         session_id: str | None = None,
         profile: str = "default",
         script: str | None = None,
+        idempotency_key: str | None = None,
         **fields: object,
     ) -> SessionConfig:
         """A ``SessionConfig`` owned by this client's principal, workspace made absolute; ``advisor``
-        and ``mcp_servers`` default to the client's (``connect``: the config's)."""
+        and ``mcp_servers`` default to the client's (``connect``: the config's). ``session_id``: default
+        derived from ``idempotency_key`` (the same on every retry), else new and random."""
         fields.setdefault("advisor", self.advisor)
         fields.setdefault("mcp_servers", self.mcp_servers)
         return SessionConfig(
-            session_id=session_id or uuid.uuid4().hex[:12],
+            session_id=session_id or starts.new_session_id(self.principal, idempotency_key),
             owner=self.principal,
             workspace=os.path.abspath(workspace),
             profile=profile,
@@ -157,18 +166,20 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             **fields,  # type: ignore[arg-type]
         )
 
-    async def start(self, config: SessionConfig, text: str) -> StartedSession:
+    async def start(self, config: SessionConfig, text: str, *, idempotency_key: str | None = None) -> StartedSession:
         """Start the session and send its first message in one round trip (update-with-start).
 
         If the session already runs, the message is sent to it. Returns the session and turn ids.
+        ``idempotency_key``: a repeat returns the first message's turn and queues nothing (``send``).
         Raises ``PayloadStorageMismatch`` (nothing started or sent) for a message that would
         leave history for payload storage the task queue's workers do not read.
         """
-        message = await self._first_message(config, text, "send_message")
+        message = await starts.first_message(self, config.session_id, text, "send_message", idempotency_key)
         operation = start_operation(config, self.task_queue)
         try:
             result = await self.temporal.execute_update_with_start_workflow(
-                SessionWorkflow.send_message, message, start_workflow_operation=operation
+                SessionWorkflow.send_message, message, start_workflow_operation=operation,
+                id=starts.message_update_id("send_message", message),
             )
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
@@ -177,7 +188,8 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         return StartedSession(config.session_id, result.turn_id, workflow_id_for(config.session_id))
 
     async def start_and_wait(
-        self, config: SessionConfig, text: str, *, on_accepted: Callable[[], object] | None = None
+        self, config: SessionConfig, text: str, *, on_accepted: Callable[[], object] | None = None,
+        idempotency_key: str | None = None,
     ) -> tuple[StartedSession, TurnOutcome]:
         """Start the session, send its first message and wait for that turn's outcome, in one call
         (update-with-start of the ``send_and_wait`` update, answered in the workflow task that
@@ -189,11 +201,11 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         server's limit of updates in flight per workflow (``history.maxInFlightUpdates``, 10 by
         default). ``on_accepted`` is called once the session has accepted the message (its
         first workflow task ran), before the turn ends; the call then takes one more request.
-        Raises what ``start`` and ``wait`` raise.
+        ``idempotency_key`` as in ``send_and_wait``. Raises what ``start`` and ``wait`` raise.
         """
-        message = await self._first_message(config, text, "send_and_wait")
+        message = await starts.first_message(self, config.session_id, text, "send_and_wait", idempotency_key)
         operation = start_operation(config, self.task_queue)
-        update_id = f"send-{uuid.uuid4().hex}"
+        update_id = starts.message_update_id("send_and_wait", message)
         stage = WorkflowUpdateStage.COMPLETED if on_accepted is None else WorkflowUpdateStage.ACCEPTED
         try:
             update = await self.temporal.start_update_with_start_workflow(
@@ -216,13 +228,13 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         started = StartedSession(config.session_id, outcome.turn_id, workflow_id_for(config.session_id))
         return started, await self._settled(config.session_id, outcome)
 
-    async def send_and_wait(self, session_id: str, text: str) -> TurnOutcome:
+    async def send_and_wait(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> TurnOutcome:
         """Send a message and wait for its turn's outcome in one update (``send_and_wait``); the
         turn id is the outcome's. Waits without a bound, as ``start_and_wait`` does; raises what
-        ``send`` and ``wait`` raise."""
-        message = await self._message(session_id, text)
+        ``send`` and ``wait`` raise. A repeat with ``idempotency_key`` answers the first message's outcome."""
+        message = await starts.message_input(self, session_id, text, "send_and_wait", idempotency_key)
         handle = self._handle(session_id)
-        update_id = f"send-{uuid.uuid4().hex}"
+        update_id = starts.message_update_id("send_and_wait", message)
         try:
             outcome = await handle.execute_update(SessionWorkflow.send_and_wait, message, id=update_id)
         except WorkflowUpdateFailedError as err:
@@ -240,25 +252,17 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             return outcome
         return await self.wait(session_id, outcome.turn_id)
 
-    async def _first_message(self, config: SessionConfig, text: str, update: str) -> SendMessageInput:
-        """A start's first message, refused here when empty (a refused update-with-start still starts)."""
-        if not text.strip():
-            raise RequestRejected(config.session_id, update, "message text is empty")
-        return await self._message(config.session_id, text)
-
-    async def _message(self, session_id: str, text: str) -> SendMessageInput:
-        """``text`` from this client's principal; raises ``PayloadStorageMismatch`` as ``start`` says."""
-        message = SendMessageInput(text=text, principal=self.principal)
-        await check_payload_storage(self.temporal, self.task_queue, session_id, message)
-        return message
-
-    async def send(self, session_id: str, text: str) -> SendMessageResult:
+    async def send(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> SendMessageResult:
         """Queue a message; it runs after the active turn. Returns its turn id.
 
+        ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): a repeat answers the first
+        message's turn and queues nothing (the session keeps its last 1,000 keys); ``RequestRejected`` for
+        another text under the same key or a malformed key (docs/idempotency.md).
         Raises ``PayloadStorageMismatch`` (nothing sent) as ``start`` does.
         """
-        message = await self._message(session_id, text)
-        return await self._execute(session_id, "send_message", SessionWorkflow.send_message, message)
+        message = await starts.message_input(self, session_id, text, "send_message", idempotency_key)
+        update_id = starts.message_update_id("send_message", message)
+        return await self._execute(session_id, "send_message", SessionWorkflow.send_message, message, update_id)
 
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
         """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
@@ -282,11 +286,11 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         except RPCError as err:
             raise _translate(session_id, err) from err
 
-    async def _execute(self, session_id: str, name: str, update: Any, argument: Any) -> Any:
+    async def _execute(self, session_id: str, name: str, update: Any, argument: Any, update_id: str | None = None) -> Any:
         await self._check_session_visible(session_id)
         handle = self._handle(session_id)
         try:
-            return await handle.execute_update(update, argument)
+            return await handle.execute_update(update, argument, id=update_id)
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(session_id, name, _cause(err)) from err
         except RPCError as err:

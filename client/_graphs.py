@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -219,6 +218,7 @@ class GraphMethods:
         sandbox: SandboxPolicy = "workspace_write",
         network: bool = False,
         max_rounds_per_node: int = 50,
+        idempotency_key: str | None = None,
     ) -> str:
         """Start a task graph owned by this client's principal; returns its graph id (the workflow
         id is ``graph-<graph_id>``).
@@ -226,7 +226,10 @@ class GraphMethods:
         - ``goal`` (the planner decomposes it into nodes) or ``graph`` (a ``GraphSpec``, e.g. from
           ``load_graph_file``): exactly one. A node's relative ``script`` is made absolute.
         - ``workspace``: the directory the nodes' sessions work in (made absolute); ``graph_id``:
-          default a new random 12-character id.
+          default one derived from ``idempotency_key``, else a new random 12-character id.
+        - ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): a repeat of this start
+          returns the first one's graph id and starts nothing; the same key with other arguments raises
+          ``RequestRejected`` (docs/idempotency.md).
         - ``profile`` (default: ``scripted`` with a ``script`` or when every node names its own,
           else the client's ``default_profile``) and ``script`` (a scripted-model file, made
           absolute): the model of the nodes that name none, of the planner and of the reviewer
@@ -242,7 +245,7 @@ class GraphMethods:
         ``RequestRejected`` (request ``start``, nothing started) for other invalid arguments or a
         graph id already used (by a running graph or one that ended: ids are not reused).
         """
-        graph_id = graph_id if graph_id is not None else uuid.uuid4().hex[:12]
+        graph_id = GRAPH.start_id(graph_id, self.principal, idempotency_key)
         if not graph_id or len(graph_id.encode()) > MAX_GRAPH_ID_BYTES:
             size = len(graph_id.encode())
             raise graph_rejected(graph_id[:40], "start", f"a graph id has 1 to {MAX_GRAPH_ID_BYTES} bytes (UTF-8), this one {size}")
@@ -284,6 +287,7 @@ class GraphMethods:
             self.temporal, TASK_GRAPH_WORKFLOW, TaskGraphInput(config=config), graph_id,
             workflow_id=graph_workflow_id(graph_id), task_queue=self.task_queue,
             owner=config.owner, status="planning", summary=graph_summary(config), details=graph_details(config),
+            idempotency_key=idempotency_key,
         )
         return graph_id
 

@@ -1,13 +1,17 @@
-"""Pieces of ``AgentClient``'s starts and ``send_and_wait`` calls: the session's start for
-update-with-start, and the outcome of a ``send_and_wait`` update asked again."""
+"""Pieces of ``AgentClient``'s starts and sends: the session's start for update-with-start, a
+message with its idempotency key and the update id derived from it, ids derived from a key, and
+the outcome of a ``send_and_wait`` update asked again."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from datetime import timedelta
+from typing import Protocol
 
 from temporalio.client import (
+    Client,
     WithStartWorkflowOperation,
     WorkflowHandle,
     WorkflowUpdateFailedError,
@@ -22,11 +26,24 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agentrt.client._turns import update_failure_cause
-from agentrt.schemas import SESSION_OWNER, SESSION_STATUS, RequestRejected, SessionConfig, SessionInput, TurnOutcome
+from agentrt.client._workers import check_payload_storage
+from agentrt.schemas import (
+    SESSION_OWNER,
+    SESSION_STATUS,
+    RequestRejected,
+    SendMessageInput,
+    SessionConfig,
+    SessionInput,
+    TurnOutcome,
+    idempotency_digest,
+    idempotency_key_problem,
+)
 from agentrt.workflows.session import SessionWorkflow, workflow_id_for
 
 # The server's default ``limit.maxIDLength``: a longer workflow id fails a start with a bare RPC error.
 MAX_WORKFLOW_ID_CHARS = 1000
+# Hex digits of an id derived from an idempotency key (96 bits of its digest).
+KEYED_ID_CHARS = 24
 
 
 # A session's workflow task timeout (Temporal's default is 10 s). A task a worker held when it
@@ -93,3 +110,71 @@ def raise_if_cancelled(err: Exception) -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError() from err
+
+
+def check_key(item_id: str, request: str, idempotency_key: str | None) -> None:
+    """Raise ``RequestRejected`` (nothing sent or started) for an ``idempotency_key`` that is not one:
+    1 to ``MAX_IDEMPOTENCY_KEY_CHARS`` (200) characters of ``A-Z a-z 0-9 . _ : -``."""
+    problem = None if idempotency_key is None else idempotency_key_problem(idempotency_key)
+    if problem is not None:
+        raise RequestRejected(item_id, request, problem)
+
+
+def keyed_id(kind: str, principal: str, idempotency_key: str) -> str:
+    """The id a start with ``idempotency_key`` and no id of its own gets (``kind``: ``session``,
+    ``task``, ``graph``): ``KEYED_ID_CHARS`` hex digits of ``idempotency_digest(kind, principal,
+    key)``, so a retry of the start finds the workflow the first one started."""
+    return idempotency_digest(kind, principal, idempotency_key)[:KEYED_ID_CHARS]
+
+
+class Sender(Protocol):
+    """What ``message_input`` needs of an ``AgentClient``."""
+
+    temporal: Client
+    task_queue: str
+    principal: str
+
+
+async def message_input(
+    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None
+) -> SendMessageInput:
+    """``text`` from the client's principal with its ``idempotency_key``, for update ``request``.
+    Raises ``RequestRejected`` for a key that is not one (``check_key``), ``PayloadStorageMismatch``
+    (nothing sent) for a message that would leave history for payload storage the task queue's
+    workers do not read."""
+    check_key(session_id, request, idempotency_key)
+    message = SendMessageInput(text=text, principal=client.principal, idempotency_key=idempotency_key)
+    await check_payload_storage(client.temporal, client.task_queue, session_id, message)
+    return message
+
+
+async def first_message(
+    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None
+) -> SendMessageInput:
+    """A start's first message (``message_input``), refused here when empty: a refused
+    update-with-start still starts the session."""
+    if not text.strip():
+        raise RequestRejected(session_id, request, "message text is empty")
+    return await message_input(client, session_id, text, request, idempotency_key)
+
+
+def new_session_id(principal: str, idempotency_key: str | None) -> str:
+    """A new session's id: ``keyed_id("session", principal, key)`` with a key (``RequestRejected`` for a
+    malformed one), else 12 random hex digits."""
+    if idempotency_key is None:
+        return uuid.uuid4().hex[:12]
+    check_key("(new)", "start", idempotency_key)
+    return keyed_id("session", principal, idempotency_key)
+
+
+def message_update_id(update: str, message: SendMessageInput) -> str:
+    """The id of the ``update`` (``send_message``, ``send_and_wait``) carrying ``message``.
+
+    With an idempotency key: ``<update>-<idempotency_digest(principal, key, text)>``, so a repeat
+    reaching the same run is answered by the server with the first update's result (a repeat in
+    a later run meets the session's own memory of keys). The text is in it because the server
+    answers a known update id without asking the validator: another text under the same key gets
+    another id and is refused by the validator. Without a key: a new random id."""
+    if message.idempotency_key is None:
+        return f"send-{uuid.uuid4().hex}"
+    return f"{update}-{idempotency_digest(message.principal, message.idempotency_key, message.text)}"

@@ -9,7 +9,6 @@ The workflow is addressed by its type name (``AUTONOMOUS_TASK_WORKFLOW``) and it
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -145,12 +144,16 @@ class TaskMethods:
         reviewer_profile: str | None = None,
         approval: ApprovalPolicy | None = None,
         title: str | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Start an autonomous task owned by this client's principal working towards ``goal``;
         returns its task id (the workflow id is ``task-<task_id>``).
 
         - ``workspace``: the directory its sessions and commands work in (made absolute);
-          ``task_id``: default a new random 12-character id.
+          ``task_id``: default one derived from ``idempotency_key``, else a new random 12-character id.
+        - ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): a repeat of this start
+          returns the first one's task id and starts nothing; the same key with other arguments raises
+          ``RequestRejected`` (docs/idempotency.md).
         - ``criteria``: texts the goal must meet; ``accept_command``: a shell command that must
           exit 0 in the workspace (OS sandbox); ``accept_review``: criteria a reviewer model
           checks (``reviewer_profile``, else the task's profile). Neither: a reviewer judges
@@ -171,7 +174,7 @@ class TaskMethods:
         Raises ``RequestRejected`` (request ``start``, nothing started) for invalid arguments, or
         for a task id already used (by a running task or one that ended: ids are not reused).
         """
-        task_id = task_id if task_id is not None else uuid.uuid4().hex[:12]
+        task_id = TASK.start_id(task_id, self.principal, idempotency_key)
         if not task_id or len(task_id.encode()) > MAX_TASK_ID_BYTES:
             raise task_rejected(
                 task_id[:40], "start", f"a task id has 1 to {MAX_TASK_ID_BYTES} bytes (UTF-8), this one {len(task_id.encode())}"
@@ -215,6 +218,7 @@ class TaskMethods:
             self.temporal, AUTONOMOUS_TASK_WORKFLOW, AutonomousTaskInput(config=config), task_id,
             workflow_id=task_workflow_id(task_id), task_queue=self.task_queue,
             owner=config.owner, status="waiting", summary=task_summary(config), details=task_details(config),
+            idempotency_key=idempotency_key,
         )
         return task_id
 

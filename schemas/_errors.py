@@ -18,7 +18,9 @@
     │   ├── MemoryAlreadyDecided    the memory is not a pending proposal (accepted, rejected or superseded)
     │   ├── TurnNotFound            the session has no such turn (or no trajectory of it)
     │   ├── TaskNotFound            no autonomous task workflow with that id
-    │   └── GraphNotFound           no task graph workflow with that id
+    │   ├── GraphNotFound           no task graph workflow with that id
+    │   └── InvalidStreamCursor     a stream position (Last-Event-ID) that is no item of the session's stream
+    ├── WebhookSignatureInvalid     a webhook request whose signature, timestamp or headers do not check out
     └── RunError                    something failed while work was running
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
@@ -208,6 +210,19 @@ class GraphNotFound(ClientError):
     def __init__(self, graph_id: str) -> None:
         self.graph_id = graph_id
         super().__init__(f"no task graph {graph_id!r} (workflow id graph-{graph_id})")
+
+
+class InvalidStreamCursor(ClientError):
+    """A position to resume a session's stream after (SSE ``Last-Event-ID``) that names no item of
+    it: not an id of the stream's grammar, or an item the session does not have. ``cursor`` is
+    the position as given, cut to 64 characters; ``reason`` says what is wrong. HTTP: 400."""
+
+    def __init__(self, session_id: str, cursor: str, reason: str) -> None:
+        self.session_id = session_id
+        self.cursor = cursor[:64]
+        self.reason = reason
+        shown = repr(self.cursor) + ("..." if len(cursor) > 64 else "")
+        super().__init__(f"invalid stream position {shown} for session {session_id!r}: {reason}")
 
 
 class InvalidGraph(ConfigurationError):
@@ -427,6 +442,18 @@ class MemoryLimitExceeded(ToolError):
         self.what = what
         self.limit = limit
         super().__init__(f"{holder} already has {limit} {what}, the most allowed: nothing was stored")
+
+
+class WebhookSignatureInvalid(AgentrtError):
+    """A webhook request that does not prove it comes from agentrt (``verify_webhook``): ``reason``
+    is ``missing_header``, ``malformed_header``, ``stale_timestamp``, ``future_timestamp``,
+    ``signature_mismatch`` or ``malformed_body``; ``detail`` says more. Answer it with 400 or 401
+    and trust nothing in its body."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"webhook signature invalid ({reason}): {detail}")
 
 
 class CapabilityWidened(AgentrtError):

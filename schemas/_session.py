@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, Spend
@@ -21,11 +24,57 @@ from agentrt.schemas._turns import PermissionRequest, TurnStatus
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
 
 
+# An idempotency key: 1 to MAX_IDEMPOTENCY_KEY_CHARS characters of these (a UUID, a ULID, "order-42:retry").
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+IDEMPOTENCY_KEY_CHARACTERS = "A-Z a-z 0-9 . _ : -"
+_IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._:-]{1,%d}" % MAX_IDEMPOTENCY_KEY_CHARS)
+# Hex digits an idempotency digest keeps: the first 128 bits of a SHA-256.
+IDEMPOTENCY_DIGEST_CHARS = 32
+
+
+def idempotency_key_problem(key: str) -> str | None:
+    """Why ``key`` is not an idempotency key (1 to ``MAX_IDEMPOTENCY_KEY_CHARS`` characters of
+    ``IDEMPOTENCY_KEY_CHARACTERS``), or None when it is one."""
+    if not isinstance(key, str):
+        return f"an idempotency key is a string, not {type(key).__name__}"
+    if _IDEMPOTENCY_KEY.fullmatch(key):
+        return None
+    if not key:
+        return "the idempotency key is empty"
+    if len(key) > MAX_IDEMPOTENCY_KEY_CHARS:
+        return f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY_CHARS} characters, this one has {len(key)}"
+    bad = next(c for c in key if not _IDEMPOTENCY_KEY.fullmatch(c))
+    return f"an idempotency key has only the characters {IDEMPOTENCY_KEY_CHARACTERS}, this one has {bad!r}"
+
+
+def idempotency_digest(*parts: str) -> str:
+    """A short digest of ``parts`` (e.g. principal, key, message text): the first
+    ``IDEMPOTENCY_DIGEST_CHARS`` hex digits of the SHA-256 of their JSON array, so no two lists
+    of parts share an encoding. Deterministic across processes (used inside workflows)."""
+    encoded = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(encoded).hexdigest()[:IDEMPOTENCY_DIGEST_CHARS]
+
+
 class SendMessageInput(Model):
-    """Update ``send_message``: queue a user message; returns a ``SendMessageResult``."""
+    """Update ``send_message``: queue a user message; returns a ``SendMessageResult``.
+
+    ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): the session keeps the
+    first message sent with it by ``principal`` (its turn id and text digest) and answers a repeat
+    with that message's turn instead of queueing another; the same key with another text is
+    rejected. Left out when None: a worker of an earlier version still reads the message.
+    """
 
     text: str
     principal: str
+    idempotency_key: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @field_validator("idempotency_key")
+    @classmethod
+    def _key_is_valid(cls, key: str | None) -> str | None:
+        problem = None if key is None else idempotency_key_problem(key)
+        if problem is not None:
+            raise ValueError(problem)
+        return key
 
 
 class SendMessageResult(Model):
@@ -206,6 +255,14 @@ class QueuedOperation(Model):
     profile: str | None = None
 
 
+class SentMessage(Model):
+    """A message the session queued for an idempotency key: its turn and the digest of its text
+    (``idempotency_digest(text)``)."""
+
+    turn_id: str
+    text_digest: str
+
+
 class SessionState(Model):
     """Everything a session carries through continue-as-new (the config travels beside it).
 
@@ -252,6 +309,9 @@ class SessionState(Model):
     tool_calls: int = Field(default=0, exclude_if=lambda v: v == 0)
     unflushed_events: list[Event] = Field(default_factory=list)
     unflushed_messages: list[PositionedMessage] = Field(default_factory=list)
+    # Messages sent with an idempotency key, by ``idempotency_digest(principal, key)``, oldest first;
+    # at most MAX_SENT_KEYS of them (workflows/_idempotency.py). Left out when empty.
+    sent_keys: dict[str, SentMessage] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
 
 class SessionInput(Model):

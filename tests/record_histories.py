@@ -36,6 +36,7 @@ from agentrt.schemas import (
     ModelRequestStarted,
     PermissionRequested,
     RaiseBudgetInput,
+    RequestRejected,
     SendMessageInput,
     SessionConfig,
     SessionDelegated,
@@ -253,6 +254,52 @@ async def send_and_wait(r: Recorder) -> dict[str, WorkflowHandle]:
     assert [o.answer for o in outcomes] == ["second", "third"], outcomes
     await r.client.archive(config.session_id)
     return {"start-queue-and-archive": r.handle(config.session_id)}
+
+
+async def idempotent_sends(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Messages sent with idempotency keys: a start and a send each repeated (the server answers a
+    repeat of the same update id; a repeat under another update id is answered by the session), a
+    send_and_wait repeated, the same key with another text refused, two texts under one key at
+    once; then turns until the session continues as new, where the keys are repeated again; then
+    archived. Both runs are kept."""
+    config = r.config([{"text": f"answer {n}"} for n in range(1, 41)])
+    sid = config.session_id
+    handle = r.temporal.get_workflow_handle_for(SessionWorkflow.run, session_workflow_id(sid))
+
+    async def raw_send(text: str, key: str) -> str:
+        message = SendMessageInput(text=text, principal=OWNER, idempotency_key=key)
+        return (await handle.execute_update(SessionWorkflow.send_message, message, id=f"raw-{uuid.uuid4().hex}")).turn_id
+
+    started = await r.client.start(config, "message 1", idempotency_key="start-1")
+    first_run = (await handle.describe()).run_id
+    assert (await r.client.start(config, "message 1", idempotency_key="start-1")).turn_id == started.turn_id
+    sent = await r.client.send(sid, "message 2", idempotency_key="send-2")
+    assert await raw_send("message 2", "send-2") == sent.turn_id
+    waited = await r.client.send_and_wait(sid, "message 3", idempotency_key="wait-3")
+    assert await r.client.send_and_wait(sid, "message 3", idempotency_key="wait-3") == waited
+    refused = await asyncio.gather(
+        r.client.send(sid, "message 2, changed", idempotency_key="send-2"),
+        r.client.send(sid, "message 4", idempotency_key="race-4"), r.client.send(sid, "message 4b", idempotency_key="race-4"),
+        return_exceptions=True,
+    )
+    assert isinstance(refused[0], RequestRejected) and sum(isinstance(x, RequestRejected) for x in refused) == 2, refused
+    count = 4
+    while (await r.client.state(sid)).run < 2:
+        count += 1
+        assert count < 40, "the session never continued as new"
+        await r.client.send_and_wait(sid, f"message {count}")
+    assert (await r.client.start(config, "message 1", idempotency_key="start-1")).turn_id == started.turn_id
+    assert await raw_send("message 2", "send-2") == sent.turn_id
+    assert await r.client.send_and_wait(sid, "message 3", idempotency_key="wait-3") == waited
+    last = await r.client.send_and_wait(sid, "the last one", idempotency_key="last")
+    assert (await r.client.send(sid, "the last one", idempotency_key="last")).turn_id == last.turn_id
+    await r.client.archive(sid)
+    history = await r.handle(sid, first_run).fetch_history()
+    second_run = history.events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return {
+        "idempotent-sends-first-run": r.handle(sid, first_run),
+        "idempotent-sends-second-run": r.handle(sid, second_run),
+    }
 
 
 async def policy_sandbox(r: Recorder) -> dict[str, WorkflowHandle]:
@@ -796,6 +843,7 @@ SCENARIOS: list[Scenario] = [
     started_idle_then_message,
     round_limit,
     send_and_wait,
+    idempotent_sends,
     policy_sandbox,
     cancel_without_principal,
     session_grant_and_edit,

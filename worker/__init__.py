@@ -2,7 +2,16 @@
 big-payload storage and the embedded Temporal dev server."""
 
 from agentrt.activities import WorkerRole
+from agentrt.worker._codec import (
+    AesGcmCodec,
+    CodecConfig,
+    PayloadCodecMismatch,
+    PayloadDecryptionError,
+    generate_codec_key,
+    new_codec_key_id,
+)
 from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig, PayloadConfig, config_file
+from agentrt.worker._gateway_config import GATEWAY_SCOPES, GatewayConfig, GatewayToken, token_sha256
 from agentrt.worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
 from agentrt.worker._payloads import (
     DIRECTORY_DRIVER_NAME,
@@ -28,6 +37,7 @@ from agentrt.worker._plugin import (
 )
 from agentrt.worker._resume import ResumeInterceptor
 from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
+from agentrt.worker._telemetry import TelemetryConfig, TelemetryHandle, flush_telemetry, setup_telemetry
 from agentrt.worker._worker import (
     HEARTBEAT_THROTTLE,
     STICKY_SCHEDULE_TO_START,
@@ -38,18 +48,25 @@ from agentrt.worker._worker import (
 )
 
 __all__ = [
+    "AesGcmCodec",
     "AgentrtConfig",
     "AgentrtPlugin",
     "AgentrtWorker",
+    "CodecConfig",
     "DEFAULT_ADDRESS",
     "DIRECTORY_DRIVER_NAME",
     "DevServer",
     "DirectoryPayloadDriver",
+    "GATEWAY_SCOPES",
+    "GatewayConfig",
+    "GatewayToken",
     "HEARTBEAT_THROTTLE",
     "MissingSearchAttributes",
     "PASSTHROUGH_MODULES",
     "PAYLOADS_IDENTITY_KEY",
+    "PayloadCodecMismatch",
     "PayloadConfig",
+    "PayloadDecryptionError",
     "PayloadNotFound",
     "PayloadStorage",
     "PayloadStorageError",
@@ -58,6 +75,8 @@ __all__ = [
     "STICKY_SCHEDULE_TO_START",
     "STORE_DRIVER_NAME",
     "StorePayloadDriver",
+    "TelemetryConfig",
+    "TelemetryHandle",
     "WORKFLOWS",
     "WorkerRole",
     "build_data_converter",
@@ -68,12 +87,17 @@ __all__ = [
     "driver_fingerprint",
     "driver_location",
     "ensure_search_attributes",
+    "flush_telemetry",
     "free_port",
+    "generate_codec_key",
+    "new_codec_key_id",
     "payload_fingerprints_of",
     "payload_storage",
     "plugin_of",
     "port_is_open",
     "running_worker",
+    "setup_telemetry",
     "temporal_binary",
+    "token_sha256",
     "workflow_runner",
 ]

@@ -67,8 +67,9 @@ class DevServer:
 
     ``db_file`` keeps workflow histories across restarts (SQLite); ``ui_port`` None runs headless.
     ``search_attributes`` registers the ones sessions write at start (False leaves the
-    namespace without them, as a fresh production cluster is). Use ``await server.start()``
-    / ``server.stop()`` or ``async with``.
+    namespace without them, as a fresh production cluster is). ``ui_codec_endpoint`` (a URL,
+    e.g. an ``agentrt codec-server``) is the remote codec the UI decodes payloads with. Use
+    ``await server.start()`` / ``server.stop()`` or ``async with``.
     """
 
     port: int = 7233
@@ -78,6 +79,7 @@ class DevServer:
     extra_args: list[str] = field(default_factory=list)
     log_file: Path | None = None
     search_attributes: bool = True
+    ui_codec_endpoint: str | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @classmethod
@@ -107,6 +109,8 @@ class DevServer:
         args = [temporal_binary(), "server", "start-dev", "--ip", self.host, "--port", str(self.port), "--log-level", "error"]
         if self.ui_port:
             args += ["--ui-port", str(self.ui_port)]
+            if self.ui_codec_endpoint:
+                args += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         else:
             args += ["--headless"]
         if self.db_file:

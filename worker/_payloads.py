@@ -12,6 +12,12 @@ task queue must be built from the same payload settings (``AgentrtPlugin`` does 
 driver has a fingerprint (driver name and a hash of its location) that workers advertise
 in their identity, so a client can tell before it sends a big payload whether they can
 read it.
+
+With ``[codec]`` keys the converter also encrypts every payload (``AesGcmCodec``). The SDK
+applies the codec before external storage on the way out and after it on the way in, so
+a big payload is encrypted first and the driver stores ciphertext: neither history nor
+the store holds a payload in clear. Each key's fingerprint joins the storage fingerprints
+a worker advertises, so a client refuses a message its workers could not decrypt.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
     DataConverter,
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
     ExternalStorage,
     FailureConverter,
     PayloadConverter,
@@ -44,6 +52,7 @@ from temporalio.converter import (
 
 from agentrt.schemas import RunError
 from agentrt.store import Store, database_url, get_payloads, put_payloads
+from agentrt.worker._codec import AesGcmCodec, KeylessCodec
 from agentrt.worker._config import AgentrtConfig
 
 __all__ = [
@@ -335,18 +344,29 @@ def driver_fingerprint(driver: StorageDriver) -> str:
     return f"{driver.name()}@{hashlib.sha256(location.encode()).hexdigest()[:12]}"
 
 
+_KEYLESS = KeylessCodec()
+
+
 @dataclasses.dataclass(frozen=True)
 class PayloadStorage:
     """One process's external payload storage: the drivers that read references, the one that
-    writes big payloads (``writer``; None keeps every payload inline), and the size from which a
-    serialized payload leaves history (``threshold_bytes``)."""
+    writes big payloads (``writer``; None keeps every payload inline), the size from which a
+    serialized payload leaves history (``threshold_bytes``), and the codec that encrypts every
+    payload (``codec``; None leaves payloads in clear)."""
 
     readers: tuple[StorageDriver, ...]
     writer: StorageDriver | None
     threshold_bytes: int
+    codec: AesGcmCodec | None = None
 
     def data_converter(self) -> DataConverter:
-        """Pydantic JSON with this external storage."""
+        """Pydantic JSON with this external storage, encrypted by ``codec`` when there is one.
+
+        With a codec, failure messages and stack traces move into the failure's encoded
+        attributes (``DefaultFailureConverterWithEncodedAttributes``) and are encrypted too.
+        Without one, a ``KeylessCodec`` passes payloads through and refuses encrypted ones
+        with ``PayloadDecryptionError`` (a process missing the keys says so).
+        """
         writer = self.writer
         own = all(isinstance(d, (StorePayloadDriver, DirectoryPayloadDriver)) for d in self.readers)
         external = (ContextFreeExternalStorage if own else ExternalStorage)(
@@ -354,20 +374,33 @@ class PayloadStorage:
             driver_selector=lambda _context, _payload: writer,
             payload_size_threshold=self.threshold_bytes,
         )
-        return SharedDataConverter(payload_converter_class=SharedPydanticPayloadConverter, external_storage=external)
+        return SharedDataConverter(
+            payload_converter_class=SharedPydanticPayloadConverter,
+            payload_codec=self.codec or _KEYLESS,
+            failure_converter_class=(
+                DefaultFailureConverterWithEncodedAttributes if self.codec is not None else DefaultFailureConverter
+            ),
+            external_storage=external,
+        )
 
     @property
     def writer_fingerprint(self) -> str | None:
         return driver_fingerprint(self.writer) if self.writer is not None else None
 
     @property
+    def codec_fingerprint(self) -> str | None:
+        """The fingerprint of the key new payloads are encrypted with (``aes-gcm:<id>@<hash>``), or None."""
+        return self.codec.current_fingerprint if self.codec is not None else None
+
+    @property
     def reader_fingerprints(self) -> list[str]:
-        """Fingerprints of every driver that reads, the writer first."""
+        """Fingerprints of every driver that reads, the writer first, then of every codec key
+        (the current one first)."""
         ordered = ([self.writer] if self.writer is not None else []) + [d for d in self.readers if d is not self.writer]
-        return [driver_fingerprint(d) for d in ordered]
+        return [driver_fingerprint(d) for d in ordered] + (self.codec.fingerprints if self.codec is not None else [])
 
     def describe(self) -> str:
-        """One line for logs: where big payloads go and what else is read."""
+        """One line for logs: where big payloads go, what else is read, and the encryption."""
         def one(driver: StorageDriver) -> str:
             location = driver_location(driver)
             where = f" at {location}" if location else ""
@@ -375,13 +408,21 @@ class PayloadStorage:
 
         writes = f"big payloads (>= {self.threshold_bytes} bytes) go to {one(self.writer)}" if self.writer else "payloads stay in history"
         others = [one(d) for d in self.readers if d is not self.writer]
-        return writes + (f"; also reads {', '.join(others)}" if others else "")
+        codec = self.codec
+        encryption = (
+            f"payloads encrypted (AES-256-GCM) with key {codec.current!r} ({codec.current_fingerprint}), "
+            f"decrypted with keys {', '.join(codec.key_ids)}"
+            if codec is not None
+            else "payloads not encrypted"
+        )
+        return writes + (f"; also reads {', '.join(others)}" if others else "") + f"; {encryption}"
 
 
 def payload_storage(
     config: AgentrtConfig | None = None, store: Store | None = None, *, driver: StorageDriver | None = None
 ) -> PayloadStorage:
-    """The drivers ``build_data_converter`` uses for ``config``, ``store`` and ``driver`` (same rules)."""
+    """The drivers and codec ``build_data_converter`` uses for ``config``, ``store`` and ``driver``
+    (same rules); ``ConfigurationError`` for bad ``[codec]`` keys."""
     config = config or AgentrtConfig()
     settings = config.payloads
     store_driver = StorePayloadDriver(store) if store is not None else StorePayloadDriver(url=config.database_url)
@@ -393,14 +434,17 @@ def payload_storage(
         readers.insert(0, driver)
     else:
         writer = {"store": store_driver, "directory": directory_driver, "none": None}[settings.driver]
-    return PayloadStorage(readers=tuple(readers), writer=writer, threshold_bytes=settings.threshold_bytes)
+    return PayloadStorage(
+        readers=tuple(readers), writer=writer, threshold_bytes=settings.threshold_bytes, codec=config.codec.codec()
+    )
 
 
 def build_data_converter(
     config: AgentrtConfig | None = None, store: Store | None = None, *, driver: StorageDriver | None = None
 ) -> DataConverter:
-    """The project's data converter: pydantic JSON, and payloads of ``config.payloads.threshold_bytes``
-    or more stored externally by the driver ``config.payloads.driver`` names.
+    """The project's data converter: pydantic JSON, every payload encrypted when ``config.codec``
+    has keys (``AesGcmCodec``), and payloads of ``config.payloads.threshold_bytes`` or more
+    (after encryption) stored externally by the driver ``config.payloads.driver`` names.
 
     ``config`` defaults to ``AgentrtConfig()`` (built-in defaults, no file or environment).
     ``store`` is used by the store driver when given (it must be the database at

@@ -111,6 +111,14 @@ class Inbox:
     def queued_turn_ids(self) -> list[str]:
         return [q.op_id for q in self._state.inbox if q.kind == "message"]
 
+    def queued_ahead(self, turn_id: str, turn_running: bool) -> int:
+        """Operations that run before the queued turn ``turn_id``: those queued ahead of it, and the
+        running turn when ``turn_running``; 0 for a turn no longer queued (running or ended)."""
+        for index, queued in enumerate(self._state.inbox):
+            if queued.op_id == turn_id:
+                return index + (1 if turn_running else 0)
+        return 0
+
     # ------------------------------------------------------------ operation results
 
     def finish(self, op_id: str, result: OperationResult) -> None:

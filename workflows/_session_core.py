@@ -29,6 +29,7 @@ from agentrt.schemas import (
     ProfileInfo,
     QueuedOperation,
     ReconcileDecision,
+    SendMessageInput,
     SessionArchived,
     SessionCancelled,
     SessionConfig,
@@ -47,9 +48,11 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _compaction as compaction
+from agentrt.workflows import _console as console
 from agentrt.workflows import context
 from agentrt.workflows._approvals import ApprovalBook, Standing, standing
 from agentrt.workflows._errors import TurnCancelled, rejected
+from agentrt.workflows._idempotency import SentKeys, key_reused_text
 from agentrt.workflows._inbox import Inbox
 from agentrt.workflows._journal import EventJournal
 from agentrt.workflows._trajectory import TrajectoryRecorder
@@ -64,6 +67,7 @@ class SessionCore:
     _policy: PolicyEngine
     _journal: EventJournal
     _inbox: Inbox
+    _sent_keys: SentKeys  # messages sent with an idempotency key
     _approvals: ApprovalBook
     _tools: dict[str, ToolSpec]
     _active_turn: str | None
@@ -93,6 +97,8 @@ class SessionCore:
     _mcp_failures: dict[str, str]  # the servers the running turn could not list, and why
     _mcp_tokens: int  # estimated tokens of the running turn's MCP tool specs (each model call carries them)
     _turn_outcome: TurnOutcome | None  # ``ends_after_turn``: how its turn ended (the run's result carries it)
+    # console-v1, asked at the run's first activity or status (both in its first workflow task): None until then.
+    _console_patched: bool | None = None
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -201,6 +207,8 @@ class SessionCore:
 
         A local activity under ``lean-rounds-v1``, a regular one in older histories.
         """
+        if self._status == "awaiting_approval":
+            self._show_details()  # what waits, and how to decide it, over the step's own line
         events, messages = self._journal.unflushed()
         include_config = include_config or self._config_unwritten
         if not events and not messages and not include_config:
@@ -255,6 +263,7 @@ class SessionCore:
     ) -> Any:
         """Run activity ``config.name`` with ``arg``: a local activity when ``local``, else a regular
         one (on ``task_queue`` when given, else the workflow's)."""
+        self._console_on()  # a new session's first command is an activity: the patch is asked before it
         if local:
             return await workflow.execute_local_activity(
                 config.name,
@@ -272,24 +281,65 @@ class SessionCore:
         )
 
     def _set_status(self, status: SessionStatus, *, with_owner: bool = False) -> None:
-        """Record ``status`` (search attribute ``AgentSessionStatus``); ``with_owner`` also writes ``AgentOwner``.
+        """Record ``status`` (search attribute ``AgentSessionStatus``) and show it in the current details.
 
-        Under ``lean-rounds-v1`` the owner is written once per run (``_initialize`` asks for it)
-        instead of with every status; under ``lean-start-v1`` a session whose first message is
-        already queued writes it with the ``running`` status that follows at once.
+        Under ``console-v1`` every search attribute of the session (``_console.Listing``) is
+        written when its value differs from the workflow's, in one upsert, and not at all when
+        none does. Before it: under ``lean-rounds-v1`` the owner is written once per run
+        (``with_owner``: ``_initialize`` asks for it) instead of with every status; under
+        ``lean-start-v1`` a session whose first message is already queued writes it with the
+        ``running`` status that follows at once.
         """
         self._status = status
-        attributes = [SESSION_STATUS.value_set(status)]
-        if with_owner or self._owner_unwritten or not self._lean_rounds:
-            attributes.append(SESSION_OWNER.value_set(self._config.owner))
+        if self._console_on():
             self._owner_unwritten = False
-        workflow.upsert_search_attributes(attributes)
-        if status == "idle":
-            workflow.set_current_details(
-                f"**idle** · {self._state.turns_completed} turns · profile `{self._config.profile}`"
+            updates = console.changed(self._listing(), workflow.info().typed_search_attributes)
+            if updates:
+                workflow.upsert_search_attributes(updates)
+        else:
+            attributes = [SESSION_STATUS.value_set(status)]
+            if with_owner or self._owner_unwritten or not self._lean_rounds:
+                attributes.append(SESSION_OWNER.value_set(self._config.owner))
+                self._owner_unwritten = False
+            workflow.upsert_search_attributes(attributes)
+        if status != "running":
+            self._show_details()  # a running turn's steps write their own (model, tool, advisor)
+
+    def _console_on(self) -> bool:
+        """``console-v1``: asked once per run, at its first activity or status, both of which a new
+        run issues in its first workflow task (as ``lean-start-v1`` is asked there)."""
+        if self._console_patched is None:
+            self._console_patched = workflow.patched(console.CONSOLE_PATCH)
+        return self._console_patched
+
+    def _listing(self) -> console.Listing:
+        """The session's search attribute values: spend where the session counts it (a budget, or a
+        task's, graph's or delegated session), once there is a cost."""
+        return console.Listing(
+            kind="session",
+            owner=self._config.owner,
+            status=self._status,
+            profile=self._config.profile,
+            pending_approvals=len(self._approvals.undecided()),
+            spend_usd=console.spend_or_none(self._state.cost_usd) if self._tracks_spend() else None,
+        )
+
+    def _show_details(self) -> None:
+        """Current details: the status line and, for each request waiting for a decision, the JSON
+        and commands that decide it (``_console.session_details``)."""
+        listing = self._listing()
+        workflow.set_current_details(
+            console.session_details(
+                workflow_id=workflow.info().workflow_id,
+                session_id=self._config.session_id,
+                owner=self._config.owner,
+                status=self._status,
+                profile=self._config.profile,
+                turns=self._state.turns_completed,
+                pending=self._approvals.undecided() if self._status == "awaiting_approval" else (),
+                spend_usd=listing.spend_usd,
             )
-        elif status == "archived":
-            workflow.set_current_details(f"**archived** · {self._state.turns_completed} turns")
+        )
 
     def _fail_call(
         self, turn_id: str, call: ToolCall, reason: Any, error: str, position: int | None = None, *, started: Any = None
@@ -431,6 +481,30 @@ class SessionCore:
             raise rejected(
                 f"principal {principal!r} may not {verb} session {self._config.session_id} (owner is {self._config.owner!r})"
             )
+
+    def _queue_message(self, message: SendMessageInput) -> str:
+        """Queue ``message`` as a turn; returns its turn id.
+
+        A message sent again with an idempotency key its principal used before is not queued:
+        the first message's turn id is returned. The same key with another text raises
+        ``RequestRejected`` (``ApplicationError``; the validator refuses it first, this catches two
+        such messages accepted in one workflow task). Without a key nothing here differs from a
+        plain ``Inbox.add_message``.
+        """
+        sent = self._sent_keys.first(message)
+        if sent is not None:
+            self._check_idempotency_key(message)
+            return sent.turn_id
+        turn_id = self._inbox.add_message(message.principal, message.text)
+        self._sent_keys.remember(message, turn_id)
+        return turn_id
+
+    def _check_idempotency_key(self, message: SendMessageInput) -> None:
+        """Refuse (update validators) a message whose idempotency key was used for another text."""
+        sent = self._sent_keys.reused_for(message)
+        if sent is not None:
+            assert message.idempotency_key is not None
+            raise rejected(key_reused_text(message.idempotency_key, sent.turn_id, self._config.session_id))
 
     async def _queue_operation(self, kind: Any, principal: str, profile: str | None = None) -> Any:
         op_id = self._inbox.add_operation(kind, principal, profile)

@@ -88,6 +88,7 @@ from agentrt.workflows._errors import (
     error_text,
     rejected,
 )
+from agentrt.workflows._idempotency import SentKeys
 from agentrt.workflows._inbox import FORGOTTEN_TURN, RECENT_OUTCOMES, Inbox
 from agentrt.workflows._journal import EventJournal
 from agentrt.workflows._tool_steps import ToolCallSteps
@@ -163,6 +164,7 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         )
         self._journal = EventJournal(self._state)
         self._inbox = Inbox(self._state, input.config.session_id)
+        self._sent_keys = SentKeys(self._state)
         self._approvals = ApprovalBook(
             self._state, input.config.owner, check_edit=self._edit_problems, operators=tuple(input.config.operators)
         )
@@ -597,8 +599,11 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
 
     @workflow.update
     def send_message(self, input: SendMessageInput) -> SendMessageResult:
-        turn_id = self._inbox.add_message(input.principal, input.text)
-        ahead = len(self._inbox) - 1 + (1 if self._active_turn is not None else 0)
+        """Queue a message; answers its turn id and how much runs before it. A message sent again
+        with its ``idempotency_key`` is not queued again: the answer names the first one's turn
+        (``queued_behind`` as it stands now)."""
+        turn_id = self._queue_message(input)
+        ahead = self._inbox.queued_ahead(turn_id, self._active_turn is not None)
         return SendMessageResult(turn_id=turn_id, queued_behind=ahead)
 
     @send_message.validator
@@ -614,14 +619,21 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             elif parent is not None and parent.kind == "session":
                 steer = f"; its answer goes to session {parent.id}, which delegated to it"
             raise rejected(f"session {self._config.session_id} runs one turn and ends: it takes no messages{steer}")
+        self._check_idempotency_key(input)
 
     @workflow.update
     async def send_and_wait(self, input: SendMessageInput) -> TurnOutcome:
         """Queue a message and answer with its turn's outcome once the turn ends: ``send_message``
         and ``wait_turn`` in one update (with update-with-start, a session's start, first message
         and outcome in one call). ``pending`` with ``ask_again`` when the session continues as
-        new before the turn ends: wait for ``turn_id`` with ``wait_turn``."""
-        turn_id = self._inbox.add_message(input.principal, input.text)
+        new before the turn ends: wait for ``turn_id`` with ``wait_turn``. A message sent again with
+        its ``idempotency_key`` is not queued again: this answers for the first one's turn
+        (``pending`` with ``ask_again`` when its outcome is no longer held: it is in the store)."""
+        turn_id = self._queue_message(input)
+        if input.idempotency_key is not None and (
+            self._inbox.outcome(turn_id) is None and self._inbox.is_forgotten_turn(turn_id)
+        ):
+            return TurnOutcome(turn_id=turn_id, status="pending", ask_again=True)
         await workflow.wait_condition(lambda: self._inbox.outcome(turn_id) is not None or self._draining)
         return self._inbox.outcome(turn_id) or TurnOutcome(turn_id=turn_id, status="pending", ask_again=True)
 
