@@ -207,9 +207,22 @@ async def retry_lines(client: AgentClient, session_id: str) -> list[tuple[tuple[
         interval = pending.current_retry_interval.ToTimedelta().total_seconds() if pending.HasField("current_retry_interval") else 0
         if 0 < interval < 86_400:  # the server sends no sensible interval for an attempt that timed out
             after = f", after {round(interval, 1):g} s"
-        line = f"retrying {pending.activity_type.name} (attempt {pending.attempt}{of}{after}): {pending.last_failure.message[:300]}"
+        message = await _failure_message(client, pending.last_failure)
+        line = f"retrying {pending.activity_type.name} (attempt {pending.attempt}{of}{after}): {message[:300]}"
         lines.append(((pending.activity_id, pending.attempt), line))
     return lines
+
+
+async def _failure_message(client: AgentClient, failure: Any) -> str:
+    """``failure``'s message, decrypted when the payload codec encoded it (history then says ``Encoded failure``)."""
+    if not failure.HasField("encoded_attributes"):
+        return failure.message
+    copy = type(failure)()
+    copy.CopyFrom(failure)
+    try:
+        return str(await client.temporal.data_converter.decode_failure(copy))
+    except Exception:  # a key this client lacks: show what history holds
+        return failure.message
 
 
 async def report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:

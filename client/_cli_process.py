@@ -212,22 +212,39 @@ def worker(
     run_command(go, service=True)
 
 
+# Where `agentrt codec-server` listens by default.
+DEV_CODEC_ENDPOINT = "http://127.0.0.1:8081"
+
+
 def dev(
     port: int = typer.Option(7233, "--port", help="Temporal frontend port."),
     ui_port: int = typer.Option(8233, "--ui-port", help="Temporal UI port."),
     db: Optional[Path] = typer.Option(
         None, "--db", help="SQLite file for Temporal's histories.", show_default="$AGENTRT_HOME/temporal.db"
     ),
+    ui_codec_endpoint: Optional[str] = typer.Option(
+        None, "--ui-codec-endpoint",
+        help="Remote codec endpoint the UI decodes payloads with (`agentrt codec-server`).",
+        show_default="http://127.0.0.1:8081 when [codec] keys are configured",
+    ),
 ) -> None:
     """Start the embedded Temporal dev server and a worker; Ctrl-C stops both."""
     config = load_config()
     config.temporal_address = f"localhost:{port}"
     db = db or state_dir() / "temporal.db"
+    codec_endpoint = ui_codec_endpoint or (DEV_CODEC_ENDPOINT if config.codec.enabled else None)
     _log_to_stderr()
 
     async def go() -> None:
-        async with DevServer(port=port, ui_port=ui_port, db_file=db, log_file=state_dir() / "temporal.log") as server:
+        async with DevServer(
+            port=port, ui_port=ui_port, db_file=db, log_file=state_dir() / "temporal.log", ui_codec_endpoint=codec_endpoint
+        ) as server:
             typer.echo(f"temporal server at {server.address} · UI {server.ui_url} · history {db}", err=True)
+            if codec_endpoint:
+                typer.echo(
+                    f"the UI decodes payloads through {codec_endpoint}: run `agentrt codec-server --insecure-no-auth` "
+                    "(the dev UI has no sign-in, so it sends no token)", err=True,
+                )
             async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
                 async with running_worker(rt.client.temporal, config, rt.store):
                     typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)

@@ -14,6 +14,7 @@
     │   ├── ServerUnavailable       no Temporal server answers at the address
     │   ├── WorkerUnavailable       no worker polls the session's task queue (queries need one)
     │   ├── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
+    │   ├── PayloadCodecMismatch    no worker of the task queue holds the client's current codec key (worker/_codec.py)
     │   ├── MemoryNotFound          no memory with that id that the caller owns
     │   ├── MemoryAlreadyDecided    the memory is not a pending proposal (accepted, rejected or superseded)
     │   ├── TurnNotFound            the session has no such turn (or no trajectory of it)
@@ -35,6 +36,7 @@
         ├── PolicyDenied            the policy engine or an approver refused a call
         ├── BudgetExceeded          a round, token or time budget ran out
         ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
+        ├── PayloadDecryptionError  an encrypted payload under a key this process lacks, or tampered (worker/_codec.py)
         └── PayloadStorageError     an externally stored payload could not be read back (worker/_payloads.py)
             └── PayloadNotFound     no payload under that key: reader and writer use different storage
 """
