@@ -1,6 +1,7 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
-ledger, usage receipts, memories, autonomous tasks and externally stored Temporal payloads
-(SQLite or PostgreSQL)."""
+ledger, usage receipts, memories, autonomous tasks, webhook watches and deliveries and externally
+stored Temporal payloads (SQLite or PostgreSQL); a session's events and token deltas read as one
+resumable stream."""
 
 from agentrt.store._base import text_column
 from agentrt.store._deltas import TokenDelta
@@ -9,21 +10,44 @@ from agentrt.store._engine import agentrt_home, database_url
 from agentrt.store._mcp import listing_digest
 from agentrt.store._payloads import get_payloads, put_payloads
 from agentrt.store._store import Store
+from agentrt.store._stream import (
+    SessionStream,
+    StreamCall,
+    StreamDelta,
+    StreamEntry,
+    StreamKey,
+    StreamOpenText,
+    parse_stream_id,
+    stream_id,
+)
 from agentrt.store._tasks import TaskSummary
 from agentrt.store._transcript import SessionSummary
 from agentrt.store._usage import UsageReceipt
+from agentrt.store._webhooks import NewWebhookDelivery, WebhookDelivery, WebhookWatch, webhook_watch_id
 
 __all__ = [
     "EffectRecord",
+    "NewWebhookDelivery",
+    "SessionStream",
     "SessionSummary",
     "Store",
+    "StreamCall",
+    "StreamDelta",
+    "StreamEntry",
+    "StreamKey",
+    "StreamOpenText",
     "TaskSummary",
     "TokenDelta",
     "UsageReceipt",
+    "WebhookDelivery",
+    "WebhookWatch",
     "agentrt_home",
     "database_url",
     "get_payloads",
     "listing_digest",
+    "parse_stream_id",
     "put_payloads",
+    "stream_id",
     "text_column",
+    "webhook_watch_id",
 ]

@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
 )
 
 __all__ = [
@@ -26,6 +27,9 @@ __all__ = [
     "MEMORY_SCOPES",
     "MEMORY_STATUSES",
     "USAGE_STATUSES",
+    "WEBHOOK_DELIVERY_STATES",
+    "WEBHOOK_WATCH_KINDS",
+    "WEBHOOK_WATCH_STATES",
     "context_summaries",
     "effects",
     "events",
@@ -42,6 +46,8 @@ __all__ = [
     "token_deltas",
     "tool_listings",
     "usage_receipts",
+    "webhook_deliveries",
+    "webhook_watches",
 ]
 
 metadata = MetaData(
@@ -286,4 +292,55 @@ task_checkpoints = Table(
     Column("body_json", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("task_id", "number"),
+)
+
+WEBHOOK_WATCH_KINDS = ("session", "task", "run")
+WEBHOOK_WATCH_STATES = ("active", "ended")
+WEBHOOK_DELIVERY_STATES = ("pending", "delivered", "failed")
+
+# Webhook watches (migration 0009): one row per watched session, task or run (``watch_id`` is a
+# digest of kind and id). ``cursor``: for a session the last event seq turned into notifications,
+# for a task or run the number of status changes seen, ``last_status`` the latest of them.
+webhook_watches = Table(
+    "webhook_watches",
+    metadata,
+    Column("watch_id", String(64), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("target_id", Text, nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("cursor", Integer, nullable=False),
+    Column("last_status", String(64), nullable=True),
+    Column("state", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint("kind IN ('session', 'task', 'run')", name="kind"),
+    CheckConstraint("state IN ('active', 'ended')", name="state"),
+    Index(None, "state"),
+)
+
+# The webhook delivery log: one row per (notification, target URL), in the order notifications
+# were made (``id``). ``body`` is the exact JSON posted on every attempt; ``webhook_id`` is the
+# notification's id, the same on every redelivery. ``next_attempt_at``: when a ``pending`` row is
+# due (a claim moves it past the attempt in flight).
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("webhook_id", String(64), nullable=False),
+    Column("target_url", Text, nullable=False),
+    Column("watch_id", String(64), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("last_status_code", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("webhook_id", "target_url"),
+    CheckConstraint("state IN ('pending', 'delivered', 'failed')", name="state"),
+    Index(None, "target_url", "state", "next_attempt_at"),
+    Index(None, "watch_id"),
 )

@@ -17,17 +17,19 @@ from agentrt.store._reasoning import ReasoningTable
 from agentrt.store._tasks import TaskTables
 from agentrt.store._transcript import TranscriptTables
 from agentrt.store._usage import UsageReceiptTable
+from agentrt.store._webhooks import WebhookTables
 
 
 class Store(
-    TranscriptTables, DeltaTable, EffectLedger, UsageReceiptTable, ReasoningTable, MemoryTable, McpTables, TaskTables
+    TranscriptTables, DeltaTable, EffectLedger, UsageReceiptTable, ReasoningTable, MemoryTable, McpTables, TaskTables,
+    WebhookTables,
 ):
     """Synchronous access to the application store; thread-safe (one pooled engine).
 
     Transcript, events, sessions and compaction summaries; token deltas; the effect ledger;
     usage receipts; reasoning blocks; memories; MCP server events and tool listings; autonomous
-    tasks, their events and checkpoints. Open with ``Store.open()``; close with ``close()`` or use
-    it as a context manager.
+    tasks, their events and checkpoints; webhook watches and deliveries. Open with ``Store.open()``;
+    close with ``close()`` or use it as a context manager.
     """
 
     @classmethod
