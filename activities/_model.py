@@ -27,6 +27,7 @@ from agentrt.activities._system_prompt import (
     memory_section,
     skills_section,
 )
+from agentrt.activities._telemetry import ModelCall, model_call
 from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
 from agentrt.activities.tools import discover_skills
 from agentrt.schemas import (
@@ -310,14 +311,16 @@ class ModelActivities:
         # From the start: a store write that waits on a busy database must not look like a dead worker.
         beating = asyncio.create_task(_keep_heartbeating())
         try:
-            return await self._complete(input)
+            with model_call(input.session_id, activity.info().attempt, turn_id=input.turn_id, round=input.round) as call:
+                return await self._complete(input, call)
         finally:
             beating.cancel()
 
-    async def _complete(self, input: ModelCallInput) -> ModelCallResult:
+    async def _complete(self, input: ModelCallInput, call: ModelCall) -> ModelCallResult:
         info = activity.info()
         try:
             profile = self._profile(input.profile, input.script)
+            call.request(profile)
             provider = provider_for(profile)
         except ConfigurationError as err:
             if input.store_writes is not None:
@@ -379,6 +382,8 @@ class ModelActivities:
         except ProviderError as err:
             partial = err.partial_usage if isinstance(err.partial_usage, Usage) else None
             await end("interrupted", partial, quiet=True)
+            if partial is not None:
+                call.reply(partial, None, profile)
             raise _provider_failure(err, profile) from None
         except ConfigurationError as err:
             await end("interrupted", quiet=True)
@@ -396,6 +401,7 @@ class ModelActivities:
             text = f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}"
             raise ApplicationError(bounded_message(text, secrets), type=type(err).__name__) from None
         await end("completed", response.usage, response=response)
+        call.reply(response.usage, response.stop_reason, profile)
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)
             raise _provider_failure(empty, profile) from None
@@ -462,9 +468,14 @@ class ModelActivities:
         The transcript is not changed. Raises the same ``ApplicationError``s as
         ``provider.complete`` (provider status, configuration mistakes).
         """
+        with model_call(input.session_id, activity.info().attempt, purpose="summary") as call:
+            return await self._compact(input, call)
+
+    async def _compact(self, input: CompactInput, call: ModelCall) -> CompactResult:
         try:
             profile = self._profile(input.profile, input.script)
             profile = profile.model_copy(update={"max_output_tokens": input.max_summary_tokens})
+            call.request(profile)
             provider = provider_for(profile)
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
@@ -486,6 +497,7 @@ class ModelActivities:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         finally:
             beating.cancel()
+        call.reply(response.usage, response.stop_reason, profile)
         text = truncate_middle(response.text.strip(), input.max_summary_tokens * BYTES_PER_TOKEN) or "(nothing to summarise)"
         await asyncio.to_thread(
             self._store.put_summary, input.session_id, input.summary_id, input.upto_position, profile.name, text

@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
+from agentrt.activities._telemetry import tool_call
 from agentrt.activities.providers import redact
 from agentrt.activities.tools import ToolContext, ToolRegistry
 from agentrt.schemas import (
@@ -78,6 +79,11 @@ class ToolActivities:
         Writes ``input.store_writes`` (the workflow's staged events and messages) first, or, run
         as a local activity (a tool whose spec says ``local_activity``), with the result.
         """
+        info = activity.info()
+        with tool_call(input, info.attempt, local=info.is_local) as call:
+            return call.result(self._execute(input))
+
+    def _execute(self, input: ToolExecuteInput) -> ToolExecuteResult:
         with _heartbeating():
             effectful = self._is_effectful(input.call.name)
             # A fast read-only tool (its spec says ``local_activity``; local or not) is short: its

@@ -25,6 +25,7 @@ from agentrt.client._cli_session import session_app
 from agentrt.client._cli_skills import skills_app
 from agentrt.client._cli_task import task_app
 from agentrt.client._cli_trajectory import session_trajectory, trajectory_app
+from agentrt.worker import flush_telemetry
 
 app = typer.Typer(
     name="agentrt",
@@ -63,6 +64,7 @@ def main() -> None:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)
+    flush_telemetry()  # os._exit runs no exit handlers: send the last spans and metrics first
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

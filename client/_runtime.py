@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -13,7 +14,15 @@ from agentrt.client._client import AgentClient
 from agentrt.client._connection import connect
 from agentrt.schemas import ServerUnavailable
 from agentrt.store import Store, agentrt_home
-from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, AgentrtPlugin, DevServer, port_is_open, running_worker
+from agentrt.worker import (
+    DEFAULT_ADDRESS,
+    AgentrtConfig,
+    AgentrtPlugin,
+    DevServer,
+    flush_telemetry,
+    port_is_open,
+    running_worker,
+)
 
 
 def state_dir() -> Path:
@@ -65,6 +74,8 @@ async def runtime(
     async with AsyncExitStack() as stack:
         store = Store.open(config.database_url)
         stack.callback(store.close)
+        # Last out: the command's own spans (with [telemetry] on), before `agentrt` exits without atexit handlers.
+        stack.push_async_callback(asyncio.to_thread, flush_telemetry)
         host, port = _host_port(config.temporal_address)
         server: DevServer | None = None
         ui_url: str | None = "http://localhost:8233"

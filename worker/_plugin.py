@@ -15,7 +15,7 @@ import concurrent.futures
 import logging
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import temporalio.client
@@ -40,6 +40,7 @@ from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payloads import PayloadStorage, payload_storage
 from agentrt.worker._resume import ResumeInterceptor
+from agentrt.worker._telemetry import ensure_telemetry, sessions_awaiting_approval, telemetry_interceptors
 from agentrt.workflows.autonomous import AutonomousTaskWorkflow
 from agentrt.workflows.graph import TaskGraphWorkflow
 from agentrt.workflows.session import SessionWorkflow
@@ -114,8 +115,11 @@ class AgentrtPlugin(SimplePlugin):
       activities, so ``Worker(client, task_queue=...)`` on a client connected with it runs
       sessions. Activities given to a ``Worker`` explicitly replace the plugin's (a worker
       with another tool registry keeps exactly its own); ``build_worker`` does that.
-    - ``interceptors``: client and worker interceptors (none by default; the hook for
-      tracing, e.g. ``temporalio.contrib.opentelemetry.TracingInterceptor()``).
+    - ``interceptors``: client and worker interceptors (none by default).
+    - ``config.telemetry`` on (``[telemetry] enabled``, ``AGENTRT_TELEMETRY=1``): installs the
+      process's tracer and meter providers unless it has some (``setup_telemetry``), and adds
+      Temporal's ``TracingInterceptor`` (unless ``interceptors`` has one) and ``EventMeasures``;
+      a worker that runs sessions reports ``agentrt.sessions.awaiting_approval`` while it runs.
 
     ``workflow_failure_exception_types`` is empty on purpose: an exception a workflow does
     not expect (a bug, a ``TypeError``, a non-determinism error) fails the *workflow task*,
@@ -139,10 +143,12 @@ class AgentrtPlugin(SimplePlugin):
         self._activities: list[Callable[..., Any]] = (
             build_activities(self.config, store, registry) if store is not None and registry is not None else []
         )
+        ensure_telemetry(self.config.telemetry)
+        traced = telemetry_interceptors(interceptors) if self.config.telemetry.enabled else []
         super().__init__(
             PLUGIN_NAME,
             data_converter=self.payload_storage.data_converter(),
-            interceptors=list(interceptors),
+            interceptors=[*interceptors, *traced],
             activities=self._add_activities,
             workflows=self._add_workflows,
             workflow_runner=workflow_runner(),
@@ -182,6 +188,15 @@ class AgentrtPlugin(SimplePlugin):
         if PAYLOADS_IDENTITY_KEY + "=" not in base:
             config["identity"] = f"{base} {PAYLOADS_IDENTITY_KEY}={','.join(self.payload_storage.reader_fingerprints)}"
         return config
+
+    async def run_worker(self, worker: temporalio.worker.Worker, next: Callable[[temporalio.worker.Worker], Awaitable[None]]) -> None:
+        """See ``SimplePlugin``. With telemetry on, a worker that runs sessions reports how many
+        of its task queue's sessions wait for an approval while it runs."""
+        if not self.config.telemetry.enabled or SessionWorkflow not in (worker.config().get("workflows") or []):
+            await super().run_worker(worker, next)
+            return
+        with sessions_awaiting_approval.watching(worker.client, worker.task_queue):
+            await super().run_worker(worker, next)
 
 
 # What a session runs as local activities, on the worker that runs its workflow task.

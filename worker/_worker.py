@@ -21,6 +21,7 @@ from agentrt.store import Store, agentrt_home
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, plugin_of
 from agentrt.worker._startup import ensure_search_attributes
+from agentrt.worker._telemetry import flush_telemetry
 
 log = logging.getLogger("agentrt.worker")
 
@@ -150,6 +151,7 @@ async def running_worker(
     First makes sure the namespace has the search attributes sessions write (registering
     missing ones; ``MissingSearchAttributes`` when it cannot), then polls. The worker logs
     where it stores and reads big payloads, and whether the OS sandbox (bubblewrap) runs here.
+    Once it has stopped, it flushes the process's telemetry (``flush_telemetry``).
     """
     plugin = plugin_of(client)
     own_store = store is None
@@ -187,5 +189,7 @@ async def running_worker(
             await task
         except Exception:  # noqa: BLE001 - shutdown errors are logged, not raised over the caller's error
             log.exception("worker stopped with an error")
+        # The last spans and measurements leave now: the `agentrt` command exits without atexit handlers.
+        await asyncio.to_thread(flush_telemetry)
         if own_store:
             store.close()
