@@ -114,6 +114,7 @@ token_deltas = Table(
     Column("text", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index(None, "session_id", "id"),
+    Index(None, "session_id", "turn_id", "round"),  # one model call's deltas, for streams (migration 0010)
 )
 
 EFFECT_STATES = ("claimed", "applied", "failed", "not_applied")

@@ -2,7 +2,7 @@
 
 Revision ID: 0009
 Revises: 0008
-Create Date: 2026-12-12
+Create Date: 2026-12-04
 """
 
 from __future__ import annotations
