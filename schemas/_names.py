@@ -36,10 +36,22 @@ SESSION_WORKFLOW: Final = "SessionWorkflow"
 AUTONOMOUS_TASK_WORKFLOW: Final = "AutonomousTaskWorkflow"
 TASK_GRAPH_WORKFLOW: Final = "TaskGraphWorkflow"
 
-# Search attributes every session upserts; the worker checks the namespace has them at start.
+# Search attributes sessions, tasks and graphs upsert (the Temporal UI's filters and saved views);
+# the worker checks the namespace has them at start, the dev server registers them.
+# ``AgentSessionStatus``: the status of the session, task or graph (each kind's own words).
 SESSION_STATUS: Final = SearchAttributeKey.for_keyword("AgentSessionStatus")
+# ``AgentOwner``: the principal that owns it.
 SESSION_OWNER: Final = SearchAttributeKey.for_keyword("AgentOwner")
-SEARCH_ATTRIBUTE_KEYS: Final = (SESSION_STATUS, SESSION_OWNER)
+# ``AgentKind``: ``session``, ``task`` or ``graph`` (``console-v1``).
+AGENT_KIND: Final = SearchAttributeKey.for_keyword("AgentKind")
+# ``AgentProfile``: the model profile it runs on (a session's current one; a task's or graph's configured one).
+AGENT_PROFILE: Final = SearchAttributeKey.for_keyword("AgentProfile")
+# ``AgentPendingApprovals``: decisions a human owes it now (tool-call approvals, reconcile
+# answers, MCP questions; a graph's plan approval).
+PENDING_APPROVALS: Final = SearchAttributeKey.for_int("AgentPendingApprovals")
+# ``AgentSpendUsd``: US dollars spent so far by the profiles' prices; set once there is a cost.
+SPEND_USD: Final = SearchAttributeKey.for_float("AgentSpendUsd")
+SEARCH_ATTRIBUTE_KEYS: Final = (SESSION_STATUS, SESSION_OWNER, AGENT_KIND, AGENT_PROFILE, PENDING_APPROVALS, SPEND_USD)
 
 SESSION_ID_PREFIX: Final = "session-"
 TASK_ID_PREFIX: Final = "task-"

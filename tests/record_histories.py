@@ -739,6 +739,33 @@ async def delegation_archived(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"archived-with-a-background-child": r.handle(config.session_id), "archived-with-a-background-child-child": r.handle(child)}
 
 
+async def console_two_approvals(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Search attributes and details (``console-v1``): a batch of two writes waiting together
+    (two pending), one granted by update ``decide`` with the plain JSON the current details show
+    (as the UI's Send an Update sends it), the other denied by signal; a turn of read rounds
+    that changes no attribute until its end; then archived."""
+    read = {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]}
+    writes = {"tool_calls": [
+        {"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}},
+        {"name": "fs.write", "arguments": {"path": "b.txt", "content": "b"}},
+    ]}
+    config = r.config([writes, {"text": "one written"}, read, read, {"text": "read"}])
+    started = await r.client.start(config, "write two files")
+    handle = r.handle(config.session_id)
+    for _ in range(600):
+        if len((await r.client.state(config.session_id)).pending_approvals) == 2:
+            break
+        await asyncio.sleep(0.1)
+    first, second = (await r.client.state(config.session_id)).pending_approvals
+    await handle.execute_update("decide", {"request_id": first.request_id, "decision": "grant", "principal": OWNER})
+    await r.client.deny(config.session_id, second.request_id, "not b")
+    await r.wait_turn(config.session_id, started.turn_id)
+    reads = await r.client.send(config.session_id, "read it twice")
+    await r.wait_turn(config.session_id, reads.turn_id)
+    await r.client.archive(config.session_id)
+    return {"two-approvals-then-read-rounds": handle}
+
+
 # ---------------------------------------------------------------- task graphs
 
 
@@ -870,6 +897,7 @@ SCENARIOS: list[Scenario] = [
     graph_planned_and_approved,
     graph_rejected_and_direct_answer,
     graph_cancelled_mid_run,
+    console_two_approvals,
 ]
 
 

@@ -17,7 +17,8 @@ from temporalio.client import Client
 from agentrt.schemas import SEARCH_ATTRIBUTE_KEYS, ConfigurationError
 from agentrt.worker._startup import search_attribute_type_name
 
-# Search attributes the workflows upsert (name -> type); a server without them fails the upsert.
+# Search attributes the workflows upsert (name -> type: AgentSessionStatus, AgentOwner, AgentKind,
+# AgentProfile, AgentPendingApprovals, AgentSpendUsd); a server without them fails the upsert.
 SEARCH_ATTRIBUTES = {key.name: search_attribute_type_name(key.indexed_value_type) for key in SEARCH_ATTRIBUTE_KEYS}
 
 
@@ -66,7 +67,7 @@ class DevServer:
     """A `temporal server start-dev` child process.
 
     ``db_file`` keeps workflow histories across restarts (SQLite); ``ui_port`` None runs headless.
-    ``search_attributes`` registers the ones sessions write at start (False leaves the
+    ``search_attributes`` registers the ones agentrt's workflows write at start (False leaves the
     namespace without them, as a fresh production cluster is). ``ui_codec_endpoint`` (a URL,
     e.g. an ``agentrt codec-server``) is the remote codec the UI decodes payloads with. Use
     ``await server.start()`` / ``server.stop()`` or ``async with``.

@@ -1,9 +1,10 @@
-"""What a worker checks before it polls: a Temporal server that answers, and the search attributes sessions write.
+"""What a worker checks before it polls: a Temporal server that answers, and the search attributes its workflows write.
 
 Containers start in any order, so a worker waits for its server (with backoff, saying so)
-instead of exiting. A namespace without the search attributes the session workflow
-upserts fails every session's workflow task forever, so a worker registers missing ones
-when the server lets it, and otherwise refuses to start with the command that fixes it.
+instead of exiting. A namespace without the search attributes sessions, tasks and graphs
+upsert (``SEARCH_ATTRIBUTE_KEYS``: status, owner, kind, profile, pending approvals, spend)
+fails their workflow tasks forever, so a worker registers missing ones when the server lets
+it, and otherwise refuses to start with the commands that fix it.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ async def _list_search_attributes(client: Client, address: str) -> dict[str, int
 async def ensure_search_attributes(
     client: Client, keys: Sequence[SearchAttributeKey] = SEARCH_ATTRIBUTE_KEYS, *, register: bool = True
 ) -> list[str]:
-    """Make sure the client's namespace has ``keys`` (default: the ones sessions write).
+    """Make sure the client's namespace has ``keys`` (default: the ones sessions, tasks and graphs write).
 
     Missing ones are registered (``OperatorService.AddSearchAttributes``) when ``register``
     is true and the server allows it; returns the names registered (empty when all were

@@ -25,7 +25,9 @@ from agentrt.schemas import (
     RiskLevel,
     Spend,
     ToolRisk,
+    graph_workflow_id,
 )
+from agentrt.workflows import _console as console
 
 # Characters of a dependency's answer quoted in a node's prompt, and of feedback from a failed attempt.
 DEPENDENCY_ANSWER_CHARS = 4_000
@@ -238,7 +240,7 @@ def max_parallel(config: GraphConfig, state: GraphState) -> int:
 def current_details(config: GraphConfig, state: GraphState) -> str:
     """Markdown for the Temporal UI's current details: where the graph is and how to steer it."""
     graph = config.graph_id
-    lines = [f"**{state.status}**"]
+    lines = [f"**{state.status}** · owner {console.code(config.owner)} · profile {console.code(config.profile)}"]
     if state.plan is not None:
         counts: dict[str, int] = {}
         for node in state.nodes.values():
@@ -251,13 +253,15 @@ def current_details(config: GraphConfig, state: GraphState) -> str:
                          + (f" (attempt {node.attempts})" if node.attempts > 1 else ""))
     if state.risk_level is not None:
         lines.append(f"risk {state.risk_level}" + (f": {'; '.join(state.risk_reasons[:3])}" if state.risk_reasons else ""))
-    if state.status == "pending_approval":
-        lines.append(f'`agentrt graph approve {graph}` (update `approve_plan` `{{"principal": "{config.owner}"}}`)')
-    elif state.status in ("approved", "executing", "planning"):
-        lines.append(f'`agentrt graph cancel {graph}` (update `cancel` `{{"principal": "{config.owner}"}}`)')
     if state.failure:
-        lines.append(f"failed: {cut(state.failure, 300)}")
-    return "  \n".join(lines)
+        lines.append(f"failed: {console.code(state.failure, 300)}")
+    sections = [console.block(lines)]
+    workflow_id = graph_workflow_id(graph)
+    if state.status == "pending_approval":
+        sections.append(console.block(console.plan_approval_lines(workflow_id, graph, config.owner)))
+    if state.status in ("approved", "executing", "planning", "pending_approval"):
+        sections.append(console.block(console.graph_cancel_lines(workflow_id, graph, config.owner)))
+    return "\n\n".join(sections)
 
 
 def cut(text: str, limit: int = NODE_ANSWER_CHARS) -> str:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from agentrt.schemas import (
     CHECKPOINT_TEXT_CHARS,
     CHECKPOINTS_KEPT,
+    TERMINAL_TASK_STATUSES,
     Event,
     EventsPage,
     Spend,
@@ -21,7 +22,10 @@ from agentrt.schemas import (
     TaskStatusView,
     UsageReceipt,
     format_seconds,
+    session_workflow_id,
+    task_workflow_id,
 )
+from agentrt.workflows import _console as console
 
 CHECKPOINT_OPEN = "<<<checkpoint"
 CHECKPOINT_CLOSE = "checkpoint>>>"
@@ -171,26 +175,37 @@ def status_view(config: TaskConfig, state: TaskState, now: datetime) -> TaskStat
 
 
 def current_details(config: TaskConfig, state: TaskState, now: datetime) -> str:
-    """Markdown for the Temporal UI's current details: where the task is and how to steer it."""
+    """Markdown for the Temporal UI's current details: where the task is and how to steer it (the
+    update and JSON for **Send an Update**, the ``agentrt`` and ``temporal`` commands)."""
     task = config.task_id
-    lines = [f"**{state.status}** · session {state.sessions_started} of {state.max_sessions}"]
+    workflow_id = task_workflow_id(task)
+    head = [f"**{state.status}**", f"session {state.sessions_started} of {state.max_sessions}",
+            f"owner {console.code(config.owner)}", f"profile {console.code(config.profile)}"]
+    lines = [" · ".join(head)]
     if state.running_session:
-        lines.append(f"running session `{state.running_session}`")
+        lines.append(f"running session `{state.running_session}` (workflow `{session_workflow_id(state.running_session)}`)")
     if state.status == "waiting" and state.next_wake is not None:
         wait = max((state.next_wake - now).total_seconds(), 0.0)
         lines.append(f"next wake {state.next_wake:%Y-%m-%d %H:%M:%S} UTC (in {format_seconds(wait)})")
     if state.checkpoints:
         last = state.checkpoints[-1]
         verdict = "accepted" if last.accepted else "not accepted"
-        lines.append(f"last checkpoint: session {last.number} {last.session_status}, {verdict}: {cut(last.remaining or last.done, 200)}")
+        lines.append(f"last checkpoint: session {last.number} {last.session_status}, {verdict}: "
+                     + console.code(last.remaining or last.done, 200))
     budget = state.budget.describe()
     lines.append(f"spent {state.spend.usage.input_tokens + state.spend.usage.output_tokens:,} tokens, "
                  f"${state.spend.cost_usd:.4f}, {state.spend.tool_calls} tool calls · budget: {budget}")
+    sections = [console.block(lines)]
+    owner = config.owner
     if state.status == "budget_exceeded" and state.budget_crossing is not None:
-        lines.append(f"stopped: {state.budget_crossing.text()} · `agentrt task raise-budget {task} ...` "
-                     '(update `raise_budget` `{"principal": "...", "budget": {...}}`)')
+        sections.append(console.block([
+            f"stopped: {state.budget_crossing.text()}",
+            *console.raise_budget_lines(workflow_id, task, owner, state.budget_crossing),
+        ]))
     elif state.status == "paused":
-        lines.append(f'`agentrt task resume {task}` (update `resume` `{{"principal": "{config.owner}"}}`)')
+        sections.append(console.block(console.task_control_lines(workflow_id, task, owner, "resume", "Resume")))
     elif state.status == "waiting":
-        lines.append(f'`agentrt task nudge {task}` wakes it now (update `nudge` `{{"principal": "{config.owner}"}}`)')
-    return "  \n".join(lines)
+        sections.append(console.block(console.task_control_lines(workflow_id, task, owner, "nudge", "Wake it now")))
+    if state.status not in TERMINAL_TASK_STATUSES:
+        sections.append(console.block(console.task_control_lines(workflow_id, task, owner, "cancel", "Cancel")))
+    return "\n\n".join(sections)

@@ -84,6 +84,7 @@ from agentrt.schemas import (
     task_workflow_id,
 )
 from agentrt.workflows import _activity_options as options
+from agentrt.workflows import _console as console
 from agentrt.workflows import _task_parts as parts
 from agentrt.workflows._approvals import standing_refusal
 from agentrt.workflows._errors import error_text, rejected
@@ -117,6 +118,9 @@ class AutonomousTaskWorkflow:
         self._cancelled_session: str | None = None  # the session a cancel ended (for AutonomousTaskCancelled)
         self._checkpoint_unwritten: TaskCheckpoint | None = None
         self._status_written: TaskStatus | None = None
+        # console-v1: every search attribute of the task kept current (_set_status), child sessions
+        # started with their kind and profile. Asked here, in the run's first workflow task.
+        self._console = workflow.patched(console.CONSOLE_PATCH)
 
     # ---------------------------------------------------------------- run
 
@@ -339,6 +343,7 @@ class AutonomousTaskWorkflow:
             static_details=f"goal: {parts.cut(self._state.goal, 300)}",
             search_attributes=TypedSearchAttributes(
                 [SearchAttributePair(SESSION_OWNER, self._config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
+                + (console.child_session_attributes(session_config.profile) if self._console else [])
             ),
         )
 
@@ -536,9 +541,19 @@ class AutonomousTaskWorkflow:
         self._journal.emit(event, workflow.now())
 
     def _set_status(self, status: TaskStatus) -> None:
+        """Record ``status``, show the current details and write the search attributes that changed
+        (``console-v1``: all of the task's; before it, ``AgentSessionStatus`` alone)."""
         self._state.status = status
         workflow.set_current_details(parts.current_details(self._config, self._state, workflow.now()))
-        if status != self._status_written:
+        if self._console:
+            listing = console.Listing(
+                kind="task", owner=self._config.owner, status=status, profile=self._config.profile,
+                spend_usd=console.spend_or_none(self._state.spend.cost_usd),
+            )
+            updates = console.changed(listing, workflow.info().typed_search_attributes)
+            if updates:
+                workflow.upsert_search_attributes(updates)
+        elif status != self._status_written:
             self._status_written = status
             workflow.upsert_search_attributes([SESSION_STATUS.value_set(status)])
 

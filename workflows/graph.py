@@ -78,6 +78,7 @@ from agentrt.schemas import (
     validate_graph,
 )
 from agentrt.workflows import _activity_options as options
+from agentrt.workflows import _console as console
 from agentrt.workflows import _graph_parts as parts
 from agentrt.workflows._approvals import standing_refusal
 from agentrt.workflows._errors import error_text, error_type, rejected
@@ -105,6 +106,9 @@ class TaskGraphWorkflow:
         self._cancel: GraphControlInput | None = None
         self._halting = False  # fail_fast after a node failed for good: start nothing more
         self._status_written: GraphStatus | None = None
+        # console-v1: every search attribute of the graph kept current (_set_status), child sessions
+        # started with their kind and profile. Asked here, in the run's first workflow task.
+        self._console = workflow.patched(console.CONSOLE_PATCH)
 
     # ---------------------------------------------------------------- run
 
@@ -368,6 +372,7 @@ class TaskGraphWorkflow:
                 static_details=f"{spec.role}: {parts.cut(spec.prompt, 300)}",
                 search_attributes=TypedSearchAttributes(
                     [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
+                    + (console.child_session_attributes(session_config.profile) if self._console else [])
                 ),
             )
         except WorkflowAlreadyStartedError:
@@ -486,9 +491,21 @@ class TaskGraphWorkflow:
         workflow.set_current_details(parts.current_details(self._config, self._state))
 
     def _set_status(self, status: GraphStatus) -> None:
+        """Record ``status``, show the current details and write the search attributes that changed
+        (``console-v1``: all of the graph's, its plan approval counted as one waiting; before it,
+        ``AgentSessionStatus`` alone)."""
         self._state.status = status
         workflow.set_current_details(parts.current_details(self._config, self._state))
-        if status != self._status_written:
+        if self._console:
+            listing = console.Listing(
+                kind="graph", owner=self._config.owner, status=status, profile=self._config.profile,
+                pending_approvals=1 if status == "pending_approval" else 0,
+                spend_usd=console.spend_or_none(self._state.spend.cost_usd),
+            )
+            updates = console.changed(listing, workflow.info().typed_search_attributes)
+            if updates:
+                workflow.upsert_search_attributes(updates)
+        elif status != self._status_written:
             self._status_written = status
             workflow.upsert_search_attributes([SESSION_STATUS.value_set(status)])
 

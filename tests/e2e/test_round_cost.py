@@ -168,10 +168,10 @@ async def test_search_attributes_are_written_only_when_they_change(
     second = await harness.client.send(sid, "second")
     await harness.client.wait(sid, second.turn_id)
 
-    # Once per run with the owner (whatever the start set), then only changes; a session started
+    # Only changes (console-v1: the owner the start set is not written again); a session started
     # with its first message goes straight to running.
     assert _status_upserts(await _history(harness, sid)) == [
-        {SESSION_STATUS.name: "running", SESSION_OWNER.name: OWNER},
+        {SESSION_STATUS.name: "running"},
         {SESSION_STATUS.name: "idle"},
         {SESSION_STATUS.name: "running"},
         {SESSION_STATUS.name: "idle"},
@@ -218,8 +218,8 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     """lean-start-v1 stands for the three patches before it: one marker (and one TemporalChangeVersion
-    upsert) at the start and trajectory-v1 one beside it; policy-sandbox-v1 one at the run's first
-    tool call, not per round."""
+    upsert) at the start, trajectory-v1 and console-v1 one each beside it; policy-sandbox-v1 one at
+    the run's first tool call, not per round."""
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
 
     patches = [
@@ -228,7 +228,7 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert patches == ["lean-start-v1", "trajectory-v1", "policy-sandbox-v1"]
+    assert patches == ["lean-start-v1", "trajectory-v1", "console-v1", "policy-sandbox-v1"]
 
 
 async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
