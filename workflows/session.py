@@ -651,7 +651,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         timeout = timedelta(seconds=input.timeout_seconds) if input.timeout_seconds is not None else None
         try:
             await workflow.wait_condition(
-                lambda: self._inbox.outcome(input.turn_id) is not None or self._draining, timeout=timeout
+                lambda: self._inbox.outcome(input.turn_id) is not None or self._draining,
+                timeout=timeout,
+                timeout_summary=f"wait for {input.turn_id} (at most {input.timeout_seconds or 0:g} s)" if timeout else None,
             )
         except asyncio.TimeoutError:
             return TurnOutcome(turn_id=input.turn_id, status="pending")

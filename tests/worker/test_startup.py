@@ -127,7 +127,9 @@ async def test_a_worker_on_a_namespace_without_the_search_attributes_registers_t
         idle = await AgentClient(temporal, task_queue=task_queue).list_sessions("AgentSessionStatus = 'idle'")
         assert session_id in [s.session_id for s in idle]
     print(log.read_text())
-    assert "registered search attributes AgentSessionStatus (Keyword), AgentOwner (Keyword) in namespace 'default'" in log.read_text()
+    assert (
+        "registered search attributes AgentSessionStatus (Keyword), AgentOwner (Keyword), AgentKind (Keyword), AgentProfile (Keyword), AgentPendingApprovals (Int), AgentSpendUsd (Double) in namespace 'default'"
+    ) in log.read_text()
     assert {"AgentSessionStatus", "AgentOwner"} <= await custom_search_attributes(bare_server.address)
 
 
@@ -146,20 +148,25 @@ async def test_a_worker_refused_the_search_attributes_exits_with_their_names_and
     assert refused.returncode == 2
     assert (
         f"error: namespace 'default' at {crowded_server.address} lacks the search attributes agentrt sessions write: "
-        "AgentSessionStatus (Keyword), AgentOwner (Keyword). Registering them was refused (INVALID_ARGUMENT: "
+        "AgentSessionStatus (Keyword), AgentOwner (Keyword), AgentKind (Keyword), AgentProfile (Keyword), "
+        "AgentPendingApprovals (Int), AgentSpendUsd (Double). Registering them was refused (INVALID_ARGUMENT: "
         "Unable to create search attributes: cannot have more than 10 search attribute of type Keyword.)"
     ) in refused.stderr
     target = f"--address {crowded_server.address} --namespace default"
     commands = [
         f"temporal operator search-attribute create {target} --name AgentSessionStatus --type Keyword",
         f"temporal operator search-attribute create {target} --name AgentOwner --type Keyword",
+        f"temporal operator search-attribute create {target} --name AgentKind --type Keyword",
+        f"temporal operator search-attribute create {target} --name AgentProfile --type Keyword",
+        f"temporal operator search-attribute create {target} --name AgentPendingApprovals --type Int",
+        f"temporal operator search-attribute create {target} --name AgentSpendUsd --type Double",
     ]
     assert "Ask an operator of the namespace to run:\n" + "".join(f"  {c}\n" for c in commands) in refused.stderr
     assert "worker polling" not in refused.stderr
 
     # The operator makes room and runs the commands as printed; then the worker starts.
     binary = temporal_binary()
-    for name in ("Other0", "Other1"):
+    for name in ("Other0", "Other1", "Other2", "Other3"):
         room = [binary, "operator", "search-attribute", "remove", *target.split(), "--name", name, "--yes"]
         assert (await asyncio.to_thread(subprocess.run, room, capture_output=True)).returncode == 0
     for command in commands:

@@ -241,9 +241,6 @@ def workflow_modules() -> list[Path]:
 
 
 def _audited(path: Path) -> object:
-    if path.name == "session.py":
-        reason = "update wait_turn's timer (timeout_seconds) has no timeout_summary"
-        return pytest.param(path, id=path.name, marks=pytest.mark.xfail(strict=True, reason=reason))
     return pytest.param(path, id=path.name)
 
 
