@@ -26,7 +26,15 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._starts import WORKFLOW_TASK_TIMEOUT, keyed_id, raise_if_cancelled
+from agentrt.client._starts import (
+    IDEMPOTENCY_MEMO,
+    WORKFLOW_TASK_TIMEOUT,
+    keyed_id,
+    raise_if_cancelled,
+    reserved_id_problem,
+    start_memo,
+    started_with,
+)
 from agentrt.client._turns import update_failure_cause
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -35,15 +43,10 @@ from agentrt.schemas import (
     ConfigurationError,
     RequestRejected,
     WorkerUnavailable,
-    idempotency_digest,
     idempotency_key_problem,
 )
 
 __all__ = ["IDEMPOTENCY_MEMO", "WorkflowKind", "listing_fields", "quoted", "validation_text"]
-
-# The memo field of a workflow started with an idempotency key: ``{"key": idempotency_digest(owner,
-# key), "request": idempotency_digest(<the start's input as JSON>)}``; a retry of the start compares it.
-IDEMPOTENCY_MEMO = "agentrt_idempotency"
 
 
 @dataclass(frozen=True)
@@ -114,11 +117,15 @@ class WorkflowKind:
     def start_id(self, item_id: str | None, principal: str, idempotency_key: str | None) -> str:
         """The id a start uses: ``item_id`` when given, else one derived from ``principal`` and
         ``idempotency_key`` (``keyed_id``: a retry finds the first start's workflow), else 12 random
-        hex digits. Raises ``RequestRejected`` (request ``start``) for a malformed key."""
+        hex digits. Raises ``RequestRejected`` (request ``start``) for a malformed key and for an
+        ``item_id`` in the space of derived ids that is not this key's (``reserved_id_problem``)."""
         problem = None if idempotency_key is None else idempotency_key_problem(idempotency_key)
         if problem is not None:
             raise self.rejected(item_id if item_id is not None else "(new)", "start", problem)
         if item_id is not None:
+            problem = reserved_id_problem(self.noun, item_id, principal, idempotency_key)
+            if problem is not None:
+                raise self.rejected(item_id, "start", problem)
             return item_id
         return keyed_id(self.noun, principal, idempotency_key) if idempotency_key is not None else uuid.uuid4().hex[:12]
 
@@ -135,11 +142,7 @@ class WorkflowKind:
         and a start whose id is taken by a workflow ``owner`` started with the same key and the same
         ``argument`` returns as if it had started it (a retry; nothing starts). The same key with
         another ``argument`` raises ``RequestRejected`` saying the key was used for another start."""
-        memo = None
-        if idempotency_key is not None:
-            memo = {IDEMPOTENCY_MEMO: {
-                "key": idempotency_digest(owner, idempotency_key), "request": idempotency_digest(argument.model_dump_json()),
-            }}
+        memo = None if idempotency_key is None else start_memo(owner, idempotency_key, argument)
         try:
             await temporal.start_workflow(
                 workflow_type,
@@ -161,7 +164,7 @@ class WorkflowKind:
             except RPCError:
                 description = None
             if memo is not None and description is not None:
-                first = await _started_with(description, owner)
+                first = await started_with(description, owner)
                 if first is not None and first.get("key") == memo[IDEMPOTENCY_MEMO]["key"]:
                     if first.get("request") == memo[IDEMPOTENCY_MEMO]["request"]:
                         return  # a retry: the first start's workflow is this one
@@ -217,18 +220,6 @@ class WorkflowKind:
             raise self.rejected(item_id, query, str(err)) from err
         except RPCError as err:
             raise self.error(item_id, err) from err
-
-
-async def _started_with(description: WorkflowExecutionDescription, owner: str) -> dict[str, Any] | None:
-    """The ``IDEMPOTENCY_MEMO`` of a workflow ``owner`` started (its ``AgentOwner``), or None (another
-    owner's, or started without a key)."""
-    if description.typed_search_attributes.get(SESSION_OWNER) != owner:
-        return None
-    try:
-        recorded = await description.memo_value(IDEMPOTENCY_MEMO, default=None)
-    except Exception:  # noqa: BLE001 - a memo this client cannot decode was not written by a keyed start of its own
-        return None
-    return recorded if isinstance(recorded, dict) else None
 
 
 def listing_fields(execution: WorkflowExecution, initial_status: str) -> dict[str, Any]:

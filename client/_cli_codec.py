@@ -11,7 +11,13 @@ from typing import Optional
 import typer
 import uvicorn
 
-from agentrt.client._codec_server import DEFAULT_MAX_BODY_BYTES, DEFAULT_UI_ORIGINS, CodecServerSettings, codec_app
+from agentrt.client._codec_server import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_PAYLOADS,
+    DEFAULT_UI_ORIGINS,
+    CodecServerSettings,
+    codec_app,
+)
 from agentrt.schemas import AgentrtError, ConfigurationError
 from agentrt.worker import AesGcmCodec, AgentrtConfig, generate_codec_key, new_codec_key_id
 
@@ -26,6 +32,18 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _host_name(host: str) -> tuple[str, ...]:
+    """The ``Host`` name callers use for the address ``host`` listened on (an IPv6 address in
+    brackets); none for a wildcard address (0.0.0.0, ::), which is no name a caller sends."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return (host,)
+    if address.is_unspecified:
+        return ()
+    return (f"[{address}]",) if address.version == 6 else (str(address),)
 
 
 def _print_new_key(key_id: Optional[str]) -> None:
@@ -66,6 +84,7 @@ def codec_server(
         False, "--insecure-no-auth", help="Serve without a token: anyone who reaches the port reads every payload (local development)."
     ),
     max_body_bytes: int = typer.Option(DEFAULT_MAX_BODY_BYTES, "--max-body-bytes", min=1024, help="Largest request body (bytes)."),
+    max_payloads: int = typer.Option(DEFAULT_MAX_PAYLOADS, "--max-payloads", min=1, help="Most payloads in one request."),
     generate_key: bool = typer.Option(False, "--generate-key", help="Print a new key as ID:BASE64 (for the keys file or AGENTRT_CODEC_KEYS) and exit."),
     key_id: Optional[str] = typer.Option(None, "--key-id", help="Id of the key --generate-key makes.", show_default="key-YYYYMMDD-HHMMSS (UTC)"),
 ) -> None:
@@ -73,6 +92,7 @@ def codec_server(
 
     Point the UI at it (Settings, Codec Server, or `temporal server start-dev --ui-codec-endpoint URL`)
     and the CLI with `--codec-endpoint URL --codec-auth "Bearer $AGENTRT_CODEC_TOKEN"`.
+    With --insecure-no-auth only requests to localhost, 127.0.0.1, [::1] or the --host address are served.
     """
     if generate_key:
         _print_new_key(key_id)
@@ -96,6 +116,8 @@ def codec_server(
             ui_origins=tuple(ui_origins or DEFAULT_UI_ORIGINS),
             token=token,
             max_body_bytes=max_body_bytes,
+            max_payloads=max_payloads,
+            allowed_hosts=_host_name(host) if token is None else (),
         )
     except AgentrtError as err:
         typer.echo(f"error: {err}", err=True)

@@ -20,7 +20,6 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from agentrt.client import _starts as starts
@@ -29,7 +28,7 @@ from agentrt.client._decisions import DecisionMethods
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._graphs import GraphMethods
 from agentrt.client._memories import MemoryMethods
-from agentrt.client._starts import ended_session, raise_if_cancelled, start_operation, update_result
+from agentrt.client._starts import raise_if_cancelled, update_result
 from agentrt.client._tasks import TaskMethods
 from agentrt.client._trajectories import TrajectoryMethods
 from agentrt.client._turns import update_failure_cause as _cause
@@ -169,22 +168,24 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
     async def start(self, config: SessionConfig, text: str, *, idempotency_key: str | None = None) -> StartedSession:
         """Start the session and send its first message in one round trip (update-with-start).
 
-        If the session already runs, the message is sent to it. Returns the session and turn ids.
-        ``idempotency_key``: a repeat returns the first message's turn and queues nothing (``send``).
-        Raises ``PayloadStorageMismatch`` (nothing started or sent) for a message that would
-        leave history for payload storage the task queue's workers do not read.
+        Without ``idempotency_key``, if the session already runs the message is sent to it. With
+        one, a repeat returns the first message's turn and queues nothing (``send``), and a session
+        this principal did not start with this key and config is ``RequestRejected`` (nothing sent:
+        ``starts.start_session``). Returns the session and turn ids. Raises ``PayloadStorageMismatch``
+        (nothing started or sent) for a message that would leave history for payload storage the
+        task queue's workers do not read.
         """
         message = await starts.first_message(self, config.session_id, text, "send_message", idempotency_key)
-        operation = start_operation(config, self.task_queue)
         try:
-            result = await self.temporal.execute_update_with_start_workflow(
-                SessionWorkflow.send_message, message, start_workflow_operation=operation,
-                id=starts.message_update_id("send_message", message),
+            result = await starts.start_session(
+                self, config, idempotency_key,
+                lambda operation: self.temporal.execute_update_with_start_workflow(
+                    SessionWorkflow.send_message, message, start_workflow_operation=operation,
+                    id=starts.message_update_id("send_message", message),
+                ),
             )
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
-        except WorkflowAlreadyStartedError as err:
-            raise await ended_session(config.session_id, operation) from err
         return StartedSession(config.session_id, result.turn_id, workflow_id_for(config.session_id))
 
     async def start_and_wait(
@@ -204,24 +205,21 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         ``idempotency_key`` as in ``send_and_wait``. Raises what ``start`` and ``wait`` raise.
         """
         message = await starts.first_message(self, config.session_id, text, "send_and_wait", idempotency_key)
-        operation = start_operation(config, self.task_queue)
         update_id = starts.message_update_id("send_and_wait", message)
         stage = WorkflowUpdateStage.COMPLETED if on_accepted is None else WorkflowUpdateStage.ACCEPTED
         try:
-            update = await self.temporal.start_update_with_start_workflow(
-                SessionWorkflow.send_and_wait,
-                message,
-                start_workflow_operation=operation,
-                id=update_id,
-                wait_for_stage=stage,
+            update = await starts.start_session(
+                self, config, idempotency_key,
+                lambda operation: self.temporal.start_update_with_start_workflow(
+                    SessionWorkflow.send_and_wait, message, start_workflow_operation=operation, id=update_id,
+                    wait_for_stage=stage,
+                ),
             )
             if on_accepted is not None:
                 on_accepted()
             outcome = await update.result()
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_and_wait", _cause(err)) from err
-        except WorkflowAlreadyStartedError as err:
-            raise await ended_session(config.session_id, operation) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError as err:
             raise_if_cancelled(err)
             outcome = await update_result(self._handle(config.session_id), config.session_id, update_id)

@@ -1,18 +1,22 @@
-"""Pieces of ``AgentClient``'s starts and sends: the session's start for update-with-start, a
-message with its idempotency key and the update id derived from it, ids derived from a key, and
-the outcome of a ``send_and_wait`` update asked again."""
+"""Pieces of ``AgentClient``'s starts and sends: the session's start for update-with-start (with
+its idempotency key recorded, and a keyed retry told apart from a start into someone else's
+session), a message with its idempotency key and the update id derived from it, ids derived
+from a key (in a space of their own), and the outcome of a ``send_and_wait`` update asked again."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionDescription,
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -24,6 +28,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.client._turns import update_failure_cause
 from agentrt.client._workers import check_payload_storage
@@ -44,6 +49,14 @@ from agentrt.workflows.session import SessionWorkflow, workflow_id_for
 MAX_WORKFLOW_ID_CHARS = 1000
 # Hex digits of an id derived from an idempotency key (96 bits of its digest).
 KEYED_ID_CHARS = 24
+# What every id derived from an idempotency key starts with. An id given explicitly may not (the
+# client refuses it), so no caller of the client can take the id a keyed start of another
+# principal will derive before that start does; only raw access to the namespace could.
+KEYED_ID_PREFIX = "k-"
+# The memo field of a workflow started with an idempotency key: ``{"key": idempotency_digest(owner,
+# key), "request": idempotency_digest(<the start's input as JSON>)}``; a retry of the start compares it.
+IDEMPOTENCY_MEMO = "agentrt_idempotency"
+T = TypeVar("T")
 
 
 # A session's workflow task timeout (Temporal's default is 10 s). A task a worker held when it
@@ -55,8 +68,14 @@ KEYED_ID_CHARS = 24
 WORKFLOW_TASK_TIMEOUT = timedelta(seconds=4)
 
 
-def start_operation(config: SessionConfig, task_queue: str) -> WithStartWorkflowOperation:
-    """The session's start, for update-with-start: its id, search attributes and summaries.
+def start_operation(
+    config: SessionConfig,
+    task_queue: str,
+    memo: dict[str, Any] | None = None,
+    conflict: WorkflowIDConflictPolicy = WorkflowIDConflictPolicy.USE_EXISTING,
+) -> WithStartWorkflowOperation:
+    """The session's start, for update-with-start: its id, search attributes, summaries, ``memo``
+    and what it does when the session already runs (``conflict``: by default the update goes to it).
     Raises ``RequestRejected`` (nothing started) for a session id too long for a workflow id."""
     if len(workflow_id_for(config.session_id)) > MAX_WORKFLOW_ID_CHARS:
         limit = MAX_WORKFLOW_ID_CHARS - len(workflow_id_for(""))
@@ -70,7 +89,7 @@ def start_operation(config: SessionConfig, task_queue: str) -> WithStartWorkflow
         SessionInput(config=config),
         id=workflow_id_for(config.session_id),
         task_queue=task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_conflict_policy=conflict,
         # An ended session is not restarted under its id: its transcript positions would collide.
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         task_timeout=WORKFLOW_TASK_TIMEOUT,
@@ -80,7 +99,112 @@ def start_operation(config: SessionConfig, task_queue: str) -> WithStartWorkflow
         search_attributes=TypedSearchAttributes(
             [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
         ),
+        memo=memo,
     )
+
+
+def start_memo(owner: str, idempotency_key: str, request: BaseModel) -> dict[str, Any]:
+    """The memo of a start with ``idempotency_key`` (``IDEMPOTENCY_MEMO``): digests of (``owner``,
+    key) and of ``request`` (the start's input) as JSON, never the key or the input themselves."""
+    return {IDEMPOTENCY_MEMO: {
+        "key": idempotency_digest(owner, idempotency_key), "request": idempotency_digest(request.model_dump_json()),
+    }}
+
+
+async def started_with(description: WorkflowExecutionDescription, owner: str) -> dict[str, Any] | None:
+    """The ``IDEMPOTENCY_MEMO`` of a workflow ``owner`` started (its ``AgentOwner``), or None (another
+    owner's, or started without a key)."""
+    if description.typed_search_attributes.get(SESSION_OWNER) != owner:
+        return None
+    try:
+        recorded = await description.memo_value(IDEMPOTENCY_MEMO, default=None)
+    except Exception:  # noqa: BLE001 - a memo this client cannot decode was not written by a keyed start of its own
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+async def start_session(
+    client: Sender,
+    config: SessionConfig,
+    idempotency_key: str | None,
+    call: Callable[[WithStartWorkflowOperation], Awaitable[T]],
+) -> T:
+    """``call`` (an update-with-start of the session's first message) with the session's start operation.
+
+    Without a key the update goes to the session if it already runs. With a key it does only when
+    that session was started by this client's principal with this key and this same config (a
+    retry of this start: the update then answers the first message's turn); the start is recorded
+    in the workflow's memo (``start_memo``) for that check, made before the update is sent (the
+    server would answer an update id it knows whatever the start's config). Raises
+    ``RequestRejected`` (nothing sent) for a session id in the space of derived ids that is not
+    this key's (``reserved_id_problem``), a session that was started otherwise (``a session with
+    this id exists``), the same key used for a start with another config, and a session that has ended."""
+    session_id = config.session_id
+    problem = reserved_id_problem("session", session_id, client.principal, idempotency_key)
+    if problem is not None:
+        raise RequestRejected(session_id, "start", problem)
+    if idempotency_key is None:
+        operation = start_operation(config, client.task_queue)
+        try:
+            return await call(operation)
+        except WorkflowAlreadyStartedError as err:
+            raise await ended_session(session_id, operation) from err
+    memo = start_memo(client.principal, idempotency_key, config)
+    first = start_operation(config, client.task_queue, memo, WorkflowIDConflictPolicy.FAIL)
+    description = await _described(client.temporal, session_id)
+    if description is None:
+        try:
+            return await call(first)
+        except WorkflowAlreadyStartedError as err:  # started meanwhile: by another attempt of this start, or not
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await first.workflow_handle()  # retrieve the start's own failure: no "never retrieved" warning
+            await _check_retry(await _described(client.temporal, session_id), config, memo, idempotency_key, err)
+    else:
+        await _check_retry(description, config, memo, idempotency_key, None)
+    again = start_operation(config, client.task_queue, memo)  # a retry: the update goes to the first start's session
+    try:
+        return await call(again)
+    except WorkflowAlreadyStartedError as err:
+        raise await ended_session(session_id, again) from err
+
+
+async def _described(temporal: Client, session_id: str) -> WorkflowExecutionDescription | None:
+    """The session workflow's description (its latest run), or None when there is none."""
+    try:
+        return await temporal.get_workflow_handle(workflow_id_for(session_id)).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def _check_retry(
+    description: WorkflowExecutionDescription | None,
+    config: SessionConfig,
+    memo: dict[str, Any],
+    idempotency_key: str,
+    cause: Exception | None,
+) -> None:
+    """Return when the session ``description`` tells of was started by ``config.owner`` with the key
+    and config of ``memo``; raise ``RequestRejected`` otherwise."""
+    session_id = config.session_id
+    first = None if description is None else await started_with(description, config.owner)
+    wanted = memo[IDEMPOTENCY_MEMO]
+    if first is not None and first.get("key") == wanted["key"]:
+        if first.get("request") == wanted["request"]:
+            return
+        raise RequestRejected(
+            session_id, "start",
+            f"idempotency key {idempotency_key!r} was used for another start of session {session_id} (another "
+            "config); a key stands for one request: use a new key for a new one",
+        ) from cause
+    if description is not None and description.close_time is not None:
+        raise RequestRejected(session_id, "start", "a session with this id has ended; start a new session") from cause
+    raise RequestRejected(
+        session_id, "start",
+        "a session with this id exists and was not started with this idempotency key by this principal; "
+        "choose another id (a keyed start never sends into a session it did not start)",
+    ) from cause
 
 
 async def ended_session(session_id: str, operation: WithStartWorkflowOperation) -> RequestRejected:
@@ -122,13 +246,28 @@ def check_key(item_id: str, request: str, idempotency_key: str | None) -> None:
 
 def keyed_id(kind: str, principal: str, idempotency_key: str) -> str:
     """The id a start with ``idempotency_key`` and no id of its own gets (``kind``: ``session``,
-    ``task``, ``graph``): ``KEYED_ID_CHARS`` hex digits of ``idempotency_digest(kind, principal,
-    key)``, so a retry of the start finds the workflow the first one started."""
-    return idempotency_digest(kind, principal, idempotency_key)[:KEYED_ID_CHARS]
+    ``task``, ``graph``): ``KEYED_ID_PREFIX`` and ``KEYED_ID_CHARS`` hex digits of
+    ``idempotency_digest(kind, principal, key)``, so a retry of the start finds the workflow the
+    first one started. Explicit ids may not start with the prefix (``reserved_id_problem``)."""
+    return KEYED_ID_PREFIX + idempotency_digest(kind, principal, idempotency_key)[:KEYED_ID_CHARS]
+
+
+def reserved_id_problem(kind: str, item_id: str, principal: str, idempotency_key: str | None) -> str | None:
+    """Why ``item_id`` may not be given to a start of a ``kind`` (``session``, ``task``, ``graph``), or
+    None: an id starting with ``KEYED_ID_PREFIX`` is only the one ``keyed_id`` derives from this
+    ``principal`` and ``idempotency_key`` (what a retry that kept the first answer's id passes)."""
+    if not item_id.startswith(KEYED_ID_PREFIX):
+        return None
+    if idempotency_key is not None and item_id == keyed_id(kind, principal, idempotency_key):
+        return None
+    return (
+        f"{kind} ids starting with {KEYED_ID_PREFIX!r} are derived from an idempotency key and may not be "
+        "chosen; choose another id, or give the key without an id"
+    )
 
 
 class Sender(Protocol):
-    """What ``message_input`` needs of an ``AgentClient``."""
+    """What ``message_input`` and ``start_session`` need of an ``AgentClient``."""
 
     temporal: Client
     task_queue: str
@@ -160,7 +299,7 @@ async def first_message(
 
 def new_session_id(principal: str, idempotency_key: str | None) -> str:
     """A new session's id: ``keyed_id("session", principal, key)`` with a key (``RequestRejected`` for a
-    malformed one), else 12 random hex digits."""
+    malformed one), else 12 random hex digits (never ``KEYED_ID_PREFIX``: no hex digit is ``k``)."""
     if idempotency_key is None:
         return uuid.uuid4().hex[:12]
     check_key("(new)", "start", idempotency_key)

@@ -5,30 +5,35 @@ at a time, send gigabytes, or redirect elsewhere. So no redirect is followed (a 
 attempt), the answer's body is read only for a short error text and only when the status is not
 2xx (at most ``MAX_RESPONSE_BYTES``, undecoded, so nothing is decompressed), and each attempt as a
 whole (connect, send, headers, that read) is bounded by one timeout, not only each socket read.
+Whatever the target sends back is kept only as printable text: its control characters (terminal
+escapes, CR/LF that would forge log lines) are escaped before an error reaches the store or a log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import httpx
 
-__all__ = ["MAX_RESPONSE_BYTES", "Attempt", "http_client", "post_once", "retry_at"]
+__all__ = ["MAX_RESPONSE_BYTES", "Attempt", "http_client", "post_once", "printable", "retry_at"]
 
 # Bytes of a failed answer's body kept as its error text.
 MAX_RESPONSE_BYTES = 1_024
 USER_AGENT = "agentrt-webhooks"
 # Seconds a Retry-After header may ask for at most (beyond it, the backoff's cap holds).
 MAX_RETRY_AFTER_SECONDS = 3_600.0
+# Retry-After's delta-seconds form (RFC 9110 section 10.2.3): ASCII digits only, at most 10 of them.
+_DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
 
 
 @dataclass(frozen=True)
 class Attempt:
     """How one POST ended: ``delivered`` (a 2xx answer), the answer's ``status_code`` (None when
-    there was none), ``error`` (why it was not delivered) and ``retry_after`` (seconds the target
-    asked to wait with Retry-After, when it did)."""
+    there was none), ``error`` (why it was not delivered, printable: see ``printable``) and
+    ``retry_after`` (seconds the target asked to wait with Retry-After, when it did)."""
 
     delivered: bool
     status_code: int | None = None
@@ -63,14 +68,24 @@ async def post_once(
     except TimeoutError:
         return Attempt(delivered=False, error=f"no answer within {timeout_seconds:g} s")
     except (httpx.HTTPError, httpx.InvalidURL) as err:
-        return Attempt(delivered=False, error=f"{type(err).__name__}: {err or 'no detail'}")
+        return Attempt(delivered=False, error=printable(f"{type(err).__name__}: {err or 'no detail'}"))
     if 300 <= status < 400:
         where = response.headers.get("location", "")[:200]
         error = f"HTTP {status}: a redirect (to {where!r}) is not followed"
     else:
         text = head.decode("utf-8", "replace").strip()
         error = f"HTTP {status}" + (f": {text}" if text else "")
-    return Attempt(delivered=False, status_code=status, error=error, retry_after=_retry_after(response))
+    return Attempt(delivered=False, status_code=status, error=printable(error), retry_after=_retry_after(response))
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (``str.isprintable``: C0/C1 controls
+    such as ESC, CR and LF, DEL, format characters such as bidi overrides, line and paragraph
+    separators, non-space blanks) written as its Python escape (``\\x1b``, ``\\r``, ``\\u202e``),
+    so text a target chose can be stored, logged and shown without acting on a terminal or a log."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
@@ -84,9 +99,10 @@ async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
 
 
 def _retry_after(response: httpx.Response) -> float | None:
-    """Retry-After as seconds (the delta-seconds form only), bounded; None when absent or not a number."""
+    """Retry-After as seconds (the delta-seconds form only: ASCII digits), at most
+    ``MAX_RETRY_AFTER_SECONDS``; None when absent or anything else (an HTTP date, '²', '①', '٥')."""
     value = response.headers.get("retry-after", "").strip()
-    if not value.isdigit() or len(value) > 10:
+    if not _DELTA_SECONDS.fullmatch(value):
         return None
     return min(float(value), MAX_RETRY_AFTER_SECONDS)
 

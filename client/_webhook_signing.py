@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -97,13 +98,17 @@ def verify_webhook(
     entry matches: a tampered body or timestamp, or another secret) and ``malformed_body`` (signed,
     but not a notification, or its id is not the id header's). Signatures are compared in constant
     time. Raises ``ConfigurationError`` for no secret or an empty one (anyone can sign with an
-    empty key) and for a negative ``tolerance_seconds``.
+    empty key), for a ``tolerance_seconds`` that is not a finite number >= 0 and a ``now`` that is
+    not finite (NaN compares false with every timestamp and infinity lies beyond none, so either
+    would let a request signed at any time through).
     """
     secrets = [secret] if isinstance(secret, str) else list(secret)
     if not secrets or not all(isinstance(s, str) and s for s in secrets):
         raise ConfigurationError("verify_webhook needs the target's secret (a non-empty string, or several)")
-    if tolerance_seconds < 0:
-        raise ConfigurationError(f"tolerance_seconds is >= 0, not {tolerance_seconds:g}")
+    if not _finite(tolerance_seconds) or tolerance_seconds < 0:
+        raise ConfigurationError(f"tolerance_seconds is a finite number of seconds >= 0, not {tolerance_seconds!r}")
+    if now is not None and not _finite(now):
+        raise ConfigurationError(f"now is finite unix seconds, not {now!r}")
     raw = body.encode() if isinstance(body, str) else bytes(body)
     lowered = {k.lower(): v for k, v in headers.items()}
     webhook_id = _header(lowered, ID_HEADER)
@@ -134,6 +139,11 @@ def verify_webhook(
     if not matched:
         raise WebhookSignatureInvalid("signature_mismatch", "no v1 signature matches the body, timestamp and secret")
     return _notification(raw, webhook_id)
+
+
+def _finite(value: object) -> bool:
+    """True for an int or float (not a bool) that is neither NaN nor infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _malformed(detail: str) -> WebhookSignatureInvalid:

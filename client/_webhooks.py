@@ -27,7 +27,7 @@ import httpx
 from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._webhook_delivery import http_client, post_once, retry_at
+from agentrt.client._webhook_delivery import Attempt, http_client, post_once, printable, retry_at
 from agentrt.client._webhook_notes import (
     Note,
     approval_requested,
@@ -416,24 +416,47 @@ class WebhookDispatcher:
             raise
 
     async def _deliver(self, target: WebhookTargetLike, delivery: WebhookDelivery) -> None:
+        """One attempt of ``delivery``, recorded whatever happens in it: delivered, due again, or
+        ``failed`` once its attempts (counted when it was claimed) reach ``max_attempts``.
+
+        An attempt that raises (a target's secret that cannot sign, a fault in the HTTP stack) is
+        a failed attempt like any other, so ``max_attempts`` ends every delivery; a claim whose
+        count is already past it (attempts cut short by crashes) fails without another POST."""
         assert self._http is not None
-        body = delivery.body.encode()
-        headers = signed_headers(target.secret, delivery.webhook_id, body)
-        attempt = await post_once(self._http, target.url, headers, body, self._timeout)
+        if delivery.attempts > self._max_attempts:
+            cut_short = f"no attempt left (the last ones were cut short); before: {delivery.last_error or 'no error'}"
+            await self._record_failure(target, delivery, delivery.last_status_code, cut_short, None)
+            return
+        try:
+            body = delivery.body.encode()
+            headers = signed_headers(target.secret, delivery.webhook_id, body)
+            attempt = await post_once(self._http, target.url, headers, body, self._timeout)
+        except Exception as err:  # noqa: BLE001 - any fault of one attempt is that attempt's failure
+            attempt = Attempt(delivered=False, error=printable(f"{type(err).__name__}: {err or 'no detail'}"))
         if attempt.delivered:
             await asyncio.to_thread(
                 self._store.finish_webhook_delivery, delivery.id, delivered=True, status_code=attempt.status_code
             )
             return
+        await self._record_failure(target, delivery, attempt.status_code, attempt.error, attempt.retry_after)
+
+    async def _record_failure(
+        self,
+        target: WebhookTargetLike,
+        delivery: WebhookDelivery,
+        status_code: int | None,
+        error: str | None,
+        retry_after: float | None,
+    ) -> None:
         final = delivery.attempts >= self._max_attempts
-        again = None if final else retry_at(delivery.attempts, self._retry_base, self._retry_max, attempt.retry_after)
+        again = None if final else retry_at(delivery.attempts, self._retry_base, self._retry_max, retry_after)
         await asyncio.to_thread(
-            self._store.finish_webhook_delivery, delivery.id, delivered=False, status_code=attempt.status_code,
-            error=attempt.error, retry_at=again,
+            self._store.finish_webhook_delivery, delivery.id, delivered=False, status_code=status_code,
+            error=error, retry_at=again,
         )
         log.warning(
             "webhook %s (%s) to %s: attempt %d of %d failed: %s%s", delivery.webhook_id, delivery.type, target.url,
-            delivery.attempts, self._max_attempts, attempt.error, "; giving up" if final else "",
+            delivery.attempts, self._max_attempts, error, "; giving up" if final else "",
         )
 
 

@@ -17,8 +17,8 @@ Key ids select the key on decode, so keys rotate without rewriting history: add 
 key to every process first, then make it the current one; payloads written with the old
 keys stay readable while the old key is configured. Keys come from a keys file (TOML or
 JSON; ``[codec] keys_file``) or from ``AGENTRT_CODEC_KEYS``, validated at configuration
-load (``ConfigurationError``): 32-byte keys (base64), well-formed ids, an existing current
-key, a keys file readable by its owner only.
+load (``ConfigurationError``): 32-byte keys (base64), well-formed ids given once, an existing
+current key, a keys file in UTF-8 that only its owner may write and other users may not read.
 """
 
 from __future__ import annotations
@@ -317,8 +317,12 @@ def load_keys_file(path: str | os.PathLike[str]) -> tuple[dict[str, bytes], str 
     ```
 
     JSON: ``{"current": "k2", "keys": {"k1": "...", "k2": "..."}}``. Raises
-    ``ConfigurationError`` when the file is missing, readable or writable by every user
-    (mode bits ``o+r``/``o+w``; ``chmod 600`` it), malformed, or holds a bad key.
+    ``ConfigurationError`` when the file is missing or unreadable, readable or writable by every
+    user (mode bits ``o+r``/``o+w``), writable by its group (``g+w``: a member could swap in a
+    key of theirs and read what is encrypted next), not UTF-8, malformed, names a setting or a
+    key id twice (JSON; TOML refuses that itself), or holds a bad key. ``chmod 600`` it; ``640``
+    is accepted, so the keys can be shared with a service group (a Kubernetes secret volume
+    with an ``fsGroup`` is ``0440``).
     """
     file = Path(path)
     try:
@@ -332,11 +336,22 @@ def load_keys_file(path: str | os.PathLike[str]) -> tuple[dict[str, bytes], str 
             f"codec keys file {file} is readable or writable by every user (mode {stat.filemode(info.st_mode)}); "
             f"`chmod 600 {file}` (a Kubernetes secret volume: defaultMode 0400)"
         )
-    text = file.read_text()
+    if os.name == "posix" and info.st_mode & stat.S_IWGRP:
+        raise ConfigurationError(
+            f"codec keys file {file} is writable by its group (mode {stat.filemode(info.st_mode)}); `chmod 600 {file}`"
+        )
+    try:
+        raw = file.read_bytes()
+    except OSError as err:
+        raise ConfigurationError(f"codec keys file {file} cannot be read: {err.strerror or err}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigurationError(f"codec keys file {file} is not UTF-8 text (byte {err.start})") from None
     data: Any
     if file.suffix.lower() == ".json":
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=lambda pairs: _unique_pairs(pairs, file))
         except json.JSONDecodeError as err:
             raise ConfigurationError(f"codec keys file {file}: invalid JSON: line {err.lineno}: {err.msg}") from None
     else:
@@ -359,6 +374,17 @@ def load_keys_file(path: str | os.PathLike[str]) -> tuple[dict[str, bytes], str 
     if current is not None:
         _check_key_id(current, f"{where}: current")
     return keys, current
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]], file: Path) -> dict[str, Any]:
+    """A JSON object's members as a dict; ``ConfigurationError`` for a name given twice (``json``
+    would keep the last silently, so a file could hold two keys under one id and use either)."""
+    found: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in found:
+            raise ConfigurationError(f"codec keys file {file}: {name!r} is given twice in one object")
+        found[name] = value
+    return found
 
 
 @dataclass

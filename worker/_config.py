@@ -223,9 +223,13 @@ class AgentrtConfig:
             if not file.is_file():
                 raise ConfigurationError(f"configuration file {file} does not exist")
             try:
-                data = tomllib.loads(file.read_text())
+                data = tomllib.loads(file.read_text(encoding="utf-8"))
             except tomllib.TOMLDecodeError as err:
                 raise ConfigurationError(f"{file}: invalid TOML: {err}") from err
+            except UnicodeDecodeError as err:
+                raise ConfigurationError(f"{file}: not UTF-8 text (byte {err.start})") from err
+            except OSError as err:
+                raise ConfigurationError(f"{file}: cannot be read: {err.strerror or err}") from err
         if not isinstance(data.get("principals", {}), dict):
             raise ConfigurationError(f"{file}: principals must be a table ([principals]), not {data['principals']!r}")
         if not isinstance(data.get("payloads", {}), dict):

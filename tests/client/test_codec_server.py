@@ -3,11 +3,12 @@ CORS for the UI, and what it answers to bodies an attacker sends; `agentrt codec
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,10 +17,12 @@ import pytest
 import uvicorn
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
 from typer.testing import CliRunner
 
 from agentrt.client._cli import app
-from agentrt.client._codec_server import CodecServerSettings, codec_app
+from agentrt.client._cli_codec import _host_name
+from agentrt.client._codec_server import DEFAULT_MAX_PAYLOADS, CodecServerSettings, codec_app
 from agentrt.schemas import ConfigurationError
 from agentrt.worker import AesGcmCodec, AgentrtConfig, free_port
 
@@ -32,10 +35,10 @@ CODEC = AesGcmCodec({"k1": K1, "k2": K2}, "k2")
 
 
 @contextmanager
-def serving(settings: CodecServerSettings) -> Iterator[str]:
+def serving(settings: CodecServerSettings, codec: PayloadCodec = CODEC) -> Iterator[str]:
     """``codec_app`` on a uvicorn server on a free loopback port, in a thread; yields its URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(codec_app(CODEC, settings), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(codec_app(codec, settings), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -249,9 +252,98 @@ async def test_a_server_built_without_a_token_serves_calls_without_one(http: htt
     assert response.status_code == 200 and payloads_of(response.json()) == [plain()]
 
 
+async def test_more_payloads_than_the_bound_in_one_request_is_a_413(url: str, http: httpx.AsyncClient) -> None:
+    # 2.5 million empty payloads fit in 8 MiB and cost seconds of CPU; the module's server has the default bound.
+    at_bound = await http.post(f"{url}/decode", content='{"payloads":[' + ",".join(["{}"] * DEFAULT_MAX_PAYLOADS) + "]}", headers=AUTH)
+    over = await http.post(f"{url}/decode", content='{"payloads":[' + ",".join(["{}"] * (DEFAULT_MAX_PAYLOADS + 1)) + "]}", headers=AUTH)
+
+    assert at_bound.status_code == 200 and len(at_bound.json()["payloads"]) == DEFAULT_MAX_PAYLOADS
+    assert over.status_code == 413
+    assert over.json() == {"error": f"{DEFAULT_MAX_PAYLOADS + 1} payloads in one request; at most {DEFAULT_MAX_PAYLOADS}"}
+    assert (await http.get(f"{url}/healthz")).json() == {"status": "ok"}
+
+
+class GatedCodec(PayloadCodec):
+    """The real codec, whose decode waits (in the thread that runs it) until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return await CODEC.encode(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        self.entered.set()
+        self.gate.wait(60)
+        return await CODEC.decode(payloads)
+
+
+async def test_health_and_other_calls_are_answered_while_a_request_is_being_decoded(http: httpx.AsyncClient) -> None:
+    codec = GatedCodec()
+    (encrypted,) = await CODEC.encode([plain()])
+    with serving(CodecServerSettings(namespaces=("default",), token=TOKEN), codec) as gated_url:
+        slow = asyncio.create_task(http.post(f"{gated_url}/decode", json=as_json(encrypted), headers=AUTH))
+        await asyncio.to_thread(codec.entered.wait, 30)
+        health = await http.get(f"{gated_url}/healthz", timeout=10)
+        encoded = await http.post(f"{gated_url}/encode", json=as_json(plain()), headers=AUTH, timeout=10)
+        codec.gate.set()
+        decoded = await slow
+
+    assert health.json() == {"status": "ok"} and encoded.status_code == 200
+    assert decoded.status_code == 200 and payloads_of(decoded.json()) == [plain()]
+
+
+@pytest.mark.parametrize("host", ["rebind.attacker.example", "rebind.attacker.example:8081", "127.0.0.1.nip.io", "localhost.evil.example"])
+async def test_a_server_without_a_token_refuses_a_host_that_is_not_loopback(http: httpx.AsyncClient, host: str) -> None:
+    # DNS rebinding: a page at rebind.attacker.example re-points its name at 127.0.0.1 and calls the server as itself.
+    (encrypted,) = await CODEC.encode([plain()])
+    with serving(CodecServerSettings(namespaces=("default",), ui_origins=(UI,), token=None)) as open_url:
+        response = await http.post(
+            f"{open_url}/decode", json=as_json(encrypted), headers={"Host": host, "Origin": f"http://{host}"}
+        )
+        after = await http.post(f"{open_url}/decode", json=as_json(encrypted))
+
+    assert response.status_code == 400 and SECRET not in response.text
+    assert after.status_code == 200 and payloads_of(after.json()) == [plain()]
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST:8081", "127.0.0.1:1", "[::1]:8081", "codec.internal"])
+async def test_a_server_without_a_token_serves_loopback_and_its_allowed_hosts(http: httpx.AsyncClient, host: str) -> None:
+    (encrypted,) = await CODEC.encode([plain()])
+    settings = CodecServerSettings(namespaces=("default",), token=None, allowed_hosts=("codec.internal",))
+    with serving(settings) as open_url:
+        response = await http.post(f"{open_url}/decode", json=as_json(encrypted), headers={"Host": host})
+
+    assert response.status_code == 200 and payloads_of(response.json()) == [plain()]
+
+
+async def test_a_server_with_a_token_serves_any_host(url: str, http: httpx.AsyncClient) -> None:
+    (encrypted,) = await CODEC.encode([plain()])
+
+    response = await http.post(f"{url}/decode", json=as_json(encrypted), headers={**AUTH, "Host": "codec.example.com"})
+
+    assert response.status_code == 200 and payloads_of(response.json()) == [plain()]
+
+
+@pytest.mark.parametrize(
+    ("listened", "named"),
+    [("127.0.0.1", ("127.0.0.1",)), ("::1", ("[::1]",)), ("0.0.0.0", ()), ("::", ()), ("devbox.lan", ("devbox.lan",))],
+)
+def test_the_command_serves_without_a_token_the_host_it_listens_on_but_no_wildcard(
+    listened: str, named: tuple[str, ...]
+) -> None:
+    assert _host_name(listened) == named
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
+        ({"max_payloads": 0}, "max_payloads must be >= 1"),
+        ({"allowed_hosts": ("*",)}, "without a port or wildcard"),
+        ({"allowed_hosts": ("*.example.com",)}, "without a port or wildcard"),
+        ({"allowed_hosts": ("example.com:8081",)}, "without a port or wildcard"),
+        ({"allowed_hosts": ("",)}, "without a port or wildcard"),
         ({"token": "short"}, "at least 16 characters"),
         ({"ui_origins": ("*",)}, "UI origin '\\*' must be scheme://host"),
         ({"ui_origins": ("http://localhost:8233/path",)}, "must be scheme://host"),
@@ -301,6 +393,30 @@ def test_the_command_with_a_world_readable_keys_file_exits_2(tmp_path: Path, mon
 
     assert result.exit_code == 2
     assert "readable or writable by every user" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "message"),
+    [
+        (b'[keys]\nk1 = "\xff"\n', 0o600, "is not UTF-8 text (byte 13)"),
+        (f'[keys]\nk1 = "{base64.b64encode(K1).decode()}"\n'.encode(), 0o660, "is writable by its group"),
+    ],
+    ids=["not-utf8", "group-writable"],
+)
+def test_the_command_with_a_bad_keys_file_exits_2_with_a_message_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, mode: int, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTRT_CODEC_KEYS", raising=False)
+    monkeypatch.setenv("AGENTRT_CODEC_TOKEN", TOKEN)
+    (tmp_path / "keys.toml").write_bytes(content)
+    (tmp_path / "keys.toml").chmod(mode)
+    (tmp_path / "agentrt.toml").write_text('[codec]\nkeys_file = "keys.toml"\n')
+
+    result = runner.invoke(app, ["codec-server", "--config", str(tmp_path / "agentrt.toml")])
+
+    assert result.exit_code == 2 and result.exception is not None and isinstance(result.exception, SystemExit)
+    assert result.output.startswith("error: codec keys file ") and message in result.output
 
 
 def test_generate_key_prints_a_key_the_configuration_accepts(tmp_path: Path) -> None:

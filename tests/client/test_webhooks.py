@@ -29,6 +29,7 @@ from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentrt.client import AgentClient, WebhookDispatcher, verify_webhook
+from agentrt.client._webhook_delivery import http_client, post_once
 from agentrt.client._webhook_notes import MAX_ARGUMENTS_BYTES, webhook_id
 from agentrt.client._webhook_signing import ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook, signed_headers
 from agentrt.schemas import (
@@ -50,7 +51,7 @@ from agentrt.schemas import (
     WebhookSignatureInvalid,
     arguments_sha256,
 )
-from agentrt.store import Store, webhook_watch_id
+from agentrt.store import NewWebhookDelivery, Store, webhook_watch_id
 from agentrt.worker import AgentrtConfig, DevServer
 
 SECRET = "whsec-test-1"
@@ -73,8 +74,8 @@ class Received:
 class Receiver:
     """A real HTTP server on 127.0.0.1 that records each POST, then answers by the next planned
     behaviour (default: 204): a status, ``("redirect", url)``, ``("hang",)`` (no answer until
-    stopped), ``("endless", status)`` (a body that never ends) or ``("trickle",)`` (headers one
-    byte at a time, forever)."""
+    stopped), ``("endless", status)`` (a body that never ends), ``("trickle",)`` (headers one
+    byte at a time, forever) or ``("raw", bytes)`` (these bytes as the whole answer)."""
 
     def __init__(self, *plan: Any) -> None:
         self.requests: list[Received] = []
@@ -127,6 +128,9 @@ class Receiver:
             while not self.release.is_set():
                 handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.bytes_sent += len(chunk)
+        elif kind == "raw":
+            handler.wfile.write(step[1])
+            handler.close_connection = True
         elif kind == "trickle":
             handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
             while not self.release.is_set():
@@ -336,6 +340,22 @@ def test_a_negative_tolerance_is_a_configuration_error() -> None:
 
     with pytest.raises(ConfigurationError, match="tolerance_seconds"):
         verify_webhook(SECRET, body, headers, now=NOW, tolerance_seconds=-1)
+
+
+@pytest.mark.parametrize("tolerance", [float("nan"), float("inf"), True])
+def test_a_tolerance_that_is_not_a_finite_number_is_a_configuration_error(tolerance: Any) -> None:
+    # NaN compares false with every timestamp: a request signed in 1970 would pass.
+    body, headers = signed(timestamp=1)
+
+    with pytest.raises(ConfigurationError, match="tolerance_seconds"):
+        verify_webhook(SECRET, body, headers, now=NOW, tolerance_seconds=tolerance)
+
+
+def test_a_now_that_is_not_finite_is_a_configuration_error() -> None:
+    body, headers = signed(timestamp=1)
+
+    with pytest.raises(ConfigurationError, match="now"):
+        verify_webhook(SECRET, body, headers, now=float("nan"))
 
 
 # ---------------------------------------------------------------- the dispatcher: sessions
@@ -698,6 +718,111 @@ async def test_an_endless_answer_is_not_read_past_a_small_bound(
     else:  # its error text is the first KiB of the body, read without waiting for the attempt's bound
         assert (first.state, first.last_status_code) == ("pending", 500)
         assert (first.last_error or "").startswith("HTTP 500: xxx") and len(first.last_error or "") < 1_100
+
+
+def answer(status: int, *headers: bytes, body: bytes = b"") -> tuple[str, bytes]:
+    """A ``("raw", ...)`` step: the status line, ``headers`` as sent (any bytes) and ``body``."""
+    head = b"".join(h + b"\r\n" for h in headers)
+    return ("raw", b"HTTP/1.1 %d X\r\n%bContent-Length: %d\r\nConnection: close\r\n\r\n%b" % (status, head, len(body), body))
+
+
+@pytest.mark.parametrize(
+    "value", [b"\xb2", "\u2460".encode(), "\u0665".encode(), b"1e3", b"-5", b"12345678901", b"Wed, 21 Oct 2026 07:28:00 GMT"]
+)
+async def test_a_retry_after_that_is_not_ascii_delta_seconds_is_ignored_not_raised(
+    receivers: Receivers, value: bytes
+) -> None:
+    # '²' (latin-1 0xB2), '①' and the Arabic-Indic 5 pass str.isdigit(); float() refuses the first two.
+    receiver = receivers(answer(503, b"Retry-After: " + value))
+
+    async with http_client(5) as http:
+        attempt = await post_once(http, receiver.url, {"Content-Type": "application/json"}, b"{}", 5)
+
+    assert (attempt.delivered, attempt.status_code, attempt.retry_after) == (False, 503, None)
+
+
+async def test_a_retry_after_in_ascii_digits_is_honoured_up_to_its_bound(receivers: Receivers) -> None:
+    receiver = receivers(answer(503, b"Retry-After: 7"), answer(503, b"Retry-After: 9999999999"))
+
+    async with http_client(5) as http:
+        first = await post_once(http, receiver.url, {}, b"{}", 5)
+        second = await post_once(http, receiver.url, {}, b"{}", 5)
+
+    assert (first.retry_after, second.retry_after) == (7.0, 3_600.0)
+
+
+async def test_a_target_answering_a_retry_after_of_superscript_two_is_given_up_after_max_attempts(
+    db: Store, client: AgentClient, receivers: Receivers
+) -> None:
+    receiver = receivers(*[answer(503, b"Retry-After: \xb2")] * 4)
+    sid = await a_session(client)
+    write(db, sid, ended(1))
+
+    async with dispatcher(db, client, Target(receiver.url), max_attempts=2) as d:
+        await d.watch("session", sid, "alice")
+        await until(lambda: [r for r in db.webhook_deliveries() if r.state == "failed"])
+        await asyncio.sleep(0.2)
+
+    (row,) = db.webhook_deliveries()
+    assert (row.state, row.attempts, row.last_status_code, len(receiver.requests)) == ("failed", 2, 503, 2)
+
+
+async def test_an_attempt_that_raises_is_a_failed_attempt_and_max_attempts_ends_the_delivery(
+    db: Store, client: AgentClient, receivers: Receivers
+) -> None:
+    # A target given an empty secret cannot sign: each attempt raises before anything is sent.
+    receiver = receivers()
+    sid = await a_session(client)
+    write(db, sid, ended(1))
+
+    async with dispatcher(db, client, Target(receiver.url, secret=""), max_attempts=3) as d:
+        await d.watch("session", sid, "alice")
+        await until(lambda: [r for r in db.webhook_deliveries() if r.state == "failed"])
+        await asyncio.sleep(0.2)
+
+    (row,) = db.webhook_deliveries()
+    assert (row.state, row.attempts, row.last_status_code) == ("failed", 3, None)
+    assert (row.last_error or "").startswith("ConfigurationError: ")
+    assert receiver.requests == []
+
+
+async def test_a_delivery_claimed_past_max_attempts_fails_without_another_post(
+    db: Store, client: AgentClient, receivers: Receivers
+) -> None:
+    receiver = receivers()
+    sid = await a_session(client)
+    _, watch = db.add_webhook_watch("session", sid, "alice")
+    body = signed(wid="wh_cut")[0].decode()
+    db.advance_webhook_watch(watch.watch_id, 0, 1, deliveries=[NewWebhookDelivery("wh_cut", receiver.url, "turn.ended", body)])
+    for _ in range(3):  # three attempts begun and never finished: a dispatcher that died mid-attempt each time
+        db.claim_webhook_deliveries(receiver.url, lease_seconds=0)
+
+    async with dispatcher(db, client, Target(receiver.url), max_attempts=2):
+        await until(lambda: db.webhook_deliveries()[0].state == "failed")
+
+    (row,) = db.webhook_deliveries()
+    assert (row.webhook_id, row.attempts, receiver.requests) == ("wh_cut", 4, [])
+    assert "no attempt left" in (row.last_error or "")
+
+
+async def test_control_characters_a_target_answers_are_escaped_in_last_error_and_the_log(
+    db: Store, client: AgentClient, receivers: Receivers, caplog: pytest.LogCaptureFixture
+) -> None:
+    hostile = b"\x1b[2J\x1b[31mPWN\xff\r\nX-Injected: 1\n2026-01-01 CRITICAL forged line \xe2\x80\xae"
+    receiver = receivers(answer(500, body=hostile))
+    sid = await a_session(client)
+    write(db, sid, ended(1))
+
+    with caplog.at_level("WARNING", logger="agentrt.webhooks"):
+        async with dispatcher(db, client, Target(receiver.url), retry_base_seconds=60) as d:
+            await d.watch("session", sid, "alice")
+            await until(lambda: [r for r in db.webhook_deliveries() if r.last_status_code])
+
+    error = db.webhook_deliveries()[0].last_error or ""
+    assert error == "HTTP 500: \\x1b[2J\\x1b[31mPWN\ufffd\\r\\nX-Injected: 1\\n2026-01-01 CRITICAL forged line \\u202e"
+    logged = [r.getMessage() for r in caplog.records if "attempt 1 of" in r.getMessage()]
+    assert len(logged) == 1 and "\\x1b[2J" in logged[0]
+    assert not any(c in logged[0] for c in "\x1b\r\n\u202e")
 
 
 # ---------------------------------------------------------------- tasks and runs

@@ -20,6 +20,7 @@ from agentrt.schemas import (
     SendMessageInput,
     UserMessageAdded,
     graph_workflow_id,
+    idempotency_digest,
     task_workflow_id,
 )
 from agentrt.store import Store
@@ -38,6 +39,11 @@ async def user_messages(client: AgentClient, session_id: str) -> list[UserMessag
 
 def new_key() -> str:
     return f"key-{uuid.uuid4()}"
+
+
+def keyed_id(kind: str, principal: str, key: str) -> str:
+    """The id a start of ``kind`` with ``key`` and no id derives (docs/idempotency.md, "Derived ids")."""
+    return "k-" + idempotency_digest(kind, principal, key)[:24]
 
 
 async def started_session(harness: Harness, workspace: Path, tmp_path: Path, answers: int = 4) -> str:
@@ -246,7 +252,7 @@ async def test_start_repeated_with_a_key_starts_one_session(harness: Harness, wo
     run_id = (await harness.handle(sid).describe()).run_id
     again = await harness.client.start(configs[1], "begin", idempotency_key=key)
 
-    assert configs[1].session_id == sid and len(sid) == 24
+    assert configs[1].session_id == sid and sid.startswith("k-") and len(sid) == 26
     assert (first.session_id, first.turn_id) == (again.session_id, again.turn_id) == (sid, "turn-1")
     assert (await harness.handle(sid).describe()).run_id == run_id
     assert (await harness.client.wait(sid, "turn-1", timeout_seconds=60)).answer == "started"
@@ -289,6 +295,130 @@ async def test_a_start_repeated_after_the_session_ended_answers_the_first_turn(
         await harness.client.start(config, "something else", idempotency_key=key)
 
 
+async def test_a_keyed_start_under_the_id_of_a_session_started_without_the_key_is_refused_and_sends_nothing(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    # The config asks for other tools and a read-only sandbox: sending into the running session would drop both.
+    sid = await started_session(harness, workspace, tmp_path)
+    script = write_script(tmp_path, [{"text": "x"}])
+    config = session_config(harness.client, sid, workspace, script, tools=[], sandbox="read_only")
+
+    for start in (harness.client.start(config, "new session please", idempotency_key=new_key()),
+                  harness.client.start_and_wait(config, "new session please", idempotency_key=new_key())):
+        with pytest.raises(RequestRejected, match="a session with this id exists and was not started with this idempotency key") as caught:
+            await start
+        assert (caught.value.session_id, caught.value.request) == (sid, "start")
+
+    assert [m.text for m in await user_messages(harness.client, sid)] == ["hello"]
+    view = await harness.client.state(sid)
+    assert view.queued_turn_ids == [] and view.active_turn_id is None and view.turns_completed == 1
+
+
+async def test_a_keyed_start_under_the_id_of_a_session_started_with_another_key_is_refused(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "first"}, {"text": "never"}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script)
+    first = await harness.client.start(config, "begin", idempotency_key=new_key())
+    await harness.client.wait(sid, first.turn_id, timeout_seconds=60)
+
+    with pytest.raises(RequestRejected, match="a session with this id exists"):
+        await harness.client.start(config, "begin", idempotency_key=new_key())
+    with pytest.raises(RequestRejected, match="a session with this id exists"):  # another principal's key
+        await harness.as_principal("mallory").start(config, "begin", idempotency_key=new_key())
+
+    assert [m.text for m in await user_messages(harness.client, sid)] == ["begin"]
+
+
+async def test_a_stranger_repeating_the_owner_s_keyed_start_is_refused_and_sends_nothing(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "first"}, {"text": "never"}])
+    key = new_key()
+    config = harness.client.new_config(str(workspace), script=script, profile="scripted", idempotency_key=key)
+    harness.session_ids.append(config.session_id)
+    first = await harness.client.start(config, "begin", idempotency_key=key)
+    await harness.client.wait(config.session_id, first.turn_id, timeout_seconds=60)
+    mallory = harness.as_principal("mallory")
+
+    for config_of_the_start in (config, config.model_copy(update={"owner": "mallory"})):
+        with pytest.raises(RequestRejected, match="ids starting with 'k-' are derived from an idempotency key"):
+            await mallory.start(config_of_the_start, "begin", idempotency_key=key)
+
+    assert [m.text for m in await user_messages(harness.client, config.session_id)] == ["begin"]
+
+
+async def test_the_same_key_with_another_config_is_refused_and_the_first_session_stands(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "first"}, {"text": "never"}])
+    key = new_key()
+    config = harness.client.new_config(str(workspace), script=script, profile="scripted", idempotency_key=key)
+    harness.session_ids.append(config.session_id)
+    first = await harness.client.start(config, "begin", idempotency_key=key)
+
+    with pytest.raises(RequestRejected, match=f"idempotency key '{key}' was used for another start of session"):
+        await harness.client.start(config.model_copy(update={"tools": []}), "begin", idempotency_key=key)
+
+    assert (await harness.client.start(config, "begin", idempotency_key=key)).turn_id == first.turn_id
+    assert [m.text for m in await user_messages(harness.client, config.session_id)] == ["begin"]
+
+
+async def test_a_start_without_a_key_into_a_running_session_still_sends_to_it(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    sid = await started_session(harness, workspace, tmp_path)
+
+    again = await harness.client.start(session_config(harness.client, sid, workspace, "ignored.json"), "and more")
+
+    assert again.turn_id == "turn-2"
+    await harness.client.wait(sid, again.turn_id, timeout_seconds=60)
+    assert [m.text for m in await user_messages(harness.client, sid)] == ["hello", "and more"]
+
+
+@pytest.mark.parametrize("kind", ["session", "task", "graph"])
+async def test_an_explicit_id_in_the_space_of_derived_ids_is_refused_before_anything_starts(
+    harness: Harness, workspace: Path, tmp_path: Path, kind: str
+) -> None:
+    # Bob takes the id Alice's keyed start of "order-42" derives: the client refuses it, so Alice's start can run.
+    squatted = keyed_id(kind, OWNER, "order-42")
+    bob = harness.as_principal("bob")
+    script = write_script(tmp_path, [{"text": "x"}])
+    starts = {
+        "session": lambda: bob.start(session_config(bob, squatted, workspace, script), "mine now"),
+        "task": lambda: bob.start_task("squat", workspace=str(workspace), script=script, every_seconds=3600, task_id=squatted),
+        "graph": lambda: bob.start_graph(goal="squat", workspace=str(workspace), script=script, graph_id=squatted),
+    }
+    workflow_ids = {"session": f"session-{squatted}", "task": task_workflow_id(squatted), "graph": graph_workflow_id(squatted)}
+
+    with pytest.raises(RequestRejected, match="ids starting with 'k-' are derived from an idempotency key") as caught:
+        await starts[kind]()
+    with pytest.raises(RequestRejected, match="ids starting with 'k-' are derived"):  # another key's id, even with a key
+        await {"session": lambda: bob.start(session_config(bob, squatted, workspace, script), "x", idempotency_key="order-42"),
+               "task": lambda: bob.start_task("s", workspace=str(workspace), task_id=squatted, idempotency_key="order-42"),
+               "graph": lambda: bob.start_graph(goal="s", workspace=str(workspace), graph_id=squatted, idempotency_key="order-42"),
+               }[kind]()
+
+    assert caught.value.session_id == squatted and caught.value.request == "start"
+    with pytest.raises(RPCError):
+        await harness.temporal.get_workflow_handle(workflow_ids[kind]).describe()  # nothing was started
+
+
+async def test_a_retry_that_kept_the_derived_id_passes_it_with_its_key(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_task_script(tmp_path, [[{"text": "working"}]], reviews=[{"verdict": "fail", "findings": ["not yet"]}])
+    key = new_key()
+
+    task_id = await harness.client.start_task("g", workspace=str(workspace), script=script, every_seconds=3600, idempotency_key=key)
+    try:
+        again = await harness.client.start_task(
+            "g", workspace=str(workspace), script=script, every_seconds=3600, task_id=task_id, idempotency_key=key
+        )
+        assert again == task_id == keyed_id("task", OWNER, key)
+    finally:
+        await harness.client.cancel_task(task_id)
+
+
 async def test_a_start_with_a_malformed_key_starts_nothing(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     sid = harness.new_session_id()
     config = session_config(harness.client, sid, workspace, write_script(tmp_path, [{"text": "x"}]))
@@ -321,7 +451,7 @@ async def test_start_task_repeated_with_a_key_starts_one_task(harness: Harness, 
     handle = harness.temporal.get_workflow_handle(task_workflow_id(task_id))
     run_id = (await handle.describe()).run_id
     try:
-        assert await start() == task_id and len(task_id) == 24
+        assert await start() == task_id and task_id.startswith("k-") and len(task_id) == 26
         assert (await handle.describe()).run_id == run_id
         with pytest.raises(RequestRejected, match=f"idempotency key '{key}' was used for another start of task {task_id}"):
             await start("another goal")
@@ -401,3 +531,16 @@ async def test_run_twice_with_one_key_from_the_cli_runs_one_session(harness: Har
     assert (one["session_id"], one["turn_id"], one["answer"]) == (two["session_id"], two["turn_id"], "ran once")
     harness.session_ids.append(one["session_id"])
     assert [m.text for m in await user_messages(harness.client, one["session_id"])] == ["do it once"]
+
+
+async def test_run_with_a_session_id_in_the_space_of_derived_ids_exits_2(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "x"}])
+    squatted = keyed_id("session", "alice", "order-42")
+
+    result = await agentrt(harness, "run", "mine now", "-w", str(workspace), "--script", script, "--session-id", squatted, cwd=tmp_path)
+
+    assert result.returncode == 2 and "ids starting with 'k-' are derived from an idempotency key" in result.stderr
+    with pytest.raises(RPCError):
+        await harness.handle(squatted).describe()

@@ -290,6 +290,49 @@ def test_a_keys_file_readable_by_every_user_is_refused(tmp_path: Path) -> None:
         codec_config({"keys_file": str(path)}, None, {})
 
 
+def test_a_keys_file_writable_by_its_group_is_refused(tmp_path: Path) -> None:
+    # A group member could put a key of theirs under the current id and read what is encrypted next.
+    path = keys_file(tmp_path / "keys.toml", f'[keys]\nk1 = "{b64(K1)}"\n', mode=0o660)
+
+    with pytest.raises(ConfigurationError, match="writable by its group \\(mode -rw-rw----\\).*chmod 600"):
+        codec_config({"keys_file": str(path)}, None, {})
+
+
+def test_a_keys_file_readable_by_its_group_only_is_read(tmp_path: Path) -> None:
+    path = keys_file(tmp_path / "keys.toml", f'[keys]\nk1 = "{b64(K1)}"\n', mode=0o640)
+
+    assert codec_config({"keys_file": str(path)}, None, {}).keys == {"k1": K1}
+
+
+def test_a_keys_file_that_is_not_utf8_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "keys.toml"
+    path.write_bytes(b'[keys]\nk1 = "\xff"\n')
+    path.chmod(0o600)
+
+    with pytest.raises(ConfigurationError, match="keys.toml is not UTF-8 text \\(byte 13\\)"):
+        codec_config({"keys_file": str(path)}, None, {})
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("keys.json", f'{{"keys": {{"k1": "{b64(K1)}", "k1": "{b64(K2)}"}}}}', "'k1' is given twice"),
+        ("keys.json", f'{{"current": "k1", "current": "k2", "keys": {{"k1": "{b64(K1)}"}}}}', "'current' is given twice"),
+        ("keys.toml", f'[keys]\nk1 = "{b64(K1)}"\nk1 = "{b64(K2)}"\n', "invalid TOML"),
+        ("keys.toml", f'current = "k1"\ncurrent = "k2"\n[keys]\nk1 = "{b64(K1)}"\n', "invalid TOML"),
+    ],
+    ids=["json-key", "json-current", "toml-key", "toml-current"],
+)
+def test_a_keys_file_naming_a_key_id_or_a_setting_twice_is_refused(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    # json.loads keeps the last of two members silently: which of two keys would be k1?
+    path = keys_file(tmp_path / name, text)
+
+    with pytest.raises(ConfigurationError, match=message):
+        codec_config({"keys_file": str(path)}, None, {})
+
+
 def test_a_keys_file_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="keys file .*missing.toml does not exist"):
         codec_config({"keys_file": str(tmp_path / "missing.toml")}, None, {})

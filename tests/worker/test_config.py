@@ -56,6 +56,21 @@ def test_a_named_config_file_that_does_not_exist_is_an_error(tmp_path: Path) -> 
         AgentrtConfig.load(env={"AGENTRT_CONFIG": str(tmp_path / "nope.toml")})
 
 
+def test_a_config_file_that_is_not_utf8_is_a_configuration_error_naming_the_byte(tmp_path: Path) -> None:
+    file = tmp_path / "agentrt.toml"
+    file.write_bytes(b'default_profile = "a"\n# \xff\xfe\n')
+    with pytest.raises(ConfigurationError, match=r"agentrt.toml: not UTF-8 text \(byte 24\)"):
+        AgentrtConfig.load(file, env={})
+
+
+def test_gateway_telemetry_and_codec_sections_reject_unknown_settings(tmp_path: Path) -> None:
+    for section in ("gateway", "telemetry", "codec"):
+        file = tmp_path / f"{section}.toml"
+        file.write_text(f"[{section}]\nbogus = 1\n")
+        with pytest.raises(ConfigurationError, match=f"{section}.bogus"):
+            AgentrtConfig.load(file, env={})
+
+
 def test_an_unknown_profile_lists_the_known_ones() -> None:
     with pytest.raises(UnknownProfileError, match="configured profiles: scripted"):
         AgentrtConfig().profile("gpt-9")
