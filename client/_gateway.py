@@ -1,0 +1,147 @@
+"""The HTTP gateway (``agentrt serve``): a FastAPI app over ``AgentClient`` for callers in any
+language: sessions, autonomous tasks and task graphs ("runs"), behind bearer tokens, with an
+OpenAPI schema at ``/openapi.json`` (docs/gateway.md).
+
+Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>``):
+
+    GET  /healthz                                               no authentication
+    GET  /v1/sessions · POST /v1/sessions                       scope sessions
+    GET  /v1/sessions/{id} · POST …/messages · GET …/turns/{turn_id}?wait= · GET …/events · GET …/stream
+    POST …/cancel · POST …/archive · POST …/approvals/{request_id} · POST …/approvals/{request_id}/reconcile
+    POST …/answers/{request_id}
+    GET  /v1/tasks · POST /v1/tasks · GET /v1/tasks/{id} · GET …/events · POST …/cancel|pause|resume   scope tasks
+    GET  /v1/runs · POST /v1/runs · GET /v1/runs/{id} · GET …/events · POST …/approve|reject|cancel    scope runs
+    the same runs routes under /apps/{app}/runs (the app is the profile of the runs it creates)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from agentrt.client._client import AgentClient
+from agentrt.client._gateway_auth import Gateway
+from agentrt.client._gateway_errors import MAX_BODY_BYTES, BodyLimit, ProblemBody, install_error_handlers
+from agentrt.client._gateway_models import Health
+from agentrt.client._gateway_runs import run_routes, task_routes
+from agentrt.client._gateway_sessions import session_routes
+from agentrt.client._stream import StreamHub
+from agentrt.client._webhooks import WebhookDispatcher
+from agentrt.schemas import ConfigurationError
+from agentrt.worker import GatewayConfig
+
+__all__ = ["check_authentication", "create_app"]
+
+# The error responses every authenticated route documents (its body: ``ProblemBody``).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ProblemBody, "description": description}
+    for status, description in (
+        (401, "No bearer token, or one the gateway does not know (`WWW-Authenticate: Bearer`)."),
+        (403, "The token's scopes do not cover this route."),
+        (404, "No such session, task or run, or one of another principal."),
+        (409, "The session, task or run refused the request in its present state, or the id is taken."),
+        (413, "The request body is longer than the gateway reads."),
+        (422, "The request does not validate."),
+        (503, "No worker or Temporal server answers."),
+    )
+}
+
+
+def _version() -> str:
+    try:
+        return version("agentrt")
+    except PackageNotFoundError:
+        return "0"
+
+
+def check_authentication(config: GatewayConfig, insecure_principal: str | None) -> None:
+    """Raise ``ConfigurationError`` unless the gateway authenticates its callers: ``config`` has
+    tokens, or (and then only) ``insecure_principal`` names who every caller is."""
+    if not config.tokens and insecure_principal is None:
+        raise ConfigurationError(
+            "the gateway has no bearer tokens: add [[gateway.tokens]] (sha256, principal, scopes) to agentrt.toml or set "
+            "AGENTRT_GATEWAY_TOKEN; to serve without authentication on a loopback address, give --insecure-no-auth"
+        )
+    if config.tokens and insecure_principal is not None:
+        raise ConfigurationError("the gateway has bearer tokens configured; serving without authentication would ignore them")
+    if insecure_principal is not None and not insecure_principal.strip():
+        raise ConfigurationError("the principal of a gateway without authentication is empty")
+
+
+def create_app(
+    client: AgentClient,
+    config: GatewayConfig,
+    *,
+    hub: StreamHub | None = None,
+    webhooks: WebhookDispatcher | None = None,
+    workspace_root: str | os.PathLike[str] | None = None,
+    profiles: Iterable[str] | None = None,
+    insecure_principal: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The gateway's FastAPI app, acting through ``client`` (its principal is replaced per request
+    by the bearer token's, ``AgentClient.with_principal``).
+
+    - ``config``: the ``[gateway]`` section; its ``tokens`` are the only credentials accepted.
+    - ``hub``: the ``StreamHub`` of ``GET /v1/sessions/{id}/stream`` (default: one on the client's
+      store, closed with the app; without a store that route answers 503); ``webhooks``: a
+      ``WebhookDispatcher`` told of every session, task and run created (``await
+      webhooks.watch(kind, id, principal)``, kind ``session``, ``task`` or ``run``), started and
+      stopped with the app.
+    - ``workspace_root``: the directory every workspace and script path of a request must resolve
+      under (default: the current directory); ``profiles``: the profile names a request may name
+      (None: not checked here, the worker refuses an unknown one).
+    - ``insecure_principal``: serve without authentication, every request acting as this
+      principal with every scope (``agentrt serve --insecure-no-auth``); only without tokens.
+    - ``max_body_bytes``: the longest request body read (bytes); longer ones get 413.
+
+    Raises ``ConfigurationError`` when ``config`` has no token and no ``insecure_principal`` is
+    given (a gateway without authentication is asked for by name, never a default), or both.
+    """
+    check_authentication(config, insecure_principal)
+    own_hub = hub is None and client.store is not None
+    if own_hub:
+        hub = StreamHub(client.store)
+    gateway = Gateway(
+        client=client, config=config, workspace_root=Path(os.path.realpath(workspace_root or os.getcwd())),
+        profiles=frozenset(profiles) if profiles is not None else None, hub=hub, webhooks=webhooks,
+        insecure_principal=insecure_principal,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if own_hub:
+                stack.push_async_callback(hub.aclose)
+            if webhooks is not None:
+                await webhooks.start()
+                stack.push_async_callback(webhooks.stop)
+            yield
+
+    app = FastAPI(
+        title="agentrt gateway", version=_version(), lifespan=lifespan,
+        description=(
+            "Sessions, autonomous tasks and task graphs (runs) of a durable agent runtime on Temporal. "
+            "Every /v1 and /apps route needs `Authorization: Bearer <token>`; errors are problem bodies "
+            "(`type`, `title`, `status`, `detail`)."
+        ),
+    )
+    app.state.gateway = gateway
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+
+    @app.get("/healthz", response_model=Health, tags=["health"], summary="Whether the gateway answers (no authentication)")
+    async def healthz() -> Health:
+        return Health()
+
+    app.include_router(session_routes(), responses=ERROR_RESPONSES)
+    app.include_router(task_routes(), responses=ERROR_RESPONSES)
+    app.include_router(run_routes("/v1/runs"), responses=ERROR_RESPONSES)
+    app.include_router(run_routes("/apps/{app}/runs"), responses=ERROR_RESPONSES)
+    return app
