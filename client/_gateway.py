@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentrt.client._client import AgentClient
 from agentrt.client._gateway_auth import Gateway
@@ -58,6 +59,26 @@ def _version() -> str:
         return version("agentrt")
     except PackageNotFoundError:
         return "0"
+
+
+class JsonBodies:
+    """ASGI middleware: every request body is JSON. A body sent as a form or plain text (``curl
+    -d`` without ``-H 'Content-Type: application/json'``) is read as JSON rather than refused;
+    callers authenticate with a bearer header, never a cookie, so a cross-site form gains nothing."""
+
+    LENIENT = (b"", b"application/x-www-form-urlencoded", b"text/plain")
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH"):
+            headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-type"]
+            given = [v for k, v in scope.get("headers", []) if k.lower() == b"content-type"]
+            kind = given[0].split(b";")[0].strip().lower() if given else b""
+            if kind in self.LENIENT:
+                scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        await self.app(scope, receive, send)
 
 
 def check_authentication(config: GatewayConfig, insecure_principal: str | None) -> None:
@@ -125,7 +146,7 @@ def create_app(
             yield
 
     app = FastAPI(
-        title="agentrt gateway", version=_version(), lifespan=lifespan,
+        title="agentrt gateway", version=_version(), lifespan=lifespan, redirect_slashes=False,
         description=(
             "Sessions, autonomous tasks and task graphs (runs) of a durable agent runtime on Temporal. "
             "Every /v1 and /apps route needs `Authorization: Bearer <token>`; errors are problem bodies "
@@ -135,6 +156,7 @@ def create_app(
     app.state.gateway = gateway
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(JsonBodies)
 
     @app.get("/healthz", response_model=Health, tags=["health"], summary="Whether the gateway answers (no authentication)")
     async def healthz() -> Health:

@@ -170,6 +170,19 @@ async def test_a_body_naming_an_owner_is_refused(http: httpx.AsyncClient) -> Non
     assert body["errors"][0]["loc"] == ["body", "owner"]
 
 
+@pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain; charset=utf-8"])
+async def test_a_json_body_sent_as_a_form_or_plain_text_is_read_as_json(http: httpx.AsyncClient, content_type: str | None) -> None:
+    # what `curl -d '{...}'` sends without -H 'Content-Type: application/json'
+    headers = {**auth("alice"), **({"Content-Type": content_type} if content_type else {})}
+    response = await http.post("/v1/sessions", content=b'{"text": "hi", "workspace": "ws", "owner": "mallory"}', headers=headers)
+    body = assert_problem(response, 422)
+    assert body["errors"][0]["loc"] == ["body", "owner"]  # parsed as the JSON object it is
+
+
+async def test_a_path_with_a_trailing_slash_is_not_redirected(http: httpx.AsyncClient) -> None:
+    assert_problem(await http.get("/v1/runs/", headers={"Authorization": "Bearer wrong"}), 404)
+
+
 async def test_an_unrestricted_sandbox_needs_the_admin_scope(http: httpx.AsyncClient) -> None:
     response = await http.post(
         "/v1/sessions", json={"text": "hi", "workspace": "ws", "sandbox": "danger_full_access"}, headers=auth("alice")
