@@ -11,6 +11,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Optional
+from urllib.parse import urlsplit
 
 import typer
 
@@ -241,8 +242,10 @@ def dev(
         ) as server:
             typer.echo(f"temporal server at {server.address} · UI {server.ui_url} · history {db}", err=True)
             if codec_endpoint:
+                port_flag = f" --port {urlsplit(codec_endpoint).port}" if urlsplit(codec_endpoint).port else ""
                 typer.echo(
-                    f"the UI decodes payloads through {codec_endpoint}: run `agentrt codec-server --insecure-no-auth` "
+                    f"the UI decodes payloads through {codec_endpoint}: run `agentrt codec-server{port_flag} "
+                    f"--ui-origin http://localhost:{ui_port} --insecure-no-auth` "
                     "(the dev UI has no sign-in, so it sends no token)", err=True,
                 )
             async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:

@@ -128,6 +128,13 @@ class WebhookDispatcher:
             raise ConfigurationError(
                 "retry_base_seconds must be >= 0, retry_max_seconds >= retry_base_seconds and gap_seconds >= 0"
             )
+        for target in targets:
+            if not target.secret:
+                source = getattr(target, "secret_env", None)
+                raise ConfigurationError(
+                    f"webhook target {target.url}: no secret"
+                    + (f" (environment variable {source!r}, its secret_env, is not set in this process)" if source else "")
+                )
         self._store = store
         self._client = client
         unique: dict[str, WebhookTargetLike] = {}

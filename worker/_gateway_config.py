@@ -54,11 +54,16 @@ class GatewayToken:
 
 @dataclass(frozen=True)
 class WebhookTarget:
-    """Where the gateway posts signed notifications (HMAC-SHA256 with ``secret``) of ``events``."""
+    """Where the gateway posts signed notifications (HMAC-SHA256 with ``secret``) of ``events``.
+
+    ``secret_env`` names the environment variable the secret came from; when it was not set
+    where the configuration was read, ``secret`` is empty: only the gateway needs it, so only
+    the gateway refuses to start (``WebhookDispatcher``), not every process sharing the file."""
 
     url: str
     secret: str
     events: tuple[str, ...] = WEBHOOK_EVENTS
+    secret_env: str | None = None
 
 
 @dataclass
@@ -116,11 +121,12 @@ def _webhook(raw: object, where: str, env: Mapping[str, str]) -> WebhookTarget:
         raise ConfigurationError(f"{where}: url must be an http(s) URL, not {url!r}")
     if ("secret" in raw) == ("secret_env" in raw):
         raise ConfigurationError(f"{where}: give exactly one of secret, secret_env")
+    secret_env = None
     if "secret_env" in raw:
-        name = raw["secret_env"]
-        secret = env.get(name) if isinstance(name, str) else None
-        if not secret:
-            raise ConfigurationError(f"{where}: environment variable {name!r} (secret_env) is not set")
+        secret_env = raw["secret_env"]
+        if not isinstance(secret_env, str) or not secret_env:
+            raise ConfigurationError(f"{where}: secret_env must name an environment variable, not {secret_env!r}")
+        secret = env.get(secret_env, "")
     else:
         secret = raw["secret"]
         if not isinstance(secret, str) or not secret:
@@ -128,7 +134,7 @@ def _webhook(raw: object, where: str, env: Mapping[str, str]) -> WebhookTarget:
     events = raw.get("events", list(WEBHOOK_EVENTS))
     if not isinstance(events, list) or not events or any(e not in WEBHOOK_EVENTS for e in events):
         raise ConfigurationError(f"{where}: events must be a non-empty list of {', '.join(WEBHOOK_EVENTS)}, not {events!r}")
-    return WebhookTarget(url=url, secret=secret, events=tuple(events))
+    return WebhookTarget(url=url, secret=secret, events=tuple(events), secret_env=secret_env)
 
 
 def gateway_config(raw: Mapping[str, Any], file: Path | None, env: Mapping[str, str] | None = None) -> GatewayConfig:

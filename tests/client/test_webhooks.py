@@ -1006,6 +1006,16 @@ async def test_the_webhooks_of_agentrt_toml_are_the_dispatcher_s_targets(
     assert verify_webhook("from-the-environment", received.body, received.headers)["type"] == "turn.ended"
 
 
+def test_a_webhook_secret_env_unset_fails_only_the_dispatcher_not_the_configuration(db: Store, tmp_path: Path) -> None:
+    # workers, the CLI and the codec server share agentrt.toml but not the gateway's secret
+    toml = tmp_path / "agentrt.toml"
+    toml.write_text('[[gateway.webhooks]]\nurl = "http://127.0.0.1:9/hook"\nsecret_env = "HOOK_SECRET"\n')
+    config = AgentrtConfig.load(toml, env={})
+    assert config.gateway.webhooks[0].secret_env == "HOOK_SECRET"
+    with pytest.raises(ConfigurationError, match="'HOOK_SECRET', its secret_env, is not set"):
+        WebhookDispatcher(db, None, config.gateway.webhooks)  # type: ignore[arg-type]
+
+
 def test_bad_dispatcher_options_are_a_configuration_error(db: Store) -> None:
     with pytest.raises(ConfigurationError):
         WebhookDispatcher(db, None, [], poll_seconds=0)  # type: ignore[arg-type]
