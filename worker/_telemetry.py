@@ -55,6 +55,9 @@ SCOPE = "agentrt.worker"
 # only when telemetry is on), then agentrt's own.
 TELEMETRY_ENV = "AGENTRT_TELEMETRY"
 OTLP_ENDPOINT_ENV = "AGENTRT_OTLP_ENDPOINT"
+# One export to the collector, its retries included, gives up after this (seconds): a collector
+# that went away must not hold a stopping worker for the exporters' default backoff.
+EXPORT_TIMEOUT_SECONDS = 5
 STANDARD_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -262,11 +265,15 @@ def setup_telemetry(
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=_signal_url(config.otlp_endpoint, "traces"))))
+        tracer_provider.add_span_processor(BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=_signal_url(config.otlp_endpoint, "traces"), timeout=EXPORT_TIMEOUT_SECONDS)
+        ))
     if metric_reader is None:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-        metric_reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=_signal_url(config.otlp_endpoint, "metrics")))
+        metric_reader = PeriodicExportingMetricReader(
+            OTLPMetricExporter(endpoint=_signal_url(config.otlp_endpoint, "metrics"), timeout=EXPORT_TIMEOUT_SECONDS)
+        )
     meter_provider = MeterProvider(resource=resource, metric_readers=[metric_reader])
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)
