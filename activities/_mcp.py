@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
@@ -24,6 +23,7 @@ from agentrt.activities import _attempts
 from agentrt.activities._model import _keep_heartbeating
 from agentrt.activities._tools import finish_call, ledger_outcome
 from agentrt.activities.providers import redact
+from agentrt.activities.tools import checked_workspace
 from agentrt.schemas import (
     MCP_CALL_TOOL,
     MCP_LIST_TOOLS,
@@ -139,6 +139,8 @@ class McpActivities:
                 activity.heartbeat(_attempts.WORKER_PROCESS, {"progress": done, "total": total, "message": message})
 
         try:
+            # Files are saved in the workspace only while it is still the session's (not swapped for a symlink).
+            files_dir = checked_workspace(input.workspace) / MCP_FILES_DIR
             outcome = await self._manager.call_tool(
                 server,
                 tool,
@@ -147,10 +149,11 @@ class McpActivities:
                 answers=input.answers,
                 request_state=input.request_state,
                 on_progress=progress,
-                files_dir=Path(input.workspace) / MCP_FILES_DIR,
+                files_dir=files_dir,
             )
         except ToolError as err:
-            # McpServerUnavailable (the connection broke mid-call), McpToolError, a timeout.
+            # McpServerUnavailable (the connection broke mid-call), McpToolError, a timeout; a
+            # WorkspaceEscapeError before the call (the server was not called).
             return await self._recorded(input, False, text_column(f"error: {err}"), type(err).__name__, record_effect)
         if outcome.input_required is not None:
             if record_effect:  # the server stopped before any result: the call runs again, with the answer

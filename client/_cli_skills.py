@@ -4,6 +4,7 @@ disk and agentrt.toml only, so it needs no Temporal server."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -35,7 +36,7 @@ def skills_list(
     """List the skills of a workspace (.agentrt/skills/*/SKILL.md) and of the paths in agentrt.toml's skills table,
     in the order a session sees them (the first of a name wins); skipped ones are reported on stderr."""
     config = load_config()
-    root = (workspace or Path.cwd()).expanduser().absolute()
+    root = Path(os.path.realpath((workspace or Path.cwd()).expanduser()))  # as a session records its workspace
     if not root.is_dir():
         typer.echo(f"error: workspace {printable(str(root))} is not a directory", err=True)
         raise typer.Exit(2)

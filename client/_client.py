@@ -151,15 +151,16 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         idempotency_key: str | None = None,
         **fields: object,
     ) -> SessionConfig:
-        """A ``SessionConfig`` owned by this client's principal, workspace made absolute; ``advisor``
-        and ``mcp_servers`` default to the client's (``connect``: the config's). ``session_id``: default
-        derived from ``idempotency_key`` (the same on every retry), else new and random."""
+        """A ``SessionConfig`` owned by this client's principal, workspace made real (``os.path.realpath``:
+        no symlink on its path; tools refuse it once it resolves elsewhere); ``advisor`` and ``mcp_servers``
+        default to the client's (``connect``: the config's). ``session_id``: default derived from
+        ``idempotency_key`` (the same on every retry), else new and random."""
         fields.setdefault("advisor", self.advisor)
         fields.setdefault("mcp_servers", self.mcp_servers)
         return SessionConfig(
             session_id=session_id or starts.new_session_id(self.principal, idempotency_key),
             owner=self.principal,
-            workspace=os.path.abspath(workspace),
+            workspace=os.path.realpath(workspace),
             profile=profile,
             script=os.path.abspath(script) if script else None,
             **fields,  # type: ignore[arg-type]

