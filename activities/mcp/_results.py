@@ -26,6 +26,9 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from agentrt.activities.tools import make_directories, open_regular
+from agentrt.schemas import ToolError
+
 __all__ = [
     "MAX_EMBEDDED_TEXT_BYTES",
     "MAX_RESULT_BYTES",
@@ -101,6 +104,8 @@ def _binary_line(kind: str, mime: str, data: str, files_dir: Path | None) -> str
         path = _save(raw, mime, files_dir)
     except OSError as err:
         return f"[{kind} {mime}, {len(raw)} bytes: could not be saved: {err.strerror or err}]"
+    except ToolError as err:  # a part of the files directory is a symlink (planted in the workspace)
+        return f"[{kind} {mime}, {len(raw)} bytes: could not be saved: {err}]"
     return f"[{kind} {mime}, {len(raw)} bytes: {path}]"
 
 
@@ -110,13 +115,17 @@ def _save(raw: bytes, mime: str, files_dir: Path) -> Path:
     The name comes from the digest and a known extension only, so it never leaves
     ``files_dir``; the file is created exclusively and never through a symlink.
     """
-    files_dir.mkdir(parents=True, exist_ok=True)
+    # Made and opened from the workspace one component at a time, following no symlink: a model
+    # that plants `.agentrt -> /elsewhere` in its workspace gets an error, not files written there.
+    root = files_dir.parents[1] if files_dir.parent.name == ".agentrt" else files_dir.parent
+    root.mkdir(parents=True, exist_ok=True)
+    make_directories(files_dir, "MCP files directory", root=root)
     extension = mimetypes.guess_extension(mime.split(";")[0].strip()) or ".bin"
     if not _EXTENSION.match(extension):
         extension = ".bin"
     path = files_dir / f"{hashlib.sha256(raw).hexdigest()[:32]}{extension}"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd = open_regular(path, path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, root=root)
     except FileExistsError:
         if path.is_symlink() or not path.is_file() or path.stat().st_size != len(raw):
             raise OSError(f"{path.name} exists and is not this content") from None

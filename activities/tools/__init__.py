@@ -37,7 +37,7 @@ from agentrt.activities.tools._skills import (
     load_skill,
     skill_state_key,
 )
-from agentrt.activities.tools._workspace import checked_workspace, resolve_in_workspace
+from agentrt.activities.tools._workspace import checked_workspace, make_directories, open_regular, resolve_in_workspace
 
 __all__ = [
     "CommandRun",
@@ -69,8 +69,10 @@ __all__ = [
     "discover_skills",
     "format_validation_error",
     "load_skill",
+    "make_directories",
     "memory_id_for",
     "memory_line",
+    "open_regular",
     "quote_memory_text",
     "rank_memories",
     "recorded_memory_note",

@@ -104,3 +104,14 @@ def test_a_huge_result_is_cut_and_says_so() -> None:
     text = result_text(CallToolResult(content=[TextContent(text="é" * MAX_RESULT_BYTES)]))
     assert len(text.encode()) < MAX_RESULT_BYTES + 100
     assert text.endswith(f"[cut: {MAX_RESULT_BYTES} more bytes not shown]")
+
+
+def test_an_image_is_not_saved_through_a_symlinked_agentrt_directory(tmp_path: Path) -> None:
+    # a model planted `.agentrt -> elsewhere` in its workspace: nothing may be written there
+    workspace, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    workspace.mkdir()
+    elsewhere.mkdir()
+    (workspace / ".agentrt").symlink_to(elsewhere)
+    text = result_text(CallToolResult(content=[ImageContent(data=b64(PNG), mime_type="image/png")]), workspace / ".agentrt" / "mcp-files")
+    assert list(elsewhere.iterdir()) == []
+    assert "image/png" in text
