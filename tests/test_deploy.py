@@ -58,6 +58,8 @@ SECRET_NAME = re.compile(r"PASSWORD|PASSWD|_PWD$|TOKEN|SECRET|API_KEY|_KEYS?$|CR
 # (a non-empty default would be the secret written down).
 INTERPOLATION = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?\?[^}]*|:?-)?\}")
 URL_PASSWORD = re.compile(r"://[^/:@\s]+:(.*)@")
+# The variable a [[gateway.webhooks]] secret_env names in the deployment: only the gateway signs.
+WEBHOOK_SECRET_ENV = "AGENTRT_WEBHOOK_SECRET"
 # A test key for configurations that need codec keys: 32 bytes, base64.
 CODEC_ENV = {
     "AGENTRT_CODEC_KEYS": "test-key:" + base64.b64encode(bytes(range(32))).decode(),
@@ -285,6 +287,15 @@ def test_only_the_compose_worker_gets_the_provider_keys() -> None:
     for name, service in services().items():
         if name != "worker":
             assert not keys & set(environment(service)), f"{name} gets a provider key"
+
+
+def test_only_the_compose_gateway_gets_the_webhook_secret_and_starts_without_it() -> None:
+    for name, service in services().items():
+        if name == "gateway":
+            # Optional: the shipped agentrt.toml has no webhook, so Compose must not demand it.
+            assert environment(service)[WEBHOOK_SECRET_ENV] == "${AGENTRT_WEBHOOK_SECRET:-}"
+        else:
+            assert WEBHOOK_SECRET_ENV not in environment(service), f"{name} gets the webhook secret"
 
 
 def test_the_sandbox_relaxations_apply_to_the_compose_tools_worker_alone() -> None:
@@ -516,6 +527,16 @@ def test_only_the_kubernetes_worker_gets_the_provider_keys(tmp_path: Path) -> No
             assert keys <= names
         else:
             assert not keys & names, f"{where} gets a provider key"
+
+
+def test_only_the_kubernetes_gateway_gets_the_webhook_secret_and_starts_without_it() -> None:
+    for where, spec in pod_specs():
+        env = {variable["name"]: variable for one in spec["containers"] for variable in one.get("env", [])}
+        if where == "Deployment/agentrt-gateway":
+            reference = env[WEBHOOK_SECRET_ENV]["valueFrom"]["secretKeyRef"]
+            assert reference == {"name": "agentrt-gateway", "key": "webhook-secret", "optional": True}
+        else:
+            assert WEBHOOK_SECRET_ENV not in env, f"{where} gets the webhook secret"
 
 
 def test_the_configmap_configuration_splits_models_and_tools_and_serves_the_gateway_on_its_container_port(
