@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import sys
 from pathlib import Path
@@ -14,23 +13,13 @@ import uvicorn
 
 from agentrt.client._cli_common import run_command
 from agentrt.client._client import AgentClient, default_principal
-from agentrt.client._gateway import check_authentication, create_app
+from agentrt.client._gateway import check_authentication, create_app, is_loopback
 from agentrt.client._webhooks import WebhookDispatcher
 from agentrt.schemas import AgentrtError
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, connect_when_ready
 
 log = logging.getLogger("agentrt.gateway")
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(

@@ -17,7 +17,7 @@ import inspect
 import os
 import re
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +43,7 @@ from agentrt.worker import GatewayConfig
 
 T = TypeVar("T")
 
-__all__ = ["Caller", "Gateway", "caller_for", "idempotency_key", "path_id"]
+__all__ = ["MAX_STREAMS", "MAX_STREAMS_PER_PRINCIPAL", "Caller", "Gateway", "caller_for", "idempotency_key", "path_id"]
 
 # The longest bearer token the gateway hashes (characters); a longer one is refused unread.
 MAX_TOKEN_CHARS = 4_096
@@ -53,6 +53,11 @@ WORKER_SEEN_SECONDS = 10.0
 UPDATE_DEADLINE_SECONDS = 60.0
 # How many (principal, workflow) pairs the gateway remembers as visible (owners never change).
 VISIBLE_CACHE_SIZE = 10_000
+# The most session streams (SSE responses) one principal, and all callers together, hold open at once.
+MAX_STREAMS_PER_PRINCIPAL = 16
+MAX_STREAMS = 512
+# Seconds a caller refused a stream is told to wait (Retry-After).
+STREAM_RETRY_AFTER_SECONDS = 5
 _ID = re.compile(ID_PATTERN)
 
 bearer = HTTPBearer(
@@ -65,7 +70,8 @@ bearer = HTTPBearer(
 class Gateway:
     """What every route of one app shares: the client (its principal replaced per request), the
     tokens, the workspace root, the known profiles (None: not checked), the stream hub and the
-    webhook dispatcher (either may be None), and the principal of an app without authentication."""
+    webhook dispatcher (either may be None), the principal of an app without authentication,
+    and the limits on open streams (per principal, in all)."""
 
     client: AgentClient
     config: GatewayConfig
@@ -74,8 +80,11 @@ class Gateway:
     hub: StreamHub | None = None
     webhooks: WebhookDispatcher | None = None
     insecure_principal: str | None = None
+    max_streams_per_principal: int = MAX_STREAMS_PER_PRINCIPAL
+    max_streams: int = MAX_STREAMS
     _visible: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict)
     _worker_seen_until: float = 0.0
+    _streams: Counter[str] = field(default_factory=Counter)
 
     def confined(self, path: str, what: str, *, directory: bool) -> str:
         """``path`` (relative to the workspace root, or absolute) resolved, symbolic links
@@ -152,6 +161,38 @@ class Gateway:
         finally:
             if inspect.iscoroutine(work) and inspect.getcoroutinestate(work) == inspect.CORO_CREATED:
                 work.close()  # refused before it ran: no "never awaited" warning
+
+    def open_stream(self, principal: str) -> Callable[[], None]:
+        """Count one more open stream of ``principal``; the callable returned uncounts it (once,
+        however often it is called). ``Problem`` 429 when ``principal`` holds
+        ``max_streams_per_principal`` open already, 503 when all callers hold ``max_streams``;
+        both with ``Retry-After``."""
+        retry = {"Retry-After": str(STREAM_RETRY_AFTER_SECONDS)}
+        if self._streams[principal] >= self.max_streams_per_principal:
+            raise Problem(
+                429, "too-many-streams",
+                f"{self.max_streams_per_principal} streams of this principal are open; close one first", headers=retry,
+            )
+        if self._streams.total() >= self.max_streams:
+            raise Problem(503, "unavailable", f"the gateway holds {self.max_streams} streams open, its most", headers=retry)
+        self._streams[principal] += 1
+        open_ = True
+
+        def close() -> None:
+            nonlocal open_
+            if open_:
+                open_ = False
+                self._streams[principal] -= 1
+                if not self._streams[principal]:
+                    del self._streams[principal]
+
+        return close
+
+    def wake_stream(self, session_id: str) -> None:
+        """Something is about to be written to the session: its stream's poller reads at its
+        quickest again (``StreamHub.wake``)."""
+        if self.hub is not None:
+            self.hub.wake(session_id)
 
     async def watch(self, kind: str, item_id: str, principal: str) -> None:
         """Tell the webhook dispatcher about new work; a failure is logged, the work stands."""

@@ -4,18 +4,23 @@ bodies are bounded before any route reads them.
 
     status  type                                  from
     400     urn:agentrt:problem:bad-request       a malformed header (Idempotency-Key, Content-Length,
-                                                  a Last-Event-ID naming no item: InvalidStreamCursor)
+                                                  a Last-Event-ID naming no item: InvalidStreamCursor);
+                                                  without authentication, a Host that is not loopback
     401     urn:agentrt:problem:unauthenticated   no bearer token, or one the gateway does not know
-    403     urn:agentrt:problem:forbidden         the token's scopes do not cover the route
+    403     urn:agentrt:problem:forbidden         the token's scopes do not cover the route; without
+                                                  authentication, a request of a page not on a loopback origin
     404     urn:agentrt:problem:not-found         SessionNotFound, TaskNotFound, GraphNotFound, TurnNotFound,
-                                                  an id that cannot name anything, another principal's work
+                                                  an unknown turn, an id that cannot name anything, another
+                                                  principal's work
     409     urn:agentrt:problem:request-rejected  RequestRejected (the session, task or run refused), an id taken
     413     urn:agentrt:problem:body-too-large    a body of more than ``MAX_BODY_BYTES``
     422     urn:agentrt:problem:invalid-request   a body or query that does not validate, ConfigurationError,
                                                   a model built from the request that does not validate
     422     urn:agentrt:problem:invalid-graph     InvalidGraph (``problems`` lists each)
+    429     urn:agentrt:problem:too-many-streams  a stream past the principal's limit of open streams
     503     urn:agentrt:problem:unavailable       WorkerUnavailable, ServerUnavailable, Temporal errors,
-                                                  PayloadStorageMismatch (details logged, not sent)
+                                                  PayloadStorageMismatch (details logged, not sent), a stream
+                                                  past the gateway's limit of open streams
     500     urn:agentrt:problem:internal          anything else (logged with its traceback)
 """
 
@@ -66,7 +71,7 @@ ECHO_CHARS = 200
 TITLES = {
     400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
     409: "Request rejected", 413: "Request body too large", 415: "Unsupported media type",
-    422: "Invalid request", 500: "Internal error", 503: "Unavailable",
+    422: "Invalid request", 429: "Too many requests", 500: "Internal error", 503: "Unavailable",
 }
 
 

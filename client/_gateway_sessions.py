@@ -32,6 +32,7 @@ from agentrt.client._stream import stream_response
 from agentrt.schemas import (
     SESSION_OWNER,
     EventsPage,
+    RequestRejected,
     SessionNotFound,
     SessionStateView,
     TurnOutcome,
@@ -44,6 +45,8 @@ SessionsCaller = Annotated[Caller, Depends(caller_for("sessions"))]
 SessionId = Annotated[str, Path(description="A session id (letters, digits, `_`, `.`, `-`).")]
 RequestId = Annotated[str, Path(max_length=MAX_NAME_CHARS, description="A pending request's id (`req-1` ...).")]
 Key = Annotated[dict[str, str], Depends(idempotency_key)]
+# How the session words its refusal to wait for a turn it never had (``wait_turn``).
+UNKNOWN_TURN = "unknown turn "
 
 
 async def visible_session(request: Request, caller: Caller, session_id: str) -> tuple[Gateway, str]:
@@ -106,6 +109,7 @@ def session_routes() -> APIRouter:
     ) -> MessageQueued:
         gateway, _ = await visible_session(request, caller, session_id)
         sent = await gateway.in_time(caller.client.send(session_id, body.text, **key))
+        gateway.wake_stream(session_id)
         return MessageQueued(session_id=session_id, turn_id=sent.turn_id, queued_behind=sent.queued_behind)
 
     @router.get("/{session_id}/turns/{turn_id}", response_model=TurnOutcome, summary="Read (or wait for) a turn's outcome")
@@ -117,7 +121,12 @@ def session_routes() -> APIRouter:
         wait: Annotated[float, Query(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False, description="Seconds to wait for the turn to end.")] = 0,
     ) -> Any:
         await visible_session(request, caller, session_id)
-        return await caller.client.wait(session_id, turn_id, timeout_seconds=wait)
+        try:
+            return await caller.client.wait(session_id, turn_id, timeout_seconds=wait)
+        except RequestRejected as err:
+            if err.reason.startswith(UNKNOWN_TURN):
+                raise Problem(404, "not-found", f"session {session_id} has no turn {turn_id!r}") from err
+            raise
 
     @router.get("/{session_id}/events", response_model=EventsPage, summary="Read a session's events")
     async def get_events(
@@ -136,6 +145,8 @@ def session_routes() -> APIRouter:
             200: {"content": {"text/event-stream": {}}, "description": "One SSE event per item; its id resumes after it (Last-Event-ID)."},
             204: {"description": "The session ended before the position resumed after: nothing more will come."},
             400: {"model": ProblemBody, "description": "Last-Event-ID names no item of the stream."},
+            429: {"model": ProblemBody, "description": "The principal holds its most streams open already (`Retry-After`)."},
+            503: {"model": ProblemBody, "description": "The gateway holds its most streams open, or has no store (`Retry-After`)."},
         },
     )
     async def stream_events(
@@ -148,19 +159,27 @@ def session_routes() -> APIRouter:
         gateway, _ = await visible_session(request, caller, session_id)
         if gateway.hub is None:
             raise Problem(503, "unavailable", "streaming needs the gateway's store (this gateway has none)")
-        return await stream_response(gateway.hub, session_id, last_event_id, encoding)
+        close = gateway.open_stream(caller.principal)
+        try:
+            return await stream_response(gateway.hub, session_id, last_event_id, encoding, on_close=close)
+        except BaseException:
+            close()
+            raise
 
     @router.post("/{session_id}/cancel", status_code=202, response_model=SessionStateView, summary="Cancel a turn")
     async def cancel(request: Request, session_id: SessionId, caller: SessionsCaller, body: CancelRequest | None = None) -> Any:
         gateway, _ = await visible_session(request, caller, session_id)
         body = body or CancelRequest()
         await gateway.in_time(caller.client.cancel(session_id, body.turn_id, body.reason, include_queued=body.include_queued))
+        gateway.wake_stream(session_id)
         return await caller.client.state(session_id)
 
     @router.post("/{session_id}/archive", response_model=SessionStateView, summary="Archive (end) a session")
     async def archive(request: Request, session_id: SessionId, caller: SessionsCaller, body: ArchiveRequest | None = None) -> Any:
         gateway, _ = await visible_session(request, caller, session_id)
-        return await gateway.in_time(caller.client.archive(session_id, (body or ArchiveRequest()).reason))
+        state = await gateway.in_time(caller.client.archive(session_id, (body or ArchiveRequest()).reason))
+        gateway.wake_stream(session_id)
+        return state
 
     @router.post(
         "/{session_id}/approvals/{request_id}", status_code=202, response_model=DecisionAccepted,
@@ -176,6 +195,7 @@ def session_routes() -> APIRouter:
             await gateway.in_time(caller.client.approve(
                 session_id, request_id, body.reason, for_session=body.for_session, arguments=body.arguments
             ))
+        gateway.wake_stream(session_id)
         return DecisionAccepted(session_id=session_id, request_id=request_id, decision=body.decision)
 
     @router.post(
@@ -187,6 +207,7 @@ def session_routes() -> APIRouter:
     ) -> DecisionAccepted:
         gateway, _ = await visible_session(request, caller, session_id)
         await gateway.in_time(caller.client.reconcile(session_id, request_id, body.outcome, body.note))
+        gateway.wake_stream(session_id)
         return DecisionAccepted(session_id=session_id, request_id=request_id, decision=body.outcome)
 
     @router.post(
@@ -198,6 +219,7 @@ def session_routes() -> APIRouter:
     ) -> DecisionAccepted:
         gateway, _ = await visible_session(request, caller, session_id)
         await gateway.in_time(caller.client.answer(session_id, request_id, body.content, action=body.action, reason=body.reason))
+        gateway.wake_stream(session_id)
         return DecisionAccepted(session_id=session_id, request_id=request_id, decision=body.action)
 
     return router

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ag_ui.core import BaseEvent
 from ag_ui.encoder import EventEncoder
 from sse_starlette import EventSourceResponse, JSONServerSentEvent, ServerSentEvent
+from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from agentrt.client._agui import AguiEncoder
@@ -116,27 +117,42 @@ class _Feed:
     session_id: str
     reader: SessionStream  # touched only by the poller's reads
     position: StreamKey  # where the poller is, as the event loop knows it
+    interval: float  # seconds the poller waits after its read (the wait in progress, or the next)
     subscribers: set[_Subscriber] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
     closed: bool = False
+    quiet: int = 0  # reads in a row that found nothing new
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class StreamHub:
     """Streams sessions' items from ``store`` to any number of subscribers.
 
-    Per session one poller reads the store every ``poll_seconds`` (seconds; at once again after
-    a read that filled its page of ``page_events`` events) while it has subscribers, and hands
-    each read to all of them. A subscriber first reads its own backlog from the store (from its
-    position up to the poller's), then takes the poller's reads; one that falls ``max_queue``
-    items behind goes back to reading the store itself, so a slow client holds no more than
-    that in memory. Store reads run in threads (``asyncio.to_thread``), never on the event
-    loop. The poller stops when its last subscriber leaves or the session's ``SessionArchived``
-    was read.
+    Per session one poller reads the store while the session has subscribers, and hands each
+    read to all of them. It reads every ``poll_seconds`` (seconds) while reads bring something
+    new (at once again after a read that filled its page of ``page_events`` events); each read
+    that brings nothing doubles its wait, up to ``max_poll_seconds``, so an idle session costs
+    one read per ``max_poll_seconds``. New rows, a subscriber joining (a new or a resumed
+    stream) and ``wake`` put it back to ``poll_seconds``. A subscriber first reads its own
+    backlog from the store (from its position up to the poller's), then takes the poller's
+    reads; one that falls ``max_queue`` items behind goes back to reading the store itself, so
+    a slow client holds no more than that in memory. Store reads run in threads
+    (``asyncio.to_thread``), never on the event loop. The poller stops when its last
+    subscriber leaves or the session's ``SessionArchived`` was read.
     """
 
-    def __init__(self, store: Store, poll_seconds: float = 0.1, *, page_events: int = 200, max_queue: int = 10_000) -> None:
+    def __init__(
+        self,
+        store: Store,
+        poll_seconds: float = 0.1,
+        *,
+        max_poll_seconds: float = 2.0,
+        page_events: int = 200,
+        max_queue: int = 10_000,
+    ) -> None:
         self._store = store
         self._poll_seconds = poll_seconds
+        self._max_poll_seconds = max(poll_seconds, max_poll_seconds)
         self._page_events = page_events
         self._max_queue = max_queue
         self._feeds: dict[str, _Feed] = {}
@@ -152,6 +168,20 @@ class StreamHub:
         their backlog)."""
         feed = self._feeds.get(session_id)
         return len(feed.subscribers) if feed is not None else 0
+
+    def poll_interval(self, session_id: str) -> float | None:
+        """Seconds the poller of ``session_id`` waits between its reads now (from
+        ``poll_seconds`` up to ``max_poll_seconds``); None without a poller."""
+        feed = self._feeds.get(session_id)
+        return feed.interval if feed is not None and not feed.closed else None
+
+    def wake(self, session_id: str) -> None:
+        """Put the poller of ``session_id`` (if it has one) back to reading every ``poll_seconds``,
+        the wait in progress cut to that: something is about to be written (a message was
+        sent, a decision given)."""
+        feed = self._feeds.get(session_id)
+        if feed is not None and not feed.closed:
+            self._hasten(feed)
 
     async def subscribe(
         self, session_id: str, last_event_id: str | None = None, encoding: Encoding = "native"
@@ -227,6 +257,7 @@ class StreamHub:
                         continue  # the poller is ahead: read up to it
                     sub = _Subscriber()
                     feed.subscribers.add(sub)
+                    self._hasten(feed)
                     continue
                 message = await sub.queue.get()
                 if message is _END:
@@ -254,7 +285,7 @@ class StreamHub:
         return [native_item(entry)] if encoder is None else agui_items(entry, encoder)
 
     def _start(self, session_id: str, reader: SessionStream) -> _Feed:
-        feed = _Feed(session_id, reader, reader.position)
+        feed = _Feed(session_id, reader, reader.position, self._poll_seconds)
         self._feeds[session_id] = feed
         feed.task = asyncio.create_task(self._poll(feed), name=f"agentrt-stream-{session_id}")
         return feed
@@ -277,6 +308,9 @@ class StreamHub:
             while feed.subscribers:
                 self.store_reads += 1
                 entries = await asyncio.to_thread(feed.reader.read, self._page_events)
+                feed.quiet = 0 if entries or feed.woken.is_set() else feed.quiet + 1  # (woken during the read)
+                feed.woken.clear()
+                feed.interval = min(self._poll_seconds * 2 ** min(feed.quiet, 30), self._max_poll_seconds)
                 if entries:
                     feed.position = entries[-1].key
                     for sub in list(feed.subscribers):
@@ -291,7 +325,7 @@ class StreamHub:
                         sub.queue.put_nowait(_END)
                     return
                 if feed.reader.caught_up:
-                    await asyncio.sleep(self._poll_seconds)
+                    await self._wait(feed)
         except asyncio.CancelledError:
             raise
         except Exception as err:  # noqa: BLE001 - the subscribers get it; a reconnect resumes after their last item
@@ -300,6 +334,24 @@ class StreamHub:
                 sub.queue.put_nowait(_Failed(err))
         finally:
             self._stop(feed)
+
+    @staticmethod
+    async def _wait(feed: _Feed) -> None:
+        """Wait ``feed.interval`` seconds; when woken meanwhile (``_hasten``), wait the new
+        interval from then instead."""
+        while True:
+            try:
+                async with asyncio.timeout(feed.interval):
+                    await feed.woken.wait()
+            except TimeoutError:
+                return
+            feed.woken.clear()
+
+    def _hasten(self, feed: _Feed) -> None:
+        """Back to reading every ``poll_seconds``, from now."""
+        feed.quiet = 0
+        feed.interval = self._poll_seconds
+        feed.woken.set()
 
     async def aclose(self) -> None:
         """Stop every poller; their subscribers' streams end."""
@@ -317,6 +369,7 @@ async def stream_response(
     *,
     ping_seconds: float = 15.0,
     retry_ms: int = 2000,
+    on_close: Callable[[], None] | None = None,
 ) -> Response:
     """A server-sent events response of the session's stream after ``last_event_id``
     (``StreamHub.subscribe``), for a Starlette or FastAPI route.
@@ -329,30 +382,48 @@ async def stream_response(
     with nothing to send. It ends after ``SessionArchived``; resuming after that answers
     204 No Content, which tells an EventSource to stop reconnecting.
 
+    ``on_close`` is called once when the response is over (the stream ended, the client left,
+    the 204 was answered); not when this raises.
+
     Raises ``InvalidStreamCursor`` (answer 400) before anything is sent when
     ``last_event_id`` names no item of the stream.
     """
     items = await hub.subscribe(session_id, last_event_id, encoding)
+    done = _Once(on_close)
     if items.at_end:
         await items.aclose()
-        return Response(status_code=204)
+        return Response(status_code=204, background=BackgroundTask(done))
     return EventSourceResponse(
-        _frames(items, encoding, retry_ms),
+        _frames(items, encoding, retry_ms, done),
         ping=ping_seconds,
         sep="\n",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(done),  # also when its body is never iterated
     )
 
 
-async def _frames(items: StreamSubscription, encoding: Encoding, retry_ms: int) -> AsyncIterator[Any]:
-    yield ServerSentEvent(comment="agentrt stream", retry=retry_ms, sep="\n")
-    encoder = EventEncoder() if encoding == "ag-ui" else None
+class _Once:
+    """Calls ``callback`` (if any) the first time it is called, never again."""
+
+    def __init__(self, callback: Callable[[], None] | None) -> None:
+        self._callback = callback
+
+    def __call__(self) -> None:
+        callback, self._callback = self._callback, None
+        if callback is not None:
+            callback()
+
+
+async def _frames(items: StreamSubscription, encoding: Encoding, retry_ms: int, done: _Once) -> AsyncIterator[Any]:
     try:
+        yield ServerSentEvent(comment="agentrt stream", retry=retry_ms, sep="\n")
+        encoder = EventEncoder() if encoding == "ag-ui" else None
         async for item in items:
             if encoder is not None and item.agui_event is not None:
                 yield f"id: {item.id}\n{encoder.encode(item.agui_event)}".encode()
             else:
                 yield JSONServerSentEvent(item.data, id=item.id, event=item.event, sep="\n")
     finally:
+        done()
         await items.aclose()
 

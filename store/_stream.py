@@ -13,7 +13,9 @@ Why this order is safe to resume from: the model activity writes a round's stage
 the store before any later event is (``lean-rounds-v1``). Events are read only while their
 seqs are contiguous, and deltas only once their ``ModelRequestStarted`` was read, so nothing
 with a smaller key can show up after a larger one was handed out, except the late deltas of
-an attempt a retry already replaced: those are dropped (``SessionStream.read``).
+an attempt a retry already replaced: those are dropped, by one rule whether a reader follows
+the call live or reads it after the fact (``SessionStream.read``): a delta written after a
+delta of a newer attempt of the same call (a larger row id) is never handed out.
 """
 
 from __future__ import annotations
@@ -144,6 +146,8 @@ class _Call:
     call: StreamCall
     # Deltas of the call have ids above this (0: not known, read them all).
     floor: int = 0
+    # The newest attempt among the call's deltas with ids at or below ``floor`` (0: none).
+    newest: int = 0
 
 
 @dataclass
@@ -233,7 +237,7 @@ class SessionStream:
         twin = SessionStream(self._base, self.session_id, self.position, None)
         twin.ended = self.ended
         twin.caught_up = self.caught_up
-        twin._call = _Call(self._call.call, self._call.floor) if self._call is not None else None
+        twin._call = _Call(self._call.call, self._call.floor, self._call.newest) if self._call is not None else None
         twin._fresh = self._fresh
         return twin
 
@@ -245,9 +249,10 @@ class SessionStream:
         at ``position``); advances ``position`` past them.
 
         Events are taken while their seqs follow on from ``position`` (a gap waits for the
-        missing one). Deltas at or before ``position`` are never handed out again: the late
-        deltas of an attempt after a newer attempt's were handed out (an abandoned attempt
-        still writing) are dropped.
+        missing one). Deltas at or before ``position`` are never handed out again. A delta
+        written after a delta of a newer attempt of the same call (an abandoned attempt still
+        writing after its retry streamed; row ids say which came first) is dropped, in a live
+        read and in a read of a finished call alike, so every reader hands out the same items.
         """
         if self.ended:
             return []
@@ -277,7 +282,7 @@ class SessionStream:
                     floor = fresh.top_delta_id if fresh is not None and event.seq > fresh.last_seq else 0
                     new_calls[event.seq] = _Call(StreamCall(event.seq, event.turn_id, event.round), floor)
             calls.extend(new_calls.values())
-            deltas = self._deltas(conn, calls)
+            deltas, newest = self._deltas(conn, calls)
         self.caught_up = len(rows) < max_events
         self._fresh = _Fresh(top, rows[-1].seq if rows else after_seq) if self.caught_up else None
         if self._base.engine.dialect.name == "sqlite":
@@ -285,6 +290,7 @@ class SessionStream:
             # above every committed one: whatever this read did not see is numbered above ``top``.
             for item in calls:
                 item.floor = max(item.floor, top)
+                item.newest = newest.get(item.call.seq, item.newest)
 
         out: list[StreamEntry] = []
         if self._call is not None:
@@ -300,10 +306,18 @@ class SessionStream:
             self.position = out[-1].key
         return out
 
-    def _deltas(self, conn: Connection, calls: list[_Call]) -> dict[int, list[StreamEntry]]:
-        """The deltas of ``calls`` after ``position``, in key order, by call seq; one query."""
+    def _deltas(self, conn: Connection, calls: list[_Call]) -> tuple[dict[int, list[StreamEntry]], dict[int, int]]:
+        """The deltas of ``calls`` after ``position``, in key order, by call seq, without those
+        written after a delta of a newer attempt of their call; and, by call seq, the newest
+        attempt among the deltas read. One query.
+
+        Taken in id order, a delta is dropped when its attempt is older than the newest one
+        before it: the rows below the call's floor (``_Call.newest``) or those read. Deltas at
+        or before ``position`` are not read; their attempts are at most the position's, so
+        they can make no delta after the position older than a newer attempt.
+        """
         if not calls:
-            return {}
+            return {}, {}
         c = token_deltas.c
         wanted = []
         for item in calls:
@@ -315,18 +329,26 @@ class SessionStream:
             wanted.append(same)
         floor = min(item.floor for item in calls)
         rows = conn.execute(
-            select(c.turn_id, c.round, c.attempt, c.idx, c.text)
+            select(c.id, c.turn_id, c.round, c.attempt, c.idx, c.text)
             .where(c.session_id == self.session_id, c.id > floor, or_(*wanted))
+            .order_by(c.id)
         ).all()
-        by_call = {(item.call.turn_id, item.call.round): item.call for item in calls}
+        by_call = {(item.call.turn_id, item.call.round): item for item in calls}
+        newest = {item.call.seq: item.newest for item in calls}
         found: dict[int, list[StreamEntry]] = {}
         for r in rows:
-            call = by_call[(r.turn_id, r.round)]
+            item = by_call[(r.turn_id, r.round)]
+            call = item.call
+            if r.id <= item.floor:
+                continue  # below this call's floor (the query's is the least of all calls')
+            if r.attempt < newest[call.seq]:
+                continue  # written after a newer attempt's delta: that attempt was abandoned
+            newest[call.seq] = r.attempt
             delta = StreamDelta(call.seq, call.turn_id, call.round, r.attempt, r.idx, r.text)
             found.setdefault(call.seq, []).append(StreamEntry(StreamKey(call.seq, r.attempt, r.idx), delta=delta))
         for entries in found.values():
             entries.sort(key=lambda e: e.key)
-        return found
+        return found, newest
 
     # ---------------------------------------------------------------- context
 

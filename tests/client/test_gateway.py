@@ -377,11 +377,75 @@ def test_an_app_with_tokens_is_not_also_served_without_authentication(temporal_c
         create_app(client, gateway_config(), insecure_principal="carol")
 
 
+@pytest.mark.parametrize("limits", [{"max_streams_per_principal": 0}, {"max_streams": 0}], ids=["per-principal", "in-all"])
+def test_an_app_with_a_stream_limit_under_one_is_refused(temporal_client: Client, limits: dict[str, int]) -> None:
+    client = AgentClient(temporal_client, principal="nobody")
+    with pytest.raises(ConfigurationError, match="stream limits"):
+        create_app(client, gateway_config(), **limits)
+
+
 async def test_an_app_without_authentication_acts_as_its_principal(temporal_client: Client, root: Path) -> None:
     client = AgentClient(temporal_client, task_queue=f"gw-{uuid.uuid4().hex[:8]}", principal="nobody")
     async with serving(create_app(client, GatewayConfig(), workspace_root=root, insecure_principal="carol")) as http:
         response = await http.get("/v1/sessions")
     assert response.status_code == 200 and response.json() == {"sessions": []}
+
+
+@pytest.fixture
+async def local(temporal_client: Client, root: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """A gateway without authentication (``--insecure-no-auth``) on a task queue no worker polls."""
+    client = AgentClient(temporal_client, task_queue=f"gw-{uuid.uuid4().hex[:8]}", principal="nobody")
+    async with serving(create_app(client, GatewayConfig(), workspace_root=root, insecure_principal="carol")) as http:
+        yield http
+
+
+@pytest.mark.parametrize(
+    "host", ["attacker.example", "attacker.example:8080", "127.0.0.1.attacker.example", "localhost.attacker.example", "10.0.0.1", ""],
+)
+async def test_a_gateway_without_authentication_refuses_a_host_that_is_not_loopback(local: httpx.AsyncClient, host: str) -> None:
+    # what a browser sends once a page's DNS name is re-pointed at 127.0.0.1 (DNS rebinding)
+    body = assert_problem(await local.get("/v1/sessions", headers={"Host": host}), 400)
+    assert "Host" in body["detail"]
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8080", "127.0.0.1:8080", "127.0.0.2", "[::1]:8080", "LOCALHOST"])
+async def test_a_gateway_without_authentication_serves_a_loopback_host(local: httpx.AsyncClient, host: str) -> None:
+    response = await local.get("/v1/sessions", headers={"Host": host})
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://attacker.example", "https://attacker.example:8080", "null", "http://localhost.attacker.example",
+        "http://127.0.0.1@attacker.example", "file://", "http://localhost:notaport", "http://localhost/path",
+    ],
+)
+async def test_a_gateway_without_authentication_refuses_a_simple_cross_site_post(local: httpx.AsyncClient, origin: str) -> None:
+    # a form a page elsewhere submits: a body the gateway reads as JSON, no preflight
+    response = await local.post(
+        "/v1/sessions", content=b'{"text": "hi", "workspace": "ws", "script": "script.json"}',
+        headers={"Origin": origin, "Content-Type": "text/plain"},
+    )
+    assert "web page" in assert_problem(response, 403)["detail"]
+    assert (await local.get("/v1/sessions")).json() == {"sessions": []}
+
+
+async def test_a_gateway_without_authentication_refuses_a_cross_site_fetch_without_an_origin(local: httpx.AsyncClient) -> None:
+    response = await local.post("/v1/tasks/t1/cancel", headers={"Sec-Fetch-Site": "cross-site"})
+    assert "cross-site" in assert_problem(response, 403)["detail"]
+
+
+@pytest.mark.parametrize("origin", ["http://localhost:3000", "http://127.0.0.1:8080", "https://[::1]:5173"])
+async def test_a_gateway_without_authentication_serves_a_page_on_a_loopback_origin(local: httpx.AsyncClient, origin: str) -> None:
+    response = await local.get("/v1/sessions", headers={"Origin": origin, "Sec-Fetch-Site": "same-site"})
+    assert response.status_code == 200, response.text
+
+
+async def test_a_gateway_with_tokens_serves_any_host_and_origin(http: httpx.AsyncClient) -> None:
+    # the bearer token is the check: a page cannot attach it cross-site without a preflight
+    response = await http.get("/v1/sessions", headers={**auth("alice"), "Host": "gateway.example", "Origin": "http://elsewhere.example"})
+    assert response.status_code == 200, response.text
 
 
 def test_with_principal_copies_the_client_for_another_principal(temporal_client: Client) -> None:

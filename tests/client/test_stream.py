@@ -136,6 +136,77 @@ async def test_the_poller_stops_when_its_last_subscriber_leaves(hub: StreamHub, 
     assert hub.store_reads == reads
 
 
+async def following(hub: StreamHub, events: Events) -> tuple[StreamSubscription, asyncio.Future[list[StreamItem]]]:
+    """A subscriber of a started turn that took its backlog and waits on the poller for one more item."""
+    events.turn_start()
+    items = await hub.subscribe(SID)
+    await take(items, 3)
+    waiting = asyncio.ensure_future(take(items, 1))
+    await until(lambda: hub.followers(SID) == 1)
+    return items, waiting
+
+
+async def stop(*tasks: asyncio.Future[list[StreamItem]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_an_idle_session_s_poller_reads_the_store_less_and_less_often(store: Store, events: Events) -> None:
+    hub = StreamHub(store, poll_seconds=0.01, max_poll_seconds=0.08)
+    items, waiting = await following(hub, events)
+    loop = asyncio.get_running_loop()
+    start, reads = loop.time(), hub.store_reads
+    await asyncio.sleep(0.01 * 100)  # about 100 cycles of poll_seconds with nothing new
+    cycles = (loop.time() - start) / 0.01
+    # at one read per poll_seconds, one per cycle; backing off, at most 4 while the wait doubles
+    # (0.01, 0.02, 0.04, 0.08 s), one in flight, then one per max_poll_seconds (8 cycles)
+    assert hub.store_reads - reads <= 5 + cycles / 8
+    assert hub.poll_interval(SID) == 0.08
+    await stop(waiting)
+    await items.aclose()
+    await hub.aclose()
+
+
+async def test_new_rows_put_an_idle_poller_back_to_poll_seconds(store: Store, events: Events) -> None:
+    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5)
+    items, waiting = await following(hub, events)
+    await until(lambda: hub.poll_interval(SID) == 0.5)
+    events.deltas(1, 1, "new")
+    assert ids(await waiting) == ["3.1.0"]
+    assert hub.poll_interval(SID) == 0.25
+    await items.aclose()
+    await hub.aclose()
+
+
+async def test_a_subscriber_joining_puts_an_idle_poller_back_to_poll_seconds(store: Store, events: Events) -> None:
+    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5)
+    first, waiting = await following(hub, events)
+    await until(lambda: hub.poll_interval(SID) == 0.5)
+    resumed = await hub.subscribe(SID, "2")
+    assert ids(await take(resumed, 1)) == ["3"]
+    joining = asyncio.ensure_future(take(resumed, 1))
+    await until(lambda: hub.followers(SID) == 2)
+    assert hub.poll_interval(SID) == 0.25
+    await stop(waiting, joining)
+    await first.aclose()
+    await resumed.aclose()
+    await hub.aclose()
+
+
+async def test_waking_a_session_puts_its_idle_poller_back_to_poll_seconds(store: Store, events: Events) -> None:
+    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5)
+    items, waiting = await following(hub, events)
+    await until(lambda: hub.poll_interval(SID) == 0.5)
+    hub.wake(SID)
+    assert hub.poll_interval(SID) == 0.25
+    hub.wake("another-session")  # no poller: nothing to wake
+    assert hub.poll_interval("another-session") is None
+    await stop(waiting)
+    await items.aclose()
+    await hub.aclose()
+
+
 async def test_a_late_subscriber_reads_its_backlog_then_takes_the_live_items(hub: StreamHub, events: Events) -> None:
     events.turn_start()
     events.deltas(1, 1, "a", "b")

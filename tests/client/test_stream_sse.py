@@ -40,7 +40,8 @@ TURN = "t1"
 URL = f"/v1/sessions/{SID}/stream"
 
 
-def stream_app(hub: StreamHub, ping_seconds: float = 15.0) -> FastAPI:
+def stream_app(hub: StreamHub, ping_seconds: float = 15.0, closed: list[str] | None = None) -> FastAPI:
+    """An app serving ``stream_response``; each response over appends its session id to ``closed``."""
     app = FastAPI()
 
     @app.exception_handler(InvalidStreamCursor)
@@ -53,7 +54,10 @@ def stream_app(hub: StreamHub, ping_seconds: float = 15.0) -> FastAPI:
         encoding: Literal["native", "ag-ui"] = "native",
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     ):  # type: ignore[no-untyped-def]
-        return await stream_response(hub, session_id, last_event_id, encoding, ping_seconds=ping_seconds, retry_ms=1500)
+        on_close = (lambda: closed.append(session_id)) if closed is not None else None
+        return await stream_response(
+            hub, session_id, last_event_id, encoding, ping_seconds=ping_seconds, retry_ms=1500, on_close=on_close
+        )
 
     return app
 
@@ -203,3 +207,34 @@ async def test_the_ag_ui_encoding_resumes_mid_item_after_a_part_id(hub: StreamHu
         "TEXT_MESSAGE_START", *["TEXT_MESSAGE_CONTENT"] * 4, "TEXT_MESSAGE_END", "RUN_FINISHED",
     ]
     assert [e.id for e in second] == ["2", "3", "3.1.0:0", "3.1.0", "3.1.1", "3.1.2", "3.1.3", "4", "5"]
+
+
+
+async def test_on_close_is_called_once_when_the_client_leaves_mid_stream(hub: StreamHub, writer: Writer) -> None:
+    closed: list[str] = []
+    async with serving(stream_app(hub, closed=closed)) as http:
+        assert len(await read_events(http, 3)) == 3
+    assert closed == [SID]
+
+
+async def test_on_close_is_called_once_when_the_stream_ends(hub: StreamHub, writer: Writer) -> None:
+    closed: list[str] = []
+    finish(writer)
+    async with serving(stream_app(hub, closed=closed)) as http:
+        assert (await read_events(http, None))[-1].event == "SessionArchived"
+    assert closed == [SID]
+
+
+async def test_on_close_is_called_once_for_a_stream_resumed_at_its_end(hub: StreamHub, writer: Writer) -> None:
+    closed: list[str] = []
+    finish(writer)
+    async with serving(stream_app(hub, closed=closed)) as http:
+        assert (await http.get(URL, headers={"Last-Event-ID": "6"})).status_code == 204
+    assert closed == [SID]
+
+
+async def test_on_close_is_not_called_for_a_position_that_names_nothing(hub: StreamHub, writer: Writer) -> None:
+    closed: list[str] = []
+    async with serving(stream_app(hub, closed=closed)) as http:
+        assert (await http.get(URL, headers={"Last-Event-ID": "garbage"})).status_code == 400
+    assert closed == []

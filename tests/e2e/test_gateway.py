@@ -5,6 +5,7 @@ runs (task graphs) approved over HTTP, tasks, and what another principal does no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -134,6 +135,44 @@ async def test_a_decision_on_a_request_that_is_not_pending_is_a_conflict(
 
     response = await http.post(f"/v1/sessions/{created['session_id']}/approvals/req-99", json={"decision": "deny"}, headers=auth("alice"))
     assert "no pending request req-99" in assert_problem(response, 409)["detail"]
+
+
+async def test_an_edit_the_tool_refuses_when_it_runs_is_accepted_and_the_call_fails(
+    harness: Harness, http: httpx.AsyncClient, workspace: Path, tmp_path: Path
+) -> None:
+    created = await create_session(harness, http, write_script(tmp_path, WRITE_THEN_ANSWER))
+    sid = created["session_id"]
+    request = await pending_request(http, sid)
+
+    # the arguments fit fs.write's schema; the path is outside the workspace, which the tool refuses
+    edit = {"decision": "edit", "arguments": {"path": "../escaped.md", "content": "from the caller"}}
+    decided = await http.post(f"/v1/sessions/{sid}/approvals/{request['request_id']}", json=edit, headers=auth("alice"))
+    assert decided.status_code == 202, decided.text
+    outcome = await http.get(f"/v1/sessions/{sid}/turns/{created['turn_id']}?wait=30", headers=auth("alice"))
+    assert outcome.json()["status"] == "completed"
+    events = (await http.get(f"/v1/sessions/{sid}/events", headers=auth("alice"))).json()["events"]
+    assert "ToolInvocationFailed" in [e["type"] for e in events]
+    assert not (workspace.parent / "escaped.md").exists()
+
+
+async def test_an_edit_that_does_not_fit_the_tool_s_schema_is_a_conflict(
+    harness: Harness, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    created = await create_session(harness, http, write_script(tmp_path, WRITE_THEN_ANSWER))
+    sid = created["session_id"]
+    request = await pending_request(http, sid)
+
+    edit = {"decision": "edit", "arguments": {"path": "notes.md", "content": "x", "mode": "append-everything"}}
+    response = await http.post(f"/v1/sessions/{sid}/approvals/{request['request_id']}", json=edit, headers=auth("alice"))
+    assert "not valid for its tool" in assert_problem(response, 409)["detail"]
+    assert (await pending_request(http, sid))["request_id"] == request["request_id"]
+
+
+@pytest.mark.parametrize("wait", [0, 2])
+async def test_an_unknown_turn_is_not_found(harness: Harness, http: httpx.AsyncClient, tmp_path: Path, wait: int) -> None:
+    created = await create_session(harness, http, write_script(tmp_path, [{"text": "done"}]))
+    response = await http.get(f"/v1/sessions/{created['session_id']}/turns/turn-99?wait={wait}", headers=auth("alice"))
+    assert "no turn 'turn-99'" in assert_problem(response, 404)["detail"]
 
 
 async def test_a_reconcile_of_a_tool_call_approval_is_a_conflict(harness: Harness, http: httpx.AsyncClient, tmp_path: Path) -> None:
@@ -435,3 +474,72 @@ async def test_a_stream_position_that_names_nothing_is_a_bad_request(harness: Ha
 async def test_another_principal_finds_no_session_to_stream(harness: Harness, http: httpx.AsyncClient, tmp_path: Path) -> None:
     created = await create_session(harness, http, write_script(tmp_path, [{"text": "done"}]))
     assert_problem(await http.get(f"/v1/sessions/{created['session_id']}/stream", headers=auth("mallory")), 404)
+
+
+
+@contextlib.asynccontextmanager
+async def gateway_with(harness: Harness, workspace: Path, **limits: int) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway of the ``http`` fixture, with ``limits`` for ``create_app``."""
+    config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=ALL) for p, t in TOKENS.items()])
+    client = await gateway_client(harness)
+    async with serving(create_app(client, config, workspace_root=workspace.parent, **limits)) as http:
+        yield http
+
+
+async def open_stream(stack: contextlib.AsyncExitStack, http: httpx.AsyncClient, session_id: str, principal: str) -> httpx.Response:
+    """A stream of the session opened as ``principal`` and held open by ``stack`` (a refusal's body read)."""
+    response = await stack.enter_async_context(http.stream("GET", f"/v1/sessions/{session_id}/stream", headers=auth(principal)))
+    if response.status_code != 200:
+        await response.aread()
+    return response
+
+
+async def test_a_principal_s_seventeenth_open_stream_is_too_many(harness: Harness, http: httpx.AsyncClient, tmp_path: Path) -> None:
+    sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "done"}])))["session_id"]
+    async with contextlib.AsyncExitStack() as stack:
+        opened = [await open_stream(stack, http, sid, "alice") for _ in range(16)]
+        assert [r.status_code for r in opened] == [200] * 16
+        refused = await open_stream(stack, http, sid, "alice")
+        assert assert_problem(refused, 429)["type"] == "urn:agentrt:problem:too-many-streams"
+        assert refused.headers["retry-after"] == "5"
+
+
+async def test_another_principal_streams_while_one_holds_its_most_streams_open(
+    harness: Harness, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    alice_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "done"}])))["session_id"]
+    mallory_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "mine"}], "m.json"), auth("mallory")))["session_id"]
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(16):
+            assert (await open_stream(stack, http, alice_sid, "alice")).status_code == 200
+        assert_problem(await open_stream(stack, http, alice_sid, "alice"), 429)
+        assert (await open_stream(stack, http, mallory_sid, "mallory")).status_code == 200
+
+
+async def test_a_stream_s_client_leaving_frees_its_place(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    async with gateway_with(harness, workspace, max_streams_per_principal=1) as http:
+        sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "done"}])))["session_id"]
+        async with contextlib.AsyncExitStack() as first:
+            assert (await open_stream(first, http, sid, "alice")).status_code == 200
+            async with contextlib.AsyncExitStack() as second:
+                assert_problem(await open_stream(second, http, sid, "alice"), 429)
+
+        async def reopen() -> None:
+            while True:
+                async with contextlib.AsyncExitStack() as again:
+                    if (await open_stream(again, http, sid, "alice")).status_code == 200:
+                        return
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(reopen(), 30)
+
+
+async def test_a_stream_past_the_gateway_s_most_open_streams_is_unavailable(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    async with gateway_with(harness, workspace, max_streams=2) as http:
+        alice_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "done"}])))["session_id"]
+        mallory_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "mine"}], "m.json"), auth("mallory")))["session_id"]
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(2):
+                assert (await open_stream(stack, http, alice_sid, "alice")).status_code == 200
+            refused = await open_stream(stack, http, mallory_sid, "mallory")
+            assert "streams open" in assert_problem(refused, 503)["detail"] and refused.headers["retry-after"] == "5"

@@ -133,6 +133,62 @@ def test_late_deltas_of_an_abandoned_attempt_are_dropped_once_the_retry_streamed
     assert [e.id for e in stream.read()] == ["2.2.1"]
 
 
+# Writes of one retried call (round 1 of TURN, started by event 2), in the order a worker and its
+# abandoned predecessor make them: (attempt, start idx, texts).
+RETRIES = {
+    "late-first-attempt": [(1, 0, ["a1-0", "a1-1"]), (2, 0, ["a2-0"]), (1, 2, ["a1-late"]), (2, 1, ["a2-1", "a2-2"])],
+    "three-attempts": [
+        (1, 0, ["a1-0"]), (2, 0, ["a2-0"]), (1, 1, ["a1-late"]), (3, 0, ["a3-0"]), (2, 1, ["a2-late"]), (3, 1, ["a3-1"]),
+    ],
+    "late-row-read-with-the-retry": [(1, 0, ["a1-0"]), (2, 0, ["a2-0"]), (1, 1, ["a1-late"])],
+}
+RETRIED_IDS = {
+    "late-first-attempt": ["1", "2", "2.1.0", "2.1.1", "2.2.0", "2.2.1", "2.2.2", "3"],
+    "three-attempts": ["1", "2", "2.1.0", "2.2.0", "2.3.0", "2.3.1", "3"],
+    "late-row-read-with-the-retry": ["1", "2", "2.1.0", "2.2.0", "3"],
+}
+
+
+def retried_call(store: Store, scenario: str, stream: SessionStream | None = None) -> list[str]:
+    """Writes the scenario's call and completes it; the ids ``stream`` read after each write (live)."""
+    put(store, *numbered(1, TurnStarted(turn_id=TURN), ModelRequestStarted(turn_id=TURN, round=1, profile="p")))
+    seen = [e.id for e in stream.read()] if stream is not None else []
+    writes = RETRIES[scenario]
+    for i, (attempt, start, texts) in enumerate(writes):
+        deltas(store, 1, attempt, *texts, start=start)
+        if stream is not None and not (scenario == "late-row-read-with-the-retry" and i == 1):
+            seen.extend(e.id for e in stream.read())  # (that scenario reads the retry and the late row at once)
+    put(store, *numbered(3, AssistantMessageCompleted(turn_id=TURN, round=1, text="x", tool_calls=0, usage=Usage(), position=1)))
+    if stream is not None:
+        seen.extend(e.id for e in stream.read())
+    return seen
+
+
+@pytest.mark.parametrize("scenario", list(RETRIES))
+def test_a_reader_following_a_retried_call_and_one_reading_it_after_the_fact_hand_out_the_same_items(
+    store: Store, scenario: str
+) -> None:
+    live = retried_call(store, scenario, SessionStream.resume(store, SID, None))
+    replay = read_all(SessionStream.resume(store, SID, None))
+    assert live == replay == RETRIED_IDS[scenario]
+
+
+@pytest.mark.parametrize("scenario", list(RETRIES))
+def test_resuming_after_any_id_of_a_retried_call_gives_exactly_the_rest(store: Store, scenario: str) -> None:
+    retried_call(store, scenario)
+    everything = RETRIED_IDS[scenario]
+    for i, last in enumerate(everything):
+        assert read_all(SessionStream.resume(store, SID, last)) == everything[i + 1:], last
+
+
+def test_a_delta_an_abandoned_attempt_wrote_before_its_retry_streamed_is_handed_out(store: Store) -> None:
+    put(store, *numbered(1, TurnStarted(turn_id=TURN), ModelRequestStarted(turn_id=TURN, round=1, profile="p")))
+    deltas(store, 1, 1, "a1-0")
+    deltas(store, 1, 1, "a1-1", start=1)  # still before any delta of attempt 2
+    deltas(store, 1, 2, "a2-0")
+    assert read_all(SessionStream.resume(store, SID, None)) == ["1", "2", "2.1.0", "2.1.1", "2.2.0"]
+
+
 def test_deltas_of_a_call_written_after_a_later_event_was_read_are_not_handed_out(store: Store) -> None:
     put(store, *numbered(1, TurnStarted(turn_id=TURN), ModelRequestStarted(turn_id=TURN, round=1, profile="p")))
     deltas(store, 1, 1, "a")
