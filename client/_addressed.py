@@ -36,6 +36,7 @@ from agentrt.client._starts import (
     started_with,
 )
 from agentrt.client._turns import update_failure_cause
+from agentrt.client._workers import check_payload_storage
 from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
@@ -141,7 +142,12 @@ class WorkflowKind:
         With ``idempotency_key`` the start is recorded in the workflow's memo (``IDEMPOTENCY_MEMO``)
         and a start whose id is taken by a workflow ``owner`` started with the same key and the same
         ``argument`` returns as if it had started it (a retry; nothing starts). The same key with
-        another ``argument`` raises ``RequestRejected`` saying the key was used for another start."""
+        another ``argument`` raises ``RequestRejected`` saying the key was used for another start.
+
+        Raises ``PayloadCodecMismatch`` / ``PayloadStorageMismatch`` (nothing started) when the task
+        queue's workers could not read ``argument``, or encrypt and this client has no codec keys
+        (``check_payload_storage``)."""
+        await check_payload_storage(temporal, task_queue, item_id, argument, kind=self.noun)
         memo = None if idempotency_key is None else start_memo(owner, idempotency_key, argument)
         try:
             await temporal.start_workflow(

@@ -19,7 +19,8 @@ bodies are bounded before any route reads them.
     422     urn:agentrt:problem:invalid-graph     InvalidGraph (``problems`` lists each)
     429     urn:agentrt:problem:too-many-streams  a stream past the principal's limit of open streams
     503     urn:agentrt:problem:unavailable       WorkerUnavailable, ServerUnavailable, Temporal errors,
-                                                  PayloadStorageMismatch (details logged, not sent), a stream
+                                                  PayloadStorageMismatch and PayloadCodecMismatch (details
+                                                  logged, not sent), a stream
                                                   past the gateway's limit of open streams
     500     urn:agentrt:problem:internal          anything else (logged with its traceback)
 """
@@ -56,6 +57,7 @@ from agentrt.schemas import (
     TurnNotFound,
     WorkerUnavailable,
 )
+from agentrt.worker import PayloadCodecMismatch
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Problem", "ProblemBody", "install_error_handlers", "problem_for"]
 
@@ -127,6 +129,9 @@ def problem_for(err: Exception) -> Problem:
     if isinstance(err, PayloadStorageMismatch):
         log.error("gateway: %s", err)
         return Problem(503, "unavailable", "the gateway's payload storage is not its workers'; an operator must fix it")
+    if isinstance(err, PayloadCodecMismatch):
+        log.error("gateway: %s", err)
+        return Problem(503, "unavailable", "the gateway's payload codec keys are not its workers'; an operator must fix it")
     if isinstance(err, ServerUnavailable):
         log.error("gateway: %s", err)
         return Problem(503, "unavailable", "the Temporal server does not answer", headers={"Retry-After": "5"})

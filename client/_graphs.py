@@ -225,7 +225,7 @@ class GraphMethods:
 
         - ``goal`` (the planner decomposes it into nodes) or ``graph`` (a ``GraphSpec``, e.g. from
           ``load_graph_file``): exactly one. A node's relative ``script`` is made absolute.
-        - ``workspace``: the directory the nodes' sessions work in (made absolute); ``graph_id``:
+        - ``workspace``: the directory the nodes' sessions work in (made real: ``os.path.realpath``); ``graph_id``:
           default one derived from ``idempotency_key``, else a new random 12-character id.
         - ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): a repeat of this start
           returns the first one's graph id and starts nothing; the same key with other arguments raises
@@ -243,7 +243,9 @@ class GraphMethods:
 
         Raises ``InvalidGraph`` / ``NodeCannotDecompose`` for a given graph that cannot run, and
         ``RequestRejected`` (request ``start``, nothing started) for other invalid arguments or a
-        graph id already used (by a running graph or one that ended: ids are not reused).
+        graph id already used (by a running graph or one that ended: ids are not reused);
+        ``PayloadCodecMismatch`` (nothing started) when the task queue's workers hold no key of this
+        client's, or encrypt and this client has no codec keys (docs/encryption.md).
         """
         graph_id = GRAPH.start_id(graph_id, self.principal, idempotency_key)
         if not graph_id or len(graph_id.encode()) > MAX_GRAPH_ID_BYTES:
@@ -264,7 +266,7 @@ class GraphMethods:
             graph_id, "start", GraphConfig,
             graph_id=graph_id,
             owner=self.principal,
-            workspace=os.path.abspath(workspace),
+            workspace=os.path.realpath(workspace),
             goal=goal,
             graph=graph,
             profile=profile or ("scripted" if script or _all_scripted(graph) else self.default_profile),

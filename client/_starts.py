@@ -280,7 +280,8 @@ async def message_input(
     """``text`` from the client's principal with its ``idempotency_key``, for update ``request``.
     Raises ``RequestRejected`` for a key that is not one (``check_key``), ``PayloadStorageMismatch``
     (nothing sent) for a message that would leave history for payload storage the task queue's
-    workers do not read."""
+    workers do not read, ``PayloadCodecMismatch`` (nothing sent) for one they could not decrypt or,
+    from a client without codec keys, one they encrypt (``check_payload_storage``)."""
     check_key(session_id, request, idempotency_key)
     message = SendMessageInput(text=text, principal=client.principal, idempotency_key=idempotency_key)
     await check_payload_storage(client.temporal, client.task_queue, session_id, message)

@@ -149,7 +149,7 @@ class TaskMethods:
         """Start an autonomous task owned by this client's principal working towards ``goal``;
         returns its task id (the workflow id is ``task-<task_id>``).
 
-        - ``workspace``: the directory its sessions and commands work in (made absolute);
+        - ``workspace``: the directory its sessions and commands work in (made real: ``os.path.realpath``);
           ``task_id``: default one derived from ``idempotency_key``, else a new random 12-character id.
         - ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): a repeat of this start
           returns the first one's task id and starts nothing; the same key with other arguments raises
@@ -172,7 +172,9 @@ class TaskMethods:
 
         The workflow starts on the client's task queue; it waits there until a worker runs.
         Raises ``RequestRejected`` (request ``start``, nothing started) for invalid arguments, or
-        for a task id already used (by a running task or one that ended: ids are not reused).
+        for a task id already used (by a running task or one that ended: ids are not reused);
+        ``PayloadCodecMismatch`` (nothing started) when the task queue's workers hold no key of this
+        client's, or encrypt and this client has no codec keys (docs/encryption.md).
         """
         task_id = TASK.start_id(task_id, self.principal, idempotency_key)
         if not task_id or len(task_id.encode()) > MAX_TASK_ID_BYTES:
@@ -195,7 +197,7 @@ class TaskMethods:
             task_id=task_id,
             owner=self.principal,
             goal=goal,
-            workspace=os.path.abspath(workspace),
+            workspace=os.path.realpath(workspace),
             criteria=list(criteria),
             acceptance={"command": accept_command, "review": accept_review},
             max_sessions=max_sessions,

@@ -1,5 +1,5 @@
 """What a client can learn about the workers of its task queue: whether one polls, and whether
-they can read the payload storage this client writes big payloads to.
+they can read what this client would send.
 
 A message big enough to leave workflow history is stored by the client's own driver and
 read by the worker through the reference in history. If the two are configured with
@@ -8,11 +8,19 @@ resolve it and the session stalls with the message lost. Workers advertise the
 fingerprints of the storage they read in their identity (``AgentrtPlugin``), visible to
 clients through DescribeTaskQueue, so the client refuses such a message before sending it.
 With ``[codec]`` keys every message is encrypted: workers advertise a fingerprint of each
-key they hold too, and the client refuses a message no worker could decrypt.
+key they hold too, and the client refuses a message no worker could decrypt; a client
+without keys refuses to write in clear to workers that encrypt.
+
+What the workers advertise is asked once per client and task queue every
+``ADVERTISED_TTL_SECONDS``, not on every start and send.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -21,9 +29,22 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from agentrt.schemas import PayloadStorageMismatch
-from agentrt.worker import PayloadCodecMismatch, driver_location, payload_fingerprints_of, plugin_of
+from agentrt.worker import PayloadCodecMismatch, PayloadStorage, driver_location, payload_fingerprints_of, plugin_of
 
-__all__ = ["check_payload_storage", "workflow_pollers"]
+__all__ = [
+    "ADVERTISED_TTL_SECONDS",
+    "AdvertisedFingerprints",
+    "advertised_fingerprints",
+    "check_payload_storage",
+    "workflow_pollers",
+]
+
+# How long a client acts on what a task queue's workers last advertised (seconds). A worker that
+# starts polling with other keys or storage is seen by a client within this time; a check that
+# would refuse asks the server again first, so a refusal never rests on an older answer.
+ADVERTISED_TTL_SECONDS = 5.0
+
+Advertised = dict[str, list[str]]  # worker identity -> the payload fingerprints it advertises
 
 
 async def workflow_pollers(temporal: Client, task_queue: str) -> list[PollerInfo]:
@@ -38,47 +59,111 @@ async def workflow_pollers(temporal: Client, task_queue: str) -> list[PollerInfo
     return list(response.pollers)
 
 
-async def check_payload_storage(temporal: Client, task_queue: str, session_id: str, argument: Any) -> None:
+async def _advertised(temporal: Client, task_queue: str) -> Advertised:
+    advertised: Advertised = {}
+    for poller in await workflow_pollers(temporal, task_queue):
+        fingerprints = payload_fingerprints_of(poller.identity)
+        if fingerprints is not None:
+            advertised[poller.identity] = fingerprints
+    return advertised
+
+
+class AdvertisedFingerprints:
+    """One client's answers to "what do the workers polling this task queue advertise?", each
+    used for ``ttl_seconds`` (measured with ``clock``, seconds). Calls that find no answer young
+    enough at the same moment share one DescribeTaskQueue; a failed one is not kept."""
+
+    def __init__(self, ttl_seconds: float = ADVERTISED_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self._asked: dict[str, tuple[float, asyncio.Future[Advertised]]] = {}
+
+    async def get(self, temporal: Client, task_queue: str, *, fresh: bool = False) -> tuple[Advertised, bool]:
+        """``(advertised, reused)``: what the workers polling ``task_queue`` advertise (worker
+        identity -> payload fingerprints; empty when none polls or none advertises), and whether
+        that is an earlier answer. ``fresh`` asks the server whatever the age of the last answer."""
+        now = self.clock()
+        entry = self._asked.get(task_queue)
+        reused = (
+            not fresh and entry is not None and now - entry[0] < self.ttl_seconds
+            and entry[1].get_loop() is asyncio.get_running_loop()
+        )
+        if not reused or entry is None:
+            entry = (now, asyncio.ensure_future(_advertised(temporal, task_queue)))
+            self._asked[task_queue] = entry
+            entry[1].add_done_callback(lambda _, asked=entry: self._forget_failed(task_queue, asked))
+        return await asyncio.shield(entry[1]), reused
+
+    def _forget_failed(self, task_queue: str, entry: tuple[float, asyncio.Future[Advertised]]) -> None:
+        asked = entry[1]
+        if (asked.cancelled() or asked.exception() is not None) and self._asked.get(task_queue) is entry:
+            del self._asked[task_queue]
+
+
+_BY_CLIENT: weakref.WeakKeyDictionary[Client, AdvertisedFingerprints] = weakref.WeakKeyDictionary()
+
+
+def advertised_fingerprints(temporal: Client) -> AdvertisedFingerprints:
+    """The ``AdvertisedFingerprints`` of ``temporal`` (one per Temporal client, shared by every
+    ``AgentClient`` on it; it goes with the client)."""
+    found = _BY_CLIENT.get(temporal)
+    if found is None:
+        found = _BY_CLIENT[temporal] = AdvertisedFingerprints()
+    return found
+
+
+async def check_payload_storage(
+    temporal: Client, task_queue: str, session_id: str, argument: Any, *, kind: str = "session"
+) -> None:
     """Raise ``PayloadStorageMismatch`` when ``argument`` would leave history for storage that no
     worker polling ``task_queue`` reads, ``PayloadCodecMismatch`` when it would be encrypted with
-    a key that no such worker holds.
+    a key that no such worker holds, or when this client has no codec keys and a worker holds one
+    (``PayloadStorage.codec_mismatch``). ``session_id`` and ``kind`` (``session``, ``task``,
+    ``graph``) name what is sent or started in the error.
 
-    Nothing is checked (and nothing asked of the server) when the payload stays in history
-    unencrypted, when the client was not connected with ``AgentrtPlugin``, or when no polling
-    worker advertises its storage (none runs yet, or one of another make): then it cannot be told.
+    Asks the server what the workers advertise at most once per ``ADVERTISED_TTL_SECONDS``
+    (``AdvertisedFingerprints``), and again before refusing on an older answer. Nothing is checked
+    when the client was not connected with ``AgentrtPlugin``, or when no polling worker advertises
+    its storage (none runs yet, or one of another make): then it cannot be told.
     """
     plugin = plugin_of(temporal)
     if plugin is None:
         return
     storage = plugin.payload_storage
-    key_print = storage.codec_fingerprint
     size = 0
     if storage.writer is not None:
         size = temporal.data_converter.payload_converter.to_payloads([argument])[0].ByteSize()
-    leaves_history = storage.writer is not None and size >= storage.threshold_bytes
-    if not leaves_history and key_print is None:
-        return
-    advertised: dict[str, list[str]] = {}
-    for poller in await workflow_pollers(temporal, task_queue):
-        fingerprints = payload_fingerprints_of(poller.identity)
-        if fingerprints is not None:
-            advertised[poller.identity] = fingerprints
-    if not advertised:
-        return
-    if storage.codec is not None and not any(key_print in prints for prints in advertised.values()):
-        codec = storage.codec
-        raise PayloadCodecMismatch(session_id, task_queue, codec.current, codec.current_fingerprint, advertised)
+    answers = advertised_fingerprints(temporal)
+    advertised, reused = await answers.get(temporal, task_queue)
+    problem = _problem(storage, task_queue, session_id, kind, size, advertised)
+    if problem is not None and reused:  # the workers may have changed since: refuse only on a new answer
+        advertised, _ = await answers.get(temporal, task_queue, fresh=True)
+        problem = _problem(storage, task_queue, session_id, kind, size, advertised)
+    if problem is not None:
+        raise problem
+
+
+def _problem(
+    storage: PayloadStorage, task_queue: str, item_id: str, kind: str, size: int, advertised: Advertised
+) -> PayloadCodecMismatch | PayloadStorageMismatch | None:
+    """Why a payload of ``size`` bytes may not go to the workers that advertise ``advertised``, or None."""
+    mismatch = storage.codec_mismatch(item_id, task_queue, advertised, kind)
+    if mismatch is not None:
+        return mismatch
     mine = storage.writer_fingerprint
-    if not leaves_history or any(mine in prints for prints in advertised.values()):
-        return
     writer = storage.writer
-    location = driver_location(writer) if writer is not None else None
-    raise PayloadStorageMismatch(
-        session_id=session_id,
+    if writer is None or size < storage.threshold_bytes or not advertised or any(mine in p for p in advertised.values()):
+        return None
+    location = driver_location(writer)
+    error = PayloadStorageMismatch(
+        session_id=item_id,
         task_queue=task_queue,
         size_bytes=size,
         threshold_bytes=storage.threshold_bytes,
-        client_storage=f"{writer.name() if writer else 'none'}{' at ' + location if location else ''}",
+        client_storage=f"{writer.name()}{' at ' + location if location else ''}",
         client_fingerprint=mine or "none",
         worker_fingerprints=advertised,
     )
+    if kind != "session":
+        error.args = (str(error).replace(f"session {item_id}: message not sent", f"{kind} {item_id}: not started", 1),)
+    return error

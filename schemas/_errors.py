@@ -14,7 +14,7 @@
     │   ├── ServerUnavailable       no Temporal server answers at the address
     │   ├── WorkerUnavailable       no worker polls the session's task queue (queries need one)
     │   ├── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
-    │   ├── PayloadCodecMismatch    no worker of the task queue holds the client's current codec key (worker/_codec.py)
+    │   ├── PayloadCodecMismatch    no worker holds the client's current codec key, or they encrypt and it has none (worker/_codec.py)
     │   ├── MemoryNotFound          no memory with that id that the caller owns
     │   ├── MemoryAlreadyDecided    the memory is not a pending proposal (accepted, rejected or superseded)
     │   ├── TurnNotFound            the session has no such turn (or no trajectory of it)

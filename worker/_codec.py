@@ -48,6 +48,7 @@ from agentrt.schemas import ClientError, ConfigurationError, RunError
 __all__ = [
     "CODEC_KEYS",
     "ENCRYPTED_ENCODING",
+    "FINGERPRINT_PREFIX",
     "KEY_BYTES",
     "KEY_ID_METADATA",
     "AesGcmCodec",
@@ -56,6 +57,7 @@ __all__ = [
     "PayloadCodecMismatch",
     "PayloadDecryptionError",
     "codec_config",
+    "codec_fingerprints",
     "generate_codec_key",
     "key_fingerprint",
     "load_keys_file",
@@ -70,6 +72,8 @@ KEY_ID_METADATA = "encryption-key-id"
 KEY_BYTES = 32  # AES-256
 NONCE_BYTES = 12  # the GCM standard nonce; random per payload
 TAG_BYTES = 16
+# What a codec key's fingerprint starts with, among the payload fingerprints a worker advertises.
+FINGERPRINT_PREFIX = "aes-gcm:"
 # Key ids appear in payload metadata and in worker identities (comma-separated, space-ended).
 _KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _FINGERPRINT_SALT = b"agentrt codec key fingerprint\x00"
@@ -91,47 +95,64 @@ class PayloadDecryptionError(RunError):
 
 
 class PayloadCodecMismatch(ClientError):
-    """A message would be encrypted with a key that no worker polling the task queue holds (or
-    the workers have no keys at all); it was not sent (the session is unchanged).
+    """A message would reach workers that could not read it, or be written in clear where they
+    encrypt; it was not sent and nothing was started (the session, task or graph is unchanged).
+    Either this client encrypts with a key that no worker polling the task queue holds (or the
+    workers hold no keys at all), or this client has no keys and the workers encrypt.
 
-    Fields: ``session_id``, ``task_queue``, ``key_id`` (this client's current key),
-    ``client_fingerprint`` (``aes-gcm:<id>@<hash>``), ``worker_fingerprints`` (worker
-    identity -> the payload fingerprints it advertises).
+    Fields: ``session_id`` (the session's id; a task's or graph's for their starts: ``kind``),
+    ``task_queue``, ``key_id`` (this client's current key; None when it has no keys),
+    ``client_fingerprint`` (``aes-gcm:<id>@<hash>``; None without keys), ``worker_fingerprints``
+    (worker identity -> the payload fingerprints it advertises), ``kind`` (``session``, ``task``,
+    ``graph``).
     """
 
     def __init__(
         self,
         session_id: str,
         task_queue: str,
-        key_id: str,
-        client_fingerprint: str,
+        key_id: str | None,
+        client_fingerprint: str | None,
         worker_fingerprints: dict[str, list[str]],
+        *,
+        kind: str = "session",
     ) -> None:
         self.session_id = session_id
         self.task_queue = task_queue
         self.key_id = key_id
         self.client_fingerprint = client_fingerprint
         self.worker_fingerprints = worker_fingerprints
+        self.kind = kind
         workers = "; ".join(
-            f"{identity.split()[0]} holds {', '.join(_codec_prints(prints)) or 'no codec keys'}"
+            f"{identity.split()[0]} holds {', '.join(codec_fingerprints(prints)) or 'no codec keys'}"
             for identity, prints in worker_fingerprints.items()
         )
+        refused = f"{kind} {session_id}: " + ("message not sent" if kind == "session" else "not started")
+        if key_id is None:
+            super().__init__(
+                f"{refused}. The workers on task queue {task_queue!r} encrypt payloads (worker {workers}) and this "
+                "client has no codec keys: it would write its input in clear into workflow history, and could not "
+                "read what the workers write. Give this client the workers' keys ([codec] keys_file or "
+                "AGENTRT_CODEC_KEYS, the same ids and bytes)."
+            )
+            return
         super().__init__(
-            f"session {session_id}: message not sent. It would be encrypted with codec key {key_id!r} "
+            f"{refused}. It would be encrypted with codec key {key_id!r} "
             f"({client_fingerprint}), which no worker on task queue {task_queue!r} holds (worker {workers}). "
             "Give the workers this key ([codec] keys_file or AGENTRT_CODEC_KEYS, the same id and bytes) and "
             "restart them, or make a key they hold current here ([codec] current_key, AGENTRT_CODEC_CURRENT_KEY)."
         )
 
 
-def _codec_prints(prints: Sequence[str]) -> list[str]:
-    return [p for p in prints if p.startswith("aes-gcm:")]
+def codec_fingerprints(prints: Sequence[str]) -> list[str]:
+    """The codec key fingerprints (``aes-gcm:<id>@<hash>``) among a worker's advertised payload fingerprints."""
+    return [p for p in prints if p.startswith(FINGERPRINT_PREFIX)]
 
 
 def key_fingerprint(key_id: str, key: bytes) -> str:
     """``aes-gcm:<key id>@<12 hex digits>``: names a key without revealing it (a salted SHA-256
     of the key, 48 bits). Two processes with the same fingerprint hold the same key under the same id."""
-    return f"aes-gcm:{key_id}@{hashlib.sha256(_FINGERPRINT_SALT + key).hexdigest()[:12]}"
+    return f"{FINGERPRINT_PREFIX}{key_id}@{hashlib.sha256(_FINGERPRINT_SALT + key).hexdigest()[:12]}"
 
 
 def generate_codec_key() -> bytes:

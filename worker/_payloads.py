@@ -17,7 +17,8 @@ With ``[codec]`` keys the converter also encrypts every payload (``AesGcmCodec``
 applies the codec before external storage on the way out and after it on the way in, so
 a big payload is encrypted first and the driver stores ciphertext: neither history nor
 the store holds a payload in clear. Each key's fingerprint joins the storage fingerprints
-a worker advertises, so a client refuses a message its workers could not decrypt.
+a worker advertises, so a client refuses a message its workers could not decrypt, and a client
+without keys one it would write in clear to workers that encrypt (``PayloadStorage.codec_mismatch``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from temporalio.converter import (
 
 from agentrt.schemas import RunError
 from agentrt.store import Store, database_url, get_payloads, put_payloads
-from agentrt.worker._codec import AesGcmCodec, KeylessCodec
+from agentrt.worker._codec import AesGcmCodec, KeylessCodec, PayloadCodecMismatch, codec_fingerprints
 from agentrt.worker._config import AgentrtConfig
 
 __all__ = [
@@ -391,6 +392,25 @@ class PayloadStorage:
     def codec_fingerprint(self) -> str | None:
         """The fingerprint of the key new payloads are encrypted with (``aes-gcm:<id>@<hash>``), or None."""
         return self.codec.current_fingerprint if self.codec is not None else None
+
+    def codec_mismatch(
+        self, item_id: str, task_queue: str, advertised: dict[str, list[str]], kind: str = "session"
+    ) -> PayloadCodecMismatch | None:
+        """The ``PayloadCodecMismatch`` a message from a process with this codec to the workers that
+        advertise ``advertised`` (worker identity -> payload fingerprints) would be, or None. With a
+        codec: none of them holds its current key. Without one: any of them holds a key (it encrypts,
+        so this process would write in clear what it keeps out of history, and could not read its
+        answers). None when ``advertised`` is empty: no worker to tell by."""
+        if not advertised:
+            return None
+        codec = self.codec
+        if codec is None:
+            if not any(codec_fingerprints(prints) for prints in advertised.values()):
+                return None
+            return PayloadCodecMismatch(item_id, task_queue, None, None, advertised, kind=kind)
+        if any(codec.current_fingerprint in prints for prints in advertised.values()):
+            return None
+        return PayloadCodecMismatch(item_id, task_queue, codec.current, codec.current_fingerprint, advertised, kind=kind)
 
     @property
     def reader_fingerprints(self) -> list[str]:

@@ -34,7 +34,7 @@ from agentrt.schemas import (
     UnknownProfileError,
     WorkerUnavailable,
 )
-from agentrt.worker import GatewayConfig, GatewayToken, token_sha256
+from agentrt.worker import GatewayConfig, GatewayToken, PayloadCodecMismatch, token_sha256
 
 TOKENS = {
     "alice": ("alice-token-0123456789", ("sessions", "tasks", "runs")),
@@ -312,6 +312,7 @@ async def test_a_graph_with_a_cycle_is_invalid(http: httpx.AsyncClient) -> None:
         (WorkerUnavailable("s1", "no poller seen"), 503, "unavailable"),
         (ServerUnavailable("temporal.internal:7233", "connection refused"), 503, "unavailable"),
         (RuntimeError("secret internals /srv/db"), 500, "internal"),
+        (PayloadCodecMismatch("s1", "agentrt", None, None, {"1@host-a agentrt-payloads=aes-gcm:k1@abc": ["aes-gcm:k1@abc"]}), 503, "unavailable"),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v),
 )

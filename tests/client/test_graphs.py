@@ -245,6 +245,9 @@ class RecordingTemporal:
     async def start_workflow(self, *args: Any, **kwargs: Any) -> None:
         self.started.append((args, kwargs))
 
+    def config(self) -> dict[str, Any]:  # no plugin: nothing for the payload checks to ask
+        return {}
+
 
 async def test_a_graph_whose_nodes_all_name_a_script_runs_on_the_scripted_profile(tmp_path: Path) -> None:
     temporal = RecordingTemporal()

@@ -5,17 +5,22 @@ worker's sent a 400 KB message; its payload went to the client's own database, t
 could not resolve it and the session sat idle with the message lost. Now the client
 compares its storage fingerprint with the ones the workers advertise and refuses, naming
 both; the session goes on and nothing was accepted.
+
+The client asks the server what the workers advertise at most once per task queue and cache
+period (``ADVERTISED_TTL_SECONDS``), counted here on its workflow service with its clock held.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentrt.client import AgentClient, connect
-from agentrt.client._workers import workflow_pollers
+from agentrt.client._workers import ADVERTISED_TTL_SECONDS, advertised_fingerprints, workflow_pollers
 from agentrt.schemas import PayloadStorageMismatch, SessionNotFound, UserMessageAdded
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, driver_fingerprint, payload_fingerprints_of, plugin_of
 from tests.conftest import OWNER, Harness
@@ -136,3 +141,76 @@ async def test_a_worker_identity_advertises_the_fingerprints_of_the_payload_stor
     assert advertised == plugin.payload_storage.reader_fingerprints
     assert advertised[0] == driver_fingerprint(plugin.payload_storage.readers[0])  # the writer (store driver) first
     assert not any("sqlite" in identity or "/" in identity.split(" ", 1)[1] for identity in identities)
+
+
+@dataclass
+class Counted:
+    """A client with its DescribeTaskQueue calls counted (``asked``: the task queue of each) and the
+    clock of its cached worker fingerprints held at ``now`` (seconds)."""
+
+    client: AgentClient
+    asked: list[str] = field(default_factory=list)
+    now: float = 0.0
+
+
+@pytest.fixture
+async def counted(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> Counted:
+    """A new client without codec keys (its own Temporal connection, so its own cache) of the
+    harness's task queue, whose worker has no keys either, once the server lists that worker."""
+    result = Counted(await client_with_store(harness, harness.config.database_url or ""))
+    service = result.client.temporal.workflow_service
+    describe = service.describe_task_queue
+
+    async def counting(request: Any, **kwargs: Any) -> Any:
+        result.asked.append(request.task_queue.name)
+        return await describe(request, **kwargs)
+
+    monkeypatch.setattr(service, "describe_task_queue", counting)
+    monkeypatch.setattr(advertised_fingerprints(result.client.temporal), "clock", lambda: result.now)
+    return result
+
+
+async def test_a_client_without_keys_starts_and_sends_to_workers_without_keys_asking_the_server_once(
+    counted: Counted, harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    client = counted.client
+    script = write_script(tmp_path, [{"text": "first"}, {"text": "second"}, {"text": "third"}])
+    sid = harness.new_session_id()
+
+    started = await client.start(session_config(client, sid, workspace, script), "one")
+    first = await client.wait(sid, started.turn_id, timeout_seconds=60)
+    sent = await client.send(sid, "two")
+    second = await client.wait(sid, sent.turn_id, timeout_seconds=60)
+    third = await client.send_and_wait(sid, "three")
+
+    assert [first.answer, second.answer, third.answer] == ["first", "second", "third"]
+    assert counted.asked == [harness.task_queue]
+
+
+async def test_a_client_asks_the_server_again_once_the_cache_period_has_passed(
+    counted: Counted, harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    client = counted.client
+    script = write_script(tmp_path, [{"text": "first"}, {"text": "second"}])
+    sid = harness.new_session_id()
+    started = await client.start(session_config(client, sid, workspace, script), "one")
+    await client.wait(sid, started.turn_id, timeout_seconds=60)
+
+    counted.now += ADVERTISED_TTL_SECONDS
+    outcome = await client.send_and_wait(sid, "two")
+
+    assert outcome.answer == "second"
+    assert counted.asked == [harness.task_queue, harness.task_queue]
+
+
+async def test_starts_at_the_same_moment_share_one_question_to_the_server(
+    counted: Counted, harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    client = counted.client
+    script = write_script(tmp_path, [{"text": "fine"}])
+    sids = [harness.new_session_id() for _ in range(3)]
+
+    started = await asyncio.gather(*(client.start(session_config(client, sid, workspace, script), "go") for sid in sids))
+
+    assert [s.session_id for s in started] == sids
+    assert counted.asked == [harness.task_queue]

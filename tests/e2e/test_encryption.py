@@ -2,7 +2,8 @@
 only ciphertext in Temporal (history read without the keys, raw and through the ``temporal`` CLI)
 and in the payload store, while ``AgentClient``, ``agentrt session events``, a replayer and the
 codec server (``agentrt codec-server``, a real uvicorn on loopback) read it in clear; clients
-refuse to send what their workers could not decrypt, and a worker without the key says so."""
+refuse to send what their workers could not decrypt, clients without keys start and send nothing to
+workers that encrypt, and a worker without the key says so."""
 
 from __future__ import annotations
 
@@ -29,14 +30,18 @@ from sqlalchemy import text
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient, connect
-from agentrt.schemas import SessionNotFound, UserMessageAdded
+from agentrt.schemas import GraphNotFound, SessionNotFound, TaskNotFound, UserMessageAdded
 from agentrt.store import Store
 from agentrt.worker import (
+    AesGcmCodec,
     AgentrtConfig,
     AgentrtPlugin,
     CodecConfig,
@@ -47,6 +52,7 @@ from agentrt.worker import (
     build_worker,
     free_port,
     generate_codec_key,
+    payload_fingerprints_of,
     port_is_open,
     temporal_binary,
 )
@@ -440,6 +446,7 @@ async def test_a_worker_without_the_key_fails_the_workflow_task_naming_it_and_a_
     started = asyncio.create_task(client.start_and_wait(session_config(client, session_id, workspace, script), PROMPT))
     raw = await Client.connect(temporal_server.address)
     handle = raw.get_workflow_handle(f"session-{session_id}")
+    await asyncio.wait_for(until_started(handle), 60)  # sent before the worker below polls
 
     async with worker_with(temporal_server, tmp_path, task_queue):
         failure = await asyncio.wait_for(first_workflow_task_failure(handle), 60)
@@ -449,6 +456,145 @@ async def test_a_worker_without_the_key_fails_the_workflow_task_naming_it_and_a_
     async with worker_with(temporal_server, tmp_path, task_queue, k1=KEY):
         _, outcome = await asyncio.wait_for(started, 120)
     assert outcome.status == "completed" and outcome.answer == "done"
+
+
+async def test_a_refused_client_is_served_as_soon_as_a_worker_with_its_key_polls(
+    temporal_server: DevServer, tmp_path: Path, workspace: Path
+) -> None:
+    task_queue = f"enc-{uuid.uuid4().hex[:8]}"
+    script = write_script(tmp_path, [{"text": "hi"}])
+    session_id = uuid.uuid4().hex[:12]
+    async with worker_with(temporal_server, tmp_path, task_queue):
+        client = await client_with(temporal_server, tmp_path, task_queue, "k1", k1=KEY)
+        await until_a_worker_is_listed(client)
+        with pytest.raises(PayloadCodecMismatch):
+            await client.start(session_config(client, uuid.uuid4().hex[:12], workspace, script), PROMPT)
+
+        async with worker_with(temporal_server, tmp_path, task_queue, k1=KEY):
+            await until_listed_holding(client, AesGcmCodec({"k1": KEY}, "k1").current_fingerprint)
+            started = await client.start(session_config(client, session_id, workspace, script), PROMPT)
+
+    assert started.session_id == session_id
+
+
+async def until_listed_holding(client: AgentClient, fingerprint: str) -> None:
+    """Until the server lists a worker of the client's task queue that advertises ``fingerprint``."""
+    request = DescribeTaskQueueRequest(namespace=client.temporal.namespace, task_queue=TaskQueue(name=client.task_queue))
+    for _ in range(300):
+        pollers = (await client.temporal.workflow_service.describe_task_queue(request)).pollers
+        if any(fingerprint in (payload_fingerprints_of(p.identity) or []) for p in pollers):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no worker holding {fingerprint} listed on {client.task_queue}")
+
+
+# ---------------------------------------------------------------- a client without keys, workers that encrypt
+
+
+@pytest.fixture
+async def keyless(encrypted: Encrypted) -> AgentClient:
+    """A client of the encrypting workers' task queue without codec keys (no [codec]), once the
+    server lists those workers."""
+    config = encrypted_config(encrypted.server, encrypted.state, encrypted.config.task_queue)
+    temporal = await connect(encrypted.server.address, plugin=AgentrtPlugin(config))
+    client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER)
+    await until_a_worker_is_listed(client)
+    return client
+
+
+def says_to_give_the_keys(error: PayloadCodecMismatch, refused: str) -> bool:
+    message = str(error)
+    return (
+        message.startswith(refused) and "this client has no codec keys" in message and "aes-gcm:k1@" in message
+        and "Give this client the workers' keys" in message and error.key_id is None and error.client_fingerprint is None
+    )
+
+
+@pytest.mark.parametrize("method", ["start", "start_and_wait"])
+async def test_a_client_without_keys_starts_no_session_on_workers_that_encrypt(
+    encrypted: Encrypted, keyless: AgentClient, tmp_path: Path, workspace: Path, method: str
+) -> None:
+    session_id = uuid.uuid4().hex[:12]
+    script = write_script(tmp_path, [{"text": "hi"}])
+
+    with pytest.raises(PayloadCodecMismatch) as caught:
+        await getattr(keyless, method)(session_config(keyless, session_id, workspace, script), PROMPT)
+
+    assert says_to_give_the_keys(caught.value, f"session {session_id}: message not sent."), caught.value
+    assert caught.value.task_queue == keyless.task_queue
+    with pytest.raises(SessionNotFound):
+        await encrypted.client.state(session_id)
+
+
+@pytest.mark.parametrize("method", ["send", "send_and_wait"])
+async def test_a_client_without_keys_sends_nothing_to_a_session_whose_workers_encrypt(
+    encrypted: Encrypted, keyless: AgentClient, method: str
+) -> None:
+    canary = f"clear-canary-{uuid.uuid4().hex}"
+    before = await encrypted.client.events(encrypted.session_id)
+
+    with pytest.raises(PayloadCodecMismatch) as caught:
+        await getattr(keyless, method)(encrypted.session_id, canary)
+
+    assert says_to_give_the_keys(caught.value, f"session {encrypted.session_id}: message not sent."), caught.value
+    assert (await encrypted.client.events(encrypted.session_id)).last_seq == before.last_seq
+    assert canary.encode() not in (await encrypted.raw_history()).SerializeToString()
+
+
+async def test_a_client_without_keys_starts_no_task_on_workers_that_encrypt(
+    encrypted: Encrypted, keyless: AgentClient, tmp_path: Path, workspace: Path
+) -> None:
+    task_id = uuid.uuid4().hex[:12]
+    script = write_script(tmp_path, [{"text": "done"}])
+
+    with pytest.raises(PayloadCodecMismatch) as caught:
+        await keyless.start_task(f"note {PROMPT}", workspace=str(workspace), task_id=task_id, script=script)
+
+    assert says_to_give_the_keys(caught.value, f"task {task_id}: not started."), caught.value
+    with pytest.raises(TaskNotFound):
+        await encrypted.client.task_status(task_id)
+
+
+async def test_a_client_without_keys_starts_no_graph_on_workers_that_encrypt(
+    encrypted: Encrypted, keyless: AgentClient, tmp_path: Path, workspace: Path
+) -> None:
+    graph_id = uuid.uuid4().hex[:12]
+    script = write_script(tmp_path, [{"text": "done"}])
+
+    with pytest.raises(PayloadCodecMismatch) as caught:
+        await keyless.start_graph(goal=f"note {PROMPT}", workspace=str(workspace), graph_id=graph_id, script=script)
+
+    assert says_to_give_the_keys(caught.value, f"graph {graph_id}: not started."), caught.value
+    with pytest.raises(GraphNotFound):
+        await encrypted.client.graph_status(graph_id)
+
+
+async def test_agentrt_run_without_keys_exits_2_and_starts_nothing_on_workers_that_encrypt(
+    encrypted: Encrypted, keyless: AgentClient, tmp_path: Path, workspace: Path
+) -> None:
+    session_id = uuid.uuid4().hex[:12]
+    script = write_script(tmp_path, [{"text": "hi"}])
+
+    shown = await run(sys.executable, "-m", "agentrt.client._cli", "run", "hi", "-w", str(workspace), "--script", script,
+                      "--approve", "auto", "--json", "--session-id", session_id, env=encrypted.cli_env(), cwd=encrypted.state)
+
+    assert shown.returncode == 2, shown.stderr
+    assert f"error: session {session_id}: message not sent." in shown.stderr
+    assert "this client has no codec keys" in shown.stderr and "Give this client the workers' keys" in shown.stderr
+    with pytest.raises(SessionNotFound):
+        await encrypted.client.state(session_id)
+
+
+async def until_started(handle: Any) -> None:
+    """Until the server knows the workflow (its start has been sent and taken)."""
+    while True:
+        try:
+            await handle.describe()
+            return
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        await asyncio.sleep(0.1)
 
 
 async def first_workflow_task_failure(handle: Any) -> str:
