@@ -18,20 +18,12 @@ from agentrt.client._codec_server import (
     CodecServerSettings,
     codec_app,
 )
+from agentrt.client._gateway import is_loopback
 from agentrt.schemas import AgentrtError, ConfigurationError
 from agentrt.worker import AesGcmCodec, AgentrtConfig, generate_codec_key, new_codec_key_id
 
 DEFAULT_PORT = 8081
 DEFAULT_TOKEN_ENV = "AGENTRT_CODEC_TOKEN"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _host_name(host: str) -> tuple[str, ...]:
@@ -122,7 +114,7 @@ def codec_server(
     except AgentrtError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
-    if token is None and not _is_loopback(host):
+    if token is None and not is_loopback(host):
         typer.echo(f"warning: serving without a token on {host}: whoever reaches port {port} can decrypt every payload", err=True)
     url = f"http://{host}:{port}"
     typer.echo(
