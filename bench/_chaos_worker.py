@@ -96,7 +96,24 @@ def chaos_registry(risk: str | None = None) -> ToolRegistry:
     return registry
 
 
+def _core_log_level() -> None:
+    """``CHAOS_CORE_LOG`` (e.g. ``DEBUG``): the SDK core's log level for its workflow machinery, to
+    see which jobs each activation carried when a history will not replay."""
+    level = os.environ.get("CHAOS_CORE_LOG")
+    if not level:
+        return
+    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+    class _WorkflowMachinery(TelemetryFilter):
+        def formatted(self) -> str:
+            return f"WARN,temporalio_sdk_core=WARN,temporalio_sdk_core::worker::workflow={level}"
+
+    logging = LoggingConfig(filter=_WorkflowMachinery(core_level=level, other_level="WARN"))
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=logging)))
+
+
 async def main() -> None:
+    _core_log_level()
     config = AgentrtConfig.load()
     store = Store.open(config.database_url)
     client = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))

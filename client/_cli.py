@@ -3,9 +3,10 @@
 The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 `_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_skills` (the
 `skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_graph` (the `graph`
-group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group) and
-`_cli_serve` (`serve`: the HTTP gateway), `_cli_codec` (`codec-server`) and
-`_cli_common` (what they share); this module assembles them and is the console script's entry point.
+group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group),
+`_cli_serve` (`serve`: the HTTP gateway), `_cli_codec` (`codec-server`), `_cli_doctor`
+(`doctor`: stuck workflows) and `_cli_common` (what they share); this module assembles them
+and is the console script's entry point.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import typer
 
 from agentrt.client._cli_codec import codec_server
+from agentrt.client._cli_doctor import doctor
 from agentrt.client._cli_graph import graph_app
 from agentrt.client._cli_mcp import mcp_app
 from agentrt.client._cli_memory import memory_app
@@ -48,6 +50,7 @@ app.command()(dev)
 app.command()(demo)
 app.command()(serve)
 app.command("codec-server")(codec_server)
+app.command()(doctor)
 
 
 def main() -> None:

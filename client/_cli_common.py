@@ -16,17 +16,20 @@ import typer
 from temporalio.service import RPCError
 
 from agentrt.client._client import AgentClient
+from agentrt.client._patience import Patience
 from agentrt.client._render import QUIET_LIVE_EVENTS, event_line, printable, usage_text
 from agentrt.client._runtime import Runtime
 from agentrt.schemas import (
     AgentrtError,
     AssistantMessageCompleted,
     Budget,
+    EventsPage,
     PermissionRequested,
     RequestRejected,
     ServerUnavailable,
     TurnEnded,
     TurnOutcome,
+    WorkerUnavailable,
     session_workflow_id,
 )
 from agentrt.worker import AgentrtConfig
@@ -131,9 +134,11 @@ async def drive_turn(
     """Print the turn's events and streamed text until it ends; answer approvals per ``approve``.
 
     Also reports activity retries (a provider down, a tool's worker lost) from the
-    workflow's pending activities, so a stalled round says why.
+    workflow's pending activities, so a stalled round says why. Follows the turn through worker
+    kills and server restarts (``next_events``).
     """
     client = rt.client
+    patience = Patience(session_id, f"turn {turn_id}")
     delta_after = rt.store.last_delta_id(session_id)
     stream_key: tuple[str, int, int] | None = None
     answered: set[str] = set()
@@ -143,7 +148,7 @@ async def drive_turn(
     try:
         while True:
             ended = False
-            page = await client.events(session_id, since_seq)
+            page = await next_events(client, session_id, since_seq, patience)
             # Read after the events: a reply's text is printed before the event that completes it.
             deltas = rt.store.deltas(session_id, delta_after)
 
@@ -188,6 +193,17 @@ async def drive_turn(
     finally:
         for task in prompts:
             task.cancel()
+
+
+async def next_events(client: AgentClient, session_id: str, since_seq: int, patience: Patience) -> EventsPage:
+    """``client.events(session_id, since_seq)``, asked again with backoff while no server or worker
+    answers (a restart, a killed worker), warning once a minute; Ctrl-C stops it."""
+    address = client.temporal.service_client.config.target_host
+    while True:
+        try:
+            return await patience.retried(lambda: client.events(session_id, since_seq), address)
+        except WorkerUnavailable as err:
+            await patience.pause(err, f"no worker answers ({err.reason})")
 
 
 async def retry_lines(client: AgentClient, session_id: str) -> list[tuple[tuple[str, int], str]]:

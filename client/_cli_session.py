@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any, Callable, Optional
 
 import typer
+from temporalio.service import RPCError
 
 from agentrt.client._cli_common import (
     ApproveMode,
@@ -19,9 +20,11 @@ from agentrt.client._cli_common import (
     retry_lines,
     run_command,
 )
+from agentrt.client._cli_doctor import stuck_session_error
+from agentrt.client._health import failing_workflow_task
 from agentrt.client._render import event_line, usage_text
 from agentrt.client._runtime import runtime
-from agentrt.schemas import idempotency_key_problem
+from agentrt.schemas import RequestRejected, idempotency_key_problem, session_workflow_id
 from agentrt.worker import AgentrtConfig
 
 session_app = typer.Typer(help="Inspect and steer existing sessions.", no_args_is_help=True)
@@ -58,16 +61,23 @@ def session_list(
 
 @session_app.command("state")
 def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Show a session's status, active turn, pending approvals and token usage."""
+    """Show a session's status, active turn, pending approvals and token usage; exit 1 when it is stuck (its workflow task keeps failing)."""
     config = load_config()
 
-    async def go() -> None:
+    async def go() -> int:
         async with _session_runtime(config) as rt:
-            view = await rt.client.state(session_id)
+            try:
+                view = await rt.client.state(session_id)
+            except (RPCError, RequestRejected):  # a query fails while the workflow task does
+                problem = await failing_workflow_task(rt.client.temporal, session_workflow_id(session_id))
+                if problem is None:
+                    raise
+                typer.echo(stuck_session_error(session_id, problem), err=True)
+                return 1
             retries = [] if as_json else await retry_lines(rt.client, session_id)
         if as_json:
             typer.echo(view.model_dump_json())
-            return
+            return 0
         typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}")
         typer.echo(f"workspace {view.workspace}")
         network = "network on" if view.network else "no network"
@@ -96,8 +106,9 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
             typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")
         for _, line in retries:
             typer.echo(f"retry     {line}")
+        return 0
 
-    run_command(go)
+    raise typer.Exit(run_command(go))
 
 
 @session_app.command("events")

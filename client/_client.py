@@ -17,8 +17,6 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-    WorkflowUpdateStage,
 )
 from temporalio.service import RPCStatusCode
 
@@ -28,7 +26,8 @@ from agentrt.client._decisions import DecisionMethods
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._graphs import GraphMethods
 from agentrt.client._memories import MemoryMethods
-from agentrt.client._starts import raise_if_cancelled, update_result
+from agentrt.client._outcomes import ended_error, message_outcome
+from agentrt.client._patience import Patience
 from agentrt.client._tasks import TaskMethods
 from agentrt.client._trajectories import TrajectoryMethods
 from agentrt.client._turns import update_failure_cause as _cause
@@ -203,46 +202,32 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         server's limit of updates in flight per workflow (``history.maxInFlightUpdates``, 10 by
         default). ``on_accepted`` is called once the session has accepted the message (its
         first workflow task ran), before the turn ends; the call then takes one more request.
-        ``idempotency_key`` as in ``send_and_wait``. Raises what ``start`` and ``wait`` raise.
+        ``idempotency_key`` as in ``send_and_wait``; through server restarts and lost updates as
+        ``send_and_wait`` goes. Raises what ``start`` and ``wait`` raise.
         """
         message = await starts.first_message(self, config.session_id, text, "send_and_wait", idempotency_key)
         update_id = starts.message_update_id("send_and_wait", message)
-        stage = WorkflowUpdateStage.COMPLETED if on_accepted is None else WorkflowUpdateStage.ACCEPTED
-        try:
-            update = await starts.start_session(
-                self, config, idempotency_key,
-                lambda operation: self.temporal.start_update_with_start_workflow(
-                    SessionWorkflow.send_and_wait, message, start_workflow_operation=operation, id=update_id,
-                    wait_for_stage=stage,
-                ),
-            )
-            if on_accepted is not None:
-                on_accepted()
-            outcome = await update.result()
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(config.session_id, "send_and_wait", _cause(err)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            raise_if_cancelled(err)
-            outcome = await update_result(self._handle(config.session_id), config.session_id, update_id)
+        send = starts.start_and_send(self, config, message, update_id, idempotency_key, on_accepted)
+        outcome = await message_outcome(
+            self.temporal, config.session_id, update_id, send, keyed=message.idempotency_key is not None, starts=True
+        )
         started = StartedSession(config.session_id, outcome.turn_id, workflow_id_for(config.session_id))
         return started, await self._settled(config.session_id, outcome)
 
     async def send_and_wait(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> TurnOutcome:
         """Send a message and wait for its turn's outcome in one update (``send_and_wait``); the
         turn id is the outcome's. Waits without a bound, as ``start_and_wait`` does; raises what
-        ``send`` and ``wait`` raise. A repeat with ``idempotency_key`` answers the first message's outcome."""
+        ``send`` and ``wait`` raise. A repeat with ``idempotency_key`` answers the first message's outcome.
+        Through server restarts it asks again; an update the server lost before the session took it
+        is sent again with ``idempotency_key``, else ``RequestRejected`` (``_outcomes.message_outcome``)."""
         message = await starts.message_input(self, session_id, text, "send_and_wait", idempotency_key)
         handle = self._handle(session_id)
         update_id = starts.message_update_id("send_and_wait", message)
-        try:
-            outcome = await handle.execute_update(SessionWorkflow.send_and_wait, message, id=update_id)
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(session_id, "send_and_wait", _cause(err)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            raise_if_cancelled(err)
-            outcome = await update_result(handle, session_id, update_id)
-        except RPCError as err:
-            raise await self._translate_closed(session_id, handle, "send_and_wait", err) from err
+        outcome = await message_outcome(
+            self.temporal, session_id, update_id,
+            lambda: handle.execute_update(SessionWorkflow.send_and_wait, message, id=update_id),
+            keyed=message.idempotency_key is not None,
+        )
         return await self._settled(session_id, outcome)
 
     async def _settled(self, session_id: str, outcome: TurnOutcome) -> TurnOutcome:
@@ -271,13 +256,18 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         store), then long-polls the ``wait_turn`` update, which answers in the workflow task
         that records the turn's end (tens of milliseconds, not a polling interval). An accepted
         update is in history, so it survives a worker restart; while no worker or server
-        answers, the store (or query) is asked again every ``WAIT_RETRY_SECONDS``. Raises
-        ``RequestRejected`` for a negative timeout or an unknown turn, ``SessionNotFound``.
+        answers (a server restart), the store (or query) and the update are asked again with
+        backoff until the timeout, warning once a minute while the session's workflow task fails.
+        Raises ``RequestRejected`` for a negative timeout or an unknown turn, ``SessionNotFound``,
+        ``ServerUnavailable`` when no server answered before the timeout.
         """
         if timeout_seconds is not None and timeout_seconds < 0:
             raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
-        await self._check_session_visible(session_id)
-        return await wait_for_turn(self._handle(session_id), self.store, session_id, turn_id, timeout_seconds)
+        patience = Patience(session_id, f"turn {turn_id}", timeout_seconds)
+        address = self.temporal.service_client.config.target_host
+        await patience.retried(lambda: self._check_session_visible(session_id), address)
+        left = None if timeout_seconds is None else max(0.0, patience.remaining() or 0.0)
+        return await wait_for_turn(self._handle(session_id), self.store, session_id, turn_id, left)
 
     async def _signal(self, session_id: str, signal: Any, argument: Any) -> None:
         try:
@@ -303,10 +293,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             except RPCError:
                 return SessionNotFound(session_id)
             if description.close_time is not None:
-                status = description.status.name.lower() if description.status else "closed"
-                if status == "completed":  # a session's workflow completes only when it is archived
-                    return RequestRejected(session_id, name, "the session is archived (its workflow completed)")
-                return RequestRejected(session_id, name, f"the session has ended (its workflow {status})")
+                return ended_error(session_id, name, description)
         return _translate(session_id, err)
 
     async def cancel(

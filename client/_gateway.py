@@ -12,6 +12,7 @@ Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>`
     GET  /v1/tasks · POST /v1/tasks · GET /v1/tasks/{id} · GET …/events · POST …/cancel|pause|resume   scope tasks
     GET  /v1/runs · POST /v1/runs · GET /v1/runs/{id} · GET …/events · POST …/approve|reject|cancel    scope runs
     the same runs routes under /apps/{app}/runs (the app is the profile of the runs it creates)
+    GET  /v1/health/stuck                                       scope admin
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentrt.client._client import AgentClient
 from agentrt.client._gateway_auth import MAX_STREAMS, MAX_STREAMS_PER_PRINCIPAL, Gateway
 from agentrt.client._gateway_errors import MAX_BODY_BYTES, BodyLimit, Problem, ProblemBody, install_error_handlers
+from agentrt.client._gateway_health import health_routes
 from agentrt.client._gateway_models import Health
 from agentrt.client._gateway_runs import run_routes, task_routes
 from agentrt.client._gateway_sessions import session_routes
@@ -258,4 +260,5 @@ def create_app(
     app.include_router(task_routes(), responses=ERROR_RESPONSES)
     app.include_router(run_routes("/v1/runs"), responses=ERROR_RESPONSES)
     app.include_router(run_routes("/apps/{app}/runs"), responses=ERROR_RESPONSES)
+    app.include_router(health_routes(), responses=ERROR_RESPONSES)
     return app

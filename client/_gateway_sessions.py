@@ -28,6 +28,7 @@ from agentrt.client._gateway_models import (
     SessionList,
     SessionSummary,
 )
+from agentrt.client._patience import Patience
 from agentrt.client._stream import stream_response
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -120,9 +121,13 @@ def session_routes() -> APIRouter:
         caller: SessionsCaller,
         wait: Annotated[float, Query(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False, description="Seconds to wait for the turn to end.")] = 0,
     ) -> Any:
-        await visible_session(request, caller, session_id)
+        # Within ``wait``, a server that does not answer (restarting) is asked again; past it, 503.
+        patience = Patience(session_id, f"turn {turn_id}", wait)
+        address = caller.client.temporal.service_client.config.target_host
+        await patience.retried(lambda: visible_session(request, caller, session_id), address)
+        left = patience.remaining() or 0.0
         try:
-            return await caller.client.wait(session_id, turn_id, timeout_seconds=wait)
+            return await caller.client.wait(session_id, turn_id, timeout_seconds=max(0.0, left))
         except RequestRejected as err:
             if err.reason.startswith(UNKNOWN_TURN):
                 raise Problem(404, "not-found", f"session {session_id} has no turn {turn_id!r}") from err

@@ -1,7 +1,7 @@
 """Pieces of ``AgentClient``'s starts and sends: the session's start for update-with-start (with
 its idempotency key recorded, and a keyed retry told apart from a start into someone else's
-session), a message with its idempotency key and the update id derived from it, ids derived
-from a key (in a space of their own), and the outcome of a ``send_and_wait`` update asked again."""
+session), a message with its idempotency key and the update id derived from it, and ids derived
+from a key (in a space of their own)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -30,7 +29,6 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._turns import update_failure_cause
 from agentrt.client._workers import check_payload_storage
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -39,7 +37,6 @@ from agentrt.schemas import (
     SendMessageInput,
     SessionConfig,
     SessionInput,
-    TurnOutcome,
     idempotency_digest,
     idempotency_key_problem,
 )
@@ -214,18 +211,30 @@ async def ended_session(session_id: str, operation: WithStartWorkflowOperation) 
     return RequestRejected(session_id, "start", "a session with this id has ended; start a new session")
 
 
-async def update_result(handle: WorkflowHandle, session_id: str, update_id: str) -> TurnOutcome:
-    """The outcome of the accepted ``send_and_wait`` update ``update_id``, asked again while its
-    RPCs time out (the update is in history: asking again finds the same one). Raises
-    ``RequestRejected`` if the update failed, ``asyncio.CancelledError`` when cancelled."""
-    update = handle.get_update_handle(update_id, result_type=TurnOutcome)
-    while True:
-        try:
-            return await update.result()
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(session_id, "send_and_wait", update_failure_cause(err)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            raise_if_cancelled(err)
+def start_and_send(
+    client: Sender, config: SessionConfig, message: SendMessageInput, update_id: str, idempotency_key: str | None,
+    on_accepted: Callable[[], object] | None,
+) -> Callable[[], Awaitable[WorkflowUpdateHandle[Any]]]:
+    """What sends a ``start_and_wait``'s first ``message`` (update ``update_id``), as often as it is
+    called: the session's start with the ``send_and_wait`` update (``start_session``), its handle
+    answered at the update's end, or at its acceptance with ``on_accepted`` (called once)."""
+    stage = WorkflowUpdateStage.COMPLETED if on_accepted is None else WorkflowUpdateStage.ACCEPTED
+    accepted: list[bool] = []
+
+    async def send() -> WorkflowUpdateHandle[Any]:
+        update = await start_session(
+            client, config, idempotency_key,
+            lambda operation: client.temporal.start_update_with_start_workflow(
+                SessionWorkflow.send_and_wait, message, start_workflow_operation=operation, id=update_id,
+                wait_for_stage=stage,
+            ),
+        )
+        if on_accepted is not None and not accepted:
+            accepted.append(True)
+            on_accepted()
+        return update
+
+    return send
 
 
 def raise_if_cancelled(err: Exception) -> None:

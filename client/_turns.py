@@ -16,6 +16,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._patience import Patience
 from agentrt.schemas import (
     AssistantMessageCompleted,
     RequestRejected,
@@ -29,8 +30,6 @@ from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow
 
 logger = logging.getLogger(__name__)
 
-# How long ``wait`` pauses before asking again while no worker or server answers (seconds).
-WAIT_RETRY_SECONDS = 1.0
 # The longest one ``wait_turn`` call waits for an answer (seconds) before it asks again, with
 # the same update id: it finds the same update, so no second one waits in the session.
 WAIT_SLICE_SECONDS = 60.0
@@ -52,12 +51,14 @@ async def wait_for_turn(
     published, and reading it costs the worker nothing), else the ``turn`` query; then the
     ``wait_turn`` update (no timeout of its own) for the time left, ``WAIT_SLICE_SECONDS`` per
     call, asked again when it answers ``ask_again`` (the session continued as new), when a
-    call's time ends, or when no worker or server answered. Raises
+    call's time ends, or when no worker or server answered (with backoff: ``Patience``, which
+    also warns once a minute while the session's workflow task fails). Raises
     ``RequestRejected`` for an unknown turn or a session whose workflow ended before the turn
     did (terminated, timed out), ``SessionNotFound``; ``asyncio.CancelledError`` when cancelled.
     """
     loop = asyncio.get_running_loop()
     deadline = None if timeout_seconds is None else loop.time() + timeout_seconds
+    patience = Patience(session_id, f"turn {turn_id}", timeout_seconds)
     forgotten = False
     # The update waits without a timer of its own: an update that ends by its timer in the same
     # workflow task as a step of the turn has been seen to replay in another order after a
@@ -77,12 +78,11 @@ async def wait_for_turn(
             return outcome or TurnOutcome(turn_id=turn_id, status="pending")
         bound = WAIT_SLICE_SECONDS if remaining is None else min(remaining, WAIT_SLICE_SECONDS)
         try:
-            outcome = await handle.execute_update(
-                SessionWorkflow.wait_turn,
-                WaitTurnInput(turn_id=turn_id),
-                id=update_id,
+            waiting = handle.execute_update(
+                SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id), id=update_id,
                 rpc_timeout=timedelta(seconds=bound),
             )
+            outcome = await patience.watched(waiting, handle)
         except WorkflowUpdateFailedError as err:
             if FORGOTTEN_TURN in update_failure_cause(err) and store is not None and not forgotten:
                 forgotten = True
@@ -106,9 +106,10 @@ async def wait_for_turn(
                 raise RequestRejected(
                     session_id, "wait_turn", f"the session ended ({ended}) before turn {turn_id} ended"
                 ) from err
-            # Continued as new meanwhile, or no server answers: ask again.
-            await asyncio.sleep(WAIT_RETRY_SECONDS if remaining is None else min(WAIT_RETRY_SECONDS, remaining))
+            # Continued as new meanwhile, or no server answers: ask again (not past the deadline).
+            await patience.pause(err)
             continue
+        patience.answered()
         if outcome.status != "pending":
             return outcome
         if deadline is not None and loop.time() >= deadline:

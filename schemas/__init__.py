@@ -235,6 +235,7 @@ from agentrt.schemas._graph import (
     validate_graph,
 )
 from agentrt.schemas._graph_state import GraphState, TaskGraphInput
+from agentrt.schemas._health import StuckCause, StuckWorkflow
 from agentrt.schemas._mcp import (
     MCP_TOOL_NAME_PATTERN,
     SERVER_NAME_PATTERN,
@@ -600,6 +601,8 @@ __all__ = [
     "SkillNotFound",
     "Spend",
     "StoreAppendInput",
+    "StuckCause",
+    "StuckWorkflow",
     "SwitchModelInput",
     "SwitchModelResult",
     "TASK_CHECK_COMMAND",

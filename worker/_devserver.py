@@ -20,6 +20,11 @@ from agentrt.worker._startup import search_attribute_type_name
 # Search attributes the workflows upsert (name -> type: AgentSessionStatus, AgentOwner, AgentKind,
 # AgentProfile, AgentPendingApprovals, AgentSpendUsd); a server without them fails the upsert.
 SEARCH_ATTRIBUTES = {key.name: search_attribute_type_name(key.indexed_value_type) for key in SEARCH_ATTRIBUTE_KEYS}
+# After this many workflow task failures or timeouts in a row the server sets the system search
+# attribute TemporalReportedProblems on the workflow (its default is 5). At 1 every failing task
+# is listed at once, and `agentrt doctor` judges by its own threshold which of them are stuck.
+REPORTED_PROBLEMS_CONFIG = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"
+REPORTED_PROBLEMS_AFTER = 1
 
 
 def temporal_binary() -> str:
@@ -119,6 +124,8 @@ class DevServer:
             args += ["--db-filename", str(self.db_file)]
         for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             args += ["--search-attribute", f"{name}={kind}"]
+        if not any(arg.startswith(f"{REPORTED_PROBLEMS_CONFIG}=") for arg in self.extra_args):
+            args += ["--dynamic-config-value", f"{REPORTED_PROBLEMS_CONFIG}={REPORTED_PROBLEMS_AFTER}"]
         return args + self.extra_args
 
     async def start(self, timeout: float = 60.0) -> "DevServer":

@@ -38,6 +38,17 @@ from agentrt.schemas import TASK_REVIEW as REVIEW_ACTIVITY
 
 CONFIGURATION_ERRORS = ("ConfigurationError", "UnknownProfileError", "InvalidScriptError")
 
+# regular-activities-v1: sessions and tasks run every activity as a regular one, none local.
+# With temporalio 1.35.0, a local activity that resolves while the worker answers a query that
+# came with the same workflow task has its marker reported in that task while its result reaches
+# the workflow only in the next one (sdk-core ``prepare_complete_resp``: query responses with a
+# pending local-activity resolution force a new task). Replay hands the result over in the
+# first task, so whatever the workflow did next moves to another workflow task: a
+# non-determinism error on replay, or an update completion the server refuses as an "absent
+# message", and the workflow never moves again (docs/durability.md). Asked when a run starts;
+# runs recorded before it keep their local activities.
+REGULAR_ACTIVITIES_PATCH = "regular-activities-v1"
+
 # Provider retries: bounded, exponential (Retry-After, when sent, is the next delay); configuration mistakes are final.
 # The first retry comes soon (a lost worker's call, timed out by its heartbeat, should not
 # wait); nine attempts keep about two minutes of back-off for a failing provider.

@@ -94,6 +94,8 @@ class ContextSteps(SessionCore):
         for skill in self._state.skills:
             self._emit(SkillDiscovered(name=skill.name, description=skill.description, source=skill.source))
         self._initialized = True
+        if self._early_cancels:
+            self._hold_outcomes()  # published below, once the cancelled turns' ends are written
         for early in self._early_cancels:
             self.cancel_turn(early)
         if self._lean_start and self._inbox.message_first() and not self._early_cancels:
@@ -103,6 +105,7 @@ class ContextSteps(SessionCore):
             self._config_unwritten = self._owner_unwritten = True
             return
         await self._flush(include_config=True)
+        self._publish_held()
         self._set_status("idle", with_owner=True)
 
     async def _tools_call(self, config: options.ActivityConfig, arg: object, result_type: type, summary: str) -> Any:

@@ -43,6 +43,8 @@ class Inbox:
         # numeric order (a queued turn can be cancelled before the running one ends), so no
         # "every turn below N" threshold can say which.
         self._running: str | None = None
+        # Outcomes recorded while ``hold`` is on: ended, not published until ``publish_held``.
+        self._held: dict[str, TurnOutcome] | None = None
         self._results: dict[str, OperationResult] = {}
         self._waiters: dict[str, int] = {}
 
@@ -143,8 +145,24 @@ class Inbox:
 
     # ------------------------------------------------------------ outcomes
 
+    def hold(self) -> None:
+        """Keep the outcomes ``record`` gets back until ``publish_held`` (their turns wait for a
+        store write): ``outcome`` answers None for them and they count as not yet ended."""
+        if self._held is None:
+            self._held = {}
+
+    def publish_held(self) -> None:
+        """Record the outcomes kept back since ``hold``, in the order they ended; stop holding."""
+        held, self._held = self._held or {}, None
+        for outcome in held.values():
+            self.record(outcome)
+
     def record(self, outcome: TurnOutcome) -> None:
-        """Remember how a turn ended; the oldest outcomes beyond ``RECENT_OUTCOMES`` are forgotten."""
+        """Remember how a turn ended; the oldest outcomes beyond ``RECENT_OUTCOMES`` are forgotten.
+        While ``hold`` is on, the outcome is kept back instead."""
+        if self._held is not None:
+            self._held[outcome.turn_id] = outcome
+            return
         self._outcomes[outcome.turn_id] = outcome
         if outcome.turn_id == self._running:
             self._running = None
@@ -167,6 +185,7 @@ class Inbox:
         return (
             turn_id not in self._outcomes
             and turn_id != self._running
+            and turn_id not in (self._held or {})
             and turn_id not in self.queued_turn_ids()
         )
 

@@ -78,6 +78,8 @@ class SessionCore:
     _turn_control: bool
     _lean_rounds: bool
     _lean_start: bool
+    _local_activities: bool  # before regular-activities-v1: steps marked local run as local activities
+    _end_written: bool  # the session's end is in the store (_close)
     _config_unwritten: bool
     _owner_unwritten: bool
     _fixed_tokens: int
@@ -261,10 +263,11 @@ class SessionCore:
         heartbeat_timeout: float | None = None,
         task_queue: str | None = None,
     ) -> Any:
-        """Run activity ``config.name`` with ``arg``: a local activity when ``local``, else a regular
-        one (on ``task_queue`` when given, else the workflow's)."""
+        """Run activity ``config.name`` with ``arg``: a local activity when ``local`` (in runs from
+        before ``regular-activities-v1`` only), else a regular one (on ``task_queue`` when given,
+        else the workflow's)."""
         self._console_on()  # a new session's first command is an activity: the patch is asked before it
-        if local:
+        if local and self._local_activities:
             return await workflow.execute_local_activity(
                 config.name,
                 arg,
@@ -417,6 +420,17 @@ class SessionCore:
         self._emit(TurnEnded(turn_id=queued.op_id, status="cancelled", rounds=0, error=error, usage=Usage()))
         self._inbox.record(outcome)
 
+    def _hold_outcomes(self) -> None:
+        """Until ``_publish_held``, turns cancelled before they started keep their outcomes back, so
+        that a client that sees one finds the turn's end in the store (``regular-activities-v1``;
+        before it a local store write held the whole workflow task back, the outcome with it)."""
+        if not self._local_activities:
+            self._inbox.hold()
+
+    def _publish_held(self) -> None:
+        """Publish the outcomes ``_hold_outcomes`` kept back (their events are written now)."""
+        self._inbox.publish_held()
+
     def _finish_turn(self, outcome: TurnOutcome) -> None:
         assert outcome.status != "pending"
         if self._advisor_usage != Usage():
@@ -518,6 +532,7 @@ class SessionCore:
         spend carries it; an ``ends_after_turn`` session's carries its turn's outcome."""
         principal = self._archive_request.principal if self._archive_request else "temporal"
         reason = self._archive_request.reason if self._archive_request else self._cancel_reason()[1]
+        self._hold_outcomes()
         for queued in self._inbox.drain():
             self._cancel_queued(queued, principal, "session archived", "session archived")
         self._emit(SessionArchived(principal=principal, reason=reason))
@@ -531,6 +546,8 @@ class SessionCore:
             # Cancelled while the end was being written (after an archive): write it all the same.
             await self._settle_owed_reconciles()
             await self._flush()
+        self._publish_held()
+        self._end_written = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SessionResult(
             session_id=self._config.session_id,

@@ -427,10 +427,12 @@ class ToolCallSteps(DelegateSteps, McpSteps):
 
     def _runs_locally(self, call: ToolCall) -> bool:
         """The call runs as a local activity: a fast read-only tool, ``local_tools`` on (``lean-rounds-v1``),
-        no ``tool_task_queue`` (tools run on their own workers then)."""
+        no ``tool_task_queue`` (tools run on their own workers then), in a run from before
+        ``regular-activities-v1``."""
         spec = self._tools.get(call.name)
         return (
             self._lean_rounds
+            and self._local_activities
             and self._config.local_tools
             and self._config.tool_task_queue is None
             and spec is not None

@@ -121,6 +121,10 @@ class AutonomousTaskWorkflow:
         # console-v1: every search attribute of the task kept current (_set_status), child sessions
         # started with their kind and profile. Asked here, in the run's first workflow task.
         self._console = workflow.patched(console.CONSOLE_PATCH)
+        # regular-activities-v1: the task's store writes and cron lookups are regular activities, not
+        # local ones (the SDK's local-activity/query race: options.REGULAR_ACTIVITIES_PATCH).
+        self._local_activities = not workflow.patched(options.REGULAR_ACTIVITIES_PATCH)
+        self._write_lock = asyncio.Lock()  # one store write at a time: the run's and the updates' (_answer)
 
     # ---------------------------------------------------------------- run
 
@@ -260,11 +264,15 @@ class AutonomousTaskWorkflow:
         task with reason ``invalid_schedule`` (a malformed cron, or one that never fires)."""
         cron = self._config.schedule.cron or ""
         try:
-            return await workflow.execute_local_activity(
-                options.TASK_NEXT_WAKE.name,
-                NextWakeInput(cron=cron, after=workflow.now()),
-                result_type=datetime,
-                **options.TASK_NEXT_WAKE.local_options(summary=f"next time of cron {cron}"),
+            arg = NextWakeInput(cron=cron, after=workflow.now())
+            summary = f"next time of cron {cron}"
+            if self._local_activities:
+                return await workflow.execute_local_activity(
+                    options.TASK_NEXT_WAKE.name, arg, result_type=datetime,
+                    **options.TASK_NEXT_WAKE.local_options(summary=summary),
+                )
+            return await workflow.execute_activity(
+                options.TASK_NEXT_WAKE.name, arg, result_type=datetime, **options.TASK_NEXT_WAKE.options(summary=summary)
             )
         except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
             self._fail("invalid_schedule", error_text(err))
@@ -558,18 +566,26 @@ class AutonomousTaskWorkflow:
             workflow.upsert_search_attributes([SESSION_STATUS.value_set(status)])
 
     async def _flush(self) -> None:
-        """Write staged events, the latest checkpoint and the task's row to the store (local activity)."""
+        """Write staged events, the latest checkpoint and the task's row to the store (activity
+        ``task.record``; a local one in runs from before ``regular-activities-v1``)."""
+        async with self._write_lock:
+            await self._write()
+
+    async def _write(self) -> None:
         self._set_status(self._state.status)
         events = self._journal.take()
         checkpoint = self._checkpoint_unwritten
-        await workflow.execute_local_activity(
-            options.TASK_RECORD.name,
-            TaskRecordInput(
-                task_id=self._config.task_id, owner=self._config.owner, goal=self._state.goal, status=self._state.status,
-                workspace=self._config.workspace, spend=self._spend_now(), events=events, checkpoint=checkpoint,
-            ),
-            **options.TASK_RECORD.local_options(summary=f"store {len(events)} task events"),
+        record = TaskRecordInput(
+            task_id=self._config.task_id, owner=self._config.owner, goal=self._state.goal, status=self._state.status,
+            workspace=self._config.workspace, spend=self._spend_now(), events=events, checkpoint=checkpoint,
         )
+        summary = f"store {len(events)} task events"
+        if self._local_activities:
+            await workflow.execute_local_activity(
+                options.TASK_RECORD.name, record, **options.TASK_RECORD.local_options(summary=summary)
+            )
+        else:
+            await workflow.execute_activity(options.TASK_RECORD.name, record, **options.TASK_RECORD.options(summary=summary))
         self._journal.written(events)
         if self._checkpoint_unwritten is checkpoint:
             self._checkpoint_unwritten = None
@@ -596,11 +612,19 @@ class AutonomousTaskWorkflow:
     def _view(self) -> TaskStatusView:
         return parts.status_view(self._config, self._state, workflow.now())
 
+    async def _answer(self) -> TaskStatusView:
+        """An update's answer: the status view, once what the update recorded is in the store
+        (``regular-activities-v1``; before it, the local store write held back the whole workflow
+        task, the answer with it, when the run was waiting)."""
+        if not self._local_activities:
+            await self._flush()
+        return self._view()
+
     @workflow.update
-    def pause(self, input: TaskControlInput) -> TaskStatusView:
+    async def pause(self, input: TaskControlInput) -> TaskStatusView:
         """Start no further session (a running one finishes and checkpoints) until ``resume``."""
         self._pause(input.principal, input.reason)
-        return self._view()
+        return await self._answer()
 
     @pause.validator
     def _validate_pause(self, input: TaskControlInput) -> None:
@@ -610,12 +634,12 @@ class AutonomousTaskWorkflow:
             raise rejected(f"task {self._config.task_id} is already paused")
 
     @workflow.update
-    def resume(self, input: TaskControlInput) -> TaskStatusView:
+    async def resume(self, input: TaskControlInput) -> TaskStatusView:
         """Go on after a pause: the next session runs at the scheduled wake (now, if that has passed)."""
         self._state.status = "waiting"
         self._state.paused_by = None
         self._emit(AutonomousTaskResumed(principal=input.principal, reason=input.reason))
-        return self._view()
+        return await self._answer()
 
     @resume.validator
     def _validate_resume(self, input: TaskControlInput) -> None:
@@ -625,11 +649,11 @@ class AutonomousTaskWorkflow:
             raise rejected(f"task {self._config.task_id} is not paused (it is {self._state.status})")
 
     @workflow.update
-    def nudge(self, input: TaskControlInput) -> TaskStatusView:
+    async def nudge(self, input: TaskControlInput) -> TaskStatusView:
         """Wake now instead of at ``next_wake``."""
         self._nudged = input
         self._emit(AutonomousTaskNudged(principal=input.principal, reason=input.reason))
-        return self._view()
+        return await self._answer()
 
     @nudge.validator
     def _validate_nudge(self, input: TaskControlInput) -> None:
@@ -653,7 +677,7 @@ class AutonomousTaskWorkflow:
         self._check_open("be cancelled")
 
     @workflow.update
-    def amend_goal(self, input: AmendGoalInput) -> TaskStatusView:
+    async def amend_goal(self, input: AmendGoalInput) -> TaskStatusView:
         """Change the goal (and criteria, when given) for the next sessions."""
         self._state.goal = input.goal
         if input.criteria is not None:
@@ -661,7 +685,7 @@ class AutonomousTaskWorkflow:
         self._emit(
             AutonomousTaskGoalAmended(principal=input.principal, goal=input.goal, criteria=list(self._state.criteria), reason=input.reason)
         )
-        return self._view()
+        return await self._answer()
 
     @amend_goal.validator
     def _validate_amend_goal(self, input: AmendGoalInput) -> None:
@@ -671,7 +695,7 @@ class AutonomousTaskWorkflow:
             raise rejected("goal is empty")
 
     @workflow.update
-    def raise_budget(self, input: RaiseBudgetInput) -> TaskStatusView:
+    async def raise_budget(self, input: RaiseBudgetInput) -> TaskStatusView:
         """Raise limits; a task stopped at ``budget_exceeded`` goes on when its spend is under them all."""
         self._state.budget = self._state.budget.raised(input.budget)
         if input.max_sessions is not None:
@@ -686,7 +710,7 @@ class AutonomousTaskWorkflow:
             if self._state.budget_crossing is None:
                 self._state.status = "waiting"
                 self._state.next_wake = workflow.now()
-        return self._view()
+        return await self._answer()
 
     @raise_budget.validator
     def _validate_raise_budget(self, input: RaiseBudgetInput) -> None:

@@ -121,6 +121,8 @@ LEAN_START_PATCH = "lean-start-v1"
 TRAJECTORY_PATCH = "trajectory-v1"
 # A turn that reaches max_rounds_per_turn ends with an assistant message saying so.
 ROUND_LIMIT_MESSAGE_PATCH = "round-limit-message-v1"
+# regular-activities-v1: every activity of a run is a regular one (see _activity_options).
+REGULAR_ACTIVITIES_PATCH = options.REGULAR_ACTIVITIES_PATCH
 # Limits assumed for a session whose history predates CONTEXT_PATCH (tokens).
 DEFAULT_PROFILE_LIMITS = (128_000, 4_096)
 # The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
@@ -205,7 +207,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         # which may come in the same task as a local activity's result, replay would ask it in a
         # task before the one holding its marker.
         self._trajectories = workflow.patched(TRAJECTORY_PATCH)
+        self._local_activities = not workflow.patched(REGULAR_ACTIVITIES_PATCH)
         self._config_unwritten = False  # lean-start-v1: the config travels with the first write
+        self._end_written = False  # _close wrote the session's end (archive answers then)
         self._owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
         self._fixed_tokens = 0
         self._turn_outcome = None
@@ -674,7 +678,10 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             raise rejected(why)
 
     @workflow.update
-    def archive(self, input: ArchiveInput) -> SessionStateView:
+    async def archive(self, input: ArchiveInput) -> SessionStateView:
+        """End the session: the running turn is cancelled, queued ones too. An idle session answers
+        once its end is in the store and its workflow ends with the answer (``regular-activities-v1``;
+        before it, a local store write held the answer back as long); a busy one answers at once."""
         if input.principal != self._config.owner:
             self._emit(OperatorActed(principal=input.principal, action="archive", reason=input.reason or ""))
         if self._active_turn is not None and self._turn_control:
@@ -683,6 +690,8 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         self._archive_request = input
         view = self._view()
         view.status = "archived"
+        if not self._local_activities and self._active_turn is None:
+            await workflow.wait_condition(lambda: self._end_written)
         return view
 
     @archive.validator

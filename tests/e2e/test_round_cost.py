@@ -1,9 +1,11 @@
-"""What a round costs in Temporal terms (``lean-rounds-v1``, ``lean-start-v1``), read from the workflow's history.
+"""What a round costs in Temporal terms (``lean-rounds-v1``, ``lean-start-v1``, ``regular-activities-v1``), read from the workflow's history.
 
 A round is a model call and the tool call it asked for: two activities and two workflow
-tasks, as on bare Temporal, or one activity and one workflow task when the tool is fast and
-read-only and runs as a local activity. Staged events and messages travel with the calls;
-the store still gets every event and message, in order.
+tasks, as on bare Temporal. Staged events and messages travel with the calls; the store
+still gets every event and message, in order. No activity is a local one: a local activity
+can race a query in the SDK and leave a history that does not replay
+(tests/e2e/test_query_meets_local_activity.py), so a fast read-only tool, the session's
+preparation and the turn's last store write are regular activities too.
 """
 
 from __future__ import annotations
@@ -117,23 +119,26 @@ async def test_a_round_is_two_activities_and_two_workflow_tasks(harness: Harness
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace), local_tools=False)
 
     events = await _history(harness, sid)
-    # No store.append, tools.list or profiles.describe activity: only the calls themselves.
-    assert _scheduled(events) == Counter({"provider.complete": ROUNDS + 1, "tool.execute": ROUNDS})
-    # One local activity before the turn (tools and profile), one at its end (the TurnEnded write).
-    assert _local_activities(events) == Counter({"session.prepare": 1, "store.append": 1})
-    # Two per round, the final answer's, and the start's (the first message is accepted with it);
-    # before lean-rounds-v1 a round took four.
-    assert _workflow_tasks(events) <= 2 * ROUNDS + 2 + INCIDENTAL_TASKS, _describe(events)
+    # The calls themselves, one preparation before the turn (tools and profile) and one store write
+    # at its end (the TurnEnded write); no store write per round.
+    assert _scheduled(events) == Counter(
+        {"provider.complete": ROUNDS + 1, "tool.execute": ROUNDS, "session.prepare": 1, "store.append": 1}
+    )
+    assert _local_activities(events) == Counter()
+    # Two per round, the final answer's, the start's (the first message is accepted with it), the
+    # preparation's and the last write's; before lean-rounds-v1 a round took four.
+    assert _workflow_tasks(events) <= 2 * ROUNDS + 4 + INCIDENTAL_TASKS, _describe(events)
 
 
-async def test_fast_read_only_tools_run_as_local_activities(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+async def test_fast_read_only_tools_run_as_regular_activities_even_with_local_tools_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
 
     events = await _history(harness, sid)
-    assert _scheduled(events) == Counter({"provider.complete": ROUNDS + 1})
-    assert _local_activities(events)["tool.execute"] == ROUNDS
-    # One per round (the model call's result runs the tool in the same task), the final answer's, the start's.
-    assert _workflow_tasks(events) <= ROUNDS + 2 + INCIDENTAL_TASKS, _describe(events)
+    assert _scheduled(events)["tool.execute"] == ROUNDS
+    assert _local_activities(events) == Counter()
+    assert _workflow_tasks(events) <= 2 * ROUNDS + 4 + INCIDENTAL_TASKS, _describe(events)
     results = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert [m.text for m in results] == [f"file {n}\n" * 50 for n in range(ROUNDS)]
 
@@ -218,8 +223,8 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     """lean-start-v1 stands for the three patches before it: one marker (and one TemporalChangeVersion
-    upsert) at the start, trajectory-v1 and console-v1 one each beside it; policy-sandbox-v1 one at
-    the run's first tool call, not per round."""
+    upsert) at the start, trajectory-v1, regular-activities-v1 and console-v1 one each beside it;
+    policy-sandbox-v1 one at the run's first tool call, not per round."""
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
 
     patches = [
@@ -228,7 +233,7 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert patches == ["lean-start-v1", "trajectory-v1", "console-v1", "policy-sandbox-v1"]
+    assert patches == ["lean-start-v1", "trajectory-v1", "regular-activities-v1", "console-v1", "policy-sandbox-v1"]
 
 
 async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(
