@@ -24,7 +24,7 @@ from agentrt.client._cli_doctor import stuck_session_error
 from agentrt.client._health import failing_workflow_task
 from agentrt.client._render import event_line, usage_text
 from agentrt.client._runtime import runtime
-from agentrt.schemas import RequestRejected, idempotency_key_problem, session_workflow_id
+from agentrt.schemas import RequestRejected, SessionStuck, idempotency_key_problem, session_workflow_id
 from agentrt.worker import AgentrtConfig
 
 session_app = typer.Typer(help="Inspect and steer existing sessions.", no_args_is_help=True)
@@ -68,7 +68,7 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         async with _session_runtime(config) as rt:
             try:
                 view = await rt.client.state(session_id)
-            except (RPCError, RequestRejected):  # a query fails while the workflow task does
+            except (RPCError, RequestRejected, SessionStuck):  # a query fails while the workflow task does
                 problem = await failing_workflow_task(rt.client.temporal, session_workflow_id(session_id))
                 if problem is None:
                     raise

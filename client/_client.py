@@ -50,6 +50,7 @@ from agentrt.schemas import (
     ServerUnavailable,
     SessionConfig,
     SessionNotFound,
+    SessionStuck,
     SessionStateView,
     SwitchModelInput,
     SwitchModelResult,
@@ -327,7 +328,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         except RPCError as err:
             raise _translate(session_id, err) from err
         except WorkflowQueryFailedError as err:
-            raise RequestRejected(session_id, "state", str(err)) from err
+            raise _query_failed(session_id, "state", err) from err
 
     async def switch_model(self, session_id: str, profile: str) -> SwitchModelResult:
         """Switch the session to ``profile`` once the active and queued turns are done; waits for it.
@@ -376,7 +377,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         except RPCError as err:
             raise _translate(session_id, err) from err
         except WorkflowQueryFailedError as err:
-            raise RequestRejected(session_id, "events", str(err)) from err
+            raise _query_failed(session_id, "events", err) from err
         if since_seq + 1 >= page.first_seq or self.store is None:
             return page
         older = await asyncio.to_thread(self.store.events, session_id, since_seq, limit)
@@ -470,9 +471,23 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         return description.close_time is not None
 
 
+# What a query to a workflow whose task keeps failing meets: the server's refusal, or the
+# worker's non-determinism error when the query itself replays the history.
+STUCK_QUERY_SIGNS = ("Workflow Task in failed state", "[TMPRL1100]")
+
+
 def _translate(session_id: str, err: RPCError) -> Exception:
     if err.status == RPCStatusCode.NOT_FOUND:
         return SessionNotFound(session_id)
     if "no poller" in err.message:
         return WorkerUnavailable(session_id, err.message)
+    if any(sign in err.message for sign in STUCK_QUERY_SIGNS):
+        return SessionStuck(session_id, err.message)
     return err
+
+
+def _query_failed(session_id: str, request: str, err: WorkflowQueryFailedError) -> Exception:
+    """``SessionStuck`` when the query failed because the workflow task does, else ``RequestRejected``."""
+    if any(sign in str(err) for sign in STUCK_QUERY_SIGNS):
+        return SessionStuck(session_id, str(err))
+    return RequestRejected(session_id, request, str(err))

@@ -18,6 +18,7 @@ bodies are bounded before any route reads them.
                                                   a model built from the request that does not validate
     422     urn:agentrt:problem:invalid-graph     InvalidGraph (``problems`` lists each)
     429     urn:agentrt:problem:too-many-streams  a stream past the principal's limit of open streams
+    503     urn:agentrt:problem:stuck             SessionStuck: the workflow task keeps failing (GET /v1/health/stuck)
     503     urn:agentrt:problem:unavailable       WorkerUnavailable, ServerUnavailable, Temporal errors,
                                                   PayloadStorageMismatch and PayloadCodecMismatch (details
                                                   logged, not sent), a stream
@@ -53,6 +54,7 @@ from agentrt.schemas import (
     RequestRejected,
     ServerUnavailable,
     SessionNotFound,
+    SessionStuck,
     TaskNotFound,
     TurnNotFound,
     WorkerUnavailable,
@@ -126,6 +128,12 @@ def problem_for(err: Exception) -> Problem:
         return Problem(409, "request-rejected", str(err))
     if isinstance(err, WorkerUnavailable):
         return Problem(503, "unavailable", str(err), headers={"Retry-After": "5"})
+    if isinstance(err, SessionStuck):
+        log.error("gateway: %s", err)
+        return Problem(
+            503, "stuck", f"session {err.session_id} is stuck: its workflow task keeps failing "
+            "(an operator sees why: GET /v1/health/stuck, agentrt doctor)", headers={"Retry-After": "60"},
+        )
     if isinstance(err, PayloadStorageMismatch):
         log.error("gateway: %s", err)
         return Problem(503, "unavailable", "the gateway's payload storage is not its workers'; an operator must fix it")

@@ -13,6 +13,7 @@
     │   ├── RequestRejected         the session refused an update (validator said why)
     │   ├── ServerUnavailable       no Temporal server answers at the address
     │   ├── WorkerUnavailable       no worker polls the session's task queue (queries need one)
+    │   ├── SessionStuck            the session's workflow task keeps failing: it cannot answer (`agentrt doctor`)
     │   ├── PayloadStorageMismatch  a big payload would go where the task queue's workers cannot read it
     │   ├── PayloadCodecMismatch    no worker holds the client's current codec key, or they encrypt and it has none (worker/_codec.py)
     │   ├── MemoryNotFound          no memory with that id that the caller owns
@@ -117,6 +118,17 @@ class ServerUnavailable(ClientError):
         self.address = address
         self.reason = reason
         super().__init__(f"no Temporal server answers at {address}: {reason}")
+
+
+class SessionStuck(ClientError):
+    """The session's workflow task keeps failing (a non-determinism error, an exception in workflow
+    code), so its workflow cannot answer a query. Fields: ``session_id``, ``reason`` (the server's or
+    the worker's words). ``agentrt doctor`` / ``find_stuck_workflows`` tell the cause and the remedy."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        super().__init__(f"session {session_id} is stuck: its workflow task keeps failing ({reason}); run `agentrt doctor`")
 
 
 class WorkerUnavailable(ClientError):

@@ -38,6 +38,7 @@ from agentrt.worker._plugin import (
 from agentrt.worker._resume import ResumeInterceptor
 from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
 from agentrt.worker._telemetry import TelemetryConfig, TelemetryHandle, flush_telemetry, setup_telemetry
+from agentrt.worker._stuck_watch import STUCK_CHECK_SECONDS, StuckWatch
 from agentrt.worker._worker import (
     HEARTBEAT_THROTTLE,
     STICKY_SCHEDULE_TO_START,
@@ -74,7 +75,9 @@ __all__ = [
     "SEARCH_ATTRIBUTES",
     "STICKY_SCHEDULE_TO_START",
     "STORE_DRIVER_NAME",
+    "STUCK_CHECK_SECONDS",
     "StorePayloadDriver",
+    "StuckWatch",
     "TelemetryConfig",
     "TelemetryHandle",
     "WORKFLOWS",

@@ -21,6 +21,7 @@ from agentrt.store import Store, agentrt_home
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, plugin_of
 from agentrt.worker._startup import ensure_search_attributes
+from agentrt.worker._stuck_watch import StuckWatch
 from agentrt.worker._telemetry import flush_telemetry
 
 log = logging.getLogger("agentrt.worker")
@@ -60,7 +61,8 @@ def check_role(config: AgentrtConfig, role: WorkerRole) -> None:
 class AgentrtWorker(Worker):
     """A Temporal ``Worker`` that owns the process's MCP servers (``mcp``, an ``McpManager``):
     ``run()`` (and ``async with``) starts the eager ones first and stops every server the
-    worker started once it has shut down."""
+    worker started once it has shut down. A worker that runs workflows also logs the ones of its
+    task queue that are stuck on a failing workflow task (``StuckWatch``)."""
 
     def __init__(self, *args: Any, mcp: McpManager, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -68,9 +70,14 @@ class AgentrtWorker(Worker):
 
     async def run(self) -> None:
         await self.mcp.start()
+        watch = None
+        if self.config().get("workflows"):
+            watch = asyncio.create_task(StuckWatch(self.client, self.task_queue).run())
         try:
             await super().run()
         finally:
+            if watch is not None:
+                watch.cancel()
             await self.mcp.close()
 
 

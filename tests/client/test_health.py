@@ -32,6 +32,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentrt.client import AgentClient, create_app, find_stuck_workflows
+from agentrt.client._gateway_errors import problem_for
 from agentrt.client._health import REPORTED_PROBLEMS, is_stuck, reports_problems, task_failure
 from agentrt.schemas import (
     AGENT_KIND,
@@ -40,9 +41,11 @@ from agentrt.schemas import (
     SESSION_WORKFLOW,
     TASK_GRAPH_WORKFLOW,
     InvalidListFilter,
+    SessionStuck,
     StuckWorkflow,
 )
-from agentrt.worker import DevServer
+from agentrt.worker import DevServer, StuckWatch
+
 from tests.client.test_gateway import auth, gateway_config, serving
 
 # Each stand-in's workflow task times out after a second, so its attempts climb in seconds.
@@ -366,3 +369,34 @@ def test_a_workflow_is_stuck_from_its_third_attempt_or_its_second_for_a_non_dete
     assert [is_stuck("failed", n) for n in (1, 2, 3)] == [False, False, True]
     assert [is_stuck("timeout", n) for n in (2, 3)] == [False, True]
     assert [is_stuck("nondeterminism", n) for n in (1, 2)] == [False, True]
+
+
+# ---------------------------------------------------------------- the worker's log
+
+
+async def test_a_worker_names_the_stuck_workflows_of_its_task_queue_once_in_its_log(
+    stuck: Stuck, caplog: pytest.LogCaptureFixture
+) -> None:
+    watch = StuckWatch(stuck.temporal, stuck.queues["raising"])
+    with caplog.at_level("WARNING", logger="agentrt.worker"):
+        named = await watch.check()
+        again = await watch.check()
+    assert named == [stuck.raising.id]  # the healthy workflow on the same queue is not named
+    assert again == []
+    lines = [r.getMessage() for r in caplog.records if r.name == "agentrt.worker"]
+    assert len(lines) == 1
+    assert stuck.raising.id in lines[0] and stuck.queues["raising"] in lines[0] and "agentrt doctor" in lines[0]
+
+
+async def test_the_state_of_a_stuck_session_is_a_typed_error_naming_it(stuck: Stuck) -> None:
+    client = AgentClient(stuck.temporal, task_queue=stuck.queues["raising"], principal=stuck.owner)
+    with pytest.raises(SessionStuck) as raised:
+        await client.state(stuck.session_id)
+    assert raised.value.session_id == stuck.session_id
+    assert "agentrt doctor" in str(raised.value)
+
+
+def test_the_gateway_answers_for_a_stuck_session_with_a_stuck_problem() -> None:
+    problem = problem_for(SessionStuck("s1", "Workflow Task in failed state"))
+    assert (problem.status, problem.kind) == (503, "stuck")
+    assert "GET /v1/health/stuck" in problem.detail and problem.headers["Retry-After"] == "60"
