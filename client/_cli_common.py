@@ -27,6 +27,7 @@ from agentrt.schemas import (
     PermissionRequested,
     RequestRejected,
     ServerUnavailable,
+    SessionStuck,
     TurnEnded,
     TurnOutcome,
     WorkerUnavailable,
@@ -70,7 +71,7 @@ class ApproveMode(str, Enum):
 def run_command(
     coro_factory: Callable[[], Awaitable[T]], *, service: bool = False, on_interrupt: Callable[[], str | None] | None = None
 ) -> T:
-    """Run a coroutine; AgentrtError becomes a one-line error and exit code 2.
+    """Run a coroutine; AgentrtError becomes a one-line error and exit code 2 (1 for ``SessionStuck``).
 
     Ctrl-C and SIGTERM cancel it. A ``service`` (``worker``, ``dev``) stopped by SIGTERM, as
     a container runtime stops it, exits 0 after a graceful shutdown; otherwise an
@@ -92,6 +93,9 @@ def run_command(
 
     try:
         return asyncio.run(main())
+    except SessionStuck as err:  # exit 1, as `agentrt doctor` and `session state` do for a stuck one
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
     except ServerUnavailable as err:
         typer.echo(
             f"error: {err}\n  start one with `agentrt dev` (the server `agentrt run` starts for itself "

@@ -483,6 +483,8 @@ def _translate(session_id: str, err: RPCError) -> Exception:
         return WorkerUnavailable(session_id, err.message)
     if any(sign in err.message for sign in STUCK_QUERY_SIGNS):
         return SessionStuck(session_id, err.message)
+    if "Workflow execution closed" in err.message:  # ended (terminated, say) while the query waited
+        return RequestRejected(session_id, "query", f"the session's workflow has ended ({err.message})")
     return err
 
 

@@ -11,6 +11,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.schemas import SESSION_ID_PREFIX, SESSION_OWNER, SESSION_STATUS, SESSION_WORKFLOW, InvalidListFilter
 
+# The system search attribute Temporal 1.28+ keeps on a workflow whose workflow task keeps failing.
+REPORTED_PROBLEMS = "TemporalReportedProblems"
+
 __all__ = ["MAX_LIST_FILTER_CHARS", "SessionListing", "check_list_filter", "list_session_rows", "session_listing"]
 
 
@@ -59,15 +62,20 @@ def check_list_filter(query: str) -> None:
 
 def session_listing(execution: WorkflowExecution) -> SessionListing:
     """A session's row from its workflow execution's search attributes: ``status`` is
-    ``AgentSessionStatus`` (``closed`` or ``starting`` when the session wrote none yet)."""
+    ``AgentSessionStatus`` (``closed`` or ``starting`` when the session wrote none yet), or
+    ``stuck`` while Temporal flags its workflow task as failing again and again
+    (``TemporalReportedProblems``: the session's own status is stale then)."""
     attrs = execution.search_attributes or {}
     status_values = attrs.get(SESSION_STATUS.name) or []
     owner_values = attrs.get(SESSION_OWNER.name) or []
     closed = execution.close_time is not None
+    status = str(status_values[0]) if status_values else ("closed" if closed else "starting")
+    if not closed and attrs.get(REPORTED_PROBLEMS):
+        status = "stuck"
     return SessionListing(
         session_id=execution.id.removeprefix(SESSION_ID_PREFIX),
         workflow_id=execution.id,
-        status=str(status_values[0]) if status_values else ("closed" if closed else "starting"),
+        status=status,
         owner=str(owner_values[0]) if owner_values else None,
         started_at=execution.start_time,
         closed=closed,

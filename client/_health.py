@@ -161,7 +161,7 @@ async def failing_workflow_task(temporal: Client, workflow_id: str, run_id: str 
         workflow_id=workflow_id, run_id=run_id, kind=kind, owner=attributes.get(SESSION_OWNER),
         session_id=workflow_id.removeprefix(SESSION_ID_PREFIX) if kind == "session" else None, task_queue=task_queue,
         attempt=pending.attempt, failing_since=since, cause=cause, message=message,
-        hint=stuck_hint(cause, workflow_id, task_queue),
+        hint=stuck_hint(cause, workflow_id, task_queue, message),
     )
 
 
@@ -256,21 +256,24 @@ def _reported_failure(problems: list[str]) -> tuple[StuckCause, str, None]:
     return "failed", words, None
 
 
-def stuck_hint(cause: StuckCause, workflow_id: str, task_queue: str | None) -> str:
-    """One line on what to do about a workflow stuck for ``cause``."""
+def stuck_hint(cause: StuckCause, workflow_id: str, task_queue: str | None, message: str = "") -> str:
+    """One line on what to do about a workflow stuck for ``cause`` (``message``: the failure's text)."""
     reset = " ".join([
         "temporal workflow reset --workflow-id", quote(workflow_id),
         "--type LastWorkflowTask --reason", quote(f"stuck: {cause}"),
     ])
+    terminate = " ".join(["temporal workflow terminate --workflow-id", quote(workflow_id), "--reason", quote(f"stuck: {cause}")])
+    give_up = f"if it cannot be saved, end it: {terminate}"
     if cause == "nondeterminism":
         return (
             "the code replaying it is not the code that ran it: deploy the worker build that started it (guard a "
-            f"changed command order with workflow.patched), or reset it to its last good workflow task: {reset}"
+            f"changed command order with workflow.patched); a reset replays it with the code deployed now: {reset}; "
+            + give_up
         )
     if cause == "bad_update_message":
         return (
             "the worker answered an update with messages the server refused (code changed under a running workflow, "
-            f"as a non-determinism error): deploy the build that started it, or reset it: {reset}"
+            f"as a non-determinism error): deploy the build that started it, or reset it: {reset}; " + give_up
         )
     if cause == "timeout":
         queue = quote(task_queue) if task_queue else "QUEUE"
@@ -278,7 +281,12 @@ def stuck_hint(cause: StuckCause, workflow_id: str, task_queue: str | None) -> s
             f"no worker completed its workflow task in time: check that a worker polls task queue {queue} "
             f"(temporal task-queue describe --task-queue {queue}) and look at that worker's log"
         )
+    if "decoding" in message.lower() or "validation error" in message.lower():
+        return (
+            "its input or a message to it cannot be decoded (the worker's log has the validation error): "
+            "neither a code fix nor a reset helps a workflow started with bad input; " + give_up
+        )
     return (
-        "its workflow code raises on every try: the worker's log has the traceback; deploy a fix (the task "
-        f"is retried by itself) or reset it: {reset}"
+        "its workflow code raises on every try: the worker's log has the traceback; deploy a fix (the task is "
+        f"retried by itself; a reset alone runs the same code again, then: {reset}); " + give_up
     )

@@ -5,7 +5,8 @@ name its run id at most. The Temporal server flags such a workflow with the syst
 attribute ``TemporalReportedProblems`` (Temporal 1.28+, after
 ``system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute`` problems in a row); the
 watch lists the flagged ones of its task queue every ``STUCK_CHECK_SECONDS`` with one
-visibility query and logs a warning per workflow, once for each stretch of being stuck.
+visibility query and logs a warning per workflow, once for each stretch of being stuck (not
+once a minute).
 ``agentrt doctor`` tells the cause and what to do.
 """
 
@@ -27,6 +28,19 @@ STUCK_CHECK_SECONDS = 60.0
 # The most flagged workflows one check names.
 MAX_NAMED = 100
 REPORTED_PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
+
+
+def problem_text(problems: list[str]) -> str:
+    """``TemporalReportedProblems`` in words: ``['category=WorkflowTaskFailed',
+    'cause=WorkflowTaskFailedCauseNonDeterministicError']`` -> "its workflow task keeps failing
+    (non deterministic error)"."""
+    values = dict(p.split("=", 1) for p in problems if "=" in p)
+    what = "timing out" if values.get("category") == "WorkflowTaskTimedOut" else "failing"
+    cause = values.get("cause", "")
+    for prefix in ("WorkflowTaskFailedCause", "WorkflowTaskTimedOutCause"):
+        cause = cause.removeprefix(prefix)
+    words = "".join(f" {c.lower()}" if c.isupper() else c for c in cause).strip()
+    return f"its workflow task keeps {what}" + (f" ({words})" if words else "")
 
 
 class StuckWatch:
@@ -55,9 +69,8 @@ class StuckWatch:
         new = [key for key in flagged if key not in self._named]
         for workflow_id, run_id in new:
             log.warning(
-                "workflow %s (run %s) on task queue %s is stuck: its workflow task keeps failing (%s); "
-                "`agentrt doctor` tells why and what to do",
-                workflow_id, run_id, self._task_queue, ", ".join(flagged[(workflow_id, run_id)]) or "problems reported",
+                "workflow %s (run %s) on task queue %s is stuck: %s; `agentrt doctor` tells why and what to do",
+                workflow_id, run_id, self._task_queue, problem_text(flagged[(workflow_id, run_id)]),
             )
         self._named = set(flagged)  # one that recovered and gets stuck again is named again
         return [workflow_id for workflow_id, _ in new]

@@ -400,3 +400,10 @@ def test_the_gateway_answers_for_a_stuck_session_with_a_stuck_problem() -> None:
     problem = problem_for(SessionStuck("s1", "Workflow Task in failed state"))
     assert (problem.status, problem.kind) == (503, "stuck")
     assert "GET /v1/health/stuck" in problem.detail and problem.headers["Retry-After"] == "60"
+
+
+async def test_a_stuck_session_is_listed_as_stuck(stuck: Stuck) -> None:
+    client = AgentClient(stuck.temporal, task_queue=stuck.queues["raising"], principal=stuck.owner)
+    listed = {s.session_id: s.status for s in await client.list_sessions()}
+    assert listed[stuck.session_id] == "stuck"
+    assert listed.get(stuck.healthy.id.removeprefix("session-")) != "stuck"
