@@ -167,7 +167,7 @@ async def test_one_turn_yields_workflow_and_activity_spans_a_chat_span_per_model
     assert dict(tool.attributes or {}) == {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fs.read", "gen_ai.tool.call.id": "call_0_0",
         "gen_ai.tool.type": "function", "gen_ai.conversation.id": sid, "agentrt.session.id": sid,
-        "agentrt.turn.id": started.turn_id, "agentrt.attempt": 1, "agentrt.tool.local": True, "agentrt.tool.outcome": "ok",
+        "agentrt.turn.id": started.turn_id, "agentrt.attempt": 1, "agentrt.tool.local": False, "agentrt.tool.outcome": "ok",
     }
 
 

@@ -47,7 +47,10 @@ async def test_tool_calls_run_on_the_tools_worker_and_everything_else_on_the_mod
         (e.activity_task_scheduled_event_attributes.activity_type.name, e.activity_task_scheduled_event_attributes.task_queue.name)
         for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     }
-    assert scheduled == {("provider.complete", queue), ("tool.execute", f"{queue}-tools")}  # fs.read too: no local tools
+    # fs.read too: no local tools; the session's preparation and last store write stay with the models worker.
+    assert scheduled == {
+        ("provider.complete", queue), ("session.prepare", queue), ("store.append", queue), ("tool.execute", f"{queue}-tools")
+    }
     markers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     assert all(b"tool.execute" not in e.marker_recorded_event_attributes.SerializeToString() for e in markers)
 
@@ -93,4 +96,7 @@ async def test_mcp_servers_run_beside_the_tools_and_a_models_worker_starts_none(
         for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     }
     tool_queue = f"{queue}-tools"
-    assert scheduled == {("provider.complete", queue), ("mcp.list_tools", tool_queue), ("mcp.call_tool", tool_queue)}
+    assert scheduled == {
+        ("provider.complete", queue), ("session.prepare", queue), ("store.append", queue),
+        ("mcp.list_tools", tool_queue), ("mcp.call_tool", tool_queue),
+    }
