@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
@@ -17,6 +18,8 @@ from temporalio.client import Client
 from agentrt.schemas import SEARCH_ATTRIBUTE_KEYS, ConfigurationError
 from agentrt.worker._startup import search_attribute_type_name
 
+log = logging.getLogger("agentrt.worker")
+
 # Search attributes the workflows upsert (name -> type: AgentSessionStatus, AgentOwner, AgentKind,
 # AgentProfile, AgentPendingApprovals, AgentSpendUsd); a server without them fails the upsert.
 SEARCH_ATTRIBUTES = {key.name: search_attribute_type_name(key.indexed_value_type) for key in SEARCH_ATTRIBUTE_KEYS}
@@ -25,6 +28,10 @@ SEARCH_ATTRIBUTES = {key.name: search_attribute_type_name(key.indexed_value_type
 # is listed at once, and `agentrt doctor` judges by its own threshold which of them are stuck.
 REPORTED_PROBLEMS_CONFIG = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"
 REPORTED_PROBLEMS_AFTER = 1
+
+
+class _ServerExited(ConfigurationError):
+    """The dev server process ended before it was healthy (``DevServer.start`` tries once more)."""
 
 
 def temporal_binary() -> str:
@@ -129,7 +136,20 @@ class DevServer:
         return args + self.extra_args
 
     async def start(self, timeout: float = 60.0) -> "DevServer":
-        """Start the server and wait until its frontend accepts connections (``timeout`` seconds)."""
+        """Start the server and wait until its frontend accepts connections (``timeout`` seconds).
+
+        A server that exits while starting is started once more: it binds ports beside its own
+        (its services' and membership ports) and can lose one to a client's ephemeral port, as
+        when a worker keeps dialling it before it is up. Raises ``ConfigurationError`` when the
+        port is taken, the server exits twice, or it is not healthy within ``timeout``.
+        """
+        try:
+            return await self._start_once(timeout)
+        except _ServerExited as err:
+            log.warning("temporal server on %s exited while starting (%s); starting it again", self.address, err)
+            return await self._start_once(timeout)
+
+    async def _start_once(self, timeout: float) -> "DevServer":
         if port_is_open(self.host, self.port):
             raise ConfigurationError(f"port {self.port} is already in use; pass --port to pick another")
         if self.log_file:
@@ -142,7 +162,7 @@ class DevServer:
         deadline = loop.time() + timeout
         while not port_is_open(self.host, self.port):
             if self.process.poll() is not None:
-                raise ConfigurationError(f"temporal server exited with code {self.process.returncode}")
+                raise _ServerExited(f"temporal server exited with code {self.process.returncode}")
             if loop.time() > deadline:
                 self.stop()
                 raise ConfigurationError(f"temporal server did not listen on {self.address} within {timeout:g} s")
@@ -155,7 +175,7 @@ class DevServer:
                 return self
             except RuntimeError as err:
                 if self.process.poll() is not None:
-                    raise ConfigurationError(f"temporal server exited with code {self.process.returncode}") from err
+                    raise _ServerExited(f"temporal server exited with code {self.process.returncode}") from err
                 if loop.time() > deadline:
                     self.stop()
                     raise ConfigurationError(f"temporal server at {self.address} not healthy within {timeout:g} s: {err}") from err

@@ -30,6 +30,7 @@ from temporalio.common import SearchAttributeKey
 
 from agentrt.client import AgentClient, connect
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, MissingSearchAttributes, ensure_search_attributes, temporal_binary
+from agentrt.worker import _devserver
 from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
 
@@ -222,3 +223,25 @@ async def test_a_worker_stopped_by_sigterm_shuts_down_gracefully_and_exits_zero(
         os.killpg(process.pid, signal.SIGTERM)
         assert await asyncio.to_thread(process.wait, 30) == 0
     assert "stopped (SIGTERM)" in log.read_text()
+
+
+async def test_a_dev_server_that_exits_while_starting_is_started_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the server lost a port beside its own to a worker's dialling and exited with code 2."""
+    server = DevServer.on_free_ports(tmp_path / "flaky")
+    tries: list[int] = []
+    start_once = DevServer._start_once
+
+    async def exits_first(self: DevServer, timeout: float) -> DevServer:
+        tries.append(1)
+        if len(tries) == 1:
+            raise _devserver._ServerExited("temporal server exited with code 2")
+        return await start_once(self, timeout)
+
+    monkeypatch.setattr(DevServer, "_start_once", exits_first)
+    try:
+        assert await server.start() is server
+        assert len(tries) == 2
+    finally:
+        server.stop()
