@@ -26,6 +26,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._queries import query_workflow
 from agentrt.client._starts import (
     IDEMPOTENCY_MEMO,
     WORKFLOW_TASK_TIMEOUT,
@@ -221,7 +222,7 @@ class WorkflowKind:
     ) -> Any:
         args = [] if argument is None else [argument]
         try:
-            return await handle.query(query, *args, result_type=result_type)
+            return await query_workflow(handle, query, *args, result_type=result_type)
         except WorkflowQueryFailedError as err:
             raise self.rejected(item_id, query, str(err)) from err
         except RPCError as err:

@@ -20,6 +20,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCStatusCode
 
+from agentrt.client._queries import query_workflow
 from agentrt.client import _starts as starts
 from agentrt.client._connection import connect
 from agentrt.client._decisions import DecisionMethods
@@ -324,7 +325,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
     async def state(self, session_id: str) -> SessionStateView:
         await self._check_session_visible(session_id)
         try:
-            return await self._handle(session_id).query(SessionWorkflow.state)
+            return await query_workflow(self._handle(session_id), SessionWorkflow.state)
         except RPCError as err:
             raise _translate(session_id, err) from err
         except WorkflowQueryFailedError as err:
@@ -371,8 +372,8 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         """
         await self._check_session_visible(session_id)
         try:
-            page = await self._handle(session_id).query(
-                SessionWorkflow.events, EventsQuery(since_seq=since_seq, limit=limit)
+            page = await query_workflow(
+                self._handle(session_id), SessionWorkflow.events, EventsQuery(since_seq=since_seq, limit=limit)
             )
         except RPCError as err:
             raise _translate(session_id, err) from err
@@ -423,7 +424,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             turn_id = (await self.state(session_id)).active_turn_id
         after = 0
         while True:
-            done = turn_id is None or (await self._handle(session_id).query(SessionWorkflow.turn, turn_id)) is not None
+            done = turn_id is None or (await query_workflow(self._handle(session_id), SessionWorkflow.turn, turn_id)) is not None
             for delta in await asyncio.to_thread(store.deltas, session_id, after):
                 after = delta.id
                 if turn_id is None or delta.turn_id == turn_id:

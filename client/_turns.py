@@ -16,6 +16,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._queries import query_workflow
 from agentrt.client._patience import Patience
 from agentrt.schemas import (
     AssistantMessageCompleted,
@@ -155,7 +156,7 @@ async def _query_turn(
 ) -> TurnOutcome | None:
     """The ``turn`` query's answer (None while pending or while no worker answers it within ``seconds``)."""
     try:
-        return await handle.query(SessionWorkflow.turn, turn_id, rpc_timeout=timedelta(seconds=seconds))
+        return await query_workflow(handle, SessionWorkflow.turn, turn_id, rpc_timeout=timedelta(seconds=seconds))
     except WorkflowQueryFailedError as err:
         if FORGOTTEN_TURN in str(err) and store is not None:
             remembered = await asyncio.to_thread(outcome_from_store, store, session_id, turn_id)

@@ -35,6 +35,7 @@ from agentrt.worker._plugin import (
     plugin_of,
     workflow_runner,
 )
+from agentrt.worker._query_guard import LegacyQueryGuard
 from agentrt.worker._resume import ResumeInterceptor
 from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
 from agentrt.worker._telemetry import TelemetryConfig, TelemetryHandle, flush_telemetry, setup_telemetry
@@ -62,6 +63,7 @@ __all__ = [
     "GatewayConfig",
     "GatewayToken",
     "HEARTBEAT_THROTTLE",
+    "LegacyQueryGuard",
     "MissingSearchAttributes",
     "PASSTHROUGH_MODULES",
     "PAYLOADS_IDENTITY_KEY",

@@ -22,7 +22,7 @@ import temporalio.client
 import temporalio.worker
 from temporalio.converter import StorageDriver
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkerConfig
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentrt.activities import build_activities
@@ -39,6 +39,7 @@ from agentrt.schemas import (
 from agentrt.store import Store
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payloads import PayloadStorage, payload_storage
+from agentrt.worker._query_guard import LegacyQueryGuard
 from agentrt.worker._resume import ResumeInterceptor
 from agentrt.worker._telemetry import ensure_telemetry, sessions_awaiting_approval, telemetry_interceptors
 from agentrt.workflows.autonomous import AutonomousTaskWorkflow
@@ -99,9 +100,11 @@ PASSTHROUGH_MODULES = (
 PAYLOADS_IDENTITY_KEY = "agentrt-payloads"
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandboxed runner with agentrt's passthrough modules (the plugin's; also for test workflows)."""
-    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+def workflow_runner() -> LegacyQueryGuard:
+    """The runner of agentrt's workers (the plugin's; also for test workflows): the sandboxed
+    runner with agentrt's passthrough modules, inside ``LegacyQueryGuard``."""
+    sandboxed = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+    return LegacyQueryGuard(sandboxed)
 
 
 class AgentrtPlugin(SimplePlugin):
@@ -165,7 +168,8 @@ class AgentrtPlugin(SimplePlugin):
         return given + [w for w in WORKFLOWS if w not in given]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """See ``SimplePlugin``. Also adds ``ResumeInterceptor`` (a call retried after a dead
+        """See ``SimplePlugin``. Also puts the runner of unsandboxed workflows inside ``LegacyQueryGuard``
+        (the sandboxed one is there already), adds ``ResumeInterceptor`` (a call retried after a dead
         worker frees its session from that worker's sticky queue), appends ``agentrt-payloads=...`` to the worker's identity,
         gives a worker that runs the plugin's (synchronous) activities a thread pool for them
         when it has no activity executor, and adds no workflows to a worker given activities only."""
@@ -174,6 +178,9 @@ class AgentrtPlugin(SimplePlugin):
         config = super().configure_worker(config)
         if activities_only:
             config["workflows"] = []  # a worker given only activities (e.g. tools on their own queue) stays so
+        unsandboxed = config.get("unsandboxed_workflow_runner") or UnsandboxedWorkflowRunner()
+        if not isinstance(unsandboxed, LegacyQueryGuard):  # runs workflows defined with sandboxed=False
+            config["unsandboxed_workflow_runner"] = LegacyQueryGuard(unsandboxed)
         _warn_without_local_activities(config)
         if adds_activities and config.get("activity_executor") is None:
             slots = config.get("max_concurrent_activities") or DEFAULT_ACTIVITY_THREADS

@@ -27,6 +27,7 @@ from agentrt.worker import (
     AgentrtConfig,
     AgentrtPlugin,
     DevServer,
+    LegacyQueryGuard,
     PayloadConfig,
     build_worker,
     plugin_of,
@@ -43,8 +44,9 @@ def test_the_plugin_gives_a_replayer_the_workflows_sandbox_converter_and_no_fail
     config = Replayer(workflows=[], plugins=[plugin]).config(active_config=True)
     assert list(config["workflows"]) == WORKFLOWS == [SessionWorkflow, AutonomousTaskWorkflow, TaskGraphWorkflow]
     runner = config["workflow_runner"]
-    assert isinstance(runner, SandboxedWorkflowRunner)
-    assert set(PASSTHROUGH_MODULES) <= set(runner.restrictions.passthrough_modules)
+    assert isinstance(runner, LegacyQueryGuard)
+    assert isinstance(runner.runner, SandboxedWorkflowRunner)
+    assert set(PASSTHROUGH_MODULES) <= set(runner.runner.restrictions.passthrough_modules)
     assert config["data_converter"] is plugin.data_converter
     assert config["data_converter"].external_storage is not None
     assert list(config["workflow_failure_exception_types"]) == []
@@ -188,3 +190,10 @@ async def test_a_retried_activity_of_another_workflow_leaves_its_sticky_queue_al
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
     ]
     assert kinds == [TaskQueueKind.TASK_QUEUE_KIND_NORMAL, TaskQueueKind.TASK_QUEUE_KIND_STICKY]
+
+
+async def test_a_plugin_worker_runs_every_workflow_inside_the_legacy_query_guard(harness: Harness) -> None:
+    worker = build_worker(harness.temporal, harness.config, harness.store, task_queue=f"tq-{uuid.uuid4().hex[:8]}")
+    config = worker.config(active_config=True)
+    assert isinstance(config["workflow_runner"], LegacyQueryGuard)
+    assert isinstance(config["unsandboxed_workflow_runner"], LegacyQueryGuard)
