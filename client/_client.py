@@ -20,7 +20,6 @@ from temporalio.client import (
 )
 from temporalio.service import RPCStatusCode
 
-from agentrt.client._queries import query_workflow
 from agentrt.client import _starts as starts
 from agentrt.client._connection import connect
 from agentrt.client._decisions import DecisionMethods
@@ -29,10 +28,12 @@ from agentrt.client._graphs import GraphMethods
 from agentrt.client._memories import MemoryMethods
 from agentrt.client._outcomes import ended_error, message_outcome
 from agentrt.client._patience import Patience
+from agentrt.client._queries import query_workflow
 from agentrt.client._tasks import TaskMethods
 from agentrt.client._trajectories import TrajectoryMethods
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
+from agentrt.client._updates import UPDATE_PATIENCE_SECONDS, execute_session_update
 from agentrt.client._workers import workflow_pollers
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -278,14 +279,17 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             raise _translate(session_id, err) from err
 
     async def _execute(self, session_id: str, name: str, update: Any, argument: Any, update_id: str | None = None) -> Any:
-        await self._check_session_visible(session_id)
+        patience = Patience(session_id, f"update {name}", UPDATE_PATIENCE_SECONDS)
+        address = self.temporal.service_client.config.target_host
+        await patience.retried(lambda: self._check_session_visible(session_id), address)
         handle = self._handle(session_id)
-        try:
-            return await handle.execute_update(update, argument, id=update_id)
-        except WorkflowUpdateFailedError as err:
-            raise RequestRejected(session_id, name, _cause(err)) from err
-        except RPCError as err:
-            raise await self._translate_closed(session_id, handle, name, err) from err
+
+        async def translate(err: RPCError) -> Exception:
+            return await self._translate_closed(session_id, handle, name, err)
+
+        return await execute_session_update(
+            handle, session_id, name, update, argument, update_id, translate, patience, address
+        )
 
     async def _translate_closed(self, session_id: str, handle: WorkflowHandle, name: str, err: RPCError) -> Exception:
         """An update to a closed workflow fails NOT_FOUND; say the session ended instead of 'no session'."""

@@ -16,8 +16,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._queries import query_workflow
 from agentrt.client._patience import Patience
+from agentrt.client._queries import query_workflow
 from agentrt.schemas import (
     AssistantMessageCompleted,
     RequestRejected,

@@ -120,11 +120,6 @@ class ServerUnavailable(ClientError):
         super().__init__(f"no Temporal server answers at {address}: {reason}")
 
 
-# Starts the failure of a query that a worker refused because it came ahead of a workflow task
-# (worker/_query_guard.py); the query succeeds when asked again once that task ran.
-QUERY_RAN_AHEAD = "[agentrt:query-ran-ahead]"
-
-
 class SessionStuck(ClientError):
     """The session's workflow task keeps failing (a non-determinism error, an exception in workflow
     code), so its workflow cannot answer a query. Fields: ``session_id``, ``reason`` (the server's or

@@ -91,3 +91,7 @@ def delegated_session_id(session_id: str, number: int, token: str) -> str:
     """The session id of the ``number``-th session (1, 2, ...) that session ``session_id`` delegated to:
     ``<session_id>-d<number>-<token>``."""
     return f"{session_id}-d{number}-{token}"
+
+# Starts the failure of a query that a worker refused because it came ahead of a workflow task
+# (worker/_query_guard.py); the query succeeds when asked again once that task ran.
+QUERY_RAN_AHEAD: Final = "[agentrt:query-ran-ahead]"

@@ -406,3 +406,15 @@ async def test_the_cli_follows_a_turn_to_its_end_across_a_server_restart(rig: Ri
 
     assert (outcome.status, outcome.answer) == ("completed", "followed")
     assert "followed" in out.getvalue()
+
+
+async def test_a_cancel_sent_while_the_server_restarts_is_applied_once_it_is_back(rig: Rig, workspace: Path) -> None:
+    sid = uuid.uuid4().hex[:12]
+    async with rig.worker():
+        started = await rig.client().start(rig.session(sid, workspace, "never seen", delay=30), "go")
+        await turn_started(rig, sid, started.turn_id)
+
+        await through_a_restart(rig, sid, lambda: rig.waiter.cancel(sid, reason="while the server restarts"))
+
+        outcome = await rig.client().wait(sid, started.turn_id, timeout_seconds=HANG)
+    assert (outcome.turn_id, outcome.status) == (started.turn_id, "cancelled")
