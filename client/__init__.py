@@ -5,6 +5,7 @@ from agentrt.client._connection import connect
 from agentrt.client._gateway import create_app
 from agentrt.client._graphs import GraphListing, load_graph_file
 from agentrt.client._health import find_stuck_workflows
+from agentrt.client._queries import query_workflow
 from agentrt.client._stream import StreamHub, StreamItem, StreamSubscription, stream_response
 from agentrt.client._tasks import TaskListing
 from agentrt.client._trajectories import load_trajectory, trajectory_jsonl
@@ -44,6 +45,7 @@ __all__ = [
     "find_stuck_workflows",
     "load_graph_file",
     "load_trajectory",
+    "query_workflow",
     "stream_response",
     "trajectory_jsonl",
     "verify_webhook",

@@ -21,11 +21,20 @@ run from its history, as Temporal recorded it. Any other activation passes untou
 A local activity's result also comes without a workflow task of its own; a legacy query
 right after one is failed the same way. That costs the caller one retry and the worker one
 replay; nothing else.
+
+A run that ended while a workflow task was pending (terminated, timed out) keeps events no
+workflow task will ever handle; no task is coming, and nothing can diverge any more. So a run
+refused again for the same workflow time ``no_task_coming_seconds`` after its first refusal
+(longer than any sticky schedule-to-start timeout: its task would have run by then) has its
+queries answered from what the workflow has.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import temporalio.workflow
@@ -42,33 +51,62 @@ logger = logging.getLogger(__name__)
 # The id core gives the query of a legacy query task (sdk-core ``LEGACY_QUERY_ID``).
 LEGACY_QUERY_ID = "legacy_query"
 _JOBS_WITHOUT_WORK = frozenset({"query_workflow", "remove_from_cache"})
+# After this long (seconds) since a run's first refusal for a workflow time, no workflow task is
+# coming for it (module docstring); over the 3 s sticky timeout of agentrt's workers and the SDK's 10 s.
+NO_TASK_COMING_SECONDS = 15.0
+# Runs whose first refusal the guard remembers (the oldest is forgotten first).
+REMEMBERED_RUNS = 1000
 
 
 class LegacyQueryGuard(WorkflowRunner):
     """Wraps ``runner`` (the worker's workflow runner); its instances fail a legacy query that
-    follows an activation which ran ahead of the run's workflow tasks (see the module)."""
+    follows an activation which ran ahead of the run's workflow tasks, for up to
+    ``no_task_coming_seconds`` per run and workflow time (see the module)."""
 
-    def __init__(self, runner: WorkflowRunner) -> None:
+    def __init__(self, runner: WorkflowRunner, no_task_coming_seconds: float = NO_TASK_COMING_SECONDS) -> None:
         self.runner = runner
+        self.no_task_coming_seconds = no_task_coming_seconds
+        self._first_refusals: OrderedDict[str, tuple[tuple[int, int], float]] = OrderedDict()
+        self._lock = threading.Lock()  # instances activate on the worker's workflow threads
+
+    def refuses(self, run_id: str, workflow_time: tuple[int, int]) -> bool:
+        """Whether a legacy query to ``run_id``, which ran ahead at ``workflow_time``, is refused:
+        yes unless its first refusal for that time is ``no_task_coming_seconds`` old."""
+        now = time.monotonic()
+        with self._lock:
+            first = self._first_refusals.get(run_id)
+            if first is not None and first[0] == workflow_time:
+                return now - first[1] < self.no_task_coming_seconds
+            self._first_refusals[run_id] = (workflow_time, now)
+            self._first_refusals.move_to_end(run_id)
+            while len(self._first_refusals) > REMEMBERED_RUNS:
+                self._first_refusals.popitem(last=False)
+            return True
 
     def prepare_workflow(self, defn: temporalio.workflow._Definition) -> None:
         self.runner.prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return _GuardedInstance(self.runner.create_instance(det))
+        return _GuardedInstance(self.runner.create_instance(det), self)
 
     def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
         self.runner.set_worker_level_failure_exception_types(types)
 
 
 class _GuardedInstance(WorkflowInstance):
-    def __init__(self, instance: WorkflowInstance) -> None:
+    def __init__(self, instance: WorkflowInstance, guard: LegacyQueryGuard) -> None:
         self.instance = instance
+        self.guard = guard
         self.ran_ahead = False
         self._last_time: tuple[int, int] | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        if self.ran_ahead and _is_legacy_query(act):
+        if (
+            self.ran_ahead
+            and self._last_time is not None
+            and _is_legacy_query(act)
+            and self.guard.refuses(act.run_id, self._last_time)
+        ):
             return self._refuse(act)
         if any(job.WhichOneof("variant") not in _JOBS_WITHOUT_WORK for job in act.jobs):
             time = (act.timestamp.seconds, act.timestamp.nanos)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
@@ -164,6 +165,33 @@ class ActivityConfig:
         if self.cancellable:
             options["cancellation_type"] = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         return options
+
+    async def execute(
+        self,
+        arg: Any,
+        *,
+        local: bool,
+        summary: str,
+        result_type: type | None = None,
+        start_to_close: float | None = None,
+        heartbeat_timeout: float | None = None,
+        task_queue: str | None = None,
+    ) -> Any:
+        """Run this activity with ``arg`` from workflow code and return its result: a local activity
+        when ``local`` (only runs from before ``regular-activities-v1`` ask for one), else a regular
+        one (on ``task_queue`` when given, else the workflow's). Raises what the activity raises."""
+        if local:
+            return await workflow.execute_local_activity(
+                self.name, arg, result_type=result_type, **self.local_options(summary=summary, start_to_close=start_to_close)
+            )
+        extra = {"task_queue": task_queue} if task_queue is not None else {}
+        return await workflow.execute_activity(
+            self.name,
+            arg,
+            result_type=result_type,
+            **self.options(summary=summary, start_to_close=start_to_close, heartbeat_timeout=heartbeat_timeout),
+            **extra,
+        )
 
     def _common(self, summary: str, start_to_close: float | None) -> dict[str, Any]:
         bound = start_to_close if start_to_close is not None else self.start_to_close

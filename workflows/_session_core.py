@@ -267,20 +267,14 @@ class SessionCore:
         before ``regular-activities-v1`` only), else a regular one (on ``task_queue`` when given,
         else the workflow's)."""
         self._console_on()  # a new session's first command is an activity: the patch is asked before it
-        if local and self._local_activities:
-            return await workflow.execute_local_activity(
-                config.name,
-                arg,
-                result_type=result_type,
-                **config.local_options(summary=summary, start_to_close=start_to_close),
-            )
-        extra = {"task_queue": task_queue} if task_queue is not None else {}
-        return await workflow.execute_activity(
-            config.name,
+        return await config.execute(
             arg,
+            local=local and self._local_activities,
+            summary=summary,
             result_type=result_type,
-            **config.options(summary=summary, start_to_close=start_to_close, heartbeat_timeout=heartbeat_timeout),
-            **extra,
+            start_to_close=start_to_close,
+            heartbeat_timeout=heartbeat_timeout,
+            task_queue=task_queue,
         )
 
     def _set_status(self, status: SessionStatus, *, with_owner: bool = False) -> None:

@@ -266,13 +266,8 @@ class AutonomousTaskWorkflow:
         try:
             arg = NextWakeInput(cron=cron, after=workflow.now())
             summary = f"next time of cron {cron}"
-            if self._local_activities:
-                return await workflow.execute_local_activity(
-                    options.TASK_NEXT_WAKE.name, arg, result_type=datetime,
-                    **options.TASK_NEXT_WAKE.local_options(summary=summary),
-                )
-            return await workflow.execute_activity(
-                options.TASK_NEXT_WAKE.name, arg, result_type=datetime, **options.TASK_NEXT_WAKE.options(summary=summary)
+            return await options.TASK_NEXT_WAKE.execute(
+                arg, local=self._local_activities, summary=summary, result_type=datetime
             )
         except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
             self._fail("invalid_schedule", error_text(err))
@@ -580,12 +575,7 @@ class AutonomousTaskWorkflow:
             workspace=self._config.workspace, spend=self._spend_now(), events=events, checkpoint=checkpoint,
         )
         summary = f"store {len(events)} task events"
-        if self._local_activities:
-            await workflow.execute_local_activity(
-                options.TASK_RECORD.name, record, **options.TASK_RECORD.local_options(summary=summary)
-            )
-        else:
-            await workflow.execute_activity(options.TASK_RECORD.name, record, **options.TASK_RECORD.options(summary=summary))
+        await options.TASK_RECORD.execute(record, local=self._local_activities, summary=summary)
         self._journal.written(events)
         if self._checkpoint_unwritten is checkpoint:
             self._checkpoint_unwritten = None

@@ -26,7 +26,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
-from agentrt.client._queries import query_workflow
+from agentrt.client import query_workflow
 from agentrt.schemas import QUERY_RAN_AHEAD
 from agentrt.worker import LegacyQueryGuard
 from tests.e2e._ahead_worker import AheadWorkflow, finish, park
@@ -111,3 +111,28 @@ async def test_the_guard_answers_legacy_queries_of_a_run_in_step_with_its_histor
         for _ in range(3):
             assert await handle.query(AheadWorkflow.state) == []
         await handle.terminate()
+
+
+async def test_a_run_that_ended_with_its_task_pending_is_answered_once_no_task_can_come(
+    temporal_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terminated while its activity's result waited for a workflow task: the guard refuses at
+    first (it cannot tell), then answers, since no task comes; the client's retries wait for that."""
+    client = await Client.connect(temporal_server.address)
+    queue = f"ahead-{uuid.uuid4().hex[:8]}"
+    token_file = tmp_path / "token"
+    monkeypatch.setenv("AHEAD_TOKEN_FILE", str(token_file))
+    plain = UnsandboxedWorkflowRunner()
+    async with Worker(client, task_queue=queue, workflows=[AheadWorkflow], activities=[park], workflow_runner=plain):
+        handle = await client.start_workflow(AheadWorkflow.run, id=f"ahead-{uuid.uuid4().hex}", task_queue=queue)
+        for _ in range(int(BOUND * 10)):
+            if token_file.exists():
+                break
+            await asyncio.sleep(0.1)
+    await client.get_async_activity_handle(task_token=token_file.read_bytes()).complete("parked")
+    await handle.terminate(reason="ended with its task pending")
+    runner = LegacyQueryGuard(UnsandboxedWorkflowRunner(), no_task_coming_seconds=1.0)
+    async with Worker(client, task_queue=queue, workflows=[AheadWorkflow], activities=[finish], workflow_runner=runner):
+        with pytest.raises(WorkflowQueryFailedError, match=r"\[agentrt:query-ran-ahead\]"):
+            await handle.query(AheadWorkflow.state)
+        assert await query_workflow(handle, AheadWorkflow.state) == ["parked"]
