@@ -258,7 +258,10 @@ def validation_text(err: ValidationError) -> str:
 
 def quoted(value: str) -> str:
     """``value`` as a visibility-filter string literal: quoted with a quote character it does not
-    hold (Temporal's list filters escape nothing). Raises ``ConfigurationError`` when it holds both."""
+    hold. Raises ``ConfigurationError`` when it holds both, or a backslash (Temporal's list
+    filters read ``\\`` as an escape, inconsistently: ``'a\\b'`` finds ``a\\b``, ``'end\\'`` nothing)."""
+    if "\\" in value:
+        raise ConfigurationError(f"principal {value!r} holds a backslash: it cannot be put in a visibility filter")
     for quote in ("'", '"'):
         if quote not in value:
             return f"{quote}{value}{quote}"

@@ -36,15 +36,27 @@ def check_list_filter(query: str) -> None:
     """Raise ``InvalidListFilter`` unless ``query``, put in ``AND (query)``, stays a filter of that
     group: quotes closed, and parentheses outside quotes balanced without closing the group
     early (``x) OR (y`` would widen the listing beyond sessions). At most
-    ``MAX_LIST_FILTER_CHARS`` characters. Temporal's list filter syntax quotes with ``'``,
-    ``"`` and backticks, and doubles nothing: a quote ends at the same quote character."""
+    ``MAX_LIST_FILTER_CHARS`` characters of UTF-8 text without control characters. Temporal's
+    list filter syntax quotes with ``'``, ``"`` and backticks; inside a quote a backslash
+    escapes the next character (``'o\\'brien'``), and the quote ends at the same quote character."""
     if len(query) > MAX_LIST_FILTER_CHARS:
         raise InvalidListFilter(query, f"longer than {MAX_LIST_FILTER_CHARS} characters")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InvalidListFilter(query.encode("utf-8", "backslashreplace").decode(), "not UTF-8 text") from err
+    if any(ord(char) < 32 and char not in "\t\n\r" or ord(char) == 127 for char in query):
+        raise InvalidListFilter(query, "a control character")
     depth = 0
     quote: str | None = None
+    escaped = False
     for char in query:
         if quote is not None:
-            if char == quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
                 quote = None
         elif char in "'\"`":
             quote = char

@@ -3,6 +3,7 @@ whose workflow task keeps failing, the same list ``agentrt doctor`` prints."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
@@ -20,6 +21,7 @@ MAX_STUCK_LIMIT = 10_000
 
 def health_routes() -> APIRouter:
     router = APIRouter(prefix="/v1/health", tags=["health"])
+    one_at_a_time = asyncio.Lock()  # a scan describes up to `limit` workflows: requests queue behind it
 
     @router.get(
         "/stuck", response_model=list[StuckWorkflow],
@@ -28,7 +30,7 @@ def health_routes() -> APIRouter:
             "Running workflows of every principal whose workflow task failed or timed out again and again (a "
             "non-determinism error, an exception in workflow code, no worker finishing it): each with its cause, "
             "the failure's message and a hint. Empty when none is stuck. `scan=true` describes every running "
-            "workflow instead of listing those the Temporal server flagged."
+            "workflow instead of listing those the Temporal server flagged. Requests are answered one at a time."
         ),
     )
     async def stuck(
@@ -36,6 +38,7 @@ def health_routes() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=MAX_STUCK_LIMIT)] = 1000,
         scan: Annotated[bool | None, Query()] = None,
     ) -> list[StuckWorkflow]:
-        return await find_stuck_workflows(caller.client.temporal, scan=scan, limit=limit)
+        async with one_at_a_time:
+            return await find_stuck_workflows(caller.client.temporal, scan=scan, limit=limit)
 
     return router

@@ -19,6 +19,8 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
+from agentrt.schemas import ConfigurationError
+
 log = logging.getLogger("agentrt.worker")
 
 __all__ = ["STUCK_CHECK_SECONDS", "StuckWatch"]
@@ -53,6 +55,10 @@ class StuckWatch:
         self._named: set[tuple[str, str]] = set()
 
     def query(self) -> str:
+        """The visibility query of one check. Raises ``ConfigurationError`` for a task queue name
+        with a backslash: Temporal's list filters read backslashes inconsistently."""
+        if "\\" in self._task_queue:
+            raise ConfigurationError(f"task queue {self._task_queue!r} holds a backslash: it cannot be put in a visibility filter")
         queue = self._task_queue.replace("'", "\\'")
         return (
             f"ExecutionStatus = 'Running' AND TaskQueue = '{queue}' AND {REPORTED_PROBLEMS.name} "
@@ -62,14 +68,15 @@ class StuckWatch:
     async def check(self) -> list[str]:
         """One check: log (and return) the ids of workflows newly flagged since the last check.
         Raises ``RPCError`` when the server cannot answer (a server without the attribute)."""
+        query = self.query()
         flagged: dict[tuple[str, str], list[str]] = {}
-        async for execution in self._client.list_workflows(self.query(), limit=MAX_NAMED):
+        async for execution in self._client.list_workflows(query, limit=MAX_NAMED):
             problems = execution.typed_search_attributes.get(REPORTED_PROBLEMS) or []
             flagged[(execution.id, execution.run_id)] = list(problems)
         new = [key for key in flagged if key not in self._named]
         for workflow_id, run_id in new:
             log.warning(
-                "workflow %s (run %s) on task queue %s is stuck: %s; `agentrt doctor` tells why and what to do",
+                "workflow %r (run %s) on task queue %r is stuck: %s; `agentrt doctor` tells why and what to do",
                 workflow_id, run_id, self._task_queue, problem_text(flagged[(workflow_id, run_id)]),
             )
         self._named = set(flagged)  # one that recovered and gets stuck again is named again
@@ -82,6 +89,9 @@ class StuckWatch:
             await asyncio.sleep(self._every)
             try:
                 await self.check()
+            except ConfigurationError as err:
+                log.warning("stuck workflows of this worker's task queue are not watched: %s", err)
+                return
             except RPCError as err:
                 if "TemporalReportedProblems" in str(err):
                     log.info("the Temporal server does not flag stuck workflows (%s); use `agentrt doctor --scan`", err)

@@ -32,6 +32,7 @@ from agentrt.schemas import (
     AutonomousTaskInput,
     AutonomousTaskResult,
     Budget,
+    ConfigurationError,
     Event,
     EventsPage,
     EventsQuery,
@@ -281,6 +282,13 @@ async def test_a_missing_task_is_task_not_found_for_every_method(stand_in: Stand
     for call in calls:
         with pytest.raises(TaskNotFound, match="no task 'nope' \\(workflow id task-nope\\)"):
             await call
+
+
+async def test_a_principal_with_a_backslash_lists_nothing_of_another_s(stand_in: StandIn, tmp_path: Path) -> None:
+    """Temporal's list filters read a backslash as an escape ('DOMAIN\\user' found 'DOMAINuser''s
+    tasks): such a principal's listing is refused with a clear error instead."""
+    with pytest.raises(ConfigurationError, match="backslash"):
+        await stand_in.as_principal("DOMAIN\\user").list_tasks()
 
 
 async def test_list_tasks_shows_the_principal_s_tasks_only_and_filters_by_status(stand_in: StandIn, tmp_path: Path) -> None:

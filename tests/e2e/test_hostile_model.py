@@ -195,11 +195,25 @@ async def test_a_cancel_signal_without_a_principal_is_ignored(harness: Harness, 
 
 
 @pytest.mark.parametrize(
-    "query", ["1=1) OR (WorkflowType != 'x'", "AgentSessionStatus = 'idle", "(((", "x" * 2001]
+    "query",
+    [
+        "1=1) OR (WorkflowType != 'x'",
+        "AgentSessionStatus = 'idle",
+        "(((",
+        "x" * 2001,
+        # a backslash escapes the quote after it, so this quote never closes and the ')' is outside it
+        "WorkflowId = 'x\\' ' ) OR WorkflowType = \"OtherWorkflow\" OR ( WorkflowId = '",
+        "AgentOwner = '\udcff'",  # not UTF-8 (an undecodable byte from a shell argument)
+        "AgentOwner = 'a\x00b'",
+    ],
 )
 async def test_a_list_filter_cannot_leave_the_session_scope(harness: Harness, query: str) -> None:
     with pytest.raises(InvalidListFilter):
         await harness.client.list_sessions(query)
+
+
+async def test_a_filter_with_an_escaped_quote_is_one_filter(harness: Harness) -> None:
+    assert await harness.client.list_sessions("AgentOwner = 'o\\'brien'") == []
 
 
 async def test_a_session_filter_with_quoted_parentheses_still_lists(harness: Harness, workspace: Path, tmp_path: Path) -> None:
