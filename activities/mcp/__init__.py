@@ -1,15 +1,10 @@
 """MCP servers as tool sources on the worker: their connections (``McpManager``), how their
 tools reach the model (risk classes from annotations) and how their results read as text."""
 
-from agentrt.activities.mcp._manager import (
-    BACKOFF_MAX_SECONDS,
-    MAX_LIST_PAGES,
-    MAX_LISTED_TOOLS,
-    SERVER_PATH,
-    McpCallOutcome,
-    McpListing,
-    McpManager,
-)
+from agentrt.activities.mcp._connections import BACKOFF_MAX_SECONDS
+from agentrt.activities.mcp._launch import SERVER_PATH
+from agentrt.activities.mcp._listing import MAX_LIST_PAGES, MAX_LISTED_TOOLS, McpListing
+from agentrt.activities.mcp._manager import McpCallOutcome, McpManager
 from agentrt.activities.mcp._results import (
     MAX_EMBEDDED_TEXT_BYTES,
     MAX_RESULT_BYTES,

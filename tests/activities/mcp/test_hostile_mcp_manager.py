@@ -156,7 +156,7 @@ async def test_a_server_s_secret_never_reaches_its_failure_diagnostic(tmp_path: 
 def test_the_sdk_s_log_of_a_server_s_stdout_garbage_is_bounded() -> None:
     import logging
 
-    from agentrt.activities.mcp._manager import _BoundedLog
+    from agentrt.activities.mcp._diagnostics import _BoundedLog
 
     bounded = _BoundedLog(limit=3, window=60.0)
     records = [logging.LogRecord("mcp.client.stdio", logging.ERROR, __file__, 1, "garbage", None, None) for _ in range(1000)]

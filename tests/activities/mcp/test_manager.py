@@ -422,7 +422,7 @@ async def test_an_unsandboxed_server_gets_the_same_small_environment(
 async def test_a_sandboxed_server_does_not_run_when_bwrap_cannot(
     tmp_path: Path, managers: MakeManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agentrt.activities.mcp._manager.sandbox_status", lambda: SandboxStatus(None, "no bwrap binary"))
+    monkeypatch.setattr("agentrt.activities.mcp._launch.sandbox_status", lambda: SandboxStatus(None, "no bwrap binary"))
     with pytest.raises(McpServerUnavailable, match="sandbox \\(bubblewrap\\) cannot run on this worker.*no bwrap binary"):
         await managers(probe_stdio(tmp_path)).list_tools("probe")
 

@@ -1,0 +1,148 @@
+"""How the worker reaches a configured MCP server: a stdio server spawned in its own directory
+with a small environment, in the OS sandbox ``shell.run`` uses (bubblewrap) unless its
+configuration says ``sandbox = "none"``; an HTTP server through a client with its headers.
+``${VAR}`` references in ``env`` and ``headers`` expand from the worker's environment, and the
+values they expand to are secrets, redacted from what the worker reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+from agentrt.activities.mcp._diagnostics import STATUS_WRAPPER, StderrTail
+from agentrt.activities.tools import sandbox_status, sandboxed_argv
+from agentrt.schemas import VARIABLE_REFERENCE, McpServerConfig, McpServerUnavailable
+
+# PATH of a stdio server's process (its configured env may change it).
+SERVER_PATH = "/usr/local/bin:/usr/bin:/bin"
+_VARIABLE = VARIABLE_REFERENCE
+
+
+class Launcher:
+    """Opens transports to the servers of ``configs`` (by name). ``home``: the agentrt home (a
+    stdio server's default directory is ``home/mcp/NAME``, its log ``home/mcp/NAME.log``);
+    ``env``: the environment ``${VAR}`` references read, kept as given (a live ``os.environ``
+    is read at each use)."""
+
+    def __init__(self, configs: Mapping[str, McpServerConfig], *, home: Path, env: Mapping[str, str]) -> None:
+        self._configs = configs
+        self._home = home
+        self._env = env
+
+    def secrets(self) -> list[str]:
+        """The values ``${VAR}`` references in the servers' ``env`` and ``headers`` expand to (set,
+        non-empty ones), sorted."""
+        found: set[str] = set()
+        for config in self._configs.values():
+            for value in [*config.env.values(), *config.headers.values()]:
+                for name in _VARIABLE.findall(value):
+                    if self._env.get(name):
+                        found.add(self._env[name])
+        return sorted(found)
+
+    def redact(self, text: str) -> str:
+        """``text`` with each of ``secrets()`` (longest first) replaced by ``[redacted]``."""
+        for secret in sorted(self.secrets(), key=len, reverse=True):
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    def log_path(self, config: McpServerConfig) -> Path:
+        """Where the stderr of the last connection to a stdio server is written."""
+        return self._home / "mcp" / f"{config.name}.log"
+
+    async def transport(self, config: McpServerConfig, stack: AsyncExitStack) -> tuple[Any, StderrTail | None]:
+        """``(transport, stderr)``: the SDK transport (an async context manager giving the read and
+        write streams) for ``config``, and a stdio server's stderr (None over HTTP). What the
+        transport needs beyond it (the stderr pipe, the HTTP client) is closed by ``stack``.
+
+        Raises ``McpServerUnavailable`` (a ``${VAR}`` is not set, or the sandbox cannot run)."""
+        if config.transport == "stdio":
+            parameters = await asyncio.to_thread(self.stdio_parameters, config)
+            stderr = await StderrTail.open()
+            stack.push_async_callback(stderr.aclose)
+            return stdio_client(parameters, errlog=stderr.writer), stderr
+        assert config.url is not None
+        headers = self.expand(config, config.headers, "headers")
+        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        return streamable_http_client(config.url, http_client=http), None
+
+    def stdio_parameters(self, config: McpServerConfig) -> StdioServerParameters:
+        """How to spawn a stdio server (runs in a thread: it creates directories and may probe the
+        sandbox). Its environment is ``PATH``, ``HOME`` (its directory), ``LANG`` and its expanded
+        ``env``, nothing of the worker's; values reach it through the process environment,
+        never its command line. It runs under ``/bin/sh``, which reports its exit status on
+        stderr for diagnostics. Raises ``McpServerUnavailable`` as ``transport`` does."""
+        assert config.command is not None
+        cwd = self.cwd(config)
+        cwd.mkdir(parents=True, exist_ok=True)
+        env = {"PATH": SERVER_PATH, "HOME": str(cwd), "LANG": "C.UTF-8", **self.expand(config, config.env, "env")}
+        # stdio_client adds some of the worker's variables (HOME, USER ...); unset the others.
+        inherited = [name for name in DEFAULT_INHERITED_ENV_VARS if name not in env]
+        command = ["/bin/sh", "-c", STATUS_WRAPPER, "agentrt-mcp", config.command, *config.args]
+        if config.sandbox == "none":
+            unset = [arg for name in inherited for arg in ("-u", name)]
+            argv = [shutil.which("env") or "/usr/bin/env", *unset, "--", *command]
+        else:
+            status = sandbox_status()
+            if not status.available or status.path is None:
+                raise McpServerUnavailable(
+                    config.name,
+                    f"the OS sandbox (bubblewrap) cannot run on this worker, so the server was not started "
+                    f"(it would run unsandboxed only with sandbox = \"none\"): {status.reason}",
+                )
+            read_paths = [_host_path(p, cwd) for p in config.read_paths]
+            argv = sandboxed_argv(
+                status.path, command, cwd, config.sandbox, network=config.network, env={}, read_paths=read_paths
+            )
+            argv = _environment_through_process(argv, inherited)
+        return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
+
+    def cwd(self, config: McpServerConfig) -> Path:
+        """A stdio server's directory, resolved: its ``cwd`` (relative to the home), else ``home/mcp/NAME``."""
+        if config.cwd is None:
+            return (self._home / "mcp" / config.name).resolve()
+        path = Path(config.cwd).expanduser()
+        return (path if path.is_absolute() else self._home / path).resolve()
+
+    def expand(self, config: McpServerConfig, values: Mapping[str, str], where: str) -> dict[str, str]:
+        """``values`` with each ``${VAR}`` replaced from the environment. Raises
+        ``McpServerUnavailable`` naming the first variable that is not set."""
+
+        def one(key: str, value: str) -> str:
+            def replace(match: re.Match[str]) -> str:
+                name = match.group(1)
+                if name not in self._env:
+                    raise McpServerUnavailable(
+                        config.name, f"the environment variable {name} (in {where}.{key}) is not set on this worker"
+                    )
+                return self._env[name]
+
+            return _VARIABLE.sub(replace, value)
+
+        return {key: one(key, value) for key, value in values.items()}
+
+
+def _host_path(value: str, cwd: Path) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else cwd / path
+
+
+def _environment_through_process(argv: list[str], unset: list[str]) -> list[str]:
+    """The bwrap command line of ``sandboxed_argv`` with the sandboxed command taking bwrap's own
+    environment (the process environment, readable only by this user) instead of ``--setenv``
+    arguments any user can read in the process list; ``unset`` names are removed from it."""
+    head = argv.index("--")
+    options = [arg for arg in argv[1:head] if arg != "--clearenv"]
+    assert "--setenv" not in options, "sandboxed_argv was given an environment to set"
+    unsets = [arg for name in unset for arg in ("--unsetenv", name)]
+    return [argv[0], *unsets, *options, *argv[head:]]
