@@ -155,11 +155,11 @@ def codec_app(codec: PayloadCodec, settings: CodecServerSettings) -> FastAPI:
         return Response(answer, media_type="application/json")
 
     @app.post("/decode")
-    async def decode(request: Request) -> JSONResponse:
+    async def decode(request: Request) -> Response:
         return await apply(request, decode=True)
 
     @app.post("/encode")
-    async def encode(request: Request) -> JSONResponse:
+    async def encode(request: Request) -> Response:
         return await apply(request, decode=False)
 
     @app.get("/healthz")

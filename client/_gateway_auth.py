@@ -31,7 +31,7 @@ from agentrt.client._client import AgentClient
 from agentrt.client._gateway_errors import Problem, problem_for
 from agentrt.client._gateway_models import ID_PATTERN, MAX_PATH_ID_CHARS
 from agentrt.client._stream import StreamHub
-from agentrt.client._webhooks import WebhookDispatcher
+from agentrt.client._webhooks import WatchKind, WebhookDispatcher
 from agentrt.schemas import (
     SESSION_OWNER,
     GraphNotFound,
@@ -194,7 +194,7 @@ class Gateway:
         if self.hub is not None:
             self.hub.wake(session_id)
 
-    async def watch(self, kind: str, item_id: str, principal: str) -> None:
+    async def watch(self, kind: WatchKind, item_id: str, principal: str) -> None:
         """Tell the webhook dispatcher about new work; a failure is logged, the work stands."""
         if self.webhooks is None:
             return

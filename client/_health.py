@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from shlex import quote
-from typing import Any
+from typing import Any, Literal, get_args
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType, TimeoutType, WorkflowTaskFailedCause
@@ -48,9 +49,14 @@ NONDETERMINISM_STUCK_ATTEMPT = 2
 # The system search attribute Temporal 1.28+ keeps on a workflow whose workflow task keeps failing.
 REPORTED_PROBLEMS = SearchAttributeKey.for_keyword_list("TemporalReportedProblems")
 FLAGGED = f"{REPORTED_PROBLEMS.name} IN ('category=WorkflowTaskFailed', 'category=WorkflowTaskTimedOut')"
+# What an agentrt workflow is (``StuckWorkflow.kind``, its ``AgentKind`` search attribute).
+KindName = Literal["session", "task", "graph"]
+KIND_NAMES: tuple[KindName, ...] = get_args(KindName)
 # The kind of each agentrt workflow type: a workflow whose first task never completed has not
 # written its ``AgentKind`` yet, so the listing names the types too.
-KINDS = {SESSION_WORKFLOW: "session", AUTONOMOUS_TASK_WORKFLOW: "task", TASK_GRAPH_WORKFLOW: "graph"}
+KINDS: dict[str, KindName] = {
+    SESSION_WORKFLOW: "session", AUTONOMOUS_TASK_WORKFLOW: "task", TASK_GRAPH_WORKFLOW: "graph"
+}
 AGENT_WORKFLOWS = (
     f"({AGENT_KIND.name} IN ('session', 'task', 'graph') OR WorkflowType IN ({', '.join(repr(t) for t in KINDS)}))"
 )
@@ -145,9 +151,8 @@ async def failing_workflow_task(temporal: Client, workflow_id: str, run_id: str 
     raw = description.raw_description
     pending = raw.pending_workflow_task
     attributes = description.typed_search_attributes
-    kind = attributes.get(AGENT_KIND)
-    if kind not in KINDS.values():
-        kind = KINDS.get(description.workflow_type or "")
+    reported = attributes.get(AGENT_KIND)
+    kind = reported if reported in KIND_NAMES else KINDS.get(description.workflow_type or "")
     failing = raw.HasField("pending_workflow_task") and pending.attempt >= 2
     if description.close_time is not None or not failing or kind is None:
         return None
@@ -243,7 +248,7 @@ async def _failure_message(temporal: Client, failure: Any) -> str:
         return str(failure.message)
 
 
-def _reported_failure(problems: list[str]) -> tuple[StuckCause, str, None]:
+def _reported_failure(problems: Sequence[str]) -> tuple[StuckCause, str, None]:
     """The cause ``TemporalReportedProblems`` names (``category=...``, ``cause=...``), for a
     history that cannot be read; the message is the attribute's own words."""
     words = ", ".join(problems) or "the workflow task fails (no history or reported problem to say why)"

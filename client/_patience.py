@@ -43,7 +43,7 @@ def is_transient(err: BaseException) -> bool:
     return isinstance(err, RPCError) and (err.status in TRANSIENT_STATUSES or "operation was canceled" in err.message)
 
 
-def is_refused_while_failing(err: BaseException) -> bool:
+def is_refused_while_failing(err: BaseException | None) -> bool:
     """True for the server's refusal of an update while the workflow's task keeps failing (it takes
     updates again once a worker runs the task)."""
     return (

@@ -84,9 +84,13 @@ class WebhookTargetLike(Protocol):
     """A target: a ``[[gateway.webhooks]]`` entry (``AgentrtConfig.gateway.webhooks``) or anything
     with its fields: ``url`` (http or https), ``secret`` (HMAC key), ``events`` (the types it gets)."""
 
-    url: str
-    secret: str
-    events: Sequence[str]
+    # Read-only, so that a frozen ``WebhookTarget`` matches.
+    @property
+    def url(self) -> str: ...
+    @property
+    def secret(self) -> str: ...
+    @property
+    def events(self) -> Sequence[str]: ...
 
 
 class WebhookDispatcher:

@@ -112,7 +112,7 @@ class Budget(Model):
             else:
                 value = max(limit - used, 0)
                 left[field] = value if isinstance(limit, float) else int(value)
-        return Budget(**left)
+        return Budget.model_validate(left)
 
     def raised(self, other: Budget) -> Budget:
         """This budget with every limit ``other`` sets replaced by ``other``'s."""

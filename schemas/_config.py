@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -242,7 +242,7 @@ SANDBOX_ORDER: dict[str, int] = {"read_only": 0, "workspace_write": 1, "danger_f
 
 def narrowed_grants(
     parent: SessionConfig, *, tools: list[str] | None = None, sandbox: SandboxPolicy | None = None, network: bool | None = None
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The capability fields of a child session (a delegated or planned one) that gets at most
     ``parent``'s: ``tools`` (names; None keeps the parent's), ``sandbox`` (no wider than the
     parent's: ``read_only`` < ``workspace_write`` < ``danger_full_access``), ``network`` (only

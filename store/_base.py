@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import ColumnElement, Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
+
+
+@overload
+def utc(value: datetime) -> datetime: ...
+
+
+@overload
+def utc(value: None) -> None: ...
 
 
 def utc(value: datetime | None) -> datetime | None:

@@ -66,9 +66,10 @@ def make_engine(url: str) -> Engine:
     if sa_url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
 
-    memory = sa_url.database in (None, "", ":memory:")
+    database = sa_url.database or ":memory:"
+    memory = database == ":memory:"
     if not memory:
-        Path(sa_url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

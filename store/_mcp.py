@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, RowMapping, func, select
 
 from agentrt.schemas import McpServerEvent, ToolSpec
 from agentrt.store._base import StoreBase, text_column, utc
@@ -88,8 +88,8 @@ class McpTables(StoreBase):
         return [ToolSpec.model_validate(item) for item in json.loads(data)]
 
 
-def _event(row: object) -> McpServerEvent:
-    values = dict(row)  # type: ignore[call-overload]
+def _event(row: RowMapping) -> McpServerEvent:
+    values = dict(row)
     values.pop("id", None)
     values["at"] = utc(values["at"])
     return McpServerEvent.model_validate(values)

@@ -184,7 +184,7 @@ class ActivityConfig:
             return await workflow.execute_local_activity(
                 self.name, arg, result_type=result_type, **self.local_options(summary=summary, start_to_close=start_to_close)
             )
-        extra = {"task_queue": task_queue} if task_queue is not None else {}
+        extra: dict[str, Any] = {"task_queue": task_queue} if task_queue is not None else {}
         return await workflow.execute_activity(
             self.name,
             arg,

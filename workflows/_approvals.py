@@ -269,7 +269,9 @@ class ApprovalBook:
             )
         request = next(r for r in self._state.pending_approvals if r.request_id == decision.request_id)
         self._state.approval_decisions[decision.request_id] = decision
-        about = {"turn_id": request.turn_id, "request_id": decision.request_id, "call_id": request.call_id}
+        about: dict[str, Any] = {
+            "turn_id": request.turn_id, "request_id": decision.request_id, "call_id": request.call_id
+        }
         if isinstance(decision, ElicitationAnswer):
             return ElicitationAnswered(
                 **about, principal=decision.principal, action=decision.action,

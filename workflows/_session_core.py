@@ -7,7 +7,7 @@ the turn loop, the tool-call steps (``_tool_steps``) and the context steps
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, is_cancelled_exception
@@ -88,6 +88,7 @@ class SessionCore:
     _owed_reconciles: list[tuple[PermissionRequest, ReconcileDecision]]
     _cancel_announced: bool
     _initialized: bool
+    _carried: bool  # a run continued as new: its state came from the run before
     _early_cancels: list[CancelTurnInput]
     _trajectory: TrajectoryRecorder
     _turn_request: str  # the running turn's user message (the advisor sees its start)
@@ -101,6 +102,12 @@ class SessionCore:
     _turn_outcome: TurnOutcome | None  # ``ends_after_turn``: how its turn ended (the run's result carries it)
     # console-v1, asked at the run's first activity or status (both in its first workflow task): None until then.
     _console_patched: bool | None = None
+
+    if TYPE_CHECKING:
+        # Defined by the classes that make up ``SessionWorkflow``; called from the shared steps.
+        def cancel_turn(self, input: CancelTurnInput) -> None: ...
+
+        async def _settle_owed_reconciles(self) -> None: ...
 
     @property
     def _profile(self) -> ProfileInfo:
@@ -141,7 +148,8 @@ class SessionCore:
             return self._cancel_request.principal, self._cancel_request.reason
         if self._archive_request is not None:
             return self._archive_request.principal, "session archived"
-        return "temporal", f"workflow cancelled{': ' + workflow.cancellation_reason() if workflow.cancellation_reason() else ''}"
+        why = workflow.cancellation_reason()
+        return "temporal", f"workflow cancelled{': ' + why if why else ''}"
 
     # ---------------------------------------------------------------- spend and budget
 

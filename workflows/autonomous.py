@@ -184,6 +184,7 @@ class AutonomousTaskWorkflow:
             verdict.seconds = min(max(verdict.seconds or 0.0, MIN_DEFER_SECONDS), MAX_TASK_INTERVAL_SECONDS)
         self._emit(AutonomyDecision(decision=verdict.decision, source=source, seconds=verdict.seconds, reason=verdict.reason))
         if verdict.decision == "defer":
+            assert verdict.seconds is not None  # set just above
             self._state.next_wake = workflow.now() + timedelta(seconds=verdict.seconds)
             self._emit(AutonomousTaskWaiting(until=self._state.next_wake, why="trigger said defer"))
             return

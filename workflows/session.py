@@ -850,7 +850,9 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
         except ActivityError as err:
             self._state.memory_proposals.append(proposal)
             raise ApplicationError(error_text(err), type="MemoryDecisionFailed", non_retryable=True) from err
-        fields = {"turn_id": proposal.turn_id, "memory_id": proposal.memory_id, "scope": proposal.scope, "key": proposal.key}
+        fields: dict[str, Any] = {
+            "turn_id": proposal.turn_id, "memory_id": proposal.memory_id, "scope": proposal.scope, "key": proposal.key
+        }
         if input.decision == "accept":
             event = self._journal.emit(MemoryAccepted(principal=input.principal, **fields), workflow.now())
         else:
@@ -917,13 +919,17 @@ class SessionWorkflow(ToolCallSteps, ContextSteps):
             self._emit_ignored(CancelIgnored(turn_id=input.turn_id, principal="", why="no_principal"), stranger=True)
             return
         who = self._standing(input.principal, input.reason) if input.principal is not None else "owner"
+        # Only a named principal stands otherwise than "owner".
         if who == "not_owner":
+            assert input.principal is not None
             self._emit_ignored(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="not_owner"), stranger=True)
             return
         if who == "no_reason":
+            assert input.principal is not None
             self._emit(CancelIgnored(turn_id=input.turn_id, principal=input.principal, why="no_reason"))
             return
         if who == "operator":
+            assert input.principal is not None
             self._emit(OperatorActed(principal=input.principal, action="cancel", target=input.turn_id, reason=input.reason or ""))
         if input.include_queued:
             dropped = self._inbox.remove_turns()

@@ -30,6 +30,8 @@ from agentrt.activities.mcp._listing import list_tools
 from agentrt.schemas import ElicitationAnswer, ElicitationRequest, McpServerUnavailable, McpToolError
 
 if TYPE_CHECKING:
+    from mcp.shared.dispatcher import ProgressFnT
+
     from agentrt.activities.mcp._connections import Connection, Server
 
 # Rounds of 2026-07-28 InputRequiredResult answered in one run of a call.
@@ -100,12 +102,14 @@ async def _request(
     assert conn.client is not None
     session = conn.client.session
     modern = conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS
-    progress = None
+    progress: ProgressFnT | None = None
     if on_progress is not None:
         report = on_progress
 
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            report(value, total, message)
+        async def forward(progress: float, total: float | None, message: str | None) -> None:  # ProgressFnT's names
+            report(progress, total, message)
+
+        progress = forward
 
     responses: dict[str, InputResponse] | None = None
     state: str | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrt.schemas import McpServerEvent
 
@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from agentrt.store import Store
 
 logger = logging.getLogger(__name__)
+
+# The values of ``McpServerEvent.type``.
+EventKind = Literal["McpServerStarting", "McpServerReady", "McpServerStopped", "McpServerFailed"]
 
 
 class ServerEvents:
@@ -27,7 +30,7 @@ class ServerEvents:
         self._events: asyncio.Queue[McpServerEvent] | None = None
         self._writer: asyncio.Task[None] | None = None
 
-    def emit(self, server: str, kind: str, **fields: Any) -> None:
+    def emit(self, server: str, kind: EventKind, **fields: Any) -> None:
         """Queue an event of type ``kind`` (``McpServerReady`` ...) about ``server``, stamped now;
         ``fields`` are the event's own. Needs a running loop; never waits."""
         if self._store is None:

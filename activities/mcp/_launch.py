@@ -17,7 +17,9 @@ from typing import Any
 
 from mcp import StdioServerParameters
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, stdio_client
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.client.streamable_http import streamable_http_client
+# The HTTP client with MCP's own timeouts, exported (in its __all__) by this module only.
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agentrt.activities.mcp._diagnostics import STATUS_WRAPPER, StderrTail
 from agentrt.activities.tools import sandbox_status, sandboxed_argv

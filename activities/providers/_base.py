@@ -6,9 +6,9 @@ import asyncio
 import json
 import re
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import httpx
 from httpx_sse import EventSource, ServerSentEvent, SSEError, aconnect_sse
@@ -33,7 +33,7 @@ MAX_TOKEN_COUNT = 2**53 - 1
 REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex")
 
 
-def is_token_count(value: Any) -> bool:
+def is_token_count(value: Any) -> TypeGuard[int]:
     """Whether ``value`` (a parsed JSON value) is a token count: an integer, not a bool, from 0
     to ``MAX_TOKEN_COUNT``."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT
@@ -259,7 +259,7 @@ def check_api_key(profile: ModelProfile, api_key: str | None) -> None:
     """
     if api_key is None or (api_key.isascii() and api_key.isprintable() and api_key == api_key.strip()):
         return
-    source = f"${profile.api_key_env}" if profile.api_key_env else "its API key"
+    source = f"${profile.api_key_env} (the worker's environment)" if profile.api_key_env else "its API key"
     raise ConfigurationError(
         f"model profile {profile.name!r}: the API key in {source} has characters an HTTP header cannot carry "
         "(a trailing newline, a space, a non-ASCII character); it was not sent"
@@ -281,7 +281,7 @@ async def stream_sse(
     body: Mapping[str, Any],
     timeout_seconds: float,
     client: httpx.AsyncClient | None = None,
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent, None]:
     """POST ``body`` as JSON to ``url`` and yield its server-sent events.
 
     Use under ``contextlib.aclosing`` so an early stop releases the connection. A non-2xx
