@@ -135,7 +135,7 @@ class ModelActivities:
         """Where this worker's profiles came from, for an unknown-profile error."""
         source = getattr(self._config, "source", None)
         if source is None:
-            return ""
+            return "the worker's configuration, from no agentrt.toml: restart the worker with the profile added"
         return f"this worker read its profiles from {source} when it started: restart it after adding one"
 
     @activity.defn(name=SESSION_PREPARE)

@@ -6,15 +6,20 @@ The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group),
 `_cli_serve` (`serve`: the HTTP gateway), `_cli_codec` (`codec-server`), `_cli_doctor`
 (`doctor`: stuck workflows) and `_cli_common` (what they share); this module assembles them
-and is the console script's entry point.
+and is the console script's entry point. A reader that stops reading a command's output
+(`agentrt session list | head -1`) ends it quietly, with exit code 0.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from agentrt.client._cli_codec import codec_server
 from agentrt.client._cli_doctor import doctor
@@ -29,7 +34,51 @@ from agentrt.client._cli_task import task_app
 from agentrt.client._cli_trajectory import session_trajectory, trajectory_app
 from agentrt.worker import flush_telemetry
 
+
+def _stdout_file() -> tuple[int, int] | None:
+    """Which file standard output is (device, inode), None when it has no file descriptor."""
+    try:
+        status = os.fstat(sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return status.st_dev, status.st_ino
+
+
+@contextmanager
+def _reader_gone_is_success() -> Iterator[None]:
+    """A reader that stops reading (``agentrt session list | head -1``) had what it wanted: the
+    command ends quietly with exit code 0, what is left to print going to /dev/null."""
+    before = _stdout_file()
+    try:
+        yield
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise typer.Exit(0) from None
+    except SystemExit as exit_:
+        # rich, which prints the help pages, points standard output at /dev/null and exits 1 instead
+        if exit_.code == 1 and before is not None and _stdout_file() not in (None, before):
+            raise typer.Exit(0) from None
+        raise
+
+
+class _Commands(TyperGroup):
+    """The ``agentrt`` group: every command, its options and its ``--help`` run under
+    ``_reader_gone_is_success`` (typer would exit 1 on a closed pipe). The contexts are those of
+    typer's own copy of click, hence ``Any``."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        with _reader_gone_is_success():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _reader_gone_is_success():
+            return super().invoke(ctx)
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="agentrt",
     help="A durable agent runtime on Temporal: sessions whose turns, tool calls and approvals survive crashes.",
     no_args_is_help=True,
@@ -68,8 +117,11 @@ def main() -> None:
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)
     flush_telemetry()  # os._exit runs no exit handlers: send the last spans and metrics first
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # its reader stopped reading: what it wanted was printed before
+            pass
     os._exit(code)
 
 

@@ -29,7 +29,8 @@ from agentrt.client._cli_common import (
     warn_unpriced,
 )
 from agentrt.client._render import event_line, transcript_lines
-from agentrt.client._runtime import runtime, state_dir
+from agentrt.client._runtime import Runtime, runtime, state_dir
+from agentrt.client._temporal_ui import noted_dev_server, ui_port_for
 from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
     ApprovalPolicy,
@@ -39,7 +40,7 @@ from agentrt.schemas import (
     idempotency_key_problem,
 )
 from agentrt.store import Store
-from agentrt.worker import AgentrtPlugin, DevServer, WorkerRole, check_role, connect_when_ready, running_worker
+from agentrt.worker import DEFAULT_ADDRESS, AgentrtPlugin, DevServer, WorkerRole, check_role, connect_when_ready, running_worker
 
 log = logging.getLogger("agentrt.worker")
 
@@ -218,8 +219,10 @@ DEV_CODEC_ENDPOINT = "http://127.0.0.1:8081"
 
 
 def dev(
-    port: int = typer.Option(7233, "--port", help="Temporal frontend port."),
-    ui_port: int = typer.Option(8233, "--ui-port", help="Temporal UI port."),
+    port: int = typer.Option(7233, "--port", min=1, max=65535, help="Temporal frontend port."),
+    ui_port: Optional[int] = typer.Option(
+        None, "--ui-port", min=1, max=65535, help="Temporal UI port.", show_default="--port + 1000, else a free port"
+    ),
     db: Optional[Path] = typer.Option(
         None, "--db", help="SQLite file for Temporal's histories.", show_default="$AGENTRT_HOME/temporal.db"
     ),
@@ -229,11 +232,16 @@ def dev(
         show_default="http://127.0.0.1:8081 when [codec] keys are configured",
     ),
 ) -> None:
-    """Start the embedded Temporal dev server and a worker; Ctrl-C stops both."""
+    """Start the embedded Temporal dev server and a worker; Ctrl-C stops both.
+
+    Prints the server's address and UI, and with another --port than 7233 the
+    `export AGENTRT_TEMPORAL_ADDRESS=...` line other shells need to reach it.
+    """
     config = load_config()
     config.temporal_address = f"localhost:{port}"
     db = db or state_dir() / "temporal.db"
     codec_endpoint = ui_codec_endpoint or (DEV_CODEC_ENDPOINT if config.codec.enabled else None)
+    ui_port = ui_port or ui_port_for(port)
     _log_to_stderr()
 
     async def go() -> None:
@@ -241,19 +249,35 @@ def dev(
             port=port, ui_port=ui_port, db_file=db, log_file=state_dir() / "temporal.log", ui_codec_endpoint=codec_endpoint
         ) as server:
             typer.echo(f"temporal server at {server.address} · UI {server.ui_url} · history {db}", err=True)
+            if config.temporal_address != DEFAULT_ADDRESS:
+                typer.echo(f"other shells reach it with:\n  export AGENTRT_TEMPORAL_ADDRESS={server.address}", err=True)
             if codec_endpoint:
                 port_flag = f" --port {urlsplit(codec_endpoint).port}" if urlsplit(codec_endpoint).port else ""
                 typer.echo(
                     f"the UI decodes payloads through {codec_endpoint}: run `agentrt codec-server{port_flag} "
-                    f"--ui-origin http://localhost:{ui_port} --insecure-no-auth` "
+                    f"--ui-origin {server.ui_url} --insecure-no-auth` "
                     "(the dev UI has no sign-in, so it sends no token)", err=True,
                 )
-            async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
-                async with running_worker(rt.client.temporal, config, rt.store):
-                    typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
-                    await asyncio.Event().wait()
+            with noted_dev_server(port, server.address, server.ui_url):
+                async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
+                    async with running_worker(rt.client.temporal, config, rt.store):
+                        typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
+                        await asyncio.Event().wait()
 
     run_command(go, service=True)
+
+
+async def _temporal_ui_line(rt: Runtime, workflow_id: str) -> str:
+    """Where a workflow is in the Temporal UI of ``rt``'s server, or that the UI is not known."""
+    ui_url = await rt.temporal_ui_url()
+    if ui_url is None:
+        return f"Temporal UI: not known for the server at {rt.config.temporal_address} (workflow {workflow_id})"
+    line = f"Temporal UI: {ui_url}/namespaces/{rt.config.namespace}/workflows/{workflow_id}"
+    if rt.embedded_server is None:
+        return line
+    if rt.embedded_server.db_file is None:
+        return f"{line}  (embedded server with its history in memory: it stops with this demo)"
+    return f"{line}  (embedded server: run `agentrt dev` to browse it after this demo)"
 
 
 DEMO_PROMPT = "Look around this repository, read its README and write a short NOTES.md about it."
@@ -274,7 +298,7 @@ def demo(
     async def go() -> int:
         with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:
             workspace = Path(tmp) / source.name
-            shutil.copytree(source, workspace, ignore=IGNORED)
+            shutil.copytree(source, workspace, symlinks=True, ignore=IGNORED)  # links as links: a link to ".." loops
             async with runtime(config, notice=sys.stdout) as rt:
                 session_config = rt.client.new_config(str(workspace), profile="scripted", script=str(script))
                 typer.echo(f"workspace: {workspace} (a copy of {source})")
@@ -295,10 +319,7 @@ def demo(
                     f"\nTrajectory: agentrt session trajectory {started.session_id}  "
                     f"(compare runs: agentrt trajectory diff {started.session_id} OTHER_SESSION)"
                 )
-                typer.echo(
-                    f"\nTemporal UI: {rt.ui_url}/namespaces/{config.namespace}/workflows/{started.workflow_id}"
-                    + ("  (embedded server: run `agentrt dev` to browse it after this demo)" if rt.embedded_server else "")
-                )
+                typer.echo(f"\n{await _temporal_ui_line(rt, started.workflow_id)}")
                 return 0 if outcome.status == "completed" and notes.exists() else 1
 
     raise typer.Exit(run_command(go))

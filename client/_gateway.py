@@ -5,6 +5,7 @@ OpenAPI schema at ``/openapi.json`` (docs/gateway.md).
 Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>``):
 
     GET  /healthz                                               no authentication
+    GET  /docs · /redoc · /openapi.json                         no authentication (client/_gateway_docs.py)
     GET  /v1/sessions · POST /v1/sessions                       scope sessions
     GET  /v1/sessions/{id} · POST …/messages · GET …/turns/{turn_id}?wait= · GET …/events · GET …/stream
     POST …/cancel · POST …/archive · POST …/approvals/{request_id} · POST …/approvals/{request_id}/reconcile
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentrt.client._client import AgentClient
 from agentrt.client._gateway_auth import MAX_STREAMS, MAX_STREAMS_PER_PRINCIPAL, Gateway
+from agentrt.client._gateway_docs import install_docs
 from agentrt.client._gateway_errors import MAX_BODY_BYTES, BodyLimit, Problem, ProblemBody, install_error_handlers
 from agentrt.client._gateway_health import health_routes
 from agentrt.client._gateway_models import Health
@@ -218,9 +220,9 @@ def create_app(
     check_authentication(config, insecure_principal)
     if max_streams_per_principal < 1 or max_streams < 1:
         raise ConfigurationError("the gateway's stream limits (max_streams_per_principal, max_streams) must be at least 1")
-    own_hub = hub is None and client.store is not None
-    if own_hub:
-        hub = StreamHub(client.store)
+    own_hub: StreamHub | None = None
+    if hub is None and client.store is not None:
+        hub = own_hub = StreamHub(client.store)
     gateway = Gateway(
         client=client, config=config, workspace_root=Path(os.path.realpath(workspace_root or os.getcwd())),
         profiles=frozenset(profiles) if profiles is not None else None, hub=hub, webhooks=webhooks,
@@ -230,8 +232,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            if own_hub:
-                stack.push_async_callback(hub.aclose)
+            if own_hub is not None:
+                stack.push_async_callback(own_hub.aclose)
             if webhooks is not None:
                 await webhooks.start()
                 stack.push_async_callback(webhooks.stop)
@@ -239,6 +241,7 @@ def create_app(
 
     app = FastAPI(
         title="agentrt gateway", version=_version(), lifespan=lifespan, redirect_slashes=False,
+        docs_url=None, redoc_url=None,  # served by install_docs, without a CDN
         description=(
             "Sessions, autonomous tasks and task graphs (runs) of a durable agent runtime on Temporal. "
             "Every /v1 and /apps route needs `Authorization: Bearer <token>`; errors are problem bodies "
@@ -261,4 +264,5 @@ def create_app(
     app.include_router(run_routes("/v1/runs"), responses=ERROR_RESPONSES)
     app.include_router(run_routes("/apps/{app}/runs"), responses=ERROR_RESPONSES)
     app.include_router(health_routes(), responses=ERROR_RESPONSES)
+    install_docs(app)
     return app

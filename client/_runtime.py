@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sys
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -10,8 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, TextIO
 
+from temporalio.client import Client
+
 from agentrt.client._client import AgentClient
 from agentrt.client._connection import connect
+from agentrt.client._temporal_ui import ui_port_for, ui_url_of
 from agentrt.schemas import ServerUnavailable
 from agentrt.store import Store, agentrt_home
 from agentrt.worker import (
@@ -20,6 +24,7 @@ from agentrt.worker import (
     AgentrtPlugin,
     DevServer,
     flush_telemetry,
+    free_port,
     port_is_open,
     running_worker,
 )
@@ -32,11 +37,21 @@ def state_dir() -> Path:
 
 @dataclass
 class Runtime:
+    """What a command runs with. ``config.temporal_address`` is the server's real address (an
+    embedded server may be on another port than the configured one); ``ui_url`` is the embedded
+    server's UI, None for a server found running (``temporal_ui_url`` looks that one up)."""
+
     client: AgentClient
     config: AgentrtConfig
     store: Store
     embedded_server: DevServer | None
     ui_url: str | None
+
+    async def temporal_ui_url(self) -> str | None:
+        """The UI of the server this runtime uses, when it can be known (``ui_url_of``)."""
+        if self.ui_url is not None:
+            return self.ui_url
+        return await asyncio.to_thread(ui_url_of, self.config.temporal_address)
 
 
 def _log_worker_to_file() -> Path:
@@ -57,6 +72,11 @@ def _host_port(address: str) -> tuple[str, int]:
     return host or "localhost", int(port)
 
 
+async def _connect(config: AgentrtConfig, store: Store) -> Client:
+    # The in-process worker runs on this client: one plugin, one set of payload drivers.
+    return await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
+
+
 @asynccontextmanager
 async def runtime(
     config: AgentrtConfig,
@@ -69,7 +89,11 @@ async def runtime(
     """A connected client, plus an embedded dev server and an in-process worker when none exist.
 
     The embedded server is started only for the default address (``localhost:7233``): an
-    explicitly configured address that does not answer raises ``ServerUnavailable``.
+    explicitly configured address that does not answer raises ``ServerUnavailable``. When
+    something that is not a Temporal server holds the default port, the embedded server runs
+    on a free port instead, with its history in memory (the file of the default one may be in
+    use). The UI is on the frontend port + 1000, or a free port when that is taken
+    (``ui_port_for``); ``notice`` is told the address and the UI.
     """
     async with AsyncExitStack() as stack:
         store = Store.open(config.database_url)
@@ -77,28 +101,42 @@ async def runtime(
         # Last out: the command's own spans (with [telemetry] on), before `agentrt` exits without atexit handlers.
         stack.push_async_callback(asyncio.to_thread, flush_telemetry)
         host, port = _host_port(config.temporal_address)
+        embeddable = embed_if_missing and config.temporal_address == DEFAULT_ADDRESS
         server: DevServer | None = None
-        ui_url: str | None = "http://localhost:8233"
-        if not port_is_open(host if host != "localhost" else "127.0.0.1", port):
-            if not (embed_if_missing and config.temporal_address == DEFAULT_ADDRESS):
-                raise ServerUnavailable(config.temporal_address, "connection refused")
-            ui_port = 8233 if not port_is_open("127.0.0.1", 8233) else None
+        temporal: Client | None = None
+        why = ""
+        if port_is_open(host if host != "localhost" else "127.0.0.1", port):
+            try:
+                temporal = await _connect(config, store)
+            except RuntimeError as err:
+                if not embeddable:
+                    raise ServerUnavailable(config.temporal_address, str(err)) from err
+                why = f"{config.temporal_address} answers, but not as a Temporal server"
+                free = free_port()
+                server = DevServer(port=free, ui_port=ui_port_for(free), log_file=state_dir() / "temporal.log")
+        elif not embeddable:
+            raise ServerUnavailable(config.temporal_address, "connection refused")
+        else:
+            why = f"no Temporal server at {config.temporal_address}"
             server = DevServer(
-                port=port, ui_port=ui_port, db_file=state_dir() / "temporal.db", log_file=state_dir() / "temporal.log"
+                port=port, ui_port=ui_port_for(port), db_file=state_dir() / "temporal.db",
+                log_file=state_dir() / "temporal.log",
             )
-            print(
-                f"agentrt: no Temporal server at {config.temporal_address}; started an embedded one for this run"
-                f" (history in {server.db_file}{', UI ' + server.ui_url if server.ui_url else ''})",
-                file=notice,
-            )
+        if server is not None:
             await server.start()
             stack.callback(server.stop)
-            ui_url = server.ui_url
-        try:
-            # The in-process worker runs on this client: one plugin, one set of payload drivers.
-            temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
-        except RuntimeError as err:
-            raise ServerUnavailable(config.temporal_address, str(err)) from err
+            history = f"in {server.db_file}" if server.db_file else "in memory"
+            print(
+                f"agentrt: {why}; started an embedded one at {server.address} for this run "
+                f"(history {history}, UI {server.ui_url})",
+                file=notice,
+            )
+            config = dataclasses.replace(config, temporal_address=server.address)
+            try:
+                temporal = await _connect(config, store)
+            except RuntimeError as err:
+                raise ServerUnavailable(config.temporal_address, str(err)) from err
+        assert temporal is not None
         client = AgentClient.for_config(temporal, config, principal=principal, store=store)
         if ensure_worker and (server is not None or not await client.has_worker()):
             log_file = _log_worker_to_file()
@@ -110,7 +148,9 @@ async def runtime(
             if config.tool_task_queue and config.tool_task_queue != config.task_queue:
                 # Its sessions send tool calls there: serve them too, or they would wait for a tools worker.
                 await stack.enter_async_context(running_worker(temporal, config, store, role="tools"))
-        yield Runtime(client=client, config=config, store=store, embedded_server=server, ui_url=ui_url)
+        yield Runtime(
+            client=client, config=config, store=store, embedded_server=server, ui_url=server.ui_url if server else None
+        )
 
 
 __all__ = ["DEFAULT_ADDRESS", "Runtime", "runtime", "state_dir"]

@@ -141,7 +141,7 @@ class DevServer:
         A server that exits while starting is started once more: it binds ports beside its own
         (its services' and membership ports) and can lose one to a client's ephemeral port, as
         when a worker keeps dialling it before it is up. Raises ``ConfigurationError`` when the
-        port is taken, the server exits twice, or it is not healthy within ``timeout``.
+        port or the UI port is taken, the server exits twice, or it is not healthy within ``timeout``.
         """
         try:
             return await self._start_once(timeout)
@@ -152,6 +152,8 @@ class DevServer:
     async def _start_once(self, timeout: float) -> "DevServer":
         if port_is_open(self.host, self.port):
             raise ConfigurationError(f"port {self.port} is already in use; pass --port to pick another")
+        if self.ui_port and port_is_open(self.host, self.ui_port):
+            raise ConfigurationError(f"UI port {self.ui_port} is already in use; pass --ui-port to pick another")
         if self.log_file:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL

@@ -48,29 +48,30 @@ def provider_for(profile: ModelProfile, *, env: Mapping[str, str] | None = None)
     without); the key has characters no HTTP header carries (``check_api_key``: a trailing
     newline, a space, non-ASCII); ``model`` is empty for ``openai``/``openai-responses``/``anthropic``;
     ``script`` is missing for ``scripted``. The key lives only in the returned adapter, never in workflow history.
+    The messages name the worker's configuration or environment: a client reads them in a failed turn.
     """
+    configured = f"model profile {profile.name!r} of the worker's configuration"
     if profile.provider == "scripted":
         if not profile.script:
-            raise ConfigurationError(f"model profile {profile.name!r} uses the scripted provider but sets no script")
+            raise ConfigurationError(f"{configured} uses the scripted provider but sets no script")
         return ScriptedProvider(profile)
     if not profile.model:
-        raise ConfigurationError(f"model profile {profile.name!r} names no model")
+        raise ConfigurationError(f"{configured} names no model")
     environ = os.environ if env is None else env
     api_key: str | None = None
     if profile.api_key_env is not None:
         api_key = environ.get(profile.api_key_env) or None
         if api_key is None:
             raise ConfigurationError(
-                f"model profile {profile.name!r} reads its API key from ${profile.api_key_env}, which is not set"
+                f"model profile {profile.name!r} reads its API key from ${profile.api_key_env}, "
+                "which is not set in the worker's environment"
             )
     elif profile.base_url is None:
-        raise ConfigurationError(
-            f"model profile {profile.name!r} calls the {profile.provider} API but sets no api_key_env"
-        )
+        raise ConfigurationError(f"{configured} calls the {profile.provider} API but sets no api_key_env")
     if profile.provider == "openai":
         return OpenAIProvider(profile, api_key)
     if profile.provider == "openai-responses":
         return OpenAIResponsesProvider(profile, api_key)
     if profile.provider == "anthropic":
         return AnthropicProvider(profile, api_key)
-    raise ConfigurationError(f"model profile {profile.name!r} names an unknown provider {profile.provider!r}")
+    raise ConfigurationError(f"{configured} names an unknown provider {profile.provider!r}")

@@ -209,6 +209,17 @@ def test_an_unknown_profile_says_which_file_the_worker_read_its_profiles_from(st
     assert f"read its profiles from {tmp_path / 'agentrt.toml'} when it started: restart it" in lookup.error
 
 
+def test_an_unknown_profile_of_a_worker_without_a_file_is_named_as_the_worker_s_configuration(store: Store) -> None:
+    from agentrt.worker import AgentrtConfig
+
+    activities = ModelActivities(AgentrtConfig(), store, default_registry())
+
+    lookup = activities.describe(DescribeProfileInput(profile="added-later"))
+
+    assert lookup.error is not None and "'added-later'" in lookup.error
+    assert "the worker's configuration, from no agentrt.toml: restart the worker with the profile added" in lookup.error
+
+
 class _EchoesTheKey:
     """A provider whose adapter breaks on an answer that quotes the API key."""
 

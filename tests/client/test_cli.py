@@ -204,3 +204,79 @@ async def test_session_state_shows_a_call_being_retried_with_its_cause(
     assert re.search(r"retrying provider\.complete \(attempt \d+ of 9", line)
     assert f"{closed_port_url}/v1/chat/completions failed: ConnectError" in line
     await harness.client.cancel(sid)
+
+
+async def agentrt_into_a_closed_pipe(harness: Harness, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with its standard output a pipe nobody reads any more (``| head -1`` once head
+    has its line): every write to it fails with EPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {
+        **os.environ,
+        "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+        "AGENTRT_TASK_QUEUE": harness.task_queue,
+        "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+        "AGENTRT_PRINCIPAL": "alice",
+    }
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentrt.client._cli", *args,
+            cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=write_end, stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    _, stderr = await asyncio.wait_for(process.communicate(), 120)
+    return subprocess.CompletedProcess(list(args), process.returncode or 0, "", stderr.decode())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["session", "list"],
+        ["session", "list", "--json"],
+        ["session", "events", "{sid}"],
+        ["session", "events", "{sid}", "--json"],
+        ["session", "state", "{sid}"],
+        ["session", "trajectory", "{sid}"],
+        ["task", "list"],
+        ["graph", "list"],
+        ["memory", "list"],
+        ["doctor"],
+        ["--help"],
+        ["session", "events", "--help"],
+    ],
+)
+async def test_a_reader_that_stops_reading_ends_the_command_quietly_with_exit_code_0(
+    harness: Harness, workspace: Path, tmp_path: Path, args: list[str]
+) -> None:
+    # `agentrt session list | head -1`: click exited 1 on the broken pipe, rich (the help pages) too.
+    sid = harness.new_session_id()
+    config = harness.client.new_config(str(workspace), session_id=sid, profile="scripted", script=write_script(tmp_path, [{"text": "hi"}]))
+    started = await harness.client.start(config, "hello")
+    await harness.client.wait(sid, started.turn_id)
+
+    result = await agentrt_into_a_closed_pipe(harness, *[a.format(sid=sid) for a in args], cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+async def test_a_key_missing_from_the_worker_s_environment_is_reported_as_the_worker_s(
+    harness: Harness, workspace: Path, tmp_path: Path, closed_port_url: str
+) -> None:
+    from agentrt.schemas import ModelProfile
+
+    # Client and worker both define the profile; only the worker reads the key, and lacks it.
+    variable = "AGENTRT_TEST_KEY_THE_WORKER_LACKS"
+    assert variable not in os.environ
+    harness.config.profiles["keyed"] = ModelProfile(
+        name="keyed", provider="openai", model="m", base_url=f"{closed_port_url}/v1", api_key_env=variable
+    )
+    (tmp_path / "agentrt.toml").write_text(f'[profiles.keyed]\nprovider = "openai"\nmodel = "m"\nbase_url = "{closed_port_url}/v1"\napi_key_env = "{variable}"\n')
+
+    result = await agentrt(harness, "run", "hi", "-w", str(workspace), "--profile", "keyed", "--json", cwd=tmp_path)
+
+    body = json.loads(result.stdout)
+    harness.session_ids.append(body["session_id"])
+    assert result.returncode == 1 and body["outcome"] == "failed"
+    assert f"reads its API key from ${variable}, which is not set in the worker's environment" in body["error"]

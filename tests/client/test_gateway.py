@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -365,6 +366,21 @@ async def test_the_openapi_schema_lists_every_route_with_bearer_security(http: h
     secured = [op for path, ops in schema["paths"].items() if path != "/healthz" for op in ops.values()]
     assert all(op["security"] == [{"bearer": []}] and "401" in op["responses"] for op in secured)
     assert {"SessionCreate", "RunCreate", "RunView", "TaskCreate", "ProblemBody"} <= set(schema["components"]["schemas"])
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+async def test_the_docs_pages_load_every_file_from_the_gateway_itself(http: httpx.AsyncClient, page: str) -> None:
+    # FastAPI's own pages load Swagger UI and ReDoc from a CDN: blank on a machine without internet access.
+    response = await http.get(page)
+
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    loaded = re.findall(r"""(?:src|href)=["']([^"']+)["']""", response.text)
+    assert loaded and all(url.startswith("/") and not url.startswith("//") for url in loaded), loaded
+    assert "://" not in response.text  # nor a validator badge (Swagger UI's validatorUrl) or web fonts
+    for url in loaded:
+        asset = await http.get(url)
+        assert asset.status_code == 200 and asset.content, url
+    assert (await http.get("/openapi.json")).status_code == 200
 
 
 def test_an_app_without_tokens_is_refused(temporal_client: Client) -> None:

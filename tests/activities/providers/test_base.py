@@ -101,6 +101,34 @@ def test_provider_for_builds_the_scripted_provider_and_needs_a_script() -> None:
         provider_for(ModelProfile(name="s", provider="scripted"), env={})
 
 
+@pytest.mark.parametrize(
+    "profile",
+    [
+        ModelProfile(name="p", provider="openai"),  # no model
+        ModelProfile(name="p", provider="openai", model="gpt-4o"),  # the vendor's endpoint, no api_key_env
+        ModelProfile(name="p", provider="scripted"),  # no script
+    ],
+)
+def test_a_profile_provider_for_refuses_is_named_as_the_worker_s_configuration(profile: ModelProfile) -> None:
+    # The message reaches a client as a failed turn: it must say where to look.
+    with pytest.raises(ConfigurationError, match="model profile 'p' of the worker's configuration"):
+        provider_for(profile, env={})
+
+
+def test_an_unset_key_variable_is_named_as_the_worker_s_environment() -> None:
+    profile = ModelProfile(name="p", provider="openai", model="gpt-4o", api_key_env="OPENAI_API_KEY")
+
+    with pytest.raises(ConfigurationError, match=r"\$OPENAI_API_KEY, which is not set in the worker's environment"):
+        provider_for(profile, env={})
+
+
+def test_a_key_no_header_can_carry_is_named_as_the_worker_s_environment() -> None:
+    profile = ModelProfile(name="p", provider="openai", model="gpt-4o", api_key_env="KEY")
+
+    with pytest.raises(ConfigurationError, match=r"the API key in \$KEY \(the worker's environment\)"):
+        provider_for(profile, env={"KEY": "sk-key\n"})
+
+
 async def test_a_huge_error_body_is_read_only_up_to_its_bound(server) -> None:  # type: ignore[no-untyped-def]
     from agentrt.activities.providers._base import MAX_ERROR_BODY_BYTES, stream_sse
     from agentrt.schemas import ProviderHTTPError
