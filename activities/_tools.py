@@ -3,7 +3,7 @@
 Risk classes decide the protocol of ``tool.execute``:
 - ``read_only`` and ``idempotent``: run on every attempt (retried freely).
 - ``effectful``: at most once, through the effect ledger keyed by the idempotency key
-  (``<workflow id>/<turn>/<call id>``): claim before the effect, record after. A retried
+  (``<workflow id>/<turn>/<position>/<call id>``): claim before the effect, record after. A retried
   attempt that finds ``applied``/``failed`` returns the recorded result; one that finds
   ``claimed`` with no record raises the non-retryable ``EffectOutcomeUnknown``, and the
   workflow asks an operator to reconcile instead of running it again.

@@ -1,4 +1,5 @@
-"""The worker process: hosts SessionWorkflow and every activity on one task queue."""
+"""The worker process: hosts the session, task and graph workflows and their activities on one task
+queue, or a part of them (models only, tools only) on queues of their own."""
 
 from __future__ import annotations
 
