@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 
 from agentrt.worker import free_port
+from tests.client._serving import serving
 from tests.e2e._support import write_script
 
 
@@ -51,13 +51,8 @@ def held_by_another_program(port: int) -> Iterator[None]:
         server = ThreadingHTTPServer(("127.0.0.1", port), BaseHTTPRequestHandler)
     except OSError as err:
         pytest.skip(f"port {port} is in use here already ({err})")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 async def get_json(url: str) -> Any:

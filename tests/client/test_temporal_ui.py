@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +15,7 @@ import pytest
 
 from agentrt.client._temporal_ui import dev_note, noted_dev_server, ui_port_for, ui_url_of
 from agentrt.worker import free_port
+from tests.client._serving import serving
 
 
 @contextmanager
@@ -33,13 +33,8 @@ def http_server(port: int, body: bytes) -> Iterator[None]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def frontend_with_free_ui_port() -> tuple[int, int]:
