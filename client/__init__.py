@@ -1,14 +1,28 @@
-"""The public client side of agentrt: ``AgentClient`` for services and the ``agentrt`` CLI."""
+"""The Python API of agentrt: ``AgentClient`` (sessions, autonomous tasks, task graphs, memories)
+for services, over one Temporal connection made with ``connect``.
 
+Importing it loads the schemas, the store and the client's configuration and data converter, and
+nothing of the gateway (FastAPI), MCP, the model providers, the tools, the activities or the
+workflow classes: it addresses workflows by their type names. The command line is
+``agentrt.cli``; the HTTP gateway, its streams, webhooks and the codec server are
+``agentrt.gateway``.
+
+Names that lived here before those packages existed (``create_app``, ``StreamHub``,
+``WebhookDispatcher``, ``verify_webhook``, ``AgentrtPlugin``, ...) still import from here: each
+loads its own package when first asked for (``MOVED`` says where each one lives now).
+"""
+
+from typing import Any
+
+from agentrt.client._addressed import visibility_literal
 from agentrt.client._client import AgentClient, SessionListing, StartedSession, default_principal
 from agentrt.client._connection import connect
-from agentrt.client._gateway import create_app
-from agentrt.client._graphs import GraphListing, load_graph_file
-from agentrt.client._health import find_stuck_workflows
+from agentrt.client._graphs import GRAPH_STATUSES, GraphListing, load_graph_file
+from agentrt.client._health import MAX_EXAMINED, failing_workflow_task, find_stuck_workflows
+from agentrt.client._patience import Patience
 from agentrt.client._queries import query_workflow
-from agentrt.client._stream import StreamHub, StreamItem, StreamSubscription, stream_response
-from agentrt.client._tasks import TaskListing
-from agentrt.client._trajectories import load_trajectory, trajectory_jsonl
+from agentrt.client._tasks import TASK_STATUSES, TaskListing
+from agentrt.client._trajectories import load_trajectory, select_turn, stored_trajectory, trajectory_jsonl
 from agentrt.client._trajectory_diff import (
     DiffSummary,
     StepDiff,
@@ -17,36 +31,59 @@ from agentrt.client._trajectory_diff import (
     diff_lines,
     diff_trajectories,
 )
-from agentrt.client._webhook_signing import verify_webhook
-from agentrt.client._webhooks import WebhookDispatcher
-from agentrt.worker import AgentrtPlugin, build_data_converter
 
 __all__ = [
     "AgentClient",
-    "AgentrtPlugin",
     "DiffSummary",
+    "GRAPH_STATUSES",
     "GraphListing",
+    "MAX_EXAMINED",
+    "MOVED",
+    "Patience",
     "SessionListing",
     "StartedSession",
     "StepDiff",
-    "StreamHub",
-    "StreamItem",
-    "StreamSubscription",
+    "TASK_STATUSES",
     "TaskListing",
     "TrajectoryDiff",
     "TurnDiff",
-    "WebhookDispatcher",
-    "build_data_converter",
     "connect",
-    "create_app",
     "default_principal",
     "diff_lines",
     "diff_trajectories",
+    "failing_workflow_task",
     "find_stuck_workflows",
     "load_graph_file",
     "load_trajectory",
     "query_workflow",
-    "stream_response",
+    "select_turn",
+    "stored_trajectory",
     "trajectory_jsonl",
-    "verify_webhook",
+    "visibility_literal",
 ]
+
+# Names importable from here for callers written before agentrt.gateway existed, and the
+# package each one lives in now: loaded only when asked for, so `import agentrt.client` stays light.
+MOVED = {
+    "AgentrtPlugin": "agentrt.worker",
+    "StreamHub": "agentrt.gateway",
+    "StreamItem": "agentrt.gateway",
+    "StreamSubscription": "agentrt.gateway",
+    "WebhookDispatcher": "agentrt.gateway",
+    "build_data_converter": "agentrt.worker",
+    "create_app": "agentrt.gateway",
+    "stream_response": "agentrt.gateway",
+    "verify_webhook": "agentrt.gateway",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``MOVED``, from the package it lives in now (imported on first use)."""
+    home = MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

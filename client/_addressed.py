@@ -48,7 +48,7 @@ from agentrt.schemas import (
     idempotency_key_problem,
 )
 
-__all__ = ["IDEMPOTENCY_MEMO", "WorkflowKind", "listing_fields", "quoted", "validation_text"]
+__all__ = ["IDEMPOTENCY_MEMO", "WorkflowKind", "listing_fields", "visibility_literal", "validation_text"]
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class WorkflowKind:
         ``AgentSessionStatus`` is that one of ``statuses``. Raises ``ConfigurationError`` for an
         unknown status."""
         filter_ = (
-            f"WorkflowType = '{workflow_type}' AND {SESSION_OWNER.name} = {quoted(principal)}"
+            f"WorkflowType = '{workflow_type}' AND {SESSION_OWNER.name} = {visibility_literal(principal)}"
             " AND ExecutionStatus != 'ContinuedAsNew'"
         )
         if status is not None:
@@ -256,8 +256,8 @@ def validation_text(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def quoted(value: str) -> str:
-    """``value`` as a visibility-filter string literal: quoted with a quote character it does not
+def visibility_literal(value: str) -> str:
+    """``value`` as a visibility-filter string literal: visibility_literal with a quote character it does not
     hold. Raises ``ConfigurationError`` when it holds both, or a backslash (Temporal's list
     filters read ``\\`` as an escape, inconsistently: ``'a\\b'`` finds ``a\\b``, ``'end\\'`` nothing)."""
     if "\\" in value:

@@ -52,16 +52,17 @@ from agentrt.schemas import (
     ServerUnavailable,
     SessionConfig,
     SessionNotFound,
-    SessionStuck,
     SessionStateView,
+    SessionStuck,
     SwitchModelInput,
     SwitchModelResult,
     TurnOutcome,
     WorkerUnavailable,
+    session_workflow_id,
 )
 from agentrt.store import Store, TokenDelta
-from agentrt.worker import AgentrtConfig, AgentrtPlugin
-from agentrt.workflows.session import SessionWorkflow, workflow_id_for
+from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
+from agentrt.client._session_handlers import SessionHandlers
 
 
 def default_principal() -> str:
@@ -110,14 +111,14 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
     async def connect(
         cls, config: AgentrtConfig | None = None, *, principal: str | None = None, store: Store | None = None
     ) -> "AgentClient":
-        """Connect with ``AgentrtPlugin(config, store)`` (``config`` default: ``AgentrtConfig.load()``);
+        """Connect with ``AgentrtClientPlugin(config, store)`` (``config`` default: ``AgentrtConfig.load()``);
         raises ``ServerUnavailable``.
 
         Pass ``store`` (``Store.open(config.database_url)``) to stream token deltas with ``deltas``.
         """
         config = config or AgentrtConfig.load()
         try:
-            temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtPlugin(config, store))
+            temporal = await connect(config.temporal_address, config.namespace, plugin=AgentrtClientPlugin(config, store))
         except RuntimeError as err:
             raise ServerUnavailable(config.temporal_address, str(err)) from err
         return cls.for_config(temporal, config, principal=principal, store=store)
@@ -183,13 +184,13 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             result = await starts.start_session(
                 self, config, idempotency_key,
                 lambda operation: self.temporal.execute_update_with_start_workflow(
-                    SessionWorkflow.send_message, message, start_workflow_operation=operation,
+                    SessionHandlers.send_message, message, start_workflow_operation=operation,
                     id=starts.message_update_id("send_message", message),
                 ),
             )
         except WorkflowUpdateFailedError as err:
             raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
-        return StartedSession(config.session_id, result.turn_id, workflow_id_for(config.session_id))
+        return StartedSession(config.session_id, result.turn_id, session_workflow_id(config.session_id))
 
     async def start_and_wait(
         self, config: SessionConfig, text: str, *, on_accepted: Callable[[], object] | None = None,
@@ -214,7 +215,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         outcome = await message_outcome(
             self.temporal, config.session_id, update_id, send, keyed=message.idempotency_key is not None, starts=True
         )
-        started = StartedSession(config.session_id, outcome.turn_id, workflow_id_for(config.session_id))
+        started = StartedSession(config.session_id, outcome.turn_id, session_workflow_id(config.session_id))
         return started, await self._settled(config.session_id, outcome)
 
     async def send_and_wait(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> TurnOutcome:
@@ -228,7 +229,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         update_id = starts.message_update_id("send_and_wait", message)
         outcome = await message_outcome(
             self.temporal, session_id, update_id,
-            lambda: handle.execute_update(SessionWorkflow.send_and_wait, message, id=update_id),
+            lambda: handle.execute_update(SessionHandlers.send_and_wait, message, id=update_id),
             keyed=message.idempotency_key is not None,
         )
         return await self._settled(session_id, outcome)
@@ -249,7 +250,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         """
         message = await starts.message_input(self, session_id, text, "send_message", idempotency_key)
         update_id = starts.message_update_id("send_message", message)
-        return await self._execute(session_id, "send_message", SessionWorkflow.send_message, message, update_id)
+        return await self._execute(session_id, "send_message", SessionHandlers.send_message, message, update_id)
 
     async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
         """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
@@ -316,20 +317,20 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         await self._execute(
             session_id,
             "cancel",
-            SessionWorkflow.cancel,
+            SessionHandlers.cancel,
             CancelTurnInput(turn_id=turn_id, principal=self.principal, reason=reason, include_queued=include_queued),
         )
 
     async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
         """End the session: a running turn and queued ones are cancelled; the workflow completes."""
         return await self._execute(
-            session_id, "archive", SessionWorkflow.archive, ArchiveInput(principal=self.principal, reason=reason)
+            session_id, "archive", SessionHandlers.archive, ArchiveInput(principal=self.principal, reason=reason)
         )
 
     async def state(self, session_id: str) -> SessionStateView:
         await self._check_session_visible(session_id)
         try:
-            return await query_workflow(self._handle(session_id), SessionWorkflow.state)
+            return await query_workflow(self._handle(session_id), SessionHandlers.state)
         except RPCError as err:
             raise _translate(session_id, err) from err
         except WorkflowQueryFailedError as err:
@@ -342,7 +343,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         Raises ``RequestRejected`` for a non-owner, an archived session or an unknown profile.
         """
         return await self._execute(
-            session_id, "switch_model", SessionWorkflow.switch_model, SwitchModelInput(profile=profile, principal=self.principal)
+            session_id, "switch_model", SessionHandlers.switch_model, SwitchModelInput(profile=profile, principal=self.principal)
         )
 
     async def raise_budget(self, session_id: str, budget: Budget, reason: str | None = None) -> SessionStateView:
@@ -354,7 +355,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             request = RaiseBudgetInput(principal=self.principal, budget=budget, reason=reason)
         except ValidationError as err:
             raise RequestRejected(session_id, "raise_budget", "give at least one limit to raise") from err
-        return await self._execute(session_id, "raise_budget", SessionWorkflow.raise_budget, request)
+        return await self._execute(session_id, "raise_budget", SessionHandlers.raise_budget, request)
 
     async def compact(self, session_id: str) -> CompactOutcome:
         """Compact the session's context now (after the active turn); waits for the outcome.
@@ -363,7 +364,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         the model sees. Raises ``RequestRejected`` for a non-owner or an archived session.
         """
         return await self._execute(
-            session_id, "compact", SessionWorkflow.compact, CompactRequest(principal=self.principal)
+            session_id, "compact", SessionHandlers.compact, CompactRequest(principal=self.principal)
         )
 
     async def events(self, session_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
@@ -377,7 +378,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         await self._check_session_visible(session_id)
         try:
             page = await query_workflow(
-                self._handle(session_id), SessionWorkflow.events, EventsQuery(since_seq=since_seq, limit=limit)
+                self._handle(session_id), SessionHandlers.events, EventsQuery(since_seq=since_seq, limit=limit)
             )
         except RPCError as err:
             raise _translate(session_id, err) from err
@@ -428,7 +429,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
             turn_id = (await self.state(session_id)).active_turn_id
         after = 0
         while True:
-            done = turn_id is None or (await query_workflow(self._handle(session_id), SessionWorkflow.turn, turn_id)) is not None
+            done = turn_id is None or (await query_workflow(self._handle(session_id), SessionHandlers.turn, turn_id)) is not None
             for delta in await asyncio.to_thread(store.deltas, session_id, after):
                 after = delta.id
                 if turn_id is None or delta.turn_id == turn_id:
@@ -453,7 +454,7 @@ class AgentClient(MemoryMethods, TrajectoryMethods, DecisionMethods, TaskMethods
         return len(await workflow_pollers(self.temporal, self.task_queue)) > 0
 
     def _handle(self, session_id: str) -> WorkflowHandle:
-        return self.temporal.get_workflow_handle(workflow_id_for(session_id))
+        return self.temporal.get_workflow_handle(session_workflow_id(session_id))
 
     async def _check_session_visible(self, session_id: str) -> None:
         """A child session (started by a task, a graph or a delegating session) shows itself only to

@@ -1,22 +1,26 @@
-"""The one connection factory: every agentrt client connects with the AgentrtPlugin.
+"""The one connection factory: every agentrt client connects with an agentrt plugin.
 
-The plugin carries the data converter, including the external storage for big payloads.
-A worker built on a client inherits the client's plugins, so that converter decides where
-big payloads go; a client that reads what a worker wrote needs the same storage.
+The plugin carries the data converter, including the payload codec and the external storage for
+big payloads. By default it is the light ``AgentrtClientPlugin``, which imports no workflow or
+activity; a process that also runs a worker on the same client passes ``AgentrtPlugin`` (the
+workflows and activities too). A worker built on a client inherits the client's plugins, so that
+converter decides where big payloads go; a client that reads what a worker wrote needs the same
+storage.
 """
 
 from __future__ import annotations
 
 from temporalio.client import Client
 
-from agentrt.worker import AgentrtConfig, AgentrtPlugin
+from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
 
-async def connect(address: str, namespace: str = "default", *, plugin: AgentrtPlugin | None = None) -> Client:
+async def connect(address: str, namespace: str = "default", *, plugin: AgentrtClientPlugin | None = None) -> Client:
     """Connect to the Temporal frontend at ``address`` (``host:port``) with ``plugin``.
 
-    ``plugin`` is normally ``AgentrtPlugin(config, store)`` for the process's configuration
-    and open store. Without it, the plugin is built from ``AgentrtConfig.load()``
+    ``plugin`` is normally ``AgentrtClientPlugin(config, store)`` for the process's configuration
+    and open store (or ``AgentrtPlugin(config, store)``, its subclass, for a client that workers
+    are built on). Without it, the plugin is ``AgentrtClientPlugin(AgentrtConfig.load())``
     (``$AGENTRT_CONFIG``, ``./agentrt.toml`` or ``$AGENTRT_HOME/agentrt.toml``, plus
     environment): the configuration an ``agentrt worker`` on the same machine reads, so both
     store and find big payloads in the same place; its store is opened only when a payload
@@ -26,5 +30,5 @@ async def connect(address: str, namespace: str = "default", *, plugin: AgentrtPl
     ``schemas.ConfigurationError`` when the default configuration cannot be read.
     """
     if plugin is None:
-        plugin = AgentrtPlugin(AgentrtConfig.load())
+        plugin = AgentrtClientPlugin(AgentrtConfig.load())
     return await Client.connect(address, namespace=namespace, plugins=[plugin])

@@ -17,7 +17,7 @@ from agentrt.schemas import (
     RequestRejected,
     SessionStateView,
 )
-from agentrt.workflows.session import SessionWorkflow
+from agentrt.client._session_handlers import SessionHandlers
 
 
 class DecisionMethods:
@@ -60,8 +60,8 @@ class DecisionMethods:
             scope=scope, arguments=arguments,  # type: ignore[arg-type]
         )
         if arguments is not None:  # the session checks them: the update says what is wrong
-            return await self._execute(session_id, "decide", SessionWorkflow.decide, signal)
-        await self._signal(session_id, SessionWorkflow.permission_decision, signal)
+            return await self._execute(session_id, "decide", SessionHandlers.decide, signal)
+        await self._signal(session_id, SessionHandlers.permission_decision, signal)
 
     async def reconcile(self, session_id: str, request_id: str, outcome: str, note: str | None = None) -> None:
         """Answer a ``reconcile`` request: ``applied`` records the call as done, ``not_applied`` runs it once more.
@@ -72,7 +72,7 @@ class DecisionMethods:
         signal = ReconcileDecision(
             request_id=request_id, outcome=outcome, principal=self.principal, note=note  # type: ignore[arg-type]
         )
-        await self._signal(session_id, SessionWorkflow.reconcile, signal)
+        await self._signal(session_id, SessionHandlers.reconcile, signal)
 
     async def _check_pending(self, session_id: str, request_id: str, kind: str, reason: str | None) -> None:
         """Refuse, with the reason, a decision the session would record and ignore.
@@ -118,4 +118,4 @@ class DecisionMethods:
             request_id=request_id, principal=self.principal, action=action,
             content=(content or {}) if action == "accept" else None, reason=reason,
         )
-        await self._execute(session_id, "answer_elicitation", SessionWorkflow.answer_elicitation, answer)
+        await self._execute(session_id, "answer_elicitation", SessionHandlers.answer_elicitation, answer)

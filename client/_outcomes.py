@@ -30,8 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentrt.client._patience import Patience, failure_text, is_refused_while_failing, is_transient
 from agentrt.client._starts import raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
-from agentrt.schemas import RequestRejected, SessionNotFound, TurnOutcome
-from agentrt.workflows.session import workflow_id_for
+from agentrt.schemas import RequestRejected, SessionNotFound, TurnOutcome, session_workflow_id
 
 # Runs of a session (the current one and those before it) searched for an update the current
 # run does not have, at most; only runs that started after the call began can have it.
@@ -107,7 +106,7 @@ class _Delivery:
     ) -> None:
         self.temporal, self.session_id, self.update_id, self.send = temporal, session_id, update_id, send
         self.keyed, self.starts = keyed, starts
-        self.handle = temporal.get_workflow_handle(workflow_id_for(session_id))
+        self.handle = temporal.get_workflow_handle(session_workflow_id(session_id))
         self.patience = Patience(session_id, f"the outcome of message {update_id}")
         self.since = datetime.now(timezone.utc) - timedelta(seconds=CLOCK_SKEW_SECONDS)
         self.sending = True  # the next attempt sends (the first one, or again after a loss)

@@ -33,14 +33,17 @@ from agentrt.client._workers import check_payload_storage
 from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
+    SESSION_WORKFLOW,
     RequestRejected,
     SendMessageInput,
     SessionConfig,
     SessionInput,
+    SessionResult,
     idempotency_digest,
     idempotency_key_problem,
+    session_workflow_id,
 )
-from agentrt.workflows.session import SessionWorkflow, workflow_id_for
+from agentrt.client._session_handlers import SessionHandlers
 
 # The server's default ``limit.maxIDLength``: a longer workflow id fails a start with a bare RPC error.
 MAX_WORKFLOW_ID_CHARS = 1000
@@ -74,17 +77,18 @@ def start_operation(
     """The session's start, for update-with-start: its id, search attributes, summaries, ``memo``
     and what it does when the session already runs (``conflict``: by default the update goes to it).
     Raises ``RequestRejected`` (nothing started) for a session id too long for a workflow id."""
-    if len(workflow_id_for(config.session_id)) > MAX_WORKFLOW_ID_CHARS:
-        limit = MAX_WORKFLOW_ID_CHARS - len(workflow_id_for(""))
+    if len(session_workflow_id(config.session_id)) > MAX_WORKFLOW_ID_CHARS:
+        limit = MAX_WORKFLOW_ID_CHARS - len(session_workflow_id(""))
         raise RequestRejected(
             config.session_id[:40] + "...", "start",
             f"a session id may have at most {limit} characters (Temporal's workflow id limit), this one has "
             f"{len(config.session_id)}",
         )
     return WithStartWorkflowOperation(
-        SessionWorkflow.run,
+        SESSION_WORKFLOW,
         SessionInput(config=config),
-        id=workflow_id_for(config.session_id),
+        result_type=SessionResult,
+        id=session_workflow_id(config.session_id),
         task_queue=task_queue,
         id_conflict_policy=conflict,
         # An ended session is not restarted under its id: its transcript positions would collide.
@@ -168,7 +172,7 @@ async def start_session(
 async def _described(temporal: Client, session_id: str) -> WorkflowExecutionDescription | None:
     """The session workflow's description (its latest run), or None when there is none."""
     try:
-        return await temporal.get_workflow_handle(workflow_id_for(session_id)).describe()
+        return await temporal.get_workflow_handle(session_workflow_id(session_id)).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return None
@@ -225,7 +229,7 @@ def start_and_send(
         update = await start_session(
             client, config, idempotency_key,
             lambda operation: client.temporal.start_update_with_start_workflow(
-                SessionWorkflow.send_and_wait, message, start_workflow_operation=operation, id=update_id,
+                SessionHandlers.send_and_wait, message, start_workflow_operation=operation, id=update_id,
                 wait_for_stage=stage,
             ),
         )

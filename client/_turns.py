@@ -27,7 +27,7 @@ from agentrt.schemas import (
     WaitTurnInput,
 )
 from agentrt.store import Store
-from agentrt.workflows.session import FORGOTTEN_TURN, SessionWorkflow
+from agentrt.client._session_handlers import FORGOTTEN_TURN, SessionHandlers
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ async def wait_for_turn(
         bound = WAIT_SLICE_SECONDS if remaining is None else min(remaining, WAIT_SLICE_SECONDS)
         try:
             waiting = handle.execute_update(
-                SessionWorkflow.wait_turn, WaitTurnInput(turn_id=turn_id), id=update_id,
+                SessionHandlers.wait_turn, WaitTurnInput(turn_id=turn_id), id=update_id,
                 rpc_timeout=timedelta(seconds=bound),
             )
             outcome = await patience.watched(waiting, handle)
@@ -156,7 +156,7 @@ async def _query_turn(
 ) -> TurnOutcome | None:
     """The ``turn`` query's answer (None while pending or while no worker answers it within ``seconds``)."""
     try:
-        return await query_workflow(handle, SessionWorkflow.turn, turn_id, rpc_timeout=timedelta(seconds=seconds))
+        return await query_workflow(handle, SessionHandlers.turn, turn_id, rpc_timeout=timedelta(seconds=seconds))
     except WorkflowQueryFailedError as err:
         if FORGOTTEN_TURN in str(err) and store is not None:
             remembered = await asyncio.to_thread(outcome_from_store, store, session_id, turn_id)

@@ -5,7 +5,7 @@ A message big enough to leave workflow history is stored by the client's own dri
 read by the worker through the reference in history. If the two are configured with
 different storage (another directory's ``.agentrt``, another database) the worker cannot
 resolve it and the session stalls with the message lost. Workers advertise the
-fingerprints of the storage they read in their identity (``AgentrtPlugin``), visible to
+fingerprints of the storage they read in their identity (``AgentrtPlugin``, ``AgentrtWorkerPlugin``), visible to
 clients through DescribeTaskQueue, so the client refuses such a message before sending it.
 With ``[codec]`` keys every message is encrypted: workers advertise a fingerprint of each
 key they hold too, and the client refuses a message no worker could decrypt; a client
@@ -123,7 +123,7 @@ async def check_payload_storage(
 
     Asks the server what the workers advertise at most once per ``ADVERTISED_TTL_SECONDS``
     (``AdvertisedFingerprints``), and again before refusing on an older answer. Nothing is checked
-    when the client was not connected with ``AgentrtPlugin``, or when no polling worker advertises
+    when the client was not connected with an agentrt plugin, or when no polling worker advertises
     its storage (none runs yet, or one of another make): then it cannot be told.
     """
     plugin = plugin_of(temporal)

@@ -131,7 +131,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # The repository's folders install as ``agentrt.<name>``; pytest puts the repository root on
 # sys.path, so ``import schemas`` would quietly load a second copy of a package (other classes,
 # other module state). A run in which that happened fails, naming what was loaded.
-BARE_PACKAGES = frozenset({"activities", "client", "schemas", "store", "worker", "workflows"})
+BARE_PACKAGES = frozenset({"activities", "cli", "client", "gateway", "schemas", "store", "worker", "workflows"})
 
 
 def bare_modules_loaded() -> list[str]:

@@ -42,7 +42,9 @@ def test_every_package_of_agentrt_is_checked() -> None:
         "agentrt.activities.mcp",
         "agentrt.activities.providers",
         "agentrt.activities.tools",
+        "agentrt.cli",
         "agentrt.client",
+        "agentrt.gateway",
         "agentrt.schemas",
         "agentrt.store",
         "agentrt.worker",
@@ -78,3 +80,33 @@ def test_a_name_imported_from_another_package_is_not_required_in_all() -> None:
     # agentrt.activities.providers uses ConfigurationError from agentrt.schemas without re-exporting it.
     assert "ConfigurationError" not in own_public_names("agentrt.activities.providers")
     assert "provider_for" in own_public_names("agentrt.activities.providers")
+
+
+@pytest.mark.parametrize("name", sorted(importlib.import_module("agentrt.client").MOVED))
+def test_a_name_that_left_the_client_still_imports_from_it_as_the_same_object(name: str) -> None:
+    client = importlib.import_module("agentrt.client")
+    assert name not in client.__all__
+    assert getattr(client, name) is getattr(importlib.import_module(client.MOVED[name]), name)
+
+
+def test_the_client_has_no_other_name_than_its_own_and_the_moved_ones() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'create_ap'"):
+        getattr(importlib.import_module("agentrt.client"), "create_ap")
+
+
+
+def type_checking_imports(package: str) -> dict[str, str]:
+    """``{name: module}`` for each name an ``if TYPE_CHECKING:`` block of the package's ``__init__`` imports."""
+    names: dict[str, str] = {}
+    for node in init_source(package).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom) and imp.module:
+                    names.update({alias.asname or alias.name: imp.module for alias in imp.names})
+    return names
+
+
+def test_the_worker_package_s_lazy_names_are_its_all_and_what_the_type_checker_sees() -> None:
+    worker = importlib.import_module("agentrt.worker")
+    assert sorted(set(worker.__all__) - {"EXPORTS"}) == sorted(worker.EXPORTS)
+    assert type_checking_imports("agentrt.worker") == worker.EXPORTS

@@ -1,6 +1,9 @@
-"""The layering, read from the source: schemas <- workflows <- activities <- worker <- client,
-store <- activities; no module imports another package's private module; nothing is
-imported under a bare top-level name (``schemas`` instead of ``agentrt.schemas``).
+"""The layering, read from the source: schemas <- workflows <- activities <- worker,
+store <- activities; client -> worker (configuration and converter only), schemas, store;
+cli, gateway -> client; no module imports another package's private module; nothing is
+imported under a bare top-level name (``schemas`` instead of ``agentrt.schemas``). And, in a
+fresh process, ``import agentrt.client`` loads no gateway, MCP, provider, tool, activity or
+workflow module.
 
 Imports are found with ``ast`` wherever they are: at module level, inside functions and
 inside ``if TYPE_CHECKING:`` blocks, which count like any other import.
@@ -26,7 +29,25 @@ ALLOWED = {
     "agentrt.store": {"agentrt.schemas", "agentrt.store"},
     "agentrt.activities": {"agentrt.schemas", "agentrt.workflows", "agentrt.store", "agentrt.activities"},
     "agentrt.worker": {"agentrt.schemas", "agentrt.workflows", "agentrt.store", "agentrt.activities", "agentrt.worker"},
+    # The Python API: it addresses workflows by type name (schemas/_names.py), so it imports
+    # neither the workflows nor the activities; from the worker package only the light names below.
+    "agentrt.client": {"agentrt.schemas", "agentrt.store", "agentrt.worker", "agentrt.client"},
+    "agentrt.gateway": {"agentrt.schemas", "agentrt.store", "agentrt.worker", "agentrt.client", "agentrt.gateway"},
+    # The command line runs workers in its own process (`agentrt run`, `worker`, `dev`) and serves the gateway.
+    "agentrt.cli": {
+        "agentrt.schemas", "agentrt.store", "agentrt.activities", "agentrt.worker", "agentrt.client", "agentrt.gateway",
+        "agentrt.cli",
+    },
 }
+
+# What the client may take from agentrt.worker: configuration, the light plugin and payload
+# storage, whose modules import no workflow, activity or tool.
+CLIENT_WORKER_NAMES = {
+    "AgentrtClientPlugin", "AgentrtConfig", "PayloadCodecMismatch", "PayloadStorage", "driver_location",
+    "payload_fingerprints_of", "plugin_of",
+}
+# Third-party packages the client never imports: the gateway's, MCP's and the command line's.
+CLIENT_FORBIDDEN_LIBRARIES = {"fastapi", "starlette", "uvicorn", "fastapi_offline", "ag_ui", "mcp", "typer", "click"}
 
 
 @dataclass(frozen=True)
@@ -143,7 +164,9 @@ def violations_of_allowed(package: str) -> list[str]:
 
 
 def test_every_root_package_is_scanned() -> None:
-    assert set(package_dirs()) == {f"agentrt.{name}" for name in ("activities", "client", "schemas", "store", "worker", "workflows")}
+    assert set(package_dirs()) == {
+        f"agentrt.{name}" for name in ("activities", "cli", "client", "gateway", "schemas", "store", "worker", "workflows")
+    }
     scanned = {top_package(name) for _, name in scanned_files()}
     assert set(package_dirs()) <= scanned
 
@@ -180,6 +203,75 @@ def test_activities_import_neither_the_worker_nor_the_client() -> None:
 
 def test_the_worker_does_not_import_the_client() -> None:
     assert_none(violations_of_allowed("agentrt.worker"))
+
+
+def test_the_client_imports_only_schemas_store_and_the_worker_s_configuration() -> None:
+    assert_none(violations_of_allowed("agentrt.client"))
+
+
+def test_the_client_takes_only_configuration_and_converter_names_from_the_worker() -> None:
+    bad = []
+    for path, importer in scanned_files():
+        if top_package(importer) != "agentrt.client":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "agentrt.worker" and not _under_type_checking(path, node):
+                bad += [f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {a.name}" for a in node.names if a.name not in CLIENT_WORKER_NAMES]
+    assert_none(bad)
+
+
+def _under_type_checking(path: Path, node: ast.AST) -> bool:
+    """Whether ``node`` sits in an ``if TYPE_CHECKING:`` block of ``path`` (a name only for the type checker)."""
+    for block in ast.walk(ast.parse(path.read_text())):
+        if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING":
+            if any(getattr(n, "lineno", None) == getattr(node, "lineno", -1) for b in block.body for n in ast.walk(b)):
+                return True
+    return False
+
+
+def test_the_client_imports_neither_the_gateway_s_libraries_nor_mcp_nor_the_command_line_s() -> None:
+    bad = [
+        str(imp) for imp in product_imports()
+        if top_package(imp.importer) == "agentrt.client" and imp.target.partition(".")[0] in CLIENT_FORBIDDEN_LIBRARIES
+    ]
+    assert_none(bad)
+
+
+def test_the_gateway_imports_no_command_line_module() -> None:
+    assert_none(violations_of_allowed("agentrt.gateway"))
+
+
+def test_the_command_line_imports_no_workflow_module() -> None:
+    assert_none(violations_of_allowed("agentrt.cli"))
+
+
+# Module name prefixes `import agentrt.client` must not load: the gateway and the command line,
+# their libraries, MCP, the model providers, the tools, the activities and the workflow classes.
+HEAVY_MODULES = (
+    "agentrt.activities", "agentrt.cli", "agentrt.gateway", "agentrt.workflows", "agentrt.worker._plugin",
+    "agentrt.worker._worker", "ag_ui", "click", "fastapi", "fastapi_offline", "mcp", "starlette", "typer", "uvicorn",
+)
+
+IMPORT_CLIENT = """
+import json, sys
+import agentrt.client
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_importing_the_client_in_a_fresh_process_loads_no_heavy_module() -> None:
+    result = subprocess.run([sys.executable, "-c", IMPORT_CLIENT], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert "agentrt.client._client" in loaded
+    assert [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY_MODULES)] == []
+
+
+def test_a_name_that_left_the_client_loads_its_package_only_when_asked_for() -> None:
+    probe = IMPORT_CLIENT.replace("import agentrt.client\n", "import agentrt.client\nagentrt.client.create_app\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert {"agentrt.gateway._app", "fastapi"} <= set(json.loads(result.stdout))
 
 
 def test_no_module_imports_another_package_s_private_module() -> None:
@@ -227,7 +319,7 @@ def test_importing_every_agentrt_module_loads_no_bare_top_level_package() -> Non
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert {"agentrt.schemas._events", "agentrt.client._cli", "agentrt.store._engine"} <= set(report["modules"])
+    assert {"agentrt.schemas._events", "agentrt.cli._app", "agentrt.store._engine"} <= set(report["modules"])
     assert report["bare"] == []
 
 

@@ -98,6 +98,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     (project / "workflows" / "__init__.py").write_text("OWNER = 'the user'\n")
     (project / "workflows" / "context.py").write_text("WHOSE = 'the user'\n")
     (project / "schemas.py").write_text("ConfigurationError = None\n")
+    (project / "gateway.py").write_text("WHOSE = 'the user'\n")
     return Installed(wheel=wheel, venv=venv, site_packages=site_packages, project=project)
 
 
@@ -107,9 +108,11 @@ def test_the_wheel_holds_only_agentrt_with_its_migrations_and_demo_script(instal
     assert {name.split("/")[0] for name in names} == {"agentrt", f"agentrt-{version}.dist-info"}
     migrations = {f"agentrt/store/migrations/versions/{p.name}" for p in (REPO_ROOT / "store" / "migrations" / "versions").glob("*.py")}
     assert migrations and migrations <= names
-    assert {"agentrt/store/migrations/env.py", "agentrt/store/migrations/script.py.mako", "agentrt/client/demo/script.yaml"} <= names
+    assert {"agentrt/store/migrations/env.py", "agentrt/store/migrations/script.py.mako", "agentrt/cli/demo/script.yaml"} <= names
     assert {f"agentrt/{folder}/__init__.py" for folder in package_dirs().values()} <= names
     assert not any(name.endswith(".pyc") for name in names)
+    entry_points = zipfile.ZipFile(installed.wheel).read(f"agentrt-{version}.dist-info/entry_points.txt").decode()
+    assert "agentrt = agentrt.cli:main" in entry_points
 
 
 def test_the_fresh_environment_does_not_see_the_editable_install(installed: Installed) -> None:
@@ -132,10 +135,10 @@ def test_agentrt_and_the_user_s_workflows_and_schemas_import_side_by_side(instal
     probe = (
         "import json, sys\n"
         "from agentrt.client import AgentClient\n"
-        "import agentrt.schemas, agentrt.workflows.context, workflows, workflows.context, schemas\n"
+        "import agentrt.schemas, agentrt.workflows.context, agentrt.gateway, workflows, workflows.context, schemas, gateway\n"
         "print(json.dumps({\n"
-        "  'user': [workflows.__file__, workflows.context.__file__, schemas.__file__],\n"
-        "  'user_values': [workflows.OWNER, workflows.context.WHOSE, schemas.ConfigurationError],\n"
+        "  'user': [workflows.__file__, workflows.context.__file__, schemas.__file__, gateway.__file__],\n"
+        "  'user_values': [workflows.OWNER, workflows.context.WHOSE, schemas.ConfigurationError, gateway.WHOSE],\n"
         "  'agentrt': sorted({m.__file__ for n, m in list(sys.modules.items()) if n.startswith('agentrt.') and getattr(m, '__file__', None)}),\n"
         "  'client': AgentClient.__module__,\n"
         "  'error': agentrt.schemas.ConfigurationError.__name__,\n"
@@ -143,7 +146,7 @@ def test_agentrt_and_the_user_s_workflows_and_schemas_import_side_by_side(instal
     )
     report = json.loads(installed.run(installed.python, "-c", probe).stdout)
     assert all(path.startswith(str(installed.project)) for path in report["user"])
-    assert report["user_values"] == ["the user", "the user", None]
+    assert report["user_values"] == ["the user", "the user", None, "the user"]
     assert report["agentrt"] and all(path.startswith(str(installed.site_packages / "agentrt")) for path in report["agentrt"])
     assert report["client"] == "agentrt.client._client" and report["error"] == "ConfigurationError"
 

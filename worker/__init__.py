@@ -1,64 +1,80 @@
-"""The process side of agentrt: configuration, the AgentrtPlugin, the worker and its start checks,
-big-payload storage and the embedded Temporal dev server."""
+"""The process side of agentrt: configuration, the plugins (``AgentrtClientPlugin`` for clients,
+``AgentrtPlugin`` and ``AgentrtWorkerPlugin`` for workers and replayers), the worker and its start
+checks, big-payload storage, the codec, telemetry and the embedded Temporal dev server.
 
-from agentrt.activities import WorkerRole
-from agentrt.worker._codec import (
-    AesGcmCodec,
-    CodecConfig,
-    PayloadCodecMismatch,
-    PayloadDecryptionError,
-    generate_codec_key,
-    new_codec_key_id,
-)
-from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig, PayloadConfig, config_file
-from agentrt.worker._gateway_config import GATEWAY_SCOPES, GatewayConfig, GatewayToken, token_sha256
-from agentrt.worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
-from agentrt.worker._payloads import (
-    DIRECTORY_DRIVER_NAME,
-    STORE_DRIVER_NAME,
-    DirectoryPayloadDriver,
-    PayloadNotFound,
-    PayloadStorage,
-    PayloadStorageError,
-    StorePayloadDriver,
-    build_data_converter,
-    driver_fingerprint,
-    driver_location,
-    payload_storage,
-)
-from agentrt.worker._plugin import (
-    PASSTHROUGH_MODULES,
-    PAYLOADS_IDENTITY_KEY,
-    WORKFLOWS,
-    AgentrtPlugin,
-    payload_fingerprints_of,
-    plugin_of,
-    workflow_runner,
-)
-from agentrt.worker._query_guard import LegacyQueryGuard
-from agentrt.worker._resume import ResumeInterceptor
-from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
-from agentrt.worker._telemetry import TelemetryConfig, TelemetryHandle, flush_telemetry, setup_telemetry
-from agentrt.worker._stuck_watch import STUCK_CHECK_SECONDS, StuckWatch
-from agentrt.worker._worker import (
-    HEARTBEAT_THROTTLE,
-    STICKY_SCHEDULE_TO_START,
-    AgentrtWorker,
-    build_worker,
-    check_role,
-    running_worker,
-)
+Each name is imported from its module when first asked for (``EXPORTS`` says which), so a
+client that takes ``AgentrtConfig`` and ``AgentrtClientPlugin`` from here loads neither the
+workflows nor the activities that ``AgentrtPlugin`` and ``build_worker`` bring.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrt.activities import WorkerRole
+    from agentrt.worker._client_plugin import (
+        PAYLOADS_IDENTITY_KEY,
+        AgentrtClientPlugin,
+        payload_fingerprints_of,
+        plugin_of,
+    )
+    from agentrt.worker._codec import (
+        AesGcmCodec,
+        CodecConfig,
+        PayloadCodecMismatch,
+        PayloadDecryptionError,
+        generate_codec_key,
+        new_codec_key_id,
+    )
+    from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig, PayloadConfig, config_file
+    from agentrt.worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
+    from agentrt.worker._gateway_config import GATEWAY_SCOPES, GatewayConfig, GatewayToken, token_sha256
+    from agentrt.worker._payloads import (
+        DIRECTORY_DRIVER_NAME,
+        STORE_DRIVER_NAME,
+        DirectoryPayloadDriver,
+        PayloadNotFound,
+        PayloadStorage,
+        PayloadStorageError,
+        StorePayloadDriver,
+        build_data_converter,
+        driver_fingerprint,
+        driver_location,
+        payload_storage,
+    )
+    from agentrt.worker._plugin import (
+        PASSTHROUGH_MODULES,
+        WORKFLOWS,
+        AgentrtPlugin,
+        AgentrtWorkerPlugin,
+        workflow_runner,
+    )
+    from agentrt.worker._query_guard import LegacyQueryGuard
+    from agentrt.worker._resume import ResumeInterceptor
+    from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
+    from agentrt.worker._stuck_watch import STUCK_CHECK_SECONDS, StuckWatch
+    from agentrt.worker._telemetry import TelemetryConfig, TelemetryHandle, flush_telemetry, setup_telemetry
+    from agentrt.worker._worker import (
+        HEARTBEAT_THROTTLE,
+        STICKY_SCHEDULE_TO_START,
+        AgentrtWorker,
+        build_worker,
+        check_role,
+        running_worker,
+    )
 
 __all__ = [
     "AesGcmCodec",
+    "AgentrtClientPlugin",
     "AgentrtConfig",
     "AgentrtPlugin",
     "AgentrtWorker",
+    "AgentrtWorkerPlugin",
     "CodecConfig",
     "DEFAULT_ADDRESS",
     "DIRECTORY_DRIVER_NAME",
     "DevServer",
     "DirectoryPayloadDriver",
+    "EXPORTS",
     "GATEWAY_SCOPES",
     "GatewayConfig",
     "GatewayToken",
@@ -106,3 +122,76 @@ __all__ = [
     "token_sha256",
     "workflow_runner",
 ]
+
+# Each public name and the module that defines it (``agentrt.activities`` for ``WorkerRole``).
+EXPORTS = {
+    "AesGcmCodec": "agentrt.worker._codec",
+    "AgentrtClientPlugin": "agentrt.worker._client_plugin",
+    "AgentrtConfig": "agentrt.worker._config",
+    "AgentrtPlugin": "agentrt.worker._plugin",
+    "AgentrtWorker": "agentrt.worker._worker",
+    "AgentrtWorkerPlugin": "agentrt.worker._plugin",
+    "CodecConfig": "agentrt.worker._codec",
+    "DEFAULT_ADDRESS": "agentrt.worker._config",
+    "DIRECTORY_DRIVER_NAME": "agentrt.worker._payloads",
+    "DevServer": "agentrt.worker._devserver",
+    "DirectoryPayloadDriver": "agentrt.worker._payloads",
+    "GATEWAY_SCOPES": "agentrt.worker._gateway_config",
+    "GatewayConfig": "agentrt.worker._gateway_config",
+    "GatewayToken": "agentrt.worker._gateway_config",
+    "HEARTBEAT_THROTTLE": "agentrt.worker._worker",
+    "LegacyQueryGuard": "agentrt.worker._query_guard",
+    "MissingSearchAttributes": "agentrt.worker._startup",
+    "PASSTHROUGH_MODULES": "agentrt.worker._plugin",
+    "PAYLOADS_IDENTITY_KEY": "agentrt.worker._client_plugin",
+    "PayloadCodecMismatch": "agentrt.worker._codec",
+    "PayloadConfig": "agentrt.worker._config",
+    "PayloadDecryptionError": "agentrt.worker._codec",
+    "PayloadNotFound": "agentrt.worker._payloads",
+    "PayloadStorage": "agentrt.worker._payloads",
+    "PayloadStorageError": "agentrt.worker._payloads",
+    "ResumeInterceptor": "agentrt.worker._resume",
+    "SEARCH_ATTRIBUTES": "agentrt.worker._devserver",
+    "STICKY_SCHEDULE_TO_START": "agentrt.worker._worker",
+    "STORE_DRIVER_NAME": "agentrt.worker._payloads",
+    "STUCK_CHECK_SECONDS": "agentrt.worker._stuck_watch",
+    "StorePayloadDriver": "agentrt.worker._payloads",
+    "StuckWatch": "agentrt.worker._stuck_watch",
+    "TelemetryConfig": "agentrt.worker._telemetry",
+    "TelemetryHandle": "agentrt.worker._telemetry",
+    "WORKFLOWS": "agentrt.worker._plugin",
+    "WorkerRole": "agentrt.activities",
+    "build_data_converter": "agentrt.worker._payloads",
+    "build_worker": "agentrt.worker._worker",
+    "check_role": "agentrt.worker._worker",
+    "config_file": "agentrt.worker._config",
+    "connect_when_ready": "agentrt.worker._startup",
+    "driver_fingerprint": "agentrt.worker._payloads",
+    "driver_location": "agentrt.worker._payloads",
+    "ensure_search_attributes": "agentrt.worker._startup",
+    "flush_telemetry": "agentrt.worker._telemetry",
+    "free_port": "agentrt.worker._devserver",
+    "generate_codec_key": "agentrt.worker._codec",
+    "new_codec_key_id": "agentrt.worker._codec",
+    "payload_fingerprints_of": "agentrt.worker._client_plugin",
+    "payload_storage": "agentrt.worker._payloads",
+    "plugin_of": "agentrt.worker._client_plugin",
+    "port_is_open": "agentrt.worker._devserver",
+    "running_worker": "agentrt.worker._worker",
+    "setup_telemetry": "agentrt.worker._telemetry",
+    "temporal_binary": "agentrt.worker._devserver",
+    "token_sha256": "agentrt.worker._gateway_config",
+    "workflow_runner": "agentrt.worker._plugin",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``EXPORTS``, imported from its module on first use."""
+    module = EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,12 +1,16 @@
-"""AgentrtPlugin: the one object that makes a Temporal client, worker or replayer speak agentrt.
+"""AgentrtPlugin: the one object that makes a Temporal worker or replayer (and its client) speak agentrt.
 
-Given to ``Client.connect(plugins=[...])`` it sets the data converter (pydantic JSON plus
-external storage for big payloads); every ``Worker`` built on that client inherits it and
-gets the workflows, the sandbox passthrough, the activities (when the plugin has a store
-and a tool registry), the interceptors, ``workflow_failure_exception_types`` and an
-identity that advertises where the worker reads payloads. ``Replayer(plugins=[...])`` gets
-the same converter, workflows, sandbox and failure types, so a replay runs exactly what a
-worker runs.
+Given to ``Client.connect(plugins=[...])`` it sets what ``AgentrtClientPlugin`` sets (the data
+converter with external storage for big payloads, the interceptors); every ``Worker`` built on
+that client inherits it and gets the workflows, the sandbox passthrough, the activities (when the
+plugin has a store and a tool registry), the worker interceptors,
+``workflow_failure_exception_types`` and an identity that advertises where the worker reads
+payloads. ``Replayer(plugins=[...])`` gets the same converter, workflows, sandbox and failure
+types, so a replay runs exactly what a worker runs.
+
+The worker's part is ``AgentrtWorkerPlugin``: ``AgentrtPlugin`` holds one, and a worker built on a
+client connected with the light ``AgentrtClientPlugin`` (worker/_client_plugin.py, what
+``agentrt.client.connect`` uses) gets one of its own (``build_worker``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import temporalio.client
 import temporalio.worker
 from temporalio.converter import StorageDriver
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig
+from temporalio.worker import ReplayerConfig, UnsandboxedWorkflowRunner, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentrt.activities import build_activities
@@ -37,17 +41,25 @@ from agentrt.schemas import (
     TOOLS_LIST,
 )
 from agentrt.store import Store
+from agentrt.worker._client_plugin import (
+    PAYLOADS_IDENTITY_KEY,
+    PLUGIN_NAME,
+    AgentrtClientPlugin,
+    payload_fingerprints_of,
+    plugin_of,
+)
 from agentrt.worker._config import AgentrtConfig
-from agentrt.worker._payloads import PayloadStorage, payload_storage
+from agentrt.worker._payloads import PayloadStorage
 from agentrt.worker._query_guard import LegacyQueryGuard
 from agentrt.worker._resume import ResumeInterceptor
-from agentrt.worker._telemetry import ensure_telemetry, sessions_awaiting_approval, telemetry_interceptors
+from agentrt.worker._telemetry import sessions_awaiting_approval
 from agentrt.workflows.autonomous import AutonomousTaskWorkflow
 from agentrt.workflows.graph import TaskGraphWorkflow
 from agentrt.workflows.session import SessionWorkflow
 
 __all__ = [
     "AgentrtPlugin",
+    "AgentrtWorkerPlugin",
     "PASSTHROUGH_MODULES",
     "PAYLOADS_IDENTITY_KEY",
     "WORKFLOWS",
@@ -56,7 +68,6 @@ __all__ = [
     "workflow_runner",
 ]
 
-PLUGIN_NAME = "agentrt"
 # The SDK's default number of activity slots, when a worker sets none.
 DEFAULT_ACTIVITY_THREADS = 100
 # Local activities a worker runs at once (store writes, tool listing, fast read-only tools),
@@ -96,9 +107,6 @@ PASSTHROUGH_MODULES = (
     "rpds",
 )
 
-# A worker's identity ends with ``agentrt-payloads=<fingerprint>,...``: the payload storage it reads.
-PAYLOADS_IDENTITY_KEY = "agentrt-payloads"
-
 
 def workflow_runner() -> LegacyQueryGuard:
     """The runner of agentrt's workers (the plugin's; also for test workflows): the sandboxed
@@ -107,28 +115,18 @@ def workflow_runner() -> LegacyQueryGuard:
     return LegacyQueryGuard(sandboxed)
 
 
-class AgentrtPlugin(SimplePlugin):
-    """The data converter, workflows, sandbox, activities and interceptors of agentrt, in one plugin.
+class AgentrtWorkerPlugin(SimplePlugin):
+    """The worker's part of agentrt: workflows, sandbox, activities and worker interceptors.
 
-    - ``config`` (default ``AgentrtConfig()``) decides where big payloads go (``[payloads]``,
-      ``[store] url``); ``store`` is the open store the store driver and the activities use
-      (without it the store driver opens ``config.database_url`` on first use);
-      ``driver`` replaces the configured payload writer (e.g. the SDK's S3 driver).
-    - ``registry``: with a ``store`` and a tool registry the plugin also carries the
-      activities, so ``Worker(client, task_queue=...)`` on a client connected with it runs
-      sessions. Activities given to a ``Worker`` explicitly replace the plugin's (a worker
-      with another tool registry keeps exactly its own); ``build_worker`` does that.
-    - ``interceptors``: client and worker interceptors (none by default).
-    - ``config.telemetry`` on (``[telemetry] enabled``, ``AGENTRT_TELEMETRY=1``): installs the
-      process's tracer and meter providers unless it has some (``setup_telemetry``), and adds
-      Temporal's ``TracingInterceptor`` (unless ``interceptors`` has one) and ``EventMeasures``;
-      a worker that runs sessions reports ``agentrt.sessions.awaiting_approval`` while it runs.
+    - ``config`` (default ``AgentrtConfig()``): telemetry, and the activities' configuration.
+    - ``store`` and ``registry``: with both, the plugin also carries the activities, so
+      ``Worker(client, task_queue=...)`` runs sessions. Activities given to a ``Worker``
+      explicitly replace the plugin's (a worker with another tool registry keeps exactly its own).
+    - ``payload_storage``: what the worker's identity advertises it reads (default: that of the
+      ``AgentrtClientPlugin`` the worker's client was connected with).
 
-    ``workflow_failure_exception_types`` is empty on purpose: an exception a workflow does
-    not expect (a bug, a ``TypeError``, a non-determinism error) fails the *workflow task*,
-    which Temporal retries, so the session waits for a fixed worker and then carries on; it
-    never fails the session and its history. The session workflow turns the failures it
-    expects into outcomes (a failed turn, a denied call) itself.
+    Given to a ``Worker`` (``Worker(client, ..., plugins=[AgentrtWorkerPlugin(config, store)])``)
+    whose client carries ``AgentrtClientPlugin``; ``AgentrtPlugin`` holds one.
     """
 
     def __init__(
@@ -137,21 +135,16 @@ class AgentrtPlugin(SimplePlugin):
         store: Store | None = None,
         *,
         registry: ToolRegistry | None = None,
-        driver: StorageDriver | None = None,
-        interceptors: Sequence[temporalio.client.Interceptor | temporalio.worker.Interceptor] = (),
+        payload_storage: PayloadStorage | None = None,
     ) -> None:
         self.config = config or AgentrtConfig()
         self.store = store
-        self.payload_storage: PayloadStorage = payload_storage(self.config, store, driver=driver)
+        self.payload_storage = payload_storage
         self._activities: list[Callable[..., Any]] = (
             build_activities(self.config, store, registry) if store is not None and registry is not None else []
         )
-        ensure_telemetry(self.config.telemetry)
-        traced = telemetry_interceptors(interceptors) if self.config.telemetry.enabled else []
         super().__init__(
-            PLUGIN_NAME,
-            data_converter=self.payload_storage.data_converter(),
-            interceptors=[*interceptors, *traced],
+            PLUGIN_NAME + "-worker",
             activities=self._add_activities,
             workflows=self._add_workflows,
             workflow_runner=workflow_runner(),
@@ -191,9 +184,13 @@ class AgentrtPlugin(SimplePlugin):
         interceptors = list(config.get("interceptors") or [])
         if client is not None and not any(isinstance(i, ResumeInterceptor) for i in interceptors):
             config["interceptors"] = [*interceptors, ResumeInterceptor(client)]
+        storage = self.payload_storage
+        if storage is None and client is not None:
+            connected = plugin_of(client)
+            storage = connected.payload_storage if connected is not None else None
         base = config.get("identity") or (client.identity if client is not None else None) or f"{os.getpid()}@{socket.gethostname()}"
-        if PAYLOADS_IDENTITY_KEY + "=" not in base:
-            config["identity"] = f"{base} {PAYLOADS_IDENTITY_KEY}={','.join(self.payload_storage.reader_fingerprints)}"
+        if storage is not None and PAYLOADS_IDENTITY_KEY + "=" not in base:
+            config["identity"] = f"{base} {PAYLOADS_IDENTITY_KEY}={','.join(storage.reader_fingerprints)}"
         return config
 
     async def run_worker(self, worker: temporalio.worker.Worker, next: Callable[[temporalio.worker.Worker], Awaitable[None]]) -> None:
@@ -204,6 +201,58 @@ class AgentrtPlugin(SimplePlugin):
             return
         with sessions_awaiting_approval.watching(worker.client, worker.task_queue):
             await super().run_worker(worker, next)
+
+
+class AgentrtPlugin(AgentrtClientPlugin):
+    """The data converter, workflows, sandbox, activities and interceptors of agentrt, in one plugin:
+    ``AgentrtClientPlugin`` (converter, payload storage, codec, interceptors) and the
+    ``AgentrtWorkerPlugin`` it holds as ``worker_plugin`` (workflows, activities, sandbox, worker
+    interceptors).
+
+    - ``config`` (default ``AgentrtConfig()``) decides where big payloads go (``[payloads]``,
+      ``[store] url``); ``store`` is the open store the store driver and the activities use
+      (without it the store driver opens ``config.database_url`` on first use);
+      ``driver`` replaces the configured payload writer (e.g. the SDK's S3 driver).
+    - ``registry``: with a ``store`` and a tool registry the plugin also carries the
+      activities, so ``Worker(client, task_queue=...)`` on a client connected with it runs
+      sessions. Activities given to a ``Worker`` explicitly replace the plugin's (a worker
+      with another tool registry keeps exactly its own); ``build_worker`` does that.
+    - ``interceptors``: client and worker interceptors (none by default).
+    - ``config.telemetry`` on (``[telemetry] enabled``, ``AGENTRT_TELEMETRY=1``): installs the
+      process's tracer and meter providers unless it has some (``setup_telemetry``), and adds
+      Temporal's ``TracingInterceptor`` (unless ``interceptors`` has one) and ``EventMeasures``;
+      a worker that runs sessions reports ``agentrt.sessions.awaiting_approval`` while it runs.
+
+    ``workflow_failure_exception_types`` is empty on purpose: an exception a workflow does
+    not expect (a bug, a ``TypeError``, a non-determinism error) fails the *workflow task*,
+    which Temporal retries, so the session waits for a fixed worker and then carries on; it
+    never fails the session and its history. The session workflow turns the failures it
+    expects into outcomes (a failed turn, a denied call) itself.
+    """
+
+    def __init__(
+        self,
+        config: AgentrtConfig | None = None,
+        store: Store | None = None,
+        *,
+        registry: ToolRegistry | None = None,
+        driver: StorageDriver | None = None,
+        interceptors: Sequence[temporalio.client.Interceptor | temporalio.worker.Interceptor] = (),
+    ) -> None:
+        super().__init__(config, store, driver=driver, interceptors=interceptors)
+        self.worker_plugin = AgentrtWorkerPlugin(self.config, store, registry=registry, payload_storage=self.payload_storage)
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """The client part's worker settings (interceptors, failure types), then the worker part's."""
+        return self.worker_plugin.configure_worker(super().configure_worker(config))
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """The client part's replayer settings (converter, interceptors), then the worker part's (workflows, runner)."""
+        return self.worker_plugin.configure_replayer(super().configure_replayer(config))
+
+    async def run_worker(self, worker: temporalio.worker.Worker, next: Callable[[temporalio.worker.Worker], Awaitable[None]]) -> None:
+        """See ``AgentrtWorkerPlugin.run_worker``."""
+        await self.worker_plugin.run_worker(worker, next)
 
 
 # What a session runs as local activities, on the worker that runs its workflow task.
@@ -223,20 +272,3 @@ def _warn_without_local_activities(config: WorkerConfig) -> None:
             SESSION_WORKFLOW,
             ", ".join(missing),
         )
-
-
-def payload_fingerprints_of(identity: str) -> list[str] | None:
-    """The payload fingerprints a worker identity advertises, or None when it advertises none."""
-    marker = PAYLOADS_IDENTITY_KEY + "="
-    for part in identity.split():
-        if part.startswith(marker):
-            return [f for f in part[len(marker):].split(",") if f]
-    return None
-
-
-def plugin_of(client: temporalio.client.Client) -> AgentrtPlugin | None:
-    """The ``AgentrtPlugin`` a client was connected with, if any."""
-    for plugin in client.config().get("plugins", []):
-        if isinstance(plugin, AgentrtPlugin):
-            return plugin
-    return None

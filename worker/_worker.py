@@ -20,7 +20,7 @@ from agentrt.activities.tools import ToolRegistry, default_registry, sandbox_sta
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
 from agentrt.worker._config import AgentrtConfig
-from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, plugin_of
+from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, AgentrtPlugin, AgentrtWorkerPlugin, plugin_of
 from agentrt.worker._startup import ensure_search_attributes
 from agentrt.worker._stuck_watch import StuckWatch
 from agentrt.worker._telemetry import flush_telemetry
@@ -110,15 +110,17 @@ def build_worker(
     (``ConfigurationError`` when ``config.tool_task_queue`` is not set); ``tools`` runs only
     tool calls, on ``config.tool_task_queue`` (default ``task_queue``), and no workflow.
 
-    ``client`` must be connected with ``AgentrtPlugin`` (``agentrt.client.connect`` does):
-    the worker inherits from it the workflows, the sandbox, the data converter that decides
-    where big payloads go, and its identity. Raises ``ConfigurationError`` otherwise.
+    ``client`` must be connected with ``AgentrtPlugin`` or ``AgentrtClientPlugin``
+    (``agentrt.client.connect`` uses the latter): the worker inherits from it the data converter
+    that decides where big payloads go, and gets the workflows, the sandbox and its identity from
+    ``AgentrtPlugin`` (or an ``AgentrtWorkerPlugin`` of its own). Raises ``ConfigurationError`` otherwise.
 
     ``mcp``: the process's MCP servers (default: an ``McpManager`` of ``config.mcp_servers``,
     none for ``models``, recording their events in ``store``); the worker starts and stops them
     with itself.
     """
-    if plugin_of(client) is None:
+    connected = plugin_of(client)
+    if connected is None:
         raise ConfigurationError(
             "build_worker needs a client connected with AgentrtPlugin "
             "(agentrt.client.connect(address, namespace, plugin=AgentrtPlugin(config, store)))"
@@ -146,6 +148,8 @@ def build_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_workflow_task_external_storage_concurrency=EXTERNAL_STORAGE_CONCURRENCY,
+        # A client connected with the light AgentrtClientPlugin (agentrt.client.connect) lacks the worker's part.
+        plugins=[] if isinstance(connected, AgentrtPlugin) else [AgentrtWorkerPlugin(config, store)],
     )
 
 

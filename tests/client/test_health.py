@@ -31,9 +31,9 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from agentrt.client import AgentClient, create_app, find_stuck_workflows
-from agentrt.client._gateway_errors import problem_for
+from agentrt.client import AgentClient, find_stuck_workflows
 from agentrt.client._health import REPORTED_PROBLEMS, is_stuck, reports_problems, task_failure
+from agentrt.gateway import create_app
 from agentrt.schemas import (
     AGENT_KIND,
     AUTONOMOUS_TASK_WORKFLOW,
@@ -46,7 +46,7 @@ from agentrt.schemas import (
 )
 from agentrt.worker import DevServer, StuckWatch
 
-from tests.client.test_gateway import auth, gateway_config, serving
+from tests.gateway.test_gateway import auth, gateway_config, serving
 
 # Each stand-in's workflow task times out after a second, so its attempts climb in seconds.
 TASK_TIMEOUT = timedelta(seconds=1)
@@ -263,7 +263,7 @@ def cli(stuck: Stuck, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]
     env = {**os.environ, "AGENTRT_TEMPORAL_ADDRESS": stuck.server.address, "AGENTRT_PRINCIPAL": stuck.owner}
     env.pop("AGENTRT_CONFIG", None)
     return subprocess.run(
-        [sys.executable, "-m", "agentrt.client._cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "agentrt.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120,
     )
 
 
@@ -394,12 +394,6 @@ async def test_the_state_of_a_stuck_session_is_a_typed_error_naming_it(stuck: St
         await client.state(stuck.session_id)
     assert raised.value.session_id == stuck.session_id
     assert "agentrt doctor" in str(raised.value)
-
-
-def test_the_gateway_answers_for_a_stuck_session_with_a_stuck_problem() -> None:
-    problem = problem_for(SessionStuck("s1", "Workflow Task in failed state"))
-    assert (problem.status, problem.kind) == (503, "stuck")
-    assert "GET /v1/health/stuck" in problem.detail and problem.headers["Retry-After"] == "60"
 
 
 async def test_a_stuck_session_is_listed_as_stuck(stuck: Stuck) -> None:

@@ -28,11 +28,9 @@ from temporalio.client import Client
 from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from agentrt.client import AgentClient, connect, create_app
+from agentrt.client import AgentClient, connect
 from agentrt.client import _patience as patience
-from agentrt.client._cli_common import ApproveMode, drive_turn
 from agentrt.client._outcomes import LOST_MESSAGE, REFUSED_MESSAGE, update_result
-from agentrt.client._runtime import Runtime
 from agentrt.schemas import (
     RequestRejected,
     SendMessageInput,
@@ -41,10 +39,11 @@ from agentrt.schemas import (
     TurnStarted,
     UserMessageAdded,
 )
+from agentrt.gateway import create_app
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
-from tests.client.test_gateway import auth, gateway_config, serving
+from tests.gateway.test_gateway import auth, gateway_config, serving
 from tests.e2e._support import session_config, write_script
 
 OWNER = "alice"
@@ -390,22 +389,6 @@ async def test_the_gateway_s_turn_wait_returns_the_outcome_across_a_server_resta
 
     assert response.status_code == 200, response.text
     assert (response.json()["status"], response.json()["answer"]) == ("completed", "done")
-
-
-async def test_the_cli_follows_a_turn_to_its_end_across_a_server_restart(rig: Rig, workspace: Path) -> None:
-    sid = uuid.uuid4().hex[:12]
-    out = io.StringIO()
-    rt = Runtime(client=rig.waiter, config=rig.config, store=rig.env.store, embedded_server=None, ui_url=None)
-    async with rig.worker():
-        started = await rig.client().start(rig.session(sid, workspace, "followed", delay=2), "go")
-
-        outcome = await through_a_restart(
-            rig, sid, lambda: drive_turn(rt, sid, started.turn_id, ApproveMode.auto, out),
-            once=turn_started(rig, sid, started.turn_id),
-        )
-
-    assert (outcome.status, outcome.answer) == ("completed", "followed")
-    assert "followed" in out.getvalue()
 
 
 async def test_a_cancel_sent_while_the_server_restarts_is_applied_once_it_is_back(rig: Rig, workspace: Path) -> None:

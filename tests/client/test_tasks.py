@@ -23,6 +23,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentrt.client import AgentClient
+from agentrt.client._tasks import task_details, task_summary
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
     SESSION_OWNER,
@@ -39,8 +40,10 @@ from agentrt.schemas import (
     RaiseBudgetInput,
     RequestRejected,
     Spend,
+    TaskConfig,
     TaskControlInput,
     TaskNotFound,
+    TaskSchedule,
     TaskStatus,
     TaskStatusView,
     task_workflow_id,
@@ -330,7 +333,7 @@ async def agentrt(stand_in: StandIn, *args: str, cwd: Path, principal: str = "al
     }
     env.pop("AGENTRT_CONFIG", None)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentrt.client._cli", *args, cwd=cwd, env=env,
+        sys.executable, "-m", "agentrt.cli", *args, cwd=cwd, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
@@ -392,3 +395,24 @@ async def test_task_start_names_the_missing_worker(temporal_server: DevServer, s
 async def test_a_cron_that_never_fires_is_refused_before_anything_starts(harness: Harness, workspace: Path, cron: str) -> None:
     with pytest.raises(RequestRejected, match="cron"):
         await harness.client.start_task("do it", workspace=str(workspace), cron=cron, task_id=f"cron-{uuid.uuid4().hex[:6]}")
+
+
+# ---------------------------------------------------------------- what operators see in the Temporal UI
+
+
+def test_the_summary_is_one_line_with_the_goal_cut() -> None:
+    config = TaskConfig(task_id="t1", owner="alice", goal="fix\n" + "x" * 200, workspace="/w")
+    summary = task_summary(config)
+    assert summary.startswith("task t1 · fix xxx") and "\n" not in summary and len(summary) < 100
+
+
+def test_the_details_name_goal_criteria_acceptance_schedule_budget_and_owner() -> None:
+    config = TaskConfig(
+        task_id="t1", owner="alice", goal="ship it", workspace="/w", criteria=["green CI"], max_sessions=4,
+        schedule=TaskSchedule(every_seconds=3600), budget=Budget(max_cost_usd=2),
+        acceptance={"command": "make test"},  # type: ignore[arg-type]
+    )
+    details = task_details(config)
+    for part in ("**Goal**: ship it", "- green CI", "command `make test` exits 0", "**Schedule**: every 1h",
+                 "**Budget**: $2", "**Max sessions**: 4", "**Owner**: `alice`", "**Workspace**: `/w`"):
+        assert part in details

@@ -66,7 +66,7 @@ def worker_process(harness: "Harness", log: Path) -> Iterator[subprocess.Popen[b
         "AGENTRT_DATABASE_URL": harness.config.database_url or "",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentrt.client._cli", "worker"],
+        [sys.executable, "-m", "agentrt.cli", "worker"],
         env=env,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,

@@ -313,7 +313,7 @@ async def test_a_final_answer_that_passes_the_budget_completes_its_turn(harness:
 async def test_a_budget_given_to_agentrt_run_stops_the_turn_and_session_raise_budget_lets_the_next_one_run(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
-    from tests.client.test_cli import agentrt
+    from tests.cli.test_cli import agentrt
 
     script = write_script(tmp_path, [
         {"tool_calls": [{"name": "fs.read", "arguments": {"path": "README.md"}}]},

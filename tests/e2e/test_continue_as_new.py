@@ -95,7 +95,7 @@ async def test_a_session_of_many_turns_continues_as_new_and_shows_the_whole_sess
 
         def cli(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [sys.executable, "-m", "agentrt.client._cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+                [sys.executable, "-m", "agentrt.cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
             )
 
         state_out = await asyncio.to_thread(cli, "session", "state", sid, "--json")

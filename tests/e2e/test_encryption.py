@@ -257,7 +257,7 @@ async def test_agent_client_reads_the_session_in_clear(encrypted: Encrypted) -> 
 
 
 async def test_agentrt_session_events_with_the_keys_prints_the_session_in_clear(encrypted: Encrypted) -> None:
-    shown = await run(sys.executable, "-m", "agentrt.client._cli", "session", "events", encrypted.session_id, "--json",
+    shown = await run(sys.executable, "-m", "agentrt.cli", "session", "events", encrypted.session_id, "--json",
                       env=encrypted.cli_env(AGENTRT_CODEC_KEYS=env_keys(k1=KEY)), cwd=encrypted.state)
 
     assert shown.returncode == 0, shown.stderr
@@ -265,7 +265,7 @@ async def test_agentrt_session_events_with_the_keys_prints_the_session_in_clear(
 
 
 async def test_agentrt_session_events_without_the_keys_exits_2_naming_the_key(encrypted: Encrypted) -> None:
-    shown = await run(sys.executable, "-m", "agentrt.client._cli", "session", "events", encrypted.session_id,
+    shown = await run(sys.executable, "-m", "agentrt.cli", "session", "events", encrypted.session_id,
                       env=encrypted.cli_env(), cwd=encrypted.state)
 
     assert shown.returncode == 2
@@ -298,7 +298,7 @@ async def codec_server(encrypted: Encrypted) -> AsyncIterator[str]:
     """`agentrt codec-server` as an operator runs it, on a free loopback port; yields its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentrt.client._cli", "codec-server", "--port", str(port), "--ui-origin", UI],
+        [sys.executable, "-m", "agentrt.cli", "codec-server", "--port", str(port), "--ui-origin", UI],
         env=encrypted.cli_env(AGENTRT_CODEC_KEYS=env_keys(k1=KEY), AGENTRT_CODEC_TOKEN=TOKEN),
         cwd=encrypted.state, stdout=subprocess.DEVNULL, stderr=(encrypted.state / "codec-server.log").open("ab"),
         start_new_session=True,
@@ -575,7 +575,7 @@ async def test_agentrt_run_without_keys_exits_2_and_starts_nothing_on_workers_th
     session_id = uuid.uuid4().hex[:12]
     script = write_script(tmp_path, [{"text": "hi"}])
 
-    shown = await run(sys.executable, "-m", "agentrt.client._cli", "run", "hi", "-w", str(workspace), "--script", script,
+    shown = await run(sys.executable, "-m", "agentrt.cli", "run", "hi", "-w", str(workspace), "--script", script,
                       "--approve", "auto", "--json", "--session-id", session_id, env=encrypted.cli_env(), cwd=encrypted.state)
 
     assert shown.returncode == 2, shown.stderr

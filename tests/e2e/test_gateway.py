@@ -22,8 +22,8 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 
 from agentrt.client import AgentClient, WebhookDispatcher, create_app
 from agentrt.worker import GatewayConfig, GatewayToken, token_sha256
-from tests.client.test_gateway import assert_problem, serving
-from tests.client.test_webhooks import Receiver, Target
+from tests.gateway.test_gateway import assert_problem, serving
+from tests.gateway.test_webhooks import Receiver, Target
 from tests.conftest import Harness
 from tests.e2e._support import write_script
 from tests.e2e.test_graph_cli import write_graph
@@ -391,7 +391,7 @@ async def test_agentrt_serve_serves_the_gateway_until_sigterm(harness: Harness, 
     }
     env.pop("AGENTRT_CONFIG", None)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentrt.client._cli", "serve", "--port", "0", "--workspace-root", str(workspace.parent),
+        sys.executable, "-m", "agentrt.cli", "serve", "--port", "0", "--workspace-root", str(workspace.parent),
         cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:

@@ -14,7 +14,7 @@ from typing import Callable
 from temporalio.service import RPCError
 
 from agentrt.schemas import AgentrtError, GraphSnapshot
-from tests.client.test_cli import agentrt
+from tests.cli.test_cli import agentrt
 from tests.conftest import Harness
 
 

@@ -26,7 +26,7 @@ from agentrt.schemas import (
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
-from tests.client.test_cli import agentrt
+from tests.cli.test_cli import agentrt
 from tests.conftest import OWNER, Harness
 from tests.e2e._graphs import answer, write_graph_script
 from tests.e2e._support import session_config, write_script

@@ -38,7 +38,7 @@ from agentrt.schemas import (
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, build_worker
 from agentrt.workflows.context import estimate_tokens
 from agentrt.workflows.session import SessionWorkflow
-from tests.client.test_cli import agentrt
+from tests.cli.test_cli import agentrt
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
 from tests.mcp_servers import everything_stdio, probe_stdio, server_processes, time_stdio

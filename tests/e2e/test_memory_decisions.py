@@ -10,7 +10,7 @@ import pytest
 
 from agentrt.client import AgentClient
 from agentrt.schemas import MemoryAccepted, MemoryAlreadyDecided, MemoryNotFound, MemoryProposed, MemoryRejected
-from tests.client.test_cli import agentrt
+from tests.cli.test_cli import agentrt
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, write_script
 

@@ -10,7 +10,7 @@ import re
 import uuid
 from pathlib import Path
 
-from tests.client.test_cli import agentrt
+from tests.cli.test_cli import agentrt
 from tests.conftest import Harness
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from agentrt.client import load_trajectory
 from agentrt.schemas import TurnNotFound, trajectory_from_events
-from tests.client.test_cli import agentrt
+from tests.cli.test_cli import agentrt
 from tests.conftest import Harness
 from tests.e2e._support import ALLOW_ALL, session_config, write_script
 

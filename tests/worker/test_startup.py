@@ -71,7 +71,7 @@ def worker_env(address: str, task_queue: str, database_url: str) -> dict[str, st
 def agentrt_worker(address: str, task_queue: str, database_url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`agentrt worker` as its own process, its output in ``log``; SIGTERMed on exit."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentrt.client._cli", "worker"],
+        [sys.executable, "-m", "agentrt.cli", "worker"],
         env=worker_env(address, task_queue, database_url),
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
@@ -141,7 +141,7 @@ async def test_a_worker_refused_the_search_attributes_exits_with_their_names_and
     database_url = f"sqlite:///{tmp_path / 'agentrt.db'}"
     refused = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "agentrt.client._cli", "worker"],
+        [sys.executable, "-m", "agentrt.cli", "worker"],
         env=worker_env(crowded_server.address, task_queue, database_url),
         capture_output=True, text=True, timeout=120,
     )

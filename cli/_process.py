@@ -1,0 +1,325 @@
+"""The `agentrt` commands that run things: `run` (a prompt), `worker`, `dev` (embedded server and a
+worker) and `demo`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+from urllib.parse import urlsplit
+
+import typer
+
+from agentrt.activities.providers.scripted import load_script
+from agentrt.cli._common import (
+    AdvisorModeOption,
+    ApprovalModeOption,
+    ApproveMode,
+    SandboxMode,
+    budget_from_options,
+    drive_turn,
+    load_config,
+    print_outcome,
+    run_command,
+    warn_unpriced,
+)
+from agentrt.cli._render import event_line, transcript_lines
+from agentrt.cli._runtime import Runtime, runtime, state_dir
+from agentrt.cli._temporal_ui import noted_dev_server, ui_port_for
+from agentrt.schemas import (
+    MAX_APPROVAL_TIMEOUT_SECONDS,
+    ApprovalPolicy,
+    ConfigurationError,
+    TurnOutcome,
+    UnknownProfileError,
+    idempotency_key_problem,
+)
+from agentrt.store import Store
+from agentrt.worker import DEFAULT_ADDRESS, AgentrtPlugin, DevServer, WorkerRole, check_role, connect_when_ready, running_worker
+
+log = logging.getLogger("agentrt.worker")
+
+
+def _log_to_stderr() -> None:
+    """An operator reads a worker's log: INFO and up, with times, on stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per store migration step is noise here
+
+
+def run(
+    prompt: str = typer.Argument(..., help="What the agent should do."),
+    workspace: Path = typer.Option(..., "--workspace", "-w", help="Directory the tools work in.", exists=True, file_okay=False, resolve_path=True),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="Model profile from agentrt.toml."),
+    script: Optional[Path] = typer.Option(
+        None, "--script", exists=True, dir_okay=False, resolve_path=True,
+        help="Scripted-model file (JSON or YAML): an offline model. With --profile it keeps that profile's context window.",
+    ),
+    approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, error, error_type, rounds, tool_calls, usage."),
+    session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
+    approval_timeout: Optional[float] = typer.Option(
+        None, "--approval-timeout", help="Deny approvals not decided within this many seconds (more than 0, at most a year)."
+    ),
+    sandbox: SandboxMode = typer.Option(
+        SandboxMode.workspace_write, "--sandbox",
+        help="How shell commands are confined: an OS sandbox with the workspace read-only or read-write, or none at all.",
+    ),
+    network: bool = typer.Option(False, "--network", help="Let sandboxed commands use the network."),
+    approval_mode: ApprovalModeOption = typer.Option(
+        ApprovalModeOption.on_request, "--approval-mode",
+        help="Who decides what the sandbox allows: the rules (on_request), a person for every call (always), or no one (never).",
+    ),
+    max_rounds: int = typer.Option(250, "--max-rounds", min=1, max=10_000, help="Model calls per turn before the turn ends as round_limit."),
+    system_prompt: Optional[str] = typer.Option(
+        None, "--system-prompt", help="Text appended to the default system prompt (see --replace-system-prompt)."
+    ),
+    replace_system_prompt: bool = typer.Option(
+        False, "--replace-system-prompt", help="Send --system-prompt instead of the default system prompt, not after it."
+    ),
+    advisor: Optional[AdvisorModeOption] = typer.Option(
+        None, "--advisor",
+        help="An advisor model reviews tool calls first: never, high-risk batches only (lightweight) or every batch (full).",
+        show_default="[advisor] mode in agentrt.toml, else off",
+    ),
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="Most tokens (input + output) the session may use."),
+    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Most cost in US dollars (profiles with a price)."),
+    budget_tool_calls: Optional[int] = typer.Option(None, "--budget-tool-calls", min=1, help="Most tool calls the session may make."),
+    budget_hours: Optional[float] = typer.Option(None, "--budget-hours", help="Most wall time since the session started, in hours."),
+    idempotency_key: Optional[str] = typer.Option(
+        None, "--idempotency-key", metavar="KEY",
+        help="Run this prompt once for KEY (1-200 of A-Z a-z 0-9 . _ : -): run again with the same KEY, it follows the "
+        "first run's session and turn instead of starting another. Without --session-id the session id comes from KEY.",
+    ),
+) -> None:
+    """Start a session with PROMPT, stream its progress and print the answer.
+
+    Exit code 0 when the turn completes, 1 for any other outcome, 2 for a usage or runtime error.
+    """
+    if not prompt.strip():
+        raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    if idempotency_key is not None and idempotency_key_problem(idempotency_key):
+        raise typer.BadParameter(str(idempotency_key_problem(idempotency_key)), param_hint="--idempotency-key")
+    budget = budget_from_options(budget_tokens, budget_usd, budget_tool_calls, budget_hours)
+    if approval_timeout is not None and not 0 < approval_timeout <= MAX_APPROVAL_TIMEOUT_SECONDS:  # nan fails too
+        raise typer.BadParameter(
+            f"must be more than 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} seconds, not {approval_timeout}",
+            param_hint="--approval-timeout",
+        )
+    if replace_system_prompt and not (system_prompt or "").strip():
+        raise typer.BadParameter("--replace-system-prompt needs a --system-prompt", param_hint="--replace-system-prompt")
+    if script:
+        try:
+            load_script(str(script))
+        except ConfigurationError as err:
+            raise typer.BadParameter(str(err), param_hint="--script") from None
+    config = load_config()
+    progress = sys.stderr if as_json else sys.stdout
+
+    started_session: list[str] = []
+
+    def still_running() -> str | None:
+        if not started_session:
+            return None
+        return (
+            f"session {started_session[0]} goes on wherever a worker runs; "
+            f"stop it with: agentrt session cancel {started_session[0]}"
+        )
+
+    async def go() -> TurnOutcome:
+        async with runtime(config, notice=sys.stderr) as rt:
+            session_config = rt.client.new_config(
+                str(workspace),
+                session_id=session_id,
+                idempotency_key=idempotency_key,
+                profile=(profile or ("scripted" if script else config.default_profile)),
+                script=str(script) if script else None,
+                approval_timeout_seconds=approval_timeout,
+                max_rounds_per_turn=max_rounds,
+                system_prompt=system_prompt,
+                system_prompt_mode="replace" if replace_system_prompt else "extend",
+                sandbox=sandbox.value,
+                network=network,
+                approval=ApprovalPolicy(mode=approval_mode.value),
+                operators=config.operators,
+                tool_task_queue=config.tool_task_queue,
+                advisor=config.advisor if advisor is None else config.advisor.model_copy(update={"mode": advisor.value}),
+                budget=budget,
+            )
+            if profile or not script:
+                try:
+                    config.profile(session_config.profile)  # fail fast on an unknown profile
+                except UnknownProfileError as err:
+                    hint = "" if profile else (
+                        "; give --script FILE to run the offline scripted model, or define [profiles.default] "
+                        "in agentrt.toml (README: \"Using a real provider\")"
+                    )
+                    raise ConfigurationError(f"{err}{hint}") from None
+            warn_unpriced(config, session_config.profile, budget)
+            started = await rt.client.start(session_config, prompt, idempotency_key=idempotency_key)
+            started_session.append(started.session_id)
+            progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
+            outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)
+            print_outcome(started.session_id, outcome, as_json)
+            return outcome
+
+    outcome = run_command(go, on_interrupt=still_running)
+    raise typer.Exit(0 if outcome.status == "completed" else 1)
+
+
+def worker(
+    tools_only: bool = typer.Option(
+        False, "--tools-only", help="Run only tool calls, on [temporal] tool_task_queue: start it without provider keys."
+    ),
+    models_only: bool = typer.Option(
+        False, "--models-only", help="Run sessions and model calls, not tool calls (needs [temporal] tool_task_queue)."
+    ),
+) -> None:
+    """Run a worker for the configured task queue until Ctrl-C.
+
+    Waits (with backoff) for a Temporal server that is not up yet, registers the search
+    attributes sessions write when the namespace lacks them (or exits with code 2 and the
+    command that does), then polls. By default one worker runs sessions, model calls and tool
+    calls; `--models-only` and `--tools-only` split them (see README, "Running a worker").
+    """
+    if tools_only and models_only:
+        raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
+    role: WorkerRole = "tools" if tools_only else "models" if models_only else "all"
+    config = load_config()
+    try:
+        check_role(config, role)  # before waiting for a server
+    except ConfigurationError as err:
+        raise typer.BadParameter(str(err), param_hint="--models-only") from None
+    _log_to_stderr()
+
+    async def go() -> None:
+        store = Store.open(config.database_url)
+        try:
+            plugin = AgentrtPlugin(config, store)
+            temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
+            async with running_worker(temporal, config, store, role=role) as running:
+                log.info(
+                    "worker polling %r at %s (namespace %r) for %s; Ctrl-C stops it",
+                    running.task_queue, config.temporal_address, config.namespace,
+                    {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
+                )
+                await asyncio.Event().wait()
+        finally:
+            store.close()
+
+    run_command(go, service=True)
+
+
+# Where `agentrt codec-server` listens by default.
+DEV_CODEC_ENDPOINT = "http://127.0.0.1:8081"
+
+
+def dev(
+    port: int = typer.Option(7233, "--port", min=1, max=65535, help="Temporal frontend port."),
+    ui_port: Optional[int] = typer.Option(
+        None, "--ui-port", min=1, max=65535, help="Temporal UI port.", show_default="--port + 1000, else a free port"
+    ),
+    db: Optional[Path] = typer.Option(
+        None, "--db", help="SQLite file for Temporal's histories.", show_default="$AGENTRT_HOME/temporal.db"
+    ),
+    ui_codec_endpoint: Optional[str] = typer.Option(
+        None, "--ui-codec-endpoint",
+        help="Remote codec endpoint the UI decodes payloads with (`agentrt codec-server`).",
+        show_default="http://127.0.0.1:8081 when [codec] keys are configured",
+    ),
+) -> None:
+    """Start the embedded Temporal dev server and a worker; Ctrl-C stops both.
+
+    Prints the server's address and UI, and with another --port than 7233 the
+    `export AGENTRT_TEMPORAL_ADDRESS=...` line other shells need to reach it.
+    """
+    config = load_config()
+    config.temporal_address = f"localhost:{port}"
+    db = db or state_dir() / "temporal.db"
+    codec_endpoint = ui_codec_endpoint or (DEV_CODEC_ENDPOINT if config.codec.enabled else None)
+    ui_port = ui_port or ui_port_for(port)
+    _log_to_stderr()
+
+    async def go() -> None:
+        async with DevServer(
+            port=port, ui_port=ui_port, db_file=db, log_file=state_dir() / "temporal.log", ui_codec_endpoint=codec_endpoint
+        ) as server:
+            typer.echo(f"temporal server at {server.address} · UI {server.ui_url} · history {db}", err=True)
+            if config.temporal_address != DEFAULT_ADDRESS:
+                typer.echo(f"other shells reach it with:\n  export AGENTRT_TEMPORAL_ADDRESS={server.address}", err=True)
+            if codec_endpoint:
+                port_flag = f" --port {urlsplit(codec_endpoint).port}" if urlsplit(codec_endpoint).port else ""
+                typer.echo(
+                    f"the UI decodes payloads through {codec_endpoint}: run `agentrt codec-server{port_flag} "
+                    f"--ui-origin {server.ui_url} --insecure-no-auth` "
+                    "(the dev UI has no sign-in, so it sends no token)", err=True,
+                )
+            with noted_dev_server(port, server.address, server.ui_url):
+                async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
+                    async with running_worker(rt.client.temporal, config, rt.store):
+                        typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
+                        await asyncio.Event().wait()
+
+    run_command(go, service=True)
+
+
+async def _temporal_ui_line(rt: Runtime, workflow_id: str) -> str:
+    """Where a workflow is in the Temporal UI of ``rt``'s server, or that the UI is not known."""
+    ui_url = await rt.temporal_ui_url()
+    if ui_url is None:
+        return f"Temporal UI: not known for the server at {rt.config.temporal_address} (workflow {workflow_id})"
+    line = f"Temporal UI: {ui_url}/namespaces/{rt.config.namespace}/workflows/{workflow_id}"
+    if rt.embedded_server is None:
+        return line
+    if rt.embedded_server.db_file is None:
+        return f"{line}  (embedded server with its history in memory: it stops with this demo)"
+    return f"{line}  (embedded server: run `agentrt dev` to browse it after this demo)"
+
+
+DEMO_PROMPT = "Look around this repository, read its README and write a short NOTES.md about it."
+IGNORED = shutil.ignore_patterns(".git", ".venv", ".agentrt", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis")
+
+
+def demo(
+    source: Path = typer.Option(Path("."), "--source", help="Repository to copy into the demo workspace.", exists=True, file_okay=False, resolve_path=True),
+    script_file: Optional[Path] = typer.Option(
+        None, "--script", help="A scripted-model file to play instead of the demo's own (to compare trajectories).",
+        exists=True, dir_okay=False, resolve_path=True,
+    ),
+) -> None:
+    """Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer."""
+    config = load_config()
+    script = script_file or resources.files("agentrt.cli") / "demo" / "script.yaml"
+
+    async def go() -> int:
+        with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:
+            workspace = Path(tmp) / source.name
+            shutil.copytree(source, workspace, symlinks=True, ignore=IGNORED)  # links as links: a link to ".." loops
+            async with runtime(config, notice=sys.stdout) as rt:
+                session_config = rt.client.new_config(str(workspace), profile="scripted", script=str(script))
+                typer.echo(f"workspace: {workspace} (a copy of {source})")
+                started = await rt.client.start(session_config, DEMO_PROMPT)
+                typer.echo(f"session {started.session_id} (workflow {started.workflow_id})\n")
+                outcome = await drive_turn(rt, started.session_id, started.turn_id, ApproveMode.auto, sys.stdout)
+                print_outcome(started.session_id, outcome, False)
+                typer.echo("\n--- transcript (from the store) ---")
+                for line in transcript_lines(rt.store.messages(started.session_id)):
+                    typer.echo(line)
+                typer.echo("\n--- events ---")
+                for event in (await rt.client.events(started.session_id)).events:
+                    typer.echo(event_line(event))
+                notes = workspace / "NOTES.md"
+                typer.echo(f"\n--- {notes.name} as written by the session ---")
+                typer.echo(notes.read_text() if notes.exists() else "(missing)")
+                typer.echo(
+                    f"\nTrajectory: agentrt session trajectory {started.session_id}  "
+                    f"(compare runs: agentrt trajectory diff {started.session_id} OTHER_SESSION)"
+                )
+                typer.echo(f"\n{await _temporal_ui_line(rt, started.workflow_id)}")
+                return 0 if outcome.status == "completed" and notes.exists() else 1
+
+    raise typer.Exit(run_command(go))

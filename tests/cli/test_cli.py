@@ -1,0 +1,282 @@
+"""The `agentrt` CLI as a user runs it: a real process against the test run's Temporal server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Harness
+from agentrt.schemas import PermissionRequested
+from tests.e2e._support import wait_for_event, write_script
+
+
+def plain(text: str) -> str:
+    """The CLI's error text without the box drawing and line wrapping of its terminal formatting."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+async def agentrt(
+    harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a separate process without blocking the event loop the test's worker runs on
+    (as principal alice unless ``env`` says otherwise)."""
+    env = {
+        **os.environ,
+        "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+        "AGENTRT_TASK_QUEUE": harness.task_queue,
+        "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+        "AGENTRT_PRINCIPAL": "alice",
+        **(env or {}),
+    }
+    env.pop("AGENTRT_CONFIG", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentrt.cli", *args,
+        cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(input.encode() if input else None), timeout)
+    return subprocess.CompletedProcess(list(args), process.returncode or 0, stdout.decode(), stderr.decode())
+
+
+async def test_run_json_prints_one_object_with_the_outcome(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "x.txt", "content": "hi"}}]},
+        {"text": "wrote x.txt"},
+    ])
+    result = await agentrt(harness, "run", "write x", "--workspace", str(workspace), "--script", script, "--approve", "auto", "--json", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["outcome"] == "completed" and body["answer"] == "wrote x.txt"
+    assert set(body) >= {"session_id", "turn_id", "outcome", "answer", "usage"}
+    assert (workspace / "x.txt").read_text() == "hi"
+    assert "granting req-1" in result.stderr
+    assert "running one in this process" not in result.stderr
+    harness.session_ids.append(body["session_id"])
+
+
+async def test_run_with_approve_deny_refuses_the_call_and_still_answers(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "touch no.txt"}}]},
+        {"text": "could not run it"},
+    ])
+    result = await agentrt(harness, "run", "run it", "-w", str(workspace), "--script", script, "--approve", "deny", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "denying req-1" in result.stdout
+    assert "could not run it" in result.stdout
+    assert not (workspace / "no.txt").exists()
+
+
+async def test_run_with_approve_ask_reads_the_answer_from_the_terminal(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "asked.txt", "content": "yes"}}]},
+        {"text": "ok"},
+    ])
+    result = await agentrt(harness, "run", "go", "-w", str(workspace), "--script", script, "--approve", "ask", cwd=tmp_path, input="y\n")
+    assert result.returncode == 0, result.stderr
+    assert "approve fs.write" in result.stderr
+    assert (workspace / "asked.txt").read_text() == "yes"
+
+
+async def test_session_commands_show_state_events_and_send(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"text": "first"}, {"text": "second"}])
+    run = await agentrt(harness, "run", "hello", "-w", str(workspace), "--script", script, "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    session_id = json.loads(run.stdout)["session_id"]
+    harness.session_ids.append(session_id)
+
+    sent = await agentrt(harness, "session", "send", session_id, "again", "--json", cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["answer"] == "second"
+    state = json.loads((await agentrt(harness, "session", "state", session_id, "--json", cwd=tmp_path)).stdout)
+    assert state["turns_completed"] == 2 and state["status"] == "idle"
+    events = (await agentrt(harness, "session", "events", session_id, cwd=tmp_path)).stdout
+    assert "UserMessageAdded" in events and "TurnEnded" in events
+    listing = (await agentrt(harness, "session", "list", cwd=tmp_path)).stdout
+    assert session_id in listing
+    archived = await agentrt(harness, "session", "archive", session_id, cwd=tmp_path)
+    assert archived.returncode == 0 and "archived" in archived.stdout
+
+
+async def test_unknown_session_is_a_clear_error(harness: Harness, tmp_path: Path) -> None:
+    result = await agentrt(harness, "session", "state", "no-such-session", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no session 'no-such-session'" in result.stderr
+
+
+async def test_a_run_without_a_profile_or_script_says_how_to_get_one(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    result = await agentrt(harness, "run", "x", "-w", str(workspace), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown model profile 'default'" in result.stderr and "give --script FILE" in result.stderr
+
+
+async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    result = await agentrt(harness, "run", "x", "-w", str(workspace), "--profile", "gpt-9", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown model profile 'gpt-9'" in result.stderr and "scripted" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "x", "--workspace", "/definitely/not/here"], "does not exist"),
+        (["run", "x", "--workspace", ".", "--approve", "maybe"], "'maybe' is not one of"),
+        (["run", "x", "--workspace", ".", "--max-rounds", "0"], "greater than or equal to 1"),
+        # --approval-timeout 1e308 crashed the workflow task for good (OverflowError), -5 denied at
+        # once, nan and inf meant never.
+        (["run", "x", "--workspace", ".", "--approval-timeout", "1e308"], "at most 31622400 seconds, not 1e+308"),
+        (["run", "x", "--workspace", ".", "--approval-timeout", "-5"], "must be more than 0"),
+        (["run", "x", "--workspace", ".", "--approval-timeout", "nan"], "not nan"),
+        (["run", "x", "--workspace", ".", "--approval-timeout", "inf"], "not inf"),
+        (["run", "x", "--workspace", ".", "--sandbox", "none"], "'none' is not one of"),
+        (["run", "x", "--workspace", ".", "--approval-mode", "sometimes"], "'sometimes' is not one of"),
+        (["session", "list", "-q", "1=1) OR (WorkflowType != 'x'"], "must stay inside its group"),
+        (["session", "list", "-q", "ExecutionStatus = 'Running' ORDER BY StartTime"], "Temporal refused it"),
+        (["worker", "--tools-only", "--models-only"], "choose one of --tools-only and --models-only"),
+        (["worker", "--models-only"], "needs [temporal] tool_task_queue"),
+    ],
+)
+async def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
+    result = await agentrt(harness, *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in plain(result.stderr)
+
+
+async def test_every_command_has_help(harness: Harness, tmp_path: Path) -> None:
+    for args in (["--help"], ["run", "--help"], ["session", "--help"], ["session", "approve", "--help"], ["dev", "--help"]):
+        result = await agentrt(harness, *args, cwd=tmp_path)
+        assert result.returncode == 0 and "Usage" in result.stdout
+
+
+async def test_a_script_with_a_typo_is_rejected_before_any_session_starts(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"turns": [{"text": "hi", "tool_call": []}]}')
+    result = await agentrt(harness, "run", "x", "-w", str(workspace), "--script", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "bad.json" in plain(result.stderr) and "tool_call" in plain(result.stderr)
+    assert "session" not in result.stdout
+
+
+async def test_an_approval_the_session_would_ignore_fails_with_the_reason(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "y.txt", "content": "y"}}]},
+        {"text": "ok"},
+    ])
+    sid = harness.new_session_id()
+    config = harness.client.new_config(str(workspace), session_id=sid, profile="scripted", script=script)
+    await harness.client.start(config, "go")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+
+    wrong = await agentrt(harness, "session", "approve", sid, "req-42", cwd=tmp_path)
+    assert wrong.returncode == 2 and "no pending request req-42" in wrong.stderr
+    right = await agentrt(harness, "session", "approve", sid, requested.request.request_id, cwd=tmp_path)
+    assert right.returncode == 0 and f"granted {requested.request.request_id}" in right.stdout
+    again = await agentrt(harness, "session", "approve", sid, requested.request.request_id, cwd=tmp_path)
+    assert again.returncode == 2 and "already decided" in again.stderr
+
+
+async def test_session_state_shows_a_call_being_retried_with_its_cause(
+    harness: Harness, workspace: Path, tmp_path: Path, closed_port_url: str
+) -> None:
+    from agentrt.schemas import ModelProfile
+
+    harness.config.profiles["down"] = ModelProfile(name="down", provider="openai", model="m", base_url=f"{closed_port_url}/v1")
+    sid = harness.new_session_id()
+    config = harness.client.new_config(str(workspace), session_id=sid, profile="down", heartbeat_timeout_seconds=5.0)
+    await harness.client.start(config, "hello?")
+
+    async def retrying() -> subprocess.CompletedProcess[str]:
+        while True:
+            result = await agentrt(harness, "session", "state", sid, cwd=tmp_path)
+            if "retry " in result.stdout:
+                return result
+            await asyncio.sleep(0.5)
+
+    result = await asyncio.wait_for(retrying(), 90)
+
+    line = next(l for l in result.stdout.splitlines() if l.startswith("retry "))
+    assert re.search(r"retrying provider\.complete \(attempt \d+ of 9", line)
+    assert f"{closed_port_url}/v1/chat/completions failed: ConnectError" in line
+    await harness.client.cancel(sid)
+
+
+async def agentrt_into_a_closed_pipe(harness: Harness, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with its standard output a pipe nobody reads any more (``| head -1`` once head
+    has its line): every write to it fails with EPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {
+        **os.environ,
+        "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+        "AGENTRT_TASK_QUEUE": harness.task_queue,
+        "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+        "AGENTRT_PRINCIPAL": "alice",
+    }
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentrt.cli", *args,
+            cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=write_end, stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    _, stderr = await asyncio.wait_for(process.communicate(), 120)
+    return subprocess.CompletedProcess(list(args), process.returncode or 0, "", stderr.decode())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["session", "list"],
+        ["session", "list", "--json"],
+        ["session", "events", "{sid}"],
+        ["session", "events", "{sid}", "--json"],
+        ["session", "state", "{sid}"],
+        ["session", "trajectory", "{sid}"],
+        ["task", "list"],
+        ["graph", "list"],
+        ["memory", "list"],
+        ["doctor"],
+        ["--help"],
+        ["session", "events", "--help"],
+    ],
+)
+async def test_a_reader_that_stops_reading_ends_the_command_quietly_with_exit_code_0(
+    harness: Harness, workspace: Path, tmp_path: Path, args: list[str]
+) -> None:
+    # `agentrt session list | head -1`: click exited 1 on the broken pipe, rich (the help pages) too.
+    sid = harness.new_session_id()
+    config = harness.client.new_config(str(workspace), session_id=sid, profile="scripted", script=write_script(tmp_path, [{"text": "hi"}]))
+    started = await harness.client.start(config, "hello")
+    await harness.client.wait(sid, started.turn_id)
+
+    result = await agentrt_into_a_closed_pipe(harness, *[a.format(sid=sid) for a in args], cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+async def test_a_key_missing_from_the_worker_s_environment_is_reported_as_the_worker_s(
+    harness: Harness, workspace: Path, tmp_path: Path, closed_port_url: str
+) -> None:
+    from agentrt.schemas import ModelProfile
+
+    # Client and worker both define the profile; only the worker reads the key, and lacks it.
+    variable = "AGENTRT_TEST_KEY_THE_WORKER_LACKS"
+    assert variable not in os.environ
+    harness.config.profiles["keyed"] = ModelProfile(
+        name="keyed", provider="openai", model="m", base_url=f"{closed_port_url}/v1", api_key_env=variable
+    )
+    (tmp_path / "agentrt.toml").write_text(f'[profiles.keyed]\nprovider = "openai"\nmodel = "m"\nbase_url = "{closed_port_url}/v1"\napi_key_env = "{variable}"\n')
+
+    result = await agentrt(harness, "run", "hi", "-w", str(workspace), "--profile", "keyed", "--json", cwd=tmp_path)
+
+    body = json.loads(result.stdout)
+    harness.session_ids.append(body["session_id"])
+    assert result.returncode == 1 and body["outcome"] == "failed"
+    assert f"reads its API key from ${variable}, which is not set in the worker's environment" in body["error"]

@@ -1,0 +1,61 @@
+"""How the CLI shows advisor reviews and memory proposals while a turn runs."""
+
+from __future__ import annotations
+
+from agentrt.cli._render import QUIET_LIVE_EVENTS, describe
+from agentrt.schemas import (
+    AdvisorReviewCompleted,
+    AdvisorReviewStarted,
+    MemoryAccepted,
+    MemoryProposed,
+    MemoryRejected,
+    TrajectoryStepRecorded,
+)
+
+
+def test_an_advisor_review_says_how_many_calls_and_why() -> None:
+    event = AdvisorReviewStarted(round=1, call_ids=["c1", "c2"], mode="lightweight", reason="rm -r", profile="gpt")
+    assert describe(event) == "advisor: reviewing 2 calls (lightweight: rm -r)"
+    prefixed = event.model_copy(update={"mode": "full", "reason": "full: every batch is reviewed", "call_ids": ["c1"]})
+    assert describe(prefixed) == "advisor: reviewing 1 call (full: every batch is reviewed)"
+
+
+def test_an_advisor_verdict_shows_its_summary_and_concerns() -> None:
+    event = AdvisorReviewCompleted(
+        round=1, verdict="reject", concern_count=2, summary="deletes the repo", concerns=["rm -rf /", "no backup"]
+    )
+    assert describe(event) == "advisor: reject: deletes the repo · concerns: 1) rm -rf /; 2) no backup"
+
+
+def test_a_failed_advisor_review_says_the_calls_were_approved_anyway() -> None:
+    event = AdvisorReviewCompleted(round=1, verdict="approve", error="provider returned HTTP 500")
+    assert describe(event) == "advisor: review failed, calls approved (fail-open): provider returned HTTP 500"
+
+
+def test_a_memory_proposal_says_how_to_accept_it() -> None:
+    event = MemoryProposed(memory_id="m-7", scope="user", key="style", preview="prefers tabs", call_id="c1")
+    assert "agentrt memory accept m-7" in describe(event) and "prefers tabs" in describe(event)
+
+
+def test_memory_decisions_name_who_decided() -> None:
+    assert describe(MemoryAccepted(memory_id="m-7", scope="user", key="style", principal="alice")) == (
+        "memory m-7 accepted by alice (user style)"
+    )
+    assert describe(MemoryRejected(memory_id="m-7", scope="user", key="style", principal="alice", reason="no")) == (
+        "memory m-7 rejected by alice (user style): no"
+    )
+
+
+def test_trajectory_steps_are_not_shown_live() -> None:
+    step = TrajectoryStepRecorded(index=0, round=1, action="fs.read", outcome="ok", duration_ms=4)
+    assert isinstance(step, QUIET_LIVE_EVENTS)
+    assert describe(step) == "step 0 (round 1): fs.read ok in 4 ms"
+
+
+def test_text_a_model_chose_cannot_drive_the_terminal() -> None:
+    from agentrt.cli._render import printable
+
+    shown = printable("ok\x1b[8m hidden \x1b[0m\u202eevil" + chr(0xE0041))
+
+    assert "\x1b" not in shown and "\u202e" not in shown and chr(0xE0041) not in shown
+    assert shown == "ok\\u001b[8m hidden \\u001b[0m\\u202eevil\\U000e0041"
