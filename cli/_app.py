@@ -12,27 +12,17 @@ and is the console script's entry point. A reader that stops reading a command's
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
-
-from agentrt.cli._codec import codec_server
-from agentrt.cli._doctor import doctor
-from agentrt.cli._graph import graph_app
-from agentrt.cli._mcp import mcp_app
-from agentrt.cli._memory import memory_app
-from agentrt.cli._process import demo, dev, run, worker
-from agentrt.cli._serve import serve
-from agentrt.cli._session import session_app
-from agentrt.cli._skills import skills_app
-from agentrt.cli._task import task_app
-from agentrt.cli._trajectory import session_trajectory, trajectory_app
-from agentrt.worker import flush_telemetry
+import typer.main
+from typer.core import TyperCommand, TyperGroup
 
 
 def _stdout_file() -> tuple[int, int] | None:
@@ -63,10 +53,124 @@ def _reader_gone_is_success() -> Iterator[None]:
         raise
 
 
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command of ``agentrt`` loaded only when it runs (or its own ``--help`` is asked for):
+    ``summary`` is what ``agentrt --help`` lists (the first paragraph of the command's help;
+    tests/cli/test_cli.py holds them equal), ``load`` returns the typer app of a group or the
+    function of a command."""
+
+    summary: str
+    load: Callable[[], Any]
+
+
+def _attribute(module: str, name: str) -> Callable[[], Any]:
+    return lambda: getattr(importlib.import_module(module), name)
+
+
+def _session_group() -> typer.Typer:
+    from agentrt.cli._session import session_app
+    from agentrt.cli._trajectory import session_trajectory
+
+    if not any(info.name == "trajectory" for info in session_app.registered_commands):
+        session_app.command("trajectory")(session_trajectory)
+    return session_app
+
+
+# The commands, in the order `agentrt --help` lists them.
+COMMANDS: dict[str, LazyCommand] = {
+    "run": LazyCommand(
+        "Start a session with PROMPT, stream its progress and print the answer.", _attribute("agentrt.cli._process", "run")
+    ),
+    "worker": LazyCommand(
+        "Run a worker for the configured task queue until Ctrl-C.", _attribute("agentrt.cli._process", "worker")
+    ),
+    "dev": LazyCommand(
+        "Start the embedded Temporal dev server and a worker; Ctrl-C stops both.", _attribute("agentrt.cli._process", "dev")
+    ),
+    "demo": LazyCommand(
+        "Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer.",
+        _attribute("agentrt.cli._process", "demo"),
+    ),
+    "serve": LazyCommand(
+        "Serve the HTTP gateway: sessions, autonomous tasks and task graphs over HTTP, with an\n"
+        "OpenAPI schema at /openapi.json and docs at /docs (see docs/gateway.md).",
+        _attribute("agentrt.cli._serve", "serve"),
+    ),
+    "codec-server": LazyCommand(
+        "Serve the payload codec to the Temporal UI and CLI: POST /decode and /encode with the \\[codec] keys.",
+        _attribute("agentrt.cli._codec", "codec_server"),
+    ),
+    "doctor": LazyCommand(
+        "List running sessions, tasks and graphs whose workflow task keeps failing or timing out (a\n"
+        "non-determinism error, an exception in workflow code, no worker finishing it), with the cause\n"
+        "and what to do. Exit status 0 when none is stuck, 1 when some are, 2 on an error.",
+        _attribute("agentrt.cli._doctor", "doctor"),
+    ),
+    "session": LazyCommand("Inspect and steer existing sessions.", _session_group),
+    "memory": LazyCommand(
+        "Memories your sessions wrote: list them, accept or reject the proposed ones.",
+        _attribute("agentrt.cli._memory", "memory_app"),
+    ),
+    "mcp": LazyCommand(
+        "MCP servers: their state in the workers, and the tools they offer.", _attribute("agentrt.cli._mcp", "mcp_app")
+    ),
+    "skills": LazyCommand(
+        "Skills: directories holding a SKILL.md that a session may activate (skill.activate).",
+        _attribute("agentrt.cli._skills", "skills_app"),
+    ),
+    "task": LazyCommand(
+        "Autonomous tasks: a goal pursued over hours or days by sessions that run, checkpoint and sleep.",
+        _attribute("agentrt.cli._task", "task_app"),
+    ),
+    "graph": LazyCommand(
+        "Task graphs: a goal planned into a DAG of agent tasks, approved once, run in parallel and reviewed.",
+        _attribute("agentrt.cli._graph", "graph_app"),
+    ),
+    "trajectory": LazyCommand(
+        "Compare trajectories: what turns did, step by step.", _attribute("agentrt.cli._trajectory", "trajectory_app")
+    ),
+}
+
+
+def load_command(name: str) -> Any:
+    """The click command (or group) of ``agentrt <name>``, its module imported now."""
+    loaded = COMMANDS[name].load()
+    if isinstance(loaded, typer.Typer):
+        command = typer.main.get_group(loaded)
+    else:
+        single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+        single.command(name)(loaded)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
 class _Commands(TyperGroup):
     """The ``agentrt`` group: every command, its options and its ``--help`` run under
-    ``_reader_gone_is_success`` (typer would exit 1 on a closed pipe). The contexts are those of
-    typer's own copy of click, hence ``Any``."""
+    ``_reader_gone_is_success`` (typer would exit 1 on a closed pipe). A command's module is
+    imported when the command runs; ``agentrt --help`` lists ``COMMANDS``' summaries without
+    importing any. The contexts are those of typer's own copy of click, hence ``Any``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: dict[str, Any] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        if cmd_name in self._loaded:
+            return self._loaded[cmd_name]
+        # Listed by `agentrt --help`: its summary, without importing the command's module.
+        return TyperCommand(cmd_name, help=COMMANDS[cmd_name].summary)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in COMMANDS and args[0] not in self._loaded:
+            self._loaded[args[0]] = load_command(args[0])
+        return super().resolve_command(ctx, args)
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
         with _reader_gone_is_success():
@@ -85,21 +189,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-session_app.command("trajectory")(session_trajectory)
-app.add_typer(session_app, name="session")
-app.add_typer(memory_app, name="memory")
-app.add_typer(mcp_app, name="mcp")
-app.add_typer(skills_app, name="skills")
-app.add_typer(task_app, name="task")
-app.add_typer(graph_app, name="graph")
-app.add_typer(trajectory_app, name="trajectory")
-app.command()(run)
-app.command()(worker)
-app.command()(dev)
-app.command()(demo)
-app.command()(serve)
-app.command("codec-server")(codec_server)
-app.command()(doctor)
+
+
+@app.callback()
+def _agentrt() -> None:
+    """A durable agent runtime on Temporal: sessions whose turns, tool calls and approvals survive crashes."""
 
 
 def main() -> None:
@@ -116,7 +210,10 @@ def main() -> None:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)
-    flush_telemetry()  # os._exit runs no exit handlers: send the last spans and metrics first
+    if "agentrt.worker" in sys.modules:  # a command ran with the configuration, hence telemetry, loaded
+        from agentrt.worker import flush_telemetry
+
+        flush_telemetry()  # os._exit runs no exit handlers: send the last spans and metrics first
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

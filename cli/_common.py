@@ -424,3 +424,11 @@ def echo_listing(rows: list[Any], id_field: str, noun: str, as_json: bool) -> No
     for row in rows:
         started = row.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if row.started_at else "-"
         typer.echo(f"{getattr(row, id_field):<14} {row.status:<17} {started}")
+
+
+def load_script(path: str) -> Any:
+    """The scripted model's file at ``path``, read and checked (``ConfigurationError`` when it does
+    not load). The provider's module is imported here, by a command given a script, not by every command."""
+    from agentrt.activities.providers.scripted import load_script as load
+
+    return load(path)

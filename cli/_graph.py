@@ -14,8 +14,7 @@ from typing import Any, Optional
 import typer
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.activities.providers.scripted import load_script
-from agentrt.cli._common import SandboxMode, echo_listing, load_config, run_command
+from agentrt.cli._common import SandboxMode, echo_listing, load_config, load_script, run_command
 from agentrt.cli._graph_render import dag_lines, graph_event_line, graph_lines, graph_result_lines, plan_lines
 from agentrt.client import load_graph_file
 from agentrt.cli._runtime import runtime

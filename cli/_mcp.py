@@ -9,7 +9,6 @@ from typing import Any
 
 import typer
 
-from agentrt.activities.mcp import McpManager
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._render import printable
 from agentrt.schemas import ConfigurationError, McpServerConfig, McpServerEvent
@@ -84,6 +83,8 @@ def mcp_tools(
         raise typer.Exit(2)
 
     async def go() -> None:
+        from agentrt.activities.mcp import McpManager  # starts servers: loaded by this command only
+
         manager = McpManager(config.mcp_servers, store=None, worker=f"cli/{os.getpid()}", home=agentrt_home())
         try:
             listing = await manager.list_tools(name)

@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 import typer
 
-from agentrt.activities.providers.scripted import load_script
 from agentrt.cli._common import (
     AdvisorModeOption,
     ApprovalModeOption,
@@ -24,6 +23,7 @@ from agentrt.cli._common import (
     budget_from_options,
     drive_turn,
     load_config,
+    load_script,
     print_outcome,
     run_command,
     warn_unpriced,

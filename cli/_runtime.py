@@ -19,13 +19,12 @@ from agentrt.schemas import ServerUnavailable
 from agentrt.store import Store, agentrt_home
 from agentrt.worker import (
     DEFAULT_ADDRESS,
-    AgentrtConfig,
     AgentrtClientPlugin,
+    AgentrtConfig,
     DevServer,
     flush_telemetry,
     free_port,
     port_is_open,
-    running_worker,
 )
 
 
@@ -138,6 +137,9 @@ async def runtime(
         assert temporal is not None
         client = AgentClient.for_config(temporal, config, principal=principal, store=store)
         if ensure_worker and (server is not None or not await client.has_worker()):
+            # Imported here: a command that finds a worker running never loads the activities and workflows.
+            from agentrt.worker import running_worker
+
             log_file = _log_worker_to_file()
             print(
                 f"agentrt: no worker polls task queue {config.task_queue!r}; running one in this process (log: {log_file})",

@@ -42,7 +42,7 @@ def serve(
         None, "--principal", help="Who every request is with --insecure-no-auth.", show_default="$AGENTRT_PRINCIPAL, else the OS user"
     ),
 ) -> None:
-    """Serve the HTTP gateway: sessions, autonomous tasks and task graphs (runs) over HTTP, with an
+    """Serve the HTTP gateway: sessions, autonomous tasks and task graphs over HTTP, with an
     OpenAPI schema at /openapi.json and docs at /docs (see docs/gateway.md).
 
     Callers authenticate with `Authorization: Bearer <token>`; the tokens are the gateway.tokens

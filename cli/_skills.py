@@ -10,7 +10,6 @@ from typing import Optional
 
 import typer
 
-from agentrt.activities.tools import discover_skills
 from agentrt.cli._common import load_config
 from agentrt.cli._render import printable
 
@@ -40,6 +39,8 @@ def skills_list(
     if not root.is_dir():
         typer.echo(f"error: workspace {printable(str(root))} is not a directory", err=True)
         raise typer.Exit(2)
+    from agentrt.activities.tools import discover_skills  # the tools' module: loaded by this command only
+
     found = discover_skills(root, [Path(p) for p in config.skill_paths])
     if as_json:
         skills = [s.model_dump(mode="json") for s in found.skills]

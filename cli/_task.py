@@ -14,13 +14,13 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from agentrt.activities.providers.scripted import load_script
 from agentrt.cli._common import (
     ApprovalModeOption,
     SandboxMode,
     budget_from_options,
     echo_listing,
     load_config,
+    load_script,
     run_command,
     warn_unpriced,
 )

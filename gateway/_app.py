@@ -1,5 +1,5 @@
 """The HTTP gateway (``agentrt serve``): a FastAPI app over ``AgentClient`` for callers in any
-language: sessions, autonomous tasks and task graphs ("runs"), behind bearer tokens, with an
+language: sessions, autonomous tasks and task graphs (``/v1/graphs``, also ``/v1/runs``), behind bearer tokens, with an
 OpenAPI schema at ``/openapi.json`` (docs/gateway.md).
 
 Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>``):
@@ -11,8 +11,9 @@ Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>`
     POST …/cancel · POST …/archive · POST …/approvals/{request_id} · POST …/approvals/{request_id}/reconcile
     POST …/answers/{request_id}
     GET  /v1/tasks · POST /v1/tasks · GET /v1/tasks/{id} · GET …/events · POST …/cancel|pause|resume   scope tasks
-    GET  /v1/runs · POST /v1/runs · GET /v1/runs/{id} · GET …/events · POST …/approve|reject|cancel    scope runs
-    the same runs routes under /apps/{app}/runs (the app is the profile of the runs it creates)
+    GET  /v1/graphs · POST /v1/graphs · GET /v1/graphs/{id} · GET …/events · POST …/approve|reject|cancel   scope runs
+    the same task-graph routes under /v1/runs (an alias) and /apps/{app}/runs (the app is the profile of
+    the graphs it creates)
     GET  /v1/health/stuck                                       scope admin
 """
 
@@ -37,7 +38,7 @@ from agentrt.gateway._docs import install_docs
 from agentrt.gateway._errors import MAX_BODY_BYTES, BodyLimit, Problem, ProblemBody, install_error_handlers
 from agentrt.gateway._health import health_routes
 from agentrt.gateway._models import Health
-from agentrt.gateway._tasks_graphs import run_routes, task_routes
+from agentrt.gateway._tasks_graphs import graph_routes, task_routes
 from agentrt.gateway._sessions import session_routes
 from agentrt.gateway._stream import StreamHub
 from agentrt.gateway._webhooks import WebhookDispatcher
@@ -243,7 +244,7 @@ def create_app(
         title="agentrt gateway", version=_version(), lifespan=lifespan, redirect_slashes=False,
         docs_url=None, redoc_url=None,  # served by install_docs, without a CDN
         description=(
-            "Sessions, autonomous tasks and task graphs (runs) of a durable agent runtime on Temporal. "
+            "Sessions, autonomous tasks and task graphs of a durable agent runtime on Temporal. "
             "Every /v1 and /apps route needs `Authorization: Bearer <token>`; errors are problem bodies "
             "(`type`, `title`, `status`, `detail`)."
         ),
@@ -261,8 +262,9 @@ def create_app(
 
     app.include_router(session_routes(), responses=ERROR_RESPONSES)
     app.include_router(task_routes(), responses=ERROR_RESPONSES)
-    app.include_router(run_routes("/v1/runs"), responses=ERROR_RESPONSES)
-    app.include_router(run_routes("/apps/{app}/runs"), responses=ERROR_RESPONSES)
+    app.include_router(graph_routes("/v1/graphs"), responses=ERROR_RESPONSES)
+    app.include_router(graph_routes("/v1/runs", "runs"), responses=ERROR_RESPONSES)  # an alias of /v1/graphs
+    app.include_router(graph_routes("/apps/{app}/runs", "runs"), responses=ERROR_RESPONSES)
     app.include_router(health_routes(), responses=ERROR_RESPONSES)
     install_docs(app)
     return app

@@ -35,7 +35,7 @@ from agentrt.schemas import (
     task_workflow_id,
 )
 
-__all__ = ["run_routes", "task_routes"]
+__all__ = ["graph_routes", "task_routes"]
 
 TasksCaller = Annotated[Caller, Depends(caller_for("tasks"))]
 RunsCaller = Annotated[Caller, Depends(caller_for("runs"))]
@@ -110,7 +110,7 @@ def _task_control(action: str, visible: Any) -> Any:
     return control
 
 
-# ---------------------------------------------------------------- runs
+# ---------------------------------------------------------------- task graphs (the runs API)
 
 
 def app_name(
@@ -119,12 +119,15 @@ def app_name(
     return app
 
 
-def run_routes(prefix: str) -> APIRouter:
-    """The runs routes under ``prefix``: ``/v1/runs``, or ``/apps/{app}/runs`` (the app is the profile of the runs it creates)."""
+def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
+    """The task-graph routes under ``prefix``: ``/v1/graphs``; the same under ``/v1/runs`` (an alias
+    kept for callers of the runs API, tag ``runs``), or ``/apps/{app}/runs`` (the app is the profile
+    of the graphs it creates). The bodies are the runs API's (``RunCreate``, ``RunView``: a graph's
+    id is its ``run_id``), and the scope is ``runs`` on every prefix."""
     scoped = "{app}" in prefix
-    router = APIRouter(prefix=prefix, tags=["runs"], dependencies=[Depends(app_name)] if scoped else [])
+    router = APIRouter(prefix=prefix, tags=[tag], dependencies=[Depends(app_name)] if scoped else [])
 
-    @router.get("", response_model=RunList, summary="List the caller's runs")
+    @router.get("", response_model=RunList, summary="List the caller's task graphs")
     async def list_runs(caller: RunsCaller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> RunList:
         rows = await caller.client.list_graphs(None, limit)
         return RunList(runs=[
@@ -132,7 +135,7 @@ def run_routes(prefix: str) -> APIRouter:
             for r in rows
         ])
 
-    @router.post("", status_code=201, response_model=RunCreated, summary="Start a run (a task graph)")
+    @router.post("", status_code=201, response_model=RunCreated, summary="Start a task graph")
     async def create_run(request: Request, body: RunCreate, caller: RunsCaller, key: Key) -> RunCreated:
         gateway = gateway_of(request)
         app = request.path_params.get("app")
@@ -162,26 +165,26 @@ def run_routes(prefix: str) -> APIRouter:
         await gateway.watch("run", run_id, caller.principal)
         return RunCreated(run_id=run_id, workflow_id=graph_workflow_id(run_id), status="planning")
 
-    @router.get("/{run_id}", response_model=RunView, summary="Read a run: its status and nodes")
+    @router.get("/{run_id}", response_model=RunView, summary="Read a task graph: its status and nodes")
     async def get_run(run_id: ItemId, caller: RunsCaller) -> RunView:
         return run_view(await caller.client.graph_status(path_id(run_id, "run")))
 
-    @router.get("/{run_id}/events", response_model=EventsPage, summary="Read a run's events")
+    @router.get("/{run_id}/events", response_model=EventsPage, summary="Read a task graph's events")
     async def get_run_events(
         run_id: ItemId, caller: RunsCaller,
         since_seq: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
     ) -> Any:
         return await caller.client.graph_events(path_id(run_id, "run"), since_seq, limit)
 
-    @router.post("/{run_id}/approve", response_model=RunView, summary="Approve a run's plan")
+    @router.post("/{run_id}/approve", response_model=RunView, summary="Approve a task graph's plan")
     async def approve_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
         return run_view(await caller.client.approve_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
-    @router.post("/{run_id}/reject", response_model=RunView, summary="Reject a run's plan (the run ends)")
+    @router.post("/{run_id}/reject", response_model=RunView, summary="Reject a task graph's plan (the graph ends)")
     async def reject_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
         return run_view(await caller.client.reject_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
-    @router.post("/{run_id}/cancel", response_model=RunView, summary="Cancel a run")
+    @router.post("/{run_id}/cancel", response_model=RunView, summary="Cancel a task graph")
     async def cancel_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
         return run_view(await caller.client.cancel_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agentrt.cli import _app
 from tests.conftest import Harness
 from agentrt.schemas import PermissionRequested
 from tests.e2e._support import wait_for_event, write_script
@@ -280,3 +281,53 @@ async def test_a_key_missing_from_the_worker_s_environment_is_reported_as_the_wo
     harness.session_ids.append(body["session_id"])
     assert result.returncode == 1 and body["outcome"] == "failed"
     assert f"reads its API key from ${variable}, which is not set in the worker's environment" in body["error"]
+
+
+# ---------------------------------------------------------------- what `agentrt --help` loads
+
+HELP_PROBE = """
+import json, sys
+sys.argv = ["agentrt", "--help"]
+from agentrt.cli import app
+try:
+    app()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def test_agentrt_help_lists_every_command_without_loading_any() -> None:
+    result = subprocess.run([sys.executable, "-c", HELP_PROBE], capture_output=True, text=True, timeout=120)
+    loaded = json.loads(result.stderr.strip().splitlines()[-1])
+    assert all(f" {name} " in result.stdout for name in ("run", "worker", "serve", "codec-server", "session", "graph"))
+    heavy = ("agentrt.client", "agentrt.gateway", "agentrt.worker", "agentrt.activities", "agentrt.workflows", "agentrt.store",
+             "agentrt.schemas", "temporalio", "fastapi", "mcp", "sqlalchemy")
+    assert [m for m in loaded if m.startswith(heavy)] == []
+    assert [m for m in loaded if m.startswith("agentrt.cli.")] == ["agentrt.cli._app"]
+
+
+SESSION_LIST_PROBE = """
+import json, sys
+sys.argv = ["agentrt", "session", "list", "--help"]
+from agentrt.cli import app
+try:
+    app()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def test_a_command_that_talks_to_a_server_loads_the_client_and_no_worker() -> None:
+    result = subprocess.run([sys.executable, "-c", SESSION_LIST_PROBE], capture_output=True, text=True, timeout=120)
+    loaded = json.loads(result.stderr.strip().splitlines()[-1])
+    assert "agentrt.client._client" in loaded and "agentrt.cli._session" in loaded
+    heavy = ("agentrt.gateway", "agentrt.activities", "agentrt.workflows", "fastapi", "mcp")
+    assert [m for m in loaded if m.startswith(heavy)] == []
+
+
+@pytest.mark.parametrize("name", sorted(_app.COMMANDS))
+def test_agentrt_help_lists_each_command_with_the_first_paragraph_of_its_own_help(name: str) -> None:
+    command = _app.load_command(name)
+    assert _app.COMMANDS[name].summary == (command.help or "").split("\n\n")[0]

@@ -58,7 +58,7 @@ ROUTES = {
     ("/v1/health/stuck", "get"),
     *{
         (f"{prefix}{path}", method)
-        for prefix in ("/v1/runs", "/apps/{app}/runs")
+        for prefix in ("/v1/graphs", "/v1/runs", "/apps/{app}/runs")
         for path, method in (
             ("", "get"), ("", "post"), ("/{run_id}", "get"), ("/{run_id}/events", "get"),
             ("/{run_id}/approve", "post"), ("/{run_id}/reject", "post"), ("/{run_id}/cancel", "post"),
@@ -368,6 +368,23 @@ async def test_the_openapi_schema_lists_every_route_with_bearer_security(http: h
     secured = [op for path, ops in schema["paths"].items() if path != "/healthz" for op in ops.values()]
     assert all(op["security"] == [{"bearer": []}] and "401" in op["responses"] for op in secured)
     assert {"SessionCreate", "RunCreate", "RunView", "TaskCreate", "ProblemBody"} <= set(schema["components"]["schemas"])
+
+
+async def test_v1_graphs_is_the_task_graph_route_and_v1_runs_its_alias(http: httpx.AsyncClient) -> None:
+    schema = (await http.get("/openapi.json")).json()
+    graphs = {path.removeprefix("/v1/graphs"): ops for path, ops in schema["paths"].items() if path.startswith("/v1/graphs")}
+    runs = {path.removeprefix("/v1/runs"): ops for path, ops in schema["paths"].items() if path.startswith("/v1/runs")}
+    assert graphs.keys() == runs.keys() and len(graphs) == 6
+    for path in graphs:
+        assert graphs[path].keys() == runs[path].keys()
+        for method in graphs[path]:
+            assert graphs[path][method]["tags"] == ["graphs"] and runs[path][method]["tags"] == ["runs"]
+            assert graphs[path][method]["requestBody" if "requestBody" in graphs[path][method] else "responses"] == (
+                runs[path][method]["requestBody" if "requestBody" in runs[path][method] else "responses"]
+            )
+    missing = f"nope-{uuid.uuid4().hex[:8]}"
+    for prefix in ("/v1/graphs", "/v1/runs"):
+        assert_problem(await http.get(f"{prefix}/{missing}", headers=auth("alice")), 404)
 
 
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
