@@ -15,14 +15,18 @@ loads its own package when first asked for (``MOVED`` says where each one lives 
 from typing import Any
 
 from agentrt.client._addressed import visibility_literal
-from agentrt.client._client import AgentClient, SessionListing, StartedSession, default_principal
-from agentrt.client._connection import connect
-from agentrt.client._graphs import GRAPH_STATUSES, GraphListing, load_graph_file
+from agentrt.client._client import AgentClient, default_principal
+from agentrt.client._connection import Connection, connect
+from agentrt.client._decisions import Decisions
+from agentrt.client._filters import SessionListing
+from agentrt.client._graphs import GRAPH_STATUSES, GraphListing, Graphs, load_graph_file
+from agentrt.client._memories import Memories
 from agentrt.client._health import MAX_EXAMINED, failing_workflow_task, find_stuck_workflows
 from agentrt.client._patience import Patience
 from agentrt.client._queries import query_workflow
-from agentrt.client._tasks import TASK_STATUSES, TaskListing
-from agentrt.client._trajectories import load_trajectory, select_turn, stored_trajectory, trajectory_jsonl
+from agentrt.client._sessions import Sessions, StartedSession
+from agentrt.client._tasks import TASK_STATUSES, TaskListing, Tasks
+from agentrt.client._trajectories import Trajectories, load_trajectory, select_turn, stored_trajectory, trajectory_jsonl
 from agentrt.client._trajectory_diff import (
     DiffSummary,
     StepDiff,
@@ -34,17 +38,24 @@ from agentrt.client._trajectory_diff import (
 
 __all__ = [
     "AgentClient",
+    "Connection",
+    "Decisions",
     "DiffSummary",
     "GRAPH_STATUSES",
     "GraphListing",
+    "Graphs",
     "MAX_EXAMINED",
     "MOVED",
+    "Memories",
     "Patience",
     "SessionListing",
+    "Sessions",
     "StartedSession",
     "StepDiff",
     "TASK_STATUSES",
     "TaskListing",
+    "Tasks",
+    "Trajectories",
     "TrajectoryDiff",
     "TurnDiff",
     "connect",

@@ -1,6 +1,8 @@
-"""Calls to a workflow the client addresses by an id of its own kind (an autonomous task,
-``task-ID``; a task graph, ``graph-ID``): its start (idempotent with a key), updates and queries,
-and the errors they become, worded for that kind (``task t1 rejected pause: ...``, ``no task graph 'g1'``)."""
+"""Calls to a workflow the client addresses by an id of its own kind (a session, ``session-ID``;
+an autonomous task, ``task-ID``; a task graph, ``graph-ID``) and by its type name, never its class:
+its start (idempotent with a key), updates and queries, and the errors they become, worded for that
+kind (``task t1 rejected pause: ...``, ``no task graph 'g1'``). ``WorkflowKind.error`` is the one
+translation of an RPC failure for every kind."""
 
 from __future__ import annotations
 
@@ -48,16 +50,23 @@ from agentrt.schemas import (
     idempotency_key_problem,
 )
 
-__all__ = ["IDEMPOTENCY_MEMO", "WorkflowKind", "listing_fields", "visibility_literal", "validation_text"]
+__all__ = ["IDEMPOTENCY_MEMO", "STUCK_QUERY_SIGNS", "WorkflowKind", "listing_fields", "visibility_literal", "validation_text"]
+
+
+# What a query to a workflow whose task keeps failing meets: the server's refusal, or the
+# worker's non-determinism error when the query itself replays the history.
+STUCK_QUERY_SIGNS = ("Workflow Task in failed state", "[TMPRL1100]")
 
 
 @dataclass(frozen=True)
 class WorkflowKind:
-    """One kind of addressed workflow: ``noun`` names it in messages (``task``, ``graph``),
-    ``not_found`` is the error for an id with no workflow."""
+    """One kind of addressed workflow: ``noun`` names it in messages (``session``, ``task``,
+    ``graph``), ``not_found`` is the error for an id with no workflow, ``stuck`` (when the kind has
+    one) the error for a workflow whose task keeps failing."""
 
     noun: str
     not_found: Callable[[str], ClientError]
+    stuck: Callable[[str, str], ClientError] | None = None
 
     def rejected(self, item_id: str, request: str, reason: str) -> RequestRejected:
         """The ``RequestRejected`` a refusal is (its ``session_id`` field holds the id):
@@ -74,11 +83,16 @@ class WorkflowKind:
         return error
 
     def error(self, item_id: str, err: RPCError) -> Exception:
-        """An RPC failure as the most specific error: not found, no worker, or the failure itself."""
+        """An RPC failure as the most specific error: not found, no worker, stuck (a kind with a
+        ``stuck`` error), ended while a query waited (``RequestRejected``), or the failure itself."""
         if err.status == RPCStatusCode.NOT_FOUND:
             return self.not_found(item_id)
         if "no poller" in err.message:
             return self.no_worker(item_id, err.message)
+        if self.stuck is not None and any(sign in err.message for sign in STUCK_QUERY_SIGNS):
+            return self.stuck(item_id, err.message)
+        if "Workflow execution closed" in err.message:  # ended (terminated, say) while the query waited
+            return self.rejected(item_id, "query", f"the {self.noun}'s workflow has ended ({err.message})")
         return err
 
     def build(self, item_id: str, request: str, model: type[Any], /, **fields: Any) -> Any:

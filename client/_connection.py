@@ -10,9 +10,41 @@ storage.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from temporalio.client import Client
 
+from agentrt.schemas import AdvisorPolicy, ConfigurationError
+from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
+
+__all__ = ["Connection", "connect"]
+
+
+@dataclass
+class Connection:
+    """What the sub-clients of one ``AgentClient`` share: the Temporal client, the task queue its
+    sessions, tasks and graphs start on, the principal it acts as, the store (None: the query paths
+    only), and the settings of what it starts (the sessions' ``advisor`` and ``mcp_servers``; the
+    tasks' and graphs' ``default_profile``, ``operators`` and ``tool_task_queue``).
+    ``readable_sessions``: the sessions this principal was found allowed to see (one describe each)."""
+
+    temporal: Client
+    task_queue: str
+    principal: str
+    store: Store | None
+    advisor: AdvisorPolicy
+    mcp_servers: list[str]
+    default_profile: str
+    operators: list[str]
+    tool_task_queue: str | None
+    readable_sessions: set[str] = field(default_factory=set)
+
+    def needs_store(self, method: str) -> Store:
+        """The store; ``ConfigurationError`` naming ``AgentClient.<method>`` when the client has none."""
+        if self.store is None:
+            raise ConfigurationError(f"AgentClient.{method} needs the store: pass store=Store.open(url)")
+        return self.store
 
 
 async def connect(address: str, namespace: str = "default", *, plugin: AgentrtClientPlugin | None = None) -> Client:

@@ -1,4 +1,4 @@
-"""A person's decisions on a session's pending requests (``AgentClient`` mixin): approvals of tool
+"""A person's decisions on a session's pending requests (``AgentClient.decisions``): approvals of tool
 calls, reconciles of effects of unknown outcome, and answers to what an MCP server asked in the
 middle of a call (a request of kind ``elicitation``: its ``message`` and the ``requested_schema``
 the answer must match; ``answer`` sends update ``answer_elicitation``, which the session checks
@@ -7,6 +7,7 @@ before it records the answer).
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentrt.schemas import (
@@ -17,20 +18,20 @@ from agentrt.schemas import (
     RequestRejected,
     SessionStateView,
 )
+from agentrt.client._connection import Connection
+from agentrt.client._session_calls import SessionCalls
 from agentrt.client._session_handlers import SessionHandlers
+from agentrt.client._sessions import Sessions
 
 
-class DecisionMethods:
-    """``AgentClient``'s decision methods (a mixin: the client's own module is full)."""
+class Decisions:
+    """A person's decisions on a client's sessions' pending requests (``AgentClient.decisions``):
+    approvals of tool calls, reconciliations of effects of unknown outcome, answers to MCP servers' questions."""
 
-    if TYPE_CHECKING:
-        principal: str
-
-        async def state(self, session_id: str) -> SessionStateView: ...
-
-        async def _execute(self, session_id: str, name: str, update: Any, argument: Any) -> Any: ...
-
-        async def _signal(self, session_id: str, signal: Any, argument: Any) -> None: ...
+    def __init__(self, connection: Connection, sessions: Sessions, calls: SessionCalls) -> None:
+        self._connection = connection
+        self._sessions = sessions
+        self._calls = calls
 
     async def approve(
         self,
@@ -56,12 +57,12 @@ class DecisionMethods:
                       scope: str = "once", arguments: dict[str, Any] | None = None) -> None:
         await self._check_pending(session_id, request_id, "tool_call", reason)
         signal = PermissionDecision(
-            request_id=request_id, decision=decision, principal=self.principal, reason=reason,  # type: ignore[arg-type]
+            request_id=request_id, decision=decision, principal=self._connection.principal, reason=reason,  # type: ignore[arg-type]
             scope=scope, arguments=arguments,  # type: ignore[arg-type]
         )
         if arguments is not None:  # the session checks them: the update says what is wrong
-            return await self._execute(session_id, "decide", SessionHandlers.decide, signal)
-        await self._signal(session_id, SessionHandlers.permission_decision, signal)
+            return await self._calls.execute(session_id, "decide", SessionHandlers.decide, signal)
+        await self._calls.signal(session_id, SessionHandlers.permission_decision, signal)
 
     async def reconcile(self, session_id: str, request_id: str, outcome: str, note: str | None = None) -> None:
         """Answer a ``reconcile`` request: ``applied`` records the call as done, ``not_applied`` runs it once more.
@@ -70,9 +71,9 @@ class DecisionMethods:
         """
         await self._check_pending(session_id, request_id, "reconcile", note)
         signal = ReconcileDecision(
-            request_id=request_id, outcome=outcome, principal=self.principal, note=note  # type: ignore[arg-type]
+            request_id=request_id, outcome=outcome, principal=self._connection.principal, note=note  # type: ignore[arg-type]
         )
-        await self._signal(session_id, SessionHandlers.reconcile, signal)
+        await self._calls.signal(session_id, SessionHandlers.reconcile, signal)
 
     async def _check_pending(self, session_id: str, request_id: str, kind: str, reason: str | None) -> None:
         """Refuse, with the reason, a decision the session would record and ignore.
@@ -81,11 +82,11 @@ class DecisionMethods:
         re-checks them, so a race with another decision is still recorded and ignored.
         """
         what = f"the decision on {request_id}"
-        view = await self.state(session_id)
-        if self.principal != view.owner and self.principal not in view.operators:
-            raise RequestRejected(session_id, what, f"principal {self.principal!r} is not the owner of this session")
-        if self.principal != view.owner and not (reason or "").strip():
-            raise RequestRejected(session_id, what, f"operator {self.principal!r} must give a reason (not the owner)")
+        view = await self._sessions.state(session_id)
+        if self._connection.principal != view.owner and self._connection.principal not in view.operators:
+            raise RequestRejected(session_id, what, f"principal {self._connection.principal!r} is not the owner of this session")
+        if self._connection.principal != view.owner and not (reason or "").strip():
+            raise RequestRejected(session_id, what, f"operator {self._connection.principal!r} must give a reason (not the owner)")
         pending = {r.request_id: r for r in view.pending_approvals}
         if request_id not in pending:
             raise RequestRejected(session_id, what, f"no pending request {request_id} (unknown, or already decided)")
@@ -93,9 +94,9 @@ class DecisionMethods:
             hint = f": answer it with agentrt session answer {session_id} {request_id}" if other == "elicitation" else ""
             raise RequestRejected(session_id, what, f"request {request_id} is of another kind ({other}){hint}")
 
-    async def questions(self, session_id: str) -> list[PermissionRequest]:
+    async def questions(self, session_id: str) -> builtins.list[PermissionRequest]:
         """The session's pending elicitation requests (what its MCP servers asked), oldest first."""
-        view = await self.state(session_id)
+        view = await self._sessions.state(session_id)
         return [r for r in view.pending_approvals if r.kind == "elicitation"]
 
     async def answer(
@@ -115,7 +116,7 @@ class DecisionMethods:
         if action != "accept" and content is not None:
             raise RequestRejected(session_id, "answer_elicitation", f"a {action} carries no content")
         answer = ElicitationAnswer(
-            request_id=request_id, principal=self.principal, action=action,
+            request_id=request_id, principal=self._connection.principal, action=action,
             content=(content or {}) if action == "accept" else None, reason=reason,
         )
-        await self._execute(session_id, "answer_elicitation", SessionHandlers.answer_elicitation, answer)
+        await self._calls.execute(session_id, "answer_elicitation", SessionHandlers.answer_elicitation, answer)

@@ -1,4 +1,4 @@
-"""Task graphs on the client side (``AgentClient`` mixin): read a graph file, start a graph (from a
+"""Task graphs on the client side (``AgentClient.graphs``): read a graph file, start a graph (from a
 goal the planner decomposes, or a given DAG), approve or reject its plan, cancel it, read it
 (``snapshot`` and ``events`` queries), wait for its result and list a principal's graphs.
 
@@ -8,6 +8,7 @@ The workflow is addressed by its type name (``TASK_GRAPH_WORKFLOW``) and its id
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from agentrt.client._addressed import WorkflowKind, listing_fields
+from agentrt.client._connection import Connection
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
     MAX_GRAPH_ID_BYTES,
@@ -48,7 +50,7 @@ from agentrt.schemas import (
     validate_graph,
 )
 
-__all__ = ["GRAPH_STATUSES", "GraphListing", "GraphMethods", "graph_details", "graph_summary", "load_graph_file"]
+__all__ = ["GRAPH_STATUSES", "GraphListing", "Graphs", "graph_details", "graph_summary", "load_graph_file"]
 
 GRAPH_STATUSES: tuple[str, ...] = get_args(GraphStatus)
 # Characters of the goal in a graph's static summary (the Temporal UI's one-line label).
@@ -176,29 +178,23 @@ def graph_details(config: GraphConfig) -> str:
     return "\n".join(lines)
 
 
-class GraphMethods:
-    """``AgentClient``'s task-graph methods (a mixin, as ``TaskMethods``).
+class Graphs:
+    """A client's task graphs (``AgentClient.graphs``), over its ``Connection``.
 
     Every method that names a graph raises ``GraphNotFound`` when no workflow ``graph-<graph_id>``
     exists, ``RequestRejected`` when the graph refuses the request (its message names the graph
     and says why: not the owner, an operator without a reason, the plan is not pending approval,
     already approved, the graph has ended), and ``WorkerUnavailable`` when no worker answers
-    (queries and updates need one). Reads (``graph_status``, ``graph_events``, ``wait_graph``)
-    are the owner's and this client's operators': anyone else gets ``GraphNotFound``, as for a
-    graph that does not exist.
+    (queries and updates need one). Reads (``status``, ``events``, ``wait``) are the owner's and
+    this client's operators': anyone else gets ``GraphNotFound``, as for a graph that does not exist.
     """
 
-    if TYPE_CHECKING:
-        temporal: Client
-        task_queue: str
-        principal: str
-        default_profile: str
-        operators: list[str]
-        tool_task_queue: str | None
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
 
     # ------------------------------------------------------------ start
 
-    async def start_graph(
+    async def start(
         self,
         *,
         goal: str | None = None,
@@ -247,7 +243,7 @@ class GraphMethods:
         ``PayloadCodecMismatch`` (nothing started) when the task queue's workers hold no key of this
         client's, or encrypt and this client has no codec keys (docs/encryption.md).
         """
-        graph_id = GRAPH.start_id(graph_id, self.principal, idempotency_key)
+        graph_id = GRAPH.start_id(graph_id, self._connection.principal, idempotency_key)
         if not graph_id or len(graph_id.encode()) > MAX_GRAPH_ID_BYTES:
             size = len(graph_id.encode())
             raise graph_rejected(graph_id[:40], "start", f"a graph id has 1 to {MAX_GRAPH_ID_BYTES} bytes (UTF-8), this one {size}")
@@ -265,11 +261,11 @@ class GraphMethods:
         config = _build(
             graph_id, "start", GraphConfig,
             graph_id=graph_id,
-            owner=self.principal,
+            owner=self._connection.principal,
             workspace=os.path.realpath(workspace),
             goal=goal,
             graph=graph,
-            profile=profile or ("scripted" if script or _all_scripted(graph) else self.default_profile),
+            profile=profile or ("scripted" if script or _all_scripted(graph) else self._connection.default_profile),
             script=os.path.abspath(script) if script else None,
             planner_profile=planner_profile,
             reviewer_profile=reviewer_profile,
@@ -282,12 +278,12 @@ class GraphMethods:
             sandbox=sandbox,
             network=network,
             max_rounds_per_node=max_rounds_per_node,
-            operators=list(self.operators),
-            tool_task_queue=self.tool_task_queue,
+            operators=list(self._connection.operators),
+            tool_task_queue=self._connection.tool_task_queue,
         )
         await GRAPH.start(
-            self.temporal, TASK_GRAPH_WORKFLOW, TaskGraphInput(config=config), graph_id,
-            workflow_id=graph_workflow_id(graph_id), task_queue=self.task_queue,
+            self._connection.temporal, TASK_GRAPH_WORKFLOW, TaskGraphInput(config=config), graph_id,
+            workflow_id=graph_workflow_id(graph_id), task_queue=self._connection.task_queue,
             owner=config.owner, status="planning", summary=graph_summary(config), details=graph_details(config),
             idempotency_key=idempotency_key,
         )
@@ -295,82 +291,82 @@ class GraphMethods:
 
     # ------------------------------------------------------------ reads
 
-    async def graph_status(self, graph_id: str) -> GraphSnapshot:
+    async def status(self, graph_id: str) -> GraphSnapshot:
         """Query ``snapshot``: the graph's status, plan (nodes in dependency order, each with its
         status, attempts, session, findings), risk, approval, spend, answer or failure. Works on a
         graph that has ended too."""
         await self._check_visible(graph_id)  # before the query: a stranger learns nothing, not even of a missing worker
-        snapshot: GraphSnapshot = await self._graph_query(graph_id, "snapshot", None, GraphSnapshot)
+        snapshot: GraphSnapshot = await self._query(graph_id, "snapshot", None, GraphSnapshot)
         if not self._may_read(snapshot.owner):
             raise GraphNotFound(graph_id)
         return snapshot
 
-    async def graph_events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
+    async def events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
         """Query ``events``: the graph's events with ``seq > since_seq`` (at most ``limit``, 1 to
         10,000), in order."""
         query = _build(graph_id, "events", EventsQuery, since_seq=since_seq, limit=limit)
         await self._check_visible(graph_id)
-        return await self._graph_query(graph_id, "events", query, EventsPage)
+        return await self._query(graph_id, "events", query, EventsPage)
 
-    async def wait_graph(self, graph_id: str) -> TaskGraphResult:
+    async def wait(self, graph_id: str) -> TaskGraphResult:
         """Wait, without a bound, until the graph ends and return how: ``completed`` (with its
         answer), ``failed`` (``failure_reason``), ``rejected`` or ``cancelled``; each node's status
         and the spend. Raises ``RequestRejected`` (request ``wait``) when its workflow ended
         without a result (terminated, timed out)."""
         await self._check_visible(graph_id)
-        handle = self.temporal.get_workflow_handle(graph_workflow_id(graph_id), result_type=TaskGraphResult)
+        handle = self._connection.temporal.get_workflow_handle(graph_workflow_id(graph_id), result_type=TaskGraphResult)
         return await GRAPH.result(handle, graph_id)
 
-    async def list_graphs(self, status: str | None = None, limit: int = 50) -> list[GraphListing]:
+    async def list(self, status: str | None = None, limit: int = 50) -> builtins.list[GraphListing]:
         """This client's principal's graphs (``AgentOwner``), most recently started first, at most
         ``limit``; ``status``: only graphs whose ``AgentSessionStatus`` is that graph status
         (``GRAPH_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
-        executions = await GRAPH.listed(self.temporal, TASK_GRAPH_WORKFLOW, self.principal, status, GRAPH_STATUSES, limit)
+        executions = await GRAPH.listed(self._connection.temporal, TASK_GRAPH_WORKFLOW, self._connection.principal, status, GRAPH_STATUSES, limit)
         return [graph_listing(e) for e in executions]
 
     # ------------------------------------------------------------ changes
 
-    async def approve_graph(self, graph_id: str, reason: str | None = None, *, approve: bool = True) -> GraphSnapshot:
+    async def approve(self, graph_id: str, reason: str | None = None, *, approve: bool = True) -> GraphSnapshot:
         """Update ``approve_plan``: a graph pending approval mints its capability token and runs
         (``approve=False``: its plan is rejected and the graph ends ``rejected``). Returns the
         snapshot after it. The owner, or an operator with a ``reason``."""
-        decision = ApprovePlanInput(principal=self.principal, approve=approve, reason=reason)
+        decision = ApprovePlanInput(principal=self._connection.principal, approve=approve, reason=reason)
         await self._check_visible(graph_id)
-        return await self._graph_update(graph_id, "approve_plan", decision)
+        return await self._update(graph_id, "approve_plan", decision)
 
-    async def reject_graph(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
+    async def reject(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
         """Update ``approve_plan`` with ``approve=False``: the plan is rejected, the graph ends ``rejected``."""
-        return await self.approve_graph(graph_id, reason, approve=False)
+        return await self.approve(graph_id, reason, approve=False)
 
-    async def cancel_graph(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
+    async def cancel(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
         """Update ``cancel``: running nodes' sessions are cancelled and the graph ends ``cancelled``;
         answers once it has. The owner, or an operator with a ``reason``."""
         await self._check_visible(graph_id)
-        return await self._graph_update(graph_id, "cancel", GraphControlInput(principal=self.principal, reason=reason))
+        return await self._update(graph_id, "cancel", GraphControlInput(principal=self._connection.principal, reason=reason))
 
     # ------------------------------------------------------------ plumbing
 
-    def _graph_handle(self, graph_id: str) -> WorkflowHandle[Any, Any]:
-        return self.temporal.get_workflow_handle(graph_workflow_id(graph_id))
+    def _handle(self, graph_id: str) -> WorkflowHandle[Any, Any]:
+        return self._connection.temporal.get_workflow_handle(graph_workflow_id(graph_id))
 
     def _may_read(self, owner: str | None) -> bool:
-        return self.principal == owner or self.principal in self.operators
+        return self._connection.principal == owner or self._connection.principal in self._connection.operators
 
     async def _check_visible(self, graph_id: str) -> None:
         """Raise ``GraphNotFound`` unless the graph exists and this principal may read it (its
         owner search attribute, set at the start: no worker needed)."""
         try:
-            description = await self._graph_handle(graph_id).describe()
+            description = await self._handle(graph_id).describe()
         except RPCError as err:
             raise _graph_error(graph_id, err) from err
         if not self._may_read(description.typed_search_attributes.get(SESSION_OWNER)):
             raise GraphNotFound(graph_id)
 
-    async def _graph_update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:
-        return await GRAPH.update(self._graph_handle(graph_id), graph_id, update, argument, GraphSnapshot)
+    async def _update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:
+        return await GRAPH.update(self._handle(graph_id), graph_id, update, argument, GraphSnapshot)
 
-    async def _graph_query(self, graph_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
-        return await GRAPH.query(self._graph_handle(graph_id), graph_id, query, argument, result_type)
+    async def _query(self, graph_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
+        return await GRAPH.query(self._handle(graph_id), graph_id, query, argument, result_type)
 
 def _all_scripted(graph: GraphSpec | None) -> bool:
     return graph is not None and all(n.script for n in graph.nodes)

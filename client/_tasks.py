@@ -1,4 +1,4 @@
-"""Autonomous tasks on the client side (``AgentClient`` mixin): start one, steer it with its updates
+"""Autonomous tasks on the client side (``AgentClient.tasks``): start one, steer it with its updates
 (``pause``, ``resume``, ``nudge``, ``cancel``, ``amend_goal``, ``raise_budget``), read it with its
 queries (``status``, ``events``), list a principal's tasks and wait for a task's result.
 
@@ -8,6 +8,7 @@ The workflow is addressed by its type name (``AUTONOMOUS_TASK_WORKFLOW``) and it
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from temporalio.client import (
 )
 
 from agentrt.client._addressed import WorkflowKind, listing_fields
+from agentrt.client._connection import Connection
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
     MAX_TASK_ID_BYTES,
@@ -44,7 +46,7 @@ from agentrt.schemas import (
     task_workflow_id,
 )
 
-__all__ = ["TASK_STATUSES", "TaskListing", "TaskMethods", "task_details", "task_summary"]
+__all__ = ["TASK_STATUSES", "TaskListing", "Tasks", "task_details", "task_summary"]
 
 TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
 # Characters of the goal in a task's static summary (the Temporal UI's one-line label).
@@ -99,29 +101,23 @@ def task_details(config: TaskConfig) -> str:
     return "\n".join(lines)
 
 
-class TaskMethods:
-    """``AgentClient``'s autonomous-task methods (a mixin: the client's own module is full).
+class Tasks:
+    """A client's autonomous tasks (``AgentClient.tasks``), over its ``Connection``.
 
     Every method that names a task raises ``TaskNotFound`` when no workflow ``task-<task_id>``
     exists, ``RequestRejected`` when the task refuses the request (its message names the task and
     says why: not the owner, an operator without a reason, nothing to change, the task has ended),
     and ``WorkerUnavailable`` when no worker answers (queries and updates need one). Reads
-    (``task_status``, ``task_events``, ``wait_task``) are open to any principal, as a session's
-    ``state`` and ``events`` are; changes are the owner's, or an operator's with a reason.
+    (``status``, ``events``, ``wait``) are open to any principal, as a session's ``state`` and
+    ``events`` are; changes are the owner's, or an operator's with a reason.
     """
 
-    if TYPE_CHECKING:
-        temporal: Client
-        task_queue: str
-        principal: str
-        default_profile: str
-        operators: list[str]
-        tool_task_queue: str | None
-        mcp_servers: list[str]
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
 
     # ------------------------------------------------------------ start
 
-    async def start_task(
+    async def start(
         self,
         goal: str,
         *,
@@ -176,7 +172,7 @@ class TaskMethods:
         ``PayloadCodecMismatch`` (nothing started) when the task queue's workers hold no key of this
         client's, or encrypt and this client has no codec keys (docs/encryption.md).
         """
-        task_id = TASK.start_id(task_id, self.principal, idempotency_key)
+        task_id = TASK.start_id(task_id, self._connection.principal, idempotency_key)
         if not task_id or len(task_id.encode()) > MAX_TASK_ID_BYTES:
             raise task_rejected(
                 task_id[:40], "start", f"a task id has 1 to {MAX_TASK_ID_BYTES} bytes (UTF-8), this one {len(task_id.encode())}"
@@ -195,7 +191,7 @@ class TaskMethods:
         config = _build(
             task_id, "start", TaskConfig,
             task_id=task_id,
-            owner=self.principal,
+            owner=self._connection.principal,
             goal=goal,
             workspace=os.path.realpath(workspace),
             criteria=list(criteria),
@@ -204,21 +200,21 @@ class TaskMethods:
             max_rounds_per_session=max_rounds_per_session,
             schedule={"every_seconds": every_seconds, "cron": cron, "trigger_command": trigger_command},
             budget=budget or Budget(),
-            profile=profile or ("scripted" if script else self.default_profile),
+            profile=profile or ("scripted" if script else self._connection.default_profile),
             script=os.path.abspath(script) if script else None,
             reviewer_profile=reviewer_profile,
             tools=list(tools) if tools is not None else None,
             sandbox=sandbox,
             network=network,
             approval=approval if approval is not None else ApprovalPolicy(mode="never"),
-            mcp_servers=list(self.mcp_servers),
-            tool_task_queue=self.tool_task_queue,
-            operators=list(self.operators),
+            mcp_servers=list(self._connection.mcp_servers),
+            tool_task_queue=self._connection.tool_task_queue,
+            operators=list(self._connection.operators),
             title=title,
         )
         await TASK.start(
-            self.temporal, AUTONOMOUS_TASK_WORKFLOW, AutonomousTaskInput(config=config), task_id,
-            workflow_id=task_workflow_id(task_id), task_queue=self.task_queue,
+            self._connection.temporal, AUTONOMOUS_TASK_WORKFLOW, AutonomousTaskInput(config=config), task_id,
+            workflow_id=task_workflow_id(task_id), task_queue=self._connection.task_queue,
             owner=config.owner, status="waiting", summary=task_summary(config), details=task_details(config),
             idempotency_key=idempotency_key,
         )
@@ -226,86 +222,86 @@ class TaskMethods:
 
     # ------------------------------------------------------------ reads
 
-    async def task_status(self, task_id: str) -> TaskStatusView:
+    async def status(self, task_id: str) -> TaskStatusView:
         """Query ``status``: goal, status, sessions used of ``max_sessions``, the running session,
         the last checkpoint, spend (with a receipt per session) against the budget, and the next
         wake (UTC). Works on a task that has ended too."""
-        return await self._task_query(task_id, "status", None, TaskStatusView)
+        return await self._query(task_id, "status", None, TaskStatusView)
 
-    async def task_events(self, task_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
+    async def events(self, task_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
         """Query ``events``: the task's events with ``seq > since_seq`` (at most ``limit``, 1 to
         10,000), in order. The workflow holds the events of its current run, from
         ``page.first_seq`` on; earlier ones (before a continue-as-new) are not in the page."""
-        return await self._task_query(task_id, "events", EventsQuery(since_seq=since_seq, limit=limit), EventsPage)
+        return await self._query(task_id, "events", EventsQuery(since_seq=since_seq, limit=limit), EventsPage)
 
-    async def list_tasks(self, status: str | None = None, limit: int = 50) -> list[TaskListing]:
+    async def list(self, status: str | None = None, limit: int = 50) -> builtins.list[TaskListing]:
         """This client's principal's tasks (``AgentOwner``), one row per task (its latest run), most
         recently started first, at most ``limit``; ``status``: only tasks whose ``AgentSessionStatus``
         is that task status (``TASK_STATUSES``). Raises ``ConfigurationError`` for an unknown status."""
-        executions = await TASK.listed(self.temporal, AUTONOMOUS_TASK_WORKFLOW, self.principal, status, TASK_STATUSES, limit)
+        executions = await TASK.listed(self._connection.temporal, AUTONOMOUS_TASK_WORKFLOW, self._connection.principal, status, TASK_STATUSES, limit)
         return [task_listing(e) for e in executions]
 
-    async def wait_task(self, task_id: str) -> AutonomousTaskResult:
+    async def wait(self, task_id: str) -> AutonomousTaskResult:
         """Wait, without a bound, until the task ends (through its continue-as-new runs) and return
         how: ``completed``, ``failed`` (``failure_reason``) or ``cancelled``. Raises ``TaskNotFound``;
         ``RequestRejected`` (request ``wait``) when its workflow ended without a result
         (terminated, timed out)."""
-        handle = self.temporal.get_workflow_handle(task_workflow_id(task_id), result_type=AutonomousTaskResult)
+        handle = self._connection.temporal.get_workflow_handle(task_workflow_id(task_id), result_type=AutonomousTaskResult)
         return await TASK.result(handle, task_id)
 
     # ------------------------------------------------------------ changes
 
-    async def pause_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
-        """Update ``pause``: no new session starts (a running one finishes) until ``resume_task``.
+    async def pause(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+        """Update ``pause``: no new session starts (a running one finishes) until ``resume``.
         Returns the task's status after it. An operator (not the owner) must give a ``reason``."""
         return await self._control(task_id, "pause", reason)
 
-    async def resume_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+    async def resume(self, task_id: str, reason: str | None = None) -> TaskStatusView:
         """Update ``resume``: a paused task goes on from where it was."""
         return await self._control(task_id, "resume", reason)
 
-    async def nudge_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+    async def nudge(self, task_id: str, reason: str | None = None) -> TaskStatusView:
         """Update ``nudge``: a waiting task wakes now instead of at ``next_wake``."""
         return await self._control(task_id, "nudge", reason)
 
-    async def cancel_task(self, task_id: str, reason: str | None = None) -> TaskStatusView:
+    async def cancel(self, task_id: str, reason: str | None = None) -> TaskStatusView:
         """Update ``cancel``: the running session is cancelled and the task ends ``cancelled``."""
         return await self._control(task_id, "cancel", reason)
 
-    async def amend_task_goal(
+    async def amend_goal(
         self, task_id: str, goal: str, criteria: Sequence[str] | None = None, reason: str | None = None
     ) -> TaskStatusView:
         """Update ``amend_goal``: the next sessions work towards ``goal`` (and ``criteria`` when
         given; None keeps the current ones)."""
         if not goal.strip():
             raise task_rejected(task_id, "amend_goal", "the goal is empty")
-        amend = _build(task_id, "amend_goal", AmendGoalInput, principal=self.principal, goal=goal,
+        amend = _build(task_id, "amend_goal", AmendGoalInput, principal=self._connection.principal, goal=goal,
                        criteria=list(criteria) if criteria is not None else None, reason=reason)
-        return await self._task_update(task_id, "amend_goal", amend)
+        return await self._update(task_id, "amend_goal", amend)
 
-    async def raise_task_budget(
+    async def raise_budget(
         self, task_id: str, budget: Budget | None = None, max_sessions: int | None = None, reason: str | None = None
     ) -> TaskStatusView:
         """Update ``raise_budget``: every limit ``budget`` sets replaces the task's (unset ones
         stay), ``max_sessions`` replaces its session bound; a task stopped at ``budget_exceeded``
         goes on. Raises ``RequestRejected`` when neither raises anything."""
-        raise_ = _build(task_id, "raise_budget", RaiseBudgetInput, principal=self.principal,
+        raise_ = _build(task_id, "raise_budget", RaiseBudgetInput, principal=self._connection.principal,
                         budget=budget or Budget(), max_sessions=max_sessions, reason=reason)
-        return await self._task_update(task_id, "raise_budget", raise_)
+        return await self._update(task_id, "raise_budget", raise_)
 
     # ------------------------------------------------------------ plumbing
 
-    def _task_handle(self, task_id: str) -> WorkflowHandle[Any, Any]:
-        return self.temporal.get_workflow_handle(task_workflow_id(task_id))
+    def _handle(self, task_id: str) -> WorkflowHandle[Any, Any]:
+        return self._connection.temporal.get_workflow_handle(task_workflow_id(task_id))
 
     async def _control(self, task_id: str, update: str, reason: str | None) -> TaskStatusView:
-        return await self._task_update(task_id, update, TaskControlInput(principal=self.principal, reason=reason))
+        return await self._update(task_id, update, TaskControlInput(principal=self._connection.principal, reason=reason))
 
-    async def _task_update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
-        return await TASK.update(self._task_handle(task_id), task_id, update, argument, TaskStatusView)
+    async def _update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
+        return await TASK.update(self._handle(task_id), task_id, update, argument, TaskStatusView)
 
-    async def _task_query(self, task_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
-        return await TASK.query(self._task_handle(task_id), task_id, query, argument, result_type)
+    async def _query(self, task_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
+        return await TASK.query(self._handle(task_id), task_id, query, argument, result_type)
 
 def _cron_problem(expression: str) -> str | None:
     """Why the five-field ``expression`` never gives a next time (croniter refuses it, or no date

@@ -1,6 +1,6 @@
 """Trajectories on the client side: a session's as a document, and exports read back from files.
 
-``AgentClient.trajectory`` (this module's mixin) folds a session's events with
+``AgentClient.trajectories.get`` (``Trajectories``) folds a session's events with
 ``trajectory_from_events``; ``trajectory_jsonl`` and ``load_trajectory`` are the two export
 formats of ``agentrt session trajectory`` (docs/trajectories.md), so a run exported today can be
 compared (``diff_trajectories``) with one made after a change of prompt or model.
@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from agentrt.client._connection import Connection
+from agentrt.client._sessions import Sessions
 from agentrt.schemas import (
     Event,
     InvalidTrajectoryFile,
@@ -40,24 +42,24 @@ if TYPE_CHECKING:
 _FOLDED = (UserMessageAdded, TrajectoryStarted, TrajectoryStepRecorded, TrajectoryCompleted, TurnEnded)
 
 
-class TrajectoryMethods:
-    """``AgentClient``'s trajectory methods (a mixin: the client's own module is full)."""
+class Trajectories:
+    """A client's session trajectories (``AgentClient.trajectories``): from its store, else from the session's events."""
 
-    if TYPE_CHECKING:
+    def __init__(self, connection: Connection, sessions: Sessions) -> None:
+        self._connection = connection
+        self._sessions = sessions
 
-        def all_events(self, session_id: str, since_seq: int = 0, page_size: int = 10_000) -> AsyncIterator[Event]: ...
-
-    async def trajectory(self, session_id: str, turn_id: str | None = None) -> Trajectory:
+    async def get(self, session_id: str, turn_id: str | None = None) -> Trajectory:
         """The session's trajectory (every turn that recorded one, in order), or only turn
         ``turn_id``'s. Read from the client's store when it has the session (every ended turn
         is there whole, also after the session's workflow and server are gone), else from the
         workflow's events (``all_events``). Raises ``SessionNotFound``, and ``TurnNotFound``
         for a turn the session has no trajectory of."""
-        store = getattr(self, "store", None)
+        store = self._connection.store
         stored = await asyncio.to_thread(stored_trajectory, store, session_id, turn_id) if store is not None else None
         if stored is not None:
             return stored
-        return _fold(session_id, [e async for e in self.all_events(session_id) if isinstance(e, _FOLDED)], turn_id)
+        return _fold(session_id, [e async for e in self._sessions.all_events(session_id) if isinstance(e, _FOLDED)], turn_id)
 
 
 def stored_trajectory(store: "Store", session_id: str, turn_id: str | None = None) -> Trajectory | None:

@@ -573,8 +573,10 @@ async def _until(client: AgentClient, graph_id: str, status: str) -> GraphSnapsh
     raise AssertionError(f"graph {graph_id} is {snapshot.status}, not {status}")
 
 
-def test_no_graph_method_is_shadowed_by_another_of_the_client_s_mixins() -> None:
-    from agentrt.client._graphs import GraphMethods
-
-    own = {name: value for name, value in vars(GraphMethods).items() if callable(value)}
-    assert own and {name for name, value in own.items() if getattr(AgentClient, name) is not value} == set()
+def test_the_flat_graph_methods_are_the_graphs_sub_client_s(temporal_client: Client) -> None:
+    client = AgentClient(temporal_client, principal="alice")
+    flat = {
+        "start_graph": "start", "graph_status": "status", "graph_events": "events", "list_graphs": "list",
+        "wait_graph": "wait", "approve_graph": "approve", "reject_graph": "reject", "cancel_graph": "cancel",
+    }
+    assert {name: getattr(client, name) for name in flat} == {name: getattr(client.graphs, verb) for name, verb in flat.items()}

@@ -1,4 +1,4 @@
-"""Trajectory exports read back from files, and AgentClient.trajectory folding a session's events."""
+"""Trajectory exports read back from files, and AgentClient.trajectories folding a session's events."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import os
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from agentrt.client import load_trajectory, trajectory_jsonl
-from agentrt.client._trajectories import TrajectoryMethods, select_turn
+from agentrt.client import Trajectories
+from agentrt.client._trajectories import select_turn
 from agentrt.schemas import (
     Event,
     InvalidTrajectoryFile,
@@ -104,8 +106,8 @@ def test_select_turn_keeps_one_turn_or_says_there_is_none() -> None:
         select_turn(sample(), "turn-9")
 
 
-class EventsOnly(TrajectoryMethods):
-    """The trajectory mixin over a fixed list of events, as ``all_events`` would yield them."""
+class FixedEvents:
+    """Sessions whose ``all_events`` yields a fixed list of events."""
 
     def __init__(self, events: list[Event]) -> None:
         self.events = events
@@ -113,6 +115,11 @@ class EventsOnly(TrajectoryMethods):
     async def all_events(self, session_id: str, since_seq: int = 0, page_size: int = 10_000) -> AsyncIterator[Event]:
         for event in self.events:
             yield event
+
+
+def EventsOnly(events: list[Event]) -> Trajectories:
+    """The trajectories of a client without a store over a fixed list of events, as ``all_events`` would yield them."""
+    return Trajectories(SimpleNamespace(store=None), FixedEvents(events))  # type: ignore[arg-type]
 
 
 def session_events() -> list[Event]:
@@ -126,7 +133,7 @@ def session_events() -> list[Event]:
 
 
 async def test_the_client_folds_the_session_events_into_its_trajectory() -> None:
-    trajectory = await EventsOnly(session_events()).trajectory("s1")
+    trajectory = await EventsOnly(session_events()).get("s1")
 
     [turn] = trajectory.turns
     assert (turn.turn_id, turn.prompt, turn.outcome, turn.rounds) == ("turn-1", "read it", "success", 2)
@@ -135,7 +142,7 @@ async def test_the_client_folds_the_session_events_into_its_trajectory() -> None
 
 async def test_the_client_refuses_a_turn_the_session_has_no_trajectory_of() -> None:
     with pytest.raises(TurnNotFound):
-        await EventsOnly(session_events()).trajectory("s1", "turn-2")
+        await EventsOnly(session_events()).get("s1", "turn-2")
 
 
 def test_a_file_nesting_too_deep_is_an_invalid_trajectory_file(tmp_path: Path) -> None:

@@ -1,0 +1,342 @@
+"""Sessions on the client side (``AgentClient.sessions``): start one, send it messages, wait for
+its turns, steer it (cancel, archive, switch model, raise budget, compact), read its state and
+events, and list sessions. Every call goes through one ``SessionCalls`` (client/_session_calls.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from pydantic import ValidationError
+from temporalio.client import RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError
+
+from agentrt.client import _starts as starts
+from agentrt.client._connection import Connection
+from agentrt.client._filters import SessionListing, list_session_rows
+from agentrt.client._outcomes import message_outcome
+from agentrt.client._patience import Patience
+from agentrt.client._queries import query_workflow
+from agentrt.client._session_calls import SESSION, SessionCalls, query_failed
+from agentrt.client._session_handlers import SessionHandlers
+from agentrt.client._turns import update_failure_cause as _cause
+from agentrt.client._turns import wait_for_turn
+from agentrt.schemas import (
+    ArchiveInput,
+    Budget,
+    CancelTurnInput,
+    CompactOutcome,
+    CompactRequest,
+    Event,
+    EventsPage,
+    EventsQuery,
+    RaiseBudgetInput,
+    RequestRejected,
+    SendMessageResult,
+    SessionConfig,
+    SessionStateView,
+    SwitchModelInput,
+    SwitchModelResult,
+    TurnOutcome,
+    session_workflow_id,
+)
+from agentrt.store import TokenDelta
+
+__all__ = ["Sessions", "StartedSession"]
+
+
+@dataclass
+class StartedSession:
+    session_id: str
+    turn_id: str
+    workflow_id: str
+
+
+class Sessions:
+    """A client's sessions (``AgentClient.sessions``), over its ``Connection``.
+
+    Every method raises ``SessionNotFound`` for an unknown session (or a child session this
+    principal may not see) and ``RequestRejected`` when the session's update validator refuses
+    the request (the message says why)."""
+
+    def __init__(self, connection: Connection, calls: SessionCalls) -> None:
+        self._connection = connection
+        self._calls = calls
+
+    def new_config(
+        self,
+        workspace: str,
+        *,
+        session_id: str | None = None,
+        profile: str = "default",
+        script: str | None = None,
+        idempotency_key: str | None = None,
+        **fields: object,
+    ) -> SessionConfig:
+        """A ``SessionConfig`` owned by this client's principal, workspace made real (``os.path.realpath``:
+        no symlink on its path; tools refuse it once it resolves elsewhere); ``advisor`` and ``mcp_servers``
+        default to the client's (``connect``: the config's). ``session_id``: default derived from
+        ``idempotency_key`` (the same on every retry), else new and random."""
+        fields.setdefault("advisor", self._connection.advisor)
+        fields.setdefault("mcp_servers", self._connection.mcp_servers)
+        return SessionConfig(
+            session_id=session_id or starts.new_session_id(self._connection.principal, idempotency_key),
+            owner=self._connection.principal,
+            workspace=os.path.realpath(workspace),
+            profile=profile,
+            script=os.path.abspath(script) if script else None,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    async def start(self, config: SessionConfig, text: str, *, idempotency_key: str | None = None) -> StartedSession:
+        """Start the session and send its first message in one round trip (update-with-start).
+
+        Without ``idempotency_key``, if the session already runs the message is sent to it. With
+        one, a repeat returns the first message's turn and queues nothing (``send``), and a session
+        this principal did not start with this key and config is ``RequestRejected`` (nothing sent:
+        ``starts.start_session``). Returns the session and turn ids. Raises ``PayloadStorageMismatch``
+        (nothing started or sent) for a message that would leave history for payload storage the
+        task queue's workers do not read.
+        """
+        message = await starts.first_message(self._connection, config.session_id, text, "send_message", idempotency_key)
+        try:
+            result = await starts.start_session(
+                self._connection, config, idempotency_key,
+                lambda operation: self._connection.temporal.execute_update_with_start_workflow(
+                    SessionHandlers.send_message, message, start_workflow_operation=operation,
+                    id=starts.message_update_id("send_message", message),
+                ),
+            )
+        except WorkflowUpdateFailedError as err:
+            raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
+        return StartedSession(config.session_id, result.turn_id, session_workflow_id(config.session_id))
+
+    async def start_and_wait(
+        self, config: SessionConfig, text: str, *, on_accepted: Callable[[], object] | None = None,
+        idempotency_key: str | None = None,
+    ) -> tuple[StartedSession, TurnOutcome]:
+        """Start the session, send its first message and wait for that turn's outcome, in one call
+        (update-with-start of the ``send_and_wait`` update, answered in the workflow task that
+        ends the turn: no second request, no polling). If the session already runs, the message
+        queues behind its turns and this waits for its own.
+
+        Waits without a bound (cancel the call to stop waiting; the turn goes on): for a bounded
+        wait use ``start`` and ``wait(timeout_seconds=...)``. The update counts against the
+        server's limit of updates in flight per workflow (``history.maxInFlightUpdates``, 10 by
+        default). ``on_accepted`` is called once the session has accepted the message (its
+        first workflow task ran), before the turn ends; the call then takes one more request.
+        ``idempotency_key`` as in ``send_and_wait``; through server restarts and lost updates as
+        ``send_and_wait`` goes. Raises what ``start`` and ``wait`` raise.
+        """
+        message = await starts.first_message(self._connection, config.session_id, text, "send_and_wait", idempotency_key)
+        update_id = starts.message_update_id("send_and_wait", message)
+        send = starts.start_and_send(self._connection, config, message, update_id, idempotency_key, on_accepted)
+        outcome = await message_outcome(
+            self._connection.temporal, config.session_id, update_id, send, keyed=message.idempotency_key is not None, starts=True
+        )
+        started = StartedSession(config.session_id, outcome.turn_id, session_workflow_id(config.session_id))
+        return started, await self._settled(config.session_id, outcome)
+
+    async def send_and_wait(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> TurnOutcome:
+        """Send a message and wait for its turn's outcome in one update (``send_and_wait``); the
+        turn id is the outcome's. Waits without a bound, as ``start_and_wait`` does; raises what
+        ``send`` and ``wait`` raise. A repeat with ``idempotency_key`` answers the first message's outcome.
+        Through server restarts it asks again; an update the server lost before the session took it
+        is sent again with ``idempotency_key``, else ``RequestRejected`` (``_outcomes.message_outcome``)."""
+        message = await starts.message_input(self._connection, session_id, text, "send_and_wait", idempotency_key)
+        handle = self._calls.handle(session_id)
+        update_id = starts.message_update_id("send_and_wait", message)
+        outcome = await message_outcome(
+            self._connection.temporal, session_id, update_id,
+            lambda: handle.execute_update(SessionHandlers.send_and_wait, message, id=update_id),
+            keyed=message.idempotency_key is not None,
+        )
+        return await self._settled(session_id, outcome)
+
+    async def _settled(self, session_id: str, outcome: TurnOutcome) -> TurnOutcome:
+        """``outcome``, or, when ``pending`` (the session continued as new first), ``wait``'s."""
+        if outcome.status != "pending":
+            return outcome
+        return await self.wait(session_id, outcome.turn_id)
+
+    async def send(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> SendMessageResult:
+        """Queue a message; it runs after the active turn. Returns its turn id.
+
+        ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): a repeat answers the first
+        message's turn and queues nothing (the session keeps its last 1,000 keys); ``RequestRejected`` for
+        another text under the same key or a malformed key (docs/idempotency.md).
+        Raises ``PayloadStorageMismatch`` (nothing sent) as ``start`` does.
+        """
+        message = await starts.message_input(self._connection, session_id, text, "send_message", idempotency_key)
+        update_id = starts.message_update_id("send_message", message)
+        return await self._calls.execute(session_id, "send_message", SessionHandlers.send_message, message, update_id)
+
+    async def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None = None) -> TurnOutcome:
+        """Wait until the turn ends; a ``pending`` outcome means ``timeout_seconds`` passed first.
+
+        Reads the store first when the client has one, else asks the ``turn`` query (either
+        way a turn that has ended costs nothing in history, nor the worker anything with a
+        store), then long-polls the ``wait_turn`` update, which answers in the workflow task
+        that records the turn's end (tens of milliseconds, not a polling interval). An accepted
+        update is in history, so it survives a worker restart; while no worker or server
+        answers (a server restart), the store (or query) and the update are asked again with
+        backoff until the timeout, warning once a minute while the session's workflow task fails.
+        Raises ``RequestRejected`` for a negative timeout or an unknown turn, ``SessionNotFound``,
+        ``ServerUnavailable`` when no server answered before the timeout.
+        """
+        if timeout_seconds is not None and timeout_seconds < 0:
+            raise RequestRejected(session_id, "wait_turn", f"timeout_seconds must be >= 0, got {timeout_seconds:g}")
+        patience = Patience(session_id, f"turn {turn_id}", timeout_seconds)
+        address = self._connection.temporal.service_client.config.target_host
+        await patience.retried(lambda: self._calls.check_visible(session_id), address)
+        left = None if timeout_seconds is None else max(0.0, patience.remaining() or 0.0)
+        return await wait_for_turn(self._calls.handle(session_id), self._connection.store, session_id, turn_id, left)
+
+    async def cancel(
+        self, session_id: str, turn_id: str | None = None, reason: str | None = None, *, include_queued: bool = False
+    ) -> None:
+        """Cancel the running turn (or, when none runs yet, the one about to start), or the queued
+        turn ``turn_id``; a model or tool call in flight is cancelled too. ``include_queued``
+        drops every queued turn as well. Returns once the session accepted the cancel; the turn
+        ends ``cancelled`` within about a second (``wait`` for it).
+
+        Raises ``RequestRejected`` (with the reason) when the cancel would change nothing: not
+        the owner, an unknown or finished turn, nothing running or queued, already cancelling.
+        """
+        await self._calls.execute(
+            session_id,
+            "cancel",
+            SessionHandlers.cancel,
+            CancelTurnInput(turn_id=turn_id, principal=self._connection.principal, reason=reason, include_queued=include_queued),
+        )
+
+    async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
+        """End the session: a running turn and queued ones are cancelled; the workflow completes."""
+        return await self._calls.execute(
+            session_id, "archive", SessionHandlers.archive, ArchiveInput(principal=self._connection.principal, reason=reason)
+        )
+
+    async def state(self, session_id: str) -> SessionStateView:
+        await self._calls.check_visible(session_id)
+        try:
+            return await query_workflow(self._calls.handle(session_id), SessionHandlers.state)
+        except RPCError as err:
+            raise SESSION.error(session_id, err) from err
+        except WorkflowQueryFailedError as err:
+            raise query_failed(session_id, "state", err) from err
+
+    async def switch_model(self, session_id: str, profile: str) -> SwitchModelResult:
+        """Switch the session to ``profile`` once the active and queued turns are done; waits for it.
+
+        Compacts first when the conversation does not fit the new profile's window (tokens).
+        Raises ``RequestRejected`` for a non-owner, an archived session or an unknown profile.
+        """
+        return await self._calls.execute(
+            session_id, "switch_model", SessionHandlers.switch_model, SwitchModelInput(profile=profile, principal=self._connection.principal)
+        )
+
+    async def raise_budget(self, session_id: str, budget: Budget, reason: str | None = None) -> SessionStateView:
+        """Raise the session's budget: every limit ``budget`` sets replaces the current one (a session
+        without a budget gets one); a turn after one that ended ``budget_exceeded`` runs. Returns the
+        session's state (``budget``, ``spend``, ``remaining``). Raises ``RequestRejected`` for a
+        stranger, an operator without a ``reason``, an archived session or an empty ``budget``."""
+        try:
+            request = RaiseBudgetInput(principal=self._connection.principal, budget=budget, reason=reason)
+        except ValidationError as err:
+            raise RequestRejected(session_id, "raise_budget", "give at least one limit to raise") from err
+        return await self._calls.execute(session_id, "raise_budget", SessionHandlers.raise_budget, request)
+
+    async def compact(self, session_id: str) -> CompactOutcome:
+        """Compact the session's context now (after the active turn); waits for the outcome.
+
+        The transcript stays whole in the store; the summary replaces the older part in what
+        the model sees. Raises ``RequestRejected`` for a non-owner or an archived session.
+        """
+        return await self._calls.execute(
+            session_id, "compact", SessionHandlers.compact, CompactRequest(principal=self._connection.principal)
+        )
+
+    async def events(self, session_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
+        """Events with ``seq > since_seq`` (at most ``limit``), in order, across every run of the session.
+
+        The workflow holds the events of its current run; older ones (before a
+        continue-as-new) are read from the store's event projection, which needs the client
+        to be built with ``store``; without it they are skipped and ``first_seq`` says where
+        the page starts.
+        """
+        await self._calls.check_visible(session_id)
+        try:
+            page = await query_workflow(
+                self._calls.handle(session_id), SessionHandlers.events, EventsQuery(since_seq=since_seq, limit=limit)
+            )
+        except RPCError as err:
+            raise SESSION.error(session_id, err) from err
+        except WorkflowQueryFailedError as err:
+            raise query_failed(session_id, "events", err) from err
+        if since_seq + 1 >= page.first_seq or self._connection.store is None:
+            return page
+        older = await asyncio.to_thread(self._connection.store.events, session_id, since_seq, limit)
+        older = [e for e in older if e.seq < page.first_seq]
+        combined = (older + page.events)[:limit]
+        return EventsPage(events=combined, last_seq=page.last_seq, first_seq=min(since_seq + 1, page.first_seq))
+
+    async def all_events(self, session_id: str, since_seq: int = 0, page_size: int = 10_000) -> AsyncIterator[Event]:
+        """Yield every event with ``seq > since_seq`` recorded so far, across all runs, page by page
+        (``page_size`` events per query); ends at the latest one. Earlier runs need the store."""
+        while True:
+            page = await self.events(session_id, since_seq, page_size)
+            if not page.events:
+                return
+            for event in page.events:
+                yield event
+            since_seq = page.events[-1].seq
+
+    async def follow(self, session_id: str, since_seq: int = 0, poll_seconds: float = 0.25) -> AsyncIterator[Event]:
+        """Yield events as they happen, until the session's workflow closes."""
+        handle = self._calls.handle(session_id)
+        while True:
+            page = await self.events(session_id, since_seq)
+            for event in page.events:
+                since_seq = event.seq
+                yield event
+            if not page.events:
+                if await self._calls.is_closed(handle):
+                    return
+                await asyncio.sleep(poll_seconds)
+
+    async def deltas(
+        self, session_id: str, turn_id: str | None = None, poll_seconds: float = 0.1
+    ) -> AsyncIterator[TokenDelta]:
+        """Stream the model's token deltas (text chunks) from the store as they are written.
+
+        Stops when ``turn_id`` (or, without one, the session's active turn) has ended.
+        Needs the client to be built with the worker's ``store``; raises ``ConfigurationError``
+        otherwise. Deltas never enter workflow history.
+        """
+        store = self._connection.needs_store("deltas")
+        if turn_id is None:
+            turn_id = (await self.state(session_id)).active_turn_id
+        after = 0
+        while True:
+            done = turn_id is None or (await query_workflow(self._calls.handle(session_id), SessionHandlers.turn, turn_id)) is not None
+            for delta in await asyncio.to_thread(store.deltas, session_id, after):
+                after = delta.id
+                if turn_id is None or delta.turn_id == turn_id:
+                    yield delta
+            if done:
+                return
+            await asyncio.sleep(poll_seconds)
+
+    async def list(
+        self, query: str | None = None, limit: int = 50, *, include_archived: bool = False
+    ) -> builtins.list[SessionListing]:
+        """Sessions known to Temporal visibility, one per session: its latest run (runs that
+        continued as new are left out), the most recently started run first, so ``started_at``
+        is when that run started. Archived sessions only with ``include_archived``; ``query``
+        adds a visibility filter, which must stay inside its group (``InvalidListFilter``
+        otherwise: unbalanced parentheses or quotes, or a filter Temporal refuses, with its
+        reason); only session workflows are listed."""
+        return await list_session_rows(self._connection.temporal, query, limit, include_archived)
