@@ -59,7 +59,7 @@ async def test_the_readme_worker_and_client_examples_run_a_session_as_written(
     )
     try:
         client = await asyncio.create_subprocess_exec(
-            sys.executable, "client.py", str(workspace), str(REPO / "client" / "demo" / "script.yaml"),
+            sys.executable, "client.py", str(workspace), str(REPO / "cli" / "demo" / "script.yaml"),
             cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         stdout, stderr = await asyncio.wait_for(client.communicate(), 180)
