@@ -23,6 +23,7 @@ import hmac
 import json
 import re
 import time
+import typing
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as metrics_internal
 from opentelemetry.util._once import Once
 
+from agentrt import schemas, worker
 from agentrt.client import AgentClient, AgentrtPlugin, StreamHub, connect
 
 from tests.conftest import OWNER, Harness
@@ -137,6 +139,25 @@ def test_the_s3_example_gives_the_s3_driver_to_the_plugin() -> None:
     [s3] = [e for e in examples() if e.program == "s3.py"]
     assert s3.page == "big-payloads.md" and s3.not_run is not None
     assert "AgentrtPlugin(config, store, driver=s3_driver)" in s3.code and "plugin=plugin" in s3.code
+
+
+# ---------------------------------------------------------------- reference pages
+
+
+def test_the_events_page_lists_every_event_type() -> None:
+    page = (DOCS / "events.md").read_text()
+    members = typing.get_args(typing.get_args(schemas.Event)[0])
+    tags = [m.model_fields["type"].default for m in members]
+    assert len(tags) > 50
+    assert [tag for tag in tags if f"| `{tag}`" not in page] == []
+
+
+def test_the_errors_page_draws_every_error_class() -> None:
+    page = (DOCS / "errors.md").read_text()
+    exported = [getattr(package, name) for package in (schemas, worker) for name in package.__all__]
+    errors = {e.__name__ for e in exported if isinstance(e, type) and issubclass(e, schemas.AgentrtError)}
+    assert len(errors) > 40
+    assert sorted(name for name in errors - {"AgentrtError"} if not re.search(rf"[─ ]{name} ", page)) == []
 
 
 # ---------------------------------------------------------------- the snippets, run
