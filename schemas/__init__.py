@@ -25,6 +25,7 @@ from agentrt.schemas._run_errors import *
 from agentrt.schemas._session import *
 from agentrt.schemas._skills import *
 from agentrt.schemas._task_state import *
+from agentrt.schemas._text import *
 from agentrt.schemas._trajectory import *
 from agentrt.schemas._turns import *
 from agentrt.schemas._validation import *
@@ -104,6 +105,7 @@ __all__ = [
     "DelegatedSessionEnded",
     "DescribeProfileInput",
     "EFFECTS_RECONCILE",
+    "ELLIPSIS",
     "EVENT_ADAPTER",
     "EVENT_LIST_ADAPTER",
     "EffectOutcomeUnknown",
@@ -357,6 +359,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "argument_problems",
     "arguments_sha256",
+    "cut_middle",
     "delegated_session_id",
     "format_seconds",
     "graph_node_session_id",
@@ -365,6 +368,7 @@ __all__ = [
     "idempotency_key_problem",
     "narrowed_grants",
     "session_workflow_id",
+    "shorten",
     "status_is_retryable",
     "task_session_id",
     "task_workflow_id",
