@@ -1,4 +1,9 @@
-"""Pydantic v2 types shared by workflows, activities, the worker and clients. No I/O here."""
+"""Pydantic v2 types shared by workflows, activities, the worker and clients. No I/O here.
+
+Each private module declares its public names in its ``__all__``; this package takes them all
+and lists them once more, sorted, in its own ``__all__`` (``tests/test_exported_members.py``
+checks the two agree).
+"""
 
 from agentrt.schemas._activities import *
 from agentrt.schemas._advisor import *
