@@ -30,8 +30,6 @@ from agentrt.activities._autonomy import (
     REVIEW_OUTPUT_TOKENS,
     REVIEW_WORDS,
     UNREADABLE,
-    _cut,
-    _cut_middle,
     _review_word,
     parse_review_verdict,
 )
@@ -52,6 +50,8 @@ from agentrt.schemas import (
     ReviewVerdict,
     ToolRisk,
     ToolSpec,
+    cut_middle,
+    shorten,
     validate_graph,
 )
 
@@ -241,7 +241,7 @@ def plan_prompt(goal: str, workspace: str, tools: list[ToolSpec], max_parallel: 
         f"The workspace (data):\n{json.dumps(workspace, ensure_ascii=False)}\n\n"
         f"The tools a node may use (data):\n{json.dumps(listed, ensure_ascii=False, indent=1)}\n\n"
         f"max_parallel unless the goal calls for another: {_clamped(max_parallel)}\n\n"
-        f"The goal (data):\n{json.dumps(_cut_middle(goal, PLAN_GOAL_CHARS), ensure_ascii=False)}\n\n"
+        f"The goal (data):\n{json.dumps(cut_middle(goal, PLAN_GOAL_CHARS), ensure_ascii=False)}\n\n"
         'Your answer: one fenced JSON object {"max_parallel": N, "nodes": [...]}, or plain text when the goal needs no graph:'
     )
 
@@ -251,14 +251,14 @@ def node_review_prompt(input: NodeReviewInput) -> str:
     when it has none) and its answer, each as JSON-quoted data (no text inside them can pass for
     the prompt's own), long ones cut in the middle."""
     acceptance = (
-        json.dumps(_cut_middle(input.acceptance, REVIEW_GOAL_CHARS), ensure_ascii=False)
+        json.dumps(cut_middle(input.acceptance, REVIEW_GOAL_CHARS), ensure_ascii=False)
         if input.acceptance
         else "(none given: judge whether the answer does the task)"
     )
     return (
-        f"The task (data):\n{json.dumps(_cut_middle(input.prompt, REVIEW_GOAL_CHARS), ensure_ascii=False)}\n\n"
+        f"The task (data):\n{json.dumps(cut_middle(input.prompt, REVIEW_GOAL_CHARS), ensure_ascii=False)}\n\n"
         f"What the answer must show to be accepted (data):\n{acceptance}\n\n"
-        f"The agent's final answer (data):\n{json.dumps(_cut_middle(input.answer, REVIEW_ANSWER_CHARS), ensure_ascii=False)}\n\n"
+        f"The agent's final answer (data):\n{json.dumps(cut_middle(input.answer, REVIEW_ANSWER_CHARS), ensure_ascii=False)}\n\n"
         'Your verdict, as one fenced JSON object {"verdict": "pass" | "fail", "findings": [...], "summary": "..."}:'
     )
 
@@ -284,7 +284,7 @@ def parse_plan(text: str, max_parallel: int) -> GraphSpec | str:
         answer = text.strip()
         if not answer:
             raise InvalidGraph(["the planner answered nothing"], "plan")
-        return _cut(answer, NODE_ANSWER_CHARS)
+        return shorten(answer, NODE_ANSWER_CHARS)
     data = _plan_object(text)
     fields: dict[str, Any] = {"nodes": data["nodes"], "max_parallel": _clamped(max_parallel)}
     given = data.get("max_parallel")
@@ -297,7 +297,7 @@ def parse_plan(text: str, max_parallel: int) -> GraphSpec | str:
     except ValidationError as err:
         problems = format_validation_error(err)
     more = len(problems) - MAX_PLAN_PROBLEMS
-    shown = [_cut(p, 300) for p in problems[:MAX_PLAN_PROBLEMS]]
+    shown = [shorten(p, 300) for p in problems[:MAX_PLAN_PROBLEMS]]
     raise InvalidGraph(shown + ([f"({more} more problems)"] if more > 0 else []), "plan")
 
 
@@ -322,7 +322,7 @@ def _plan_object(text: str) -> dict[str, Any]:
             start = text.find("{", start + 1)
             continue
         except ValueError as err:  # a number too long to convert, ...
-            failure = failure or _cut(str(err), 200)
+            failure = failure or shorten(str(err), 200)
             start = text.find("{", start + 1)
             continue
         if isinstance(value, dict) and "nodes" in value:
@@ -335,8 +335,8 @@ def _plan_object(text: str) -> dict[str, Any]:
 
 def _invalid(err: InvalidGraph, graph_id: str) -> ApplicationError:
     """The non-retryable ``ApplicationError`` for ``err``: typed by its class, its problems as details."""
-    activity.logger.warning("graph %s: %s", graph_id, _cut(str(err), MAX_PLAN_ERROR_CHARS))
-    return ApplicationError(_cut(str(err), MAX_PLAN_ERROR_CHARS), err.problems, type=type(err).__name__, non_retryable=True)
+    activity.logger.warning("graph %s: %s", graph_id, shorten(str(err), MAX_PLAN_ERROR_CHARS))
+    return ApplicationError(shorten(str(err), MAX_PLAN_ERROR_CHARS), err.problems, type=type(err).__name__, non_retryable=True)
 
 
 def _clamped(max_parallel: int) -> int:
@@ -345,7 +345,7 @@ def _clamped(max_parallel: int) -> int:
 
 def _first_sentence(description: str) -> str:
     end = description.find(". ")
-    return _cut(description if end == -1 else description[: end + 1], PLAN_TOOL_DESCRIPTION_CHARS)
+    return shorten(description if end == -1 else description[: end + 1], PLAN_TOOL_DESCRIPTION_CHARS)
 
 
 def stated_failure(text: str) -> str | None:

@@ -25,6 +25,40 @@ from agentrt.schemas._config import ApprovalPolicy, SandboxPolicy
 from agentrt.schemas._errors import InvalidGraph, NodeCannotDecompose
 from agentrt.schemas._messages import Usage
 
+__all__ = [
+    "ApprovePlanInput",
+    "CapabilityToken",
+    "DELEGATE_TOOL",
+    "FailurePolicy",
+    "GraphConfig",
+    "GraphControlInput",
+    "GraphNode",
+    "GraphPlan",
+    "GraphPlanInput",
+    "GraphSnapshot",
+    "GraphSpec",
+    "GraphStatus",
+    "MAX_GRAPH_ID_BYTES",
+    "MAX_GRAPH_NODES",
+    "MAX_NODE_RETRIES",
+    "MAX_PARALLEL_LIMIT",
+    "NODE_ANSWER_CHARS",
+    "NodeGrant",
+    "NodeReviewInput",
+    "NodeRole",
+    "NodeState",
+    "NodeStatus",
+    "NodeView",
+    "PlanApprovalMode",
+    "RISK_ORDER",
+    "RiskLevel",
+    "TERMINAL_GRAPH_STATUSES",
+    "TERMINAL_NODE_STATUSES",
+    "TaskGraphResult",
+    "ToolRisk",
+    "validate_graph",
+]
+
 GraphStatus = Literal["planning", "pending_approval", "approved", "executing", "completed", "failed", "rejected", "cancelled"]
 TERMINAL_GRAPH_STATUSES: tuple[str, ...] = ("completed", "failed", "rejected", "cancelled")
 NodeStatus = Literal["pending", "delegated", "reviewing", "retrying", "completed", "failed", "blocked", "cancelled"]

@@ -20,6 +20,11 @@ from agentrt.schemas._graph import (
     ToolRisk,
 )
 
+__all__ = [
+    "GraphState",
+    "TaskGraphInput",
+]
+
 
 class GraphState(Model):
     """Everything a graph's run knows: its status, the plan (``plan``, in dependency order in
