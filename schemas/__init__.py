@@ -342,6 +342,7 @@ from agentrt.schemas._task_state import (
     TaskRecordInput,
     TaskState,
 )
+from agentrt.schemas._template import SESSION_CHILD_FIELDS, SessionTemplate, child_config, session_template
 from agentrt.schemas._trajectory import (
     TRAJECTORY_FORMAT,
     TRAJECTORY_INPUT_CHARS,
@@ -567,6 +568,7 @@ __all__ = [
     "RunError",
     "SEARCH_ATTRIBUTE_KEYS",
     "SERVER_NAME_PATTERN",
+    "SESSION_CHILD_FIELDS",
     "SESSION_ID_PREFIX",
     "SESSION_OWNER",
     "SESSION_PREPARE",
@@ -598,6 +600,7 @@ __all__ = [
     "SessionStateView",
     "SessionStatus",
     "SessionStuck",
+    "SessionTemplate",
     "SkillActivated",
     "SkillDeactivated",
     "SkillDiscovered",
@@ -682,6 +685,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "argument_problems",
     "arguments_sha256",
+    "child_config",
     "delegated_session_id",
     "format_seconds",
     "graph_node_session_id",
@@ -689,6 +693,7 @@ __all__ = [
     "idempotency_digest",
     "idempotency_key_problem",
     "narrowed_grants",
+    "session_template",
     "session_workflow_id",
     "status_is_retryable",
     "task_session_id",

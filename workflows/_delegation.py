@@ -22,7 +22,9 @@ from agentrt.schemas import (
     SessionResult,
     Spend,
     narrowed_grants,
+    session_template,
 )
+from agentrt.schemas import child_config as derived_config
 
 # Characters of a child's answer the delegating model reads (the child's transcript has it whole).
 DELEGATED_ANSWER_CHARS = 20_000
@@ -114,35 +116,21 @@ def child_config(
     grants: dict[str, Any],
     budget: Budget | None,
 ) -> SessionConfig:
-    """The configuration of delegated session ``number`` of the session with ``config``: the
-    parent's owner, operators, workspace, profile, script, approval rules and timeouts,
-    interactivity, tool task queue and advisor; ``tools``, ``mcp_servers`` and ``grants`` from
-    ``child_grants``; ``budget`` (what is left of the parent's); the call's prompt as its one
-    turn (``ends_after_turn``)."""
-    return SessionConfig(
+    """The configuration of delegated session ``number`` of the session with ``config``: every
+    field of the parent's template (``session_template``: owner's model, approval rules and
+    timeouts, interactivity, tool task queue, advisor ...), then ``tools``, ``mcp_servers`` and
+    ``grants`` from ``child_grants``; ``budget`` (what is left of the parent's); the call's prompt
+    as its one turn (``ends_after_turn``)."""
+    return derived_config(
+        session_template(config),
         session_id=session_id,
         owner=config.owner,
         workspace=config.workspace,
-        profile=config.profile,
-        script=config.script,
-        tools=tools,
-        approval=config.approval,
-        approval_timeout_seconds=config.approval_timeout_seconds,
-        max_rounds_per_turn=config.max_rounds_per_turn,
-        model_timeout_seconds=config.model_timeout_seconds,
-        tool_timeout_seconds=config.tool_timeout_seconds,
-        heartbeat_timeout_seconds=config.heartbeat_timeout_seconds,
         title=request.title or f"delegated by session {config.session_id} · {number}",
-        system_prompt=config.system_prompt,
-        system_prompt_mode=config.system_prompt_mode,
-        local_tools=config.local_tools,
+        tools=tools,
+        mcp_servers=mcp_servers,
         sandbox=grants["sandbox"],
         network=grants["network"],
-        interactive=config.interactive,
-        operators=list(config.operators),
-        tool_task_queue=config.tool_task_queue,
-        advisor=config.advisor,
-        mcp_servers=mcp_servers,
         budget=budget,
         prompt=request.prompt,
         ends_after_turn=True,
