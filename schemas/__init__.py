@@ -235,7 +235,7 @@ from agentrt.schemas._graph import (
     ToolRisk,
     validate_graph,
 )
-from agentrt.schemas._graph_state import GraphState, TaskGraphInput
+from agentrt.schemas._graph_state import GraphRecordInput, GraphState, TaskGraphInput
 from agentrt.schemas._health import StuckCause, StuckWorkflow
 from agentrt.schemas._mcp import (
     MCP_TOOL_NAME_PATTERN,
@@ -278,6 +278,7 @@ from agentrt.schemas._names import (
     EFFECTS_RECONCILE,
     GRAPH_ID_PREFIX,
     GRAPH_PLAN,
+    GRAPH_RECORD,
     GRAPH_REVIEW,
     MCP_CALL_TOOL,
     MCP_LIST_TOOLS,
@@ -444,6 +445,7 @@ __all__ = [
     "FailurePolicy",
     "GRAPH_ID_PREFIX",
     "GRAPH_PLAN",
+    "GRAPH_RECORD",
     "GRAPH_REVIEW",
     "GraphConfig",
     "GraphControlInput",
@@ -451,6 +453,7 @@ __all__ = [
     "GraphNotFound",
     "GraphPlan",
     "GraphPlanInput",
+    "GraphRecordInput",
     "GraphSnapshot",
     "GraphSpec",
     "GraphState",

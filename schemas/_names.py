@@ -30,6 +30,7 @@ TASK_REVIEW: Final = "task.review"
 TASK_NEXT_WAKE: Final = "task.next_wake"
 GRAPH_PLAN: Final = "graph.plan"
 GRAPH_REVIEW: Final = "graph.review"
+GRAPH_RECORD: Final = "graph.record"
 
 # Workflow type names.
 SESSION_WORKFLOW: Final = "SessionWorkflow"

@@ -19,12 +19,14 @@ from agentrt.schemas import (
     NodeCannotDecompose,
     SessionConfig,
     SessionParent,
-    SessionResult,
     Spend,
     narrowed_grants,
     session_template,
 )
 from agentrt.schemas import child_config as derived_config
+# How a child ended: one type for every starter of child sessions (``_children``).
+from agentrt.workflows._children import ChildEnd as ChildEnd
+from agentrt.workflows._children import child_end as child_end
 
 # Characters of a child's answer the delegating model reads (the child's transcript has it whole).
 DELEGATED_ANSWER_CHARS = 20_000
@@ -50,18 +52,6 @@ class DelegateRequest:
             wait=arguments.get("wait", True) is not False,
             title=str(title) if title is not None else None,
         )
-
-
-@dataclass(frozen=True)
-class ChildEnd:
-    """How a delegated session ended: its turn's ``status`` (``completed``, ``failed``, ``cancelled``,
-    ``round_limit``, ``budget_exceeded``), ``answer``, ``error`` and the ``spend`` its result reported
-    (nothing for a child that was cancelled or failed: it returned no result)."""
-
-    status: str
-    answer: str | None
-    error: str | None
-    spend: Spend
 
 
 def refusal(config: SessionConfig) -> str | None:
@@ -136,18 +126,6 @@ def child_config(
         ends_after_turn=True,
         parent=SessionParent(kind="session", id=config.session_id, number=number),
     )
-
-
-def child_end(result: SessionResult | None, error: str | None, cancelled: bool) -> ChildEnd:
-    """How a child ended, from its workflow's ``result`` (None when it failed or was cancelled),
-    the ``error`` of its failure and whether it was ``cancelled``."""
-    outcome = result.outcome if result is not None else None
-    if result is None:
-        return ChildEnd("cancelled" if cancelled else "failed", None, error or ("cancelled" if cancelled else None), Spend())
-    spend = result.spend or Spend(usage=result.usage)
-    if outcome is None:
-        return ChildEnd("failed", None, "the delegated session ended without a turn", spend)
-    return ChildEnd(outcome.status, outcome.answer, outcome.error, spend)
 
 
 def rolled_up(spend: Spend) -> Spend:
