@@ -17,10 +17,10 @@ sessions when Temporal suggests it, carrying one ``TaskState``.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
@@ -34,7 +34,6 @@ from agentrt.schemas import (
     AutonomousTaskCheckpointed,
     AutonomousTaskCompleted,
     AutonomousTaskCreated,
-    AutonomousTaskFailed,
     AutonomousTaskGoalAmended,
     AutonomousTaskInput,
     AutonomousTaskNudged,
@@ -48,7 +47,6 @@ from agentrt.schemas import (
     Event,
     EventsPage,
     EventsQuery,
-    NextWakeInput,
     RaiseBudgetInput,
     SessionParent,
     Spend,
@@ -68,7 +66,7 @@ from agentrt.schemas import (
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _task_parts as parts
 from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
-from agentrt.workflows._errors import error_text, rejected
+from agentrt.workflows._errors import rejected
 from agentrt.workflows._frame import Standing, StatusBoard, require_workflow_id
 from agentrt.workflows._journal import Journal
 from agentrt.workflows._task_checks import TaskChecks

@@ -19,7 +19,6 @@ by its nodes and retries (``MAX_GRAPH_NODES``, ``MAX_NODE_RETRIES``), so it does
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
