@@ -5,6 +5,7 @@ before anyone is asked to approve it, and the reviewer model's verdict on each n
   may be granted and their risks, so the workflow mints grants and a risk level without I/O.
 - ``graph.review``: a reviewer model judges a node's answer; an unreadable answer passes
   (fail-open: the node's session did the work, a reviewer that cannot say no does not undo it).
+- ``graph.record``: the graph's row and its new events into the store (idempotent).
 
 The planner's answer is untrusted input: it is read with bounded work (its length, the JSON
 objects tried) and a plan that does not check out is a non-retryable ``InvalidGraph``.
@@ -38,12 +39,14 @@ from agentrt.activities.tools import format_validation_error
 from agentrt.schemas import (
     DELEGATE_TOOL,
     GRAPH_PLAN,
+    GRAPH_RECORD,
     GRAPH_REVIEW,
     MAX_GRAPH_NODES,
     MAX_PARALLEL_LIMIT,
     NODE_ANSWER_CHARS,
     GraphPlan,
     GraphPlanInput,
+    GraphRecordInput,
     GraphSpec,
     InvalidGraph,
     NodeReviewInput,
@@ -129,6 +132,12 @@ class GraphActivities:
         self._store = store
         self._models = models
         self._registry = registry
+
+    @activity.defn(name=GRAPH_RECORD)
+    def record(self, input: GraphRecordInput) -> None:
+        """Write the graph's row and its new events (``Store.record_graph``; a retried write changes
+        nothing it wrote before)."""
+        self._store.record_graph(input)
 
     @activity.defn(name=GRAPH_PLAN)
     async def plan(self, input: GraphPlanInput) -> GraphPlan:

@@ -8,6 +8,7 @@ The workflow is addressed by its type name (``TASK_GRAPH_WORKFLOW``) and its id
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from agentrt.schemas import (
     MAX_GRAPH_ID_BYTES,
     SESSION_OWNER,
     TASK_GRAPH_WORKFLOW,
+    TERMINAL_GRAPH_STATUSES,
     ApprovePlanInput,
     EventsPage,
     EventsQuery,
@@ -47,6 +49,9 @@ from agentrt.schemas import (
     graph_workflow_id,
     validate_graph,
 )
+
+if TYPE_CHECKING:
+    from agentrt.store import Store
 
 __all__ = ["GRAPH_STATUSES", "GraphListing", "GraphMethods", "graph_details", "graph_summary", "load_graph_file"]
 
@@ -195,6 +200,7 @@ class GraphMethods:
         default_profile: str
         operators: list[str]
         tool_task_queue: str | None
+        store: Store | None
 
     # ------------------------------------------------------------ start
 
@@ -306,11 +312,21 @@ class GraphMethods:
         return snapshot
 
     async def graph_events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
-        """Query ``events``: the graph's events with ``seq > since_seq`` (at most ``limit``, 1 to
-        10,000), in order."""
+        """The graph's events with ``seq > since_seq`` (at most ``limit``, 1 to 10,000), in order:
+        from the store, where the graph writes them (``graph.record``); the ones a running graph has
+        not written yet, and every event of a graph from before that, by query ``events``."""
         query = _build(graph_id, "events", EventsQuery, since_seq=since_seq, limit=limit)
         await self._check_visible(graph_id)
-        return await self._graph_query(graph_id, "events", query, EventsPage)
+        progress = None if self.store is None else await asyncio.to_thread(self.store.graph_progress, graph_id)
+        if self.store is None or progress is None:
+            return await self._graph_query(graph_id, "events", query, EventsPage)
+        status, stored = progress
+        events = await asyncio.to_thread(self.store.graph_events, graph_id, since_seq, limit)
+        if status in TERMINAL_GRAPH_STATUSES or len(events) >= limit:
+            return EventsPage(events=events, last_seq=stored, first_seq=1)
+        rest = query.model_copy(update={"since_seq": max(since_seq, stored), "limit": limit - len(events)})
+        page: EventsPage = await self._graph_query(graph_id, "events", rest, EventsPage)
+        return EventsPage(events=events + page.events, last_seq=page.last_seq, first_seq=1)
 
     async def wait_graph(self, graph_id: str) -> TaskGraphResult:
         """Wait, without a bound, until the graph ends and return how: ``completed`` (with its

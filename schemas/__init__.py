@@ -30,6 +30,7 @@ from agentrt.schemas._run_errors import *
 from agentrt.schemas._session import *
 from agentrt.schemas._skills import *
 from agentrt.schemas._task_state import *
+from agentrt.schemas._template import *
 from agentrt.schemas._text import *
 from agentrt.schemas._trajectory import *
 from agentrt.schemas._turns import *
@@ -125,6 +126,7 @@ __all__ = [
     "FailurePolicy",
     "GRAPH_ID_PREFIX",
     "GRAPH_PLAN",
+    "GRAPH_RECORD",
     "GRAPH_REVIEW",
     "GraphConfig",
     "GraphControlInput",
@@ -132,6 +134,7 @@ __all__ = [
     "GraphNotFound",
     "GraphPlan",
     "GraphPlanInput",
+    "GraphRecordInput",
     "GraphSnapshot",
     "GraphSpec",
     "GraphState",
@@ -249,6 +252,7 @@ __all__ = [
     "RunError",
     "SEARCH_ATTRIBUTE_KEYS",
     "SERVER_NAME_PATTERN",
+    "SESSION_CHILD_FIELDS",
     "SESSION_ID_PREFIX",
     "SESSION_OWNER",
     "SESSION_PREPARE",
@@ -280,6 +284,7 @@ __all__ = [
     "SessionStateView",
     "SessionStatus",
     "SessionStuck",
+    "SessionTemplate",
     "SkillActivated",
     "SkillDeactivated",
     "SkillDiscovered",
@@ -364,6 +369,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "argument_problems",
     "arguments_sha256",
+    "child_config",
     "cut_middle",
     "delegated_session_id",
     "format_seconds",
@@ -372,6 +378,7 @@ __all__ = [
     "idempotency_digest",
     "idempotency_key_problem",
     "narrowed_grants",
+    "session_template",
     "session_workflow_id",
     "shorten",
     "status_is_retryable",

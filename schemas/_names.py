@@ -19,6 +19,7 @@ __all__ = [
     "EFFECTS_RECONCILE",
     "GRAPH_ID_PREFIX",
     "GRAPH_PLAN",
+    "GRAPH_RECORD",
     "GRAPH_REVIEW",
     "MCP_CALL_TOOL",
     "MCP_LIST_TOOLS",
@@ -72,6 +73,7 @@ TASK_REVIEW: Final = "task.review"
 TASK_NEXT_WAKE: Final = "task.next_wake"
 GRAPH_PLAN: Final = "graph.plan"
 GRAPH_REVIEW: Final = "graph.review"
+GRAPH_RECORD: Final = "graph.record"
 
 # Workflow type names.
 SESSION_WORKFLOW: Final = "SessionWorkflow"
