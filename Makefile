@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck install dev worker chaos clean
+.PHONY: demo test typecheck docs install dev worker chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/agentrt demo --source .
 
-test: typecheck
+test: typecheck docs
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # pyright over the product, "basic" mode ([tool.pyright] in pyproject.toml): it checks the folders
@@ -28,6 +28,10 @@ typecheck: $(STAMP)
 	mkdir -p build/pyright
 	ln -sfn ../.. build/pyright/agentrt
 	$(BIN)/pyright
+
+# The documentation site (mkdocs.yml): strict, so a broken link or a page missing from the nav fails.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
 
 # The big chaos run, by hand (15-25 minutes): 50 sessions, 200 worker kills, 10 server restarts.
 chaos: $(STAMP)
@@ -40,4 +44,4 @@ worker: $(STAMP)
 	$(BIN)/agentrt worker
 
 clean:
-	rm -rf .agentrt .pytest_cache .hypothesis build/pyright
+	rm -rf .agentrt .pytest_cache .hypothesis build/pyright build/site

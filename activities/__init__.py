@@ -71,7 +71,7 @@ def build_activities(
         return tool_side
     session_side = [
         models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append,
-        advisor.review, memory.decide, tasks.record, tasks.review, tasks.next_wake, graphs.plan, graphs.review,
+        advisor.review, memory.decide, tasks.record, tasks.review, tasks.next_wake, graphs.plan, graphs.review, graphs.record,
     ]
     return session_side if role == "models" else [*session_side, *tool_side]
 

@@ -23,6 +23,8 @@ from agentrt.schemas import (
     ModelRequest,
     ModelResponse,
     ProviderError,
+    cut_middle,
+    shorten,
 )
 
 if TYPE_CHECKING:
@@ -145,8 +147,8 @@ def parse_review(text: str) -> AdvisorReviewResult:
     concerns = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]
     return AdvisorReviewResult(
         verdict=verdict,  # type: ignore[arg-type]
-        concerns=[_cut(" ".join(str(c).split()), MAX_CONCERN_CHARS) for c in concerns[:MAX_CONCERNS]],
-        summary=_cut(" ".join(str(data.get("summary") or "").split()), MAX_SUMMARY_CHARS),
+        concerns=[shorten(str(c), MAX_CONCERN_CHARS, one_line=True) for c in concerns[:MAX_CONCERNS]],
+        summary=shorten(str(data.get("summary") or ""), MAX_SUMMARY_CHARS, one_line=True),
     )
 
 
@@ -156,21 +158,21 @@ def review_prompt(input: AdvisorReviewInput) -> str:
     tail cannot hide behind a harmless head), keys are cut, nesting is bounded, and the calls
     take at most ``MAX_PROMPT_CALLS_CHARS`` characters all told."""
     calls = [
-        {"tool": _cut_middle(c.name, 200), "arguments": _shown(c.arguments if c.arguments is not None else c.arguments_raw), "high_risk": risk}
+        {"tool": cut_middle(c.name, 200), "arguments": _shown(c.arguments if c.arguments is not None else c.arguments_raw), "high_risk": risk}
         for c, risk in zip(input.calls, input.risks or [""] * len(input.calls), strict=False)
     ]
     shown = json.dumps(calls, ensure_ascii=False, separators=(",", ":"))
     if len(shown) > MAX_PROMPT_CALLS_CHARS:
         each = max(200, MAX_PROMPT_CALLS_CHARS // max(len(calls), 1))
         shown = json.dumps(
-            [_cut_middle(json.dumps(c, ensure_ascii=False, separators=(",", ":")), each) for c in calls], ensure_ascii=False
+            [cut_middle(json.dumps(c, ensure_ascii=False, separators=(",", ":")), each) for c in calls], ensure_ascii=False
         )
         note = " (each call cut to its JSON's head and tail: the batch is too long to show whole)"
     else:
         note = ""
     return (
         f"Workspace: {json.dumps(input.workspace)}\n"
-        f"The user's request (data):\n{json.dumps(_cut_middle(input.request, ADVISOR_ARGUMENT_CHARS))}\n\n"
+        f"The user's request (data):\n{json.dumps(cut_middle(input.request, ADVISOR_ARGUMENT_CHARS))}\n\n"
         f"The agent proposes these {len(calls)} tool calls (data), to run in this order{note}:\n{shown}\n\n"
         "Your verdict, as one JSON object:"
     )
@@ -209,26 +211,14 @@ class AdvisorActivities:
         return result
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _cut_middle(text: str, limit: int) -> str:
-    """``text`` whole when it fits ``limit`` characters, else its head and tail and how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}…[{len(text) - 2 * half} characters cut]…{text[-half:]}"
-
-
 def _shown(value: Any, depth: int = 0) -> Any:
     """Arguments as the advisor sees them: strings and keys cut in the middle, nesting bounded."""
     if isinstance(value, str):
-        return _cut_middle(value, ADVISOR_ARGUMENT_CHARS)
+        return cut_middle(value, ADVISOR_ARGUMENT_CHARS)
     if depth >= ADVISOR_ARGUMENT_DEPTH and isinstance(value, (dict, list)):
         return f"…[nested deeper than {ADVISOR_ARGUMENT_DEPTH} levels]"
     if isinstance(value, dict):
-        return {_cut_middle(str(k), 200): _shown(v, depth + 1) for k, v in value.items()}
+        return {cut_middle(str(k), 200): _shown(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_shown(v, depth + 1) for v in value]
     return value

@@ -47,6 +47,8 @@ from agentrt.schemas import (
     TaskRecordInput,
     ToolError,
     TriggerVerdict,
+    cut_middle,
+    shorten,
 )
 
 if TYPE_CHECKING:
@@ -237,15 +239,15 @@ class TaskActivities:
 def review_prompt(input: ReviewInput) -> str:
     """The user message a reviewer reads: the goal, the criteria and the session's answer, each as
     JSON-quoted data (no text inside them can pass for the prompt's own), long ones cut in the middle."""
-    criteria = [_cut_middle(c, REVIEW_CRITERION_CHARS) for c in input.criteria[:MAX_REVIEW_CRITERIA]]
+    criteria = [cut_middle(c, REVIEW_CRITERION_CHARS) for c in input.criteria[:MAX_REVIEW_CRITERIA]]
     more = len(input.criteria) - len(criteria)
     shown = json.dumps(criteria, ensure_ascii=False, indent=1) if criteria else "[] (none: judge against the goal)"
     if more > 0:
         shown += f"\n({more} more criteria not shown)"
     return (
-        f"The goal (data):\n{json.dumps(_cut_middle(input.goal, REVIEW_GOAL_CHARS), ensure_ascii=False)}\n\n"
+        f"The goal (data):\n{json.dumps(cut_middle(input.goal, REVIEW_GOAL_CHARS), ensure_ascii=False)}\n\n"
         f"The acceptance criteria (data):\n{shown}\n\n"
-        f"The agent's final answer (data):\n{json.dumps(_cut_middle(input.answer, REVIEW_ANSWER_CHARS), ensure_ascii=False)}\n\n"
+        f"The agent's final answer (data):\n{json.dumps(cut_middle(input.answer, REVIEW_ANSWER_CHARS), ensure_ascii=False)}\n\n"
         'Your verdict, as one fenced JSON object {"verdict": "pass" | "fail", "findings": [...], "summary": "..."}:'
     )
 
@@ -286,8 +288,8 @@ def parse_review_verdict(text: str) -> ReviewVerdict:
     findings = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]
     return ReviewVerdict(
         passed=passed,
-        findings=[_cut(" ".join(str(f).split()), MAX_FINDING_CHARS) for f in findings[:MAX_FINDINGS]],
-        summary=_cut(" ".join(str(data.get("summary") or "").split()), MAX_SUMMARY_CHARS),
+        findings=[shorten(str(f), MAX_FINDING_CHARS, one_line=True) for f in findings[:MAX_FINDINGS]],
+        summary=shorten(str(data.get("summary") or ""), MAX_SUMMARY_CHARS, one_line=True),
     )
 
 
@@ -347,15 +349,3 @@ def _seconds(word: str) -> float | None:
     if not math.isfinite(value) or value <= 0 or value > MAX_DEFER_SECONDS:
         return None
     return value
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _cut_middle(text: str, limit: int) -> str:
-    """``text`` whole when it fits ``limit`` characters, else its head and tail and how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}…[{len(text) - 2 * half} characters cut]…{text[-half:]}"

@@ -5,6 +5,7 @@ before anyone is asked to approve it, and the reviewer model's verdict on each n
   may be granted and their risks, so the workflow mints grants and a risk level without I/O.
 - ``graph.review``: a reviewer model judges a node's answer; an unreadable answer passes
   (fail-open: the node's session did the work, a reviewer that cannot say no does not undo it).
+- ``graph.record``: the graph's row and its new events into the store (idempotent).
 
 The planner's answer is untrusted input: it is read with bounded work (its length, the JSON
 objects tried) and a plan that does not check out is a non-retryable ``InvalidGraph``.
@@ -30,8 +31,6 @@ from agentrt.activities._autonomy import (
     REVIEW_OUTPUT_TOKENS,
     REVIEW_WORDS,
     UNREADABLE,
-    _cut,
-    _cut_middle,
     _review_word,
     parse_review_verdict,
 )
@@ -40,18 +39,22 @@ from agentrt.activities.tools import format_validation_error
 from agentrt.schemas import (
     DELEGATE_TOOL,
     GRAPH_PLAN,
+    GRAPH_RECORD,
     GRAPH_REVIEW,
     MAX_GRAPH_NODES,
     MAX_PARALLEL_LIMIT,
     NODE_ANSWER_CHARS,
     GraphPlan,
     GraphPlanInput,
+    GraphRecordInput,
     GraphSpec,
     InvalidGraph,
     NodeReviewInput,
     ReviewVerdict,
     ToolRisk,
     ToolSpec,
+    cut_middle,
+    shorten,
     validate_graph,
 )
 
@@ -129,6 +132,12 @@ class GraphActivities:
         self._store = store
         self._models = models
         self._registry = registry
+
+    @activity.defn(name=GRAPH_RECORD)
+    def record(self, input: GraphRecordInput) -> None:
+        """Write the graph's row and its new events (``Store.record_graph``; a retried write changes
+        nothing it wrote before)."""
+        self._store.record_graph(input)
 
     @activity.defn(name=GRAPH_PLAN)
     async def plan(self, input: GraphPlanInput) -> GraphPlan:
@@ -241,7 +250,7 @@ def plan_prompt(goal: str, workspace: str, tools: list[ToolSpec], max_parallel: 
         f"The workspace (data):\n{json.dumps(workspace, ensure_ascii=False)}\n\n"
         f"The tools a node may use (data):\n{json.dumps(listed, ensure_ascii=False, indent=1)}\n\n"
         f"max_parallel unless the goal calls for another: {_clamped(max_parallel)}\n\n"
-        f"The goal (data):\n{json.dumps(_cut_middle(goal, PLAN_GOAL_CHARS), ensure_ascii=False)}\n\n"
+        f"The goal (data):\n{json.dumps(cut_middle(goal, PLAN_GOAL_CHARS), ensure_ascii=False)}\n\n"
         'Your answer: one fenced JSON object {"max_parallel": N, "nodes": [...]}, or plain text when the goal needs no graph:'
     )
 
@@ -251,14 +260,14 @@ def node_review_prompt(input: NodeReviewInput) -> str:
     when it has none) and its answer, each as JSON-quoted data (no text inside them can pass for
     the prompt's own), long ones cut in the middle."""
     acceptance = (
-        json.dumps(_cut_middle(input.acceptance, REVIEW_GOAL_CHARS), ensure_ascii=False)
+        json.dumps(cut_middle(input.acceptance, REVIEW_GOAL_CHARS), ensure_ascii=False)
         if input.acceptance
         else "(none given: judge whether the answer does the task)"
     )
     return (
-        f"The task (data):\n{json.dumps(_cut_middle(input.prompt, REVIEW_GOAL_CHARS), ensure_ascii=False)}\n\n"
+        f"The task (data):\n{json.dumps(cut_middle(input.prompt, REVIEW_GOAL_CHARS), ensure_ascii=False)}\n\n"
         f"What the answer must show to be accepted (data):\n{acceptance}\n\n"
-        f"The agent's final answer (data):\n{json.dumps(_cut_middle(input.answer, REVIEW_ANSWER_CHARS), ensure_ascii=False)}\n\n"
+        f"The agent's final answer (data):\n{json.dumps(cut_middle(input.answer, REVIEW_ANSWER_CHARS), ensure_ascii=False)}\n\n"
         'Your verdict, as one fenced JSON object {"verdict": "pass" | "fail", "findings": [...], "summary": "..."}:'
     )
 
@@ -284,7 +293,7 @@ def parse_plan(text: str, max_parallel: int) -> GraphSpec | str:
         answer = text.strip()
         if not answer:
             raise InvalidGraph(["the planner answered nothing"], "plan")
-        return _cut(answer, NODE_ANSWER_CHARS)
+        return shorten(answer, NODE_ANSWER_CHARS)
     data = _plan_object(text)
     fields: dict[str, Any] = {"nodes": data["nodes"], "max_parallel": _clamped(max_parallel)}
     given = data.get("max_parallel")
@@ -297,7 +306,7 @@ def parse_plan(text: str, max_parallel: int) -> GraphSpec | str:
     except ValidationError as err:
         problems = format_validation_error(err)
     more = len(problems) - MAX_PLAN_PROBLEMS
-    shown = [_cut(p, 300) for p in problems[:MAX_PLAN_PROBLEMS]]
+    shown = [shorten(p, 300) for p in problems[:MAX_PLAN_PROBLEMS]]
     raise InvalidGraph(shown + ([f"({more} more problems)"] if more > 0 else []), "plan")
 
 
@@ -322,7 +331,7 @@ def _plan_object(text: str) -> dict[str, Any]:
             start = text.find("{", start + 1)
             continue
         except ValueError as err:  # a number too long to convert, ...
-            failure = failure or _cut(str(err), 200)
+            failure = failure or shorten(str(err), 200)
             start = text.find("{", start + 1)
             continue
         if isinstance(value, dict) and "nodes" in value:
@@ -335,8 +344,8 @@ def _plan_object(text: str) -> dict[str, Any]:
 
 def _invalid(err: InvalidGraph, graph_id: str) -> ApplicationError:
     """The non-retryable ``ApplicationError`` for ``err``: typed by its class, its problems as details."""
-    activity.logger.warning("graph %s: %s", graph_id, _cut(str(err), MAX_PLAN_ERROR_CHARS))
-    return ApplicationError(_cut(str(err), MAX_PLAN_ERROR_CHARS), err.problems, type=type(err).__name__, non_retryable=True)
+    activity.logger.warning("graph %s: %s", graph_id, shorten(str(err), MAX_PLAN_ERROR_CHARS))
+    return ApplicationError(shorten(str(err), MAX_PLAN_ERROR_CHARS), err.problems, type=type(err).__name__, non_retryable=True)
 
 
 def _clamped(max_parallel: int) -> int:
@@ -345,7 +354,7 @@ def _clamped(max_parallel: int) -> int:
 
 def _first_sentence(description: str) -> str:
     end = description.find(". ")
-    return _cut(description if end == -1 else description[: end + 1], PLAN_TOOL_DESCRIPTION_CHARS)
+    return shorten(description if end == -1 else description[: end + 1], PLAN_TOOL_DESCRIPTION_CHARS)
 
 
 def stated_failure(text: str) -> str | None:

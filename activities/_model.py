@@ -1,32 +1,25 @@
 """Model activities: ``provider.complete`` (one model call, content loaded from the store by the
 workflow's context plan, deltas streamed to the store), ``context.compact`` (a compaction
 summary), ``profiles.describe`` (a profile's context limits) and ``session.prepare`` (a new
-session's tool specs and profile limits, in one call)."""
+session's tool specs and profile limits, in one call). What a call sees is read by
+``_call_context.CallContext``."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import traceback
 from collections import OrderedDict
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from sqlalchemy import Connection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
-from agentrt.activities._system_prompt import (
-    budget_section,
-    compose_system_prompt,
-    default_system_prompt,
-    memory_section,
-    skills_section,
-)
+from agentrt.activities._call_context import CallContext, takes_reasoning_back
+from agentrt.activities._system_prompt import budget_section
 from agentrt.activities._telemetry import ModelCall, model_call
 from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
 from agentrt.activities.tools import discover_skills
@@ -54,13 +47,12 @@ from agentrt.schemas import (
     ProfileInfo,
     ProfileLookup,
     ProviderError,
-    SessionConfig,
     SkillInfo,
     ToolSpec,
     UnknownProfileError,
     Usage,
 )
-from agentrt.workflows.context import BYTES_PER_TOKEN, superseded_positions, truncate_middle
+from agentrt.workflows.context import BYTES_PER_TOKEN, truncate_middle
 
 if TYPE_CHECKING:
     from agentrt.activities.tools import ToolRegistry
@@ -70,11 +62,6 @@ DELTA_FLUSH_SECONDS = 0.2
 DELTA_FLUSH_COUNT = 32
 PREVIEW_CHARS = 300
 COMPACT_MAX_RETRY_DELAY_SECONDS = 10.0
-SUMMARY_HEADING = "## Summary of the earlier conversation"
-OMITTED_NOTE = (
-    "[Earlier messages of this conversation are omitted here to fit the context window; "
-    "they remain in the session's transcript.]"
-)
 SUMMARY_SYSTEM = (
     "You maintain the running summary of a long conversation between a user and an AI agent "
     "that uses tools. Write a faithful, dense summary: the user's goals and constraints, "
@@ -83,9 +70,6 @@ SUMMARY_SYSTEM = (
 )
 
 
-# Session configs kept per worker process for the default system prompt (a config never
-# changes in the parts the prompt shows: workspace, approval policy).
-SESSION_CONFIG_CACHE_SIZE = 1024
 # Tool listings (MCP tool specs by digest) a worker keeps for the model calls of a turn.
 MAX_CACHED_LISTINGS = 256
 
@@ -109,7 +93,7 @@ class ModelActivities:
         self._config = config
         self._store = store
         self._registry = registry
-        self._session_configs: OrderedDict[str, SessionConfig] = OrderedDict()
+        self.context = CallContext(store)
         self._listings: OrderedDict[str, list[ToolSpec]] = OrderedDict()
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
@@ -180,18 +164,6 @@ class ModelActivities:
             )
         )
 
-    def _session_config(self, session_id: str, conn: Connection | None) -> SessionConfig | None:
-        """The session's stored config (None when the store has none), cached per process."""
-        if session_id in self._session_configs:
-            self._session_configs.move_to_end(session_id)
-            return self._session_configs[session_id]
-        config = self._store.session_config(session_id, conn=conn)
-        if config is not None:
-            self._session_configs[session_id] = config
-            while len(self._session_configs) > SESSION_CONFIG_CACHE_SIZE:
-                self._session_configs.popitem(last=False)
-        return config
-
     def _tool_listing(self, digest: str) -> list[ToolSpec]:
         """The MCP tool specs a turn listed (``mcp.list_tools`` stored them under ``digest``); kept
         per worker for the next call of the turn. Raises a non-retryable ``ApplicationError``
@@ -211,92 +183,6 @@ class ModelActivities:
         else:
             self._listings.move_to_end(digest)
         return specs
-
-    def _system_prompt(
-        self, input: ModelCallInput, profile: ModelProfile, tools: list[ToolSpec], conn: Connection | None
-    ) -> str:
-        """agentrt's default system prompt as the profile and the session extend or replace it."""
-        default = default_system_prompt(
-            self._session_config(input.session_id, conn), tools, datetime.now(timezone.utc).date()
-        )
-        composed = compose_system_prompt(default, profile, input.system_prompt, input.system_prompt_mode)
-        section = skills_section(input.skills)
-        if not section:
-            return composed
-        return f"{composed}\n\n{section}" if composed else section
-
-    def _with_memories(self, session_id: str, system: str | None, messages: list[Message], conn: Connection | None) -> str | None:
-        """``system`` with the "Relevant memories" section at its end (after a compaction summary:
-        the part that changes most goes last, so providers' prompt caches keep the rest): the
-        accepted memories the session's owner may see here (owner, session and workspace from the
-        stored config), ranked by the latest user message in ``messages``. Unchanged when the
-        session has no stored config or no such memory."""
-        config = self._session_config(session_id, conn)
-        if config is None:
-            return system
-        found = self._store.visible_memories(config.owner, session_id, config.workspace, conn=conn)
-        query = next((m.text for m in reversed(messages) if m.role == "user" and m.text != OMITTED_NOTE), "")
-        section = memory_section(found, query, datetime.now(timezone.utc))
-        if not section:
-            return system
-        return f"{system}\n\n{section}" if system else section
-
-    def _context(
-        self,
-        input: ModelCallInput,
-        conn: Connection | None = None,
-        *,
-        system: str | None = None,
-        with_reasoning: bool = False,
-    ) -> tuple[str | None, list[Message]]:
-        """The system prompt and messages a call sees: by the plan's ranges, or everything before
-        the reply (read on ``conn``, a store transaction, when given). ``system`` is the system
-        prompt (default: ``input.system_prompt`` as it is); ``with_reasoning`` attaches each
-        assistant message's stored reasoning blocks (for providers that take them back)."""
-        if system is None:
-            system = input.system_prompt
-        plan = input.plan
-        if plan is None:
-            rows = self._store.messages(input.session_id, input.upto_position, conn=conn)
-            if with_reasoning:
-                rows = self._with_reasoning(input.session_id, rows, conn)
-            return system, [m for _, m in rows]
-        rows = self._store.messages_in(input.session_id, plan.ranges, conn=conn)
-        if with_reasoning:
-            rows = self._with_reasoning(input.session_id, rows, conn)
-        superseded = superseded_positions((p, m.state_keys) for p, m in rows if m.role == "tool" and not m.is_error)
-        limits = {t.position: t.max_bytes for t in plan.truncate}
-        starts = {start for start, _ in plan.ranges[1:]}
-        messages: list[Message] = []
-        for position, message in rows:
-            if position in starts:
-                messages.append(Message(role="user", text=OMITTED_NOTE))
-            if position in superseded:
-                keys = ", ".join(superseded[position])
-                text = f"[superseded: {keys} was updated by a later tool result; this earlier result is not shown]"
-                message = message.model_copy(update={"text": text})
-            elif position in limits:
-                message = _fit(message, limits[position])
-            messages.append(message)
-        if (plan.omitted or plan.summary_id is not None) and (not messages or messages[0].role != "user"):
-            messages.insert(0, Message(role="user", text=OMITTED_NOTE))
-        if plan.summary_id is not None:
-            summary = self._store.summary(input.session_id, plan.summary_id, conn=conn)
-            if summary is None:
-                raise ApplicationError(
-                    f"compaction summary {plan.summary_id} of session {input.session_id} is not in the store",
-                    type="MissingSummary",
-                )
-            system = f"{system}\n\n{SUMMARY_HEADING}\n{summary}" if system else f"{SUMMARY_HEADING}\n{summary}"
-        return system, messages
-
-    def _with_reasoning(
-        self, session_id: str, rows: list[tuple[int, Message]], conn: Connection | None
-    ) -> list[tuple[int, Message]]:
-        found = self._store.reasoning_at(session_id, (p for p, m in rows if m.role == "assistant"), conn=conn)
-        if not found:
-            return rows
-        return [(p, m.model_copy(update={"reasoning": found[p]}) if p in found else m) for p, m in rows]
 
     @activity.defn(name=PROVIDER_COMPLETE)
     async def complete(self, input: ModelCallInput) -> ModelCallResult:
@@ -424,9 +310,9 @@ class ModelActivities:
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
-            system = self._system_prompt(input, profile, tools, conn)
-            system, messages = self._context(input, conn, system=system, with_reasoning=_takes_reasoning_back(profile))
-            system = self._with_memories(input.session_id, system, messages, conn)
+            system = self.context.system_prompt(input, profile, tools, conn)
+            system, messages = self.context.messages(input, conn, system=system, with_reasoning=takes_reasoning_back(profile))
+            system = self.context.with_memories(input.session_id, system, messages, conn)
             budget = budget_section(input.budget_note)
             if budget:  # last: it changes every round, so everything before it stays in prompt caches
                 system = f"{system}\n\n{budget}" if system else budget
@@ -531,33 +417,6 @@ def _cause_types(err: BaseException) -> str:
         names.append(f"{type(cause).__module__}.{type(cause).__qualname__}")
         cause = cause.__cause__ or cause.__context__
     return f" (caused by {' <- '.join(names)})" if names else ""
-
-
-def _takes_reasoning_back(profile: ModelProfile) -> bool:
-    """Whether ``profile``'s provider is sent earlier replies' reasoning: Anthropic with extended
-    thinking (thinking blocks must accompany tool use), OpenAI Responses (reasoning items) and
-    Chat Completions (DeepSeek's ``reasoning_content`` on replies that called tools)."""
-    return profile.provider in ("openai", "openai-responses") or (
-        profile.provider == "anthropic" and profile.thinking_budget_tokens is not None
-    )
-
-
-def _fit(message: Message, max_bytes: int) -> Message:
-    """``message`` cut to about ``max_bytes`` UTF-8 bytes in all: its text in the middle, and
-    tool-call arguments over their share replaced by a placeholder that says what they were."""
-    share = max(max_bytes // (len(message.tool_calls) + 1), 64)
-    text = truncate_middle(message.text, share if message.tool_calls else max_bytes)
-    calls = []
-    for call in message.tool_calls:
-        raw = call.arguments_raw or json.dumps(call.arguments)
-        size = len(raw.encode())
-        if size > share:
-            shown = truncate_middle(raw, max(share // 2, 32))
-            call = call.model_copy(
-                update={"arguments": {"_omitted": f"{size} bytes of arguments, shortened: {shown}"}, "arguments_raw": ""}
-            )
-        calls.append(call)
-    return message.model_copy(update={"text": text, "tool_calls": calls})
 
 
 def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_bytes: int, max_tokens: int) -> str:

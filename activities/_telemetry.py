@@ -15,7 +15,7 @@ cut to ``MODEL_VALUE_CHARS``.
 
 from __future__ import annotations
 
-import threading
+import functools
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,11 +72,9 @@ def _tracer() -> trace.Tracer:
 
 
 class _Instruments:
-    """The instruments of one meter provider (the process's may be replaced, in tests)."""
+    """The histograms and counter of model calls, made on one meter."""
 
-    def __init__(self, provider: metrics.MeterProvider) -> None:
-        meter = provider.get_meter(SCOPE)
-        self.provider = provider
+    def __init__(self, meter: metrics.Meter) -> None:
         self.token_usage = meter.create_histogram(
             TOKEN_USAGE, unit="{token}", description="Number of input and output tokens used.",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
@@ -90,20 +88,11 @@ class _Instruments:
         )
 
 
-_instruments: _Instruments | None = None
-_lock = threading.Lock()
-
-
-def _current() -> _Instruments:
-    global _instruments
-    provider = metrics.get_meter_provider()
-    found = _instruments
-    if found is not None and found.provider is provider:
-        return found
-    with _lock:
-        if _instruments is None or _instruments.provider is not provider:
-            _instruments = _Instruments(provider)
-        return _instruments
+@functools.lru_cache(maxsize=1)
+def _instruments(provider: metrics.MeterProvider) -> _Instruments:
+    """The instruments of ``provider``, made once: made again only when the process's provider
+    was replaced (tests install their own)."""
+    return _Instruments(provider.get_meter(SCOPE))
 
 
 def _error_type(err: BaseException) -> str:
@@ -148,7 +137,7 @@ class ModelCall:
                 attributes[name] = value
         if stop_reason:
             attributes[RESPONSE_FINISH_REASONS] = (_model_value(stop_reason),)
-        instruments = _current()
+        instruments = _instruments(metrics.get_meter_provider())
         instruments.token_usage.record(usage.input_tokens, {**self._measured, TOKEN_TYPE: "input"})
         instruments.token_usage.record(usage.output_tokens, {**self._measured, TOKEN_TYPE: "output"})
         if profile.price is not None:
@@ -164,7 +153,7 @@ class ModelCall:
         self._measured[ERROR_TYPE] = kind
 
     def _took(self, seconds: float) -> None:
-        _current().duration.record(seconds, self._measured)
+        _instruments(metrics.get_meter_provider()).duration.record(seconds, self._measured)
 
 
 @contextmanager

@@ -8,6 +8,7 @@ The workflow is addressed by its type name (``TASK_GRAPH_WORKFLOW``) and its id
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import os
@@ -33,6 +34,7 @@ from agentrt.schemas import (
     MAX_GRAPH_ID_BYTES,
     SESSION_OWNER,
     TASK_GRAPH_WORKFLOW,
+    TERMINAL_GRAPH_STATUSES,
     ApprovePlanInput,
     EventsPage,
     EventsQuery,
@@ -302,11 +304,21 @@ class Graphs:
         return snapshot
 
     async def events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> EventsPage:
-        """Query ``events``: the graph's events with ``seq > since_seq`` (at most ``limit``, 1 to
-        10,000), in order."""
+        """The graph's events with ``seq > since_seq`` (at most ``limit``, 1 to 10,000), in order:
+        from the store, where the graph writes them (``graph.record``); the ones a running graph has
+        not written yet, and every event of a graph from before that, by query ``events``."""
         query = _build(graph_id, "events", EventsQuery, since_seq=since_seq, limit=limit)
         await self._check_visible(graph_id)
-        return await self._query(graph_id, "events", query, EventsPage)
+        progress = None if self._connection.store is None else await asyncio.to_thread(self._connection.store.graph_progress, graph_id)
+        if self._connection.store is None or progress is None:
+            return await self._query(graph_id, "events", query, EventsPage)
+        status, stored = progress
+        events = await asyncio.to_thread(self._connection.store.graph_events, graph_id, since_seq, limit)
+        if status in TERMINAL_GRAPH_STATUSES or len(events) >= limit:
+            return EventsPage(events=events, last_seq=stored, first_seq=1)
+        rest = query.model_copy(update={"since_seq": max(since_seq, stored), "limit": limit - len(events)})
+        page: EventsPage = await self._query(graph_id, "events", rest, EventsPage)
+        return EventsPage(events=events + page.events, last_seq=page.last_seq, first_seq=1)
 
     async def wait(self, graph_id: str) -> TaskGraphResult:
         """Wait, without a bound, until the graph ends and return how: ``completed`` (with its

@@ -14,6 +14,21 @@ from agentrt.schemas._memory import MemoryNote
 from agentrt.schemas._messages import Message, PositionedMessage, ReasoningBlock, ToolCall, ToolSpec, Usage
 from agentrt.schemas._skills import SkillInfo
 
+__all__ = [
+    "ListToolsInput",
+    "ListToolsResult",
+    "ModelCallInput",
+    "ModelCallResult",
+    "ModelRequest",
+    "ModelResponse",
+    "PrepareSessionInput",
+    "PrepareSessionResult",
+    "ReconcileEffectInput",
+    "StoreAppendInput",
+    "ToolExecuteInput",
+    "ToolExecuteResult",
+]
+
 
 class ModelRequest(Model):
     """What a provider adapter receives: the profile, system prompt, messages and tools."""

@@ -10,6 +10,13 @@ from agentrt.schemas._activities import StoreAppendInput
 from agentrt.schemas._base import Model
 from agentrt.schemas._messages import ToolCall, Usage
 
+__all__ = [
+    "ADVISOR_REQUEST_CHARS",
+    "AdvisorReviewInput",
+    "AdvisorReviewResult",
+    "AdvisorVerdict",
+]
+
 AdvisorVerdict = Literal["approve", "approve_with_warnings", "reject"]
 # Characters of the user's request an advisor sees (the start of the turn's message).
 ADVISOR_REQUEST_CHARS = 2_000

@@ -17,6 +17,7 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
 from agentrt.schemas._config import ApprovalPolicy, SandboxPolicy
 from agentrt.schemas._messages import Usage
+from agentrt.schemas._template import SessionTemplate
 
 TaskStatus = Literal["waiting", "running", "paused", "budget_exceeded", "completed", "failed", "cancelled"]
 TERMINAL_TASK_STATUSES: tuple[str, ...] = ("completed", "failed", "cancelled")
@@ -112,6 +113,10 @@ class AcceptanceCheck(Model):
         return value
 
 
+# The flat ``TaskConfig`` fields a ``SessionTemplate`` holds too (``TaskConfig.session`` sets them).
+TASK_TEMPLATE_FIELDS = ("profile", "script", "tools", "approval", "sandbox", "network", "mcp_servers", "tool_task_queue", "operators")
+
+
 class TaskConfig(Model):
     """Everything an autonomous task needs to start; carried in the workflow input.
 
@@ -130,6 +135,12 @@ class TaskConfig(Model):
       sandbox confines runs and a destructive or network one is denied; with another mode a call
       the policy would ask about is denied (``no_interactive_route``).
     - ``owner`` and ``operators``: who may control the task (operators with a reason).
+    - ``session``: the template every session of the task is made from (``SessionTemplate``:
+      system prompt, advisor, timeouts, local tools ... as well). Given, its values replace the
+      flat ``profile``, ``script``, ``tools``, ``approval``, ``sandbox``, ``network``,
+      ``mcp_servers``, ``tool_task_queue`` and ``operators``; None makes it from those
+      (``template()``). A session still gets ``max_rounds_per_session`` rounds, what is left of the
+      task's budget, and no person to ask (``interactive`` false).
     """
 
     task_id: str = Field(min_length=1)
@@ -153,6 +164,21 @@ class TaskConfig(Model):
     tool_task_queue: str | None = None
     operators: list[str] = Field(default_factory=list)
     title: str | None = None
+    # Left out when None: a worker of an earlier version still reads the config.
+    session: SessionTemplate | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="after")
+    def _session_template_wins(self) -> TaskConfig:
+        if self.session is not None:
+            for name in TASK_TEMPLATE_FIELDS:
+                setattr(self, name, getattr(self.session, name))
+        return self
+
+    def template(self) -> SessionTemplate:
+        """The template of the task's sessions: ``session``, or one made from the flat fields."""
+        if self.session is not None:
+            return self.session
+        return SessionTemplate(**{name: getattr(self, name) for name in TASK_TEMPLATE_FIELDS})
 
     @field_validator("task_id")
     @classmethod
@@ -339,22 +365,22 @@ def format_seconds(seconds: float) -> str:
 
 
 __all__ = [
-    "CHECKPOINTS_KEPT",
-    "MAX_TASK_ID_BYTES",
-    "MAX_TASK_INTERVAL_SECONDS",
-    "MAX_TASK_SESSIONS",
-    "MIN_DEFER_SECONDS",
-    "CHECKPOINT_TEXT_CHARS",
-    "COMMAND_OUTPUT_CHARS",
-    "TERMINAL_TASK_STATUSES",
     "AcceptanceCheck",
     "AmendGoalInput",
     "AutonomousTaskResult",
     "AutonomyDecisionKind",
+    "CHECKPOINTS_KEPT",
+    "CHECKPOINT_TEXT_CHARS",
+    "COMMAND_OUTPUT_CHARS",
     "CommandCheckResult",
+    "MAX_TASK_ID_BYTES",
+    "MAX_TASK_INTERVAL_SECONDS",
+    "MAX_TASK_SESSIONS",
+    "MIN_DEFER_SECONDS",
     "NextWakeInput",
     "ReviewInput",
     "ReviewVerdict",
+    "TERMINAL_TASK_STATUSES",
     "TaskCheckpoint",
     "TaskCommandInput",
     "TaskConfig",

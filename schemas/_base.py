@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+__all__ = [
+    "Model",
+]
+
 # The attribute the Temporal SDK looks up on the type of every value it converts, for a
 # transfer-type converter (temporalio.converter, ``transfer_type_convertible``). On a pydantic
 # model class a missing attribute goes through ``ModelMetaclass.__getattr__``, which builds

@@ -15,6 +15,14 @@ from pydantic import Field, model_validator
 from agentrt.schemas._base import Model
 from agentrt.schemas._messages import Usage
 
+__all__ = [
+    "Budget",
+    "BudgetCrossing",
+    "ModelPrice",
+    "RaiseBudgetInput",
+    "Spend",
+]
+
 _MTOK = 1_000_000
 
 

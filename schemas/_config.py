@@ -10,6 +10,21 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, ModelPrice
 from agentrt.schemas._errors import CapabilityWidened
 
+__all__ = [
+    "AdvisorMode",
+    "AdvisorPolicy",
+    "ApprovalMode",
+    "ApprovalPolicy",
+    "ApprovalRule",
+    "MAX_APPROVAL_TIMEOUT_SECONDS",
+    "ModelProfile",
+    "PROTECTED_FILE_PATTERN",
+    "SandboxPolicy",
+    "SessionConfig",
+    "SessionParent",
+    "narrowed_grants",
+]
+
 ApprovalRule = Literal["allow", "ask", "deny"]
 ApprovalMode = Literal["never", "on_request", "always"]
 # How a process a tool starts is confined (``agentrt.activities.tools`` runs it under bubblewrap):

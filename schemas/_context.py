@@ -16,6 +16,18 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._budget import ModelPrice
 from agentrt.schemas._messages import Usage
 
+__all__ = [
+    "CompactInput",
+    "CompactResult",
+    "ContextEntry",
+    "ContextPlan",
+    "ContextState",
+    "DescribeProfileInput",
+    "ProfileInfo",
+    "ProfileLookup",
+    "TruncatedMessage",
+]
+
 
 class ContextEntry(Model):
     """One transcript message as the planner sees it: its position, role and size.

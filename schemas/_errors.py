@@ -40,9 +40,39 @@
         ├── PayloadDecryptionError  an encrypted payload under a key this process lacks, or tampered (worker/_codec.py)
         └── PayloadStorageError     an externally stored payload could not be read back (worker/_payloads.py)
             └── PayloadNotFound     no payload under that key: reader and writer use different storage
+
+The ``RunError`` branch is defined in ``_run_errors``; the payload and search-attribute errors
+where they are raised (``worker/``).
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "AgentrtError",
+    "CapabilityWidened",
+    "ClientError",
+    "ConfigurationError",
+    "GraphNotFound",
+    "InvalidGraph",
+    "InvalidListFilter",
+    "InvalidScriptError",
+    "InvalidStreamCursor",
+    "InvalidTrajectoryFile",
+    "MemoryAlreadyDecided",
+    "MemoryNotFound",
+    "NodeCannotDecompose",
+    "PayloadStorageMismatch",
+    "RequestRejected",
+    "ServerUnavailable",
+    "SessionNotFound",
+    "SessionStuck",
+    "TaskNotFound",
+    "TurnNotFound",
+    "UnknownProfileError",
+    "WebhookSignatureInvalid",
+    "WorkerUnavailable",
+]
+
 
 
 class AgentrtError(Exception):
@@ -259,205 +289,6 @@ class NodeCannotDecompose(InvalidGraph):
         super().__init__([f"node {node_id!r} may not decompose further: {why}"], "graph")
 
 
-class RunError(AgentrtError):
-    """A failure while work was running (provider, tool, policy, budget, effect)."""
-
-
-class ProviderError(RunError):
-    """A model provider call failed.
-
-    ``partial_usage`` (a ``schemas.Usage`` or None) is the usage the provider reported
-    before the failure, e.g. Anthropic's input tokens from ``message_start``.
-    """
-
-    partial_usage: object | None = None
-
-
-# Statuses a provider call may succeed on when retried: request timeout, conflict,
-# rate limit, server errors and Anthropic's 529 "overloaded" (docs.anthropic.com/en/api/errors).
-RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
-
-
-def status_is_retryable(status: int) -> bool:
-    """True for 408, 409, 429, 529 and every 5xx; other statuses are final."""
-    return status in RETRYABLE_STATUSES or 500 <= status <= 599
-
-
-class ProviderHTTPError(ProviderError):
-    """The provider answered with an error status (or an error event inside a 200 stream).
-
-    Fields: ``status`` (HTTP status), ``url``, ``body`` (response text, truncated to
-    4,096 characters), ``retry_after`` (seconds, from the Retry-After header, or None).
-    """
-
-    def __init__(self, status: int, url: str, body: str, retry_after: float | None = None) -> None:
-        self.status = status
-        self.url = url
-        self.body = body[:4096]
-        self.retry_after = retry_after
-        super().__init__(f"provider returned HTTP {status} for {url}: {self.body}")
-
-    @property
-    def retryable(self) -> bool:
-        return status_is_retryable(self.status)
-
-
-class ProviderTransportError(ProviderError):
-    """No usable HTTP answer: connection refused, timeout, stream cut. Always retryable."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        self.url = url
-        self.reason = reason
-        super().__init__(f"provider request to {url} failed: {reason}")
-
-    retryable = True
-
-
-class ProviderProtocolError(ProviderError):
-    """The provider answered, but with something its API does not define: a chunk of an unknown
-    shape, a field of the wrong type. Not retryable: the same request gets the same answer.
-
-    Fields: ``provider`` (adapter name), ``model``, ``url``, ``line`` (the offending event
-    data, cut to ``LINE_CHARS`` characters) and ``reason``.
-    """
-
-    LINE_CHARS = 500
-    retryable = False
-
-    def __init__(self, provider: str, model: str, url: str, line: str, reason: str) -> None:
-        self.provider = provider
-        self.model = model
-        self.url = url
-        self.line = line if len(line) <= self.LINE_CHARS else line[: self.LINE_CHARS] + "…"
-        self.reason = reason
-        super().__init__(f"{provider} model {model!r} at {url} sent what its API does not define ({reason}): {self.line}")
-
-
-class EmptyResponseError(ProviderError):
-    """The model answered with neither text nor a tool call (outcome ``empty_response``).
-    Not retryable here: the turn fails with this cause instead of completing with an empty answer."""
-
-    retryable = False
-
-    def __init__(self, provider: str, model: str, stop_reason: str | None) -> None:
-        self.provider = provider
-        self.model = model
-        self.stop_reason = stop_reason
-        super().__init__(
-            f"{provider} model {model!r} answered with no text and no tool call (stop reason {stop_reason or 'none'})"
-        )
-
-
-class ScriptExhaustedError(ProviderError):
-    """The scripted model was asked for reply ``reply_index`` (0-based) but its script has only
-    ``replies`` replies (outcome ``script_exhausted``). Not retryable."""
-
-    retryable = False
-
-    def __init__(self, script: str, reply_index: int, replies: int) -> None:
-        self.script = script
-        self.reply_index = reply_index
-        self.replies = replies
-        super().__init__(
-            f"script {script} has {replies} model replies; reply {reply_index + 1} was asked for (script exhausted)"
-        )
-
-
-class ToolError(RunError):
-    """A tool call could not be carried out; the message goes back to the model."""
-
-
-class WorkspaceEscapeError(ToolError):
-    def __init__(self, path: str, workspace: str) -> None:
-        self.path = path
-        self.workspace = workspace
-        super().__init__(f"path {path!r} resolves outside the workspace {workspace!r}")
-
-
-class InvalidPathError(ToolError):
-    """A path argument no file system call can take: a NUL byte, a name or path too long for the
-    OS (``ENAMETOOLONG``), a symlink loop. ``reason`` says which."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        shown = path if len(path) <= 200 else path[:200] + f"... ({len(path)} characters)"
-        super().__init__(f"invalid path {shown!r}: {reason}")
-
-
-class NotARegularFileError(ToolError):
-    """The path names a FIFO, a device, a socket or another file that is not a regular file:
-    reading or writing it could block the worker or reach outside the workspace. ``kind`` is
-    what it is (``fifo``, ``character device`` ...)."""
-
-    def __init__(self, path: str, kind: str) -> None:
-        self.path = path
-        self.kind = kind
-        super().__init__(f"{path!r} is a {kind}, not a regular file; only regular files are read or written")
-
-
-class ToolCrashedError(ToolError):
-    """A tool raised something other than ``ToolError``: the call failed (nothing is retried) and
-    the model is told the exception's type and message; ``error_type`` is that type's name."""
-
-    def __init__(self, tool: str, error: BaseException) -> None:
-        self.tool = tool
-        self.error_type = type(error).__name__
-        text = str(error)
-        super().__init__(f"{tool} failed unexpectedly: {self.error_type}: {text[:500] if text else '(no message)'}")
-
-
-class McpServerUnavailable(ToolError):
-    """An MCP server could not be reached: it failed to start, its connection broke (the call in
-    flight fails with this), or the worker has no ``[mcp.servers.NAME]`` for it. ``server``
-    names it, ``diagnostic`` says why. The worker restarts a failed server with backoff on
-    next use."""
-
-    def __init__(self, server: str, diagnostic: str) -> None:
-        self.server = server
-        self.diagnostic = diagnostic
-        super().__init__(f"MCP server {server!r} is unavailable: {diagnostic}")
-
-
-class McpToolError(ToolError):
-    """An MCP server answered a call with a protocol error (JSON-RPC ``code`` and message), not
-    a result: an unknown tool, arguments it rejects. The model sees it as the call's error."""
-
-    def __init__(self, server: str, tool: str, code: int | None, message: str) -> None:
-        self.server = server
-        self.tool = tool
-        self.code = code
-        super().__init__(f"MCP server {server!r} refused {tool!r}: {message}" + (f" (code {code})" if code is not None else ""))
-
-
-class SkillNotFound(ToolError):
-    """``skill.activate`` named no skill the session can see; ``available`` lists those it can."""
-
-    def __init__(self, name: str, available: list[str]) -> None:
-        self.name = name
-        self.available = available
-        super().__init__(f"no skill {name!r}; available: {', '.join(available) or '(none)'}")
-
-
-class ToolArgumentsError(ToolError):
-    def __init__(self, tool: str, problems: list[str]) -> None:
-        self.tool = tool
-        self.problems = problems
-        super().__init__(f"invalid arguments for tool {tool!r}: {'; '.join(problems)}")
-
-
-class MemoryLimitExceeded(ToolError):
-    """A memory was not written: ``holder`` (an owner, or a session) already has ``limit`` of
-    ``what`` (``live memories``: proposed or accepted; ``pending proposals``). A model that writes
-    in a loop meets this error, not an unbounded store."""
-
-    def __init__(self, holder: str, what: str, limit: int) -> None:
-        self.holder = holder
-        self.what = what
-        self.limit = limit
-        super().__init__(f"{holder} already has {limit} {what}, the most allowed: nothing was stored")
-
-
 class WebhookSignatureInvalid(AgentrtError):
     """A webhook request that does not prove it comes from agentrt (``verify_webhook``): ``reason``
     is ``missing_header``, ``malformed_header``, ``stale_timestamp``, ``future_timestamp``,
@@ -478,23 +309,3 @@ class CapabilityWidened(AgentrtError):
         self.parent_session_id = parent_session_id
         self.wider = wider
         super().__init__(f"a child of session {parent_session_id} may not get more than it holds: {', '.join(wider)}")
-
-
-class PolicyDenied(RunError):
-    def __init__(self, tool: str, reason: str) -> None:
-        self.tool = tool
-        self.reason = reason
-        super().__init__(f"tool call {tool!r} denied: {reason}")
-
-
-class BudgetExceeded(RunError):
-    def __init__(self, budget: str, limit: float) -> None:
-        self.budget = budget
-        self.limit = limit
-        super().__init__(f"{budget} budget of {limit:g} exceeded")
-
-
-class EffectOutcomeUnknown(RunError):
-    def __init__(self, idempotency_key: str) -> None:
-        self.idempotency_key = idempotency_key
-        super().__init__(f"effect {idempotency_key!r} was claimed but its outcome was never recorded")

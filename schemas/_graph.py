@@ -24,6 +24,41 @@ from agentrt.schemas._budget import Spend
 from agentrt.schemas._config import ApprovalPolicy, SandboxPolicy
 from agentrt.schemas._errors import InvalidGraph, NodeCannotDecompose
 from agentrt.schemas._messages import Usage
+from agentrt.schemas._template import SessionTemplate
+
+__all__ = [
+    "ApprovePlanInput",
+    "CapabilityToken",
+    "DELEGATE_TOOL",
+    "FailurePolicy",
+    "GraphConfig",
+    "GraphControlInput",
+    "GraphNode",
+    "GraphPlan",
+    "GraphPlanInput",
+    "GraphSnapshot",
+    "GraphSpec",
+    "GraphStatus",
+    "MAX_GRAPH_ID_BYTES",
+    "MAX_GRAPH_NODES",
+    "MAX_NODE_RETRIES",
+    "MAX_PARALLEL_LIMIT",
+    "NODE_ANSWER_CHARS",
+    "NodeGrant",
+    "NodeReviewInput",
+    "NodeRole",
+    "NodeState",
+    "NodeStatus",
+    "NodeView",
+    "PlanApprovalMode",
+    "RISK_ORDER",
+    "RiskLevel",
+    "TERMINAL_GRAPH_STATUSES",
+    "TERMINAL_NODE_STATUSES",
+    "TaskGraphResult",
+    "ToolRisk",
+    "validate_graph",
+]
 
 GraphStatus = Literal["planning", "pending_approval", "approved", "executing", "completed", "failed", "rejected", "cancelled"]
 TERMINAL_GRAPH_STATUSES: tuple[str, ...] = ("completed", "failed", "rejected", "cancelled")
@@ -164,6 +199,10 @@ def validate_graph(spec: GraphSpec, *, granted: list[str] | None = None, source:
     return order
 
 
+# The flat ``GraphConfig`` fields a ``SessionTemplate`` holds too (``GraphConfig.session`` sets them).
+GRAPH_TEMPLATE_FIELDS = ("profile", "script", "tools", "approval", "sandbox", "network", "tool_task_queue", "operators")
+
+
 class GraphConfig(Model):
     """Everything a task graph needs to start; carried in the workflow input.
 
@@ -181,6 +220,12 @@ class GraphConfig(Model):
       default: nobody sits at a node's session; the sandbox confines what runs).
     - ``max_rounds_per_node``: model calls per node session.
     - ``owner`` and ``operators``: who may approve, cancel and read it (operators with a reason).
+    - ``session``: the template every node's session is made from (``SessionTemplate``: system
+      prompt, advisor, timeouts, MCP servers, budget ... as well). Given, its values replace the
+      flat ``profile``, ``script``, ``tools``, ``approval``, ``sandbox``, ``network``,
+      ``tool_task_queue`` and ``operators``; None makes it from those (``template()``). A node's
+      session still gets its grant (tools, sandbox, network), its node's model when the node names
+      one, ``max_rounds_per_node`` rounds and no person to ask (``interactive`` false).
     """
 
     graph_id: str = Field(min_length=1)
@@ -205,9 +250,20 @@ class GraphConfig(Model):
     operators: list[str] = Field(default_factory=list)
     tool_task_queue: str | None = None
     title: str | None = None
+    # Left out when None: a worker of an earlier version still reads the config.
+    session: SessionTemplate | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def template(self) -> SessionTemplate:
+        """The template of the nodes' sessions: ``session``, or one made from the flat fields."""
+        if self.session is not None:
+            return self.session
+        return SessionTemplate(**{name: getattr(self, name) for name in GRAPH_TEMPLATE_FIELDS})
 
     @model_validator(mode="after")
     def _goal_or_graph(self) -> GraphConfig:
+        if self.session is not None:
+            for name in GRAPH_TEMPLATE_FIELDS:
+                setattr(self, name, getattr(self.session, name))
         if (self.goal is None) == (self.graph is None):
             raise ValueError("give a goal (the planner makes the graph) or a graph, not both and not neither")
         if self.goal is not None and not self.goal.strip():

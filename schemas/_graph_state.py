@@ -20,12 +20,18 @@ from agentrt.schemas._graph import (
     ToolRisk,
 )
 
+__all__ = [
+    "GraphRecordInput",
+    "GraphState",
+    "TaskGraphInput",
+]
+
 
 class GraphState(Model):
     """Everything a graph's run knows: its status, the plan (``plan``, in dependency order in
     ``order``) with its risk, the tools the planner reported (``tools``), the capability token
     once approved, each node's state, its spend (planner, sessions, reviews), its events (the
-    ``events`` query) and how it ended."""
+    ``events`` query; ``unflushed_events``: those not yet in the store) and how it ended."""
 
     status: GraphStatus = "planning"
     seq: int = 0
@@ -44,9 +50,24 @@ class GraphState(Model):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     events: list[Event] = Field(default_factory=list)
+    # The events not yet in the store (``graph.record``; ``frame-v1``).
+    unflushed_events: list[Event] = Field(default_factory=list)
 
 
 class TaskGraphInput(Model):
     """Input of ``TaskGraphWorkflow.run``."""
 
     config: GraphConfig
+
+
+class GraphRecordInput(Model):
+    """Activity ``graph.record``: the graph's row (status, goal, spend) and its new events
+    (idempotent by (graph_id, seq)). ``goal``: the planner's goal, or what the given graph is."""
+
+    graph_id: str
+    owner: str
+    goal: str
+    status: GraphStatus
+    workspace: str = ""
+    spend: Spend = Field(default_factory=Spend)
+    events: list[Event] = Field(default_factory=list)

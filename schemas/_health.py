@@ -7,6 +7,11 @@ from typing import Literal
 
 from agentrt.schemas._base import Model
 
+__all__ = [
+    "StuckCause",
+    "StuckWorkflow",
+]
+
 # Why a workflow task fails: ``nondeterminism`` (the code replaying the history issues other
 # commands than those recorded, ``[TMPRL1100]``), ``bad_update_message`` (the worker answered an
 # update with messages the server refused), ``timeout`` (no worker completed the task in time),

@@ -18,6 +18,23 @@ from agentrt.schemas._activities import StoreAppendInput, ToolExecuteInput, Tool
 from agentrt.schemas._base import Model
 from agentrt.schemas._messages import ToolSpec
 
+__all__ = [
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "MCP_TOOL_NAME_PATTERN",
+    "McpCallInput",
+    "McpCallResult",
+    "McpListToolsInput",
+    "McpListToolsResult",
+    "McpRisk",
+    "McpServerConfig",
+    "McpServerEvent",
+    "McpServerState",
+    "McpToolInfo",
+    "SERVER_NAME_PATTERN",
+    "VARIABLE_REFERENCE",
+]
+
 # A server's name: it prefixes its tools' names (``<server>.<tool>``), so no dot.
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
 # A tool name a model may see (MCP 2025-11-25 recommends [A-Za-z0-9_.-]{1,128}; a provider's

@@ -17,6 +17,22 @@ from pydantic import Field
 from agentrt.schemas._base import Model
 from agentrt.schemas._events import Event
 
+__all__ = [
+    "MAX_DEAD_MEMORIES_PER_OWNER",
+    "MAX_MEMORIES_PER_OWNER",
+    "MAX_MEMORY_TEXT_CHARS",
+    "MAX_PENDING_PROPOSALS_PER_SESSION",
+    "MAX_SESSION_MEMORIES_PER_SESSION",
+    "MEMORY_KEY_PATTERN",
+    "MemoryDecideInput",
+    "MemoryDecision",
+    "MemoryNote",
+    "MemoryProposal",
+    "MemoryRecord",
+    "MemoryScope",
+    "MemoryStatus",
+]
+
 MemoryScope = Literal["session", "workspace", "user"]
 MemoryStatus = Literal["proposed", "accepted", "rejected", "superseded"]
 

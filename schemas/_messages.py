@@ -8,6 +8,15 @@ from pydantic import Field
 
 from agentrt.schemas._base import Model
 
+__all__ = [
+    "Message",
+    "PositionedMessage",
+    "ReasoningBlock",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+]
+
 
 def _zero(value: int) -> bool:
     return value == 0

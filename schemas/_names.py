@@ -10,6 +10,49 @@ from typing import Final
 
 from temporalio.common import SearchAttributeKey
 
+__all__ = [
+    "ADVISOR_REVIEW",
+    "AGENT_KIND",
+    "AGENT_PROFILE",
+    "AUTONOMOUS_TASK_WORKFLOW",
+    "CONTEXT_COMPACT",
+    "EFFECTS_RECONCILE",
+    "GRAPH_ID_PREFIX",
+    "GRAPH_PLAN",
+    "GRAPH_RECORD",
+    "GRAPH_REVIEW",
+    "MCP_CALL_TOOL",
+    "MCP_LIST_TOOLS",
+    "MEMORY_DECIDE",
+    "PENDING_APPROVALS",
+    "PROFILES_DESCRIBE",
+    "PROVIDER_COMPLETE",
+    "QUERY_RAN_AHEAD",
+    "SEARCH_ATTRIBUTE_KEYS",
+    "SESSION_ID_PREFIX",
+    "SESSION_OWNER",
+    "SESSION_PREPARE",
+    "SESSION_STATUS",
+    "SESSION_WORKFLOW",
+    "SPEND_USD",
+    "STORE_APPEND",
+    "TASK_CHECK_COMMAND",
+    "TASK_EVALUATE_TRIGGER",
+    "TASK_GRAPH_WORKFLOW",
+    "TASK_ID_PREFIX",
+    "TASK_NEXT_WAKE",
+    "TASK_RECORD",
+    "TASK_REVIEW",
+    "TOOLS_LIST",
+    "TOOL_EXECUTE",
+    "delegated_session_id",
+    "graph_node_session_id",
+    "graph_workflow_id",
+    "session_workflow_id",
+    "task_session_id",
+    "task_workflow_id",
+]
+
 # Activity names (`@activity.defn(name=...)` and `workflow.execute_activity(name, ...)`).
 PROVIDER_COMPLETE: Final = "provider.complete"
 CONTEXT_COMPACT: Final = "context.compact"
@@ -30,6 +73,7 @@ TASK_REVIEW: Final = "task.review"
 TASK_NEXT_WAKE: Final = "task.next_wake"
 GRAPH_PLAN: Final = "graph.plan"
 GRAPH_REVIEW: Final = "graph.review"
+GRAPH_RECORD: Final = "graph.record"
 
 # Workflow type names.
 SESSION_WORKFLOW: Final = "SessionWorkflow"

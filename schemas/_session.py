@@ -21,6 +21,33 @@ from agentrt.schemas._messages import PositionedMessage, ToolSpec, Usage
 from agentrt.schemas._skills import SkillInfo
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
 
+__all__ = [
+    "ArchiveInput",
+    "CancelTurnInput",
+    "CompactOutcome",
+    "CompactRequest",
+    "EventsQuery",
+    "MAX_IDEMPOTENCY_KEY_CHARS",
+    "PermissionDecision",
+    "QueuedOperation",
+    "ReconcileDecision",
+    "SendMessageInput",
+    "SendMessageResult",
+    "SentMessage",
+    "SessionGrant",
+    "SessionInput",
+    "SessionResult",
+    "SessionState",
+    "SessionStateView",
+    "SessionStatus",
+    "SwitchModelInput",
+    "SwitchModelResult",
+    "TurnOutcome",
+    "WaitTurnInput",
+    "idempotency_digest",
+    "idempotency_key_problem",
+]
+
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
 
 

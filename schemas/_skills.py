@@ -6,6 +6,13 @@ from pydantic import Field
 
 from agentrt.schemas._base import Model
 
+__all__ = [
+    "SKILL_ACTIVATE",
+    "SKILL_DEACTIVATE",
+    "SKILL_NAME_PATTERN",
+    "SkillInfo",
+]
+
 # A skill's name (``SKILL.md`` front matter): lower-case words joined by hyphens.
 SKILL_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 # The tools that activate and deactivate a skill.

@@ -12,6 +12,12 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
 from agentrt.schemas._events import Event
 
+__all__ = [
+    "AutonomousTaskInput",
+    "TaskRecordInput",
+    "TaskState",
+]
+
 
 class TaskState(Model):
     """Everything a task carries through continue-as-new (the config travels beside it).

@@ -15,14 +15,19 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agentrt.schemas._base import Model
-from agentrt.schemas._events import (
-    Event,
-    TrajectoryCompleted,
-    TrajectoryStarted,
-    TrajectoryStepRecorded,
-    TurnEnded,
-    UserMessageAdded,
-)
+from agentrt.schemas._events import Event
+from agentrt.schemas._events_memory import TrajectoryCompleted, TrajectoryStarted, TrajectoryStepRecorded
+from agentrt.schemas._events_session import TurnEnded, UserMessageAdded
+
+__all__ = [
+    "TRAJECTORY_FORMAT",
+    "TRAJECTORY_INPUT_CHARS",
+    "TRAJECTORY_OBSERVATION_CHARS",
+    "Trajectory",
+    "TrajectoryStep",
+    "TurnTrajectory",
+    "trajectory_from_events",
+]
 
 TRAJECTORY_FORMAT = "agentrt.trajectory/v1"
 # Characters of each string in a step's ``action_input`` (the whole input's SHA-256 is exact).

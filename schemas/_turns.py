@@ -12,6 +12,11 @@ from pydantic import Field
 
 from agentrt.schemas._base import Model
 
+__all__ = [
+    "PermissionRequest",
+    "TurnStatus",
+]
+
 TurnStatus = Literal["completed", "failed", "cancelled", "round_limit", "budget_exceeded"]
 
 

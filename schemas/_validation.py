@@ -24,6 +24,12 @@ from jsonschema.exceptions import ValidationError
 
 from agentrt.schemas._messages import ToolSpec
 
+__all__ = [
+    "argument_problems",
+    "arguments_sha256",
+    "untrusted_schema_problems",
+]
+
 # Compiled RE2 patterns kept per process (an untrusted schema's patterns are few and reused).
 RE2_CACHE_SIZE = 512
 

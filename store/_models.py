@@ -33,6 +33,8 @@ __all__ = [
     "context_summaries",
     "effects",
     "events",
+    "graph_events",
+    "graphs",
     "mcp_server_events",
     "memories",
     "messages",
@@ -293,6 +295,34 @@ task_checkpoints = Table(
     Column("body_json", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("task_id", "number"),
+)
+
+# Task graphs (migration 0011): one row per graph (its latest status, goal and spend as ``Spend``
+# JSON) and its events (one ``Event`` as JSON per (graph_id, seq)), written by the graph
+# workflow's ``graph.record``.
+graphs = Table(
+    "graphs",
+    metadata,
+    Column("graph_id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    Column("goal", Text, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("workspace", Text, nullable=False),
+    Column("spend_json", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index(None, "owner", "created_at"),
+)
+
+graph_events = Table(
+    "graph_events",
+    metadata,
+    Column("graph_id", String(255), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=True),
+    Column("body_json", Text, nullable=False),
+    PrimaryKeyConstraint("graph_id", "seq"),
 )
 
 WEBHOOK_WATCH_KINDS = ("session", "task", "run")

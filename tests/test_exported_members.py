@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
 from pathlib import Path
 
@@ -20,15 +21,23 @@ def init_source(package: str) -> ast.Module:
     return ast.parse(Path(inspect.getfile(importlib.import_module(package))).read_text())
 
 
+def imported_names(node: ast.ImportFrom, package: str) -> set[str]:
+    """The names ``node`` binds; for ``from M import *``, the names ``M.__all__`` lists (a module a
+    package star-imports must declare ``__all__``)."""
+    if [alias.name for alias in node.names] != ["*"]:
+        return {alias.asname or alias.name for alias in node.names}
+    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    return set(importlib.import_module(module).__all__)
+
+
 def own_public_names(package: str) -> set[str]:
     """Public names the package's ``__init__`` imports from its own modules (``package._x``,
-    ``package.x``) or defines (functions, classes, assignments)."""
+    ``package.x``; a star import takes that module's ``__all__``) or defines (functions,
+    classes, assignments)."""
     names: set[str] = set()
     for node in init_source(package).body:
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(package + "."):
-            names.update(alias.asname or alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level > 0:
-            names.update(alias.asname or alias.name for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith(package + ".")):
+            names.update(imported_names(node, package))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -82,6 +91,21 @@ def test_a_name_imported_from_another_package_is_not_required_in_all() -> None:
     assert "provider_for" in own_public_names("agentrt.activities.providers")
 
 
+def test_a_star_import_takes_the_module_s_all() -> None:
+    # agentrt.schemas takes each private module's public names with ``from agentrt.schemas._x import *``.
+    tools_events = importlib.import_module("agentrt.schemas._events_tools")
+    assert set(tools_events.__all__) <= own_public_names("agentrt.schemas")
+    assert "ToolInvocationStarted" in own_public_names("agentrt.schemas")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_module_the_package_star_imports_has_a_sorted_all(package: str) -> None:
+    for node in init_source(package).body:
+        if isinstance(node, ast.ImportFrom) and [alias.name for alias in node.names] == ["*"]:
+            module = importlib.import_module(importlib.util.resolve_name("." * node.level + (node.module or ""), package))
+            assert module.__all__ == sorted(module.__all__), module.__name__
+
+
 @pytest.mark.parametrize("name", sorted(importlib.import_module("agentrt.client").MOVED))
 def test_a_name_that_left_the_client_still_imports_from_it_as_the_same_object(name: str) -> None:
     client = importlib.import_module("agentrt.client")
@@ -92,7 +116,6 @@ def test_a_name_that_left_the_client_still_imports_from_it_as_the_same_object(na
 def test_the_client_has_no_other_name_than_its_own_and_the_moved_ones() -> None:
     with pytest.raises(AttributeError, match="no attribute 'create_ap'"):
         getattr(importlib.import_module("agentrt.client"), "create_ap")
-
 
 
 def type_checking_imports(package: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ approval. Model and tool call spans come from ``agentrt.activities`` through the
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import weakref
@@ -323,31 +324,20 @@ def telemetry_interceptors(given: Iterable[object] = ()) -> list[temporalio.clie
 
 
 class _Instruments:
-    """The counters of one meter provider (the process's may be replaced, in tests)."""
+    """The counters of turns and tool calls, made on one meter."""
 
-    def __init__(self, provider: metrics.MeterProvider) -> None:
-        meter = provider.get_meter(SCOPE)
-        self.provider = provider
+    def __init__(self, meter: metrics.Meter) -> None:
         self.turns = meter.create_counter(TURNS, unit="{turn}", description="Turns ended, by status.")
         self.tool_calls = meter.create_counter(
             TOOL_CALLS, unit="{call}", description="Tool calls a model asked for, by tool and outcome (ok, error, denied)."
         )
 
 
-_instruments: _Instruments | None = None
-_instruments_lock = threading.Lock()
-
-
-def _current_instruments() -> _Instruments:
-    global _instruments
-    provider = metrics.get_meter_provider()
-    found = _instruments
-    if found is not None and found.provider is provider:
-        return found
-    with _instruments_lock:
-        if _instruments is None or _instruments.provider is not provider:
-            _instruments = _Instruments(provider)
-        return _instruments
+@functools.lru_cache(maxsize=1)
+def _instruments(provider: metrics.MeterProvider) -> _Instruments:
+    """The counters of ``provider``, made once: made again only when the process's provider was
+    replaced (tests install their own)."""
+    return _Instruments(provider.get_meter(SCOPE))
 
 
 def count_events(events: Iterable[Event]) -> None:
@@ -359,7 +349,7 @@ def count_events(events: Iterable[Event]) -> None:
     for event in events:
         if not isinstance(event, (TurnEnded, ToolInvocationCompleted, ToolInvocationFailed)):
             continue
-        instruments = instruments or _current_instruments()
+        instruments = instruments or _instruments(metrics.get_meter_provider())
         if isinstance(event, TurnEnded):
             instruments.turns.add(1, {TURN_STATUS: event.status})
         elif isinstance(event, ToolInvocationCompleted):

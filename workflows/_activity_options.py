@@ -30,6 +30,7 @@ from agentrt.schemas import (
     TOOLS_LIST,
 )
 from agentrt.schemas import GRAPH_PLAN as PLAN_ACTIVITY
+from agentrt.schemas import GRAPH_RECORD as GRAPH_RECORD_ACTIVITY
 from agentrt.schemas import GRAPH_REVIEW as NODE_REVIEW_ACTIVITY
 from agentrt.schemas import TASK_CHECK_COMMAND as CHECK_COMMAND_ACTIVITY
 from agentrt.schemas import TASK_EVALUATE_TRIGGER as EVALUATE_TRIGGER_ACTIVITY
@@ -239,3 +240,5 @@ TASK_NEXT_WAKE = ActivityConfig(NEXT_WAKE_ACTIVITY, NEXT_WAKE_RETRY, start_to_cl
 # 10 minutes and heartbeats, so a lost worker's call moves on.
 GRAPH_PLAN = ActivityConfig(PLAN_ACTIVITY, MODEL_RETRY, start_to_close=600, heartbeats=True, cancellable=True)
 GRAPH_REVIEW = ActivityConfig(NODE_REVIEW_ACTIVITY, MODEL_RETRY, start_to_close=600, heartbeats=True, cancellable=True)
+# A graph's store write, as a task's (frame-v1).
+GRAPH_RECORD = ActivityConfig(GRAPH_RECORD_ACTIVITY, STORE_RETRY, start_to_close=30)

@@ -1,7 +1,7 @@
 """Context steps of the session workflow: initialisation (tools, profile), compaction and model switching.
 
-Part of ``SessionWorkflow`` (a base class of it); the decisions are the pure functions of
-``_compaction``, this module runs the activities they plan. Workflow code only.
+``Context`` is one of ``SessionWorkflow``'s steps, over its ``SessionRun``; the decisions are the
+pure functions of ``_compaction``, this module runs the activities they plan. Workflow code only.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from agentrt.schemas import (
     DELEGATE_TOOL,
     CompactOutcome,
+    CancelTurnInput,
     CompactResult,
     ContextCompactionCompleted,
     ContextCompactionFailed,
@@ -39,122 +40,131 @@ from agentrt.workflows import context
 from agentrt.workflows._errors import (
     error_text,
 )
-from agentrt.workflows._session_core import SessionCore
+from agentrt.workflows._session_run import SessionRun
 
 
-class ContextSteps(SessionCore):
+class Context:
     """Keeps the conversation inside the model's context window."""
 
-    async def _initialize(self) -> None:
-        if self._carried:
-            self._fixed_tokens = self._estimate_fixed_tokens()
-            if self._lean_start:
-                # The run before continued as new before its first write: its config is owed too.
-                events, _ = self._journal.unflushed()
-                self._config_unwritten = any(isinstance(e, SessionInitialized) for e in events)
-                if self._inbox.message_first():
-                    self._owner_unwritten = True  # carried events go with the turn's first model call
-                    return
-            self._set_status("idle", with_owner=True)
-            await self._flush()
-            return
-        if self._lean_start:
+    def __init__(self, run: SessionRun) -> None:
+        self.run = run
+
+    async def resume(self) -> None:
+        """Open a run continued as new: its status and owner, and what the run before left unwritten."""
+        run = self.run
+        run.fixed_tokens = self._estimate_fixed_tokens()
+        if run.gen.lean_start:
+            # The run before continued as new before its first write: its config is owed too.
+            events, _ = run.journal.unflushed()
+            run.config_unwritten = any(isinstance(e, SessionInitialized) for e in events)
+            if run.inbox.message_first():
+                run.owner_unwritten = True  # carried events go with the turn's first model call
+                return
+        run.set_status("idle", with_owner=True)
+        await run.flush()
+
+    async def initialize(self) -> list[CancelTurnInput]:
+        """Start a new session: its tools and profile (one activity, ``session.prepare``), then
+        ``SessionInitialized``. Returns the cancels that came before it, for the workflow to
+        apply now; then ``open``."""
+        run, config = self.run, self.run.config
+        if run.gen.lean_start:
             prepared = await self._tools_call(
                 options.PREPARE_SESSION,
-                PrepareSessionInput(
-                    tools=self._config.tools, profile=self._config.profile, script=self._config.script,
-                    workspace=self._config.workspace,
-                ),
+                PrepareSessionInput(tools=config.tools, profile=config.profile, script=config.script, workspace=config.workspace),
                 PrepareSessionResult,
                 "prepare session: list tools, describe profile",
             )
             listed, lookup = prepared.tools, prepared.profile
-            self._state.skills = prepared.skills
+            run.state.skills = prepared.skills
         else:
-            listed = await self._tools_call(
-                options.LIST_TOOLS, ListToolsInput(names=self._config.tools), ListToolsResult, "list tools"
-            )
+            listed = await self._tools_call(options.LIST_TOOLS, ListToolsInput(names=config.tools), ListToolsResult, "list tools")
             lookup = None
-        self._tools = {t.name: t for t in listed.tools}
-        if self._config.parent is not None and self._config.parent.kind != "task":
-            self._tools.pop(DELEGATE_TOOL, None)  # a graph's node or a delegated session does the work itself
-        self._state.tools = [self._tools[name] for name in sorted(self._tools)]
+        run.tools = {t.name: t for t in listed.tools}
+        if config.parent is not None and config.parent.kind != "task":
+            run.tools.pop(DELEGATE_TOOL, None)  # a graph's node or a delegated session does the work itself
+        run.state.tools = [run.tools[name] for name in sorted(run.tools)]
         if listed.unknown:
-            workflow.logger.warning("session %s: unknown tools ignored: %s", self._config.session_id, listed.unknown)
-        if self._context_enabled:
+            workflow.logger.warning("session %s: unknown tools ignored: %s", config.session_id, listed.unknown)
+        if run.gen.context:
             if lookup is None:
-                lookup = await self._describe_profile(self._config.profile)
+                lookup = await self._describe_profile(config.profile)
             if lookup.info is not None:
-                self._state.profile = lookup.info
+                run.state.profile = lookup.info
             else:
                 # The first model call reports an unknown profile as the turn's error; plan with defaults until then.
-                workflow.logger.warning("session %s: %s", self._config.session_id, lookup.error)
-            self._fixed_tokens = self._estimate_fixed_tokens()
-        self._emit(SessionInitialized(config=self._config, tools=sorted(self._tools)))
-        for skill in self._state.skills:
-            self._emit(SkillDiscovered(name=skill.name, description=skill.description, source=skill.source))
-        self._initialized = True
-        if self._early_cancels:
-            self._hold_outcomes()  # published below, once the cancelled turns' ends are written
-        for early in self._early_cancels:
-            self.cancel_turn(early)
-        if self._lean_start and self._inbox.message_first() and not self._early_cancels:
+                workflow.logger.warning("session %s: %s", config.session_id, lookup.error)
+            run.fixed_tokens = self._estimate_fixed_tokens()
+        run.emit(SessionInitialized(config=run.config, tools=sorted(run.tools)))
+        for skill in run.state.skills:
+            run.emit(SkillDiscovered(name=skill.name, description=skill.description, source=skill.source))
+        run.initialized = True
+        early = run.early_cancels
+        if early:
+            run.hold_outcomes()  # published by open, once the cancelled turns' ends are written
+        return early
+
+    async def open(self, *, cancelled: bool) -> None:
+        """After ``initialize`` and its early cancels (``cancelled``: there were some): write the
+        start, or leave it to travel with the turn that starts in this workflow task."""
+        run = self.run
+        if run.gen.lean_start and run.inbox.message_first() and not cancelled:
             # The turn starts in this workflow task: config and first events go with its model
             # call, the owner with its "running" status. (A turn cancelled meanwhile has its
             # end written first: an outcome is published only once its events are stored.)
-            self._config_unwritten = self._owner_unwritten = True
+            run.config_unwritten = run.owner_unwritten = True
             return
-        await self._flush(include_config=True)
-        self._publish_held()
-        self._set_status("idle", with_owner=True)
+        await run.flush(include_config=True)
+        run.publish_held()
+        run.set_status("idle", with_owner=True)
 
     async def _tools_call(self, config: options.ActivityConfig, arg: object, result_type: type, summary: str) -> Any:
         """``tools.list`` or ``session.prepare``; one that keeps failing fails the session (``ToolsUnavailable``)."""
         try:
-            return await self._execute(config, arg, local=self._lean_rounds, result_type=result_type, summary=summary)
+            return await self.run.execute(config, arg, local=self.run.gen.lean_rounds, result_type=result_type, summary=summary)
         except ActivityError as err:
-            if self._cancelled_call(err):
+            if self.run.cancelled_call(err):
                 raise  # not a broken tool registry: the workflow was cancelled meanwhile
             raise ApplicationError(
-                f"session {self._config.session_id} cannot list its tools: {error_text(err)}",
+                f"session {self.run.config.session_id} cannot list its tools: {error_text(err)}",
                 type="ToolsUnavailable",
                 non_retryable=True,
             ) from err
 
     async def _describe_profile(self, profile: str) -> ProfileLookup:
-        return await self._execute(
+        return await self.run.execute(
             options.DESCRIBE_PROFILE,
-            DescribeProfileInput(profile=profile, script=self._config.script),
-            local=self._lean_rounds,
+            DescribeProfileInput(profile=profile, script=self.run.config.script),
+            local=self.run.gen.lean_rounds,
             result_type=ProfileLookup,
             summary=f"describe profile {profile}",
         )
 
     def _estimate_fixed_tokens(self) -> int:
         """Tokens of what every model call carries besides messages: system prompt and tool specs."""
-        specs = context.specs_bytes(self._tools[name] for name in sorted(self._tools))
-        return context.estimate_tokens(len((self._config.system_prompt or "").encode()) + specs)
+        specs = context.specs_bytes(self.run.tools[name] for name in sorted(self.run.tools))
+        return context.estimate_tokens(len((self.run.config.system_prompt or "").encode()) + specs)
 
     # ---------------------------------------------------------------- compaction and model switching
 
-    async def _compact(self, reason: compaction.CompactionReason, target: ProfileInfo | None = None) -> CompactOutcome:
+    async def compact(self, reason: compaction.CompactionReason, target: ProfileInfo | None = None) -> CompactOutcome:
         """Summarise the older part of the conversation so the rest fits ``target``'s window.
 
         The current profile writes the summary in chunks that fit its window; the transcript
         in the store is never changed. Only the main loop calls it, one operation or turn
         end at a time, so compactions never overlap; ``compact`` requests join a queued one.
         """
-        if not self._context_enabled:
+        if not self.run.gen.context:
             return CompactOutcome(compacted=False, reason="this session's history predates compaction")
-        ctx = self._state.context
+        ctx = self.run.state.context
         plan = compaction.plan_compaction(
-            ctx, fixed_tokens=self._fixed_tokens, target=target or self._profile, summarizer=self._profile, reason=reason
+            ctx, fixed_tokens=self.run.fixed_tokens, target=target or self.run.profile, summarizer=self.run.profile, reason=reason
         )
         if isinstance(plan, CompactOutcome):
             return plan
-        self._set_status("running")
+        self.run.set_status("running")
         workflow.set_current_details(f"compacting the context ({reason}) with `{plan.summarizer}`")
-        self._emit(
+        self.run.emit(
             ContextCompactionStarted(
                 reason=reason,
                 profile=plan.summarizer,
@@ -163,7 +173,7 @@ class ContextSteps(SessionCore):
                 estimated_tokens=plan.tokens_before,
             )
         )
-        await self._flush()
+        await self.run.flush()
         summary_id, usage, result = ctx.summary_id, Usage(), None
         try:
             for index, (start, end) in enumerate(plan.chunks):
@@ -172,30 +182,30 @@ class ContextSteps(SessionCore):
                     options.COMPACTION.name,
                     plan.chunk_input(
                         index,
-                        session_id=self._config.session_id,
-                        script=self._config.script,
+                        session_id=self.run.config.session_id,
+                        script=self.run.config.script,
                         previous_summary_id=summary_id,
                         summary_id=new_id,
                     ),
                     result_type=CompactResult,
                     **options.COMPACTION.options(
                         summary=f"compact {start}-{end} with {plan.summarizer} ({index + 1}/{len(plan.chunks)})",
-                        start_to_close=self._config.model_timeout_seconds,
-                        heartbeat_timeout=self._config.heartbeat_timeout_seconds,
+                        start_to_close=self.run.config.model_timeout_seconds,
+                        heartbeat_timeout=self.run.config.heartbeat_timeout_seconds,
                     ),
                 )
                 summary_id, usage = new_id, usage + result.usage
         except ActivityError as err:
-            self._emit(ContextCompactionFailed(error=error_text(err)))
-            await self._flush()
+            self.run.emit(ContextCompactionFailed(error=error_text(err)))
+            await self.run.flush()
             return CompactOutcome(
                 compacted=False, error=error_text(err), tokens_before=plan.tokens_before, tokens_after=plan.tokens_before
             )
         assert result is not None and summary_id is not None
         context.apply_compaction(ctx, summary_id, plan.upto, context.estimate_tokens(result.summary_chars))
-        self._state.usage = self._state.usage + usage
-        after = context.context_tokens(ctx, self._fixed_tokens)
-        self._emit(
+        self.run.state.usage = self.run.state.usage + usage
+        after = context.context_tokens(ctx, self.run.fixed_tokens)
+        self.run.emit(
             ContextCompactionCompleted(
                 summary_id=summary_id,
                 upto_position=plan.upto,
@@ -206,7 +216,7 @@ class ContextSteps(SessionCore):
                 preview=result.preview,
             )
         )
-        await self._flush()
+        await self.run.flush()
         return CompactOutcome(
             compacted=True,
             summary_id=summary_id,
@@ -215,7 +225,7 @@ class ContextSteps(SessionCore):
             tokens_after=after,
         )
 
-    async def _switch_model(self, operation: QueuedOperation) -> SwitchModelResult | str:
+    async def switch_model(self, operation: QueuedOperation) -> SwitchModelResult | str:
         """Switch to ``operation.profile``, compacting first when the conversation would not fit it."""
         assert operation.profile is not None
         try:
@@ -224,19 +234,19 @@ class ContextSteps(SessionCore):
             lookup = ProfileLookup(error=error_text(err))
         if lookup.info is None:
             error = lookup.error or f"profile {operation.profile!r} has no description"
-            self._emit(ModelProfileSwitchFailed(principal=operation.principal, profile=operation.profile, error=error))
-            await self._flush()
+            self.run.emit(ModelProfileSwitchFailed(principal=operation.principal, profile=operation.profile, error=error))
+            await self.run.flush()
             return error
-        target, previous = lookup.info, self._config.profile
+        target, previous = lookup.info, self.run.config.profile
         compacted, compaction_error = False, None
         if target.name != previous:
-            if compaction.switch_needs_compaction(self._state.context, fixed_tokens=self._fixed_tokens, target=target):
-                outcome = await self._compact("switch", target)
+            if compaction.switch_needs_compaction(self.run.state.context, fixed_tokens=self.run.fixed_tokens, target=target):
+                outcome = await self.compact("switch", target)
                 compacted, compaction_error = outcome.compacted, outcome.error
-            self._config = self._config.model_copy(update={"profile": target.name})
-            self._state.profile = target
-            self._state.context.calibration = 1.0  # another model, another tokenizer: learn it anew
-            self._emit(
+            self.run.config = self.run.config.model_copy(update={"profile": target.name})
+            self.run.state.profile = target
+            self.run.state.context.calibration = 1.0  # another model, another tokenizer: learn it anew
+            self.run.emit(
                 ModelProfileSwitched(
                     principal=operation.principal,
                     from_profile=previous,
@@ -246,7 +256,7 @@ class ContextSteps(SessionCore):
                     compacted=compacted,
                 )
             )
-            await self._flush()
+            await self.run.flush()
         return SwitchModelResult(
             from_profile=previous,
             profile=target.name,
@@ -254,6 +264,6 @@ class ContextSteps(SessionCore):
             max_output_tokens=target.max_output_tokens,
             compacted=compacted,
             compaction_error=compaction_error,
-            estimated_tokens=compaction.planned_tokens(self._state.context, fixed_tokens=self._fixed_tokens, profile=target),
+            estimated_tokens=compaction.planned_tokens(self.run.state.context, fixed_tokens=self.run.fixed_tokens, profile=target),
         )
 

@@ -1,6 +1,6 @@
 """The ``delegate`` tool carried out by the session workflow: a child ``SessionWorkflow`` per call.
 
-Part of ``SessionWorkflow`` (a base class of it); workflow code only. A ``delegate`` call is
+``Delegations`` is one of ``SessionWorkflow``'s steps, over its ``SessionRun``; workflow code only. A ``delegate`` call is
 decided by the policy like any effectful call, but never runs as an activity: the workflow
 starts the child session itself (``_delegation.child_config`` says what it gets)
 and records ``SessionDelegated``.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
@@ -48,48 +49,53 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _delegation as delegation
 from agentrt.workflows._errors import TurnCancelled, error_text
-from agentrt.workflows._session_core import SessionCore
+from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_calls import preview
+
+if TYPE_CHECKING:
+    from agentrt.workflows._turn import Turn
 
 # A delegated session's workflow task timeout, as client-started sessions have (client/_starts.py).
 DELEGATED_TASK_TIMEOUT = timedelta(seconds=4)
 
 
-class DelegateSteps(SessionCore):
+class Delegations:
     """Starts, waits for and cancels the sessions this session delegated to."""
 
-    # Delegated sessions still running, by session id (foreground and background).
-    _delegated: dict[str, workflow.ChildWorkflowHandle]
-    _background: dict[str, asyncio.Task[None]]  # the watchers of background ones, by session id
-    _reserved: dict[str, Budget | None]  # the budget each running one was given, by session id
+    def __init__(self, run: SessionRun) -> None:
+        self.run = run
+        # Delegated sessions still running, by session id (foreground and background).
+        self._delegated: dict[str, workflow.ChildWorkflowHandle] = {}
+        self._background: dict[str, asyncio.Task[None]] = {}  # the watchers of background ones, by session id
+        self._reserved: dict[str, Budget | None] = {}  # the budget each running one was given, by session id
 
     # ---------------------------------------------------------------- deciding
 
-    def _delegation_refusal(self, request: delegation.DelegateRequest) -> str | None:
+    def refusal(self, request: delegation.DelegateRequest) -> str | None:
         """Why this ``delegate`` call may not run (checked before any approval), or None."""
-        refused = delegation.refusal(self._config)
+        refused = delegation.refusal(self.run.config)
         if refused is not None:
             return refused
-        if not request.wait and self._config.ends_after_turn:
+        if not request.wait and self.run.config.ends_after_turn:
             return (
-                f"session {self._config.session_id} ends after its turn: a background child's answer would "
+                f"session {self.run.config.session_id} ends after its turn: a background child's answer would "
                 "find no session to arrive in; call delegate with wait true"
             )
         try:
-            self._delegation_grants(request)
+            self._grants(request)
         except CapabilityWidened as err:
             return f"{type(err).__name__}: {err}"
         if len(self._delegated) >= delegation.MAX_RUNNING_DELEGATIONS:
             return f"{len(self._delegated)} delegated sessions run already, the most at once; wait for one to end"
-        if self._state.delegations >= delegation.MAX_DELEGATIONS_PER_SESSION:
-            return f"this session delegated {self._state.delegations} times, the most a session may"
-        longest = session_workflow_id(delegated_session_id(self._config.session_id, self._state.delegations + 1, "0" * 8))
+        if self.run.state.delegations >= delegation.MAX_DELEGATIONS_PER_SESSION:
+            return f"this session delegated {self.run.state.delegations} times, the most a session may"
+        longest = session_workflow_id(delegated_session_id(self.run.config.session_id, self.run.state.delegations + 1, "0" * 8))
         if len(longest.encode()) > delegation.MAX_WORKFLOW_ID_BYTES:
             return (
                 f"a delegated session's workflow id would be {len(longest.encode())} bytes, more than Temporal's "
                 f"{delegation.MAX_WORKFLOW_ID_BYTES}: this session's id is too long to delegate from"
             )
-        if self._config.budget is not None:
+        if self.run.config.budget is not None:
             _, exhausted = self._child_budget()
             if exhausted is not None:
                 return f"no {exhausted.replace('_', ' ')} budget is left for a delegated session (running ones hold the rest)"
@@ -98,42 +104,43 @@ class DelegateSteps(SessionCore):
     def _child_budget(self) -> tuple:
         """What a new child may spend (``delegation.left_for_child``): the session's remaining budget less
         what running children hold."""
-        assert self._config.budget is not None
-        remaining = self._config.budget.remaining(self._spend())
+        assert self.run.config.budget is not None
+        remaining = self.run.config.budget.remaining(self.run.spend())
         return delegation.left_for_child(remaining, [b for b in self._reserved.values() if b is not None])
 
-    def _delegation_grants(self, request: delegation.DelegateRequest) -> tuple[list[str], list[str], dict]:
+    def _grants(self, request: delegation.DelegateRequest) -> tuple[list[str], list[str], dict]:
         """``delegation.child_grants`` for what this session holds now (its built-in tools and the
         running turn's MCP tools); raises ``CapabilityWidened``."""
-        builtin = sorted(t.name for t in self._state.tools)
-        mcp = sorted(name for name in self._tools if name not in builtin)
-        return delegation.child_grants(self._config, builtin, mcp, request)
+        builtin = sorted(t.name for t in self.run.state.tools)
+        mcp = sorted(name for name in self.run.tools if name not in builtin)
+        return delegation.child_grants(self.run.config, builtin, mcp, request)
 
-    def _delegation_running(self) -> bool:
+    def running(self) -> bool:
         return bool(self._delegated)
 
     # ---------------------------------------------------------------- one call
 
-    async def _delegate(self, turn_id: str, round_number: int, call: ToolCall, note: str | None = None) -> None:
+    async def delegate(self, turn: Turn, round_number: int, call: ToolCall, note: str | None = None) -> None:
         """Carry out an allowed ``delegate`` call: start the child session, then wait for its answer
         (``wait``) or answer with its handle. Raises ``TurnCancelled`` when the turn is cancelled
         meanwhile (a foreground child is cancelled and has ended by then)."""
-        position = self._journal.take_position()
-        self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
+        turn_id = turn.id
+        position = self.run.journal.take_position()
+        self.run.emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         started = workflow.now()
         request = delegation.DelegateRequest.from_arguments(call.arguments)
-        refused = self._delegation_refusal(request)  # the tools a turn offers may change between rounds
+        refused = self.refusal(request)  # the tools a turn offers may change between rounds
         if refused is not None:
-            self._fail_call(turn_id, call, "denied", refused, position, started=started)
+            turn.fail_call(call, "denied", refused, position, started=started)
             return
-        tools, servers, grants = self._delegation_grants(request)
-        await self._before_call()
-        self._state.delegations += 1
-        number = self._state.delegations
-        session_id = delegated_session_id(self._config.session_id, number, workflow.uuid4().hex[:8])
-        budget = self._child_budget()[0] if self._config.budget is not None else None
+        tools, servers, grants = self._grants(request)
+        await self.run.before_call()
+        self.run.state.delegations += 1
+        number = self.run.state.delegations
+        session_id = delegated_session_id(self.run.config.session_id, number, workflow.uuid4().hex[:8])
+        budget = self._child_budget()[0] if self.run.config.budget is not None else None
         config = delegation.child_config(
-            self._config, session_id=session_id, number=number, request=request, tools=tools, mcp_servers=servers,
+            self.run.config, session_id=session_id, number=number, request=request, tools=tools, mcp_servers=servers,
             grants=grants, budget=budget,
         )
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · delegating to session `{session_id}`")
@@ -148,41 +155,41 @@ class DelegateSteps(SessionCore):
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 # A session that fails or is terminated leaves no child running unasked.
                 parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"session {self._config.session_id} · delegation {number}"
+                static_summary=f"session {self.run.config.session_id} · delegation {number}"
                 + (f" · {preview(request.title, 80)}" if request.title else ""),
                 static_details=f"prompt: {preview(request.prompt, 300)}",
                 search_attributes=TypedSearchAttributes(
-                    [SearchAttributePair(SESSION_OWNER, self._config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
+                    [SearchAttributePair(SESSION_OWNER, self.run.config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
                 ),
             )
         except WorkflowAlreadyStartedError:
             text = f"delegate failed: a workflow with session id {session_id} already exists"
-            self._fail_call(turn_id, call, "tool_error", text, position, started=started)
+            turn.fail_call(call, "tool_error", text, position, started=started)
             return
         except (asyncio.CancelledError, ChildWorkflowError):
-            if self._cancel_requested():
+            if self.run.cancel_requested():
                 raise TurnCancelled() from None  # cancelled before the child started
             raise
         self._delegated[session_id] = handle
         self._reserved[session_id] = budget  # held until the child ends and its spend is counted
-        self._emit(SessionDelegated(
+        self.run.emit(SessionDelegated(
             turn_id=turn_id, call_id=call.id, child_session_id=session_id, number=number, wait=request.wait, tools=tools,
         ))
         if not request.wait:
             self._background[session_id] = asyncio.create_task(self._watch_background(handle, session_id, number))
             text = delegation.handle_text(session_id, number)
-            self._delegate_result(turn_id, round_number, call, position, True, text, started, note)
-            if self._stop_after_step():
+            self._result(turn, round_number, call, position, True, text, started, note)
+            if self.run.stop_after_step():
                 raise TurnCancelled()
             return
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · waiting for delegated session `{session_id}`")
         end = await self._child_end(session_id, handle)
-        self._delegation_ended(turn_id, session_id, number, end)
-        if self._cancel_requested() and end.status == "cancelled":
+        self._ended(turn_id, session_id, number, end)
+        if self.run.cancel_requested() and end.status == "cancelled":
             raise TurnCancelled()  # the call is answered "cancelled" with the turn (_cancelled_outcome)
         ok, text = delegation.result_text(session_id, end)
-        self._delegate_result(turn_id, round_number, call, position, ok, text, started, note)
-        if self._stop_after_step():
+        self._result(turn, round_number, call, position, ok, text, started, note)
+        if self.run.stop_after_step():
             raise TurnCancelled()
 
     async def _child_end(self, session_id: str, handle: workflow.ChildWorkflowHandle) -> delegation.ChildEnd:
@@ -211,49 +218,50 @@ class DelegateSteps(SessionCore):
         between its end and the message, so a continue-as-new that follows carries both."""
         end = await self._child_end(session_id, handle)
         self._background.pop(session_id, None)
-        self._delegation_ended(None, session_id, number, end)
-        if not self._ending():
-            self._inbox.add_message(self._config.owner, delegation.message_text(session_id, end))
+        self._ended(None, session_id, number, end)
+        if not self.run.ending():
+            self.run.inbox.add_message(self.run.config.owner, delegation.message_text(session_id, end))
 
-    def _delegation_ended(self, turn_id: str | None, session_id: str, number: int, end: delegation.ChildEnd) -> None:
+    def _ended(self, turn_id: str | None, session_id: str, number: int, end: delegation.ChildEnd) -> None:
         """Add the child's spend to the session's (its usage; cost and tool calls where the session
         tracks spend, as its own are) and record ``DelegatedSessionEnded``."""
         spend = delegation.rolled_up(end.spend)
         self._reserved.pop(session_id, None)
-        self._state.usage = self._state.usage + spend.usage
-        if self._tracks_spend():
-            self._state.cost_usd += spend.cost_usd
-            self._state.tool_calls += spend.tool_calls
-        self._emit(DelegatedSessionEnded(
+        self.run.state.usage = self.run.state.usage + spend.usage
+        if self.run.tracks_spend():
+            self.run.state.cost_usd += spend.cost_usd
+            self.run.state.tool_calls += spend.tool_calls
+        self.run.emit(DelegatedSessionEnded(
             turn_id=turn_id, child_session_id=session_id, number=number, status=end.status, spend=spend, error=end.error,
         ))
 
-    def _delegate_result(
-        self, turn_id: str, round_number: int, call: ToolCall, position: int, ok: bool, text: str, started: object,
+    def _result(
+        self, turn: Turn, round_number: int, call: ToolCall, position: int, ok: bool, text: str, started: object,
         note: str | None,
     ) -> None:
         """Stage the call's result message and record ``ToolInvocationCompleted`` (or ``Failed``)
         and the trajectory step."""
+        turn_id = turn.id
         if note:
             text = f"{note}\n{text}"
         shown = text if ok else f"error: {text}"
-        self._stage_message(position, turn_id, Message(role="tool", tool_call_id=call.id, name=call.name, text=shown, is_error=not ok))
+        self.run.stage_message(position, turn_id, Message(role="tool", tool_call_id=call.id, name=call.name, text=shown, is_error=not ok))
         if ok:
-            self._emit(ToolInvocationCompleted(
+            self.run.emit(ToolInvocationCompleted(
                 turn_id=turn_id, call_id=call.id, tool=call.name, preview=preview(text), size_bytes=len(shown.encode()),
                 position=position,
             ))
         else:
-            self._emit(ToolInvocationFailed(
+            self.run.emit(ToolInvocationFailed(
                 turn_id=turn_id, call_id=call.id, tool=call.name, reason="tool_error", error=text, position=position,
             ))
-        self._record_step(
-            turn_id, round_number, call.name, call.arguments, "ok" if ok else "error", preview(text), started, call_id=call.id,
+        turn.record_step(
+            round_number, call.name, call.arguments, "ok" if ok else "error", preview(text), started, call_id=call.id,
         )
 
     # ---------------------------------------------------------------- the session's end
 
-    async def _end_delegations(self) -> None:
+    async def end_all(self) -> None:
         """Cancel every delegated session still running (the session is ending) and wait until each
         has ended and been recorded. Nothing to do (and no await) when none runs."""
         if not self._delegated and not self._background:

@@ -19,10 +19,14 @@ from agentrt.schemas import (
     NodeCannotDecompose,
     SessionConfig,
     SessionParent,
-    SessionResult,
     Spend,
     narrowed_grants,
+    session_template,
 )
+from agentrt.schemas import child_config as derived_config
+# How a child ended: one type for every starter of child sessions (``_children``).
+from agentrt.workflows._children import ChildEnd as ChildEnd
+from agentrt.workflows._children import child_end as child_end
 
 # Characters of a child's answer the delegating model reads (the child's transcript has it whole).
 DELEGATED_ANSWER_CHARS = 20_000
@@ -48,18 +52,6 @@ class DelegateRequest:
             wait=arguments.get("wait", True) is not False,
             title=str(title) if title is not None else None,
         )
-
-
-@dataclass(frozen=True)
-class ChildEnd:
-    """How a delegated session ended: its turn's ``status`` (``completed``, ``failed``, ``cancelled``,
-    ``round_limit``, ``budget_exceeded``), ``answer``, ``error`` and the ``spend`` its result reported
-    (nothing for a child that was cancelled or failed: it returned no result)."""
-
-    status: str
-    answer: str | None
-    error: str | None
-    spend: Spend
 
 
 def refusal(config: SessionConfig) -> str | None:
@@ -114,52 +106,26 @@ def child_config(
     grants: dict[str, Any],
     budget: Budget | None,
 ) -> SessionConfig:
-    """The configuration of delegated session ``number`` of the session with ``config``: the
-    parent's owner, operators, workspace, profile, script, approval rules and timeouts,
-    interactivity, tool task queue and advisor; ``tools``, ``mcp_servers`` and ``grants`` from
-    ``child_grants``; ``budget`` (what is left of the parent's); the call's prompt as its one
-    turn (``ends_after_turn``)."""
-    return SessionConfig(
+    """The configuration of delegated session ``number`` of the session with ``config``: every
+    field of the parent's template (``session_template``: owner's model, approval rules and
+    timeouts, interactivity, tool task queue, advisor ...), then ``tools``, ``mcp_servers`` and
+    ``grants`` from ``child_grants``; ``budget`` (what is left of the parent's); the call's prompt
+    as its one turn (``ends_after_turn``)."""
+    return derived_config(
+        session_template(config),
         session_id=session_id,
         owner=config.owner,
         workspace=config.workspace,
-        profile=config.profile,
-        script=config.script,
-        tools=tools,
-        approval=config.approval,
-        approval_timeout_seconds=config.approval_timeout_seconds,
-        max_rounds_per_turn=config.max_rounds_per_turn,
-        model_timeout_seconds=config.model_timeout_seconds,
-        tool_timeout_seconds=config.tool_timeout_seconds,
-        heartbeat_timeout_seconds=config.heartbeat_timeout_seconds,
         title=request.title or f"delegated by session {config.session_id} · {number}",
-        system_prompt=config.system_prompt,
-        system_prompt_mode=config.system_prompt_mode,
-        local_tools=config.local_tools,
+        tools=tools,
+        mcp_servers=mcp_servers,
         sandbox=grants["sandbox"],
         network=grants["network"],
-        interactive=config.interactive,
-        operators=list(config.operators),
-        tool_task_queue=config.tool_task_queue,
-        advisor=config.advisor,
-        mcp_servers=mcp_servers,
         budget=budget,
         prompt=request.prompt,
         ends_after_turn=True,
         parent=SessionParent(kind="session", id=config.session_id, number=number),
     )
-
-
-def child_end(result: SessionResult | None, error: str | None, cancelled: bool) -> ChildEnd:
-    """How a child ended, from its workflow's ``result`` (None when it failed or was cancelled),
-    the ``error`` of its failure and whether it was ``cancelled``."""
-    outcome = result.outcome if result is not None else None
-    if result is None:
-        return ChildEnd("cancelled" if cancelled else "failed", None, error or ("cancelled" if cancelled else None), Spend())
-    spend = result.spend or Spend(usage=result.usage)
-    if outcome is None:
-        return ChildEnd("failed", None, "the delegated session ended without a turn", spend)
-    return ChildEnd(outcome.status, outcome.answer, outcome.error, spend)
 
 
 def rolled_up(spend: Spend) -> Spend:

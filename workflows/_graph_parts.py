@@ -1,4 +1,4 @@
-"""The task graph workflow's pure parts: its event journal, the plan's risk and the grants an
+"""The task graph workflow's pure parts: the plan's risk and the grants an
 approval freezes, which nodes may start, what a failure blocks, each node's prompt, the snapshot
 and the Temporal UI's details. Plain functions over ``GraphState``; unit-tested without a server."""
 
@@ -13,8 +13,6 @@ from agentrt.schemas import (
     NODE_ANSWER_CHARS,
     RISK_ORDER,
     CapabilityToken,
-    Event,
-    EventsPage,
     GraphConfig,
     GraphNode,
     GraphSnapshot,
@@ -35,22 +33,9 @@ FEEDBACK_CHARS = 4_000
 RUNNING_STATUSES = ("delegated", "reviewing")
 
 
-class GraphJournal:
-    """Numbers the graph's events (``seq`` per graph) and answers the ``events`` query."""
-
-    def __init__(self, state: GraphState) -> None:
-        self._state = state
-
-    def emit(self, event: Event, now: datetime) -> Event:
-        self._state.seq += 1
-        event.seq = self._state.seq
-        event.at = now
-        self._state.events.append(event)
-        return event
-
-    def page(self, since_seq: int, limit: int) -> EventsPage:
-        events = [e for e in self._state.events if e.seq > since_seq][:limit]
-        return EventsPage(events=events, last_seq=self._state.seq, first_seq=1)
+def goal_text(config: GraphConfig) -> str:
+    """What the graph works towards, for its store row: the planner's goal, or the given graph's size."""
+    return config.goal or f"a given graph of {len(config.graph.nodes) if config.graph else 0} nodes"
 
 
 def graph_tools(config: GraphConfig, tools: dict[str, ToolRisk]) -> list[str]:

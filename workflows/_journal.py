@@ -1,15 +1,17 @@
-"""The event journal: numbers and stamps a session's events and stages them, with transcript
-messages, for the store.
+"""The event journal: numbers and stamps a workflow's events and stages them for the store.
 
-Pure bookkeeping over ``SessionState`` (``seq``, ``next_position`` and the unflushed lists
-live there, so they travel through continue-as-new); the workflow writes what is staged
-with one ``store.append`` activity and then calls ``flushed``.
+One ``Journal`` type for the three workflows: over any state that carries ``seq`` and
+``unflushed_events`` (``SessionState``, ``TaskState``, ``GraphState``), so what is staged
+travels through continue-as-new. The workflow writes what ``take`` gives (``store.append``,
+``task.record``, ``graph.record``) and then calls ``written``. A session's journal
+(``EventJournal``) stages transcript messages beside its events as well.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Protocol
 
 from agentrt.schemas import (
     AssistantMessageCompleted,
@@ -25,17 +27,26 @@ from agentrt.schemas import (
 )
 
 
-class EventJournal:
+class JournalState(Protocol):
+    """What a journal keeps in the workflow's carried state: the last sequence number given and
+    the events not yet in the store, oldest first."""
+
+    seq: int
+    unflushed_events: list[Event]
+
+
+class Journal:
     """Events of the current run (for the ``events`` query) and what is not yet in the store.
 
     ``first_seq`` is the first event this run answers for: the events an earlier run emitted
-    but did not write belong to this run's view.
+    but did not write belong to this run's view. ``events`` may be given: a list the state keeps
+    of every event (a graph's ``GraphState.events``), then the query answers from all of them.
     """
 
-    def __init__(self, state: SessionState) -> None:
+    def __init__(self, state: JournalState, events: list[Event] | None = None) -> None:
         self._state = state
-        self.events: list[Event] = list(state.unflushed_events)
-        self.first_seq = state.unflushed_events[0].seq if state.unflushed_events else state.seq + 1
+        self.events: list[Event] = list(state.unflushed_events) if events is None else events
+        self.first_seq = self.events[0].seq if self.events else state.seq + 1
 
     @property
     def last_seq(self) -> int:
@@ -50,31 +61,48 @@ class EventJournal:
         self._state.unflushed_events.append(event)
         return event
 
+    def take(self) -> list[Event]:
+        """The staged events, for one store write (they stay staged until ``written``)."""
+        return list(self._state.unflushed_events)
+
+    def written(self, events: list[Event]) -> None:
+        """``events`` (from ``take``) are in the store."""
+        done = {e.seq for e in events}
+        self._state.unflushed_events = [e for e in self._state.unflushed_events if e.seq not in done]
+
+    def page(self, since_seq: int, limit: int) -> EventsPage:
+        selected = [e for e in self.events if e.seq > since_seq][:limit]
+        return EventsPage(events=selected, last_seq=self._state.seq, first_seq=self.first_seq)
+
+
+class EventJournal(Journal):
+    """A session's journal: its events, and the transcript messages staged with them."""
+
+    def __init__(self, state: SessionState) -> None:
+        super().__init__(state)
+        self._session = state
+
     def take_position(self) -> int:
         """The next transcript position (0, 1, 2, ...)."""
-        position = self._state.next_position
-        self._state.next_position += 1
+        position = self._session.next_position
+        self._session.next_position += 1
         return position
 
     def stage_message(self, position: int, turn_id: str, message: Message) -> int:
         """Stage ``message`` at ``position``; returns its size in bytes as context planning counts it."""
-        self._state.unflushed_messages.append(PositionedMessage(position=position, turn_id=turn_id, message=message))
+        self._session.unflushed_messages.append(PositionedMessage(position=position, turn_id=turn_id, message=message))
         return len(message.text.encode()) + sum(
             len(c.name) + len(c.arguments_raw or json.dumps(c.arguments)) for c in message.tool_calls
         )
 
     def unflushed(self) -> tuple[list[Event], list[PositionedMessage]]:
         """Copies of the staged events and messages, oldest first."""
-        return list(self._state.unflushed_events), list(self._state.unflushed_messages)
+        return list(self._state.unflushed_events), list(self._session.unflushed_messages)
 
     def flushed(self, events: int, messages: int) -> None:
         """The first ``events`` staged events and ``messages`` staged messages are in the store."""
         del self._state.unflushed_events[:events]
-        del self._state.unflushed_messages[:messages]
-
-    def page(self, since_seq: int, limit: int) -> EventsPage:
-        selected = [e for e in self.events if e.seq > since_seq][:limit]
-        return EventsPage(events=selected, last_seq=self._state.seq, first_seq=self.first_seq)
+        del self._session.unflushed_messages[:messages]
 
     def unanswered_calls(self, turn_id: str) -> list[ToolCall]:
         """Tool calls of the turn's latest assistant message that have no result message yet."""

@@ -1,5 +1,5 @@
 """Pure parts of ``AutonomousTaskWorkflow``: the orientation prompt a session starts with, the
-task's event journal, its checkpoints and usage roll-up, and the text operators read.
+task's checkpoints and usage roll-up, and the text operators read.
 
 No I/O and no clock: the workflow passes ``workflow.now()`` in. Unit-tested without a server.
 """
@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from types import MappingProxyType
 
 from agentrt.schemas import (
     CHECKPOINT_TEXT_CHARS,
     CHECKPOINTS_KEPT,
     TERMINAL_TASK_STATUSES,
-    Event,
-    EventsPage,
+    AmendGoalInput,
+    AutonomousTaskFailed,
+    RaiseBudgetInput,
     Spend,
     TaskCheckpoint,
     TaskConfig,
+    TaskControlInput,
     TaskState,
     TaskStatusView,
     UsageReceipt,
@@ -84,34 +87,13 @@ def orientation_prompt(config: TaskConfig, state: TaskState, number: int) -> str
     return "\n".join(lines)
 
 
-class TaskJournal:
-    """Numbers the task's events (``seq`` per task), stages them for the store and answers the
-    ``events`` query from those of the current run."""
-
-    def __init__(self, state: TaskState) -> None:
-        self._state = state
-        self._run_events: list[Event] = list(state.unflushed_events)
-        self.first_seq = state.seq - len(state.unflushed_events) + 1
-
-    def emit(self, event: Event, now: datetime) -> Event:
-        self._state.seq += 1
-        event.seq = self._state.seq
-        event.at = now
-        self._state.unflushed_events.append(event)
-        self._run_events.append(event)
-        return event
-
-    def take(self) -> list[Event]:
-        """The staged events, for one store write (they stay staged until ``written``)."""
-        return list(self._state.unflushed_events)
-
-    def written(self, events: list[Event]) -> None:
-        written = {e.seq for e in events}
-        self._state.unflushed_events = [e for e in self._state.unflushed_events if e.seq not in written]
-
-    def page(self, since_seq: int, limit: int) -> EventsPage:
-        events = [e for e in self._run_events if e.seq > since_seq][:limit]
-        return EventsPage(events=events, last_seq=self._state.seq, first_seq=self.first_seq)
+def failed(state: TaskState, reason: str, error: str) -> AutonomousTaskFailed:
+    """End the task ``failed`` with ``reason`` (``max_sessions``, ``invalid_schedule``) and
+    ``error``; returns the event to record."""
+    state.status = "failed"
+    state.failure_reason = reason
+    state.failure = error
+    return AutonomousTaskFailed(reason=reason, error=error, sessions=state.sessions_started)
 
 
 def add_receipt(state: TaskState, receipt: UsageReceipt, now: datetime) -> None:
@@ -209,3 +191,53 @@ def current_details(config: TaskConfig, state: TaskState, now: datetime) -> str:
     if state.status not in TERMINAL_TASK_STATUSES:
         sections.append(console.block(console.task_control_lines(workflow_id, task, owner, "cancel", "Cancel")))
     return "\n\n".join(sections)
+
+
+# What each control update asks of a task beyond its principal's standing: the verb a refusal
+# names it by and the state it may not be in.
+CONTROL_VERBS = MappingProxyType({
+    "pause": ("pause", "be paused"),
+    "resume": ("resume", "be resumed"),
+    "nudge": ("nudge", "be nudged"),
+    "cancel": ("cancel", "be cancelled"),
+    "amend_goal": ("amend the goal of", "be amended"),
+    "raise_budget": ("raise the budget of", "have its budget raised"),
+})
+
+
+def control_refusal(
+    update: str, config: TaskConfig, state: TaskState, input: TaskControlInput | AmendGoalInput | RaiseBudgetInput,
+    *, cancelling: bool, waking: bool,
+) -> str | None:
+    """Why the task may not take control ``update`` (``CONTROL_VERBS``) now, whoever asks: it has
+    ended or is being ``cancelling``, or its state does not allow it (a pause when paused, a nudge
+    while ``waking`` ...); None when it may."""
+    task = config.task_id
+    if state.status in TERMINAL_TASK_STATUSES:
+        return f"task {task} has ended ({state.status}): it cannot {CONTROL_VERBS[update][1]}"
+    if cancelling:
+        return f"task {task} is being cancelled"
+    if update == "pause" and state.status == "paused":
+        return f"task {task} is already paused"
+    if update == "resume" and state.status != "paused":
+        return f"task {task} is not paused (it is {state.status})"
+    if update == "nudge" and state.status != "waiting":
+        return f"task {task} is {state.status}: only a waiting task can be nudged"
+    if update == "nudge" and waking:
+        return f"task {task} is already waking"
+    if isinstance(input, AmendGoalInput) and not input.goal.strip():
+        return "goal is empty"
+    if isinstance(input, RaiseBudgetInput):
+        return _raise_refusal(task, state, input)
+    return None
+
+
+def _raise_refusal(task: str, state: TaskState, input: RaiseBudgetInput) -> str | None:
+    lowered = state.budget.lowered_by(input.budget)
+    if lowered:
+        return f"raise_budget cannot lower a limit of task {task}: {', '.join(lowered)}"
+    if input.max_sessions is not None and input.max_sessions < state.max_sessions:
+        return f"raise_budget cannot lower max_sessions of task {task} ({state.max_sessions} -> {input.max_sessions})"
+    if input.max_sessions is not None and input.max_sessions < state.sessions_started:
+        return f"max_sessions {input.max_sessions} is below the {state.sessions_started} sessions task {task} already ran"
+    return None

@@ -1,6 +1,7 @@
 """The tool calls of one round: triage, approvals, execution under the effect ledger, reconciliation.
 
-Part of ``SessionWorkflow`` (a base class of it); workflow code only.
+``ToolCalls`` is one of ``SessionWorkflow``'s steps, over its ``SessionRun``, its MCP steps and its
+delegations; workflow code only.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
@@ -45,95 +46,108 @@ from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _advisor as advisor
 from agentrt.workflows import _delegation as delegation
 from agentrt.workflows._approvals import RECONCILE_REASON
-from agentrt.workflows._delegate_steps import DelegateSteps
+from agentrt.workflows._delegate_steps import Delegations
 from agentrt.workflows._errors import (
     OUTCOME_UNKNOWN,
     TurnCancelled,
     error_text,
     error_type,
 )
-from agentrt.workflows._mcp_steps import MAX_ELICITATIONS_PER_CALL, McpSteps
+from agentrt.workflows._mcp_steps import MAX_ELICITATIONS_PER_CALL, Mcp
+from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_calls import Triage, arguments_preview, triage
+from agentrt.workflows.policy import PolicyEngine
 
-# policy-sandbox-v1: the policy engine's second version (SandboxPolicy, approval modes, calls
-# classified by their arguments: destructive and network commands). Runs recorded before it
-# replay with the first (a rule per the tool's own risk class).
-POLICY_PATCH = "policy-sandbox-v1"
-
-# effect-key-position-v1: a call's idempotency key holds its result position, so a call id a
-# model sends again in a later round of the turn names a new effect.
-EFFECT_KEY_PATCH = "effect-key-position-v1"
+if TYPE_CHECKING:
+    from agentrt.workflows._turn import Turn
 
 
-class ToolCallSteps(DelegateSteps, McpSteps):
+class ToolCalls:
     """Runs the tool calls a model reply asked for."""
 
-    async def _handle_tool_calls(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> str | None:
+    def __init__(self, run: SessionRun, mcp: Mcp, delegations: Delegations) -> None:
+        self.run = run
+        self.mcp = mcp
+        self.delegations = delegations
+        config = run.config
+        self.policy = PolicyEngine(
+            config.approval,
+            config.sandbox,
+            network=config.network,
+            interactive=config.interactive,
+            workspace=config.workspace,
+            version=1,  # until the run's first batch asks policy-sandbox-v1 (handle)
+        )
+        # Reconcile answers of a cancelled turn not yet in the effect ledger (turn-control-v1).
+        self._owed: list[tuple[PermissionRequest, ReconcileDecision]] = []
+
+    async def handle(self, turn: Turn, round_number: int, calls: list[ToolCall]) -> str | None:
         """Have the advisor review the batch when its mode says so, triage every call, ask for all
         approvals the batch needs at once, then run the allowed calls in order. Returns the
         advisor's reason when it rejected the batch (no call ran), else None."""
+        turn_id = turn.id
         runnable: list[tuple[ToolCall, PermissionRequest | None]] = []
-        if self._policy.version < 2 and workflow.patched(POLICY_PATCH):
-            self._policy.version = 2
-        reviewed = self._config.advisor.mode != "off"
+        if self.policy.version < 2 and self.run.gen.policy_v2():
+            self.policy.version = 2
+        reviewed = self.run.config.advisor.mode != "off"
         if reviewed:
             for call in calls:
-                self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
-            rejection = await self._advise(turn_id, round_number, calls)
+                self.run.emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
+            rejection = await self._advise(turn, round_number, calls)
             if rejection is not None:
                 for call in calls:
-                    self._fail_call(turn_id, call, "advisor_rejected", f"not run: the advisor rejected this batch ({rejection})")
+                    turn.fail_call(call, "advisor_rejected", f"not run: the advisor rejected this batch ({rejection})")
                 return rejection
         for call in calls:
             if not reviewed:
-                self._emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
+                self.run.emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
             verdict = self._triage(call)
-            grant = self._approvals.session_grant(verdict.rule) if verdict.action == "ask" and verdict.rule else None
+            grant = self.run.approvals.session_grant(verdict.rule) if verdict.action == "ask" and verdict.rule else None
             if verdict.action == "refuse":
-                text = (self._unavailable_text(call) if verdict.failure == "unknown_tool" else None) or verdict.text
-                self._fail_call(turn_id, call, verdict.failure, text)
+                text = (self.mcp.unavailable_text(turn, call) if verdict.failure == "unknown_tool" else None) or verdict.text
+                turn.fail_call(call, verdict.failure, text)
             elif verdict.action == "run":
                 runnable.append((call, None))
             elif grant is not None:
                 reason = f"granted for this session on {grant.request_id} ({grant.rule})"
-                self._emit(PermissionGranted(
+                self.run.emit(PermissionGranted(
                     turn_id=turn_id, request_id=grant.request_id, call_id=call.id, principal=grant.principal,
                     reason=reason, scope="session",
                 ))
                 runnable.append((call, None))
             else:
-                request = self._approvals.request(
-                    turn_id, call, self._tools[call.name].risk, verdict.text, grant_rule=verdict.rule or None
+                request = self.run.approvals.request(
+                    turn_id, call, self.run.tools[call.name].risk, verdict.text, grant_rule=verdict.rule or None
                 )
-                self._emit(PermissionRequested(turn_id=turn_id, request=request))
+                self.run.emit(PermissionRequested(turn_id=turn_id, request=request))
                 runnable.append((call, request))
         waiting = [r for _, r in runnable if r is not None]
         if waiting:
             asked = workflow.now()
-            self._steps_in_flight = [
+            turn.steps_in_flight = [
                 (round_number, "approval", {"tool": r.tool, "arguments": r.arguments}, asked, r.call_id) for r in waiting
             ]
             await self._await_decisions(waiting)
-            self._steps_in_flight = []
-            self._record_approvals(turn_id, round_number, waiting, asked)
+            turn.steps_in_flight = []
+            self._record_approvals(turn, round_number, waiting, asked)
         for call, request in runnable:
             note = None
             if request is not None:
-                decision = self._approvals.close(request.request_id)
+                decision = self.run.approvals.close(request.request_id)
                 assert isinstance(decision, PermissionDecision)
                 if decision.decision == "deny":
                     why = decision.reason or "no reason given"
-                    self._fail_call(turn_id, call, "denied", f"denied by {decision.principal}: {why}")
+                    turn.fail_call(call, "denied", f"denied by {decision.principal}: {why}")
                     continue
                 if decision.arguments is not None:
-                    edited = self._edited_call(turn_id, request, call, decision)
+                    edited = self._edited_call(turn, request, call, decision)
                     if edited is None:
                         continue
                     call, note = edited
             if call.name == DELEGATE_TOOL:
-                await self._delegate(turn_id, round_number, call, note)
+                await self.delegations.delegate(turn, round_number, call, note)
             else:
-                await self._execute_tool(turn_id, round_number, call, note)
+                await self._execute_tool(turn, round_number, call, note)
         return None
 
     def _triage(self, call: ToolCall) -> Triage:
@@ -141,163 +155,166 @@ class ToolCallSteps(DelegateSteps, McpSteps):
         this session may not delegate (a graph's node, a delegated session: even when it does
         not hold the tool) or asks for more than the session holds (``CapabilityWidened``)."""
         if call.name != DELEGATE_TOOL:
-            return triage(call, self._tools, self._policy)
-        refused = delegation.refusal(self._config)
+            return triage(call, self.run.tools, self.policy)
+        refused = delegation.refusal(self.run.config)
         if refused is not None:
             return Triage(call, "refuse", refused, "denied")
-        verdict = triage(call, self._tools, self._policy)
+        verdict = triage(call, self.run.tools, self.policy)
         if verdict.action == "refuse":
             return verdict
-        refused = self._delegation_refusal(delegation.DelegateRequest.from_arguments(call.arguments))
+        refused = self.delegations.refusal(delegation.DelegateRequest.from_arguments(call.arguments))
         return Triage(call, "refuse", refused, "denied") if refused is not None else verdict
 
-    async def _advise(self, turn_id: str, round_number: int, calls: list[ToolCall]) -> str | None:
+    async def _advise(self, turn: Turn, round_number: int, calls: list[ToolCall]) -> str | None:
         """Run the advisor on the batch when its mode says so; its reason when it rejects, else None.
 
         Fail-open: a review that fails (provider error, timeout, an answer that is no verdict)
         approves the batch, recorded in ``AdvisorReviewCompleted.error``.
         """
-        policy = self._config.advisor
-        risks = [advisor.high_risk_rule(self._tools.get(c.name), c, self._config.workspace) for c in calls]
+        turn_id = turn.id
+        policy = self.run.config.advisor
+        risks = [advisor.high_risk_rule(self.run.tools.get(c.name), c, self.run.config.workspace) for c in calls]
         reason = advisor.review_reason(policy, risks)
         if reason is None:
             return None
-        profile = policy.profile or self._config.profile
-        self._emit(AdvisorReviewStarted(
+        profile = policy.profile or self.run.config.profile
+        self.run.emit(AdvisorReviewStarted(
             turn_id=turn_id, round=round_number, call_ids=[c.id for c in calls], mode=policy.mode,  # type: ignore[arg-type]
             reason=reason, profile=profile,
         ))
         started = workflow.now()
-        index = self._state.advisor_reviews
-        self._state.advisor_reviews += 1
-        self._steps_in_flight = [(round_number, "advisor.review", {"tools": [c.name for c in calls], "reason": reason}, started, None)]
-        await self._before_call()
+        index = self.run.state.advisor_reviews
+        self.run.state.advisor_reviews += 1
+        turn.steps_in_flight = [(round_number, "advisor.review", {"tools": [c.name for c in calls], "reason": reason}, started, None)]
+        await self.run.before_call()
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · advisor reviewing {len(calls)} calls")
-        writes = self._writes_for_call()
+        writes = self.run.writes_for_call()
         try:
-            review = await self._execute(
+            review = await self.run.execute(
                 options.ADVISOR,
                 AdvisorReviewInput(
-                    session_id=self._config.session_id, turn_id=turn_id, round=round_number, profile=profile,
-                    script=self._config.script, review_index=index, workspace=self._config.workspace,
-                    request=self._turn_request[:ADVISOR_REQUEST_CHARS], calls=calls, risks=risks, store_writes=writes,
+                    session_id=self.run.config.session_id, turn_id=turn_id, round=round_number, profile=profile,
+                    script=self.run.config.script, review_index=index, workspace=self.run.config.workspace,
+                    request=turn.request[:ADVISOR_REQUEST_CHARS], calls=calls, risks=risks, store_writes=writes,
                 ),
                 local=False,
                 result_type=AdvisorReviewResult,
                 summary=f"advisor {profile} · {turn_id} · round {round_number} · {len(calls)} calls",
                 start_to_close=policy.timeout_seconds,
-                heartbeat_timeout=self._config.heartbeat_timeout_seconds,
+                heartbeat_timeout=self.run.config.heartbeat_timeout_seconds,
             )
-            self._call_wrote(writes)
+            self.run.call_wrote(writes)
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError) or self._stop_after_step():
+            if isinstance(err.cause, CancelledError) or self.run.stop_after_step():
                 raise TurnCancelled() from err
             why = f"timed out after {policy.timeout_seconds:g} s" if isinstance(err.cause, ActivityTimeout) else error_text(err)
             review = AdvisorReviewResult(verdict="approve", error=why)
-        if self._stop_after_step():
+        if self.run.stop_after_step():
             raise TurnCancelled()
-        self._steps_in_flight = []
-        self._add_usage(review.usage, priced=profile == self._profile.name)  # the session profile's price only
-        self._advisor_usage = self._advisor_usage + review.usage
-        self._emit(AdvisorReviewCompleted(
+        turn.steps_in_flight = []
+        self.run.add_usage(review.usage, priced=profile == self.run.profile.name)  # the session profile's price only
+        turn.advisor_usage = turn.advisor_usage + review.usage
+        self.run.emit(AdvisorReviewCompleted(
             turn_id=turn_id, round=round_number, verdict=review.verdict, concern_count=len(review.concerns),
             summary=review.summary, concerns=review.concerns, error=review.error,
         ))
         text = review.error or review.summary or "; ".join(review.concerns)
-        self._record_step(
-            turn_id, round_number, "advisor.review", {"tools": [c.name for c in calls], "reason": reason},
+        turn.record_step(
+            round_number, "advisor.review", {"tools": [c.name for c in calls], "reason": reason},
             review.verdict, text, started,
         )
         if review.verdict != "reject":
             return None
         return review.summary or "; ".join(review.concerns) or "no reason given"
 
-    def _record_approvals(self, turn_id: str, round_number: int, requests: list[PermissionRequest], asked: Any) -> None:
+    def _record_approvals(self, turn: Turn, round_number: int, requests: list[PermissionRequest], asked: Any) -> None:
         """One trajectory step per approval the batch waited for: its decision and who made it."""
         for request in requests:
-            decision = self._approvals.decision(request.request_id)
+            decision = self.run.approvals.decision(request.request_id)
             if isinstance(decision, PermissionDecision):
                 outcome, text = decision.decision, f"{decision.decision} by {decision.principal}: {decision.reason or ''}"
             else:
                 outcome, text = "deny", "no decision"
-            self._record_step(
-                turn_id, round_number, "approval",
+            turn.record_step(
+                round_number, "approval",
                 {"tool": request.tool, "arguments": request.arguments},  # what was decided; ids differ from run to run
                 outcome, f"{request.request_id}: {text}", asked, call_id=request.call_id,
             )
 
     def _edited_call(
-        self, turn_id: str, request: PermissionRequest, call: ToolCall, decision: PermissionDecision
+        self, turn: Turn, request: PermissionRequest, call: ToolCall, decision: PermissionDecision
     ) -> tuple[ToolCall, str] | None:
         """The call with the arguments an approval chose, recorded as ``ToolCallEdited``, and the
         note the model reads with its result; None (the call refused) when the sandbox or the
         policy refuses the edited call."""
+        turn_id = turn.id
         arguments = decision.arguments or {}
-        self._emit(ToolCallEdited(
+        self.run.emit(ToolCallEdited(
             turn_id=turn_id, request_id=request.request_id, call_id=call.id, principal=decision.principal,
             arguments=arguments, arguments_sha256=arguments_sha256(arguments),
         ))
         edited = call.model_copy(update={"arguments": arguments, "arguments_raw": "", "arguments_error": None})
         verdict = self._triage(edited)
         if verdict.action == "refuse":
-            self._fail_call(turn_id, call, verdict.failure, f"the call as {decision.principal} edited it: {verdict.text}")
+            turn.fail_call(call, verdict.failure, f"the call as {decision.principal} edited it: {verdict.text}")
             return None
         shown = arguments_preview(arguments, 500)
         return edited, f"[{decision.principal} changed the arguments of this call before it ran; it ran with {shown}]"
 
     async def _await_decisions(self, requests: list[PermissionRequest]) -> None:
-        self._set_status("awaiting_approval")
-        example = json.dumps({"request_id": requests[0].request_id, "decision": "grant", "principal": self._config.owner})
+        self.run.set_status("awaiting_approval")
+        example = json.dumps({"request_id": requests[0].request_id, "decision": "grant", "principal": self.run.config.owner})
         lines = [f"- `{r.request_id}` · `{r.tool}` {arguments_preview(r.arguments, 120)}" for r in requests]
         workflow.set_current_details(
             "**awaiting approval**\n\n" + "\n".join(lines) + f"\n\nSignal `permission_decision` with `{example}`"
         )
-        await self._flush()
+        await self.run.flush()
         ids = [r.request_id for r in requests]
-        timeout = self._config.approval_timeout_seconds
+        timeout = self.run.config.approval_timeout_seconds
         try:
             await workflow.wait_condition(
-                lambda: self._cancel_requested() or self._approvals.all_decided(ids),
+                lambda: self.run.cancel_requested() or self.run.approvals.all_decided(ids),
                 timeout=timedelta(seconds=timeout) if timeout is not None else None,
                 timeout_summary="approval timeout" if timeout is not None else None,
             )
         except asyncio.TimeoutError:
             assert timeout is not None
-            for event in self._approvals.time_out(ids, timeout):
-                self._emit(event)
-        if self._cancel_requested():
+            for event in self.run.approvals.time_out(ids, timeout):
+                self.run.emit(event)
+        if self.run.cancel_requested():
             raise TurnCancelled()
-        self._set_status("running")
+        self.run.set_status("running")
 
-    async def _execute_tool(self, turn_id: str, round_number: int, call: ToolCall, note: str | None = None) -> None:
+    async def _execute_tool(self, turn: Turn, round_number: int, call: ToolCall, note: str | None = None) -> None:
         """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
-        position = self._journal.take_position()
-        spec = self._tools.get(call.name)
+        turn_id = turn.id
+        position = self.run.journal.take_position()
+        spec = self.run.tools.get(call.name)
         idempotency_key = self._idempotency_key(turn_id, call.id, position, ledger=spec is None or spec.risk != "read_only")
-        self._emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
+        self.run.emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         started = workflow.now()
         local = self._runs_locally(call)
-        tool_seconds = self._config.tool_timeout_seconds
+        tool_seconds = self.run.config.tool_timeout_seconds
         if local:
             tool_seconds = min(tool_seconds, options.LOCAL_TOOL_SECONDS - options.LOCAL_TOOL_GRACE_SECONDS)
         mcp = spec is not None and spec.source is not None and spec.source.startswith("mcp:")
         answers: list[ElicitationAnswer] = []  # the user's answers to this call's server requests, in order
         request_state: str | None = None
         while True:
-            await self._before_call()
+            await self.run.before_call()
             workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
-            writes = self._writes_for_call()
+            writes = self.run.writes_for_call()
             fields = dict(
-                session_id=self._config.session_id,
+                session_id=self.run.config.session_id,
                 turn_id=turn_id,
                 call=call,
-                workspace=self._config.workspace,
+                workspace=self.run.config.workspace,
                 idempotency_key=idempotency_key,
                 result_position=position,
                 timeout_seconds=tool_seconds,
                 store_writes=writes,
-                sandbox=self._config.sandbox,
-                network=self._config.network,
+                sandbox=self.run.config.sandbox,
+                network=self.run.config.network,
                 note=note,
             )
             activity_input: ToolExecuteInput = (
@@ -305,54 +322,54 @@ class ToolCallSteps(DelegateSteps, McpSteps):
                 if mcp else ToolExecuteInput(**fields)  # type: ignore[arg-type]
             )
             try:
-                result = await self._execute(
+                result = await self.run.execute(
                     options.MCP_CALL if mcp else options.TOOL_CALL,
                     activity_input,
                     local=local,
                     result_type=McpCallResult if mcp else ToolExecuteResult,
                     summary=f"{call.name} {arguments_preview(call.arguments, 60)}",
                     start_to_close=options.LOCAL_TOOL_SECONDS if local else tool_seconds + options.TOOL_GRACE_SECONDS,
-                    heartbeat_timeout=self._config.heartbeat_timeout_seconds,
-                    task_queue=self._config.tool_task_queue,
+                    heartbeat_timeout=self.run.config.heartbeat_timeout_seconds,
+                    task_queue=self.run.config.tool_task_queue,
                 )
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
                     raise TurnCancelled() from err
                 if error_type(err) != OUTCOME_UNKNOWN:
-                    self._fail_call(
-                        turn_id, call, "tool_error", f"{call.name} failed: {error_text(err)}", position, started=started
+                    turn.fail_call(
+                        call, "tool_error", f"{call.name} failed: {error_text(err)}", position, started=started
                     )
-                    if self._stop_after_step():
+                    if self.run.stop_after_step():
                         raise TurnCancelled() from err
                     return
                 decision = await self._reconcile(turn_id, call, idempotency_key, error_text(err))
                 if decision.outcome == "not_applied":
                     continue  # the ledger released the claim: run the call once more
                 text = f"the effect of this call was applied (confirmed by {decision.principal}); its result is unknown"
-                self._stage_message(position, turn_id, Message(role="tool", tool_call_id=call.id, name=call.name, text=text))
-                self._emit(
+                self.run.stage_message(position, turn_id, Message(role="tool", tool_call_id=call.id, name=call.name, text=text))
+                self.run.emit(
                     ToolInvocationCompleted(
                         turn_id=turn_id, call_id=call.id, tool=call.name, preview=text, size_bytes=len(text), position=position
                     )
                 )
-                self._record_step(turn_id, round_number, call.name, call.arguments, "applied", text, started, call_id=call.id)
+                turn.record_step(round_number, call.name, call.arguments, "applied", text, started, call_id=call.id)
                 return
-            self._call_wrote(writes)
+            self.run.call_wrote(writes)
             if isinstance(result, McpCallResult) and result.input_required is not None:
                 if len(answers) >= MAX_ELICITATIONS_PER_CALL:
-                    self._fail_call(
-                        turn_id, call, "tool_error",
+                    turn.fail_call(
+                        call, "tool_error",
                         f"{call.name} failed: the server asked more than {MAX_ELICITATIONS_PER_CALL} questions in one call",
                         position, started=started,
                     )
                     return
-                answers = [*answers, await self._elicit(turn_id, round_number, call, result.input_required)]
+                answers = [*answers, await self.mcp.elicit(turn, round_number, call, result.input_required)]
                 request_state = result.input_required.request_state
                 continue  # the call again, from the start, with one more answer
             break
-        self._track(result.position, "tool", result.size_bytes, result.state_keys if result.ok else [])
+        self.run.track(result.position, "tool", result.size_bytes, result.state_keys if result.ok else [])
         if result.ok:
-            self._emit(
+            self.run.emit(
                 ToolInvocationCompleted(
                     turn_id=turn_id,
                     call_id=call.id,
@@ -363,7 +380,7 @@ class ToolCallSteps(DelegateSteps, McpSteps):
                 )
             )
         else:
-            self._emit(
+            self.run.emit(
                 ToolInvocationFailed(
                     turn_id=turn_id,
                     call_id=call.id,
@@ -374,54 +391,54 @@ class ToolCallSteps(DelegateSteps, McpSteps):
                 )
             )
         if result.memory is not None:
-            self._memory_written(turn_id, call, result.memory)
-        self._skill_result(turn_id, call, result)
-        self._record_step(
-            turn_id, round_number, call.name, call.arguments, "ok" if result.ok else "error",
+            self.run.memory_written(turn_id, call, result.memory)
+        self.mcp.skill_result(turn_id, call, result)
+        turn.record_step(
+            round_number, call.name, call.arguments, "ok" if result.ok else "error",
             result.preview if result.ok else (result.error or "tool failed"), started, call_id=call.id,
         )
-        if self._stop_after_step():
+        if self.run.stop_after_step():
             raise TurnCancelled()
 
     async def _reconcile(self, turn_id: str, call: ToolCall, idempotency_key: str, error: str) -> ReconcileDecision:
         """Ask an operator whether a claimed-but-unrecorded effect happened; never re-run it silently."""
-        self._emit(ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason="outcome_unknown", error=error))
-        risk = self._tools[call.name].risk if call.name in self._tools else "effectful"
-        request = self._approvals.request(
+        self.run.emit(ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason="outcome_unknown", error=error))
+        risk = self.run.tools[call.name].risk if call.name in self.run.tools else "effectful"
+        request = self.run.approvals.request(
             turn_id, call, risk, RECONCILE_REASON, kind="reconcile", idempotency_key=idempotency_key
         )
-        self._emit(PermissionRequested(turn_id=turn_id, request=request))
-        self._set_status("awaiting_approval")
-        example = json.dumps({"request_id": request.request_id, "outcome": "applied", "principal": self._config.owner})
+        self.run.emit(PermissionRequested(turn_id=turn_id, request=request))
+        self.run.set_status("awaiting_approval")
+        example = json.dumps({"request_id": request.request_id, "outcome": "applied", "principal": self.run.config.owner})
         workflow.set_current_details(
             f"**reconcile** `{request.request_id}` · `{call.name}` {arguments_preview(request.arguments, 120)}\n\n"
             f"Was it applied? Signal `reconcile` with `{example}` (or `\"outcome\": \"not_applied\"` to run it again)"
         )
-        await self._flush()
+        await self.run.flush()
         await workflow.wait_condition(
-            lambda: self._approvals.decision(request.request_id) is not None or self._cancel_requested()
+            lambda: self.run.approvals.decision(request.request_id) is not None or self.run.cancel_requested()
         )
-        if self._cancel_requested():
+        if self.run.cancel_requested():
             raise TurnCancelled()  # an answer that came with the cancel is owed to the ledger (_cancelled_outcome)
         # turn-control-v1: the request stays open until the ledger has the answer, so that a
         # cancel meanwhile leaves the answer owed instead of lost.
-        if self._turn_control:
-            decision = self._approvals.decision(request.request_id)
+        if self.run.gen.turn_control:
+            decision = self.run.approvals.decision(request.request_id)
         else:
-            decision = self._approvals.close(request.request_id)
+            decision = self.run.approvals.close(request.request_id)
         assert isinstance(decision, ReconcileDecision)
         await self._write_reconcile(idempotency_key, call.name, decision)
-        self._approvals.close(request.request_id)
-        self._set_status("running")
+        self.run.approvals.close(request.request_id)
+        self.run.set_status("running")
         return decision
 
     async def _write_reconcile(self, idempotency_key: str, tool: str, decision: ReconcileDecision) -> None:
-        await self._execute(
+        await self.run.execute(
             options.RECONCILE_EFFECT,
             ReconcileEffectInput(
                 idempotency_key=idempotency_key, outcome=decision.outcome, principal=decision.principal, note=decision.note
             ),
-            local=self._lean_rounds,
+            local=self.run.gen.lean_rounds,
             summary=f"reconcile {tool}: {decision.outcome}",
         )
 
@@ -429,38 +446,42 @@ class ToolCallSteps(DelegateSteps, McpSteps):
         """The call runs as a local activity: a fast read-only tool, ``local_tools`` on (``lean-rounds-v1``),
         no ``tool_task_queue`` (tools run on their own workers then), in a run from before
         ``regular-activities-v1``."""
-        spec = self._tools.get(call.name)
+        spec = self.run.tools.get(call.name)
         return (
-            self._lean_rounds
-            and self._local_activities
-            and self._config.local_tools
-            and self._config.tool_task_queue is None
+            self.run.gen.lean_rounds
+            and self.run.gen.local_activities
+            and self.run.config.local_tools
+            and self.run.config.tool_task_queue is None
             and spec is not None
             and spec.local_activity
             and spec.risk == "read_only"
         )
 
-    async def _settle_owed_reconciles(self) -> None:
+    def owe_reconciles(self, answered: list[tuple[PermissionRequest, ReconcileDecision]]) -> None:
+        """Keep reconcile answers a cancelled turn did not act on, for ``settle_owed_reconciles``."""
+        self._owed.extend(answered)
+
+    async def settle_owed_reconciles(self) -> None:
         """Write the reconcile answers a cancelled turn did not act on to the effect ledger (idempotent)."""
-        while self._owed_reconciles:
-            request, decision = self._owed_reconciles[0]
-            # Requests opened before EFFECT_KEY_PATCH carry no key: theirs is the key without a position.
+        while self._owed:
+            request, decision = self._owed[0]
+            # Requests opened before effect-key-position-v1 carry no key: theirs is the key without a position.
             key = request.idempotency_key or self._key_without_position(request.turn_id, request.call_id)
             await self._write_reconcile(key, request.tool, decision)
-            self._owed_reconciles.pop(0)
+            self._owed.pop(0)
 
     def _idempotency_key(self, turn_id: str, call_id: str, position: int, *, ledger: bool) -> str:
-        """The effect ledger's key of a call. With ``EFFECT_KEY_PATCH`` it holds the call's result
+        """The effect ledger's key of a call. With ``effect-key-position-v1`` it holds the call's result
         position, unique in the session: a model may send one call id in two rounds of a turn
         (servers number calls ``call_0``, ``call_1`` ... per reply), and the second effect must not
         be taken for the first. Only calls that go through the ledger (``ledger``: not read-only)
         ask for the patch, so a session of read-only rounds records no marker for it."""
-        if ledger and workflow.patched(EFFECT_KEY_PATCH):
+        if ledger and self.run.gen.effect_key_position():
             return f"{workflow.info().workflow_id}/{turn_id}/{position}/{call_id}"
         return self._key_without_position(turn_id, call_id)
 
     @staticmethod
     def _key_without_position(turn_id: str, call_id: str) -> str:
-        """A call's key before ``EFFECT_KEY_PATCH`` (and a read-only call's)."""
+        """A call's key before ``effect-key-position-v1`` (and a read-only call's)."""
         return f"{workflow.info().workflow_id}/{turn_id}/{call_id}"
 

@@ -17,35 +17,23 @@ sessions when Temporal suggests it, carrying one ``TaskState``.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    ChildWorkflowError,
-    WorkflowAlreadyStartedError,
-)
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
     MAX_TASK_INTERVAL_SECONDS,
     MIN_DEFER_SECONDS,
-    SESSION_OWNER,
-    SESSION_STATUS,
-    SESSION_WORKFLOW,
     TERMINAL_TASK_STATUSES,
     AmendGoalInput,
-    AutonomousTaskAcceptanceChecked,
     AutonomousTaskBudgetExceeded,
     AutonomousTaskBudgetRaised,
     AutonomousTaskCancelled,
     AutonomousTaskCheckpointed,
     AutonomousTaskCompleted,
     AutonomousTaskCreated,
-    AutonomousTaskFailed,
     AutonomousTaskGoalAmended,
     AutonomousTaskInput,
     AutonomousTaskNudged,
@@ -56,21 +44,13 @@ from agentrt.schemas import (
     AutonomousTaskSessionStarted,
     AutonomousTaskWaiting,
     AutonomyDecision,
-    CommandCheckResult,
     Event,
     EventsPage,
     EventsQuery,
-    NextWakeInput,
     RaiseBudgetInput,
-    ReviewInput,
-    ReviewVerdict,
-    SessionConfig,
-    SessionInput,
     SessionParent,
-    SessionResult,
     Spend,
     TaskCheckpoint,
-    TaskCommandInput,
     TaskControlInput,
     TaskRecordInput,
     TaskState,
@@ -78,25 +58,20 @@ from agentrt.schemas import (
     TaskStatusView,
     TriggerVerdict,
     UsageReceipt,
+    child_config,
     format_seconds,
-    session_workflow_id,
     task_session_id,
     task_workflow_id,
 )
 from agentrt.workflows import _activity_options as options
-from agentrt.workflows import _console as console
 from agentrt.workflows import _task_parts as parts
-from agentrt.workflows._approvals import standing_refusal
-from agentrt.workflows._errors import error_text, rejected
+from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
+from agentrt.workflows._errors import rejected
+from agentrt.workflows._frame import Standing, StatusBoard, require_workflow_id
+from agentrt.workflows._journal import Journal
+from agentrt.workflows._task_checks import TaskChecks
 
 __all__ = ["AutonomousTaskWorkflow"]
-
-# A child session's workflow task timeout, as client-started sessions have (client/_starts.py).
-SESSION_TASK_TIMEOUT = timedelta(seconds=4)
-# How soon a lost worker's acceptance check, trigger or review is retried elsewhere (seconds);
-# and the bound on one review attempt (seconds).
-COMMAND_HEARTBEAT_SECONDS = 10.0
-REVIEW_SECONDS = 600.0
 
 
 # Not sandboxed, as SessionWorkflow is not (see workflows/session.py): this module imports only
@@ -111,33 +86,29 @@ class AutonomousTaskWorkflow:
         self._state: TaskState = input.state or TaskState(
             goal=config.goal, criteria=list(config.criteria), budget=config.budget, max_sessions=config.max_sessions
         )
-        self._journal = parts.TaskJournal(self._state)
-        self._child: workflow.ChildWorkflowHandle | None = None
+        self._journal = Journal(self._state)
         self._nudged: TaskControlInput | None = None
         self._cancel: TaskControlInput | None = None
         self._cancelled_session: str | None = None  # the session a cancel ended (for AutonomousTaskCancelled)
         self._checkpoint_unwritten: TaskCheckpoint | None = None
-        self._status_written: TaskStatus | None = None
-        # console-v1: every search attribute of the task kept current (_set_status), child sessions
-        # started with their kind and profile. Asked here, in the run's first workflow task.
-        self._console = workflow.patched(console.CONSOLE_PATCH)
+        # console-v1 (asked by the board, in the run's first workflow task): every search attribute
+        # of the task kept current, child sessions started with their kind and profile.
+        self._board = StatusBoard("task", config.owner, config.profile)
         # regular-activities-v1: the task's store writes and cron lookups are regular activities, not
         # local ones (the SDK's local-activity/query race: options.REGULAR_ACTIVITIES_PATCH).
         self._local_activities = not workflow.patched(options.REGULAR_ACTIVITIES_PATCH)
+        self._checks = TaskChecks(config, self._state, self._journal, local_activities=self._local_activities)
+        # frame-v1: a task that closes asks its running session to end (ParentClosePolicy.REQUEST_CANCEL).
+        close = workflow.ParentClosePolicy.REQUEST_CANCEL if workflow.patched(FRAME_PATCH) else workflow.ParentClosePolicy.TERMINATE
+        self._children = ChildSessions(config.owner, parent_close=close, console=self._board.console)
+        self._standing = Standing(config.owner, config.operators, f"task {config.task_id}")
         self._write_lock = asyncio.Lock()  # one store write at a time: the run's and the updates' (_answer)
 
     # ---------------------------------------------------------------- run
 
     @workflow.run
     async def run(self, input: AutonomousTaskInput) -> AutonomousTaskResult:
-        expected = task_workflow_id(self._config.task_id)
-        if workflow.info().workflow_id != expected:
-            raise ApplicationError(
-                f"workflow {workflow.info().workflow_id!r} cannot run task {self._config.task_id!r}: "
-                f"a task runs as workflow {expected!r}",
-                type="TaskIdMismatch",
-                non_retryable=True,
-            )
+        require_workflow_id("task", self._config.task_id, task_workflow_id(self._config.task_id))
         try:
             if not self._carried:
                 self._state.started_at = workflow.now()
@@ -150,7 +121,7 @@ class AutonomousTaskWorkflow:
                 )
                 self._state.next_wake = workflow.now()
                 if self._config.schedule.cron is not None:
-                    await self._next_cron_time()  # a cron that never fires fails the task before any session
+                    await self._checks.next_cron_time()  # a cron that never fires fails the task before any session
             await self._flush()
             while self._state.status not in TERMINAL_TASK_STATUSES and self._cancel is None:
                 if workflow.info().is_continue_as_new_suggested():
@@ -177,7 +148,7 @@ class AutonomousTaskWorkflow:
         self._state.continue_now = False
         verdict = TriggerVerdict(decision="execute", reason=f"{source}")
         if self._config.schedule.trigger_command and source != "continuation":
-            verdict = await self._evaluate_trigger()
+            verdict = await self._checks.trigger()
             source = "trigger"
         if verdict.decision == "defer":
             # A trigger (whose output a session may have written) cannot make the task spin.
@@ -189,7 +160,7 @@ class AutonomousTaskWorkflow:
             self._emit(AutonomousTaskWaiting(until=self._state.next_wake, why="trigger said defer"))
             return
         if verdict.decision == "ignore":
-            await self._schedule_next(ignored=True)
+            await self._checks.schedule_next(ignored=True)
             return
         if self._budget_crossed():
             return
@@ -243,37 +214,6 @@ class AutonomousTaskWorkflow:
         )
         await self._flush()
 
-    async def _schedule_next(self, *, ignored: bool = False) -> None:
-        """Set ``next_wake`` from the schedule (now, after an interval, or the cron's next time)."""
-        now = workflow.now()
-        schedule = self._config.schedule
-        if schedule.cron is not None:
-            cron_wake = await self._next_cron_time()
-            if cron_wake is None:
-                return
-            wake = cron_wake
-        elif ignored and schedule.every_seconds is None:
-            wake = now + timedelta(seconds=parts.IGNORED_TRIGGER_RETRY_SECONDS)
-        else:
-            wake = parts.interval_wake(self._config, now) or now
-        self._state.next_wake = wake
-        if wake > now:
-            self._emit(AutonomousTaskWaiting(until=wake, why="trigger said ignore" if ignored else "schedule"))
-
-    async def _next_cron_time(self) -> datetime | None:
-        """The cron's next time after now (local activity ``task.next_wake``); None after failing the
-        task with reason ``invalid_schedule`` (a malformed cron, or one that never fires)."""
-        cron = self._config.schedule.cron or ""
-        try:
-            arg = NextWakeInput(cron=cron, after=workflow.now())
-            summary = f"next time of cron {cron}"
-            return await options.TASK_NEXT_WAKE.execute(
-                arg, local=self._local_activities, summary=summary, result_type=datetime
-            )
-        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
-            self._fail("invalid_schedule", error_text(err))
-            return None
-
     # ---------------------------------------------------------------- one session
 
     async def _run_session(self) -> None:
@@ -282,21 +222,13 @@ class AutonomousTaskWorkflow:
         self._state.sessions_started = number
         self._state.running_session = session_id
         remaining = self._state.budget.remaining(self._spend_now())
-        session_config = SessionConfig(
+        session_config = child_config(
+            self._config.template(),
             session_id=session_id,
             owner=self._config.owner,
             workspace=self._config.workspace,
-            profile=self._config.profile,
-            script=self._config.script,
-            tools=self._config.tools,
-            approval=self._config.approval,
             max_rounds_per_turn=self._config.max_rounds_per_session,
-            sandbox=self._config.sandbox,
-            network=self._config.network,
             interactive=False,
-            operators=list(self._config.operators),
-            tool_task_queue=self._config.tool_task_queue,
-            mcp_servers=list(self._config.mcp_servers),
             title=f"task {self._config.task_id} · session {number}",
             budget=None if self._state.budget.is_unbounded() else remaining,
             prompt=parts.orientation_prompt(self._config, self._state, number),
@@ -306,69 +238,36 @@ class AutonomousTaskWorkflow:
         self._emit(AutonomousTaskSessionStarted(session_id=session_id, number=number))
         self._set_status("running")
         await self._flush()
-        result: SessionResult | None = None
-        error: str | None = None
-        cancelled = False
         try:
-            handle = await self._start_session(session_config, number)
+            handle = await self._children.start(
+                session_config,
+                summary=f"task {self._config.task_id} · session {number} of {self._state.max_sessions}",
+                details=f"goal: {parts.cut(self._state.goal, 300)}",
+            )
         except WorkflowAlreadyStartedError:
             self._state.running_session = None
-            await self._session_ended(number, session_id, None, f"a workflow with session id {session_id} already exists", False)
+            taken = f"a workflow with session id {session_id} already exists"
+            await self._session_ended(number, session_id, ChildEnd("failed", None, taken, Spend()))
             return
-        self._child = handle
-        await workflow.wait_condition(lambda: handle.done() or self._cancel is not None)
-        if not handle.done():
-            handle.cancel()  # cancel: the session ends (Canceled) before the task records its end
+        # A cancel cancels the session, which ends (Canceled) before the task records its end.
+        end = await self._children.wait(session_id, handle, cancel_when=lambda: self._cancel is not None)
+        if end.cancelled and self._cancel is not None:
             self._cancelled_session = session_id
-        try:
-            result = await handle
-        except ChildWorkflowError as err:
-            cancelled = isinstance(err.cause, CancelledError)
-            error = error_text(err)
-        except asyncio.CancelledError:
-            cancelled = True  # the task's own cancellation reached the session first
-            error = "cancelled"
-        finally:
-            self._child = None
-            self._state.running_session = None
-        await self._session_ended(number, session_id, result, error, cancelled)
+        self._state.running_session = None
+        await self._session_ended(number, session_id, end)
 
-    async def _start_session(self, session_config: SessionConfig, number: int) -> workflow.ChildWorkflowHandle:
-        """Start session ``number`` as a child workflow; raises ``WorkflowAlreadyStartedError`` when its id is taken."""
-        return await workflow.start_child_workflow(
-            SESSION_WORKFLOW,
-            SessionInput(config=session_config),
-            id=session_workflow_id(session_config.session_id),
-            result_type=SessionResult,
-            task_timeout=SESSION_TASK_TIMEOUT,
-            # An ended session is not restarted under its id (as client starts: client/_starts.py).
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            static_summary=f"task {self._config.task_id} · session {number} of {self._state.max_sessions}",
-            static_details=f"goal: {parts.cut(self._state.goal, 300)}",
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(SESSION_OWNER, self._config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
-                + (console.child_session_attributes(session_config.profile) if self._console else [])
-            ),
-        )
-
-    async def _session_ended(
-        self, number: int, session_id: str, result: SessionResult | None, error: str | None, cancelled: bool
-    ) -> None:
+    async def _session_ended(self, number: int, session_id: str, end: ChildEnd) -> None:
         now = workflow.now()
-        outcome = result.outcome if result is not None else None
-        spend = (result.spend or Spend(usage=result.usage)) if result is not None else Spend()
-        status = outcome.status if outcome is not None else ("cancelled" if cancelled else "failed")
-        if outcome is not None and outcome.error:
-            error = outcome.error
-        parts.add_receipt(self._state, UsageReceipt(number=number, session_id=session_id, spend=spend, at=now), now)
-        self._emit(AutonomousTaskSessionEnded(session_id=session_id, number=number, status=status, spend=spend, error=error))
+        status, error = end.status, end.error
+        parts.add_receipt(self._state, UsageReceipt(number=number, session_id=session_id, spend=end.spend, at=now), now)
+        self._emit(AutonomousTaskSessionEnded(session_id=session_id, number=number, status=status, spend=end.spend, error=error))
         if self._cancel is not None:
             return  # the task is ending: its cancel records the rest
-        answer = (outcome.answer or "") if outcome is not None else ""
+        answer = end.answer or ""
         accepted, remaining = False, ""
         if status == "completed" or (status in ("round_limit", "failed") and self._config.acceptance.command):
             # A session that stopped early may still have done the work: the command can tell.
-            accepted, remaining = await self._check_acceptance(number, session_id, answer, reviewed=status == "completed")
+            accepted, remaining = await self._checks.acceptance(number, session_id, answer, reviewed=status == "completed")
         elif status == "round_limit":
             remaining = "the session reached its round limit before a final answer; the next session continues"
         elif status == "budget_exceeded":
@@ -397,96 +296,8 @@ class AutonomousTaskWorkflow:
             if self._state.continue_now:
                 self._state.next_wake = workflow.now()
             else:
-                await self._schedule_next()
+                await self._checks.schedule_next()
         await self._flush()
-
-    async def _check_acceptance(self, number: int, session_id: str, answer: str, *, reviewed: bool) -> tuple[bool, str]:
-        """Run the acceptance command and/or (``reviewed``: the session gave a final answer) the
-        reviewer; (accepted, what remains). A check that is due but cannot be asked (a review of a
-        session without a final answer) does not pass."""
-        acceptance = self._config.acceptance
-        passed, remaining = True, []
-        if acceptance.command:
-            try:
-                check = await workflow.execute_activity(
-                    options.TASK_CHECK_COMMAND.name,
-                    self._command_input(number, acceptance.command, acceptance.timeout_seconds),
-                    result_type=CommandCheckResult,
-                    task_queue=self._config.tool_task_queue or workflow.info().task_queue,
-                    **options.TASK_CHECK_COMMAND.options(
-                        summary=f"acceptance: {parts.cut(acceptance.command, 80)}",
-                        start_to_close=acceptance.timeout_seconds + 30,
-                        heartbeat_timeout=COMMAND_HEARTBEAT_SECONDS,
-                    ),
-                )
-                detail = f"exit {check.exit_code}" if check.exit_code is not None else "timed out" if check.timed_out else "did not run"
-                detail += f": {parts.cut(check.output, 1000)}" if check.output else ""
-                ok = check.passed
-            except ActivityError as err:
-                ok, detail = False, f"the check could not run: {error_text(err)}"
-            self._emit(AutonomousTaskAcceptanceChecked(number=number, kind="command", passed=ok, detail=detail))
-            passed = passed and ok
-            if not ok:
-                remaining.append(f"`{acceptance.command}` did not pass ({detail})")
-        if (acceptance.review or not acceptance.command) and not reviewed:
-            passed = False
-            remaining.append("no final answer for the reviewer to judge")
-        elif acceptance.review or not acceptance.command:
-            criteria = list(self._state.criteria) + ([acceptance.review] if acceptance.review else [])
-            index = self._state.reviews
-            self._state.reviews += 1
-            try:
-                verdict = await workflow.execute_activity(
-                    options.TASK_REVIEW.name,
-                    ReviewInput(
-                        task_id=self._config.task_id, session_id=session_id,
-                        profile=self._config.reviewer_profile or self._config.profile, script=self._config.script,
-                        goal=self._state.goal, criteria=criteria, answer=answer, review_index=index,
-                    ),
-                    result_type=ReviewVerdict,
-                    **options.TASK_REVIEW.options(
-                        summary=f"acceptance review of session {number}", start_to_close=REVIEW_SECONDS,
-                        heartbeat_timeout=COMMAND_HEARTBEAT_SECONDS,
-                    ),
-                )
-                now = workflow.now()
-                parts.add_receipt(
-                    self._state,
-                    UsageReceipt(
-                        number=number, session_id=session_id, kind="review",
-                        spend=Spend(usage=verdict.usage, cost_usd=verdict.cost_usd), at=now,
-                    ),
-                    now,
-                )
-                ok = verdict.passed
-                detail = "; ".join([verdict.summary, *verdict.findings]).strip("; ")
-            except ActivityError as err:
-                ok, detail = False, f"the review could not run: {error_text(err)}"
-            self._emit(AutonomousTaskAcceptanceChecked(number=number, kind="review", passed=ok, detail=parts.cut(detail, 2000)))
-            passed = passed and ok
-            if not ok:
-                remaining.append(detail or "the reviewer did not accept the result")
-        return passed, "\n".join(remaining)
-
-    async def _evaluate_trigger(self) -> TriggerVerdict:
-        command = self._config.schedule.trigger_command or ""
-        try:
-            return await workflow.execute_activity(
-                options.TASK_EVALUATE_TRIGGER.name,
-                self._command_input(self._state.sessions_started + 1, command, 120.0),
-                result_type=TriggerVerdict,
-                task_queue=self._config.tool_task_queue or workflow.info().task_queue,
-                **options.TASK_EVALUATE_TRIGGER.options(summary=f"trigger: {parts.cut(command, 80)}", start_to_close=150.0, heartbeat_timeout=COMMAND_HEARTBEAT_SECONDS
-                ),
-            )
-        except ActivityError as err:
-            return TriggerVerdict(decision="ignore", reason=f"the trigger could not run: {error_text(err)}")
-
-    def _command_input(self, number: int, command: str, timeout: float) -> TaskCommandInput:
-        return TaskCommandInput(
-            task_id=self._config.task_id, session_number=number, workspace=self._config.workspace, command=command,
-            sandbox=self._config.sandbox, network=self._config.network, timeout_seconds=timeout,
-        )
 
     # ---------------------------------------------------------------- budget, status, ending
 
@@ -504,10 +315,7 @@ class AutonomousTaskWorkflow:
         return True
 
     def _fail(self, reason: str, error: str) -> None:
-        self._state.status = "failed"
-        self._state.failure_reason = reason
-        self._state.failure = error
-        self._emit(AutonomousTaskFailed(reason=reason, error=error, sessions=self._state.sessions_started))
+        self._emit(parts.failed(self._state, reason, error))
 
     def _pause(self, principal: str | None, reason: str | None) -> None:
         self._state.status = "paused"
@@ -516,13 +324,7 @@ class AutonomousTaskWorkflow:
 
     async def _end_cancelled(self, request: TaskControlInput) -> None:
         """Cancel the running session (waiting for it to end), record the cancel and write it all."""
-        child = self._child
-        if child is not None and not child.done():
-            child.cancel()
-            try:
-                await child
-            except (ChildWorkflowError, asyncio.CancelledError):
-                pass
+        await self._children.end_all()
         if self._state.status != "cancelled":
             self._state.status = "cancelled"
             self._emit(
@@ -545,21 +347,10 @@ class AutonomousTaskWorkflow:
         self._journal.emit(event, workflow.now())
 
     def _set_status(self, status: TaskStatus) -> None:
-        """Record ``status``, show the current details and write the search attributes that changed
-        (``console-v1``: all of the task's; before it, ``AgentSessionStatus`` alone)."""
+        """Record ``status``, show the current details and write the search attributes that changed."""
         self._state.status = status
-        workflow.set_current_details(parts.current_details(self._config, self._state, workflow.now()))
-        if self._console:
-            listing = console.Listing(
-                kind="task", owner=self._config.owner, status=status, profile=self._config.profile,
-                spend_usd=console.spend_or_none(self._state.spend.cost_usd),
-            )
-            updates = console.changed(listing, workflow.info().typed_search_attributes)
-            if updates:
-                workflow.upsert_search_attributes(updates)
-        elif status != self._status_written:
-            self._status_written = status
-            workflow.upsert_search_attributes([SESSION_STATUS.value_set(status)])
+        details = parts.current_details(self._config, self._state, workflow.now())
+        self._board.set(status, details, cost_usd=self._state.spend.cost_usd)
 
     async def _flush(self) -> None:
         """Write staged events, the latest checkpoint and the task's row to the store (activity
@@ -589,16 +380,14 @@ class AutonomousTaskWorkflow:
 
     # ---------------------------------------------------------------- updates
 
-    def _check_principal(self, principal: str, reason: str | None, verb: str) -> None:
-        refusal = standing_refusal(self._config.owner, self._config.operators, principal, reason, verb, f"task {self._config.task_id}")
+    def _refuse(self, update: str, input: TaskControlInput | AmendGoalInput | RaiseBudgetInput) -> None:
+        """An update validator: refuse a principal without standing, then what the task's state does not allow."""
+        self._standing.check(input.principal, input.reason, parts.CONTROL_VERBS[update][0])
+        refusal = parts.control_refusal(
+            update, self._config, self._state, input, cancelling=self._cancel is not None, waking=self._nudged is not None
+        )
         if refusal is not None:
             raise rejected(refusal)
-
-    def _check_open(self, verb: str) -> None:
-        if self._state.status in TERMINAL_TASK_STATUSES:
-            raise rejected(f"task {self._config.task_id} has ended ({self._state.status}): it cannot {verb}")
-        if self._cancel is not None:
-            raise rejected(f"task {self._config.task_id} is being cancelled")
 
     def _view(self) -> TaskStatusView:
         return parts.status_view(self._config, self._state, workflow.now())
@@ -619,10 +408,7 @@ class AutonomousTaskWorkflow:
 
     @pause.validator
     def _validate_pause(self, input: TaskControlInput) -> None:
-        self._check_principal(input.principal, input.reason, "pause")
-        self._check_open("be paused")
-        if self._state.status == "paused":
-            raise rejected(f"task {self._config.task_id} is already paused")
+        self._refuse("pause", input)
 
     @workflow.update
     async def resume(self, input: TaskControlInput) -> TaskStatusView:
@@ -634,10 +420,7 @@ class AutonomousTaskWorkflow:
 
     @resume.validator
     def _validate_resume(self, input: TaskControlInput) -> None:
-        self._check_principal(input.principal, input.reason, "resume")
-        self._check_open("be resumed")
-        if self._state.status != "paused":
-            raise rejected(f"task {self._config.task_id} is not paused (it is {self._state.status})")
+        self._refuse("resume", input)
 
     @workflow.update
     async def nudge(self, input: TaskControlInput) -> TaskStatusView:
@@ -648,12 +431,7 @@ class AutonomousTaskWorkflow:
 
     @nudge.validator
     def _validate_nudge(self, input: TaskControlInput) -> None:
-        self._check_principal(input.principal, input.reason, "nudge")
-        self._check_open("be nudged")
-        if self._state.status != "waiting":
-            raise rejected(f"task {self._config.task_id} is {self._state.status}: only a waiting task can be nudged")
-        if self._nudged is not None:
-            raise rejected(f"task {self._config.task_id} is already waking")
+        self._refuse("nudge", input)
 
     @workflow.update
     async def cancel(self, input: TaskControlInput) -> TaskStatusView:
@@ -664,8 +442,7 @@ class AutonomousTaskWorkflow:
 
     @cancel.validator
     def _validate_cancel(self, input: TaskControlInput) -> None:
-        self._check_principal(input.principal, input.reason, "cancel")
-        self._check_open("be cancelled")
+        self._refuse("cancel", input)
 
     @workflow.update
     async def amend_goal(self, input: AmendGoalInput) -> TaskStatusView:
@@ -680,10 +457,7 @@ class AutonomousTaskWorkflow:
 
     @amend_goal.validator
     def _validate_amend_goal(self, input: AmendGoalInput) -> None:
-        self._check_principal(input.principal, input.reason, "amend the goal of")
-        self._check_open("be amended")
-        if not input.goal.strip():
-            raise rejected("goal is empty")
+        self._refuse("amend_goal", input)
 
     @workflow.update
     async def raise_budget(self, input: RaiseBudgetInput) -> TaskStatusView:
@@ -705,21 +479,7 @@ class AutonomousTaskWorkflow:
 
     @raise_budget.validator
     def _validate_raise_budget(self, input: RaiseBudgetInput) -> None:
-        self._check_principal(input.principal, input.reason, "raise the budget of")
-        self._check_open("have its budget raised")
-        lowered = self._state.budget.lowered_by(input.budget)
-        if lowered:
-            raise rejected(f"raise_budget cannot lower a limit of task {self._config.task_id}: {', '.join(lowered)}")
-        if input.max_sessions is not None and input.max_sessions < self._state.max_sessions:
-            raise rejected(
-                f"raise_budget cannot lower max_sessions of task {self._config.task_id} "
-                f"({self._state.max_sessions} -> {input.max_sessions})"
-            )
-        if input.max_sessions is not None and input.max_sessions < self._state.sessions_started:
-            raise rejected(
-                f"max_sessions {input.max_sessions} is below the {self._state.sessions_started} sessions task "
-                f"{self._config.task_id} already ran"
-            )
+        self._refuse("raise_budget", input)
 
     # ---------------------------------------------------------------- queries
 

@@ -19,22 +19,11 @@ by its nodes and retries (``MAX_GRAPH_NODES``, ``MAX_NODE_RETRIES``), so it does
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    ChildWorkflowError,
-    WorkflowAlreadyStartedError,
-)
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 from agentrt.schemas import (
-    SESSION_OWNER,
-    SESSION_STATUS,
-    SESSION_WORKFLOW,
     TASK_GRAPH_WORKFLOW,
     TERMINAL_GRAPH_STATUSES,
     AgentTaskCompleted,
@@ -46,19 +35,13 @@ from agentrt.schemas import (
     EventsQuery,
     GraphConfig,
     GraphControlInput,
-    GraphPlan,
-    GraphPlanInput,
     GraphSnapshot,
     GraphState,
     GraphStatus,
     InvalidGraph,
-    NodeReviewInput,
     NodeState,
     ReviewVerdict,
-    SessionConfig,
-    SessionInput,
     SessionParent,
-    SessionResult,
     Spend,
     TaskBlocked,
     TaskCancelled,
@@ -72,24 +55,20 @@ from agentrt.schemas import (
     TaskPlanRejected,
     TaskRetried,
     TaskReviewed,
+    child_config,
     graph_node_session_id,
     graph_workflow_id,
-    session_workflow_id,
     validate_graph,
 )
-from agentrt.workflows import _activity_options as options
-from agentrt.workflows import _console as console
 from agentrt.workflows import _graph_parts as parts
-from agentrt.workflows._approvals import standing_refusal
+from agentrt.workflows import _graph_steps as steps
+from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
 from agentrt.workflows._errors import error_text, error_type, rejected
+from agentrt.workflows._frame import Standing, StatusBoard, require_workflow_id
+from agentrt.workflows._journal import Journal
 
 __all__ = ["TaskGraphWorkflow"]
 
-# A child session's workflow task timeout, as client-started sessions have (client/_starts.py).
-SESSION_TASK_TIMEOUT = timedelta(seconds=4)
-# How soon a lost worker's planner or review call is retried elsewhere, and the bound on one attempt (seconds).
-MODEL_HEARTBEAT_SECONDS = 10.0
-MODEL_CALL_SECONDS = 600.0
 PLAN_ERRORS = ("InvalidGraph", "NodeCannotDecompose")
 
 
@@ -101,37 +80,40 @@ class TaskGraphWorkflow:
     def __init__(self, input: TaskGraphInput) -> None:
         self._config: GraphConfig = input.config
         self._state = GraphState()
-        self._journal = parts.GraphJournal(self._state)
-        self._children: dict[str, workflow.ChildWorkflowHandle] = {}
+        self._journal = Journal(self._state, self._state.events)
         self._cancel: GraphControlInput | None = None
         self._halting = False  # fail_fast after a node failed for good: start nothing more
-        self._status_written: GraphStatus | None = None
-        # console-v1: every search attribute of the graph kept current (_set_status), child sessions
-        # started with their kind and profile. Asked here, in the run's first workflow task.
-        self._console = workflow.patched(console.CONSOLE_PATCH)
+        # console-v1 (asked by the board, in the run's first workflow task): every search attribute
+        # of the graph kept current, child sessions started with their kind and profile.
+        self._board = StatusBoard("graph", self._config.owner, self._config.profile)
+        # frame-v1: the graph's events and row are written to the store (graph.record), and a graph
+        # that closes asks its running sessions to end (ParentClosePolicy.REQUEST_CANCEL).
+        self._recorded = workflow.patched(FRAME_PATCH)
+        close = workflow.ParentClosePolicy.REQUEST_CANCEL if self._recorded else workflow.ParentClosePolicy.TERMINATE
+        self._children = ChildSessions(self._config.owner, parent_close=close, console=self._board.console)
+        self._standing = Standing(self._config.owner, self._config.operators, f"graph {self._config.graph_id}")
+        self._record = steps.GraphRecord(self._config, self._state, self._journal)
 
     # ---------------------------------------------------------------- run
 
     @workflow.run
     async def run(self, input: TaskGraphInput) -> TaskGraphResult:
         config = self._config
-        expected = graph_workflow_id(config.graph_id)
-        if workflow.info().workflow_id != expected:
-            raise ApplicationError(
-                f"workflow {workflow.info().workflow_id!r} cannot run graph {config.graph_id!r}: a graph runs as workflow {expected!r}",
-                type="GraphIdMismatch",
-                non_retryable=True,
-            )
+        require_workflow_id("graph", config.graph_id, graph_workflow_id(config.graph_id))
         self._state.started_at = workflow.now()
         self._emit(TaskGraphCreated(graph_id=config.graph_id, owner=config.owner, goal=config.goal, approve_plan=config.approve_plan))
+        if self._recorded:
+            self._record.start()
         try:
             await self._run_graph()
         except asyncio.CancelledError:
             # Temporal's own cancel: cancel the children, record it, end Canceled.
             self._cancel = self._cancel or GraphControlInput(principal="temporal", reason="workflow cancelled")
             await self._end_cancelled(self._cancel)
+            await self._record.close()
             raise
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._record.close()
         return self._result()
 
     async def _run_graph(self) -> None:
@@ -157,21 +139,7 @@ class TaskGraphWorkflow:
     async def _plan(self) -> bool:
         """Ask ``graph.plan``; False when the graph ended (failed, cancelled) instead."""
         config = self._config
-        index = self._state.plans
-        self._state.plans += 1
-        handle = workflow.start_activity(
-            options.GRAPH_PLAN.name,
-            GraphPlanInput(
-                graph_id=config.graph_id, workspace=config.workspace, goal=config.goal, graph=config.graph,
-                profile=config.planner_profile or config.profile, script=config.script, granted=config.tools,
-                max_parallel=config.max_parallel or (config.graph.max_parallel if config.graph else 3), plan_index=index,
-            ),
-            result_type=GraphPlan,
-            **options.GRAPH_PLAN.options(
-                summary="plan the goal" if config.goal else f"check the graph of {len(config.graph.nodes) if config.graph else 0} nodes",
-                start_to_close=MODEL_CALL_SECONDS, heartbeat_timeout=MODEL_HEARTBEAT_SECONDS,
-            ),
-        )
+        handle = steps.start_planner(config, self._state)
         await workflow.wait_condition(lambda: handle.done() or self._cancel is not None)
         if not handle.done():
             handle.cancel()
@@ -248,7 +216,7 @@ class TaskGraphWorkflow:
                 return
             await workflow.wait_condition(lambda: any(t.done() for t in tasks.values()) or self._cancel is not None)
             if self._cancel is not None:
-                self._cancel_children()
+                self._children.cancel_all()
                 for node_id, task in tasks.items():
                     if self._state.nodes[node_id].status == "reviewing":
                         task.cancel()  # cancels its review call; the node ends cancelled
@@ -272,7 +240,7 @@ class TaskGraphWorkflow:
                 self._emit(TaskBlocked(node_id=dependant, blocked_by=node_id))
         if policy == "fail_fast" and not self._halting:
             self._halting = True
-            self._cancel_children()
+            self._children.cancel_all()
             for other in self._state.order:
                 node = self._state.nodes[other]
                 if node.status == "pending":
@@ -296,15 +264,14 @@ class TaskGraphWorkflow:
             grant = self._state.token.grants[node_id]
             self._emit(AgentTaskStarted(node_id=node_id, attempt=attempt, session_id=session_id, role=spec.role, tools=list(grant.tools)))
             self._set_status("executing")
-            result, error, cancelled = await self._run_session(node_id, session_id, attempt, feedback)
-            spend = (result.spend or Spend(usage=result.usage)) if result is not None else Spend()
+            end = await self._run_session(node_id, session_id, attempt, feedback)
+            spend, error = end.spend, end.error
             parts.add_spend(self._state, spend, node_id)
-            if cancelled or self._cancel is not None or self._halting:
+            if end.cancelled or self._cancel is not None or self._halting:
                 self._node_cancelled(node_id)
                 return
-            outcome = result.outcome if result is not None else None
-            answer = (outcome.answer or "") if outcome is not None else ""
-            if outcome is not None and outcome.status == "completed" and answer.strip():
+            answer = end.answer or ""
+            if end.status == "completed" and answer.strip():
                 verdict = await self._review(node_id, session_id, attempt, answer)
                 if self._cancel is not None or self._halting:
                     self._node_cancelled(node_id)
@@ -320,9 +287,7 @@ class TaskGraphWorkflow:
                 feedback = "; ".join([verdict.summary, *verdict.findings]).strip("; ") or "the reviewer failed the answer"
                 error = f"the reviewer failed it: {feedback}"
             else:
-                status = outcome.status if outcome is not None else "failed"
-                if outcome is not None and outcome.error:
-                    error = outcome.error
+                status = end.status
                 error = f"session {status}" + (f": {error}" if error else "") if status != "completed" else "the session gave no final answer"
                 feedback = error
             final = attempt > self._config.max_retries
@@ -335,83 +300,47 @@ class TaskGraphWorkflow:
             node.status = "retrying"
             self._emit(TaskRetried(node_id=node_id, attempt=attempt + 1, feedback=parts.cut(feedback, parts.FEEDBACK_CHARS)))
 
-    async def _run_session(self, node_id: str, session_id: str, attempt: int, feedback: str) -> tuple[SessionResult | None, str | None, bool]:
-        """Start attempt ``attempt`` of ``node_id`` as a child session and wait for it: (result, error, cancelled)."""
+    async def _run_session(self, node_id: str, session_id: str, attempt: int, feedback: str) -> ChildEnd:
+        """Start attempt ``attempt`` of ``node_id`` as a child session and wait for its end."""
         assert self._state.plan is not None and self._state.token is not None
         config = self._config
         spec = self._state.plan.node(node_id)
         grant = self._state.token.grants[node_id]
-        session_config = SessionConfig(
+        session_config = child_config(
+            config.template(),
             session_id=session_id,
             owner=config.owner,
             workspace=config.workspace,
             profile=spec.profile or config.profile,
             script=spec.script or config.script,
             tools=list(grant.tools),
-            approval=config.approval,
             max_rounds_per_turn=config.max_rounds_per_node,
             sandbox=grant.sandbox,
             network=grant.network,
             interactive=False,
-            operators=list(config.operators),
-            tool_task_queue=config.tool_task_queue,
             title=f"graph {config.graph_id} · {node_id} · attempt {attempt}",
             prompt=parts.node_prompt(config, self._state, spec, attempt, feedback),
             ends_after_turn=True,
             parent=SessionParent(kind="graph", id=config.graph_id, number=attempt, node=node_id),
         )
         try:
-            handle = await workflow.start_child_workflow(
-                SESSION_WORKFLOW,
-                SessionInput(config=session_config),
-                id=session_workflow_id(session_id),
-                result_type=SessionResult,
-                task_timeout=SESSION_TASK_TIMEOUT,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                static_summary=f"graph {config.graph_id} · node {node_id} · attempt {attempt}",
-                static_details=f"{spec.role}: {parts.cut(spec.prompt, 300)}",
-                search_attributes=TypedSearchAttributes(
-                    [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
-                    + (console.child_session_attributes(session_config.profile) if self._console else [])
-                ),
+            handle = await self._children.start(
+                session_config,
+                summary=f"graph {config.graph_id} · node {node_id} · attempt {attempt}",
+                details=f"{spec.role}: {parts.cut(spec.prompt, 300)}",
             )
         except WorkflowAlreadyStartedError:
-            return None, f"a workflow with session id {session_id} already exists", False
-        self._children[node_id] = handle
+            return ChildEnd("failed", None, f"a workflow with session id {session_id} already exists", Spend())
         if self._cancel is not None or self._halting:
             handle.cancel()  # a cancel came while the child was starting: its sweep did not see it
-        try:
-            return await handle, None, False
-        except ChildWorkflowError as err:
-            return None, error_text(err), isinstance(err.cause, CancelledError)
-        except asyncio.CancelledError:
-            return None, "cancelled", True
-        finally:
-            self._children.pop(node_id, None)
+        return await self._children.wait(session_id, handle)
 
     async def _review(self, node_id: str, session_id: str, attempt: int, answer: str) -> ReviewVerdict:
-        """The reviewer's verdict on ``answer``; a review that cannot run passes (fail-open) with its error."""
-        assert self._state.plan is not None
-        spec = self._state.plan.node(node_id)
+        """The reviewer's verdict on ``answer`` (``steps.ask_reviewer``), its spend and ``TaskReviewed`` recorded."""
         node = self._state.nodes[node_id]
         node.status = "reviewing"
         self._set_status("executing")
-        try:
-            verdict = await workflow.execute_activity(
-                options.GRAPH_REVIEW.name,
-                NodeReviewInput(
-                    graph_id=self._config.graph_id, node_id=node_id, attempt=attempt, session_id=session_id,
-                    profile=self._config.reviewer_profile or spec.profile or self._config.profile,
-                    script=spec.script or self._config.script, prompt=spec.prompt, acceptance=spec.acceptance, answer=answer,
-                ),
-                result_type=ReviewVerdict,
-                **options.GRAPH_REVIEW.options(
-                    summary=f"review {node_id} · attempt {attempt}", start_to_close=MODEL_CALL_SECONDS,
-                    heartbeat_timeout=MODEL_HEARTBEAT_SECONDS,
-                ),
-            )
-        except ActivityError as err:
-            verdict = ReviewVerdict(passed=True, error=f"the review could not run: {error_text(err)}")
+        verdict = await steps.ask_reviewer(self._config, self._state, node_id, session_id, attempt, answer)
         parts.add_spend(self._state, Spend(usage=verdict.usage, cost_usd=verdict.cost_usd), node_id)
         self._emit(
             TaskReviewed(
@@ -428,10 +357,6 @@ class TaskGraphWorkflow:
         who = self._cancel.principal if self._cancel is not None else "agentrt"
         why = self._cancel.reason if self._cancel is not None else "fail_fast: another node failed"
         self._emit(TaskCancelled(node_id=node_id, principal=who, reason=why))
-
-    def _cancel_children(self) -> None:
-        for handle in list(self._children.values()):
-            handle.cancel()
 
     # ---------------------------------------------------------------- ending
 
@@ -460,14 +385,7 @@ class TaskGraphWorkflow:
 
     async def _end_cancelled(self, request: GraphControlInput) -> None:
         """Cancel every running child session (waiting for each to end) and record the cancel."""
-        handles = list(self._children.values())
-        for handle in handles:
-            handle.cancel()
-        for handle in handles:
-            try:
-                await handle
-            except (ChildWorkflowError, asyncio.CancelledError):
-                pass
+        await self._children.end_all()
         if self._state.status == "cancelled":
             return
         for node_id in self._state.order:
@@ -488,36 +406,19 @@ class TaskGraphWorkflow:
 
     def _emit(self, event: Event) -> None:
         self._journal.emit(event, workflow.now())
-        workflow.set_current_details(parts.current_details(self._config, self._state))
+        self._board.show(parts.current_details(self._config, self._state))
 
     def _set_status(self, status: GraphStatus) -> None:
         """Record ``status``, show the current details and write the search attributes that changed
-        (``console-v1``: all of the graph's, its plan approval counted as one waiting; before it,
-        ``AgentSessionStatus`` alone)."""
+        (its plan approval counted as one waiting)."""
         self._state.status = status
-        workflow.set_current_details(parts.current_details(self._config, self._state))
-        if self._console:
-            listing = console.Listing(
-                kind="graph", owner=self._config.owner, status=status, profile=self._config.profile,
-                pending_approvals=1 if status == "pending_approval" else 0,
-                spend_usd=console.spend_or_none(self._state.spend.cost_usd),
-            )
-            updates = console.changed(listing, workflow.info().typed_search_attributes)
-            if updates:
-                workflow.upsert_search_attributes(updates)
-        elif status != self._status_written:
-            self._status_written = status
-            workflow.upsert_search_attributes([SESSION_STATUS.value_set(status)])
+        details = parts.current_details(self._config, self._state)
+        self._board.set(status, details, cost_usd=self._state.spend.cost_usd, pending_approvals=int(status == "pending_approval"))
 
     def _snapshot(self) -> GraphSnapshot:
         return parts.snapshot(self._config, self._state, workflow.now())
 
     # ---------------------------------------------------------------- updates
-
-    def _check_principal(self, principal: str, reason: str | None, verb: str) -> None:
-        refusal = standing_refusal(self._config.owner, self._config.operators, principal, reason, verb, f"graph {self._config.graph_id}")
-        if refusal is not None:
-            raise rejected(refusal)
 
     @workflow.update
     def approve_plan(self, input: ApprovePlanInput) -> GraphSnapshot:
@@ -546,7 +447,7 @@ class TaskGraphWorkflow:
 
     @approve_plan.validator
     def _validate_approve_plan(self, input: ApprovePlanInput) -> None:
-        self._check_principal(input.principal, input.reason, "approve the plan of" if input.approve else "reject the plan of")
+        self._standing.check(input.principal, input.reason, "approve the plan of" if input.approve else "reject the plan of")
         if self._cancel is not None:
             raise rejected(f"graph {self._config.graph_id} is being cancelled")
         if self._state.status != "pending_approval":
@@ -562,7 +463,7 @@ class TaskGraphWorkflow:
 
     @cancel.validator
     def _validate_cancel(self, input: GraphControlInput) -> None:
-        self._check_principal(input.principal, input.reason, "cancel")
+        self._standing.check(input.principal, input.reason, "cancel")
         if self._state.status in TERMINAL_GRAPH_STATUSES:
             raise rejected(f"graph {self._config.graph_id} has ended ({self._state.status}): it cannot be cancelled")
         if self._cancel is not None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
-from agentrt.schemas import ProviderError, ProviderHTTPError, ProviderProtocolError, ProviderTransportError
+from agentrt.schemas import ProviderError, ProviderHTTPError, ProviderProtocolError, ProviderTransportError, shorten
 
 # The longest message an ApplicationError from a provider carries (characters): the cause must
 # be what a user sees, and the server replaces a failure over its size limit with "Failure
@@ -154,7 +154,7 @@ def application_error_from(
     # Redacted before cut: a cut must not leave half a secret behind.
     detail = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in detail.items()}
     if isinstance(detail["body"], str):
-        detail["body"] = _cut(detail["body"], MAX_DETAIL_BODY_CHARS)
+        detail["body"] = shorten(detail["body"], MAX_DETAIL_BODY_CHARS)
     return ApplicationError(
         bounded_message(str(exc), secrets),
         detail,
@@ -167,8 +167,4 @@ def application_error_from(
 def bounded_message(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` as a failure message may carry it to Temporal: redacted (``redact``), then cut to
     ``MAX_MESSAGE_CHARS``."""
-    return _cut(redact(text, secrets), MAX_MESSAGE_CHARS)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(redact(text, secrets), MAX_MESSAGE_CHARS)

@@ -63,7 +63,7 @@ def _context(store: Store, plan: ContextPlan | None, system: str | None = "be br
         session_id=SID, turn_id="turn-2", round=2, profile="scripted", system_prompt=system,
         upto_position=7, reply_position=7, plan=plan,
     )
-    return activities._context(call)
+    return activities.context.messages(call)
 
 
 def test_without_a_plan_every_message_before_the_reply_is_sent(store: Store) -> None:

@@ -98,11 +98,11 @@ def test_the_model_call_sends_the_default_prompt_extended_by_the_session(tmp_pat
         upto_position=0, reply_position=0,
     )
 
-    system = activities._system_prompt(call, profile, TOOLS, None)
+    system = activities.context.system_prompt(call, profile, TOOLS, None)
 
     assert system.startswith("You are an AI agent") and "/srv/repo" in system
     assert system.endswith("\n\nAnswer in French.")
-    replaced = activities._system_prompt(call.model_copy(update={"system_prompt_mode": "replace"}), profile, TOOLS, None)
+    replaced = activities.context.system_prompt(call.model_copy(update={"system_prompt_mode": "replace"}), profile, TOOLS, None)
     assert replaced == "Answer in French."
 
 

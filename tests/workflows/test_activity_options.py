@@ -13,6 +13,7 @@ from agentrt.schemas import (
     CONTEXT_COMPACT,
     EFFECTS_RECONCILE,
     GRAPH_PLAN,
+    GRAPH_RECORD,
     GRAPH_REVIEW,
     MCP_CALL_TOOL,
     MCP_LIST_TOOLS,
@@ -36,7 +37,7 @@ CONFIGS: dict[str, ActivityConfig] = {
     name: value for name, value in vars(options).items() if isinstance(value, ActivityConfig)
 }
 # Store writes retry without a bound on purpose (the module says why, beside STORE_RETRY).
-UNBOUNDED = {"STORE_WRITE", "RECONCILE_EFFECT", "TASK_RECORD"}
+UNBOUNDED = {"STORE_WRITE", "RECONCILE_EFFECT", "TASK_RECORD", "GRAPH_RECORD"}
 
 
 def _options(config: ActivityConfig) -> dict:
@@ -50,6 +51,7 @@ def test_every_activity_has_one_config() -> None:
             ADVISOR_REVIEW, CONTEXT_COMPACT, EFFECTS_RECONCILE, MEMORY_DECIDE, PROFILES_DESCRIBE, PROVIDER_COMPLETE,
             SESSION_PREPARE, STORE_APPEND, TOOL_EXECUTE, TOOLS_LIST, MCP_LIST_TOOLS, MCP_CALL_TOOL,
             TASK_RECORD, TASK_CHECK_COMMAND, TASK_EVALUATE_TRIGGER, TASK_REVIEW, TASK_NEXT_WAKE, GRAPH_PLAN, GRAPH_REVIEW,
+            GRAPH_RECORD,
         ]
     )
 

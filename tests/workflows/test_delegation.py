@@ -117,7 +117,7 @@ def test_a_child_s_end_is_its_turn_s_outcome_and_spend() -> None:
 
 def test_a_child_without_a_result_ended_cancelled_or_failed_and_spent_nothing_known() -> None:
     assert delegation.child_end(None, "ChildWorkflowError: cancelled", True) == delegation.ChildEnd(
-        "cancelled", None, "ChildWorkflowError: cancelled", Spend()
+        "cancelled", None, "ChildWorkflowError: cancelled", Spend(), cancelled=True
     )
     assert delegation.child_end(None, "boom", False).status == "failed"
     assert delegation.child_end(_result(None, None), None, False).spend == Spend(usage=Usage(input_tokens=7))

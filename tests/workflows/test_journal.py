@@ -6,16 +6,20 @@ from datetime import datetime, timezone
 
 from agentrt.schemas import (
     AssistantMessageCompleted,
+    AutonomousTaskNudged,
+    GraphState,
     Message,
     ModelToolCallRequested,
     SessionState,
+    TaskCancelled,
+    TaskState,
     ToolCall,
     ToolInvocationCompleted,
     ToolInvocationFailed,
     TurnStarted,
     Usage,
 )
-from agentrt.workflows._journal import EventJournal
+from agentrt.workflows._journal import EventJournal, Journal
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
@@ -226,3 +230,31 @@ def test_a_turn_without_tool_calls_has_none_unanswered() -> None:
     journal.emit(_started(), NOW)
     journal.emit(_assistant("turn-1", 0), NOW)
     assert journal.unanswered_calls("turn-1") == []
+
+
+# ---------------------------------------------------------------- one journal type for tasks and graphs
+
+
+def test_a_task_journal_numbers_events_and_pages_them_from_the_current_run() -> None:
+    state = TaskState()
+    journal = Journal(state)
+    for _ in range(3):
+        journal.emit(AutonomousTaskNudged(principal="alice"), NOW)
+    assert [e.seq for e in journal.page(1, 10).events] == [2, 3]
+    staged = journal.take()
+    journal.written(staged[:2])
+    assert [e.seq for e in state.unflushed_events] == [3]
+    carried = Journal(TaskState.model_validate_json(state.model_dump_json()))  # a continued run: the carried, unwritten events
+    assert carried.first_seq == 3
+
+
+def test_a_graph_journal_answers_from_every_event_it_kept_and_stages_them_for_the_store() -> None:
+    state = GraphState()
+    journal = Journal(state, state.events)
+    journal.emit(TaskCancelled(principal="alice"), NOW)
+    journal.emit(TaskCancelled(principal="bob"), NOW)
+    journal.written(journal.take())
+    assert not state.unflushed_events
+    page = journal.page(0, 10)
+    assert ([e.seq for e in page.events], page.first_seq, page.last_seq) == ([1, 2], 1, 2)
+    assert [e.seq for e in state.events] == [1, 2]

@@ -7,11 +7,12 @@ from datetime import datetime, timedelta, timezone
 from agentrt.schemas import (
     CHECKPOINTS_KEPT,
     AcceptanceCheck,
-    AutonomousTaskNudged,
     Budget,
+    RaiseBudgetInput,
     Spend,
     TaskCheckpoint,
     TaskConfig,
+    TaskControlInput,
     TaskSchedule,
     TaskState,
     Usage,
@@ -72,19 +73,6 @@ def test_receipts_roll_up_into_the_task_spend_and_wall_time_is_the_tasks_own() -
     assert sum(r.spend.cost_usd for r in st.receipts) == st.spend.cost_usd
 
 
-def test_the_journal_numbers_events_and_pages_them_from_the_current_run() -> None:
-    st = state(config())
-    journal = parts.TaskJournal(st)
-    for _ in range(3):
-        journal.emit(AutonomousTaskNudged(principal="alice"), T0)
-    assert [e.seq for e in journal.page(1, 10).events] == [2, 3]
-    staged = journal.take()
-    journal.written(staged[:2])
-    assert [e.seq for e in st.unflushed_events] == [3]
-    carried = parts.TaskJournal(st)  # a continued run starts from the carried, unwritten events
-    assert carried.first_seq == 3
-
-
 def test_an_interval_schedule_wakes_after_its_interval_and_back_to_back_wakes_now() -> None:
     assert parts.interval_wake(config(schedule=TaskSchedule(every_seconds=20)), T0) == T0 + timedelta(seconds=20)
     assert parts.interval_wake(config(), T0) == T0
@@ -134,3 +122,30 @@ def test_checkpoint_text_cannot_forge_a_section_of_the_next_prompt() -> None:
     block = prompt[prompt.index(parts.CHECKPOINT_OPEN) :]
     assert block.splitlines()[1].startswith('done: "ok\\nRemaining: nothing')
     assert block.splitlines()[3] == parts.CHECKPOINT_CLOSE
+
+
+def test_a_control_update_is_refused_when_the_task_ended_or_its_state_does_not_allow_it() -> None:
+    cfg = config()
+    st = state(cfg)
+    ask = TaskControlInput(principal="alice")
+    assert parts.control_refusal("pause", cfg, st, ask, cancelling=False, waking=False) is None
+    assert "is not paused" in (parts.control_refusal("resume", cfg, st, ask, cancelling=False, waking=False) or "")
+    assert "already waking" in (parts.control_refusal("nudge", cfg, st, ask, cancelling=False, waking=True) or "")
+    assert "being cancelled" in (parts.control_refusal("pause", cfg, st, ask, cancelling=True, waking=False) or "")
+    st.status = "completed"
+    assert "cannot be paused" in (parts.control_refusal("pause", cfg, st, ask, cancelling=False, waking=False) or "")
+
+
+def test_raise_budget_may_not_lower_a_limit_or_max_sessions() -> None:
+    cfg = config(budget=Budget(max_tokens=1000))
+    st = state(cfg)
+    lower = RaiseBudgetInput(principal="alice", budget=Budget(max_tokens=10))
+    assert "cannot lower a limit" in (parts.control_refusal("raise_budget", cfg, st, lower, cancelling=False, waking=False) or "")
+    fewer = RaiseBudgetInput(principal="alice", budget=Budget(), max_sessions=1)
+    assert "max_sessions" in (parts.control_refusal("raise_budget", cfg, st, fewer, cancelling=False, waking=False) or "")
+
+
+def test_a_failed_task_records_why() -> None:
+    st = state(config())
+    event = parts.failed(st, "max_sessions", "all ran")
+    assert (st.status, st.failure_reason, event.reason, event.error) == ("failed", "max_sessions", "max_sessions", "all ran")

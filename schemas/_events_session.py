@@ -1,0 +1,253 @@
+"""Events of a session's life: its start, its turns and model calls, cancellation, context
+compaction, profile switches, budget, continue-as-new, archiving and delegation to child sessions."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
+from agentrt.schemas._config import SessionConfig
+from agentrt.schemas._events_base import EventBase
+from agentrt.schemas._messages import ToolCall, Usage
+from agentrt.schemas._turns import TurnStatus
+
+__all__ = [
+    "AssistantMessageCompleted",
+    "BudgetExceededEvent",
+    "BudgetRaised",
+    "CancelIgnored",
+    "CancelRequested",
+    "ContextCompactionCompleted",
+    "ContextCompactionFailed",
+    "ContextCompactionStarted",
+    "DelegatedSessionEnded",
+    "ModelProfileSwitchFailed",
+    "ModelProfileSwitched",
+    "ModelRequestStarted",
+    "ModelTokenDelta",
+    "ModelToolCallRequested",
+    "SessionArchived",
+    "SessionCancelled",
+    "SessionContinuedAsNew",
+    "SessionDelegated",
+    "SessionInitialized",
+    "TurnEnded",
+    "TurnStarted",
+    "UserMessageAdded",
+]
+
+
+class SessionInitialized(EventBase):
+    type: Literal["SessionInitialized"] = "SessionInitialized"
+    config: SessionConfig
+    tools: list[str]
+
+
+class UserMessageAdded(EventBase):
+    type: Literal["UserMessageAdded"] = "UserMessageAdded"
+    principal: str
+    text: str
+    position: int
+
+
+class TurnStarted(EventBase):
+    type: Literal["TurnStarted"] = "TurnStarted"
+
+
+class ModelRequestStarted(EventBase):
+    """A model call begins. ``context_tokens`` is the planned input estimate (tokens) and
+    ``context_messages`` / ``omitted_messages`` count the transcript messages sent and left
+    out; ``history_bytes`` is the workflow history's size (bytes) when the call was made."""
+
+    type: Literal["ModelRequestStarted"] = "ModelRequestStarted"
+    round: int
+    profile: str
+    context_tokens: int | None = None
+    context_messages: int | None = None
+    omitted_messages: int = 0
+    summary_id: int | None = None
+    history_bytes: int | None = None
+
+
+class ModelTokenDelta(EventBase):
+    type: Literal["ModelTokenDelta"] = "ModelTokenDelta"
+    round: int
+    text: str
+
+
+class ModelToolCallRequested(EventBase):
+    type: Literal["ModelToolCallRequested"] = "ModelToolCallRequested"
+    round: int
+    call: ToolCall
+
+
+class AssistantMessageCompleted(EventBase):
+    type: Literal["AssistantMessageCompleted"] = "AssistantMessageCompleted"
+    round: int
+    text: str
+    tool_calls: int
+    usage: Usage
+    position: int
+    # Characters of reasoning the model produced before this message (the blocks are in the
+    # store's ``reasoning`` table); left out when 0.
+    reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
+
+
+class TurnEnded(EventBase):
+    type: Literal["TurnEnded"] = "TurnEnded"
+    status: TurnStatus
+    rounds: int
+    error: str | None = None
+    usage: Usage
+    error_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class SessionCancelled(EventBase):
+    """The running turn was cancelled (signal ``cancel_turn``) or the session was."""
+
+    type: Literal["SessionCancelled"] = "SessionCancelled"
+    principal: str | None = None
+    reason: str | None = None
+
+
+class CancelRequested(EventBase):
+    """A cancel of the running turn was asked for (signal ``cancel_turn``, ``archive`` or a
+    workflow cancellation); the turn ends with ``SessionCancelled`` once the step in flight stops."""
+
+    type: Literal["CancelRequested"] = "CancelRequested"
+    principal: str | None = None
+    reason: str | None = None
+
+
+class CancelIgnored(EventBase):
+    """A ``cancel_turn`` signal from a principal that is not the owner (``not_owner``), or with
+    no principal at all (``no_principal``, ``principal`` empty); nothing was cancelled."""
+
+    type: Literal["CancelIgnored"] = "CancelIgnored"
+    principal: str
+    why: Literal["not_owner", "no_principal", "no_reason"]
+
+
+class ContextCompactionStarted(EventBase):
+    """Compaction begins: the transcript at positions < ``upto_position`` will be summarised.
+
+    ``reason``: ``threshold`` (automatic at turn end), ``requested`` (update ``compact``) or
+    ``switch`` (before ``switch_model`` to a smaller window). ``estimated_tokens`` is the
+    context before compaction (tokens).
+    """
+
+    type: Literal["ContextCompactionStarted"] = "ContextCompactionStarted"
+    reason: Literal["threshold", "requested", "switch"]
+    profile: str
+    from_position: int
+    upto_position: int
+    estimated_tokens: int
+
+
+class ContextCompactionCompleted(EventBase):
+    """The summary ``summary_id`` now stands in the context for positions < ``upto_position``.
+
+    The transcript itself stays in the store unchanged; ``summary_tokens`` and
+    ``estimated_tokens`` (the context after compaction) are in tokens.
+    """
+
+    type: Literal["ContextCompactionCompleted"] = "ContextCompactionCompleted"
+    summary_id: int
+    upto_position: int
+    summary_tokens: int
+    estimated_tokens: int
+    chunks: int = 1
+    usage: Usage = Field(default_factory=Usage)
+    preview: str = ""
+
+
+class ContextCompactionFailed(EventBase):
+    """Compaction failed (the model call's retries were spent); the context is unchanged."""
+
+    type: Literal["ContextCompactionFailed"] = "ContextCompactionFailed"
+    error: str
+
+
+class ModelProfileSwitched(EventBase):
+    """The session now uses ``profile`` (update ``switch_model``); windows are in tokens."""
+
+    type: Literal["ModelProfileSwitched"] = "ModelProfileSwitched"
+    principal: str
+    from_profile: str
+    profile: str
+    context_window: int
+    max_output_tokens: int
+    compacted: bool = False
+
+
+class ModelProfileSwitchFailed(EventBase):
+    """A ``switch_model`` request that could not be carried out (e.g. an unknown profile)."""
+
+    type: Literal["ModelProfileSwitchFailed"] = "ModelProfileSwitchFailed"
+    principal: str
+    profile: str
+    error: str
+
+
+class SessionContinuedAsNew(EventBase):
+    """The session's workflow continued as new run number ``run`` (1 is the first run).
+
+    ``history_events`` and ``history_bytes`` describe the run that ended. Nothing the user
+    sees is lost: state, queued messages and the context pointer carry over; the whole
+    transcript and every event stay in the store.
+    """
+
+    type: Literal["SessionContinuedAsNew"] = "SessionContinuedAsNew"
+    run: int
+    history_events: int
+    history_bytes: int
+
+
+class SessionArchived(EventBase):
+    """The session ended: update ``archive``, a workflow cancellation (``principal`` "temporal"), or
+    the end of the first turn of a session with ``ends_after_turn`` (``principal`` its owner)."""
+
+    type: Literal["SessionArchived"] = "SessionArchived"
+    principal: str
+    reason: str | None = None
+
+
+class BudgetExceededEvent(EventBase):
+    """A session's spend reached a limit of its ``SessionConfig.budget``: the turn ended ``budget_exceeded``."""
+
+    type: Literal["BudgetExceeded"] = "BudgetExceeded"
+    crossing: BudgetCrossing
+
+
+class BudgetRaised(EventBase):
+    """``raise_budget`` on a session: ``budget`` is the new one."""
+
+    type: Literal["BudgetRaised"] = "BudgetRaised"
+    principal: str
+    budget: Budget
+    reason: str | None = None
+
+
+class SessionDelegated(EventBase):
+    """The session started child session ``child_session_id`` (tool call ``call_id``): ``wait``
+    (the call returns its answer) or in the background (its answer comes later as a message)."""
+
+    type: Literal["SessionDelegated"] = "SessionDelegated"
+    call_id: str
+    child_session_id: str
+    number: int
+    wait: bool = True
+    tools: list[str] | None = None
+
+
+class DelegatedSessionEnded(EventBase):
+    """Child session ``child_session_id`` ended with ``status``; its ``spend`` rolled up into this session's."""
+
+    type: Literal["DelegatedSessionEnded"] = "DelegatedSessionEnded"
+    child_session_id: str
+    number: int
+    status: str
+    spend: Spend = Field(default_factory=Spend)
+    error: str | None = None

@@ -1,0 +1,351 @@
+"""The Python examples of the documentation pages (docs/*.md) run as written.
+
+An example is one of three kinds:
+
+- a program (its first line is a docstring naming its file, `\"\"\"worker.py: ...`) that the
+  README shows too: it must be the README's, character for character, and tests/test_readme.py
+  runs that one as its own process;
+- a snippet: imports and functions a reader calls from their own code. Each is executed as a
+  module, and each function it defines is called here, against a real Temporal dev server and
+  worker, by the runner `RUNNERS` names for it (a snippet function without a runner fails);
+- an example marked `<!-- not run: REASON -->` on the line above it, because it needs what a
+  test machine lacks (Amazon S3, a hosted model). It is compiled and checked as far as it can be;
+  the set stays small.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import re
+import time
+import typing
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import _internal as metrics_internal
+from opentelemetry.util._once import Once
+
+from agentrt import schemas, worker
+from agentrt.client import AgentClient, AgentrtPlugin, StreamHub, connect
+
+from tests.conftest import OWNER, Harness
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+FENCE = re.compile(r"(?:^(?P<marker><!-- not run: (?P<reason>.+?) -->)\n)?^```python\n(?P<code>.*?)^```", re.S | re.M)
+PROGRAM = re.compile(r'^"""(?P<name>[\w.-]+\.py)\b')
+MOST_NOT_RUN = 3
+
+
+@dataclass(frozen=True)
+class Example:
+    page: str
+    number: int  # 1-based, among the page's Python examples
+    code: str
+    not_run: str | None
+
+    @property
+    def label(self) -> str:
+        return f"docs/{self.page} python example {self.number}"
+
+    @property
+    def program(self) -> str | None:
+        found = PROGRAM.match(self.code)
+        return found["name"] if found else None
+
+
+def examples() -> list[Example]:
+    found = []
+    for page in sorted(DOCS.glob("*.md")):
+        for number, match in enumerate(FENCE.finditer(page.read_text()), 1):
+            found.append(Example(page.name, number, match["code"], match["reason"]))
+    return found
+
+
+def readme_programs() -> dict[str, str]:
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    return {m["name"]: b for b in blocks if (m := PROGRAM.match(b))}
+
+
+def snippets() -> list[Example]:
+    return [e for e in examples() if e.not_run is None and e.program is None]
+
+
+def load(example: Example) -> ModuleType:
+    """Execute a snippet as a module: its imports must resolve and its top level must run."""
+    module = ModuleType(f"docs_example_{example.page.replace('-', '_').removesuffix('.md')}_{example.number}")
+    exec(compile(example.code, example.label, "exec"), module.__dict__)
+    return module
+
+
+def functions(example: Example) -> list[str]:
+    tree = ast.parse(example.code)
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")]
+
+
+def snippet(page: str, function: str) -> Callable[..., Any]:
+    [example] = [e for e in snippets() if e.page == page and function in functions(e)]
+    return getattr(load(example), function)
+
+
+# ---------------------------------------------------------------- every example
+
+
+def test_every_python_example_in_the_docs_compiles() -> None:
+    assert len(examples()) >= 10
+    for example in examples():
+        compile(example.code, example.label, "exec")
+
+
+def test_a_docs_program_that_the_readme_shows_is_the_readme_s_which_runs_under_test_readme() -> None:
+    readme = readme_programs()
+    programs = [e for e in examples() if e.program and e.not_run is None]
+    assert {e.program for e in programs} == {"worker.py", "client.py"}
+    for example in programs:
+        assert example.program in readme, f"{example.label}: a program no test runs (mark it or make it a snippet)"
+        assert example.code == readme[example.program], f"{example.label} differs from the README's {example.program}"
+
+
+def test_only_a_few_examples_are_not_run_and_each_says_why() -> None:
+    not_run = [e for e in examples() if e.not_run is not None]
+    assert 0 < len(not_run) <= MOST_NOT_RUN, [e.label for e in not_run]
+    assert all(len(e.not_run or "") > 10 for e in not_run)
+
+
+def test_every_snippet_loads_and_every_function_it_defines_has_a_runner() -> None:
+    for example in snippets():
+        load(example)
+        names = functions(example)
+        assert names, f"{example.label}: a snippet defines the functions a reader calls"
+        for name in names:
+            assert (example.page, name) in RUNNERS, f"{example.label}: no runner calls {name}()"
+
+
+def test_the_s3_example_gives_the_s3_driver_to_the_plugin() -> None:
+    [s3] = [e for e in examples() if e.program == "s3.py"]
+    assert s3.page == "big-payloads.md" and s3.not_run is not None
+    assert "AgentrtPlugin(config, store, driver=s3_driver)" in s3.code and "plugin=plugin" in s3.code
+
+
+# ---------------------------------------------------------------- reference pages
+
+
+def test_the_events_page_lists_every_event_type() -> None:
+    page = (DOCS / "events.md").read_text()
+    members = typing.get_args(typing.get_args(schemas.Event)[0])
+    tags = [m.model_fields["type"].default for m in members]
+    assert len(tags) > 50
+    assert [tag for tag in tags if f"| `{tag}`" not in page] == []
+
+
+def test_the_errors_page_draws_every_error_class() -> None:
+    page = (DOCS / "errors.md").read_text()
+    exported = [getattr(package, name) for package in (schemas, worker) for name in package.__all__]
+    errors = {e.__name__ for e in exported if isinstance(e, type) and issubclass(e, schemas.AgentrtError)}
+    assert len(errors) > 40
+    assert sorted(name for name in errors - {"AgentrtError"} if not re.search(rf"[─ ]{name} ", page)) == []
+
+
+# ---------------------------------------------------------------- the snippets, run
+
+RUNNERS: dict[tuple[str, str], Callable[..., Awaitable[None]]] = {}
+
+
+def runs(page: str, *names: str) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
+    def register(runner: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        for name in names:
+            RUNNERS[(page, name)] = runner
+        return runner
+
+    return register
+
+
+def script(tmp_path: Path, *answers: str) -> str:
+    path = tmp_path / f"script-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps({"turns": [{"text": a} for a in answers]}))
+    return str(path)
+
+
+async def archived_session(harness: Harness, workspace: Path, tmp_path: Path) -> str:
+    """A session that answered one message and was archived: its stream has an end."""
+    config = harness.client.new_config(str(workspace), profile="scripted", script=script(tmp_path, "Hello there."))
+    started, outcome = await harness.client.start_and_wait(config, "Say hello")
+    assert outcome.status == "completed"
+    await harness.client.archive(started.session_id)
+    return started.session_id
+
+
+@runs("python-client.md", "ask")
+async def run_ask(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ask = snippet("python-client.md", "ask")
+    session = harness.client.new_config(str(workspace), profile="scripted", script=script(tmp_path, "A summary.", "Two questions."))
+    await ask(harness.client, session)
+    assert capsys.readouterr().out.splitlines() == ["A summary.", "completed Two questions."]
+
+
+@runs("idempotency.md", "pay_invoice")
+async def run_pay_invoice(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pay_invoice = snippet("idempotency.md", "pay_invoice")
+    config = harness.client.new_config(str(workspace), profile="scripted", script=script(tmp_path, "Ready.", "Paid.", "Done."))
+    started, _ = await harness.client.start_and_wait(config, "get ready")
+    await pay_invoice(harness.client, started.session_id)
+    events = [e async for e in harness.client.all_events(started.session_id)]
+    assert [e.text for e in events if e.type == "UserMessageAdded"] == ["get ready", "pay invoice 42", "and now?"]
+
+
+@runs("idempotency.md", "start_once")
+async def run_start_once(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    start_once = snippet("idempotency.md", "start_once")
+    keys = [uuid.uuid4().hex for _ in range(3)]
+    task_id, graph_id = await start_once(harness.client, str(workspace), *keys)
+    try:
+        assert (task_id, graph_id) == await start_once(harness.client, str(workspace), *keys)  # a retry: the same ids
+    finally:
+        with contextlib.suppress(Exception):
+            await harness.client.cancel_task(task_id)
+        with contextlib.suppress(Exception):
+            await harness.client.cancel_graph(graph_id)
+
+
+@runs("streaming.md", "follow", "stream_app")
+async def run_streams(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session_id = await archived_session(harness, workspace, tmp_path)
+    await snippet("streaming.md", "follow")(harness.store, session_id)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1 SessionInitialized") and lines[-1].split()[1] == "SessionArchived"
+
+    hub = StreamHub(harness.store, poll_seconds=0.05)
+    try:
+        async with serving(snippet("streaming.md", "stream_app")(hub)) as http:
+            answer = await http.get(f"/sessions/{session_id}/stream")
+    finally:
+        await hub.aclose()
+    assert answer.status_code == 200 and "RUN_FINISHED" in answer.text
+
+
+@runs("streaming.md", "read_from")
+async def run_read_from(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session_id = await archived_session(harness, workspace, tmp_path)
+    snippet("streaming.md", "read_from")(harness.store, session_id, None)
+    everything = capsys.readouterr().out.split()
+    snippet("streaming.md", "read_from")(harness.store, session_id, everything[2])
+    assert everything[0] == "1" and capsys.readouterr().out.split() == everything[3:]
+
+
+@runs("telemetry.md", "traced")
+async def run_traced(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async def work(plugin: AgentrtPlugin) -> None:
+        temporal = await connect(harness.server.address, plugin=plugin)
+        client = AgentClient(temporal, task_queue=harness.task_queue, principal=OWNER)
+        config = client.new_config(str(workspace), profile="scripted", script=script(tmp_path, "Traced."))
+        _, outcome = await client.start_and_wait(config, "hello")
+        assert outcome.status == "completed"
+
+    with fresh_opentelemetry():
+        spans = await snippet("telemetry.md", "traced")(harness.store, work)
+    assert any(s.name.startswith("StartWorkflow") or s.name.startswith("StartUpdateWithStartWorkflow") for s in spans), [
+        s.name for s in spans
+    ]
+
+
+@runs("webhooks.md", "receive")
+async def run_receive(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    receive = snippet("webhooks.md", "receive")
+    body = json.dumps({"id": "wh-1", "type": "turn.ended", "created_at": "2026-12-06T08:00:00Z", "data": {"turn_id": "turn-1"}}).encode()
+    stamp = int(time.time())
+    signature = hmac.new(b"s3cret", f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    headers = {"Agentrt-Webhook-Id": "wh-1", "Agentrt-Webhook-Timestamp": str(stamp), "Agentrt-Signature": f"v1={signature}"}
+    assert receive("s3cret", body, headers) == 204
+    assert receive("s3cret", body, headers) == 204  # delivered again: handled once
+    assert receive("s3cret", body.replace(b"turn-1", b"turn-2"), headers) == 401
+    assert capsys.readouterr().out.splitlines() == ["turn.ended {'turn_id': 'turn-1'}", "refused: signature_mismatch"]
+
+
+@runs("webhooks.md", "serve")
+async def run_serve(
+    harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = await archived_session(harness, workspace, tmp_path)
+    monkeypatch.setenv("AGENTRT_TEMPORAL_ADDRESS", harness.server.address)
+    monkeypatch.setenv("AGENTRT_TASK_QUEUE", harness.task_queue)
+    monkeypatch.setenv("AGENTRT_DATABASE_URL", harness.config.database_url)
+    stopping = asyncio.Event()
+    serve = asyncio.create_task(snippet("webhooks.md", "serve")(session_id, OWNER, stopping))
+    await asyncio.sleep(1)  # the dispatcher reads the watch: a turn ended, then the session's archive
+    assert not serve.done()
+    stopping.set()
+    await serve
+
+
+@pytest.mark.parametrize("runner", sorted(set(RUNNERS.values()), key=lambda r: r.__name__), ids=lambda r: r.__name__)
+async def test_a_docs_snippet_runs_as_written(
+    runner: Callable[..., Awaitable[None]],
+    harness: Harness,
+    workspace: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    arguments: dict[str, Any] = {"harness": harness, "workspace": workspace, "tmp_path": tmp_path, "capsys": capsys}
+    if "monkeypatch" in runner.__code__.co_varnames:
+        arguments["monkeypatch"] = monkeypatch
+    await asyncio.wait_for(runner(**arguments), 120)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def fresh_opentelemetry() -> Iterator[None]:
+    """A process sets its OpenTelemetry providers once; forget them before and after, as
+    OpenTelemetry's own tests do, so the example installs its own and leaves none behind."""
+
+    def forget() -> None:
+        trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+        trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+        metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+        metrics_internal._METER_PROVIDER = None
+
+    forget()
+    try:
+        yield
+    finally:
+        forget()
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) and metrics.get_meter_provider() is not None
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    task = asyncio.ensure_future(server.serve())
+    while not server.started:
+        assert not task.done(), "the server did not start"
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            yield http
+    finally:
+        server.should_exit = True
+        await task
+

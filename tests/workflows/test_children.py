@@ -1,0 +1,30 @@
+"""How a child session ended (workflows/_children.py ``child_end``), as tasks, graphs and
+delegating sessions read it."""
+
+from __future__ import annotations
+
+from agentrt.schemas import SessionResult, Spend, TurnOutcome, Usage
+from agentrt.workflows._children import CHILD_WORKFLOW_TASK_TIMEOUT, child_end
+
+
+def _result(outcome: TurnOutcome | None) -> SessionResult:
+    return SessionResult(session_id="c", turns=1, usage=Usage(input_tokens=7), status="archived", outcome=outcome)
+
+
+def test_a_child_whose_workflow_was_cancelled_ended_cancelled_and_says_so() -> None:
+    end = child_end(None, "ChildWorkflowError: cancelled", True)
+    assert (end.status, end.cancelled, end.spend) == ("cancelled", True, Spend())
+
+
+def test_a_turn_cancelled_inside_the_child_is_its_outcome_not_a_cancelled_child() -> None:
+    end = child_end(_result(TurnOutcome(turn_id="turn-1", status="cancelled")), None, False)
+    assert (end.status, end.cancelled, end.spend) == ("cancelled", False, Spend(usage=Usage(input_tokens=7)))
+
+
+def test_a_child_that_returned_without_a_turn_failed_with_what_it_spent() -> None:
+    end = child_end(_result(None), None, False)
+    assert (end.status, end.error, end.spend.usage.input_tokens) == ("failed", "the session ended without a turn", 7)
+
+
+def test_children_get_the_workflow_task_timeout_client_started_sessions_have() -> None:
+    assert CHILD_WORKFLOW_TASK_TIMEOUT.total_seconds() == 4

@@ -1,0 +1,164 @@
+"""Child sessions: how a task, a graph (and a delegating session) start a ``SessionWorkflow`` as a
+child, wait for its end and learn its spend.
+
+``ChildSessions`` holds the one option set: the workflow task timeout, ``REJECT_DUPLICATE`` (an
+ended session is not restarted under its id, as client starts are not: client/_starts.py), the
+parent close policy and the search attributes a child starts with (owner, status ``idle`` and,
+under ``console-v1``, its kind and profile). ``wait`` turns however the child ended into a
+``ChildEnd``: its turn's status, answer, error and spend (nothing for a child that failed or was
+cancelled: it returned no result). Workflow code only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import CancelledError, ChildWorkflowError
+
+from agentrt.schemas import (
+    SESSION_OWNER,
+    SESSION_STATUS,
+    SESSION_WORKFLOW,
+    SessionConfig,
+    SessionInput,
+    SessionResult,
+    Spend,
+    session_workflow_id,
+)
+from agentrt.workflows import _console as console
+from agentrt.workflows._errors import error_text
+
+# A child session's workflow task timeout, as client-started sessions have (client/_starts.py).
+CHILD_WORKFLOW_TASK_TIMEOUT = timedelta(seconds=4)
+# frame-v1: task and graph children start with parent close policy REQUEST_CANCEL (a task or a
+# graph that fails or is terminated asks its sessions to end, as a delegating session does);
+# before it, Temporal's default (TERMINATE). A graph also writes its events to the store
+# (graph.record). Asked once, in the run's first workflow task.
+FRAME_PATCH = "frame-v1"
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How a child session ended: its turn's ``status`` (``completed``, ``failed``, ``cancelled``,
+    ``round_limit``, ``budget_exceeded``), ``answer``, ``error`` and the ``spend`` its result
+    reported (nothing for a child that was cancelled or failed: it returned no result);
+    ``cancelled``: its workflow was cancelled (it ended Canceled, not with a turn's outcome)."""
+
+    status: str
+    answer: str | None
+    error: str | None
+    spend: Spend
+    cancelled: bool = False
+
+
+def child_end(result: SessionResult | None, error: str | None, cancelled: bool) -> ChildEnd:
+    """How a child ended, from its workflow's ``result`` (None when it failed or was cancelled),
+    the ``error`` of its failure and whether it was ``cancelled``."""
+    if result is None:
+        status = "cancelled" if cancelled else "failed"
+        return ChildEnd(status, None, error or ("cancelled" if cancelled else None), Spend(), cancelled)
+    spend = result.spend or Spend(usage=result.usage)
+    if result.outcome is None:
+        return ChildEnd("failed", None, "the session ended without a turn", spend)
+    return ChildEnd(result.outcome.status, result.outcome.answer, result.outcome.error, spend)
+
+
+class ChildSessions:
+    """Starts child sessions with one option set and waits for them; ``running``: the handles of
+    those not yet awaited to their end, by session id.
+
+    ``parent_close``: what Temporal does to a running child when this workflow closes;
+    ``console``: the children start with their kind and profile (``console-v1``);
+    ``task_timeout``: the children's workflow task timeout.
+    """
+
+    def __init__(
+        self,
+        owner: str,
+        *,
+        parent_close: workflow.ParentClosePolicy,
+        console: bool,
+        task_timeout: timedelta = CHILD_WORKFLOW_TASK_TIMEOUT,
+    ) -> None:
+        self.owner = owner
+        self.parent_close = parent_close
+        self.console = console
+        self.task_timeout = task_timeout
+        self.running: dict[str, workflow.ChildWorkflowHandle] = {}
+
+    async def start(self, config: SessionConfig, *, summary: str, details: str) -> workflow.ChildWorkflowHandle:
+        """Start the session ``config`` as a child (``summary`` and ``details``: the Temporal UI's
+        static ones). Raises ``WorkflowAlreadyStartedError`` when its workflow id is taken."""
+        attributes: list[SearchAttributePair] = [
+            SearchAttributePair(SESSION_OWNER, self.owner), SearchAttributePair(SESSION_STATUS, "idle")
+        ]
+        if self.console:
+            attributes += console.child_session_attributes(config.profile)
+        handle = await workflow.start_child_workflow(
+            SESSION_WORKFLOW,
+            SessionInput(config=config),
+            id=session_workflow_id(config.session_id),
+            result_type=SessionResult,
+            task_timeout=self.task_timeout,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            parent_close_policy=self.parent_close,
+            static_summary=summary,
+            static_details=details,
+            search_attributes=TypedSearchAttributes(attributes),
+        )
+        self.running[config.session_id] = handle
+        return handle
+
+    async def wait(
+        self, session_id: str, handle: workflow.ChildWorkflowHandle, *, cancel_when: Callable[[], bool] | None = None,
+        shield: bool = False,
+    ) -> ChildEnd:
+        """Wait until the child has ended and say how.
+
+        ``cancel_when``: cancel the child (once) as soon as it holds. ``shield``: a cancellation of
+        the waiting task cancels the child once and the wait goes on until it has ended; without
+        it, that cancellation propagates (unless it reaches the final await: a cancelled end).
+        """
+        try:
+            if shield:
+                asked = False
+                while not handle.done():
+                    try:
+                        await workflow.wait_condition(handle.done)
+                    except asyncio.CancelledError:
+                        if not asked:
+                            handle.cancel()
+                            asked = True
+            elif cancel_when is not None:
+                await workflow.wait_condition(lambda: handle.done() or cancel_when())
+                if not handle.done():
+                    handle.cancel()
+            try:
+                return child_end(await handle, None, False)
+            except ChildWorkflowError as err:
+                return child_end(None, error_text(err), isinstance(err.cause, CancelledError))
+            except asyncio.CancelledError:
+                return child_end(None, "cancelled", True)
+        finally:
+            self.running.pop(session_id, None)
+
+    def cancel_all(self) -> None:
+        """Ask every running child to end (no await)."""
+        for handle in list(self.running.values()):
+            handle.cancel()
+
+    async def end_all(self) -> None:
+        """Cancel every running child and wait until each has ended, whatever its end."""
+        handles = list(self.running.values())
+        for handle in handles:
+            handle.cancel()
+        for handle in handles:
+            try:
+                await handle
+            except (ChildWorkflowError, asyncio.CancelledError):
+                pass

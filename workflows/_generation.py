@@ -1,0 +1,134 @@
+"""Which behaviour generations (``workflow.patched`` ids) a session run has, asked in one place.
+
+A patch id marks a change of the commands a session issues. Histories recorded before it
+replay without the commands it added; every run recorded after it has its marker. The
+session asks the generations that shape a whole run once, in ``@workflow.init``
+(``Generation.ask``), and holds the answer as a frozen value (``SessionRun.gen``): update
+validators and queries of the first activation run before ``run()`` does and may not ask a
+patch themselves. Five patches gate a step that most runs never take, and are asked where it
+is first taken (the methods below; the SDK keeps a run's first answer): asked at a run's
+start, a run recorded after the patch but before its step was ever taken would find no
+marker there, replay as the old generation and then diverge from its own history once it
+takes the step. ``console-v1`` too is asked where its step first comes, a run's first
+activity or status: each answer True also upserts ``TemporalChangeVersion``, and an update
+accepted in the run's first workflow task comes in history before that upsert.
+
+``tests/histories/README.md`` says, for each id, which build retires it. Workflow code only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio import workflow
+
+from agentrt.workflows import _activity_options as options
+from agentrt.workflows import _console as console
+
+# context-window-v1: context planning, compaction, model switching and continue-as-new.
+CONTEXT_PATCH = "context-window-v1"
+# turn-control-v1: a cancel is re-checked after every model and tool call and ends the turn
+# even when the call finished or failed meanwhile; a workflow cancellation cancels the turn
+# and the queued ones; continue-as-new answers waiting ``wait_turn`` calls instead of waiting
+# for them; a tool listing that keeps failing fails the session instead of retrying forever.
+TURN_CONTROL_PATCH = "turn-control-v1"
+# lean-rounds-v1: a round costs two activities and two workflow tasks, as bare Temporal does.
+# Staged events and messages travel in the next model or tool call's input instead of a
+# store.append activity of their own; the remaining store writes, tools.list,
+# profiles.describe, effects.reconcile and fast read-only tools (``local_tools``) run as
+# local activities; search attributes are written only when they change.
+LEAN_ROUNDS_PATCH = "lean-rounds-v1"
+# lean-start-v1: implies the three above, under one marker (each patch adds a marker and a
+# TemporalChangeVersion upsert to every new session); tools and profile come from one
+# session.prepare local activity; a session started with a message writes its config and
+# first events with the first model call, and its owner with its first status; a workflow
+# whose id is not session-<config.session_id> fails before it writes anything.
+LEAN_START_PATCH = "lean-start-v1"
+# trajectory-v1: each turn records its trajectory (TrajectoryStarted, a TrajectoryStepRecorded per
+# tool invocation, advisor review and approval wait, TrajectoryCompleted). Runs recorded before
+# it replay without these events, so their sequence numbers hold.
+TRAJECTORY_PATCH = "trajectory-v1"
+# regular-activities-v1: every activity of a run is a regular one (see _activity_options).
+REGULAR_ACTIVITIES_PATCH = options.REGULAR_ACTIVITIES_PATCH
+# console-v1: every search attribute of the session written when its value changes (_console).
+CONSOLE_PATCH = console.CONSOLE_PATCH
+# round-limit-message-v1: a turn that reaches max_rounds_per_turn ends with an assistant message saying so.
+ROUND_LIMIT_MESSAGE_PATCH = "round-limit-message-v1"
+# principal-required-v1: a cancel_turn signal without a principal is ignored (CancelIgnored,
+# why "no_principal") like a stranger's; runs recorded before it applied such a cancel.
+PRINCIPAL_PATCH = "principal-required-v1"
+# stranger-limit-v1: a stranger's ignored decisions and cancels beyond the first
+# MAX_RECORDED_STRANGER_EVENTS of a run are counted, not recorded as events.
+STRANGER_LIMIT_PATCH = "stranger-limit-v1"
+# policy-sandbox-v1: the policy engine's second version (SandboxPolicy, approval modes, calls
+# classified by their arguments: destructive and network commands). Runs recorded before it
+# replay with the first (a rule per the tool's own risk class).
+POLICY_PATCH = "policy-sandbox-v1"
+# effect-key-position-v1: a call's idempotency key holds its result position, so a call id a
+# model sends again in a later round of the turn names a new effect.
+EFFECT_KEY_PATCH = "effect-key-position-v1"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The generations of one session run: True where the run has the patch's behaviour."""
+
+    lean_start: bool  # lean-start-v1 (implies context, turn_control and lean_rounds)
+    context: bool  # context-window-v1; a continued run always has it
+    turn_control: bool  # turn-control-v1
+    lean_rounds: bool  # lean-rounds-v1
+    trajectories: bool  # trajectory-v1
+    local_activities: bool  # NOT regular-activities-v1: steps marked local run as local activities
+
+    @classmethod
+    def ask(cls, *, carried: bool) -> Generation:
+        """Ask the run-wide patches, in the order the session has always asked them (each answer
+        True records its marker now); ``carried``: the run continued as new from another."""
+        lean_start = workflow.patched(LEAN_START_PATCH)
+        if lean_start:
+            context = turn_control = lean_rounds = True
+        else:
+            context = carried or workflow.patched(CONTEXT_PATCH)
+            turn_control = workflow.patched(TURN_CONTROL_PATCH)
+            lean_rounds = workflow.patched(LEAN_ROUNDS_PATCH)
+        # Asked here, at the run's first workflow task: asked at a turn's start, which may come
+        # in the same task as a local activity's result, replay would ask it in a task before
+        # the one holding its marker.
+        trajectories = workflow.patched(TRAJECTORY_PATCH)
+        local_activities = not workflow.patched(REGULAR_ACTIVITIES_PATCH)
+        return cls(
+            lean_start=lean_start, context=context, turn_control=turn_control, lean_rounds=lean_rounds,
+            trajectories=trajectories, local_activities=local_activities,
+        )
+
+    # Patches asked where the step they change is first taken (the SDK keeps the first answer).
+
+    @staticmethod
+    def console() -> bool:
+        """console-v1, asked at a run's first activity or status (both in its first workflow task)."""
+        return workflow.patched(CONSOLE_PATCH)
+
+    @staticmethod
+    def round_limit_message() -> bool:
+        """round-limit-message-v1, asked when a turn reaches its round limit."""
+        return workflow.patched(ROUND_LIMIT_MESSAGE_PATCH)
+
+    @staticmethod
+    def principal_required() -> bool:
+        """principal-required-v1, asked when a ``cancel_turn`` signal comes without a principal."""
+        return workflow.patched(PRINCIPAL_PATCH)
+
+    @staticmethod
+    def stranger_limit() -> bool:
+        """stranger-limit-v1, asked when a run's strangers pass the recorded limit."""
+        return workflow.patched(STRANGER_LIMIT_PATCH)
+
+    @staticmethod
+    def policy_v2() -> bool:
+        """policy-sandbox-v1, asked at a run's first batch of tool calls."""
+        return workflow.patched(POLICY_PATCH)
+
+    @staticmethod
+    def effect_key_position() -> bool:
+        """effect-key-position-v1, asked by the first call that goes through the effect ledger."""
+        return workflow.patched(EFFECT_KEY_PATCH)

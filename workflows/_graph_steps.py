@@ -1,0 +1,107 @@
+"""The activities a task graph calls besides its child sessions: the planner (``graph.plan``), the
+reviewer of a node's answer (``graph.review``) and the store record of its events and row
+(``graph.record``, ``frame-v1``). Workflow code only; used by ``TaskGraphWorkflow``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from agentrt.schemas import (
+    GraphConfig,
+    GraphPlan,
+    GraphPlanInput,
+    GraphRecordInput,
+    GraphState,
+    NodeReviewInput,
+    ReviewVerdict,
+)
+from agentrt.workflows import _activity_options as options
+from agentrt.workflows import _graph_parts as parts
+from agentrt.workflows._errors import error_text
+from agentrt.workflows._journal import Journal
+
+# How soon a lost worker's planner or review call is retried elsewhere, and the bound on one attempt (seconds).
+MODEL_HEARTBEAT_SECONDS = 10.0
+MODEL_CALL_SECONDS = 600.0
+
+
+def start_planner(config: GraphConfig, state: GraphState) -> workflow.ActivityHandle[GraphPlan]:
+    """Start ``graph.plan``: the planner model's graph for the goal, or the given graph checked."""
+    index = state.plans
+    state.plans += 1
+    nodes = len(config.graph.nodes) if config.graph else 0
+    return workflow.start_activity(
+        options.GRAPH_PLAN.name,
+        GraphPlanInput(
+            graph_id=config.graph_id, workspace=config.workspace, goal=config.goal, graph=config.graph,
+            profile=config.planner_profile or config.profile, script=config.script, granted=config.tools,
+            max_parallel=config.max_parallel or (config.graph.max_parallel if config.graph else 3), plan_index=index,
+        ),
+        result_type=GraphPlan,
+        **options.GRAPH_PLAN.options(
+            summary="plan the goal" if config.goal else f"check the graph of {nodes} nodes",
+            start_to_close=MODEL_CALL_SECONDS, heartbeat_timeout=MODEL_HEARTBEAT_SECONDS,
+        ),
+    )
+
+
+async def ask_reviewer(config: GraphConfig, state: GraphState, node_id: str, session_id: str, attempt: int, answer: str) -> ReviewVerdict:
+    """The reviewer's verdict on node ``node_id``'s ``answer``; a review that cannot run passes
+    (fail-open) with its error."""
+    assert state.plan is not None
+    spec = state.plan.node(node_id)
+    try:
+        return await workflow.execute_activity(
+            options.GRAPH_REVIEW.name,
+            NodeReviewInput(
+                graph_id=config.graph_id, node_id=node_id, attempt=attempt, session_id=session_id,
+                profile=config.reviewer_profile or spec.profile or config.profile,
+                script=spec.script or config.script, prompt=spec.prompt, acceptance=spec.acceptance, answer=answer,
+            ),
+            result_type=ReviewVerdict,
+            **options.GRAPH_REVIEW.options(
+                summary=f"review {node_id} · attempt {attempt}", start_to_close=MODEL_CALL_SECONDS,
+                heartbeat_timeout=MODEL_HEARTBEAT_SECONDS,
+            ),
+        )
+    except ActivityError as err:
+        return ReviewVerdict(passed=True, error=f"the review could not run: {error_text(err)}")
+
+
+class GraphRecord:
+    """Writes a graph's staged events and its row to the store (``graph.record``) whenever there
+    are some, one write at a time, from ``start`` until ``close`` has written the last of them."""
+
+    def __init__(self, config: GraphConfig, state: GraphState, journal: Journal) -> None:
+        self._config = config
+        self._state = state
+        self._journal = journal
+        self._closing = False
+        self._writer: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._writer = asyncio.create_task(self._write_while_open())
+
+    async def close(self) -> None:
+        """Write what is staged and stop (nothing when never started). Raises what a write raised."""
+        if self._writer is not None:
+            self._closing = True
+            await self._writer
+
+    async def _write_while_open(self) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self._state.unflushed_events) or self._closing)
+            if not self._state.unflushed_events:
+                return
+            events = self._journal.take()
+            config, now = self._config, workflow.now()
+            record = GraphRecordInput(
+                graph_id=config.graph_id, owner=config.owner, goal=parts.goal_text(config), status=self._state.status,
+                workspace=config.workspace, spend=parts.snapshot(config, self._state, now).spend, events=events,
+            )
+            await options.GRAPH_RECORD.execute(record, local=False, summary=f"store {len(events)} graph events")
+            self._journal.written(events)
