@@ -61,7 +61,7 @@ from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.worker import Worker
 
-from agentrt.client import StreamHub
+from agentrt.gateway import StreamHub
 from agentrt.schemas import (
     AssistantMessageCompleted,
     Event,

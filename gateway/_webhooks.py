@@ -93,6 +93,17 @@ class WebhookTargetLike(Protocol):
     def events(self) -> Sequence[str]: ...
 
 
+async def wait_for_event(event: asyncio.Event, seconds: float) -> None:
+    """Wait until ``event`` is set or ``seconds`` pass. ``asyncio.timeout``, not ``wait_for``: on
+    Python 3.11, ``wait_for`` returns when the event is set at the moment its task is cancelled
+    and drops the cancel (CPython gh-86296), so ``stop`` waited forever on the loop."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        pass
+
+
 class WebhookDispatcher:
     """Watch sessions, tasks and runs and post signed notifications about them to ``targets``.
 
@@ -258,10 +269,7 @@ class WebhookDispatcher:
                 await self.poll()
             except Exception:  # noqa: BLE001 - the loop outlives one failed pass (a store down)
                 log.exception("webhook poll failed")
-            try:
-                await asyncio.wait_for(self._poll_now.wait(), self._poll_seconds)
-            except TimeoutError:
-                pass
+            await wait_for_event(self._poll_now, self._poll_seconds)
 
     async def _poll_session(self, watch: WebhookWatch) -> int:
         made = 0
@@ -395,10 +403,7 @@ class WebhookDispatcher:
             delay = self._poll_seconds
             if due is not None:
                 delay = min(max((due - datetime.now(timezone.utc)).total_seconds(), 0.0), delay)
-            try:
-                await asyncio.wait_for(wake.wait(), delay)
-            except TimeoutError:
-                pass
+            await wait_for_event(wake, delay)
 
     async def _claim(self, url: str) -> list[WebhookDelivery]:
         """Claim due deliveries to ``url``; claims made while the dispatcher stops are released."""

@@ -119,8 +119,9 @@ class StderrTail(asyncio.Protocol):
     async def aclose(self) -> None:
         """Close the write end and wait at most ``STDERR_DRAIN_SECONDS`` for the rest of the text."""
         self.close_writer()
-        try:
-            await asyncio.wait_for(self._eof.wait(), STDERR_DRAIN_SECONDS)
+        try:  # asyncio.timeout: wait_for can drop a cancel that meets the set event (CPython gh-86296)
+            async with asyncio.timeout(STDERR_DRAIN_SECONDS):
+                await self._eof.wait()
         except TimeoutError:
             pass
         if self._transport is not None:

@@ -1026,3 +1026,20 @@ def test_bad_dispatcher_options_are_a_configuration_error(db: Store) -> None:
         WebhookDispatcher(db, None, [], poll_seconds=0)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
         WebhookDispatcher(db, None, [], max_attempts=0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ticks", range(6))
+async def test_stop_returns_when_a_watch_wakes_the_poll_loop_just_before_it(
+    db: Store, client: AgentClient, ticks: int
+) -> None:
+    # On Python 3.11, asyncio.wait_for returns the inner result and drops a cancel that arrives
+    # once the event it waits on is set (gh-86296): stop() then waited forever on the poll loop.
+    session_id = await a_session(client)
+    hub = dispatcher(db, client, poll_seconds=30.0)
+    await hub.start()
+    await asyncio.sleep(0.2)  # the poll loop waits for its next pass
+    await hub.watch("session", session_id, "alice")
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    await asyncio.wait_for(hub.stop(), 10)
+    assert [w.target_id for w in db.webhook_watches()] == [session_id]
