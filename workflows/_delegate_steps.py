@@ -56,7 +56,7 @@ class Delegations:
         self.run = run
         # Starts the delegated sessions; ``running``: those still running, by session id (foreground and
         # background). A session that fails or is terminated leaves no child running unasked.
-        self._children = ChildSessions(run.config.owner, parent_close=workflow.ParentClosePolicy.REQUEST_CANCEL, console=False)
+        self.children = ChildSessions(run.config.owner, parent_close=workflow.ParentClosePolicy.REQUEST_CANCEL, console=False)
         self._background: dict[str, asyncio.Task[None]] = {}  # the watchers of background ones, by session id
         self._reserved: dict[str, Budget | None] = {}  # the budget each running one was given, by session id
 
@@ -76,8 +76,8 @@ class Delegations:
             self._grants(request)
         except CapabilityWidened as err:
             return f"{type(err).__name__}: {err}"
-        if len(self._children.running) >= delegation.MAX_RUNNING_DELEGATIONS:
-            return f"{len(self._children.running)} delegated sessions run already, the most at once; wait for one to end"
+        if len(self.children.running) >= delegation.MAX_RUNNING_DELEGATIONS:
+            return f"{len(self.children.running)} delegated sessions run already, the most at once; wait for one to end"
         if self.run.state.delegations >= delegation.MAX_DELEGATIONS_PER_SESSION:
             return f"this session delegated {self.run.state.delegations} times, the most a session may"
         longest = session_workflow_id(delegated_session_id(self.run.config.session_id, self.run.state.delegations + 1, "0" * 8))
@@ -107,7 +107,7 @@ class Delegations:
         return delegation.child_grants(self.run.config, builtin, mcp, request)
 
     def running(self) -> bool:
-        return bool(self._children.running)
+        return bool(self.children.running)
 
     # ---------------------------------------------------------------- one call
 
@@ -136,7 +136,7 @@ class Delegations:
         )
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · delegating to session `{session_id}`")
         try:
-            handle = await self._children.start(
+            handle = await self.children.start(
                 config,
                 summary=f"session {self.run.config.session_id} · delegation {number}"
                 + (f" · {preview(request.title, 80)}" if request.title else ""),
@@ -162,7 +162,7 @@ class Delegations:
                 raise TurnCancelled()
             return
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · waiting for delegated session `{session_id}`")
-        end = await self._children.wait(session_id, handle, shield=True)
+        end = await self.children.wait(session_id, handle, shield=True)
         self._ended(turn_id, session_id, number, end)
         if self.run.cancel_requested() and end.status == "cancelled":
             raise TurnCancelled()  # the call is answered "cancelled" with the turn (_cancelled_outcome)
@@ -175,7 +175,7 @@ class Delegations:
         """Wait for a background child; then roll up its spend and, unless the session is ending,
         queue its answer as a message (a turn starts when the session idles). Nothing awaits
         between its end and the message, so a continue-as-new that follows carries both."""
-        end = await self._children.wait(session_id, handle, shield=True)
+        end = await self.children.wait(session_id, handle, shield=True)
         self._background.pop(session_id, None)
         self._ended(None, session_id, number, end)
         if not self.run.ending():
@@ -223,14 +223,14 @@ class Delegations:
     async def end_all(self) -> None:
         """Cancel every delegated session still running (the session is ending) and wait until each
         has ended and been recorded. Nothing to do (and no await) when none runs."""
-        if not self._children.running and not self._background:
+        if not self.children.running and not self._background:
             return
-        for handle in list(self._children.running.values()):
+        for handle in list(self.children.running.values()):
             if not handle.done():
                 handle.cancel()
 
         def ended() -> bool:
-            return all(h.done() for h in self._children.running.values()) and all(t.done() for t in self._background.values())
+            return all(h.done() for h in self.children.running.values()) and all(t.done() for t in self._background.values())
 
         while not ended():
             try:
