@@ -1,14 +1,17 @@
 """A child session cancelled after it spent: its spend reaches its parent (signal ``child_spend``,
 ``child-spend-v1``), though a cancelled workflow returns no result. For each kind of parent:
-an autonomous task, a task graph and a delegating session."""
+an autonomous task, a task graph and a delegating session. A session whose parent has closed
+(a task terminated: parent close policy ``REQUEST_CANCEL``) still ends Canceled."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Iterator
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 
 from agentrt.schemas import (
     AssistantMessageCompleted,
@@ -121,3 +124,20 @@ async def test_a_delegating_session_counts_the_spend_of_its_child_cancelled_with
     own: Usage = own_usage(events)
     assert any(isinstance(e, AssistantMessageCompleted) for e in events)
     assert (await harness.client.state(sid)).usage.output_tokens == own.output_tokens + spent.usage.output_tokens
+
+
+async def test_a_session_whose_parent_has_closed_still_ends_cancelled(
+    harness: Harness, rig: TaskRig, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_task_script(tmp_path, [SPEND_THEN_STALL])
+    task_id = await rig.start(rig.config(workspace, script, schedule={"every_seconds": DAY}, approval=ALLOW_ALL))
+    session_id = await rig.session_id(task_id, 1)
+    await _stalled(harness, session_id)
+
+    await rig.handle(task_id).terminate(reason="gone")  # REQUEST_CANCEL: the session is asked to end, its parent closed
+
+    session = rig.session_handle(task_id, 1)
+    with pytest.raises(WorkflowFailureError) as ended:
+        await asyncio.wait_for(session.result(), 60)
+    assert isinstance(ended.value.cause, CancelledError)
+    assert (await session.describe()).status == WorkflowExecutionStatus.CANCELED
