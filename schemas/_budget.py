@@ -18,6 +18,7 @@ from agentrt.schemas._messages import Usage
 __all__ = [
     "Budget",
     "BudgetCrossing",
+    "ChildSpendReport",
     "ModelPrice",
     "RaiseBudgetInput",
     "Spend",
@@ -64,6 +65,15 @@ class Spend(Model):
             tool_calls=self.tool_calls + other.tool_calls,
             wall_seconds=max(self.wall_seconds, other.wall_seconds),
         )
+
+
+class ChildSpendReport(Model):
+    """Signal ``child_spend`` (``CHILD_SPEND_SIGNAL``): what child session ``session_id`` spent,
+    sent to the workflow that started it as it ends cancelled (a cancelled workflow returns no
+    result, so its parent learns its spend from this)."""
+
+    session_id: str
+    spend: Spend
 
 
 BudgetDimension = str  # "input_tokens", "output_tokens", "tokens", "cost_usd", "tool_calls", "wall_seconds"

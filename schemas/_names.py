@@ -15,6 +15,7 @@ __all__ = [
     "AGENT_KIND",
     "AGENT_PROFILE",
     "AUTONOMOUS_TASK_WORKFLOW",
+    "CHILD_SPEND_SIGNAL",
     "CONTEXT_COMPACT",
     "EFFECTS_RECONCILE",
     "GRAPH_ID_PREFIX",
@@ -79,6 +80,10 @@ GRAPH_RECORD: Final = "graph.record"
 SESSION_WORKFLOW: Final = "SessionWorkflow"
 AUTONOMOUS_TASK_WORKFLOW: Final = "AutonomousTaskWorkflow"
 TASK_GRAPH_WORKFLOW: Final = "TaskGraphWorkflow"
+
+# Signal every workflow that starts child sessions (session, task, graph) takes: a child session
+# that ends cancelled reports its spend (``ChildSpendReport``) to its parent first.
+CHILD_SPEND_SIGNAL: Final = "child_spend"
 
 # Search attributes sessions, tasks and graphs upsert (the Temporal UI's filters and saved views);
 # the worker checks the namespace has them at start, the dev server registers them.

@@ -852,6 +852,66 @@ async def graph_cancelled_mid_run(r: Recorder) -> dict[str, WorkflowHandle]:
     return await _graph_histories(r, graph_id, "cancelled-mid-run")
 
 
+# ---------------------------------------------------------------- a cancelled child's spend
+
+# A child's turn that spends (a listing: a model call and a tool call), then stalls in its next model call.
+_SPEND_THEN_STALL: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}, {"text": "too late", "delay_seconds": 120},
+]
+
+
+async def _stalled(r: Recorder, session_id: str) -> None:
+    await wait_for_event(r.client, session_id, lambda e: isinstance(e, ModelRequestStarted) and e.round == 2)
+
+
+async def task_session_cancelled_after_spending(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task cancelled while its session, which has listed the workspace, waits for its second
+    model call: the session signals its spend (``child_spend``) as it ends cancelled and the task
+    counts it. Both histories."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [_SPEND_THEN_STALL])
+    task_id = await r.tasks.start(r.tasks.config(ws, script, schedule={"every_seconds": DAY}, approval=ALLOW_ALL))
+    session_id = await r.tasks.session_id(task_id, 1)
+    await _stalled(r, session_id)
+    await r.tasks.client.cancel_task(task_id, reason="recorded")
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "cancelled" and result.spend.tool_calls == 1, result
+    return {
+        "task-session-cancelled-after-spending": r.tasks.handle(task_id),
+        "task-session-cancelled-after-spending-child": r.tasks.session_handle(task_id, 1),
+    }
+
+
+async def delegation_child_cancelled_after_spending(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn cancelled while its foreground child, which has listed the workspace, waits for its
+    second model call: the child signals its spend as it ends cancelled, and the session adds it
+    to its own. Both histories."""
+    config = _delegation_config(r, [_delegate("take your time"), {"text": "unreached"}], [_SPEND_THEN_STALL], approval=ALLOW_ALL)
+    started = await r.client.start(config, "go")
+    child = await _delegated_id(r, config.session_id)
+    await _stalled(r, child)
+    await r.client.cancel(config.session_id, reason="recorded")
+    assert (await r.wait_turn(config.session_id, started.turn_id)).status == "cancelled"
+    await r.client.archive(config.session_id)
+    return {"delegation-child-cancelled-after-spending": r.handle(config.session_id), "delegation-child-cancelled-after-spending-child": r.handle(child)}
+
+
+async def graph_node_cancelled_after_spending(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A graph cancelled while its node's session, which has listed the workspace, waits for its
+    second model call: the session signals its spend as it ends cancelled, and the graph counts it."""
+    run_dir, ws = r.task_dir()
+    spec = GraphSpec.model_validate({"nodes": [{"id": "slow", "prompt": "list, then take long"}]})
+    script = write_graph_script(run_dir, {"slow": [{"turns": _SPEND_THEN_STALL}]})
+    graph_id = await r.graphs.start(r.graphs.config(ws, script, graph=spec, approve_plan="auto", approval=ALLOW_ALL))
+    await r.graphs.wait_until(graph_id, lambda v: v.running == 1)
+    session_id = (await r.graphs.session_ids(graph_id))[0]
+    await _stalled(r, session_id)
+    await r.graphs.handle(graph_id).execute_update("cancel", GraphControlInput(principal=OWNER, reason="recorded"), result_type=GraphSnapshot)
+    assert (await r.graphs.wait(graph_id)).status == "cancelled"
+    assert (await r.graphs.snapshot(graph_id)).spend.tool_calls == 1
+    return await _graph_histories(r, graph_id, "graph-node-cancelled-after-spending")
+
+
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
 
@@ -898,6 +958,9 @@ SCENARIOS: list[Scenario] = [
     graph_rejected_and_direct_answer,
     graph_cancelled_mid_run,
     console_two_approvals,
+    task_session_cancelled_after_spending,
+    delegation_child_cancelled_after_spending,
+    graph_node_cancelled_after_spending,
 ]
 
 

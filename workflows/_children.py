@@ -1,12 +1,17 @@
-"""Child sessions: how a task, a graph (and a delegating session) start a ``SessionWorkflow`` as a
+"""Child sessions: how a task, a graph and a delegating session start a ``SessionWorkflow`` as a
 child, wait for its end and learn its spend.
 
 ``ChildSessions`` holds the one option set: the workflow task timeout, ``REJECT_DUPLICATE`` (an
 ended session is not restarted under its id, as client starts are not: client/_starts.py), the
 parent close policy and the search attributes a child starts with (owner, status ``idle`` and,
 under ``console-v1``, its kind and profile). ``wait`` turns however the child ended into a
-``ChildEnd``: its turn's status, answer, error and spend (nothing for a child that failed or was
-cancelled: it returned no result). Workflow code only.
+``ChildEnd``: its turn's status, answer, error and spend.
+
+A cancelled workflow returns no result, so a child session that ends cancelled first signals
+its spend to its parent (``report_cancelled``, signal ``child_spend``; sessions recorded since
+``child-spend-v1``): each parent workflow hands the signal to ``ChildSessions.record``, and
+``wait`` gives that spend as the cancelled child's. A failed child's spend stays unknown.
+Workflow code only.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.exceptions import CancelledError, ChildWorkflowError
+from temporalio.exceptions import CancelledError, ChildWorkflowError, FailureError
 
 from agentrt.schemas import (
+    CHILD_SPEND_SIGNAL,
     SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
+    ChildSpendReport,
     SessionConfig,
     SessionInput,
     SessionResult,
@@ -46,7 +53,8 @@ FRAME_PATCH = "frame-v1"
 class ChildEnd:
     """How a child session ended: its turn's ``status`` (``completed``, ``failed``, ``cancelled``,
     ``round_limit``, ``budget_exceeded``), ``answer``, ``error`` and the ``spend`` its result
-    reported (nothing for a child that was cancelled or failed: it returned no result);
+    reported (a cancelled child's: what it signalled as it ended, ``ChildSpendReport``; nothing
+    for one that failed or did not report);
     ``cancelled``: its workflow was cancelled (it ended Canceled, not with a turn's outcome)."""
 
     status: str
@@ -56,12 +64,15 @@ class ChildEnd:
     cancelled: bool = False
 
 
-def child_end(result: SessionResult | None, error: str | None, cancelled: bool) -> ChildEnd:
+def child_end(
+    result: SessionResult | None, error: str | None, cancelled: bool, reported: Spend | None = None
+) -> ChildEnd:
     """How a child ended, from its workflow's ``result`` (None when it failed or was cancelled),
-    the ``error`` of its failure and whether it was ``cancelled``."""
+    the ``error`` of its failure, whether it was ``cancelled`` and the spend it ``reported`` as
+    it ended without a result."""
     if result is None:
         status = "cancelled" if cancelled else "failed"
-        return ChildEnd(status, None, error or ("cancelled" if cancelled else None), Spend(), cancelled)
+        return ChildEnd(status, None, error or ("cancelled" if cancelled else None), reported or Spend(), cancelled)
     spend = result.spend or Spend(usage=result.usage)
     if result.outcome is None:
         return ChildEnd("failed", None, "the session ended without a turn", spend)
@@ -70,7 +81,8 @@ def child_end(result: SessionResult | None, error: str | None, cancelled: bool) 
 
 class ChildSessions:
     """Starts child sessions with one option set and waits for them; ``running``: the handles of
-    those not yet awaited to their end, by session id.
+    those not yet awaited to their end, by session id. The parent workflow hands each
+    ``child_spend`` signal to ``record``.
 
     ``parent_close``: what Temporal does to a running child when this workflow closes;
     ``console``: the children start with their kind and profile (``console-v1``);
@@ -90,6 +102,13 @@ class ChildSessions:
         self.console = console
         self.task_timeout = task_timeout
         self.running: dict[str, workflow.ChildWorkflowHandle] = {}
+        self._reported: dict[str, Spend] = {}  # what running children reported as they ended cancelled
+
+    def record(self, report: ChildSpendReport) -> None:
+        """Keep what a running child reported it spent (signal ``child_spend``), for ``wait``; a
+        report from a workflow that is no running child of this one is ignored."""
+        if report.session_id in self.running:
+            self._reported[report.session_id] = report.spend
 
     async def start(self, config: SessionConfig, *, summary: str, details: str) -> workflow.ChildWorkflowHandle:
         """Start the session ``config`` as a child (``summary`` and ``details``: the Temporal UI's
@@ -118,7 +137,7 @@ class ChildSessions:
         self, session_id: str, handle: workflow.ChildWorkflowHandle, *, cancel_when: Callable[[], bool] | None = None,
         shield: bool = False,
     ) -> ChildEnd:
-        """Wait until the child has ended and say how.
+        """Wait until the child has ended and say how (a cancelled child's spend: what it reported).
 
         ``cancel_when``: cancel the child (once) as soon as it holds. ``shield``: a cancellation of
         the waiting task cancels the child once and the wait goes on until it has ended; without
@@ -141,11 +160,13 @@ class ChildSessions:
             try:
                 return child_end(await handle, None, False)
             except ChildWorkflowError as err:
-                return child_end(None, error_text(err), isinstance(err.cause, CancelledError))
+                cancelled = isinstance(err.cause, CancelledError)
+                return child_end(None, error_text(err), cancelled, self._reported.get(session_id) if cancelled else None)
             except asyncio.CancelledError:
-                return child_end(None, "cancelled", True)
+                return child_end(None, "cancelled", True, self._reported.get(session_id))
         finally:
             self.running.pop(session_id, None)
+            self._reported.pop(session_id, None)
 
     def cancel_all(self) -> None:
         """Ask every running child to end (no await)."""
@@ -162,3 +183,18 @@ class ChildSessions:
                 await handle
             except (ChildWorkflowError, asyncio.CancelledError):
                 pass
+
+
+async def report_cancelled(session_id: str, result: SessionResult) -> None:
+    """As session ``session_id`` ends cancelled: signal ``child_spend`` with its spend (from the
+    ``result`` it would have returned) to the workflow that started it as a child, and wait until
+    the signal is delivered, so the parent has it before it learns the child ended. Nothing for a
+    session that no workflow started; a parent that has closed meanwhile is ignored."""
+    parent = workflow.info().parent
+    if parent is None:
+        return
+    report = ChildSpendReport(session_id=session_id, spend=result.spend or Spend(usage=result.usage))
+    try:
+        await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(CHILD_SPEND_SIGNAL, report)
+    except FailureError:
+        pass  # the parent has closed: nobody counts this spend any more

@@ -2,8 +2,8 @@
 
 ``Delegations`` is one of ``SessionWorkflow``'s steps, over its ``SessionRun``; workflow code only. A ``delegate`` call is
 decided by the policy like any effectful call, but never runs as an activity: the workflow
-starts the child session itself (``_delegation.child_config`` says what it gets)
-and records ``SessionDelegated``.
+starts the child session through ``ChildSessions`` (``_children``, as tasks and graphs do;
+``_delegation.child_config`` says what it gets) and records ``SessionDelegated``.
 
 - ``wait`` true (foreground): the call's result is the child's answer. Cancelling the turn
   cancels the child and waits until it has ended, so no child outlives its turn.
@@ -22,24 +22,17 @@ asks them to end.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.exceptions import CancelledError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 
 from agentrt.schemas import (
-    SESSION_OWNER,
-    SESSION_STATUS,
-    SESSION_WORKFLOW,
     Budget,
     CapabilityWidened,
     DelegatedSessionEnded,
     Message,
     SessionDelegated,
-    SessionInput,
-    SessionResult,
     ToolCall,
     ToolInvocationCompleted,
     ToolInvocationFailed,
@@ -48,24 +41,22 @@ from agentrt.schemas import (
     session_workflow_id,
 )
 from agentrt.workflows import _delegation as delegation
-from agentrt.workflows._errors import TurnCancelled, error_text
+from agentrt.workflows._children import ChildEnd, ChildSessions
+from agentrt.workflows._errors import TurnCancelled
 from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_calls import preview
 
 if TYPE_CHECKING:
     from agentrt.workflows._turn import Turn
 
-# A delegated session's workflow task timeout, as client-started sessions have (client/_starts.py).
-DELEGATED_TASK_TIMEOUT = timedelta(seconds=4)
-
-
 class Delegations:
     """Starts, waits for and cancels the sessions this session delegated to."""
 
     def __init__(self, run: SessionRun) -> None:
         self.run = run
-        # Delegated sessions still running, by session id (foreground and background).
-        self._delegated: dict[str, workflow.ChildWorkflowHandle] = {}
+        # Starts the delegated sessions; ``running``: those still running, by session id (foreground and
+        # background). A session that fails or is terminated leaves no child running unasked.
+        self.children = ChildSessions(run.config.owner, parent_close=workflow.ParentClosePolicy.REQUEST_CANCEL, console=False)
         self._background: dict[str, asyncio.Task[None]] = {}  # the watchers of background ones, by session id
         self._reserved: dict[str, Budget | None] = {}  # the budget each running one was given, by session id
 
@@ -85,8 +76,8 @@ class Delegations:
             self._grants(request)
         except CapabilityWidened as err:
             return f"{type(err).__name__}: {err}"
-        if len(self._delegated) >= delegation.MAX_RUNNING_DELEGATIONS:
-            return f"{len(self._delegated)} delegated sessions run already, the most at once; wait for one to end"
+        if len(self.children.running) >= delegation.MAX_RUNNING_DELEGATIONS:
+            return f"{len(self.children.running)} delegated sessions run already, the most at once; wait for one to end"
         if self.run.state.delegations >= delegation.MAX_DELEGATIONS_PER_SESSION:
             return f"this session delegated {self.run.state.delegations} times, the most a session may"
         longest = session_workflow_id(delegated_session_id(self.run.config.session_id, self.run.state.delegations + 1, "0" * 8))
@@ -116,7 +107,7 @@ class Delegations:
         return delegation.child_grants(self.run.config, builtin, mcp, request)
 
     def running(self) -> bool:
-        return bool(self._delegated)
+        return bool(self.children.running)
 
     # ---------------------------------------------------------------- one call
 
@@ -145,22 +136,11 @@ class Delegations:
         )
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · delegating to session `{session_id}`")
         try:
-            handle = await workflow.start_child_workflow(
-                SESSION_WORKFLOW,
-                SessionInput(config=config),
-                id=session_workflow_id(session_id),
-                result_type=SessionResult,
-                task_timeout=DELEGATED_TASK_TIMEOUT,
-                # An ended session is not restarted under its id (as client starts: client/_starts.py).
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                # A session that fails or is terminated leaves no child running unasked.
-                parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"session {self.run.config.session_id} · delegation {number}"
+            handle = await self.children.start(
+                config,
+                summary=f"session {self.run.config.session_id} · delegation {number}"
                 + (f" · {preview(request.title, 80)}" if request.title else ""),
-                static_details=f"prompt: {preview(request.prompt, 300)}",
-                search_attributes=TypedSearchAttributes(
-                    [SearchAttributePair(SESSION_OWNER, self.run.config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
-                ),
+                details=f"prompt: {preview(request.prompt, 300)}",
             )
         except WorkflowAlreadyStartedError:
             text = f"delegate failed: a workflow with session id {session_id} already exists"
@@ -170,7 +150,6 @@ class Delegations:
             if self.run.cancel_requested():
                 raise TurnCancelled() from None  # cancelled before the child started
             raise
-        self._delegated[session_id] = handle
         self._reserved[session_id] = budget  # held until the child ends and its spend is counted
         self.run.emit(SessionDelegated(
             turn_id=turn_id, call_id=call.id, child_session_id=session_id, number=number, wait=request.wait, tools=tools,
@@ -183,7 +162,7 @@ class Delegations:
                 raise TurnCancelled()
             return
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · waiting for delegated session `{session_id}`")
-        end = await self._child_end(session_id, handle)
+        end = await self.children.wait(session_id, handle, shield=True)
         self._ended(turn_id, session_id, number, end)
         if self.run.cancel_requested() and end.status == "cancelled":
             raise TurnCancelled()  # the call is answered "cancelled" with the turn (_cancelled_outcome)
@@ -192,37 +171,17 @@ class Delegations:
         if self.run.stop_after_step():
             raise TurnCancelled()
 
-    async def _child_end(self, session_id: str, handle: workflow.ChildWorkflowHandle) -> delegation.ChildEnd:
-        """Wait until the child has ended and say how. A cancellation of the waiting task (the
-        turn's cancel, the workflow's) cancels the child once, and the wait goes on until it
-        has ended (its workflow ends Canceled)."""
-        asked = False
-        while not handle.done():
-            try:
-                await workflow.wait_condition(handle.done)
-            except asyncio.CancelledError:
-                if not asked:
-                    handle.cancel()
-                    asked = True
-        self._delegated.pop(session_id, None)
-        try:
-            return delegation.child_end(await handle, None, False)
-        except ChildWorkflowError as err:
-            return delegation.child_end(None, error_text(err), isinstance(err.cause, CancelledError))
-        except asyncio.CancelledError:
-            return delegation.child_end(None, "cancelled", True)
-
     async def _watch_background(self, handle: workflow.ChildWorkflowHandle, session_id: str, number: int) -> None:
         """Wait for a background child; then roll up its spend and, unless the session is ending,
         queue its answer as a message (a turn starts when the session idles). Nothing awaits
         between its end and the message, so a continue-as-new that follows carries both."""
-        end = await self._child_end(session_id, handle)
+        end = await self.children.wait(session_id, handle, shield=True)
         self._background.pop(session_id, None)
         self._ended(None, session_id, number, end)
         if not self.run.ending():
             self.run.inbox.add_message(self.run.config.owner, delegation.message_text(session_id, end))
 
-    def _ended(self, turn_id: str | None, session_id: str, number: int, end: delegation.ChildEnd) -> None:
+    def _ended(self, turn_id: str | None, session_id: str, number: int, end: ChildEnd) -> None:
         """Add the child's spend to the session's (its usage; cost and tool calls where the session
         tracks spend, as its own are) and record ``DelegatedSessionEnded``."""
         spend = delegation.rolled_up(end.spend)
@@ -264,14 +223,14 @@ class Delegations:
     async def end_all(self) -> None:
         """Cancel every delegated session still running (the session is ending) and wait until each
         has ended and been recorded. Nothing to do (and no await) when none runs."""
-        if not self._delegated and not self._background:
+        if not self.children.running and not self._background:
             return
-        for handle in list(self._delegated.values()):
+        for handle in list(self.children.running.values()):
             if not handle.done():
                 handle.cancel()
 
         def ended() -> bool:
-            return all(h.done() for h in self._delegated.values()) and all(t.done() for t in self._background.values())
+            return all(h.done() for h in self.children.running.values()) and all(t.done() for t in self._background.values())
 
         while not ended():
             try:

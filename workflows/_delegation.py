@@ -24,9 +24,7 @@ from agentrt.schemas import (
     session_template,
 )
 from agentrt.schemas import child_config as derived_config
-# How a child ended: one type for every starter of child sessions (``_children``).
-from agentrt.workflows._children import ChildEnd as ChildEnd
-from agentrt.workflows._children import child_end as child_end
+from agentrt.workflows._children import ChildEnd
 
 # Characters of a child's answer the delegating model reads (the child's transcript has it whole).
 DELEGATED_ANSWER_CHARS = 20_000

@@ -24,6 +24,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
+    CHILD_SPEND_SIGNAL,
     MAX_TASK_INTERVAL_SECONDS,
     MIN_DEFER_SECONDS,
     TERMINAL_TASK_STATUSES,
@@ -44,6 +45,7 @@ from agentrt.schemas import (
     AutonomousTaskSessionStarted,
     AutonomousTaskWaiting,
     AutonomyDecision,
+    ChildSpendReport,
     Event,
     EventsPage,
     EventsQuery,
@@ -480,6 +482,10 @@ class AutonomousTaskWorkflow:
     @raise_budget.validator
     def _validate_raise_budget(self, input: RaiseBudgetInput) -> None:
         self._refuse("raise_budget", input)
+
+    @workflow.signal(name=CHILD_SPEND_SIGNAL)
+    def child_spend(self, input: ChildSpendReport) -> None:
+        self._children.record(input)  # a child session's, as it ends cancelled
 
     # ---------------------------------------------------------------- queries
 

@@ -24,12 +24,14 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 from agentrt.schemas import (
+    CHILD_SPEND_SIGNAL,
     TASK_GRAPH_WORKFLOW,
     TERMINAL_GRAPH_STATUSES,
     AgentTaskCompleted,
     AgentTaskFailed,
     AgentTaskStarted,
     ApprovePlanInput,
+    ChildSpendReport,
     Event,
     EventsPage,
     EventsQuery,
@@ -468,6 +470,10 @@ class TaskGraphWorkflow:
             raise rejected(f"graph {self._config.graph_id} has ended ({self._state.status}): it cannot be cancelled")
         if self._cancel is not None:
             raise rejected(f"graph {self._config.graph_id} is being cancelled")
+
+    @workflow.signal(name=CHILD_SPEND_SIGNAL)
+    def child_spend(self, input: ChildSpendReport) -> None:
+        self._children.record(input)  # a child session's, as it ends cancelled
 
     # ---------------------------------------------------------------- queries
 

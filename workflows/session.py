@@ -24,10 +24,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from agentrt.schemas import (
+    CHILD_SPEND_SIGNAL,
     SEARCH_ATTRIBUTE_KEYS,
     SESSION_WORKFLOW,
     ArchiveInput,
     CancelTurnInput,
+    ChildSpendReport,
     CompactOutcome,
     CompactRequest,
     ElicitationAnswer,
@@ -52,6 +54,7 @@ from agentrt.schemas import (
     session_workflow_id,
 )
 from agentrt.workflows import _compaction as compaction
+from agentrt.workflows._children import report_cancelled
 from agentrt.workflows._context_steps import Context
 from agentrt.workflows._delegate_steps import Delegations
 from agentrt.workflows._errors import rejected
@@ -128,6 +131,8 @@ class SessionWorkflow:
         await self._delegations.end_all()
         result = await self._close()
         if run.archive_request is None:
+            if workflow.info().parent is not None and run.gen.child_spend_report():
+                await report_cancelled(run.config.session_id, result)  # a Canceled end carries no result
             raise asyncio.CancelledError(run.cancel_reason()[1])  # the workflow ends Canceled, as asked
         return result
 
@@ -262,13 +267,9 @@ class SessionWorkflow:
         them first.
         """
         info, run = workflow.info(), self._run
-        run.emit(
-            SessionContinuedAsNew(
-                run=run.state.run + 1,
-                history_events=info.get_current_history_length(),
-                history_bytes=info.get_current_history_size(),
-            )
-        )
+        run.emit(SessionContinuedAsNew(
+            run=run.state.run + 1, history_events=info.get_current_history_length(), history_bytes=info.get_current_history_size(),
+        ))
         run.state.run += 1
         workflow.continue_as_new(SessionInput(config=run.config, state=run.state))
 
@@ -474,6 +475,10 @@ class SessionWorkflow:
     @workflow.signal
     def cancel_turn(self, input: CancelTurnInput) -> None:
         self._control.cancel_turn(input)
+
+    @workflow.signal(name=CHILD_SPEND_SIGNAL)
+    def child_spend(self, input: ChildSpendReport) -> None:
+        self._delegations.children.record(input)  # a delegated session's, as it ends cancelled
 
     # ---------------------------------------------------------------- queries
 

@@ -16,6 +16,12 @@ def test_a_child_whose_workflow_was_cancelled_ended_cancelled_and_says_so() -> N
     assert (end.status, end.cancelled, end.spend) == ("cancelled", True, Spend())
 
 
+def test_a_cancelled_child_s_spend_is_what_it_reported_as_it_ended() -> None:
+    reported = Spend(usage=Usage(input_tokens=40, output_tokens=9), cost_usd=0.25, tool_calls=1)
+    end = child_end(None, "ChildWorkflowError: cancelled", True, reported)
+    assert (end.status, end.cancelled, end.spend) == ("cancelled", True, reported)
+
+
 def test_a_turn_cancelled_inside_the_child_is_its_outcome_not_a_cancelled_child() -> None:
     end = child_end(_result(TurnOutcome(turn_id="turn-1", status="cancelled")), None, False)
     assert (end.status, end.cancelled, end.spend) == ("cancelled", False, Spend(usage=Usage(input_tokens=7)))
