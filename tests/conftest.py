@@ -149,8 +149,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "replay_last: runs after every other test (replays their histories)")
 
 
+def module_fixtures(item: pytest.Item) -> list[str]:
+    """The module-scoped fixtures ``item`` uses."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    return sorted(name for name, defs in info.name2fixturedefs.items() if defs and defs[-1].scope == "module")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("replay_last") is not None)
+    # Under `pytest -n N --dist loadgroup` the tests of a module that share a module-scoped fixture
+    # (a built wheel, a server of their own) run in one worker, which sets the fixture up once.
+    for item in items:
+        if module_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.partition("::")[0]))
 
 
 # The repository's folders install as ``agentrt.<name>``; pytest puts the repository root on
