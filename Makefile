@@ -19,8 +19,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/agentrt demo --source .
 
+# The tests run in PYTEST_WORKERS processes (pytest-xdist), each with its own Temporal dev server and
+# store. Tests go out in collection order, so the replay test (marked replay_last) goes last and
+# replays what every process recorded (tests/_recorded.py); the tests of a module that share a
+# module-scoped fixture go to one process (tests/conftest.py). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 3
+
 test: typecheck docs
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # pyright over the product, "basic" mode ([tool.pyright] in pyproject.toml): it checks the folders
 # through build/pyright/agentrt, a link to the repository root, as that is how `agentrt.*` resolves.

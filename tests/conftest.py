@@ -18,6 +18,7 @@ from agentrt.client import AgentClient, connect
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, build_worker
 from agentrt.workflows.session import SessionWorkflow
+from tests._recorded import RECORDED_HISTORIES, export_recorded, run_dir, worker_ended, worker_started, xdist_worker
 
 # hypothesis' pytest plugin imports hypothesis at the terminal summary if no test did; after
 # Temporal's core threads ran, that late import's ast.parse can fail on CPython 3.11.7 with
@@ -35,6 +36,31 @@ def agentrt_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         for name in ("AGENTRT_CONFIG", "AGENTRT_DATABASE_URL", "AGENTRT_PAYLOAD_DRIVER", "AGENTRT_PAYLOAD_PATH"):
             patch.delenv(name, raising=False)
         yield home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def xdist_worker_span(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist: this worker's start and end, marked in the run's shared directory for the
+    replay test (tests/_recorded.py). Set up before, and so torn down after, every other fixture."""
+    worker = xdist_worker(request.config)
+    if worker is None:
+        yield
+        return
+    worker_started(run_dir(tmp_path_factory), worker)
+    yield
+    worker_ended(run_dir(tmp_path_factory), worker)
+
+
+@pytest.fixture(scope="session")
+async def recorded_histories_export(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, temporal_client: Client, store_url: str
+) -> AsyncIterator[None]:
+    """Under pytest-xdist: when this worker's tests are done, and before its server stops, its recorded
+    histories are written for the replay test, which may run in another worker."""
+    yield
+    worker = xdist_worker(request.config)
+    if worker is not None:
+        await export_recorded(run_dir(tmp_path_factory), worker, store_url)
 
 
 @pytest.fixture(scope="session")
@@ -108,11 +134,10 @@ class Harness:
             yield
 
 
-RECORDED_HISTORIES: list[WorkflowHandle] = []
-
-
 @pytest.fixture
-async def harness(temporal_client: Client, temporal_server: DevServer, store: Store, store_url: str) -> AsyncIterator[Harness]:
+async def harness(
+    temporal_client: Client, temporal_server: DevServer, store: Store, store_url: str, recorded_histories_export: None
+) -> AsyncIterator[Harness]:
     config = AgentrtConfig(temporal_address=temporal_server.address, task_queue=f"tq-{uuid.uuid4().hex[:8]}", database_url=store_url)
     h = Harness(temporal_client, config.task_queue, config, store, temporal_server)
     async with h.worker():
@@ -124,8 +149,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "replay_last: runs after every other test (replays their histories)")
 
 
+def module_fixtures(item: pytest.Item) -> list[str]:
+    """The module-scoped fixtures ``item`` uses."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    return sorted(name for name, defs in info.name2fixturedefs.items() if defs and defs[-1].scope == "module")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("replay_last") is not None)
+    # Under `pytest -n N --dist loadgroup` the tests of a module that share a module-scoped fixture
+    # (a built wheel, a server of their own) run in one worker, which sets the fixture up once.
+    for item in items:
+        if module_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.partition("::")[0]))
 
 
 # The repository's folders install as ``agentrt.<name>``; pytest puts the repository root on

@@ -9,11 +9,11 @@ from typing import AsyncIterator
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from agentrt.schemas import PermissionRequested
-from tests.conftest import RECORDED_HISTORIES, Harness
+from tests._recorded import RECORDED_HISTORIES, fetch_recorded, histories_of_other_workers, run_dir, xdist_worker
+from tests.conftest import Harness
 from tests.e2e._support import session_config, wait_for_event, write_script
 from agentrt.worker import AgentrtConfig, AgentrtPlugin
 
@@ -44,24 +44,27 @@ async def record_one_session(harness: Harness, tmp_path: Path) -> None:
 
 
 @pytest.mark.replay_last
-async def test_histories_recorded_by_this_run_replay(harness: Harness, tmp_path: Path) -> None:
+async def test_histories_recorded_by_this_run_replay(
+    harness: Harness, tmp_path: Path, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     if not RECORDED_HISTORIES:
         await record_one_session(harness, tmp_path)
-    histories = []
-    for handle in RECORDED_HISTORIES:
-        try:
-            histories.append(await handle.fetch_history())
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise  # NOT_FOUND: a test whose start was rightly refused left no workflow
+    by_store = {harness.config.database_url: await fetch_recorded()}
+    worker = xdist_worker(request.config)
+    if worker is not None:  # and the other workers' (tests/_recorded.py)
+        for store_url, histories in (await histories_of_other_workers(run_dir(tmp_path_factory), worker)).items():
+            by_store.setdefault(store_url, []).extend(histories)
+    histories = [history for group in by_store.values() for history in group]
     assert histories
 
-    async def each() -> AsyncIterator[WorkflowHistory]:
-        for history in histories:
+    async def each(group: list[WorkflowHistory]) -> AsyncIterator[WorkflowHistory]:
+        for history in group:
             yield history
 
-    results = await replayer(harness.config.database_url).replay_workflows(each(), raise_on_replay_failure=False)
-    failures = {wid: str(err) for wid, err in results.replay_failures.items()}
+    failures = {}
+    for store_url, group in by_store.items():
+        results = await replayer(store_url).replay_workflows(each(group), raise_on_replay_failure=False)
+        failures.update({wid: str(err) for wid, err in results.replay_failures.items()})
     assert failures == {}
     if os.environ.get("AGENTRT_RECORD_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)

@@ -158,7 +158,8 @@ async def test_every_command_has_help(harness: Harness, tmp_path: Path) -> None:
 async def test_a_script_with_a_typo_is_rejected_before_any_session_starts(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"turns": [{"text": "hi", "tool_call": []}]}')
-    result = await agentrt(harness, "run", "x", "-w", str(workspace), "--script", str(bad), cwd=tmp_path)
+    # A terminal wide enough that the error box does not break the path (tmp_path's length varies).
+    result = await agentrt(harness, "run", "x", "-w", str(workspace), "--script", str(bad), cwd=tmp_path, env={"COLUMNS": "400"})
     assert result.returncode == 2
     assert "bad.json" in plain(result.stderr) and "tool_call" in plain(result.stderr)
     assert "session" not in result.stdout

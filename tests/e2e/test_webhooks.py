@@ -102,13 +102,16 @@ async def test_a_session_posts_approval_requested_then_turn_ended_across_a_dispa
     async with dispatcher(harness, receiver) as first:
         await first.watch("session", sid, "alice")
         asked = await receiver.first(sid, lambda b: b["type"] == "approval.requested")
+        # Stopped only once the 2xx is recorded: a notification being posted when the dispatcher stops
+        # is posted again (docs/webhooks.md), which a busy machine would otherwise sometimes show here.
+        watch_id = webhook_watch_id("session", sid)
+        await _until(lambda: [d.state for d in harness.store.webhook_deliveries(watch_id=watch_id)] == ["delivered"])
     request = asked["data"]["request"]
     await harness.client.approve(sid, request["request_id"])  # decided from what the notification carried
     outcome = await harness.client.wait(sid, started.turn_id)
     async with dispatcher(harness, receiver):  # a new dispatcher on the same store: the gateway restarted
         ended = await receiver.first(sid, lambda b: b["type"] == "turn.ended")
         await harness.client.archive(sid)
-        watch_id = webhook_watch_id("session", sid)
         await _until(lambda: harness.store.webhook_watch(watch_id).state == "ended")  # type: ignore[union-attr]
 
     assert outcome.status == "completed" and (workspace / "notes.md").read_text() == "from the model\n"

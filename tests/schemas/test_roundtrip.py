@@ -62,6 +62,14 @@ def field_strategy(info: Any) -> st.SearchStrategy[Any]:
         low = max([getattr(m, "ge", None) or 0 for m in info.metadata] + [1])
         high = min([getattr(m, "le", None) or 10**6 for m in info.metadata] + [10**6])
         return st.integers(low, high)
+    if info.annotation in (float, float | None, Union[float, None]):
+        # The field's bounds, as for int: a value outside them would only be drawn to be thrown away.
+        low = max([0.5] + [b for m in info.metadata for b in (getattr(m, "ge", None), getattr(m, "gt", None)) if b is not None])
+        high = min([1e6] + [b for m in info.metadata for b in (getattr(m, "le", None), getattr(m, "lt", None)) if b is not None])
+        exclude_min = any(getattr(m, "gt", None) == low for m in info.metadata)
+        exclude_max = any(getattr(m, "lt", None) == high for m in info.metadata)
+        floats = st.floats(low, high, allow_nan=False, exclude_min=exclude_min, exclude_max=exclude_max)
+        return floats if info.annotation is float else st.none() | floats
     pattern = next((m.pattern for m in info.metadata if getattr(m, "pattern", None)), None)
     if info.annotation is str and pattern:
         return st.from_regex(pattern, fullmatch=True)
