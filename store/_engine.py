@@ -12,8 +12,6 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
@@ -107,6 +105,9 @@ def upgrade(engine: Engine) -> None:
     lock) orders processes; ``ALEMBIC_LOCK`` orders threads, because Alembic's ``context``
     and ``op`` proxies are module globals.
     """
+    from alembic import command  # here, not at import: a client that imports the store need not load Alembic
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with ALEMBIC_LOCK, engine.connect() as conn:
