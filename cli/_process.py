@@ -154,9 +154,9 @@ def run(
                 try:
                     config.profile(session_config.profile)  # fail fast on an unknown profile
                 except UnknownProfileError as err:
-                    hint = "" if profile else (
-                        "; give --script FILE to run the offline scripted model, or define [profiles.default] "
-                        "in agentrt.toml (README: \"Using a real provider\")"
+                    where = "in agentrt.toml (docs/providers.md, \"Profiles in agentrt.toml\")"
+                    hint = f"; define [profiles.{profile}] {where}" if profile else (
+                        f"; give --script FILE to run the offline scripted model, or define [profiles.default] {where}"
                     )
                     raise ConfigurationError(f"{err}{hint}") from None
             warn_unpriced(config, session_config.profile, budget)
@@ -184,7 +184,7 @@ def worker(
     Waits (with backoff) for a Temporal server that is not up yet, registers the search
     attributes sessions write when the namespace lacks them (or exits with code 2 and the
     command that does), then polls. By default one worker runs sessions, model calls and tool
-    calls; `--models-only` and `--tools-only` split them (see README, "Running a worker").
+    calls; `--models-only` and `--tools-only` split them (docs/worker.md).
     """
     if tools_only and models_only:
         raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")

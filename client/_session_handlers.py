@@ -15,6 +15,8 @@ from typing import NoReturn
 from temporalio import workflow
 
 from agentrt.schemas import (
+    CHILD_SPEND_SIGNAL,
+    ChildSpendReport,
     SESSION_WORKFLOW,
     ArchiveInput,
     CancelTurnInput,
@@ -115,6 +117,10 @@ class SessionHandlers:
 
     @workflow.signal
     def cancel_turn(self, input: CancelTurnInput) -> None:
+        _declared()
+
+    @workflow.signal(name=CHILD_SPEND_SIGNAL)
+    def child_spend(self, input: ChildSpendReport) -> None:
         _declared()
 
     @workflow.query

@@ -12,7 +12,7 @@ Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>`
     POST …/answers/{request_id}
     GET  /v1/tasks · POST /v1/tasks · GET /v1/tasks/{id} · GET …/events · POST …/cancel|pause|resume   scope tasks
     GET  /v1/graphs · POST /v1/graphs · GET /v1/graphs/{id} · GET …/events · POST …/approve|reject|cancel   scope runs
-    the same task-graph routes under /v1/runs (an alias) and /apps/{app}/runs (the app is the profile of
+    the same task-graph routes under /v1/runs (an alias), /apps/{app}/graphs and its alias /apps/{app}/runs (the app is the profile of
     the graphs it creates)
     GET  /v1/health/stuck                                       scope admin
 """
@@ -264,7 +264,8 @@ def create_app(
     app.include_router(task_routes(), responses=ERROR_RESPONSES)
     app.include_router(graph_routes("/v1/graphs"), responses=ERROR_RESPONSES)
     app.include_router(graph_routes("/v1/runs", "runs"), responses=ERROR_RESPONSES)  # an alias of /v1/graphs
-    app.include_router(graph_routes("/apps/{app}/runs", "runs"), responses=ERROR_RESPONSES)
+    app.include_router(graph_routes("/apps/{app}/graphs"), responses=ERROR_RESPONSES)
+    app.include_router(graph_routes("/apps/{app}/runs", "runs"), responses=ERROR_RESPONSES)  # an alias
     app.include_router(health_routes(), responses=ERROR_RESPONSES)
     install_docs(app)
     return app

@@ -265,7 +265,8 @@ class RunCreate(Body):
     goal: str | None = Field(default=None, max_length=MAX_GOAL_CHARS)
     graph: GraphSpec | None = None
     workspace: FilePath = "."
-    run_id: NewId | None = None
+    graph_id: NewId | None = None
+    run_id: NewId | None = None  # the runs API's name of graph_id
     profile: Name | None = None
     script: FilePath | None = None
     planner_profile: Name | None = None
@@ -284,6 +285,8 @@ class RunCreate(Body):
     def _goal_or_graph(self) -> "RunCreate":
         if (self.goal is None) == (self.graph is None):
             raise ValueError("give exactly one of goal and graph")
+        if self.graph_id is not None and self.run_id is not None and self.graph_id != self.run_id:
+            raise ValueError("graph_id and run_id name one id: give one, or the same")
         if self.goal is not None:
             _not_blank(self.goal, "goal")
         if self.graph is not None and len(self.graph.nodes) > MAX_GRAPH_NODES:
@@ -292,6 +295,9 @@ class RunCreate(Body):
 
 
 class RunCreated(BaseModel):
+    """``graph_id``; ``run_id``: the same id, under the runs API's name."""
+
+    graph_id: str
     run_id: str
     workflow_id: str
     status: RunStatus
@@ -301,8 +307,9 @@ class RunView(BaseModel):
     """A run: ``status`` in the runs API's words (``planning``, ``pending_approval``, ``running``,
     ``completed``, ``failed``, ``cancelled``), ``graph_status`` in the graph's own (``approved``,
     ``executing``, ``rejected`` ...), its nodes in dependency order with their status, and its
-    answer or failure."""
+    answer or failure. ``run_id`` is ``graph_id`` under the runs API's name."""
 
+    graph_id: str
     run_id: str
     status: RunStatus
     graph_status: GraphStatus
@@ -323,6 +330,7 @@ class RunView(BaseModel):
 
 
 class RunSummary(BaseModel):
+    graph_id: str
     run_id: str
     status: RunStatus
     graph_status: str

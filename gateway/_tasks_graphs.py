@@ -121,9 +121,10 @@ def app_name(
 
 def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
     """The task-graph routes under ``prefix``: ``/v1/graphs``; the same under ``/v1/runs`` (an alias
-    kept for callers of the runs API, tag ``runs``), or ``/apps/{app}/runs`` (the app is the profile
-    of the graphs it creates). The bodies are the runs API's (``RunCreate``, ``RunView``: a graph's
-    id is its ``run_id``), and the scope is ``runs`` on every prefix."""
+    kept for callers of the runs API, tag ``runs``), or ``/apps/{app}/graphs`` and its alias
+    ``/apps/{app}/runs`` (the app is the profile of the graphs it creates). The bodies are the runs
+    API's (``RunCreate``, ``RunView``), where a graph's id is both ``graph_id`` and ``run_id``; the
+    scope is ``runs`` on every prefix."""
     scoped = "{app}" in prefix
     router = APIRouter(prefix=prefix, tags=[tag], dependencies=[Depends(app_name)] if scoped else [])
 
@@ -131,7 +132,7 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
     async def list_runs(caller: RunsCaller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> RunList:
         rows = await caller.client.list_graphs(None, limit)
         return RunList(runs=[
-            RunSummary(run_id=r.graph_id, status=RUN_STATUS.get(r.status, "failed"), graph_status=r.status, started_at=r.started_at, closed=r.closed)
+            RunSummary(graph_id=r.graph_id, run_id=r.graph_id, status=RUN_STATUS.get(r.status, "failed"), graph_status=r.status, started_at=r.started_at, closed=r.closed)
             for r in rows
         ])
 
@@ -156,14 +157,14 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
         for name, value in (("planner_profile", body.planner_profile), ("reviewer_profile", body.reviewer_profile)):
             gateway.check_profile(value, name)
         run_id = await caller.client.start_graph(
-            goal=body.goal, graph=graph, workspace=workspace, graph_id=body.run_id, profile=profile, script=script,
+            goal=body.goal, graph=graph, workspace=workspace, graph_id=body.graph_id or body.run_id, profile=profile, script=script,
             planner_profile=body.planner_profile, reviewer_profile=body.reviewer_profile, approve_plan=body.approve_plan,
             risk_level=body.risk_level, max_parallel=body.max_parallel, max_retries=body.max_retries,
             failure_policy=body.failure_policy, tools=body.tools, sandbox=body.sandbox, network=body.network,
             max_rounds_per_node=body.max_rounds_per_node, **key,
         )
         await gateway.watch("run", run_id, caller.principal)
-        return RunCreated(run_id=run_id, workflow_id=graph_workflow_id(run_id), status="planning")
+        return RunCreated(graph_id=run_id, run_id=run_id, workflow_id=graph_workflow_id(run_id), status="planning")
 
     @router.get("/{run_id}", response_model=RunView, summary="Read a task graph: its status and nodes")
     async def get_run(run_id: ItemId, caller: RunsCaller) -> RunView:
@@ -194,7 +195,7 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
 def run_view(snapshot: GraphSnapshot) -> RunView:
     """A graph's snapshot in the runs API's words (``RunView``)."""
     return RunView(
-        run_id=snapshot.graph_id, status=RUN_STATUS[snapshot.status], graph_status=snapshot.status, owner=snapshot.owner,
+        graph_id=snapshot.graph_id, run_id=snapshot.graph_id, status=RUN_STATUS[snapshot.status], graph_status=snapshot.status, owner=snapshot.owner,
         goal=snapshot.goal, approve_plan=snapshot.approve_plan, risk_level=snapshot.risk_level,
         risk_reasons=snapshot.risk_reasons, approved_by=snapshot.approved_by, nodes=snapshot.nodes,
         running_nodes=snapshot.running, spend=snapshot.spend, answer=snapshot.answer, failure=snapshot.failure,

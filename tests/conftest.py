@@ -119,6 +119,10 @@ class Harness:
     def as_principal(self, principal: str) -> AgentClient:
         return AgentClient(self.temporal, task_queue=self.task_queue, principal=principal)
 
+    def client_on(self, task_queue: str) -> AgentClient:
+        """A client of the owner for sessions on another task queue (a worker process's)."""
+        return AgentClient(self.temporal, task_queue=task_queue, principal=OWNER)
+
     def handle(self, session_id: str) -> WorkflowHandle:
         return self.temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{session_id}")
 

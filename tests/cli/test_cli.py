@@ -115,12 +115,14 @@ async def test_a_run_without_a_profile_or_script_says_how_to_get_one(harness: Ha
     result = await agentrt(harness, "run", "x", "-w", str(workspace), cwd=tmp_path)
     assert result.returncode == 2
     assert "unknown model profile 'default'" in result.stderr and "give --script FILE" in result.stderr
+    assert "docs/providers.md" in result.stderr
 
 
 async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     result = await agentrt(harness, "run", "x", "-w", str(workspace), "--profile", "gpt-9", cwd=tmp_path)
     assert result.returncode == 2
     assert "unknown model profile 'gpt-9'" in result.stderr and "scripted" in result.stderr
+    assert "define [profiles.gpt-9] in agentrt.toml" in " ".join(result.stderr.split())
 
 
 @pytest.mark.parametrize(

@@ -193,8 +193,7 @@ async def test_cancel_during_reconcile_leaves_a_tool_result_for_the_call(
         {"text": "done"},
         {"text": "next"},
     ])
-    client = harness.client
-    client.task_queue = harness.task_queue + "-proc"
+    client = harness.client_on(harness.task_queue + "-proc")
     log = tmp_path / "worker.log"
     with worker_process(harness, log) as first:
         sid = harness.new_session_id()

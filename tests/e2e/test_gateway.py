@@ -332,6 +332,24 @@ async def test_a_run_created_under_an_app_reaches_approval_and_is_read_there(htt
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
+async def test_a_graph_created_under_an_app_with_its_graph_id_is_read_there_by_graph_id(
+    http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    graph_id = f"g{uuid.uuid4().hex[:10]}"
+    created = await http.post("/apps/scripted/graphs", json={**graph_body(tmp_path), "graph_id": graph_id}, headers=auth("alice"))
+    assert created.status_code == 201, created.text
+    assert created.json()["graph_id"] == created.json()["run_id"] == graph_id
+
+    pending = await until(http, f"/apps/scripted/graphs/{graph_id}", lambda r: r["status"] == "pending_approval")
+    assert pending["graph_id"] == graph_id
+    listed = (await http.get("/v1/graphs", headers=auth("alice"))).json()["runs"]
+    assert graph_id in {r["graph_id"] for r in listed}
+    clash = await http.post("/v1/graphs", json={**graph_body(tmp_path), "graph_id": "ga", "run_id": "gb"}, headers=auth("alice"))
+    assert "name one id" in str(assert_problem(clash, 422))
+    cancelled = await http.post(f"/apps/scripted/runs/{graph_id}/cancel", json={}, headers=auth("alice"))
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
 async def test_a_run_under_an_app_naming_another_profile_is_invalid(http: httpx.AsyncClient, tmp_path: Path) -> None:
     response = await http.post("/apps/scripted/runs", json=graph_body(tmp_path, profile="gpt"), headers=auth("alice"))
     assert "the app 'scripted'" in assert_problem(response, 422)["detail"]

@@ -187,8 +187,7 @@ async def test_session_replays_after_a_query_meets_its_turn_end(harness: Harness
     replays, and no activity of it is a local activity."""
     script = write_script(tmp_path, [{"text": "first answer", "delay_seconds": 1.5}, {"text": "second answer"}])
     queue = f"{harness.task_queue}-race"
-    client = harness.client
-    client.task_queue = queue
+    client = harness.client_on(queue)
     gate = QueryGate("state")
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=8)
     activities = Worker(

@@ -20,8 +20,7 @@ async def test_worker_killed_mid_turn_is_replaced_and_the_turn_completes_with_th
         {"tool_calls": [{"name": "fs.write", "arguments": {"path": "log.txt", "content": "once\n", "append": True}}]},
         {"text": "finished after the crash", "delay_seconds": 4},
     ])
-    client = harness.client
-    client.task_queue = harness.task_queue + "-proc"
+    client = harness.client_on(harness.task_queue + "-proc")
     log = tmp_path / "worker.log"
     with worker_process(harness, log) as first:
         sid = harness.new_session_id()
@@ -80,8 +79,7 @@ async def test_worker_killed_during_an_approval_wait_runs_the_approved_call_exac
         {"tool_calls": [{"name": "fs.write", "arguments": {"path": "log.txt", "content": "approved\n", "append": True}}]},
         {"text": "done"},
     ])
-    client = harness.client
-    client.task_queue = harness.task_queue + "-proc"
+    client = harness.client_on(harness.task_queue + "-proc")
     log = tmp_path / "worker.log"
     with worker_process(harness, log) as first:
         sid = harness.new_session_id()

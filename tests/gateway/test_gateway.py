@@ -58,7 +58,7 @@ ROUTES = {
     ("/v1/health/stuck", "get"),
     *{
         (f"{prefix}{path}", method)
-        for prefix in ("/v1/graphs", "/v1/runs", "/apps/{app}/runs")
+        for prefix in ("/v1/graphs", "/v1/runs", "/apps/{app}/graphs", "/apps/{app}/runs")
         for path, method in (
             ("", "get"), ("", "post"), ("/{run_id}", "get"), ("/{run_id}/events", "get"),
             ("/{run_id}/approve", "post"), ("/{run_id}/reject", "post"), ("/{run_id}/cancel", "post"),
