@@ -1,7 +1,7 @@
 """Delegation from a session, decided without a server: who may delegate, what the child session
 gets, and the texts the delegating model reads about it.
 
-Pure: ``DelegateSteps`` (``_delegate_steps``) starts the child ``SessionWorkflow`` and records
+Pure: ``Delegations`` (``_delegate_steps``) starts the child ``SessionWorkflow`` and records
 what these functions decide. A child gets at most what its parent holds (``narrowed_grants``:
 tools, sandbox, network), never ``delegate`` itself, what is left of the parent's budget, the
 call's prompt as its one turn, and ``SessionParent(kind="session")``.
