@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timezone
 from typing import Any, overload
 
-from sqlalchemy import ColumnElement, Connection, Engine, Table
+from sqlalchemy import ColumnElement, Connection, Engine, Table, func
 from sqlalchemy.dialects import postgresql, sqlite
 
 
@@ -110,6 +110,27 @@ class StoreBase:
             )
 
         return self._statement(f"upsert {table.name} {index_elements} {update_columns} {where_name}", build)
+
+    def _work_upsert(self, table: Table, key: str) -> Any:
+        """``INSERT INTO table .. ON CONFLICT (key) DO UPDATE`` for a task's or a graph's row: every
+        column but ``created_at``, and ``workspace`` only when the new one is not empty (built once)."""
+
+        def build() -> Any:
+            stmt = self._insert(table)
+            new = stmt.excluded
+            return stmt.on_conflict_do_update(
+                index_elements=[key],
+                set_={
+                    "owner": new.owner,
+                    "goal": new.goal,
+                    "status": new.status,
+                    "workspace": func.coalesce(func.nullif(new.workspace, ""), table.c.workspace),
+                    "spend_json": new.spend_json,
+                    "updated_at": new.updated_at,
+                },
+            )
+
+        return self._statement(f"upsert {table.name}", build)
 
     def _statement(self, key: str, build: Callable[[], Any]) -> Any:
         """The statement cached under ``key``, built by ``build`` the first time."""

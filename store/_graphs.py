@@ -38,34 +38,13 @@ class GraphTables(StoreBase):
             "updated_at": now,
         }
         with self._writing(conn) as conn:
-            conn.execute(self._graph_upsert(), row)
+            conn.execute(self._work_upsert(graphs, "graph_id"), row)
             if data.events:
                 rows = [
                     {"graph_id": data.graph_id, "seq": e.seq, "type": e.type, "at": e.at, "body_json": e.model_dump_json()}
                     for e in data.events
                 ]
                 conn.execute(self._insert_ignore(graph_events, ["graph_id", "seq"]), rows)
-
-    def _graph_upsert(self) -> Any:
-        """``INSERT INTO graphs .. ON CONFLICT (graph_id) DO UPDATE``: every column but ``created_at``,
-        and ``workspace`` only when the new one is not empty (built once)."""
-
-        def build() -> Any:
-            stmt = self._insert(graphs)
-            new = stmt.excluded
-            return stmt.on_conflict_do_update(
-                index_elements=["graph_id"],
-                set_={
-                    "owner": new.owner,
-                    "goal": new.goal,
-                    "status": new.status,
-                    "workspace": func.coalesce(func.nullif(new.workspace, ""), graphs.c.workspace),
-                    "spend_json": new.spend_json,
-                    "updated_at": new.updated_at,
-                },
-            )
-
-        return self._statement("upsert graphs", build)
 
     def graph_events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
         """The graph's events with ``seq > since_seq``, ordered by seq, at most ``limit``."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from agentrt.schemas import EVENT_ADAPTER, Event, Spend, TaskCheckpoint, TaskRecordInput
 from agentrt.store._base import StoreBase, text_column, utc
@@ -56,7 +56,7 @@ class TaskTables(StoreBase):
             "updated_at": now,
         }
         with self._writing(conn) as conn:
-            conn.execute(self._task_upsert(), row)
+            conn.execute(self._work_upsert(tasks, "task_id"), row)
             if data.events:
                 rows = [
                     {
@@ -79,27 +79,6 @@ class TaskTables(StoreBase):
                         "created_at": now,
                     },
                 )
-
-    def _task_upsert(self) -> Any:
-        """``INSERT INTO tasks .. ON CONFLICT (task_id) DO UPDATE``: every column but ``created_at``,
-        and ``workspace`` only when the new one is not empty (built once)."""
-
-        def build() -> Any:
-            stmt = self._insert(tasks)
-            new = stmt.excluded
-            return stmt.on_conflict_do_update(
-                index_elements=["task_id"],
-                set_={
-                    "owner": new.owner,
-                    "goal": new.goal,
-                    "status": new.status,
-                    "workspace": func.coalesce(func.nullif(new.workspace, ""), tasks.c.workspace),
-                    "spend_json": new.spend_json,
-                    "updated_at": new.updated_at,
-                },
-            )
-
-        return self._statement("upsert tasks", build)
 
     def task_events(self, task_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
         """The task's events with ``seq > since_seq``, ordered by seq, at most ``limit``."""
