@@ -79,6 +79,12 @@ def child_end(
     return ChildEnd(result.outcome.status, result.outcome.answer, result.outcome.error, spend)
 
 
+def plausible(spend: Spend) -> bool:
+    """Whether every number of ``spend`` is finite and not negative (NaN fails every comparison)."""
+    numbers = [spend.cost_usd, spend.tool_calls, spend.wall_seconds, *spend.usage.model_dump().values()]
+    return all(isinstance(n, int | float) and 0 <= n < float("inf") for n in numbers)
+
+
 class ChildSessions:
     """Starts child sessions with one option set and waits for them; ``running``: the handles of
     those not yet awaited to their end, by session id. The parent workflow hands each
@@ -106,8 +112,9 @@ class ChildSessions:
 
     def record(self, report: ChildSpendReport) -> None:
         """Keep what a running child reported it spent (signal ``child_spend``), for ``wait``; a
-        report from a workflow that is no running child of this one is ignored."""
-        if report.session_id in self.running:
+        report from a workflow that is no running child of this one, or whose numbers are negative,
+        NaN or infinite (any Temporal client can send the signal), is ignored."""
+        if report.session_id in self.running and plausible(report.spend):
             self._reported[report.session_id] = report.spend
 
     async def start(self, config: SessionConfig, *, summary: str, details: str) -> workflow.ChildWorkflowHandle:

@@ -3,8 +3,11 @@ delegating sessions read it."""
 
 from __future__ import annotations
 
-from agentrt.schemas import SessionResult, Spend, TurnOutcome, Usage
-from agentrt.workflows._children import CHILD_WORKFLOW_TASK_TIMEOUT, child_end
+import pytest
+from temporalio import workflow
+
+from agentrt.schemas import ChildSpendReport, SessionResult, Spend, TurnOutcome, Usage
+from agentrt.workflows._children import CHILD_WORKFLOW_TASK_TIMEOUT, ChildSessions, child_end
 
 
 def _result(outcome: TurnOutcome | None) -> SessionResult:
@@ -34,3 +37,17 @@ def test_a_child_that_returned_without_a_turn_failed_with_what_it_spent() -> Non
 
 def test_children_get_the_workflow_task_timeout_client_started_sessions_have() -> None:
     assert CHILD_WORKFLOW_TASK_TIMEOUT.total_seconds() == 4
+
+
+@pytest.mark.parametrize("spend", [
+    Spend(cost_usd=float("nan")), Spend(cost_usd=float("inf")), Spend(cost_usd=-1.0), Spend(tool_calls=-3),
+    Spend(usage=Usage(input_tokens=-40)), Spend(wall_seconds=float("-inf")),
+])
+def test_a_forged_child_spend_report_with_a_negative_or_non_finite_number_is_ignored(spend: Spend) -> None:
+    children = ChildSessions("alice", parent_close=workflow.ParentClosePolicy.REQUEST_CANCEL, console=False)
+    children.running["c"] = object()  # type: ignore[assignment]
+    children.record(ChildSpendReport(session_id="c", spend=spend))
+    assert children._reported == {}
+    good = Spend(usage=Usage(input_tokens=40), cost_usd=0.25, tool_calls=1)
+    children.record(ChildSpendReport(session_id="c", spend=good))
+    assert children._reported == {"c": good}
