@@ -614,16 +614,23 @@ async def low_limit_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIte
     server.stop()
 
 
+async def history_length(handle: WorkflowHandle) -> int:
+    return (await handle.describe()).raw_description.workflow_execution_info.history_length
+
+
 async def near_continue_as_new(client: AgentClient, handle: WorkflowHandle, replies: int) -> int:
-    """Run one-reply turns until the run's history is a long turn short of the suggestion; returns the turns run."""
-    done = 1
-    while (await handle.describe()).raw_description.workflow_execution_info.history_length not in range(
-        SUGGEST_AFTER_EVENTS - 24, SUGGEST_AFTER_EVENTS - 8
-    ):
+    """Run one-reply turns until one more would bring the run's history within 8 events of the suggestion;
+    returns the turns run. A turn's event count varies with timing (about 21-24 here; a waiting client that
+    asks again adds an update's events), so the stop is measured from the last turn, not a fixed window."""
+    sid = handle.id.removeprefix("session-")
+    done, length, step = 1, await history_length(handle), 0
+    while not (0 < step and length < SUGGEST_AFTER_EVENTS - 8 <= length + step):
         assert done < replies, "the session never came near the continue-as-new suggestion"
-        sent = await client.send(handle.id.removeprefix("session-"), f"q{done}")
-        await client.wait(handle.id.removeprefix("session-"), sent.turn_id, timeout_seconds=WAIT)
+        sent = await client.send(sid, f"q{done}")
+        await client.wait(sid, sent.turn_id, timeout_seconds=WAIT)
         done += 1
+        before, length = length, await history_length(handle)
+        step = length - before  # not positive across a continue-as-new
     return done
 
 
