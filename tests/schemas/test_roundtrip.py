@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from datetime import datetime, timezone
@@ -23,6 +24,7 @@ JSON = st.recursive(
 )
 
 
+@functools.cache
 def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
     origin = get_origin(annotation)
     if annotation is Any:
@@ -76,6 +78,7 @@ def field_strategy(info: Any) -> st.SearchStrategy[Any]:
     return strategy_for(info.annotation)
 
 
+@functools.cache
 def model_strategy(cls: type[BaseModel]) -> st.SearchStrategy[BaseModel]:
     fields = {name: field_strategy(info) for name, info in cls.model_fields.items()}
 
