@@ -250,6 +250,18 @@ async def test_an_id_that_cannot_name_a_session_is_not_found(http: httpx.AsyncCl
     assert_problem(response, response.status_code)
 
 
+@pytest.mark.parametrize("value", ["abc\n", "abc\r\n", "\nabc"], ids=["trailing-newline", "trailing-crlf", "leading-newline"])
+def test_a_path_id_with_a_line_break_names_nothing(value: str) -> None:
+    """``$`` also matches before a final newline: the whole id must match."""
+    from agentrt.gateway._auth import path_id
+    from agentrt.gateway._errors import Problem
+
+    with pytest.raises(Problem) as refused:
+        path_id(value, "session")
+    assert (refused.value.status, refused.value.kind) == (404, "not-found")
+    assert path_id("abc", "session") == "abc"
+
+
 async def test_a_missing_session_is_not_found(http: httpx.AsyncClient) -> None:
     body = assert_problem(await http.get(f"/v1/sessions/nope-{uuid.uuid4().hex[:8]}", headers=auth("alice")), 404)
     assert body["type"] == "urn:agentrt:problem:not-found"
