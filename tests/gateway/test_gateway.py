@@ -541,6 +541,15 @@ def test_serve_with_a_bad_token_table_names_the_mistake(tmp_path: Path) -> None:
     assert result.returncode == 2 and "sha256 must be 64 hex digits" in result.stderr
 
 
+def test_a_token_digest_with_a_trailing_newline_is_refused(tmp_path: Path) -> None:
+    from agentrt.worker._gateway_config import gateway_config
+
+    digest = token_sha256("secret")
+    with pytest.raises(ConfigurationError, match="sha256 must be 64 hex digits"):
+        gateway_config({"tokens": [{"sha256": digest + "\n", "principal": "alice"}]}, tmp_path / "agentrt.toml")
+    assert gateway_config({"tokens": [{"sha256": digest, "principal": "alice"}]}, tmp_path / "agentrt.toml").tokens
+
+
 def test_the_gateway_answers_for_a_stuck_session_with_a_stuck_problem() -> None:
     problem = problem_for(SessionStuck("s1", "Workflow Task in failed state"))
     assert (problem.status, problem.kind) == (503, "stuck")
