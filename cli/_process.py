@@ -10,7 +10,7 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 from urllib.parse import urlsplit
 
 import typer
@@ -40,7 +40,12 @@ from agentrt.schemas import (
     idempotency_key_problem,
 )
 from agentrt.store import Store
-from agentrt.worker import DEFAULT_ADDRESS, AgentrtPlugin, DevServer, WorkerRole, check_role, connect_when_ready, running_worker
+# The worker's own modules load in the commands that run one: `agentrt run` refuses a bad argument
+# without loading them.
+from agentrt.worker import DEFAULT_ADDRESS, DevServer, connect_when_ready
+
+if TYPE_CHECKING:
+    from agentrt.worker import WorkerRole
 
 log = logging.getLogger("agentrt.worker")
 
@@ -186,6 +191,8 @@ def worker(
     command that does), then polls. By default one worker runs sessions, model calls and tool
     calls; `--models-only` and `--tools-only` split them (docs/worker.md).
     """
+    from agentrt.worker import AgentrtPlugin, check_role, running_worker
+
     if tools_only and models_only:
         raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
     role: WorkerRole = "tools" if tools_only else "models" if models_only else "all"
@@ -245,6 +252,8 @@ def dev(
     _log_to_stderr()
 
     async def go() -> None:
+        from agentrt.worker import running_worker
+
         async with DevServer(
             port=port, ui_port=ui_port, db_file=db, log_file=state_dir() / "temporal.log", ui_codec_endpoint=codec_endpoint
         ) as server:
