@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentrt.cli import _app
+from tests._cli_processes import cli_processes
 from tests.conftest import Harness
 from agentrt.schemas import PermissionRequested
 from tests.e2e._support import wait_for_event, write_script
@@ -24,10 +25,12 @@ def plain(text: str) -> str:
 
 
 async def agentrt(
-    harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+    harness: Harness, *args: str, cwd: Path, input: str | None = None, timeout: float = 120, env: dict[str, str] | None = None,
+    stdout: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the CLI as a separate process without blocking the event loop the test's worker runs on
-    (as principal alice unless ``env`` says otherwise)."""
+    """Run the CLI as a separate process (forked from one that imported it: tests/_cli_processes.py)
+    without blocking the event loop the test's worker runs on (as principal alice unless ``env`` says
+    otherwise); ``stdout``: a file to read its output from while it runs."""
     env = {
         **os.environ,
         "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
@@ -37,12 +40,7 @@ async def agentrt(
         **(env or {}),
     }
     env.pop("AGENTRT_CONFIG", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentrt.cli", *args,
-        cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(input.encode() if input else None), timeout)
-    return subprocess.CompletedProcess(list(args), process.returncode or 0, stdout.decode(), stderr.decode())
+    return await cli_processes().run(list(args), env=env, cwd=cwd, input=input, timeout=timeout, stdout=stdout)
 
 
 async def test_run_json_prints_one_object_with_the_outcome(harness: Harness, workspace: Path, tmp_path: Path) -> None:

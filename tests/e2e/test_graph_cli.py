@@ -107,9 +107,17 @@ async def test_a_followed_run_without_a_terminal_waits_for_an_approval_from_anot
     graph = write_graph(tmp_path)
     graph_id = f"cli-{uuid.uuid4().hex[:8]}"
 
-    follower = asyncio.create_task(agentrt(harness, "graph", "run", str(graph), "-w", str(workspace), *TOOLS, "--id", graph_id, cwd=tmp_path))
+    shown = tmp_path / "follower.out"
+    follower = asyncio.create_task(
+        agentrt(harness, "graph", "run", str(graph), "-w", str(workspace), *TOOLS, "--id", graph_id, cwd=tmp_path, stdout=shown)
+    )
     view = await until(harness, graph_id, lambda v: v.status == "pending_approval")
     assert view is not None and view.status == "pending_approval", view
+    # The follower says how to approve once it has seen the plan wait (it polls): approved sooner, it need not.
+    for _ in range(600):
+        if shown.exists() and "the plan waits for approval" in shown.read_text() or follower.done():
+            break
+        await asyncio.sleep(0.1)
 
     refused = await agentrt(harness, "graph", "approve", graph_id, cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
     assert refused.returncode == 2 and f"no task graph {graph_id!r}" in refused.stderr  # a stranger sees no graph

@@ -37,7 +37,7 @@ from agentrt.schemas import (
     UnknownProfileError,
     WorkerUnavailable,
 )
-from agentrt.worker import GatewayConfig, GatewayToken, PayloadCodecMismatch, token_sha256
+from agentrt.worker import AgentrtConfig, GatewayConfig, GatewayToken, PayloadCodecMismatch, token_sha256
 
 TOKENS = {
     "alice": ("alice-token-0123456789", ("sessions", "tasks", "runs")),
@@ -542,12 +542,13 @@ def test_serve_with_a_bad_token_table_names_the_mistake(tmp_path: Path) -> None:
 
 
 def test_a_token_digest_with_a_trailing_newline_is_refused(tmp_path: Path) -> None:
-    from agentrt.worker._gateway_config import gateway_config
-
     digest = token_sha256("secret")
+    config = tmp_path / "agentrt.toml"
+    config.write_text(f'[[gateway.tokens]]\nsha256 = "{digest}\\n"\nprincipal = "alice"\n')
     with pytest.raises(ConfigurationError, match="sha256 must be 64 hex digits"):
-        gateway_config({"tokens": [{"sha256": digest + "\n", "principal": "alice"}]}, tmp_path / "agentrt.toml")
-    assert gateway_config({"tokens": [{"sha256": digest, "principal": "alice"}]}, tmp_path / "agentrt.toml").tokens
+        AgentrtConfig.load(config, env={})
+    config.write_text(f'[[gateway.tokens]]\nsha256 = "{digest}"\nprincipal = "alice"\n')
+    assert AgentrtConfig.load(config, env={}).gateway.tokens
 
 
 def test_the_gateway_answers_for_a_stuck_session_with_a_stuck_problem() -> None:
