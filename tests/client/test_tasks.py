@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -49,6 +48,7 @@ from agentrt.schemas import (
     task_workflow_id,
 )
 from agentrt.worker import DevServer
+from tests._cli_processes import cli_processes
 
 
 @workflow.defn(name=AUTONOMOUS_TASK_WORKFLOW, sandboxed=False)
@@ -332,12 +332,7 @@ async def agentrt(stand_in: StandIn, *args: str, cwd: Path, principal: str = "al
         "AGENTRT_PRINCIPAL": principal,
     }
     env.pop("AGENTRT_CONFIG", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentrt.cli", *args, cwd=cwd, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
-    return subprocess.CompletedProcess(list(args), process.returncode or 0, stdout.decode(), stderr.decode())
+    return await cli_processes().run(list(args), env=env, cwd=cwd)
 
 
 async def test_the_cli_starts_steers_lists_and_waits_for_a_task(stand_in: StandIn, tmp_path: Path) -> None:
