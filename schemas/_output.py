@@ -23,8 +23,8 @@ from agentrt.schemas._messages import ToolSpec
 from agentrt.schemas._validation import untrusted_schema_problems
 
 __all__ = [
-    "OUTPUT_TOOL",
     "InvalidOutputSchema",
+    "OUTPUT_TOOL",
     "OutputCheck",
     "OutputSpec",
     "check_output",
