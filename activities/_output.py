@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from agentrt.activities.providers._base import uses_output_tool
+from agentrt.activities.providers import uses_output_tool
 from agentrt.schemas import OUTPUT_TOOL, ModelProfile, ModelResponse, OutputCheck, OutputSpec, ToolSpec, check_output
 
 __all__ = ["checked_answer", "with_output_tool"]
