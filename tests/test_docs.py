@@ -197,6 +197,17 @@ async def run_ask(harness: Harness, workspace: Path, tmp_path: Path, capsys: pyt
     assert capsys.readouterr().out.splitlines() == ["A summary.", "completed Two questions."]
 
 
+@runs("structured-output.md", "triage")
+async def run_triage(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    triage = snippet("structured-output.md", "triage")
+    answers = script(tmp_path, '{"priority": "urgent"}', '{"priority": "high", "tags": ["billing"]}')
+    session = harness.client.new_config(str(workspace), profile="scripted", script=answers)
+    result = await triage(harness.client, session, "my invoice is wrong")
+    assert (result.priority, result.tags) == ("high", ["billing"])
+    events = [e async for e in harness.client.all_events(session.session_id)]
+    assert [e.attempt for e in events if e.type == "OutputValidationFailed"] == [1]
+
+
 @runs("idempotency.md", "pay_invoice")
 async def run_pay_invoice(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pay_invoice = snippet("idempotency.md", "pay_invoice")
