@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import Field, TypeAdapter, field_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._errors import ConfigurationError
@@ -256,8 +256,6 @@ def _within_calls(fn: Callable[[], T], budget: int) -> T:
 
 
 def _first_error(err: ValueError) -> str:
-    errors = getattr(err, "errors", None)
-    if callable(errors):
-        for item in errors():
-            return str(item.get("msg", err)).removeprefix("Value error, ")
+    if isinstance(err, ValidationError) and err.errors():
+        return str(err.errors()[0]["msg"]).removeprefix("Value error, ")
     return str(err)

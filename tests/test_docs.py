@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import re
+import sys
 import time
 import typing
 import uuid
@@ -88,6 +89,9 @@ def snippets() -> list[Example]:
 def load(example: Example) -> ModuleType:
     """Execute a snippet as a module: its imports must resolve and its top level must run."""
     module = ModuleType(f"docs_example_{example.page.replace('-', '_').removesuffix('.md')}_{example.number}")
+    # In sys.modules as an imported module is: pydantic resolves a model's annotations there (the
+    # snippet inherits this file's ``from __future__ import annotations``, so they are strings).
+    sys.modules[module.__name__] = module
     exec(compile(example.code, example.label, "exec"), module.__dict__)
     return module
 

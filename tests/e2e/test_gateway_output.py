@@ -47,7 +47,8 @@ async def test_a_message_s_output_spec_holds_for_its_turn(harness: Harness, http
     sid = created["session_id"]
     await http.get(f"/v1/sessions/{sid}/turns/{created['turn_id']}?wait=30", headers=auth("alice"))
 
-    sent = await http.post(f"/v1/sessions/{sid}/messages", json={"text": "six times seven?", "output": {"json_schema": ANSWER}}, headers=auth("alice"))
+    message = {"text": "six times seven?", "output": {"json_schema": ANSWER}}
+    sent = await http.post(f"/v1/sessions/{sid}/messages", json=message, headers=auth("alice"))
 
     assert sent.status_code == 202, sent.text
     turn = (await http.get(f"/v1/sessions/{sid}/turns/{sent.json()['turn_id']}?wait=30", headers=auth("alice"))).json()

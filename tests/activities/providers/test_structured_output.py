@@ -112,8 +112,11 @@ async def test_anthropic_beside_other_tools_asks_for_any_tool_and_with_thinking_
     beside = structured(anthropic.request(server.url).profile, [FS_READ])
     thinking = structured(anthropic.request(server.url, max_output_tokens=4096, thinking_budget_tokens=2048).profile, [FS_READ])
 
-    assert AnthropicProvider(beside.profile, "k").request_body(beside, chat.ToolNames(t.name for t in beside.tools))["tool_choice"] == {"type": "any"}
-    body = AnthropicProvider(thinking.profile, "k").request_body(thinking, chat.ToolNames(t.name for t in thinking.tools))
+    def body_of(req: ModelRequest) -> dict:
+        return AnthropicProvider(req.profile, "k").request_body(req, chat.ToolNames(t.name for t in req.tools))
+
+    assert body_of(beside)["tool_choice"] == {"type": "any"}
+    body = body_of(thinking)
     assert "tool_choice" not in body and [t["name"] for t in body["tools"]] == ["fs__read", "final_result"]
 
 
