@@ -119,3 +119,18 @@ async def test_an_answer_given_by_the_output_tool_is_checked_like_text(harness: 
     assert outcome.status == "completed" and outcome.output == VALID and outcome.tool_calls == 0
     assert json.loads(outcome.answer or "") == VALID
     assert len([e for e in harness.store.events(sid) if isinstance(e, OutputValidationFailed)]) == 1
+
+
+async def test_a_hostile_answer_nested_beyond_any_parser_is_fed_back_and_the_turn_goes_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    hostile = '{"priority": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    script = write_script(tmp_path, [{"text": hostile}, {"text": json.dumps(VALID)}])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script, output=OutputSpec.from_type(Triage))
+
+    _, outcome = await harness.client.start_and_wait(config, "triage: my invoice is wrong")
+
+    assert outcome.status == "completed" and outcome.output == VALID
+    (failed,) = [e for e in harness.store.events(sid) if isinstance(e, OutputValidationFailed)]
+    assert failed.errors == ["(answer): nested deeper than 64"]
