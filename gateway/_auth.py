@@ -257,7 +257,7 @@ def caller_for(scope: str) -> Callable[..., Awaitable[Caller]]:
 
 def path_id(value: str, kind: str) -> str:
     """``value`` when it can name a session, task or run; otherwise 404 (no such thing can exist)."""
-    if len(value) > MAX_PATH_ID_CHARS or not _ID.match(value):
+    if len(value) > MAX_PATH_ID_CHARS or not _ID.fullmatch(value):
         error = {"session": SessionNotFound, "task": TaskNotFound, "run": GraphNotFound}[kind](value[:64])
         raise problem_for(error)
     return value

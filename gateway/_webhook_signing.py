@@ -170,7 +170,7 @@ def _v1_signatures(header: str) -> list[str]:
         if not sep:
             raise _malformed(f"{SIGNATURE_HEADER} entry {entry[:40]!r} is not version=signature")
         if version == "v1":
-            if not _HEX_SIGNATURE.match(value):
+            if not _HEX_SIGNATURE.fullmatch(value):
                 raise WebhookSignatureInvalid("malformed_header", "a v1 signature is 64 lowercase hex digits")
             found.append(value)
     if not found:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import tomllib
+from functools import cache
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -13,8 +14,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def package_dirs() -> dict[str, str]:
     """``{"agentrt.schemas": "schemas", ...}``: each installed top-level package and its root folder."""
+    return dict(_package_dirs())
+
+
+@cache
+def _package_dirs() -> tuple[tuple[str, str], ...]:
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    return dict(pyproject["tool"]["setuptools"]["package-dir"])
+    return tuple(pyproject["tool"]["setuptools"]["package-dir"].items())
 
 
 def agentrt_modules() -> list[str]:

@@ -99,7 +99,7 @@ def _token(raw: object, where: str) -> GatewayToken:
     if unknown:
         raise ConfigurationError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(TOKEN_KEYS))}")
     digest = raw.get("sha256")
-    if not isinstance(digest, str) or not _SHA256.match(digest.lower()):
+    if not isinstance(digest, str) or not _SHA256.fullmatch(digest.lower()):
         raise ConfigurationError(f"{where}: sha256 must be 64 hex digits (the token's SHA-256), not {digest!r}")
     principal = raw.get("principal")
     if not isinstance(principal, str) or not principal.strip():

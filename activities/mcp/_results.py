@@ -121,7 +121,7 @@ def _save(raw: bytes, mime: str, files_dir: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     make_directories(files_dir, "MCP files directory", root=root)
     extension = mimetypes.guess_extension(mime.split(";")[0].strip()) or ".bin"
-    if not _EXTENSION.match(extension):
+    if not _EXTENSION.fullmatch(extension):
         extension = ".bin"
     path = files_dir / f"{hashlib.sha256(raw).hexdigest()[:32]}{extension}"
     try:

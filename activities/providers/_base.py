@@ -119,8 +119,8 @@ class ToolNames:
         names = list(dict.fromkeys(names))
         # Names already valid keep their spelling; they are claimed first so a mapped
         # name cannot take them.
-        for name in sorted(names, key=lambda n: not _WIRE_NAME.match(n)):
-            wire = name if _WIRE_NAME.match(name) else _sanitize(name)
+        for name in sorted(names, key=lambda n: not _WIRE_NAME.fullmatch(n)):
+            wire = name if _WIRE_NAME.fullmatch(name) else _sanitize(name)
             candidate, k = wire, 1
             while candidate in self._to_name:
                 k += 1
@@ -133,7 +133,7 @@ class ToolNames:
         """Wire name of ``name``; names outside the request's tool list (old calls) are sanitized."""
         if name in self._to_wire:
             return self._to_wire[name]
-        return name if _WIRE_NAME.match(name) else _sanitize(name)
+        return name if _WIRE_NAME.fullmatch(name) else _sanitize(name)
 
     def to_name(self, wire: str) -> str:
         return self._to_name.get(wire, wire)

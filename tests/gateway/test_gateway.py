@@ -250,6 +250,18 @@ async def test_an_id_that_cannot_name_a_session_is_not_found(http: httpx.AsyncCl
     assert_problem(response, response.status_code)
 
 
+@pytest.mark.parametrize("value", ["abc\n", "abc\r\n", "\nabc"], ids=["trailing-newline", "trailing-crlf", "leading-newline"])
+def test_a_path_id_with_a_line_break_names_nothing(value: str) -> None:
+    """``$`` also matches before a final newline: the whole id must match."""
+    from agentrt.gateway._auth import path_id
+    from agentrt.gateway._errors import Problem
+
+    with pytest.raises(Problem) as refused:
+        path_id(value, "session")
+    assert (refused.value.status, refused.value.kind) == (404, "not-found")
+    assert path_id("abc", "session") == "abc"
+
+
 async def test_a_missing_session_is_not_found(http: httpx.AsyncClient) -> None:
     body = assert_problem(await http.get(f"/v1/sessions/nope-{uuid.uuid4().hex[:8]}", headers=auth("alice")), 404)
     assert body["type"] == "urn:agentrt:problem:not-found"
@@ -527,6 +539,15 @@ def test_serve_with_a_bad_token_table_names_the_mistake(tmp_path: Path) -> None:
     config.write_text('[[gateway.tokens]]\nsha256 = "abc"\nprincipal = "alice"\n')
     result = cli("serve", "--config", str(config), cwd=tmp_path)
     assert result.returncode == 2 and "sha256 must be 64 hex digits" in result.stderr
+
+
+def test_a_token_digest_with_a_trailing_newline_is_refused(tmp_path: Path) -> None:
+    from agentrt.worker._gateway_config import gateway_config
+
+    digest = token_sha256("secret")
+    with pytest.raises(ConfigurationError, match="sha256 must be 64 hex digits"):
+        gateway_config({"tokens": [{"sha256": digest + "\n", "principal": "alice"}]}, tmp_path / "agentrt.toml")
+    assert gateway_config({"tokens": [{"sha256": digest, "principal": "alice"}]}, tmp_path / "agentrt.toml").tokens
 
 
 def test_the_gateway_answers_for_a_stuck_session_with_a_stuck_problem() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from datetime import datetime, timezone
@@ -23,6 +24,7 @@ JSON = st.recursive(
 )
 
 
+@functools.cache
 def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
     origin = get_origin(annotation)
     if annotation is Any:
@@ -95,6 +97,7 @@ def _output_spec() -> st.SearchStrategy[BaseModel]:
     )
 
 
+@functools.cache
 def model_strategy(cls: type[BaseModel]) -> st.SearchStrategy[BaseModel]:
     if cls is OutputSpec:
         return _output_spec()

@@ -29,13 +29,13 @@ def test_dotted_tool_names_map_to_wire_names_and_back() -> None:
 
 
 def test_wire_names_stay_unique_and_valid_when_names_collide_or_run_long() -> None:
-    tools = ["fs.read", "fs__read", "mcp:server/tool", "mcp/server:tool", "x." + "y" * 80]
+    tools = ["fs.read", "fs__read", "mcp:server/tool", "mcp/server:tool", "x." + "y" * 80, "lookup\n", "lookup"]
     names = ToolNames(tools)
 
     wires = [names.to_wire(t) for t in tools]
 
     assert len(set(wires)) == len(tools)
-    assert all(WIRE.match(w) for w in wires)
+    assert all(WIRE.fullmatch(w) for w in wires)  # "$" alone would pass "lookup\n"
     assert [names.to_name(w) for w in wires] == tools
     assert names.to_wire("fs__read") == "fs__read"
 
