@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._call_context import CallContext, takes_reasoning_back
+from agentrt.activities._output import checked_answer, with_output_tool
 from agentrt.activities._system_prompt import budget_section
 from agentrt.activities._telemetry import ModelCall, model_call
 from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
@@ -218,8 +219,9 @@ class ModelActivities:
         # One transaction: the call's own events, its context, its "started" receipt.
         system, messages = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
         request = ModelRequest(
-            profile=profile, system=system, messages=messages, tools=tools, reply_index=input.reply_index,
-            script_session=input.script_session, script_node=input.script_node,
+            profile=profile, system=system, messages=messages, tools=with_output_tool(tools, input.output, profile),
+            reply_index=input.reply_index, script_session=input.script_session, script_node=input.script_node,
+            output=input.output,
         )
         buffer: list[str] = []
         written = 0
@@ -291,6 +293,9 @@ class ModelActivities:
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)
             raise _provider_failure(empty, profile) from None
+        check = None
+        if input.output is not None:
+            response, check = await checked_answer(input.output, response)
         return ModelCallResult(
             text=response.text,
             tool_calls=response.tool_calls,
@@ -298,6 +303,8 @@ class ModelActivities:
             stop_reason=response.stop_reason,
             position=input.reply_position,
             reasoning_chars=sum(len(block.text) for block in response.reasoning),
+            output=check.output if check else None,
+            output_problems=check.problems if check else [],
         )
 
     def _begin(

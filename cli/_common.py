@@ -319,6 +319,7 @@ def outcome_json(session_id: str, outcome: TurnOutcome) -> str:
             "rounds": outcome.rounds,
             "tool_calls": outcome.tool_calls,
             "usage": outcome.usage.model_dump(),
+            "output": outcome.output,
         }
     )
 

@@ -4,6 +4,7 @@ worker) and `demo`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import sys
@@ -35,6 +36,8 @@ from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
     ApprovalPolicy,
     ConfigurationError,
+    InvalidOutputSchema,
+    OutputSpec,
     TurnOutcome,
     UnknownProfileError,
     idempotency_key_problem,
@@ -65,7 +68,7 @@ def run(
         help="Scripted-model file (JSON or YAML): an offline model. With --profile it keeps that profile's context window.",
     ),
     approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, error, error_type, rounds, tool_calls, usage."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, error, error_type, rounds, tool_calls, usage, output."),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
     approval_timeout: Optional[float] = typer.Option(
         None, "--approval-timeout", help="Deny approvals not decided within this many seconds (more than 0, at most a year)."
@@ -95,6 +98,14 @@ def run(
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Most cost in US dollars (profiles with a price)."),
     budget_tool_calls: Optional[int] = typer.Option(None, "--budget-tool-calls", min=1, help="Most tool calls the session may make."),
     budget_hours: Optional[float] = typer.Option(None, "--budget-hours", help="Most wall time since the session started, in hours."),
+    output_schema: Optional[Path] = typer.Option(
+        None, "--output-schema", metavar="FILE", exists=True, dir_okay=False, resolve_path=True,
+        help="A JSON Schema (a JSON file, root \"type\": \"object\") the final answer must match; the validated "
+        "object is printed as the answer and as \"output\" with --json.",
+    ),
+    output_attempts: int = typer.Option(
+        3, "--output-attempts", min=1, max=10, help="Answers the model may give for --output-schema before the turn ends output_invalid."
+    ),
     idempotency_key: Optional[str] = typer.Option(
         None, "--idempotency-key", metavar="KEY",
         help="Run this prompt once for KEY (1-200 of A-Z a-z 0-9 . _ : -): run again with the same KEY, it follows the "
@@ -122,6 +133,7 @@ def run(
             load_script(str(script))
         except ConfigurationError as err:
             raise typer.BadParameter(str(err), param_hint="--script") from None
+    output = _output_spec(output_schema, output_attempts) if output_schema else None
     config = load_config()
     progress = sys.stderr if as_json else sys.stdout
 
@@ -154,6 +166,7 @@ def run(
                 tool_task_queue=config.tool_task_queue,
                 advisor=config.advisor if advisor is None else config.advisor.model_copy(update={"mode": advisor.value}),
                 budget=budget,
+                output=output,
             )
             if profile or not script:
                 try:
@@ -174,6 +187,18 @@ def run(
 
     outcome = run_command(go, on_interrupt=still_running)
     raise typer.Exit(0 if outcome.status == "completed" else 1)
+
+
+def _output_spec(path: Path, attempts: int) -> OutputSpec:
+    """The spec of ``--output-schema FILE``: the file's JSON Schema, named by its ``title``."""
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise typer.BadParameter(f"{path} is not a JSON file: {err}", param_hint="--output-schema") from None
+    try:
+        return OutputSpec.from_schema(schema, max_attempts=attempts)
+    except InvalidOutputSchema as err:
+        raise typer.BadParameter(f"{path}: {err}", param_hint="--output-schema") from None
 
 
 def worker(

@@ -30,6 +30,7 @@ from agentrt.schemas import (
     ModelToolCallRequested,
     PermissionDecisionIgnored,
     PermissionDenied,
+    OutputValidationFailed,
     PermissionGranted,
     PermissionRequested,
     SessionArchived,
@@ -132,6 +133,9 @@ def describe(event: Event) -> str:
             calls = f" + {event.tool_calls} tool call(s)" if event.tool_calls else ""
             reasoning = f" (after {event.reasoning_chars} characters of reasoning)" if event.reasoning_chars else ""
             return f"assistant: {_short(event.text) or '(no text)'}{calls}{reasoning} [{usage_text(event.usage)}]"
+        case OutputValidationFailed():
+            then = "fed back to the model" if event.position is not None else "the turn ends output_invalid"
+            return f"answer {event.attempt}/{event.max_attempts} off the output schema ({then}): {_short('; '.join(event.errors))}"
         case ModelToolCallRequested():
             args = event.call.arguments if event.call.arguments is not None else event.call.arguments_raw
             return f"tool call {event.call.id}: {event.call.name} {_short(args)}"

@@ -33,6 +33,7 @@ from agentrt.schemas import (
     Event,
     EventsPage,
     EventsQuery,
+    OutputSpec,
     RaiseBudgetInput,
     RequestRejected,
     SendMessageResult,
@@ -91,7 +92,9 @@ class Sessions:
             **fields,  # type: ignore[arg-type]
         )
 
-    async def start(self, config: SessionConfig, text: str, *, idempotency_key: str | None = None) -> StartedSession:
+    async def start(
+        self, config: SessionConfig, text: str, *, idempotency_key: str | None = None, output: OutputSpec | None = None
+    ) -> StartedSession:
         """Start the session and send its first message in one round trip (update-with-start).
 
         Without ``idempotency_key``, if the session already runs the message is sent to it. With
@@ -101,7 +104,7 @@ class Sessions:
         (nothing started or sent) for a message that would leave history for payload storage the
         task queue's workers do not read.
         """
-        message = await starts.first_message(self._connection, config.session_id, text, "send_message", idempotency_key)
+        message = await starts.first_message(self._connection, config.session_id, text, "send_message", idempotency_key, output)
         try:
             result = await starts.start_session(
                 self._connection, config, idempotency_key,
@@ -116,7 +119,7 @@ class Sessions:
 
     async def start_and_wait(
         self, config: SessionConfig, text: str, *, on_accepted: Callable[[], object] | None = None,
-        idempotency_key: str | None = None,
+        idempotency_key: str | None = None, output: OutputSpec | None = None,
     ) -> tuple[StartedSession, TurnOutcome]:
         """Start the session, send its first message and wait for that turn's outcome, in one call
         (update-with-start of the ``send_and_wait`` update, answered in the workflow task that
@@ -131,7 +134,7 @@ class Sessions:
         ``idempotency_key`` as in ``send_and_wait``; through server restarts and lost updates as
         ``send_and_wait`` goes. Raises what ``start`` and ``wait`` raise.
         """
-        message = await starts.first_message(self._connection, config.session_id, text, "send_and_wait", idempotency_key)
+        message = await starts.first_message(self._connection, config.session_id, text, "send_and_wait", idempotency_key, output)
         update_id = starts.message_update_id("send_and_wait", message)
         send = starts.start_and_send(self._connection, config, message, update_id, idempotency_key, on_accepted)
         outcome = await message_outcome(
@@ -140,13 +143,15 @@ class Sessions:
         started = StartedSession(config.session_id, outcome.turn_id, session_workflow_id(config.session_id))
         return started, await self._settled(config.session_id, outcome)
 
-    async def send_and_wait(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> TurnOutcome:
+    async def send_and_wait(
+        self, session_id: str, text: str, *, idempotency_key: str | None = None, output: OutputSpec | None = None
+    ) -> TurnOutcome:
         """Send a message and wait for its turn's outcome in one update (``send_and_wait``); the
         turn id is the outcome's. Waits without a bound, as ``start_and_wait`` does; raises what
         ``send`` and ``wait`` raise. A repeat with ``idempotency_key`` answers the first message's outcome.
         Through server restarts it asks again; an update the server lost before the session took it
         is sent again with ``idempotency_key``, else ``RequestRejected`` (``_outcomes.message_outcome``)."""
-        message = await starts.message_input(self._connection, session_id, text, "send_and_wait", idempotency_key)
+        message = await starts.message_input(self._connection, session_id, text, "send_and_wait", idempotency_key, output)
         handle = self._calls.handle(session_id)
         update_id = starts.message_update_id("send_and_wait", message)
         outcome = await message_outcome(
@@ -162,15 +167,22 @@ class Sessions:
             return outcome
         return await self.wait(session_id, outcome.turn_id)
 
-    async def send(self, session_id: str, text: str, *, idempotency_key: str | None = None) -> SendMessageResult:
+    async def send(
+        self, session_id: str, text: str, *, idempotency_key: str | None = None, output: OutputSpec | None = None
+    ) -> SendMessageResult:
         """Queue a message; it runs after the active turn. Returns its turn id.
+
+        ``output``: the JSON object this turn's final answer must be (``OutputSpec.from_type(Triage)``);
+        overrides the session's ``config.output`` for this turn. The outcome's ``output`` holds the
+        validated object (``outcome.output_as(Triage)``; docs/structured-output.md). The same
+        ``output`` is taken by ``send_and_wait``, ``start`` and ``start_and_wait``.
 
         ``idempotency_key`` (1 to 200 characters of ``A-Z a-z 0-9 . _ : -``): a repeat answers the first
         message's turn and queues nothing (the session keeps its last 1,000 keys); ``RequestRejected`` for
         another text under the same key or a malformed key (docs/idempotency.md).
         Raises ``PayloadStorageMismatch`` (nothing sent) as ``start`` does.
         """
-        message = await starts.message_input(self._connection, session_id, text, "send_message", idempotency_key)
+        message = await starts.message_input(self._connection, session_id, text, "send_message", idempotency_key, output)
         update_id = starts.message_update_id("send_message", message)
         return await self._calls.execute(session_id, "send_message", SessionHandlers.send_message, message, update_id)
 

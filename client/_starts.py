@@ -34,6 +34,7 @@ from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
+    OutputSpec,
     RequestRejected,
     SendMessageInput,
     SessionConfig,
@@ -288,27 +289,28 @@ class Sender(Protocol):
 
 
 async def message_input(
-    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None
+    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None, output: OutputSpec | None = None
 ) -> SendMessageInput:
-    """``text`` from the client's principal with its ``idempotency_key``, for update ``request``.
+    """``text`` from the client's principal with its ``idempotency_key`` (and the turn's own
+    ``output`` spec), for update ``request``.
     Raises ``RequestRejected`` for a key that is not one (``check_key``), ``PayloadStorageMismatch``
     (nothing sent) for a message that would leave history for payload storage the task queue's
     workers do not read, ``PayloadCodecMismatch`` (nothing sent) for one they could not decrypt or,
     from a client without codec keys, one they encrypt (``check_payload_storage``)."""
     check_key(session_id, request, idempotency_key)
-    message = SendMessageInput(text=text, principal=client.principal, idempotency_key=idempotency_key)
+    message = SendMessageInput(text=text, principal=client.principal, idempotency_key=idempotency_key, output=output)
     await check_payload_storage(client.temporal, client.task_queue, session_id, message)
     return message
 
 
 async def first_message(
-    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None
+    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None, output: OutputSpec | None = None
 ) -> SendMessageInput:
     """A start's first message (``message_input``), refused here when empty: a refused
     update-with-start still starts the session."""
     if not text.strip():
         raise RequestRejected(session_id, request, "message text is empty")
-    return await message_input(client, session_id, text, request, idempotency_key)
+    return await message_input(client, session_id, text, request, idempotency_key, output)
 
 
 def new_session_id(principal: str, idempotency_key: str | None) -> str:

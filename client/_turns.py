@@ -194,13 +194,14 @@ def outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutco
             return TurnOutcome(
                 turn_id=turn_id,
                 status=event.status,
-                answer=answer if event.status == "completed" else None,
+                answer=answer if event.status in ("completed", "output_invalid") else None,
                 error=event.error,
                 error_type=event.error_type,
                 rounds=event.rounds,
                 # As the session reports it: a cancelled turn counts none.
                 tool_calls=0 if event.status == "cancelled" else tool_calls,
                 usage=event.usage,
+                output=event.output,
             )
     return None
 

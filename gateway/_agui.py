@@ -102,6 +102,8 @@ class AguiEncoder:
             if event.status == "failed":
                 return [*out, RunErrorEvent(message=event.error or "the turn failed", code=event.error_type)]
             result = {"status": event.status, "rounds": event.rounds, "error": event.error}
+            if event.output is not None:
+                result["output"] = event.output
             outcome = RunFinishedCancelledOutcome() if event.status == "cancelled" else None
             return [*out, RunFinishedEvent(thread_id=self._thread, run_id=event.turn_id or "", result=result, outcome=outcome)]
         if isinstance(event, UserMessageAdded):

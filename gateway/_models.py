@@ -19,6 +19,7 @@ from agentrt.schemas import (
     GraphSpec,
     GraphStatus,
     NodeView,
+    OutputSpec,
     PlanApprovalMode,
     RiskLevel,
     SandboxPolicy,
@@ -96,6 +97,11 @@ class SessionCreate(Body):
     sandbox: SandboxPolicy = "workspace_write"
     network: bool = False
     budget: Budget | None = None
+    output: OutputSpec | None = Field(
+        default=None,
+        description="The JSON object every final answer of the session must be: `json_schema` (a JSON Schema whose root is "
+        '`"type": "object"`), `name`, `strict`, `max_attempts` (docs/structured-output.md).',
+    )
 
     @field_validator("text")
     @classmethod
@@ -113,6 +119,9 @@ class MessageCreate(Body):
     """``POST /v1/sessions/{id}/messages``: a message, queued behind the active turn."""
 
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    output: OutputSpec | None = Field(
+        default=None, description="This turn's own output spec; overrides the session's (docs/structured-output.md)."
+    )
 
     @field_validator("text")
     @classmethod

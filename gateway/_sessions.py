@@ -92,9 +92,9 @@ def session_routes() -> APIRouter:
             approval=body.approval, approval_timeout_seconds=body.approval_timeout_seconds,
             max_rounds_per_turn=body.max_rounds_per_turn, title=body.title, sandbox=body.sandbox,
             network=body.network, budget=body.budget, operators=list(client.operators),
-            tool_task_queue=client.tool_task_queue,
+            tool_task_queue=client.tool_task_queue, output=body.output,
         )
-        started = await gateway.in_time(client.start(config, body.text, **key))
+        started = await gateway.in_time(client.start(config, body.text, idempotency_key=key.get("idempotency_key")))
         await gateway.watch("session", started.session_id, caller.principal)
         return SessionCreated(session_id=started.session_id, turn_id=started.turn_id, workflow_id=started.workflow_id)
 
@@ -108,7 +108,9 @@ def session_routes() -> APIRouter:
         request: Request, session_id: SessionId, body: MessageCreate, caller: SessionsCaller, key: Key
     ) -> MessageQueued:
         gateway, _ = await visible_session(request, caller, session_id)
-        sent = await gateway.in_time(caller.client.send(session_id, body.text, **key))
+        sent = await gateway.in_time(
+            caller.client.send(session_id, body.text, output=body.output, idempotency_key=key.get("idempotency_key"))
+        )
         gateway.wake_stream(session_id)
         return MessageQueued(session_id=session_id, turn_id=sent.turn_id, queued_behind=sent.queued_behind)
 

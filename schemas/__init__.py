@@ -26,6 +26,7 @@ from agentrt.schemas._mcp import *
 from agentrt.schemas._memory import *
 from agentrt.schemas._messages import *
 from agentrt.schemas._names import *
+from agentrt.schemas._output import *
 from agentrt.schemas._run_errors import *
 from agentrt.schemas._session import *
 from agentrt.schemas._skills import *
@@ -143,6 +144,7 @@ __all__ = [
     "GraphStatus",
     "InvalidGraph",
     "InvalidListFilter",
+    "InvalidOutputSchema",
     "InvalidPathError",
     "InvalidScriptError",
     "InvalidStreamCursor",
@@ -217,7 +219,12 @@ __all__ = [
     "NodeStatus",
     "NodeView",
     "NotARegularFileError",
+    "OUTPUT_TOOL",
     "OperatorActed",
+    "OutputCheck",
+    "OutputInvalid",
+    "OutputSpec",
+    "OutputValidationFailed",
     "PENDING_APPROVALS",
     "PROFILES_DESCRIBE",
     "PROTECTED_FILE_PATTERN",
@@ -371,6 +378,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "argument_problems",
     "arguments_sha256",
+    "check_output",
     "child_config",
     "cut_middle",
     "delegated_session_id",
@@ -380,6 +388,7 @@ __all__ = [
     "idempotency_digest",
     "idempotency_key_problem",
     "narrowed_grants",
+    "output_spec",
     "session_template",
     "session_workflow_id",
     "shorten",

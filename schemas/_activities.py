@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -12,6 +12,7 @@ from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
 from agentrt.schemas._memory import MemoryNote
 from agentrt.schemas._messages import Message, PositionedMessage, ReasoningBlock, ToolCall, ToolSpec, Usage
+from agentrt.schemas._output import OutputSpec
 from agentrt.schemas._skills import SkillInfo
 
 __all__ = [
@@ -46,6 +47,8 @@ class ModelRequest(Model):
     script_session: int | None = None
     # A task graph's node (``SessionParent.node``): the scripted model's ``nodes`` section.
     script_node: str | None = None
+    # The turn's output spec: the adapter asks for it natively, or offers ``output.tool_spec()``.
+    output: OutputSpec | None = None
 
 
 class ModelResponse(Model):
@@ -105,11 +108,16 @@ class ModelCallInput(Model):
     budget_note: str | None = Field(default=None, exclude_if=lambda v: v is None)
     script_session: int | None = Field(default=None, exclude_if=lambda v: v is None)
     script_node: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The turn's output spec (its final answer is checked against it); left out when None.
+    output: OutputSpec | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallResult(Model):
     """Activity ``provider.complete``'s result. The reply's reasoning blocks stay in the store
-    (table ``reasoning``, at ``position``); ``reasoning_chars`` says how much there was."""
+    (table ``reasoning``, at ``position``); ``reasoning_chars`` says how much there was.
+    A final answer (no tool calls) of a call with an output spec is checked here: ``output`` is
+    the validated object, or ``output_problems`` says why the answer does not match (an answer
+    given by the output tool is ``text``, as JSON)."""
 
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
@@ -117,6 +125,8 @@ class ModelCallResult(Model):
     stop_reason: str | None = None
     position: int
     reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
+    output: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    output_problems: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class ListToolsInput(Model):

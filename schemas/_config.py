@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, ModelPrice
 from agentrt.schemas._errors import CapabilityWidened
+from agentrt.schemas._output import OutputSpec
 
 __all__ = [
     "AdvisorMode",
@@ -70,6 +71,9 @@ class ModelProfile(Model):
     - ``prompt_cache``: Anthropic ``cache_control`` breakpoints on the system prompt, the tools
       and the conversation's stable prefix, with this TTL (``5m`` or ``1h``); ``off`` sends
       none. OpenAI caches long prompts by itself.
+    - ``output_mode``: how a turn with an output spec asks for it: ``native`` (the default: OpenAI's
+      ``response_format`` / Responses ``text.format``, Anthropic a forced output tool) or ``tool``
+      (an output tool, ``final_result``, for a compatible server without ``json_schema``).
     - ``price``: US dollars per million tokens (``ModelPrice``, from the provider's price list);
       sessions and tasks count their cost with it (``Budget.max_cost_usd``). Unset costs 0.
 
@@ -95,6 +99,7 @@ class ModelProfile(Model):
     price: ModelPrice | None = None
     thinking_budget_tokens: int | None = Field(default=None, ge=1024)
     prompt_cache: Literal["off", "5m", "1h"] = "5m"
+    output_mode: Literal["native", "tool"] = "native"
 
     @model_validator(mode="after")
     def _output_fits_the_window(self) -> "ModelProfile":
@@ -216,6 +221,8 @@ class SessionConfig(Model):
     - ``ends_after_turn``: the session ends (its workflow returns the turn's outcome) after its
       first turn, as a task's sessions do.
     - ``parent``: the workflow that started it as a child (``SessionParent``).
+    - ``output``: the JSON object every final answer of the session must be (``OutputSpec``,
+      docs/structured-output.md); a message's own ``output`` overrides it for its turn.
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
@@ -250,6 +257,7 @@ class SessionConfig(Model):
     prompt: str | None = Field(default=None, exclude_if=lambda v: v is None)
     ends_after_turn: bool = Field(default=False, exclude_if=lambda v: v is False)
     parent: SessionParent | None = Field(default=None, exclude_if=lambda v: v is None)
+    output: OutputSpec | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 SANDBOX_ORDER: dict[str, int] = {"read_only": 0, "workspace_write": 1, "danger_full_access": 2}

@@ -7,6 +7,7 @@
     │   ├── InvalidTrajectoryFile   an exported trajectory file (json or jsonl) that does not parse
     │   ├── InvalidGraph            a task graph that is not a bounded DAG of well-formed nodes
     │   │   └── NodeCannotDecompose a worker node that would plan or delegate further
+    │   ├── InvalidOutputSchema     an output type or JSON Schema that cannot be a turn's output spec
     │   └── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
@@ -37,6 +38,7 @@
         ├── PolicyDenied            the policy engine or an approver refused a call
         ├── BudgetExceeded          a round, token or time budget ran out
         ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
+        ├── OutputInvalid           a turn's last allowed answer did not match its output schema
         ├── PayloadDecryptionError  an encrypted payload under a key this process lacks, or tampered (worker/_codec.py)
         └── PayloadStorageError     an externally stored payload could not be read back (worker/_payloads.py)
             └── PayloadNotFound     no payload under that key: reader and writer use different storage

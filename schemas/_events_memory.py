@@ -95,3 +95,5 @@ class TrajectoryCompleted(EventBase):
     steps: int
     rounds: int
     reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # A structured turn's validated object; left out when None.
+    output: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -3,7 +3,7 @@ compaction, profile switches, budget, continue-as-new, archiving and delegation 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -28,6 +28,7 @@ __all__ = [
     "ModelRequestStarted",
     "ModelTokenDelta",
     "ModelToolCallRequested",
+    "OutputValidationFailed",
     "SessionArchived",
     "SessionCancelled",
     "SessionContinuedAsNew",
@@ -102,6 +103,22 @@ class TurnEnded(EventBase):
     error: str | None = None
     usage: Usage
     error_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # A structured turn's validated object (``TurnOutcome.output``); left out when None.
+    output: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class OutputValidationFailed(EventBase):
+    """A final answer did not match the turn's output schema. ``attempt`` (1-based) of
+    ``max_attempts``; ``errors`` as the model is told them. Below the bound, the errors go back to
+    the model as a user message at ``position`` and the turn goes on (``position`` None: the
+    last attempt, the turn ends ``output_invalid``)."""
+
+    type: Literal["OutputValidationFailed"] = "OutputValidationFailed"
+    round: int
+    attempt: int
+    max_attempts: int
+    errors: list[str]
+    position: int | None = None
 
 
 class SessionCancelled(EventBase):

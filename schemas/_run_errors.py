@@ -14,6 +14,7 @@ __all__ = [
     "McpToolError",
     "MemoryLimitExceeded",
     "NotARegularFileError",
+    "OutputInvalid",
     "PolicyDenied",
     "ProviderError",
     "ProviderHTTPError",
@@ -247,3 +248,16 @@ class EffectOutcomeUnknown(RunError):
     def __init__(self, idempotency_key: str) -> None:
         self.idempotency_key = idempotency_key
         super().__init__(f"effect {idempotency_key!r} was claimed but its outcome was never recorded")
+
+
+class OutputInvalid(RunError):
+    """A turn with an output spec ended ``output_invalid``: the model's last allowed answer still
+    did not match the schema. Fields: ``turn_id``, ``errors`` (the validation errors, as the
+    turn's ``error``), ``answer`` (the last answer's text, kept). Raised by
+    ``TurnOutcome.output_as``."""
+
+    def __init__(self, turn_id: str, errors: str, answer: str | None) -> None:
+        self.turn_id = turn_id
+        self.errors = errors
+        self.answer = answer
+        super().__init__(f"turn {turn_id} has no valid structured output: {errors}")

@@ -6,9 +6,9 @@ import hashlib
 import json
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, TypeAdapter, field_validator
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, Spend
@@ -18,6 +18,8 @@ from agentrt.schemas._events import Event
 from agentrt.schemas._mcp import ElicitationAnswer
 from agentrt.schemas._memory import MemoryProposal
 from agentrt.schemas._messages import PositionedMessage, ToolSpec, Usage
+from agentrt.schemas._output import OutputSpec
+from agentrt.schemas._run_errors import OutputInvalid
 from agentrt.schemas._skills import SkillInfo
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
 
@@ -49,6 +51,8 @@ __all__ = [
 ]
 
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
+
+T = TypeVar("T")
 
 
 # An idempotency key: 1 to MAX_IDEMPOTENCY_KEY_CHARS characters of these (a UUID, a ULID, "order-42:retry").
@@ -89,11 +93,14 @@ class SendMessageInput(Model):
     first message sent with it by ``principal`` (its turn id and text digest) and answers a repeat
     with that message's turn instead of queueing another; the same key with another text is
     rejected. Left out when None: a worker of an earlier version still reads the message.
+    ``output``: the JSON object this turn's final answer must be (``OutputSpec``); overrides the
+    session's ``SessionConfig.output`` for this turn. Left out when None.
     """
 
     text: str
     principal: str
     idempotency_key: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    output: OutputSpec | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("idempotency_key")
     @classmethod
@@ -123,7 +130,11 @@ class TurnOutcome(Model):
     ``status``: ``completed`` (final answer in ``answer``), ``failed`` (``error`` says why),
     ``cancelled`` (``cancel_turn`` or ``archive``), ``round_limit`` (``max_rounds_per_turn``
     model calls without a final answer) or ``budget_exceeded`` (the session's spend crossed a
-    limit of its budget; ``error`` says which, ``error_type`` is ``BudgetExceeded``).
+    limit of its budget; ``error`` says which, ``error_type`` is ``BudgetExceeded``) or
+    ``output_invalid`` (a turn with an output spec whose last allowed answer still did not match
+    it; ``answer`` keeps that answer, ``error`` the validation errors, ``error_type`` is
+    ``OutputInvalid``). ``output``: a structured turn's validated object (a JSON object; see
+    ``output_as``), None for a plain-text turn.
     ``pending``: ``wait_turn`` returned before the turn ended, because its timeout passed or
     (``ask_again`` True) because the session is about to continue as new; wait again (a handle
     without a run id follows the new run).
@@ -138,6 +149,19 @@ class TurnOutcome(Model):
     tool_calls: int = 0
     usage: Usage = Field(default_factory=Usage)
     ask_again: bool = False
+    output: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def output_as(self, output_type: type[T]) -> T:
+        """``output`` validated as ``output_type`` (a pydantic model class, or any type pydantic
+        validates: ``output_as(Triage)``). Raises ``OutputInvalid`` for an ``output_invalid`` turn
+        (its last answer and errors), ``ValueError`` for a turn with no output (a plain-text
+        turn, or one that did not complete) and pydantic's ``ValidationError`` for an object
+        that does not fit ``output_type``."""
+        if self.status == "output_invalid":
+            raise OutputInvalid(self.turn_id, self.error or "", self.answer)
+        if self.output is None:
+            raise ValueError(f"turn {self.turn_id} has no structured output (status {self.status})")
+        return TypeAdapter(output_type).validate_python(self.output)
 
 
 class SessionResult(Model):
@@ -280,6 +304,8 @@ class QueuedOperation(Model):
     principal: str
     text: str = ""
     profile: str | None = None
+    # A message's own output spec (``SendMessageInput.output``); left out when None.
+    output: OutputSpec | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class SentMessage(Model):

@@ -2,7 +2,8 @@
 ``SessionTemplate`` and one way (``child_config``) to make a child's ``SessionConfig`` from it.
 
 A template holds every ``SessionConfig`` field but the ones that say which child it is
-(``SESSION_CHILD_FIELDS``: its id, owner, workspace, title, first prompt, ``ends_after_turn`` and parent).
+(``SESSION_CHILD_FIELDS``: its id, owner, workspace, title, first prompt, ``ends_after_turn``, parent
+and output spec).
 ``child_config`` copies every template field by iteration, never by name, so a field added to
 both reaches every child; a field added to ``SessionConfig`` alone fails this module's import
 (and ``tests/schemas/test_template.py``) until it is in one of the two sets.
@@ -24,9 +25,10 @@ from agentrt.schemas._config import (
     SessionConfig,
 )
 
-# The ``SessionConfig`` fields each child gets from its starter, never from a template.
+# The ``SessionConfig`` fields each child gets from its starter, never from a template (``output``:
+# what a child's answers must be is its starter's question, not its parent's own schema).
 SESSION_CHILD_FIELDS: frozenset[str] = frozenset(
-    {"session_id", "owner", "workspace", "title", "prompt", "ends_after_turn", "parent"}
+    {"session_id", "owner", "workspace", "title", "prompt", "ends_after_turn", "parent", "output"}
 )
 
 __all__ = [

@@ -64,6 +64,8 @@ class TurnTrajectory(Model):
     reason: str | None = None
     rounds: int = 0
     steps: list[TrajectoryStep] = Field(default_factory=list)
+    # A structured turn's validated object; left out when None.
+    output: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Trajectory(Model):
@@ -95,6 +97,7 @@ def trajectory_from_events(session_id: str, events: Iterable[Event], turn_id: st
         elif isinstance(event, TrajectoryCompleted) and tid in turns:
             turn = turns[tid]
             turn.outcome, turn.reason, turn.rounds, turn.ended_at = event.outcome, event.reason, event.rounds, event.at
+            turn.output = event.output
         elif isinstance(event, TurnEnded) and tid in turns and turns[tid].ended_at is None:
             turns[tid].ended_at = event.at
     return Trajectory(session_id=session_id, turns=list(turns.values()))

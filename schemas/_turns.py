@@ -17,7 +17,7 @@ __all__ = [
     "TurnStatus",
 ]
 
-TurnStatus = Literal["completed", "failed", "cancelled", "round_limit", "budget_exceeded"]
+TurnStatus = Literal["completed", "failed", "cancelled", "round_limit", "budget_exceeded", "output_invalid"]
 
 
 class PermissionRequest(Model):

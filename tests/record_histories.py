@@ -34,6 +34,7 @@ from agentrt.schemas import (
     McpServerConfig,
     MemoryProposed,
     ModelRequestStarted,
+    OutputSpec,
     PermissionRequested,
     RaiseBudgetInput,
     RequestRejected,
@@ -912,6 +913,42 @@ async def graph_node_cancelled_after_spending(r: Recorder) -> dict[str, Workflow
     return await _graph_histories(r, graph_id, "graph-node-cancelled-after-spending")
 
 
+_TRIAGE = {
+    "type": "object",
+    "properties": {"priority": {"enum": ["low", "high"]}, "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["priority", "tags"],
+}
+
+
+async def structured_output_invalid_then_valid(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session whose answers must match an output schema: an invalid answer, its errors fed back,
+    a valid one; then a turn with its own schema whose answer comes by the output tool."""
+    spec = OutputSpec.from_schema(_TRIAGE, name="Triage")
+    config = r.config(
+        [
+            {"text": '{"priority": "urgent"}'},
+            {"text": '{"priority": "high", "tags": ["billing"]}'},
+            {"tool_calls": [{"name": "final_result", "arguments": {"answer": 42}}]},
+        ],
+        output=spec,
+    )
+    _, outcome = await r.client.start_and_wait(config, "triage: my invoice is wrong")
+    assert outcome.status == "completed" and outcome.rounds == 2, outcome
+    answer = OutputSpec.from_schema({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})
+    outcome = await r.client.send_and_wait(config.session_id, "six times seven?", output=answer)
+    assert outcome.output == {"answer": 42}, outcome
+    return {"invalid-then-valid": r.handle(config.session_id)}
+
+
+async def structured_output_invalid(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn whose two allowed answers (max_attempts 2) both miss the schema: it ends output_invalid."""
+    spec = OutputSpec.from_schema(_TRIAGE, name="Triage", max_attempts=2)
+    config = r.config([{"text": "not json"}, {"text": '{"priority": "urgent"}'}], output=spec)
+    _, outcome = await r.client.start_and_wait(config, "triage: my invoice is wrong")
+    assert outcome.status == "output_invalid", outcome
+    return {"output-invalid": r.handle(config.session_id)}
+
+
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
 
@@ -961,6 +998,8 @@ SCENARIOS: list[Scenario] = [
     task_session_cancelled_after_spending,
     delegation_child_cancelled_after_spending,
     graph_node_cancelled_after_spending,
+    structured_output_invalid_then_valid,
+    structured_output_invalid,
 ]
 
 

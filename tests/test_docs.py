@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import re
+import sys
 import time
 import typing
 import uuid
@@ -88,6 +89,9 @@ def snippets() -> list[Example]:
 def load(example: Example) -> ModuleType:
     """Execute a snippet as a module: its imports must resolve and its top level must run."""
     module = ModuleType(f"docs_example_{example.page.replace('-', '_').removesuffix('.md')}_{example.number}")
+    # In sys.modules as an imported module is: pydantic resolves a model's annotations there (the
+    # snippet inherits this file's ``from __future__ import annotations``, so they are strings).
+    sys.modules[module.__name__] = module
     exec(compile(example.code, example.label, "exec"), module.__dict__)
     return module
 
@@ -195,6 +199,17 @@ async def run_ask(harness: Harness, workspace: Path, tmp_path: Path, capsys: pyt
     session = harness.client.new_config(str(workspace), profile="scripted", script=script(tmp_path, "A summary.", "Two questions."))
     await ask(harness.client, session)
     assert capsys.readouterr().out.splitlines() == ["A summary.", "completed Two questions."]
+
+
+@runs("structured-output.md", "triage")
+async def run_triage(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    triage = snippet("structured-output.md", "triage")
+    answers = script(tmp_path, '{"priority": "urgent"}', '{"priority": "high", "tags": ["billing"]}')
+    session = harness.client.new_config(str(workspace), profile="scripted", script=answers)
+    result = await triage(harness.client, session, "my invoice is wrong")
+    assert (result.priority, result.tags) == ("high", ["billing"])
+    events = [e async for e in harness.client.all_events(session.session_id)]
+    assert [e.attempt for e in events if e.type == "OutputValidationFailed"] == [1]
 
 
 @runs("idempotency.md", "pay_invoice")

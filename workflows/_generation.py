@@ -5,7 +5,7 @@ replay without the commands it added; every run recorded after it has its marker
 session asks the generations that shape a whole run once, in ``@workflow.init``
 (``Generation.ask``), and holds the answer as a frozen value (``SessionRun.gen``): update
 validators and queries of the first activation run before ``run()`` does and may not ask a
-patch themselves. Six patches gate a step that most runs never take, and are asked where it
+patch themselves. Seven patches gate a step that most runs never take, and are asked where it
 is first taken (the methods below; the SDK keeps a run's first answer): asked at a run's
 start, a run recorded after the patch but before its step was ever taken would find no
 marker there, replay as the old generation and then diverge from its own history once it
@@ -70,6 +70,10 @@ EFFECT_KEY_PATCH = "effect-key-position-v1"
 # child-spend-v1: a child session that ends cancelled first signals its spend to its parent
 # (``child_spend``, _children.report_cancelled), which counts it as the child's.
 CHILD_SPEND_PATCH = "child-spend-v1"
+# structured-output-v1: a turn with an output spec passes it to each model call and, on an answer
+# that does not match, records OutputValidationFailed and feeds the errors back as a user message
+# (another model call), up to the spec's max_attempts, then ends ``output_invalid``.
+STRUCTURED_OUTPUT_PATCH = "structured-output-v1"
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,11 @@ class Generation:
     def effect_key_position() -> bool:
         """effect-key-position-v1, asked by the first call that goes through the effect ledger."""
         return workflow.patched(EFFECT_KEY_PATCH)
+
+    @staticmethod
+    def structured_output() -> bool:
+        """structured-output-v1, asked when a turn with an output spec starts."""
+        return workflow.patched(STRUCTURED_OUTPUT_PATCH)
 
     @staticmethod
     def child_spend_report() -> bool:

@@ -13,6 +13,7 @@ from typing import Literal, Union
 
 from agentrt.schemas import (
     CompactOutcome,
+    OutputSpec,
     QueuedOperation,
     SessionState,
     SwitchModelResult,
@@ -53,11 +54,11 @@ class Inbox:
     def __len__(self) -> int:
         return len(self._state.inbox)
 
-    def add_message(self, principal: str, text: str) -> str:
-        """Queue a user message; returns its turn id."""
+    def add_message(self, principal: str, text: str, output: OutputSpec | None = None) -> str:
+        """Queue a user message (with its own output spec, if any); returns its turn id."""
         self._state.turn_counter += 1
         turn_id = f"turn-{self._state.turn_counter}"
-        self._state.inbox.append(QueuedOperation(kind="message", op_id=turn_id, principal=principal, text=text))
+        self._state.inbox.append(QueuedOperation(kind="message", op_id=turn_id, principal=principal, text=text, output=output))
         return turn_id
 
     def add_operation(self, kind: Literal["switch_model", "compact"], principal: str, profile: str | None = None) -> str:

@@ -116,7 +116,7 @@ class SessionControl:
         if sent is not None:
             self.check_idempotency_key(message)
             return sent.turn_id
-        turn_id = run.inbox.add_message(message.principal, message.text)
+        turn_id = run.inbox.add_message(message.principal, message.text, message.output)
         run.sent_keys.remember(message, turn_id)
         return turn_id
 

@@ -105,5 +105,6 @@ class TrajectoryRecorder:
             result, reason = "failed", self.failure or outcome.error or outcome.status
         self.turn_id = None
         return TrajectoryCompleted(
-            turn_id=outcome.turn_id, outcome=result, steps=self.steps, rounds=outcome.rounds, reason=reason  # type: ignore[arg-type]
+            turn_id=outcome.turn_id, outcome=result, steps=self.steps, rounds=outcome.rounds, reason=reason,  # type: ignore[arg-type]
+            output=outcome.output,
         )

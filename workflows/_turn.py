@@ -24,6 +24,8 @@ from agentrt.schemas import (
     ModelCallInput,
     ModelCallResult,
     ModelRequestStarted,
+    OutputSpec,
+    OutputValidationFailed,
     QueuedOperation,
     SessionCancelled,
     ToolCall,
@@ -65,6 +67,11 @@ class Turn:
         self.mcp_tokens = 0  # estimated tokens of the turn's MCP tool specs (each model call carries them)
         self.advisor_usage = Usage()  # tokens of the turn's advisor reviews
         self.trajectory = TrajectoryRecorder()
+        # The turn's output spec (its message's, else the session's; structured-output-v1) and the
+        # invalid answers it has had.
+        spec = queued.output or run.config.output
+        self.output: OutputSpec | None = spec if spec is not None and run.gen.structured_output() else None
+        self.invalid_answers = 0
 
     def fail_call(
         self, call: ToolCall, reason: Any, error: str, position: int | None = None, *, started: Any = None
@@ -176,7 +183,7 @@ class TurnLoop:
         run.emit(
             TurnEnded(
                 turn_id=outcome.turn_id, status=outcome.status, rounds=outcome.rounds, error=outcome.error,
-                usage=outcome.usage, error_type=outcome.error_type,
+                usage=outcome.usage, error_type=outcome.error_type, output=outcome.output,
             )
         )
         run.state.turns_completed += 1
@@ -224,6 +231,11 @@ class TurnLoop:
                 for call in reply.tool_calls:
                     turn.fail_call(call, "cancelled", "the turn was cancelled before this call ran")
                 raise TurnCancelled()
+            if not reply.tool_calls and turn.output is not None:
+                checked = self._checked_answer(turn, round_number, reply, calls, usage)
+                if checked is None:
+                    continue  # the errors went back to the model: another round
+                return checked
             if not reply.tool_calls:
                 return TurnOutcome(
                     turn_id=turn_id, status="completed", answer=reply.text, rounds=round_number, tool_calls=calls, usage=usage
@@ -251,6 +263,40 @@ class TurnLoop:
             turn_id=turn_id, status="round_limit", error=f"no final answer after {limit} rounds", rounds=limit,
             tool_calls=calls, usage=usage,
         )
+
+    def _checked_answer(
+        self, turn: Turn, round_number: int, reply: ModelCallResult, calls: int, usage: Usage
+    ) -> TurnOutcome | None:
+        """A structured turn's final answer, as the model activity checked it: the completed outcome
+        with its object; or, for an invalid answer, ``OutputValidationFailed`` and either the errors
+        staged as a user message for another try (None) or, at the spec's ``max_attempts``, the
+        ``output_invalid`` outcome that keeps the answer."""
+        assert turn.output is not None
+        if reply.output is not None and not reply.output_problems:
+            return TurnOutcome(
+                turn_id=turn.id, status="completed", answer=reply.text, output=reply.output, rounds=round_number,
+                tool_calls=calls, usage=usage,
+            )
+        run, spec = self.run, turn.output
+        errors = reply.output_problems or ["(answer): the worker did not check it"]
+        turn.invalid_answers += 1
+        last = turn.invalid_answers >= spec.max_attempts
+        position = None if last else run.journal.take_position()
+        run.emit(
+            OutputValidationFailed(
+                turn_id=turn.id, round=round_number, attempt=turn.invalid_answers, max_attempts=spec.max_attempts,
+                errors=errors, position=position,
+            )
+        )
+        turn.record_step(round_number, "output_validation", {"attempt": turn.invalid_answers}, "invalid", "; ".join(errors), None)
+        if position is None:
+            return TurnOutcome(
+                turn_id=turn.id, status="output_invalid", answer=reply.text, error_type="OutputInvalid",
+                error=f"the answer did not match the output schema after {turn.invalid_answers} attempts: " + "; ".join(errors),
+                rounds=round_number, tool_calls=calls, usage=usage,
+            )
+        run.stage_message(position, turn.id, Message(role="user", text=output_feedback(errors)))
+        return None
 
     def _budget_exceeded(
         self, turn: Turn, round_number: int, crossing: BudgetCrossing, calls: int, usage: Usage, unrun: list[ToolCall] | None = None
@@ -330,6 +376,7 @@ class TurnLoop:
                     tool_listing=turn.tool_listing,
                     skills=state.skills,
                     budget_note=run.budget_note(),
+                    output=turn.output,
                     script_session=config.parent.number if config.parent is not None else None,
                     script_node=config.parent.node if config.parent is not None else None,
                 ),
@@ -349,3 +396,13 @@ class TurnLoop:
         if plan is not None:
             context.observe(state.context, plan.raw_tokens, reply.usage.input_tokens)
         return reply
+
+
+def output_feedback(errors: list[str]) -> str:
+    """The user message that gives an invalid structured answer's errors back to the model."""
+    listed = "\n".join(f"- {error}" for error in errors)
+    return (
+        "Your final answer does not match the required output schema:\n"
+        f"{listed}\n"
+        "Give your final answer again: only a JSON object that matches the schema, with these errors fixed."
+    )

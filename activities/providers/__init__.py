@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from agentrt.activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text
+from agentrt.activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text, uses_output_tool
 from agentrt.activities.providers._errors import application_error_from, bounded_message, redact, retry_after_seconds
 from agentrt.activities.providers.anthropic import AnthropicProvider
 from agentrt.activities.providers.openai import OpenAIProvider
@@ -35,6 +35,7 @@ __all__ = [
     "redact",
     "retry_after_seconds",
     "tool_call_from_text",
+    "uses_output_tool",
 ]
 
 

@@ -18,7 +18,9 @@ from agentrt.schemas import (
     ConfigurationError,
     ModelProfile,
     ModelRequest,
+    OUTPUT_TOOL,
     ModelResponse,
+    OutputSpec,
     ProviderHTTPError,
     ProviderTransportError,
     ToolCall,
@@ -360,3 +362,38 @@ async def deadline(url: str, seconds: float) -> AsyncIterator[None]:
             yield
     except TimeoutError as e:
         raise ProviderTransportError(url, f"no complete answer within {seconds:g} s") from e
+
+
+# --- structured output -------------------------------------------------------------------
+
+
+def uses_output_tool(profile: ModelProfile) -> bool:
+    """Whether a call with an output spec offers the output tool (``OUTPUT_TOOL``) instead of
+    the provider's native mode: always for Anthropic (a forced tool is its way), and for a
+    profile with ``output_mode = "tool"`` (a compatible server without ``json_schema``)."""
+    return profile.provider == "anthropic" or profile.output_mode == "tool"
+
+
+def native_output(request: ModelRequest) -> OutputSpec | None:
+    """The spec to ask for natively (OpenAI ``response_format`` / Responses ``text.format``):
+    the request's, unless its profile uses the output tool."""
+    if request.output is None or uses_output_tool(request.profile):
+        return None
+    return request.output
+
+
+def offers_output_tool(request: ModelRequest) -> bool:
+    """A call with an output spec whose tools hold the output tool (the activity added it)."""
+    return request.output is not None and any(tool.name == OUTPUT_TOOL for tool in request.tools)
+
+
+def json_schema_format(output: OutputSpec) -> dict[str, Any]:
+    """OpenAI's json_schema format fields (Chat ``response_format.json_schema``, Responses
+    ``text.format``): ``name``, ``description`` when set, ``schema``, ``strict``.
+    Sources: https://platform.openai.com/docs/guides/structured-outputs."""
+    fields: dict[str, Any] = {"name": output.name}
+    if output.description:
+        fields["description"] = output.description
+    fields["schema"] = output.json_schema
+    fields["strict"] = output.strict
+    return fields

@@ -10,8 +10,16 @@ from typing import Any
 import httpx
 
 from agentrt.activities.providers._anthropic_stream import ERROR_TYPE_STATUS, PROVIDER, MessageStream
-from agentrt.activities.providers._base import OnDelta, ToolNames, check_api_key, deadline, stream_sse, wire_arguments
-from agentrt.schemas import Message, ModelProfile, ModelRequest, ModelResponse, ProviderError, ProviderTransportError
+from agentrt.activities.providers._base import (
+    OnDelta,
+    ToolNames,
+    check_api_key,
+    deadline,
+    offers_output_tool,
+    stream_sse,
+    wire_arguments,
+)
+from agentrt.schemas import OUTPUT_TOOL, Message, ModelProfile, ModelRequest, ModelResponse, ProviderError, ProviderTransportError
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -47,6 +55,11 @@ class AnthropicProvider:
       ``redacted_thinking`` blocks, unchanged ("preserving thinking blocks" during tool
       use). Without thinking, no thinking block is sent: the API would ignore earlier
       turns' blocks, and they only make the request bigger.
+    - Structured output: a call with an output spec offers the output tool ``final_result``
+      (its ``input_schema`` the spec's schema; the activity adds it) and forces a tool call:
+      ``tool_choice: {"type": "tool", "name": "final_result"}`` when it is the only tool,
+      ``{"type": "any"}`` beside others; with thinking no ``tool_choice`` (the API refuses a
+      forced tool then) and the model is told by the tool's description.
     - Prompt caching (``profile.prompt_cache``: ``5m`` default, ``1h``, ``off``):
       ``cache_control: {"type": "ephemeral"}`` (with ``"ttl": "1h"`` for ``1h``) on the
       system block, the last tool, the last block of the last message (the conversation so
@@ -121,6 +134,10 @@ class AnthropicProvider:
                 {"name": names.to_wire(tool.name), "description": tool.description, "input_schema": tool.parameters}
                 for tool in request.tools
             ]
+            if offers_output_tool(request) and thinking is None:
+                # The answer must be the output tool's call (the API refuses a forced tool with thinking).
+                only = len(request.tools) == 1
+                body["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL} if only else {"type": "any"}
         _mark_cache_breakpoints(body, self.profile.prompt_cache)
         return body
 

@@ -17,6 +17,9 @@ from agentrt.activities.providers._base import (
     check_api_key,
     deadline,
     is_reasoning_family,
+    json_schema_format,
+    native_output,
+    offers_output_tool,
     stream_sse,
     wire_arguments,
 )
@@ -46,6 +49,9 @@ class OpenAIProvider:
       - ``temperature`` when the profile sets it, except for the reasoning families: they reject
         any temperature but 1, so it is left out for them.
       - ``reasoning_effort`` when ``profile.reasoning_effort`` is set.
+      - A call with an output spec: ``response_format: {"type": "json_schema", "json_schema":
+        {name, description, schema, strict}}``; with ``output_mode = "tool"``, the output tool
+        ``final_result`` among the tools and ``tool_choice: "required"`` instead.
 
     Stream (chunks of ``chat.completion.chunk``; only choice 0 is read)
       - Answer text: ``delta.content`` as a string, or as a list of parts (Mistral reasoning
@@ -147,6 +153,11 @@ class OpenAIProvider:
                 }
                 for tool in request.tools
             ]
+            if offers_output_tool(request):
+                body["tool_choice"] = "required"  # output_mode "tool": the answer is a call of the output tool
+        output = native_output(request)
+        if output is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": json_schema_format(output)}
         return body
 
     def headers(self) -> dict[str, str]:

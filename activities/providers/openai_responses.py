@@ -18,6 +18,9 @@ from agentrt.activities.providers._base import (
     event_object,
     is_reasoning_family,
     is_token_count,
+    json_schema_format,
+    native_output,
+    offers_output_tool,
     stream_sse,
     tool_call_from_text,
     valid_text,
@@ -99,6 +102,9 @@ class OpenAIResponsesProvider:
       stored server-side, every request carries the whole input; a reasoning model (or any
       model given a ``reasoning_effort``) gets ``include: ["reasoning.encrypted_content"]``
       so its reasoning items come back encrypted and are sent back in the next round.
+    - A call with an output spec: ``text: {"format": {"type": "json_schema", name, description,
+      schema, strict}}``; with ``output_mode = "tool"``, the output tool ``final_result`` among
+      the tools and ``tool_choice: "required"`` instead.
     - Events: ``response.output_text.delta`` (answer text, passed to ``on_delta``;
       ``response.refusal.delta`` likewise: a refusal is the answer);
       ``response.output_item.added``/``.done`` (``function_call``: ``call_id``, ``name``,
@@ -168,6 +174,11 @@ class OpenAIResponsesProvider:
                 }
                 for tool in request.tools
             ]
+            if offers_output_tool(request):
+                body["tool_choice"] = "required"  # output_mode "tool": the answer is a call of the output tool
+        output = native_output(request)
+        if output is not None:
+            body["text"] = {"format": {"type": "json_schema", **json_schema_format(output)}}
         return body
 
     def headers(self) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentrt import schemas
-from agentrt.schemas import EVENT_ADAPTER, Event, Message, Model, SessionConfig
+from agentrt.schemas import EVENT_ADAPTER, Event, Message, Model, OutputSpec, SessionConfig
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-10**9, 10**9) | st.text(max_size=20),
@@ -78,8 +78,29 @@ def field_strategy(info: Any) -> st.SearchStrategy[Any]:
     return strategy_for(info.annotation)
 
 
+# Models whose fields hold rules random values almost never meet (an output spec's JSON Schema).
+OUTPUT_SCHEMAS = [
+    {"type": "object"},
+    {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}, "required": ["a"]},
+    {"type": "object", "$defs": {"n": {"type": "integer"}}, "properties": {"n": {"$ref": "#/$defs/n"}}},
+]
+
+
+def _output_spec() -> st.SearchStrategy[BaseModel]:
+    return st.builds(
+        OutputSpec,
+        name=st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
+        description=st.none() | st.text(max_size=20),
+        json_schema=st.sampled_from(OUTPUT_SCHEMAS),
+        strict=st.booleans(),
+        max_attempts=st.integers(1, 10),
+    )
+
+
 @functools.cache
 def model_strategy(cls: type[BaseModel]) -> st.SearchStrategy[BaseModel]:
+    if cls is OutputSpec:
+        return _output_spec()
     fields = {name: field_strategy(info) for name, info in cls.model_fields.items()}
 
     def build(data: dict[str, Any]) -> BaseModel | None:

@@ -1,0 +1,261 @@
+"""Structured output: the JSON Schema a turn's final answer must match (``OutputSpec``), and
+its check (``check_output``), run by the model activity on the model's untrusted answer.
+
+A spec travels in history (on ``SessionConfig.output``, ``SendMessageInput.output`` and each
+model call's input), so it holds a JSON Schema, never a Python class: ``OutputSpec.from_type``
+derives the schema from a pydantic model (or any type pydantic can describe), and
+``TurnOutcome.output_as`` turns the validated object back into that type on the caller's side.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
+
+from agentrt.schemas._base import Model
+from agentrt.schemas._errors import ConfigurationError
+from agentrt.schemas._messages import ToolSpec
+from agentrt.schemas._validation import untrusted_schema_problems
+
+__all__ = [
+    "InvalidOutputSchema",
+    "OUTPUT_TOOL",
+    "OutputCheck",
+    "OutputSpec",
+    "check_output",
+    "output_spec",
+]
+
+T = TypeVar("T")
+
+# The tool a model calls to give its final answer when the provider has no native mode
+# (or the profile asks for ``output_mode = "tool"``); pydantic-ai's name for it.
+OUTPUT_TOOL = "final_result"
+# Bounds of a spec (it is in history with every model call of its turns).
+MAX_SCHEMA_BYTES = 32 * 1024
+MAX_ATTEMPTS = 10
+# Bounds of one answer's check: characters of the answer, nesting depth and values of its JSON,
+# and Python calls the validator may make (a hostile schema and answer could otherwise make a
+# validation take exponential time; RE2 runs the schema's patterns in linear time).
+MAX_ANSWER_CHARS = 1_000_000
+MAX_DEPTH = 64
+MAX_VALUES = 100_000
+MAX_VALIDATOR_CALLS = 500_000
+# The problems fed back to the model (and kept in events) per attempt.
+MAX_PROBLEMS = 20
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
+
+
+class InvalidOutputSchema(ConfigurationError):
+    """An output type or JSON Schema that cannot be a turn's output spec: not a JSON object
+    schema, not a valid JSON Schema, larger than ``MAX_SCHEMA_BYTES``, or a bad name.
+    ``problem`` says which."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"invalid output schema: {problem}")
+
+
+class OutputSpec(Model):
+    """What a turn's final answer must be: a JSON object matching ``json_schema``.
+
+    - ``name``: the schema's name (1 to 64 of ``A-Z a-z 0-9 _ -``; OpenAI's rule), sent as the
+      native mode's schema name; ``description`` tells the model what the object is.
+    - ``json_schema``: a JSON Schema (draft 2020-12) whose root is ``"type": "object"``, at
+      most 32 KiB as JSON; ``$ref`` only inside it (``#/$defs/...``), patterns in RE2 syntax.
+    - ``strict``: sent as OpenAI's ``strict`` (the schema must then be in OpenAI's strict
+      subset: every property required, ``additionalProperties: false``).
+    - ``max_attempts``: answers the model may give (1 to 10); each invalid one gets its
+      validation errors back as a user message, and the last one ends the turn ``output_invalid``.
+
+    Build one with ``OutputSpec.from_type(Triage)`` or ``OutputSpec.from_schema({...})``.
+    """
+
+    name: str = "output"
+    description: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    json_schema: dict[str, Any]
+    strict: bool = False
+    max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_valid(cls, name: str) -> str:
+        if not _NAME.match(name):
+            raise ValueError(f"name {name[:80]!r} must be 1 to 64 of A-Z a-z 0-9 _ -")
+        return name
+
+    @field_validator("json_schema")
+    @classmethod
+    def _schema_is_usable(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise ValueError(problem)
+        return schema
+
+    @classmethod
+    def from_schema(
+        cls, schema: dict[str, Any], *, name: str | None = None, strict: bool = False, max_attempts: int = 3
+    ) -> OutputSpec:
+        """A spec from a JSON Schema dict (``name`` defaults to its ``title``, else ``output``).
+        Raises ``InvalidOutputSchema``."""
+        title = schema.get("title") if isinstance(schema, dict) else None
+        name = name or (title if isinstance(title, str) and _NAME.match(title) else "output")
+        description = schema.get("description") if isinstance(schema, dict) else None
+        try:
+            return cls(
+                name=name, description=description if isinstance(description, str) else None,
+                json_schema=schema, strict=strict, max_attempts=max_attempts,
+            )
+        except ValueError as err:  # pydantic's ValidationError is one
+            raise InvalidOutputSchema(_first_error(err)) from None
+
+    @classmethod
+    def from_type(cls, output_type: Any, *, name: str | None = None, strict: bool = False, max_attempts: int = 3) -> OutputSpec:
+        """A spec from a pydantic model class (or a dataclass or ``TypedDict``: any type pydantic
+        describes as a JSON object); ``name`` defaults to the type's name. Raises
+        ``InvalidOutputSchema`` (a type pydantic cannot describe, or not an object)."""
+        try:
+            schema = TypeAdapter(output_type).json_schema()
+        except Exception as err:  # noqa: BLE001 - pydantic's PydanticSchemaGenerationError, PydanticInvalidForJsonSchema, ...
+            raise InvalidOutputSchema(f"{output_type!r} has no JSON Schema: {err}") from None
+        type_name = getattr(output_type, "__name__", None)
+        return cls.from_schema(
+            schema, name=name or (type_name if isinstance(type_name, str) and _NAME.match(type_name) else None),
+            strict=strict, max_attempts=max_attempts,
+        )
+
+    def tool_spec(self) -> ToolSpec:
+        """The output tool (``final_result``), for a provider with no native mode."""
+        description = "Give your final answer by calling this tool with it as the arguments."
+        if self.description:
+            description = f"{description} {self.description}"
+        return ToolSpec(name=OUTPUT_TOOL, description=description, parameters=self.json_schema)
+
+
+def output_spec(output_type: Any) -> OutputSpec | None:
+    """The spec for what an agent is given as its output type: None for plain text (``None``,
+    ``str``), the spec itself, ``from_schema`` for a dict, ``from_type`` for anything else."""
+    if output_type is None or output_type is str:
+        return None
+    if isinstance(output_type, OutputSpec):
+        return output_type
+    if isinstance(output_type, dict):
+        return OutputSpec.from_schema(output_type)
+    return OutputSpec.from_type(output_type)
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` cannot be an output schema, or None."""
+    if not isinstance(schema, dict):
+        return "the schema must be a JSON object"
+    try:
+        size = len(json.dumps(schema, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return "the schema must be JSON (strings, numbers, booleans, null, lists and objects)"
+    if size > MAX_SCHEMA_BYTES:
+        return f"the schema is {size} bytes as JSON, more than {MAX_SCHEMA_BYTES}"
+    if schema.get("type") != "object":
+        return 'the schema\'s root must be "type": "object" (wrap another type in a model with one field)'
+    import jsonschema  # here: the client imports this module, and most callers never build a spec
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return f"not a valid JSON Schema: {err.message[:300]}"
+    return None
+
+
+class OutputCheck(Model):
+    """An answer's check: ``output`` (the parsed object) when it matches, else ``problems``
+    (readable, at most ``MAX_PROBLEMS``, e.g. ``"priority: 'urgent' is not one of ['low', 'high']"``)."""
+
+    output: dict[str, Any] | None = None
+    problems: list[str] = Field(default_factory=list)
+
+
+def check_output(spec: OutputSpec, answer: str) -> OutputCheck:
+    """Parse ``answer`` (JSON text, optionally in a ```json fence) and validate it against
+    ``spec.json_schema``, within bounds: an answer longer than ``MAX_ANSWER_CHARS``, nested
+    deeper than ``MAX_DEPTH`` or holding more than ``MAX_VALUES`` values, and a validation that
+    needs more than ``MAX_VALIDATOR_CALLS`` calls, are problems, never a hang. Never raises."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return OutputCheck(problems=[f"(answer): {len(answer)} characters, more than {MAX_ANSWER_CHARS}"])
+    text = answer.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return OutputCheck(problems=[f"(answer): nested deeper than {MAX_DEPTH}"])
+    except ValueError as err:
+        return OutputCheck(problems=[f"(answer): not JSON ({err}); answer with the JSON object only"])
+    if not isinstance(value, dict):
+        return OutputCheck(problems=[f"(answer): a JSON {type(value).__name__}, not an object"])
+    shape = _shape_problem(value)
+    if shape is not None:
+        return OutputCheck(problems=[shape])
+    try:
+        problems = _within_calls(lambda: untrusted_schema_problems(spec.json_schema, value), MAX_VALIDATOR_CALLS)
+    except _OverBudget:
+        problems = ["(answer): the schema check took too long for this answer (simplify the answer)"]
+    if problems:
+        problems = [p.replace("(arguments)", "(answer)", 1).replace("the tool's input schema", "the output schema") for p in problems]
+        if len(problems) > MAX_PROBLEMS:
+            problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
+        return OutputCheck(problems=problems)
+    return OutputCheck(output=value)
+
+
+def _shape_problem(value: Any) -> str | None:
+    """Depth and value count of parsed JSON, walked without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    count = 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            return f"(answer): more than {MAX_VALUES} values"
+        if depth > MAX_DEPTH:
+            return f"(answer): nested deeper than {MAX_DEPTH}"
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+class _OverBudget(BaseException):
+    """Not an ``Exception``: the validator's own ``except Exception`` must not swallow it."""
+
+
+def _within_calls(fn: Callable[[], T], budget: int) -> T:
+    """``fn()``, stopped with ``_OverBudget`` once it has made ``budget`` Python calls. Counts
+    calls with a trace function of this thread only (``sys.settrace``): no clock, no thread."""
+    calls = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > budget:
+            raise _OverBudget()
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        return fn()
+    finally:
+        sys.settrace(previous)
+
+
+def _first_error(err: ValueError) -> str:
+    if isinstance(err, ValidationError) and err.errors():
+        return str(err.errors()[0]["msg"]).removeprefix("Value error, ")
+    return str(err)

@@ -1,0 +1,161 @@
+"""``OutputSpec`` and ``check_output``: specs from types and schemas, readable problems, and an
+untrusted answer (or a hostile schema) that cannot make a check hang or raise."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from agentrt.schemas import (
+    ConfigurationError,
+    InvalidOutputSchema,
+    OutputInvalid,
+    OutputSpec,
+    RunError,
+    TurnOutcome,
+    check_output,
+    output_spec,
+)
+from agentrt.schemas._output import MAX_ANSWER_CHARS, MAX_DEPTH, MAX_VALUES
+
+
+class Triage(BaseModel):
+    priority: Literal["low", "high"]
+    tags: list[str] = []
+
+
+class Ticket(BaseModel):
+    triage: Triage
+    title: str
+
+
+def test_a_spec_from_a_pydantic_model_is_named_by_it_and_keeps_its_definitions() -> None:
+    spec = OutputSpec.from_type(Ticket)
+
+    assert spec.name == "Ticket" and spec.json_schema["type"] == "object" and "Triage" in spec.json_schema["$defs"]
+    assert check_output(spec, '{"triage": {"priority": "low"}, "title": "x"}').output == {"triage": {"priority": "low"}, "title": "x"}
+    assert check_output(spec, '{"triage": {"priority": "mid"}, "title": "x"}').problems == [
+        "triage/priority: 'mid' is not one of ['low', 'high']"
+    ]
+
+
+def test_a_spec_from_a_dataclass_works_like_one_from_a_model() -> None:
+    @dataclass
+    class Point:
+        x: int
+        y: int
+
+    assert check_output(OutputSpec.from_type(Point), '{"x": 1, "y": 2}').output == {"x": 1, "y": 2}
+
+
+def test_plain_text_output_types_give_no_spec() -> None:
+    assert output_spec(None) is None and output_spec(str) is None
+    assert output_spec({"type": "object"}) == OutputSpec(json_schema={"type": "object"})
+    assert output_spec(Triage) == OutputSpec.from_type(Triage)
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"type": "array"}, 'root must be "type": "object"'),
+        ({"type": "object", "properties": {"a": {"type": 7}}}, "not a valid JSON Schema"),
+        ({"type": "object", "description": "x" * 40_000}, "more than 32768"),
+    ],
+)
+def test_a_schema_that_cannot_be_an_output_schema_is_a_configuration_error(schema: dict, problem: str) -> None:
+    with pytest.raises(InvalidOutputSchema, match="invalid output schema") as caught:
+        OutputSpec.from_schema(schema)
+
+    assert isinstance(caught.value, ConfigurationError) and problem in caught.value.problem
+
+
+def test_a_type_pydantic_describes_as_no_object_is_refused_with_the_reason() -> None:
+    with pytest.raises(InvalidOutputSchema, match="root must be"):
+        OutputSpec.from_type(list[int])
+
+
+def test_a_spec_with_a_bad_name_or_attempts_is_invalid_at_the_boundary() -> None:
+    with pytest.raises(ValidationError, match="must be 1 to 64"):
+        OutputSpec(name="has space", json_schema={"type": "object"})
+    with pytest.raises(ValidationError):
+        OutputSpec(json_schema={"type": "object"}, max_attempts=0)
+
+
+def test_an_answer_in_a_json_fence_is_read_and_prose_is_a_problem() -> None:
+    spec = OutputSpec.from_type(Triage)
+
+    assert check_output(spec, '```json\n{"priority": "low"}\n```').output == {"priority": "low"}
+    assert "not JSON" in check_output(spec, "The priority is low.").problems[0]
+    assert check_output(spec, "[1, 2]").problems == ["(answer): a JSON list, not an object"]
+
+
+def test_a_huge_answer_is_refused_before_it_is_parsed() -> None:
+    answer = '{"priority": "' + "a" * MAX_ANSWER_CHARS + '"}'
+
+    assert "characters, more than" in check_output(OutputSpec.from_type(Triage), answer).problems[0]
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 5_000, 200_000])
+def test_a_deeply_nested_answer_is_a_problem_not_a_crash(depth: int) -> None:
+    answer = '{"a": ' + "[" * depth + "]" * depth + "}"
+
+    assert check_output(OutputSpec.from_schema({"type": "object"}), answer).problems == [f"(answer): nested deeper than {MAX_DEPTH}"]
+
+
+def test_an_answer_with_too_many_values_is_a_problem() -> None:
+    answer = json.dumps({"a": [0] * (MAX_VALUES + 1)})
+
+    assert check_output(OutputSpec.from_schema({"type": "object"}), answer).problems == [f"(answer): more than {MAX_VALUES} values"]
+
+
+def test_a_schema_whose_check_would_take_exponential_time_stops_at_its_budget() -> None:
+    # Each level tries three alternatives that all fail at the bottom: 3^depth checks without a bound.
+    node = {"anyOf": [
+        {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1, "maxItems": 1},
+        {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1, "maxItems": 2},
+        {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 0, "minItems": 1},
+    ]}
+    spec = OutputSpec.from_schema({"type": "object", "$defs": {"n": node}, "properties": {"x": {"$ref": "#/$defs/n"}}})
+    answer = '{"x": ' + "[" * 40 + "]" * 40 + "}"
+
+    began = time.monotonic()
+    problems = check_output(spec, answer).problems
+
+    assert problems == ["(answer): the schema check took too long for this answer (simplify the answer)"]
+    assert time.monotonic() - began < 60  # bounded by calls, not by a clock; this only says it ended
+
+
+def test_a_pattern_that_would_backtrack_runs_in_linear_time_on_re2() -> None:
+    spec = OutputSpec.from_schema({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}})
+
+    problems = check_output(spec, json.dumps({"s": "a" * 5_000 + "!"})).problems
+
+    assert len(problems) == 1 and "does not match" in problems[0]
+
+
+def test_a_remote_reference_is_never_fetched_and_is_a_problem() -> None:
+    spec = OutputSpec.from_schema({"type": "object", "properties": {"a": {"$ref": "https://example.invalid/s.json"}}})
+
+    problems = check_output(spec, '{"a": 1}').problems
+
+    assert len(problems) == 1 and problems[0].startswith("(schema): the output schema cannot be applied")
+
+
+def test_output_as_validates_the_object_and_raises_what_the_user_sees() -> None:
+    done = TurnOutcome(turn_id="turn-1", status="completed", answer="{}", output={"priority": "high"})
+    invalid = TurnOutcome(
+        turn_id="turn-2", status="output_invalid", answer='{"priority": "mid"}', error="priority: 'mid' is not one of",
+        error_type="OutputInvalid",
+    )
+
+    assert done.output_as(Triage) == Triage(priority="high")
+    with pytest.raises(OutputInvalid, match="turn turn-2 has no valid structured output: priority: 'mid'") as caught:
+        invalid.output_as(Triage)
+    assert isinstance(caught.value, RunError) and caught.value.answer == '{"priority": "mid"}'
+    with pytest.raises(ValueError, match="has no structured output"):
+        TurnOutcome(turn_id="turn-3", status="completed", answer="hi").output_as(Triage)
