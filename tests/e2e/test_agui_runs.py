@@ -64,9 +64,16 @@ def client_modules() -> Path:
 class Front:
     """A front end: runs of one thread by a stock ``HttpAgent`` (one node process per call)."""
 
-    def __init__(self, base_url: str, agent: str, tmp_path: Path) -> None:
-        self.url = f"{base_url}/v1/agents/{agent}/ag-ui"
+    def __init__(self, http: httpx.AsyncClient, agent: str, tmp_path: Path) -> None:
+        self.http = http
+        self.url = f"{str(http.base_url).rstrip('/')}/v1/agents/{agent}/ag-ui"
         self.tmp_path = tmp_path
+
+    async def post(self, body: dict[str, Any], principal: str | None = "alice") -> tuple[httpx.Response, list[dict[str, Any]]]:
+        """POST ``body`` as ``principal`` (None: no token): the response and its AG-UI events."""
+        headers = {"Authorization": f"Bearer {TOKENS[principal]}"} if principal else {}
+        response = await self.http.post(self.url, json=body, headers=headers)
+        return response, [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
 
     async def runs(self, runs: list[dict[str, Any]], *, thread: str, principal: str = "alice",
                    props: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -88,7 +95,7 @@ async def front(harness: Harness, workspace: Path, tmp_path: Path) -> AsyncItera
     config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=("sessions",)) for p, t in TOKENS.items()])
     client = await gateway_client(harness)
     async with serving(create_app(client, config, workspace_root=workspace.parent)) as http:
-        yield Front(str(http.base_url).rstrip("/"), "scripted", tmp_path)
+        yield Front(http, "scripted", tmp_path)
 
 
 @pytest.fixture
@@ -212,8 +219,6 @@ async def test_a_new_message_while_an_interrupt_is_open_is_a_run_error(harness: 
     tid = thread(harness)
     await front.runs([{"runId": "run-1", "message": "write"}], thread=tid)
     body = {"threadId": tid, "runId": "run-2", "messages": [{"id": "u2", "role": "user", "content": "never mind"}]}
-    async with httpx.AsyncClient(timeout=60) as http:
-        response = await http.post(front.url, json=body, headers={"Authorization": f"Bearer {TOKENS['alice']}"})
-    frames = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    _, frames = await front.post(body)
     assert [f["type"] for f in frames] == ["RUN_STARTED", "RUN_ERROR"] and frames[1]["code"] == "interrupt_pending"
     assert (await harness.client.state(tid)).queued_turn_ids == []
