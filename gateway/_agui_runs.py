@@ -193,7 +193,8 @@ async def _resume(body: RunAgentInput, caller: Caller, gateway: Gateway, store: 
     named = {e.interrupt_id for e in entries}
     if missing := sorted(set(pending) - named):
         return _Run(thread, error=("resume_incomplete", f"resume answers no open interrupt {', '.join(missing)}"))
-    asked = await asyncio.to_thread(_requests, store, thread, named)
+    turns = {r.turn_id for r in pending.values()}
+    asked = await asyncio.to_thread(_requests, store, thread, named, turns)
     if unknown := sorted(named - set(asked)):
         return _Run(thread, error=("unknown_interrupt", f"the thread has no interrupt {', '.join(unknown)}"))
     for entry in entries:
@@ -211,9 +212,14 @@ async def _resume(body: RunAgentInput, caller: Caller, gateway: Gateway, store: 
     return _Run(thread, last.turn_id, after_seq=last.seq)
 
 
-def _requests(store: Store, session_id: str, ids: set[str]) -> dict[str, PermissionRequested]:
-    """The ``PermissionRequested`` events of the session that ask ``ids`` (by request id)."""
+def _requests(store: Store, session_id: str, ids: set[str], turns: set[str]) -> dict[str, PermissionRequested]:
+    """The ``PermissionRequested`` events of the session that ask ``ids`` (by request id): those
+    of ``turns`` first (the pending requests' turns), the whole session's for any not found there."""
     found: dict[str, PermissionRequested] = {}
+    for turn in sorted(turns):
+        for event in store.turn_events(session_id, turn):
+            if isinstance(event, PermissionRequested) and event.request.request_id in ids:
+                found[event.request.request_id] = event
     since = 0
     while len(found) < len(ids):
         page = store.events(session_id, since, 1000)

@@ -115,3 +115,8 @@ async def test_a_run_the_gateway_cannot_start_is_a_problem_and_starts_nothing(
 async def test_a_run_without_a_token_is_unauthenticated(harness: Harness, front: Front) -> None:
     response, _ = await front.post(run(harness.new_session_id(), "run-1"), principal=None)
     assert_problem(response, 401)
+
+
+async def test_a_run_with_a_token_without_the_sessions_scope_is_forbidden(harness: Harness, front: Front) -> None:
+    response, _ = await front.post(run(harness.new_session_id(), "run-1"), principal="carol")
+    assert "'sessions'" in assert_problem(response, 403)["detail"]

@@ -34,7 +34,8 @@ from tests.mcp_servers import cache_dir
 
 AGUI_CLIENT_VERSION = "1.0.0"
 CLIENT_SCRIPT = Path(__file__).resolve().parents[1] / "gateway" / "agui_client.cjs"
-TOKENS = {"alice": "alice-agui-token-0123456789", "mallory": "mallory-agui-token-0123456789"}
+TOKENS = {"alice": "alice-agui-token-0123456789", "mallory": "mallory-agui-token-0123456789", "carol": "carol-agui-token-0123456789"}
+SCOPES = {"carol": ("runs",)}  # the others: ("sessions",)
 LONG = "\n".join(f"line {i:03d}: the quick brown fox jumps over the lazy dog" for i in range(40)) + "\n"
 
 
@@ -92,7 +93,8 @@ class Front:
 
 @pytest.fixture
 async def front(harness: Harness, workspace: Path, tmp_path: Path) -> AsyncIterator[Front]:
-    config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=("sessions",)) for p, t in TOKENS.items()])
+    config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=SCOPES.get(p, ("sessions",)))
+                                 for p, t in TOKENS.items()])
     client = await gateway_client(harness)
     async with serving(create_app(client, config, workspace_root=workspace.parent)) as http:
         yield Front(http, "scripted", tmp_path)
