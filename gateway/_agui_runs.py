@@ -53,7 +53,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentrt.gateway._agui_interrupts import ResumeRefused, apply_resume, interrupt_for
 from agentrt.gateway._agui_transcript import RunTranscript
 from agentrt.gateway._auth import Caller, Gateway, caller_for, gateway_of
-from agentrt.gateway._errors import Problem
+from agentrt.gateway._errors import Problem, problem_for
 from agentrt.gateway._models import ID_PATTERN, MAX_NEW_ID_CHARS
 from agentrt.schemas import (
     MAX_IDEMPOTENCY_KEY_CHARS,
@@ -166,7 +166,7 @@ async def _begin(agent: str, body: RunAgentInput, caller: Caller, gateway: Gatew
     client = caller.client
     if body.resume:
         if not exists:
-            raise Problem(404, "not-found", f"no thread {thread!r} to resume")
+            raise problem_for(SessionNotFound(thread))  # as another principal's thread answers
         return await _resume(body, caller, gateway, store)
     text = _new_message(body)
     if not exists:

@@ -97,7 +97,7 @@ async def test_a_resume_posted_again_answers_the_same_run_and_decides_nothing_tw
      422, "text parts only"),
     ({"forwardedProps": {"workspace": "../.."}}, 422, "not under the gateway's workspace root"),
     ({"forwardedProps": {"workspace": 7}}, 422, "are paths"),
-    ({"messages": [], "resume": [{"interruptId": "req-1", "status": "resolved"}]}, 404, "no thread"),
+    ({"messages": [], "resume": [{"interruptId": "req-1", "status": "resolved"}]}, 404, "no session"),
     ({"runId": None}, 422, ""),
 ])
 async def test_a_run_the_gateway_cannot_start_is_a_problem_and_starts_nothing(
