@@ -10,6 +10,7 @@ Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>`
     GET  /v1/sessions/{id} · POST …/messages · GET …/turns/{turn_id}?wait= · GET …/events · GET …/stream
     POST …/cancel · POST …/archive · POST …/approvals/{request_id} · POST …/approvals/{request_id}/reconcile
     POST …/answers/{request_id}
+    POST /v1/agents/{agent}/ag-ui                               scope sessions: one AG-UI run (gateway/_agui_runs.py)
     GET  /v1/tasks · POST /v1/tasks · GET /v1/tasks/{id} · GET …/events · POST …/cancel|pause|resume   scope tasks
     GET  /v1/graphs · POST /v1/graphs · GET /v1/graphs/{id} · GET …/events · POST …/approve|reject|cancel   scope runs
     the same task-graph routes under /v1/runs (an alias), /apps/{app}/graphs and its alias /apps/{app}/runs (the app is the profile of
@@ -33,6 +34,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentrt.client import AgentClient
+from agentrt.gateway._agui_runs import agui_routes
 from agentrt.gateway._auth import MAX_STREAMS, MAX_STREAMS_PER_PRINCIPAL, Gateway
 from agentrt.gateway._docs import install_docs
 from agentrt.gateway._errors import MAX_BODY_BYTES, BodyLimit, Problem, ProblemBody, install_error_handlers
@@ -261,6 +263,7 @@ def create_app(
         return Health()
 
     app.include_router(session_routes(), responses=ERROR_RESPONSES)
+    app.include_router(agui_routes(), responses=ERROR_RESPONSES)
     app.include_router(task_routes(), responses=ERROR_RESPONSES)
     app.include_router(graph_routes("/v1/graphs"), responses=ERROR_RESPONSES)
     app.include_router(graph_routes("/v1/runs", "runs"), responses=ERROR_RESPONSES)  # an alias of /v1/graphs

@@ -53,6 +53,7 @@ ROUTES = {
     ("/v1/sessions/{session_id}/approvals/{request_id}", "post"),
     ("/v1/sessions/{session_id}/approvals/{request_id}/reconcile", "post"),
     ("/v1/sessions/{session_id}/answers/{request_id}", "post"),
+    ("/v1/agents/{agent}/ag-ui", "post"),
     ("/v1/tasks", "get"), ("/v1/tasks", "post"), ("/v1/tasks/{task_id}", "get"), ("/v1/tasks/{task_id}/events", "get"),
     ("/v1/tasks/{task_id}/cancel", "post"), ("/v1/tasks/{task_id}/pause", "post"), ("/v1/tasks/{task_id}/resume", "post"),
     ("/v1/health/stuck", "get"),
