@@ -6,6 +6,7 @@ checks the two agree).
 """
 
 from agentrt.schemas._activities import *
+from agentrt.schemas._agents import *
 from agentrt.schemas._advisor import *
 from agentrt.schemas._autonomy import *
 from agentrt.schemas._base import *
@@ -50,6 +51,8 @@ __all__ = [
     "AdvisorReviewResult",
     "AdvisorReviewStarted",
     "AdvisorVerdict",
+    "AgentNotRegistered",
+    "AgentSpec",
     "AgentTaskCompleted",
     "AgentTaskFailed",
     "AgentTaskStarted",
@@ -345,6 +348,7 @@ __all__ = [
     "ToolInvocationCompleted",
     "ToolInvocationFailed",
     "ToolInvocationStarted",
+    "ToolNotRegistered",
     "ToolRisk",
     "ToolSpec",
     "Trajectory",
@@ -369,6 +373,8 @@ __all__ = [
     "WebhookSignatureInvalid",
     "WorkerUnavailable",
     "WorkspaceEscapeError",
+    "agent_tools",
+    "apply_agent",
     "argument_problems",
     "arguments_sha256",
     "child_config",

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from agentrt.schemas._agents import AgentSpec
 from agentrt.schemas._base import Model
 from agentrt.schemas._config import ModelProfile, SandboxPolicy, SessionConfig
 from agentrt.schemas._context import ContextPlan, ProfileLookup
@@ -100,6 +101,10 @@ class ModelCallInput(Model):
     # offered besides ``tool_names``; and the skills the session may activate. Left out when unset.
     tool_listing: str | None = Field(default=None, exclude_if=lambda v: v is None)
     skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The input's agent as the worker registered it; the task queue the worker serves (named by a
+    # session that fails for an unknown tool). Both left out when None.
+    agent: AgentSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # What is left of the session's budget, for the system prompt; and the session's number in its
     # autonomous task (the scripted model's ``sessions`` section). Left out when unset.
     budget_note: str | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -142,6 +147,8 @@ class PrepareSessionInput(Model):
     script: str | None = None
     # The session's workspace, where skills are looked for; left out when None (as before skills).
     workspace: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The session's agent (``SessionConfig.agent``): its tools and profile are listed and described.
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PrepareSessionResult(Model):
@@ -152,6 +159,10 @@ class PrepareSessionResult(Model):
     tools: ListToolsResult
     profile: ProfileLookup
     skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The input's agent as the worker registered it; the task queue the worker serves (named by a
+    # session that fails for an unknown tool). Both left out when None.
+    agent: AgentSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ToolExecuteInput(Model):
@@ -171,6 +182,8 @@ class ToolExecuteInput(Model):
     network: bool = Field(default=False, exclude_if=lambda v: v is False)
     # A line put before the result the model reads (an approval edited the call); left out when None.
     note: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The session's owner, on whose behalf the call runs (``ToolContext.principal``); left out when empty.
+    principal: str = Field(default="", exclude_if=lambda v: not v)
 
 
 class ToolExecuteResult(Model):

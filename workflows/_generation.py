@@ -5,7 +5,7 @@ replay without the commands it added; every run recorded after it has its marker
 session asks the generations that shape a whole run once, in ``@workflow.init``
 (``Generation.ask``), and holds the answer as a frozen value (``SessionRun.gen``): update
 validators and queries of the first activation run before ``run()`` does and may not ask a
-patch themselves. Six patches gate a step that most runs never take, and are asked where it
+patch themselves. Seven patches gate a step that most runs never take, and are asked where it
 is first taken (the methods below; the SDK keeps a run's first answer): asked at a run's
 start, a run recorded after the patch but before its step was ever taken would find no
 marker there, replay as the old generation and then diverge from its own history once it
@@ -70,6 +70,9 @@ EFFECT_KEY_PATCH = "effect-key-position-v1"
 # child-spend-v1: a child session that ends cancelled first signals its spend to its parent
 # (``child_spend``, _children.report_cancelled), which counts it as the child's.
 CHILD_SPEND_PATCH = "child-spend-v1"
+# registered-tools-v1: a session whose tools (its own or its agent's) are not all registered on
+# the worker fails at its start (ToolNotRegistered); runs recorded before it went on without them.
+REGISTERED_TOOLS_PATCH = "registered-tools-v1"
 
 
 @dataclass(frozen=True)
@@ -140,3 +143,8 @@ class Generation:
     def child_spend_report() -> bool:
         """child-spend-v1, asked when a child session ends cancelled."""
         return workflow.patched(CHILD_SPEND_PATCH)
+
+    @staticmethod
+    def registered_tools() -> bool:
+        """registered-tools-v1, asked when a session's listing names tools the worker lacks."""
+        return workflow.patched(REGISTERED_TOOLS_PATCH)
