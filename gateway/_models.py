@@ -96,6 +96,7 @@ class SessionCreate(Body):
     sandbox: SandboxPolicy = "workspace_write"
     network: bool = False
     budget: Budget | None = None
+    agent: Name | None = Field(default=None, description="A registered agent the session runs as (docs/agents.md).")
 
     @field_validator("text")
     @classmethod
@@ -224,6 +225,7 @@ class TaskCreate(Body):
     reviewer_profile: Name | None = None
     approval_mode: ApprovalMode = "never"
     title: Name | None = None
+    agent: Name | None = Field(default=None, description="A registered agent every session runs as (docs/agents.md).")
 
     @field_validator("goal")
     @classmethod

@@ -92,7 +92,7 @@ def session_routes() -> APIRouter:
             approval=body.approval, approval_timeout_seconds=body.approval_timeout_seconds,
             max_rounds_per_turn=body.max_rounds_per_turn, title=body.title, sandbox=body.sandbox,
             network=body.network, budget=body.budget, operators=list(client.operators),
-            tool_task_queue=client.tool_task_queue,
+            tool_task_queue=client.tool_task_queue, agent=body.agent,
         )
         started = await gateway.in_time(client.start(config, body.text, **key))
         await gateway.watch("session", started.session_id, caller.principal)
