@@ -138,9 +138,8 @@ class ModelActivities:
             agent = self._registry.agent(input.agent)
             if agent is None:
                 error = AgentNotRegistered(input.agent, activity.info().task_queue, self._registry.agent_names())
-                raise ApplicationError(
-                    str(error), {"agent": input.agent, "task_queue": error.task_queue}, type="AgentNotRegistered", non_retryable=True
-                )
+                details = {"agent": input.agent, "task_queue": error.task_queue, "registered": error.registered}
+                raise ApplicationError(str(error), details, type="AgentNotRegistered", non_retryable=True)
             names, profile = agent_tools(agent, input.tools), agent.profile or input.profile
         tools, unknown = self._registry.specs(names)
         skills: list[SkillInfo] = []

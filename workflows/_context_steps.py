@@ -151,7 +151,10 @@ class Context:
             if self.run.cancelled_call(err):
                 raise  # not a broken tool registry: the workflow was cancelled meanwhile
             if error_type(err) == "AgentNotRegistered":
-                raise ApplicationError(error_text(err).removeprefix("AgentNotRegistered: "), type="AgentNotRegistered", non_retryable=True) from err
+                cause = err.cause if isinstance(err.cause, ApplicationError) else None
+                details = cause.details if cause is not None else ()
+                message = error_text(err).removeprefix("AgentNotRegistered: ")
+                raise ApplicationError(message, *details, type="AgentNotRegistered", non_retryable=True) from err
             raise ApplicationError(
                 f"session {self.run.config.session_id} cannot list its tools: {error_text(err)}",
                 type="ToolsUnavailable",

@@ -16,7 +16,9 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
+    AgentNotRegistered,
     PermissionRequested,
+    ToolNotRegistered,
     SessionInitialized,
 )
 from agentrt.worker import build_worker
@@ -167,14 +169,17 @@ async def test_an_agent_the_worker_lacks_fails_the_session_at_once_naming_it_and
 ) -> None:
     sid = harness.new_session_id()
     script = write_script(tmp_path, [{"text": "never"}])
-    await harness.client.start(session_config(harness.client, sid, workspace, script, agent="billing"), "hello")
+    config = session_config(harness.client, sid, workspace, script, agent="billing")
 
+    with pytest.raises(AgentNotRegistered) as raised:
+        await asyncio.wait_for(harness.client.start_and_wait(config, "hello"), 30)
+
+    assert raised.value.name == "billing" and raised.value.task_queue == harness.task_queue
+    assert str(raised.value).startswith(f"agent 'billing' is not registered on the worker of task queue {harness.task_queue!r}")
     with pytest.raises(WorkflowFailureError) as failed:
-        await asyncio.wait_for(harness.handle(sid).result(), 30)
-
+        await harness.handle(sid).result()
     cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "AgentNotRegistered"
-    assert "'billing'" in cause.message and repr(harness.task_queue) in cause.message
+    assert isinstance(cause, ApplicationError) and cause.type == "AgentNotRegistered" and cause.non_retryable
 
 
 async def test_a_tool_the_worker_lacks_fails_the_session_at_once_naming_it_and_the_task_queue(
@@ -183,14 +188,13 @@ async def test_a_tool_the_worker_lacks_fails_the_session_at_once_naming_it_and_t
     sid = harness.new_session_id()
     script = write_script(tmp_path, [{"text": "never"}])
     config = session_config(harness.client, sid, workspace, script, tools=["fs.read", "lookup_order"])
-    await harness.client.start(config, "hello")
+    started = await harness.client.start(config, "hello")
 
-    with pytest.raises(WorkflowFailureError) as failed:
-        await asyncio.wait_for(harness.handle(sid).result(), 30)
+    with pytest.raises(ToolNotRegistered) as raised:
+        await asyncio.wait_for(harness.client.wait(sid, started.turn_id), 30)
 
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "ToolNotRegistered"
-    assert "'lookup_order'" in cause.message and repr(harness.task_queue) in cause.message
+    assert raised.value.names == ["lookup_order"] and raised.value.task_queue == harness.task_queue
+    assert str(raised.value).startswith(f"tool 'lookup_order' not registered on the worker of task queue {harness.task_queue!r}")
 
 
 async def test_a_worker_killed_mid_call_never_runs_the_effect_again_under_its_key(
