@@ -45,15 +45,15 @@ def docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
             args[current] = sphinx.group(2).strip()
             indent = len(line) - len(line.lstrip())
             continue
+        if line.lstrip().startswith(":"):
+            section, current = "other", None  # :returns:, :raises: ...
+            continue
         heading = _SECTION.match(line)
         if heading:
             section = "args" if heading.group(1) in ("Args", "Arguments", "Parameters", "Params") else "other"
             current = None
             continue
         if section is None:
-            if line.lstrip().startswith(":"):
-                section = "other"  # :returns:, :raises: ...
-                continue
             description.append(line)
             continue
         if section != "args" or not line.strip():

@@ -104,6 +104,8 @@ class ToolContext:
         what is left of ``timeout_seconds`` and stopped by a cancel; outside a worker, on a new loop."""
         if self.runtime is None:
             return asyncio.run(coroutine)
+        if self.runtime.has_deps:
+            self.runtime.deps()  # built here, not on the tool loop, which an async factory needs free
         left = max(0.0, self.timeout_seconds - (time.monotonic() - self.started))
         return self.runtime.run(coroutine, timeout=left, is_cancelled=self.is_cancelled)
 
