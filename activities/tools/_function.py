@@ -41,8 +41,8 @@ def docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
     for line in lines:
         sphinx = _SPHINX_PARAM.match(line)
         if sphinx:
-            current, section = sphinx.group(1), "args"
-            args[current] = sphinx.group(2).strip()
+            name, section = sphinx.group(1), "args"
+            args[name], current = sphinx.group(2).strip(), name
             indent = len(line) - len(line.lstrip())
             continue
         if line.lstrip().startswith(":"):
@@ -61,8 +61,8 @@ def docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
         depth = len(line) - len(line.lstrip())
         entry = _ARG_LINE.match(line)
         if entry and (current is None or depth <= indent):
-            current, indent = entry.group(1), depth
-            args[current] = entry.group(2).strip()
+            name, indent = entry.group(1), depth
+            args[name], current = entry.group(2).strip(), name
         elif current is not None:
             args[current] = f"{args[current]} {line.strip()}".strip()
     text = "\n".join(description).strip()
@@ -195,7 +195,7 @@ class FunctionTool(Tool):
             result = ctx.run_async(self.function(*positional, **kwargs))
         else:
             result = self.function(*positional, **kwargs)
-        if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
             result = ctx.run_async(result)  # a sync function that returned a coroutine
         return result if isinstance(result, ToolOutput) else ToolOutput(result_text(self.name, result))
 
