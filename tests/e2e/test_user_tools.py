@@ -14,18 +14,20 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from agentrt.client import AgentClient
+from agentrt.client import AgentClient, create_app
 from agentrt.schemas import (
     AgentNotRegistered,
     PermissionRequested,
     ToolNotRegistered,
     SessionInitialized,
 )
-from agentrt.worker import build_worker
+from agentrt.worker import GatewayConfig, GatewayToken, build_worker, token_sha256
 from tests.cli.test_cli import agentrt
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, kill_hard, session_config, wait_for_event, worker_process, write_script
 from tests.e2e.agent_tools import support
+from tests.e2e.test_gateway import ALL, TOKENS, auth
+from tests.gateway.test_gateway import serving
 
 SECRET = "pool-password-7f3a"
 
@@ -243,3 +245,23 @@ async def test_agentrt_run_with_agents_registers_them_on_its_in_process_worker(h
     assert body["outcome"] == "completed" and body["answer"] == "C-3 has shipped"
     [message] = tool_messages(harness, body["session_id"])
     assert json.loads(message.text)["order_id"] == "C-3"
+
+
+async def test_a_session_created_over_http_by_agent_name_runs_as_that_agent(
+    harness: Harness, desk: AgentClient, workspace: Path, tmp_path: Path
+) -> None:
+    tokens = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=ALL) for p, t in TOKENS.items()])
+    client = AgentClient(harness.temporal, task_queue=desk.task_queue, principal="gateway", store=harness.store)
+    script = write_script(tmp_path, [call("lookup_order", order_id="D-4"), {"text": "D-4 has shipped"}])
+    body = {"text": "where is D-4?", "workspace": workspace.name, "script": script, "agent": "support"}
+
+    async with serving(create_app(client, tokens, workspace_root=workspace.parent)) as http:
+        created = await http.post("/v1/sessions", json=body, headers=auth("alice"))
+        assert created.status_code == 201, created.text
+        sid, turn = created.json()["session_id"], created.json()["turn_id"]
+        harness.session_ids.append(sid)
+        outcome = (await http.get(f"/v1/sessions/{sid}/turns/{turn}?wait=30", headers=auth("alice"))).json()
+
+    assert outcome["status"] == "completed" and outcome["answer"] == "D-4 has shipped"
+    config = harness.store.session_config(sid)
+    assert config is not None and config.agent == "support" and "lookup_order" in (config.tools or [])
