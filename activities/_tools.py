@@ -153,10 +153,15 @@ class ToolActivities:
             skill_paths=self._skill_paths,
             turn_id=input.turn_id,
             call_id=input.call.id,
-            principal=input.principal,
+            principal_of=lambda: self._owner(input.session_id),
             final_attempt=retry is None or 0 < retry.maximum_attempts <= info.attempt,
             runtime=self._registry.runtime,
         )
+
+    def _owner(self, session_id: str) -> str:
+        """The session's owner, from its config in the store (written before its first model call)."""
+        config = self._store.session_config(session_id)
+        return config.owner if config is not None else ""
 
     def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str], MemoryNote | None]:
         try:

@@ -182,8 +182,6 @@ class ToolExecuteInput(Model):
     network: bool = Field(default=False, exclude_if=lambda v: v is False)
     # A line put before the result the model reads (an approval edited the call); left out when None.
     note: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    # The session's owner, on whose behalf the call runs (``ToolContext.principal``); left out when empty.
-    principal: str = Field(default="", exclude_if=lambda v: not v)
 
 
 class ToolExecuteResult(Model):

@@ -320,7 +320,6 @@ class ToolCalls:
                 sandbox=self.run.config.sandbox,
                 network=self.run.config.network,
                 note=note,
-                principal=self.run.config.owner,
             )
             activity_input: ToolExecuteInput = (
                 McpCallInput(**fields, risk=spec.risk, answers=answers, request_state=request_state)  # type: ignore[arg-type, union-attr]

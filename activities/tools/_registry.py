@@ -64,7 +64,7 @@ class ToolContext:
     - ``skill_paths``: directories searched for skills besides the workspace's ``.agentrt/skills``
       (agentrt.toml ``[skills] paths``); ``shell.run`` lets a sandboxed command read them.
     - ``turn_id`` (``turn-N``), ``call_id`` (the model's id of the call) and ``principal`` (the
-      session's owner, on whose behalf the call runs).
+      session's owner, on whose behalf the call runs; read from the store when asked, ``principal_of``).
     - ``idempotency_key`` (= ``call_key``): ``<workflow id>/<turn>/<position>/<call id>``, the same on
       every retry of this call and on no other call: pass it to the service the tool changes (a
       payment API's ``Idempotency-Key``) so a retried call cannot apply twice there either.
@@ -87,9 +87,14 @@ class ToolContext:
     skill_paths: tuple[Path, ...] = ()
     turn_id: str = ""
     call_id: str = ""
-    principal: str = ""
+    principal_of: Callable[[], str] = field(default=lambda: "", repr=False)
     final_attempt: bool = True
     runtime: ToolRuntime | None = field(default=None, repr=False)
+
+    @property
+    def principal(self) -> str:
+        """The session's owner, read when a tool asks (``principal_of``)."""
+        return self.principal_of()
 
     @property
     def idempotency_key(self) -> str:
