@@ -285,7 +285,8 @@ def parse_plan(text: str, max_parallel: int) -> GraphSpec | str:
     Raises ``InvalidGraph`` (source ``plan``) for an answer longer than ``MAX_PLAN_CHARS``, an
     empty one, one with a ``"nodes":`` key but no JSON object holding it among the first
     ``MAX_PLAN_DECODE_ATTEMPTS`` tried (with why the JSON did not parse), or a graph whose fields
-    are wrong (each problem listed, at most ``MAX_PLAN_PROBLEMS``). Bounded work: one linear
+    are wrong (each problem listed, at most ``MAX_PLAN_PROBLEMS``), among them a node that names an
+    ``agent`` (only a graph's author chooses agents). Bounded work: one linear
     search, then at most ``MAX_PLAN_DECODE_ATTEMPTS`` JSON decodes of the answer."""
     if len(text) > MAX_PLAN_CHARS:
         raise InvalidGraph([f"the planner's answer has {len(text):,} characters, more than a plan takes ({MAX_PLAN_CHARS:,})"], "plan")
@@ -295,7 +296,12 @@ def parse_plan(text: str, max_parallel: int) -> GraphSpec | str:
             raise InvalidGraph(["the planner answered nothing"], "plan")
         return shorten(answer, NODE_ANSWER_CHARS)
     data = _plan_object(text)
-    fields: dict[str, Any] = {"nodes": data["nodes"], "max_parallel": _clamped(max_parallel)}
+    nodes = data["nodes"]
+    chose = [str(n.get("id", i))[:80] for i, n in enumerate(nodes if isinstance(nodes, list) else []) if isinstance(n, dict) and "agent" in n]
+    if chose:
+        # An agent brings its own approval policy and profile: only the graph's author names one.
+        raise InvalidGraph([f"node {c}: agent: a planned node may not choose an agent" for c in chose[:MAX_PLAN_PROBLEMS]], "plan")
+    fields: dict[str, Any] = {"nodes": nodes, "max_parallel": _clamped(max_parallel)}
     given = data.get("max_parallel")
     if isinstance(given, int) and not isinstance(given, bool):
         fields["max_parallel"] = _clamped(given)

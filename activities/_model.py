@@ -31,6 +31,7 @@ from agentrt.schemas import (
     SESSION_PREPARE,
     SKILL_ACTIVATE,
     SKILL_DEACTIVATE,
+    AgentNotRegistered,
     CompactInput,
     CompactResult,
     ConfigurationError,
@@ -52,6 +53,7 @@ from agentrt.schemas import (
     ToolSpec,
     UnknownProfileError,
     Usage,
+    agent_tools,
 )
 from agentrt.workflows.context import BYTES_PER_TOKEN, truncate_middle
 
@@ -128,8 +130,19 @@ class ModelActivities:
         """A new session's tools (``tools.list``) and profile limits (``profiles.describe``) in one
         call: one local activity before the first turn instead of two. Same results, same errors.
         With ``input.workspace``, also the skills found there and in the worker's ``skill_paths``
-        (``discover_skills``); with none, the skill tools are left out of the session's tools."""
-        tools, unknown = self._registry.specs(input.tools)
+        (``discover_skills``); with none, the skill tools are left out of the session's tools.
+        With ``input.agent``, that agent's spec, tools (``agent_tools``) and profile; raises the
+        non-retryable ``ApplicationError(type="AgentNotRegistered")`` naming it and this worker's
+        task queue when the worker has no such agent."""
+        names, profile, agent = input.tools, input.profile, None
+        if input.agent is not None:
+            agent = self._registry.agent(input.agent)
+            if agent is None:
+                error = AgentNotRegistered(input.agent, activity.info().task_queue, self._registry.agent_names())
+                details = {"agent": input.agent, "task_queue": error.task_queue, "registered": error.registered}
+                raise ApplicationError(str(error), details, type="AgentNotRegistered", non_retryable=True)
+            names, profile = agent_tools(agent, input.tools), agent.profile or input.profile
+        tools, unknown = self._registry.specs(names)
         skills: list[SkillInfo] = []
         if input.workspace is not None:
             paths = [Path(p) for p in getattr(self._config, "skill_paths", [])]
@@ -141,8 +154,10 @@ class ModelActivities:
                 tools = [t for t in tools if t.name not in (SKILL_ACTIVATE, SKILL_DEACTIVATE)]
         return PrepareSessionResult(
             tools=ListToolsResult(tools=tools, unknown=unknown),
-            profile=self.describe(DescribeProfileInput(profile=input.profile, script=input.script)),
+            profile=self.describe(DescribeProfileInput(profile=profile, script=input.script)),
             skills=skills,
+            agent=agent,
+            task_queue=activity.info().task_queue if unknown or agent is not None else None,
         )
 
     @activity.defn(name=PROFILES_DESCRIBE)

@@ -25,7 +25,7 @@ from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities._telemetry import tool_call
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import ToolContext, ToolRegistry
+from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
     TOOL_EXECUTE,
@@ -75,13 +75,21 @@ class ToolActivities:
         A ``ToolError`` (bad path, workspace escape, invalid arguments, timeout) is a result
         with ``ok=False``, not an activity failure: the model sees the error and goes on.
         Raises ``ApplicationError(type="EffectOutcomeUnknown", non_retryable=True)`` for an
-        effectful call claimed by an earlier attempt that never recorded its outcome.
+        effectful call claimed by an earlier attempt that never recorded its outcome, and the
+        retryable ``ApplicationError(type="ToolCrashed")`` when a user tool (``@tool``) raised
+        something else than ``ToolError`` on an attempt that is not the retry policy's last (an
+        effectful one releases its claim first: the tool says, by raising, that it is done).
         Writes ``input.store_writes`` (the workflow's staged events and messages) first, or, run
         as a local activity (a tool whose spec says ``local_activity``), with the result.
         """
         info = activity.info()
         with tool_call(input, info.attempt, local=info.is_local) as call:
-            return call.result(self._execute(input))
+            try:
+                return call.result(self._execute(input))
+            except CrashToRetry as crash:
+                # A user tool's exception: Temporal's retry policy runs the call again; its last
+                # attempt makes the exception the call's ToolCrashedError (ToolRegistry.execute).
+                raise ApplicationError(str(crash), type="ToolCrashed") from crash.error
 
     def _execute(self, input: ToolExecuteInput) -> ToolExecuteResult:
         with _heartbeating():
@@ -120,12 +128,19 @@ class ToolActivities:
                 return self._finish(input, ok, text, error_type)
             output = self._registry.recorded(input.call, self._context(input), text)
             return self._finish(input, True, text, None, output.state_keys, memory=output.memory)
-        ok, text, error_type, keys, memory = self._run(input)
+        try:
+            ok, text, error_type, keys, memory = self._run(input)
+        except CrashToRetry as crash:
+            note = f"attempt {activity.info().attempt} raised {type(crash.error).__name__}; released for the retry"
+            self._store.reconcile_effect(input.idempotency_key, "not_applied", note)
+            raise
         self._store.record_effect(input.idempotency_key, "applied" if ok else "failed", text)
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 
     def _context(self, input: ToolExecuteInput) -> ToolContext:
         # No heartbeat hook: ``_heartbeating`` beats for the whole call, the tool's own calls add nothing.
+        info = activity.info()
+        retry = info.retry_policy
         return ToolContext(
             workspace=Path(input.workspace),
             timeout_seconds=input.timeout_seconds,
@@ -136,7 +151,17 @@ class ToolActivities:
             call_key=input.idempotency_key,
             store=self._store,
             skill_paths=self._skill_paths,
+            turn_id=input.turn_id,
+            call_id=input.call.id,
+            principal_of=lambda: self._owner(input.session_id),
+            final_attempt=retry is None or 0 < retry.maximum_attempts <= info.attempt,
+            runtime=self._registry.runtime,
         )
+
+    def _owner(self, session_id: str) -> str:
+        """The session's owner, from its config in the store (written before its first model call)."""
+        config = self._store.session_config(session_id)
+        return config.owner if config is not None else ""
 
     def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str], MemoryNote | None]:
         try:

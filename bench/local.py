@@ -10,10 +10,12 @@ import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import AsyncIterator, Callable
 
 from temporalio.client import Client
 
+from agentrt import Agent
 from agentrt.client import AgentClient, connect
 from agentrt.schemas import McpServerConfig
 from agentrt.store import Store
@@ -33,11 +35,12 @@ class LocalStack:
 
 @asynccontextmanager
 async def local_stack(
-    owner: str, server_args: list[str] | None = None, mcp_servers: Callable[[Path], dict[str, McpServerConfig]] | None = None
+    owner: str, server_args: list[str] | None = None, mcp_servers: Callable[[Path], dict[str, McpServerConfig]] | None = None,
+    agents: Sequence[Agent] = (),
 ) -> AsyncIterator[LocalStack]:
     """A dev server on free ports (``server_args`` added to its command line), a SQLite store,
     a worker on a fresh task queue and a client acting as ``owner``; ``mcp_servers`` gives the
-    worker's MCP servers from the stack's temporary directory."""
+    worker's MCP servers from the stack's temporary directory, ``agents`` its user agents."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         server = DevServer.on_free_ports(root / "server", server_args or [])
@@ -53,7 +56,7 @@ async def local_stack(
             try:
                 temporal = await connect(server.address, plugin=AgentrtPlugin(config, store))
                 client = AgentClient(temporal, task_queue=config.task_queue, principal=owner, store=store)
-                async with build_worker(temporal, config, store):
+                async with build_worker(temporal, config, store, agents=agents):
                     yield LocalStack(root=root, server=server, store=store, temporal=temporal, client=client)
             finally:
                 store.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import dataclasses
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -45,7 +47,7 @@ from agentrt.schemas import (
 from agentrt.store import Store
 # The worker's own modules load in the commands that run one: `agentrt run` refuses a bad argument
 # without loading them.
-from agentrt.worker import DEFAULT_ADDRESS, DevServer, connect_when_ready
+from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, DevServer, connect_when_ready
 
 if TYPE_CHECKING:
     from agentrt.worker import WorkerRole
@@ -111,6 +113,13 @@ def run(
         help="Run this prompt once for KEY (1-200 of A-Z a-z 0-9 . _ : -): run again with the same KEY, it follows the "
         "first run's session and turn instead of starting another. Without --session-id the session id comes from KEY.",
     ),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", help="Run as this registered agent (its instructions, tools and settings; docs/agents.md)."
+    ),
+    agents: list[str] = typer.Option(
+        [], "--agents", metavar="MODULE",
+        help="Register the Agents and @tools of this Python module on the in-process worker (repeatable).",
+    ),
 ) -> None:
     """Start a session with PROMPT, stream its progress and print the answer.
 
@@ -134,7 +143,7 @@ def run(
         except ConfigurationError as err:
             raise typer.BadParameter(str(err), param_hint="--script") from None
     output = _output_spec(output_schema, output_attempts) if output_schema else None
-    config = load_config()
+    config = _with_agent_modules(load_config(), agents, agent)
     progress = sys.stderr if as_json else sys.stdout
 
     started_session: list[str] = []
@@ -167,6 +176,7 @@ def run(
                 advisor=config.advisor if advisor is None else config.advisor.model_copy(update={"mode": advisor.value}),
                 budget=budget,
                 output=output,
+                agent=agent,
             )
             if profile or not script:
                 try:
@@ -208,6 +218,10 @@ def worker(
     models_only: bool = typer.Option(
         False, "--models-only", help="Run sessions and model calls, not tool calls (needs [temporal] tool_task_queue)."
     ),
+    agents: list[str] = typer.Option(
+        [], "--agents", metavar="MODULE",
+        help="Register the Agents and @tools of this Python module (repeatable; adds to [worker] agents).",
+    ),
 ) -> None:
     """Run a worker for the configured task queue until Ctrl-C.
 
@@ -221,7 +235,7 @@ def worker(
     if tools_only and models_only:
         raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
     role: WorkerRole = "tools" if tools_only else "models" if models_only else "all"
-    config = load_config()
+    config = _with_agent_modules(load_config(), agents)
     try:
         check_role(config, role)  # before waiting for a server
     except ConfigurationError as err:
@@ -239,11 +253,35 @@ def worker(
                     running.task_queue, config.temporal_address, config.namespace,
                     {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
                 )
+                if config.agent_modules:
+                    registry = getattr(running, "registry", None)
+                    log.info("agents: %s", ", ".join(registry.agent_names()) if registry is not None else "?")
                 await asyncio.Event().wait()
         finally:
             store.close()
 
     run_command(go, service=True)
+
+
+def _with_agent_modules(config: AgentrtConfig, modules: list[str], agent: str | None = None) -> AgentrtConfig:
+    """``config`` with ``modules`` added to its ``[worker] agents``, each imported now, so that a
+    module that does not import (or an ``agent`` none of them defines) is a usage error before
+    any server or worker starts."""
+    if not modules:
+        return config
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` has it: a module of the current project imports
+    from agentrt.worker import agents_in
+
+    try:
+        found, _ = agents_in(modules)
+    except ConfigurationError as err:
+        raise typer.BadParameter(str(err), param_hint="--agents") from None
+    if agent is not None and agent not in [a.name for a in found]:
+        names = ", ".join(a.name for a in found) or "none"
+        raise typer.BadParameter(f"no agent {agent!r} in {', '.join(modules)} (agents there: {names})", param_hint="--agent")
+    extra = [m for m in modules if m not in config.agent_modules]
+    return dataclasses.replace(config, agent_modules=[*config.agent_modules, *extra])
 
 
 # Where `agentrt codec-server` listens by default.

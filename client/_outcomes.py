@@ -28,6 +28,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.client._patience import Patience, failure_text, is_refused_while_failing, is_transient
+from agentrt.client._start_failures import start_failure
 from agentrt.client._starts import raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
 from agentrt.schemas import RequestRejected, SessionNotFound, TurnOutcome, session_workflow_id
@@ -119,6 +120,9 @@ class _Delivery:
             try:
                 return await self.patience.watched(self._attempt(), self.handle)
             except WorkflowUpdateFailedError as err:
+                typed = await start_failure(self.handle)  # the session failed at its start (an unknown agent, say)
+                if typed is not None:
+                    raise typed from err
                 raise RequestRejected(self.session_id, "send_and_wait", update_failure_cause(err)) from err
             except WorkflowUpdateRPCTimeoutOrCancelledError as err:
                 raise_if_cancelled(err)  # otherwise the RPC was cut (timed out, or cancelled by the server)

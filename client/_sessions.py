@@ -75,12 +75,16 @@ class Sessions:
         profile: str = "default",
         script: str | None = None,
         idempotency_key: str | None = None,
+        agent: str | None = None,
         **fields: object,
     ) -> SessionConfig:
         """A ``SessionConfig`` owned by this client's principal, workspace made real (``os.path.realpath``:
         no symlink on its path; tools refuse it once it resolves elsewhere); ``advisor`` and ``mcp_servers``
         default to the client's (``connect``: the config's). ``session_id``: default derived from
-        ``idempotency_key`` (the same on every retry), else new and random."""
+        ``idempotency_key`` (the same on every retry), else new and random. ``agent``: the name of
+        an agent the task queue's workers registered (``SessionConfig.agent``, docs/agents.md)."""
+        if agent is not None:
+            fields["agent"] = agent
         fields.setdefault("advisor", self._connection.advisor)
         fields.setdefault("mcp_servers", self._connection.mcp_servers)
         return SessionConfig(

@@ -141,6 +141,7 @@ class Tasks:
         approval: ApprovalPolicy | None = None,
         title: str | None = None,
         idempotency_key: str | None = None,
+        agent: str | None = None,
     ) -> str:
         """Start an autonomous task owned by this client's principal working towards ``goal``;
         returns its task id (the workflow id is ``task-<task_id>``).
@@ -164,7 +165,8 @@ class Tasks:
           (None: every tool), ``sandbox``, ``network``, ``title``; ``approval`` (default mode ``never``:
           no person answers a task, so a call the sandbox confines runs and a destructive or network
           call is denied). MCP servers, the tool task queue
-          and operators are the client's (``for_config``: the configuration's).
+          and operators are the client's (``for_config``: the configuration's). ``agent``: a
+          registered agent every session runs as (docs/agents.md).
 
         The workflow starts on the client's task queue; it waits there until a worker runs.
         Raises ``RequestRejected`` (request ``start``, nothing started) for invalid arguments, or
@@ -211,6 +213,7 @@ class Tasks:
             tool_task_queue=self._connection.tool_task_queue,
             operators=list(self._connection.operators),
             title=title,
+            agent=agent,
         )
         await TASK.start(
             self._connection.temporal, AUTONOMOUS_TASK_WORKFLOW, AutonomousTaskInput(config=config), task_id,

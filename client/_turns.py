@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.client._patience import Patience
 from agentrt.client._queries import query_workflow
+from agentrt.client._start_failures import start_failure
 from agentrt.schemas import (
     AssistantMessageCompleted,
     RequestRejected,
@@ -104,6 +105,9 @@ async def wait_for_turn(
                 )
                 if outcome is not None:
                     return outcome
+                typed = await start_failure(handle) if ended == "failed" else None
+                if typed is not None:
+                    raise typed from err
                 raise RequestRejected(
                     session_id, "wait_turn", f"the session ended ({ended}) before turn {turn_id} ended"
                 ) from err

@@ -102,6 +102,7 @@ class SessionCreate(Body):
         description="The JSON object every final answer of the session must be: `json_schema` (a JSON Schema whose root is "
         '`"type": "object"`), `name`, `strict`, `max_attempts` (docs/structured-output.md).',
     )
+    agent: Name | None = Field(default=None, description="A registered agent the session runs as (docs/agents.md).")
 
     @field_validator("text")
     @classmethod
@@ -233,6 +234,7 @@ class TaskCreate(Body):
     reviewer_profile: Name | None = None
     approval_mode: ApprovalMode = "never"
     title: Name | None = None
+    agent: Name | None = Field(default=None, description="A registered agent every session runs as (docs/agents.md).")
 
     @field_validator("goal")
     @classmethod

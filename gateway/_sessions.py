@@ -93,6 +93,7 @@ def session_routes() -> APIRouter:
             max_rounds_per_turn=body.max_rounds_per_turn, title=body.title, sandbox=body.sandbox,
             network=body.network, budget=body.budget, operators=list(client.operators),
             tool_task_queue=client.tool_task_queue, output=body.output,
+            agent=body.agent,
         )
         started = await gateway.in_time(client.start(config, body.text, idempotency_key=key.get("idempotency_key")))
         await gateway.watch("session", started.session_id, caller.principal)

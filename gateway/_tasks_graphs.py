@@ -75,7 +75,7 @@ def task_routes() -> APIRouter:
             cron=body.cron, trigger_command=body.trigger_command, max_sessions=body.max_sessions,
             max_rounds_per_session=body.max_rounds_per_session, budget=body.budget, profile=body.profile, script=script,
             tools=body.tools, sandbox=body.sandbox, network=body.network, reviewer_profile=body.reviewer_profile,
-            approval=ApprovalPolicy(mode=body.approval_mode), title=body.title, **key,
+            approval=ApprovalPolicy(mode=body.approval_mode), title=body.title, agent=body.agent, **key,
         )
         await gateway.watch("task", task_id, caller.principal)
         return TaskCreated(task_id=task_id, workflow_id=task_workflow_id(task_id))

@@ -6,6 +6,7 @@ checks the two agree).
 """
 
 from agentrt.schemas._activities import *
+from agentrt.schemas._agents import *
 from agentrt.schemas._advisor import *
 from agentrt.schemas._autonomy import *
 from agentrt.schemas._base import *
@@ -51,6 +52,8 @@ __all__ = [
     "AdvisorReviewResult",
     "AdvisorReviewStarted",
     "AdvisorVerdict",
+    "AgentNotRegistered",
+    "AgentSpec",
     "AgentTaskCompleted",
     "AgentTaskFailed",
     "AgentTaskStarted",
@@ -352,6 +355,7 @@ __all__ = [
     "ToolInvocationCompleted",
     "ToolInvocationFailed",
     "ToolInvocationStarted",
+    "ToolNotRegistered",
     "ToolRisk",
     "ToolSpec",
     "Trajectory",
@@ -376,6 +380,8 @@ __all__ = [
     "WebhookSignatureInvalid",
     "WorkerUnavailable",
     "WorkspaceEscapeError",
+    "agent_tools",
+    "apply_agent",
     "argument_problems",
     "arguments_sha256",
     "check_output",

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from agentrt.schemas._agents import AgentSpec
 from agentrt.schemas._base import Model
 from agentrt.schemas._config import ModelProfile, SandboxPolicy, SessionConfig
 from agentrt.schemas._context import ContextPlan, ProfileLookup
@@ -103,6 +104,10 @@ class ModelCallInput(Model):
     # offered besides ``tool_names``; and the skills the session may activate. Left out when unset.
     tool_listing: str | None = Field(default=None, exclude_if=lambda v: v is None)
     skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The input's agent as the worker registered it; the task queue the worker serves (named by a
+    # session that fails for an unknown tool). Both left out when None.
+    agent: AgentSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # What is left of the session's budget, for the system prompt; and the session's number in its
     # autonomous task (the scripted model's ``sessions`` section). Left out when unset.
     budget_note: str | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -152,6 +157,8 @@ class PrepareSessionInput(Model):
     script: str | None = None
     # The session's workspace, where skills are looked for; left out when None (as before skills).
     workspace: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The session's agent (``SessionConfig.agent``): its tools and profile are listed and described.
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PrepareSessionResult(Model):
@@ -162,6 +169,10 @@ class PrepareSessionResult(Model):
     tools: ListToolsResult
     profile: ProfileLookup
     skills: list[SkillInfo] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The input's agent as the worker registered it; the task queue the worker serves (named by a
+    # session that fails for an unknown tool). Both left out when None.
+    agent: AgentSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ToolExecuteInput(Model):

@@ -114,7 +114,9 @@ class AcceptanceCheck(Model):
 
 
 # The flat ``TaskConfig`` fields a ``SessionTemplate`` holds too (``TaskConfig.session`` sets them).
-TASK_TEMPLATE_FIELDS = ("profile", "script", "tools", "approval", "sandbox", "network", "mcp_servers", "tool_task_queue", "operators")
+TASK_TEMPLATE_FIELDS = (
+    "profile", "script", "tools", "approval", "sandbox", "network", "mcp_servers", "tool_task_queue", "operators", "agent",
+)
 
 
 class TaskConfig(Model):
@@ -130,7 +132,8 @@ class TaskConfig(Model):
     - ``budget``: limits on the spend of all sessions together (tokens, cost, tool calls, wall
       time); crossing one stops the task at ``budget_exceeded`` until ``raise_budget``.
     - ``profile`` / ``script``: the sessions' model (as for a session); ``tools``, ``approval``,
-      ``sandbox``, ``network``, ``mcp_servers``, ``tool_task_queue``: the sessions' grants. No
+      ``sandbox``, ``network``, ``mcp_servers``, ``tool_task_queue``: the sessions' grants;
+      ``agent``: the registered agent the sessions run as (docs/agents.md). No
       person answers a task's sessions: by default (``approval.mode = "never"``) a call the OS
       sandbox confines runs and a destructive or network one is denied; with another mode a call
       the policy would ask about is denied (``no_interactive_route``).
@@ -138,7 +141,7 @@ class TaskConfig(Model):
     - ``session``: the template every session of the task is made from (``SessionTemplate``:
       system prompt, advisor, timeouts, local tools ... as well). Given, its values replace the
       flat ``profile``, ``script``, ``tools``, ``approval``, ``sandbox``, ``network``,
-      ``mcp_servers``, ``tool_task_queue`` and ``operators``; None makes it from those
+      ``mcp_servers``, ``tool_task_queue``, ``operators`` and ``agent``; None makes it from those
       (``template()``). A session still gets ``max_rounds_per_session`` rounds, what is left of the
       task's budget, and no person to ask (``interactive`` false).
     """
@@ -164,6 +167,8 @@ class TaskConfig(Model):
     tool_task_queue: str | None = None
     operators: list[str] = Field(default_factory=list)
     title: str | None = None
+    # The registered agent every session of the task runs as (``SessionConfig.agent``); left out when None.
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # Left out when None: a worker of an earlier version still reads the config.
     session: SessionTemplate | None = Field(default=None, exclude_if=lambda v: v is None)
 

@@ -226,6 +226,10 @@ class SessionConfig(Model):
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
+    - ``agent``: the name of an agent the worker registered (``Agent``; ``agentrt worker
+      --agents``): its instructions, tools and settings apply at the session's start
+      (``apply_agent``); a worker that does not know it fails the session at once
+      (``AgentNotRegistered``).
     """
 
     session_id: str
@@ -258,6 +262,7 @@ class SessionConfig(Model):
     ends_after_turn: bool = Field(default=False, exclude_if=lambda v: v is False)
     parent: SessionParent | None = Field(default=None, exclude_if=lambda v: v is None)
     output: OutputSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 SANDBOX_ORDER: dict[str, int] = {"read_only": 0, "workspace_write": 1, "danger_full_access": 2}

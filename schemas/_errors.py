@@ -8,7 +8,9 @@
     │   ├── InvalidGraph            a task graph that is not a bounded DAG of well-formed nodes
     │   │   └── NodeCannotDecompose a worker node that would plan or delegate further
     │   ├── InvalidOutputSchema     an output type or JSON Schema that cannot be a turn's output spec
-    │   └── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
+    │   ├── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
+    │   ├── AgentNotRegistered      a session names an agent its worker did not register
+    │   └── ToolNotRegistered       a session names tools its worker did not register
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
     │   ├── RequestRejected         the session refused an update (validator said why)
@@ -50,6 +52,7 @@ where they are raised (``worker/``).
 from __future__ import annotations
 
 __all__ = [
+    "AgentNotRegistered",
     "AgentrtError",
     "CapabilityWidened",
     "ClientError",
@@ -69,6 +72,7 @@ __all__ = [
     "SessionNotFound",
     "SessionStuck",
     "TaskNotFound",
+    "ToolNotRegistered",
     "TurnNotFound",
     "UnknownProfileError",
     "WebhookSignatureInvalid",
@@ -311,3 +315,33 @@ class CapabilityWidened(AgentrtError):
         self.parent_session_id = parent_session_id
         self.wider = wider
         super().__init__(f"a child of session {parent_session_id} may not get more than it holds: {', '.join(wider)}")
+
+
+class AgentNotRegistered(ConfigurationError):
+    """A session names an agent (``SessionConfig.agent``) that the worker serving ``task_queue``
+    did not register (``AgentrtPlugin(agents=...)``, ``agentrt worker --agents``). The session
+    fails at its start, before any model call; ``registered``: the agents that worker has."""
+
+    def __init__(self, name: str, task_queue: str, registered: list[str]) -> None:
+        self.name = name
+        self.task_queue = task_queue
+        self.registered = registered
+        known = ", ".join(registered) or "none"
+        super().__init__(
+            f"agent {name!r} is not registered on the worker of task queue {task_queue!r} (registered: {known}); "
+            "start that worker with it (agentrt worker --agents MODULE, or AgentrtPlugin(agents=[...]))"
+        )
+
+
+class ToolNotRegistered(ConfigurationError):
+    """A session offers tools (``SessionConfig.tools``, or its agent's) that the worker serving
+    ``task_queue`` did not register. The session fails at its start, before any model call."""
+
+    def __init__(self, names: list[str], task_queue: str) -> None:
+        self.names = names
+        self.task_queue = task_queue
+        listed = ", ".join(repr(n) for n in names)
+        super().__init__(
+            f"tool{'s' if len(names) > 1 else ''} {listed} not registered on the worker of task queue {task_queue!r}; "
+            "start that worker with the module defining them (agentrt worker --agents MODULE)"
+        )

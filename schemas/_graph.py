@@ -109,6 +109,7 @@ class GraphNode(Model):
     - ``acceptance``: what the reviewer checks the node's answer against (its prompt when unset).
     - ``profile`` / ``script``: the node's model profile or scripted-model file (the graph's otherwise).
     - ``tools``: the tools the node asks for, within the graph's (the graph's when unset).
+    - ``agent``: a registered agent the node's session runs as (its tools within the node's grant).
     """
 
     id: str = Field(min_length=1, max_length=MAX_NODE_ID_CHARS)
@@ -119,6 +120,7 @@ class GraphNode(Model):
     profile: str | None = None
     script: str | None = None
     tools: list[str] | None = None
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("id")
     @classmethod

@@ -123,6 +123,9 @@ class ToolSpec(Model):
     untrusted: bool = Field(default=False, exclude_if=lambda v: v is False)
     destructive: bool = Field(default=False, exclude_if=lambda v: v is False)
     risk_reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # A tool's own bound on one call (seconds; ``@tool(timeout_seconds=...)``), within the session's
+    # ``tool_timeout_seconds``; left out when None.
+    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False, exclude_if=lambda v: v is None)
 
 
 class Message(Model):

@@ -44,8 +44,8 @@ class SessionTemplate(Model):
     field (same meanings, same defaults): model (``profile``, ``script``, ``system_prompt`` and its
     mode), grants (``tools``, ``sandbox``, ``network``, ``mcp_servers``, ``local_tools``,
     ``tool_task_queue``), approvals (``approval``, ``approval_timeout_seconds``, ``interactive``,
-    ``operators``, ``advisor``), timeouts in seconds (model, tool, heartbeat), rounds per turn and
-    ``budget``. A starter may override any of them per child (a task's remaining budget, a graph
+    ``operators``, ``advisor``), timeouts in seconds (model, tool, heartbeat), rounds per turn,
+    ``budget`` and ``agent`` (a registered agent's name). A starter may override any of them per child (a task's remaining budget, a graph
     node's grant)."""
 
     profile: str = "default"
@@ -68,6 +68,7 @@ class SessionTemplate(Model):
     advisor: AdvisorPolicy = Field(default_factory=AdvisorPolicy, exclude_if=lambda v: v == AdvisorPolicy())
     mcp_servers: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 _UNPLACED = set(SessionConfig.model_fields) - set(SessionTemplate.model_fields) - SESSION_CHILD_FIELDS

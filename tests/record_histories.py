@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
@@ -56,6 +56,7 @@ from tests.e2e._graphs import PASS as NODE_PASS
 from tests.e2e._graphs import GraphRig, answer, fail, write_graph_script
 from tests.e2e._support import ALLOW_ALL, wait_for_event
 from tests.e2e._tasks import TaskRig, write_file, write_task_script
+from tests.e2e.agent_tools import order_desk, support
 from tests.mcp_servers import everything_stdio, probe_stdio
 
 SUGGEST_AFTER_EVENTS = 120
@@ -948,6 +949,52 @@ async def structured_output_invalid(r: Recorder) -> dict[str, WorkflowHandle]:
     assert outcome.status == "output_invalid", outcome
     return {"output-invalid": r.handle(config.session_id)}
 
+async def agent_session(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session of the user agent ``support`` (tests/e2e/agent_tools.py): its read-only tool as a
+    local activity, its effectful async tool approved and run through the effect ledger."""
+    turns = [
+        {"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A-1"}}]},
+        {"tool_calls": [{"name": "refund", "arguments": {"order_id": "A-1", "amount_cents": 500}}]},
+        {"text": "refunded"},
+    ]
+    config = r.config(turns, agent="support")
+    started = await r.client.start(config, "refund 5 euros on A-1")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    assert isinstance(requested, PermissionRequested)
+    await r.client.approve(config.session_id, requested.request.request_id)
+    assert (await r.wait_turn(config.session_id, started.turn_id)).status == "completed"
+    await r.client.archive(config.session_id)
+    return {"agent-session-effectful-tool-approved": r.handle(config.session_id)}
+
+
+async def agent_output(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session of ``order-desk``, whose ``output_type`` is an Order: a text answer fails the
+    check and goes back; the next answer is an Order."""
+    turns = [
+        {"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A-1"}}]},
+        {"text": "it shipped"},
+        {"text": json.dumps({"order_id": "A-1", "status": "shipped", "total_cents": 1250})},
+    ]
+    config = r.config(turns, agent="order-desk")
+    _, outcome = await r.client.start_and_wait(config, "where is A-1?")
+    assert outcome.status == "completed" and outcome.output is not None, outcome
+    return {"agent-output-type-invalid-then-valid": r.handle(config.session_id)}
+
+
+async def names_not_registered(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Sessions that fail at their start: one names a tool, one an agent, the worker lacks."""
+    handles: dict[str, WorkflowHandle] = {}
+    for name, fields in (("unknown-tool-fails-at-start", {"tools": ["fs.read", "no_such_tool"]}), ("unknown-agent-fails-at-start", {"agent": "billing"})):
+        config = r.config([{"text": "never"}], **fields)
+        await r.client.start(config, "hello")
+        handle = r.handle(config.session_id)
+        try:
+            await handle.result()
+        except WorkflowFailureError:
+            handles[name] = handle
+    assert len(handles) == 2
+    return handles
+
 
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
@@ -1000,6 +1047,9 @@ SCENARIOS: list[Scenario] = [
     graph_node_cancelled_after_spending,
     structured_output_invalid_then_valid,
     structured_output_invalid,
+    agent_session,
+    agent_output,
+    names_not_registered,
 ]
 
 
@@ -1010,7 +1060,7 @@ async def record(out: Path, prefix: str, only: list[str] | None = None) -> list[
         "--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER_EVENTS}",
         "--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true",  # tasks' virtual clocks
     ]
-    async with local_stack(OWNER, server_args, mcp_servers=_mcp_servers) as stack:
+    async with local_stack(OWNER, server_args, mcp_servers=_mcp_servers, agents=[support, order_desk]) as stack:
         recorder = Recorder(stack.temporal, stack.client, stack.root)
         for scenario in SCENARIOS:
             if only and scenario.__name__ not in only:

@@ -306,6 +306,29 @@ async def run_serve(
     await serve
 
 
+@runs("agents.md", "lookup_order", "refund", "make_deps", "plugin", "ask_support")
+async def run_support_agent(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [example] = [e for e in snippets() if e.page == "agents.md"]
+    module = load(example)
+    registry = module.plugin(harness.config).worker_plugin.registry
+    assert registry.agent_names() == ["support"] and {"lookup_order", "refund", "fs.read"} <= set(registry.names())
+    turns = [
+        {"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A-1"}}]},
+        {"tool_calls": [{"name": "refund", "arguments": {"order_id": "A-1", "amount_cents": 500}}]},
+        {"text": '{"category": "refund", "urgent": false}'},
+    ]
+    path = tmp_path / "support.json"
+    path.write_text(json.dumps({"turns": turns}))
+    queue = harness.task_queue + "-docs"
+    async with worker.build_worker(harness.temporal, harness.config, harness.store, registry, task_queue=queue):
+        client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
+        config = client.new_config(str(workspace), profile="scripted", script=str(path), agent="support")
+        outcome = await module.ask_support(client, config)
+    assert outcome.status == "completed" and outcome.output_as(module.Triage) == module.Triage(category="refund", urgent=False)
+    refunds = registry.runtime.deps()["payments"].refunds
+    assert refunds == {f"session-{config.session_id}/turn-1/4/call_1_0": ("A-1", 500)}
+
+
 @pytest.mark.parametrize("runner", sorted(set(RUNNERS.values()), key=lambda r: r.__name__), ids=lambda r: r.__name__)
 async def test_a_docs_snippet_runs_as_written(
     runner: Callable[..., Awaitable[None]],

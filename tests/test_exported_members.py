@@ -47,6 +47,7 @@ def own_public_names(package: str) -> set[str]:
 
 def test_every_package_of_agentrt_is_checked() -> None:
     assert PACKAGES == [
+        "agentrt",
         "agentrt.activities",
         "agentrt.activities.mcp",
         "agentrt.activities.providers",

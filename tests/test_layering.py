@@ -34,6 +34,8 @@ ALLOWED = {
     "agentrt.client": {"agentrt.schemas", "agentrt.store", "agentrt.worker", "agentrt.client"},
     "agentrt.gateway": {"agentrt.schemas", "agentrt.store", "agentrt.worker", "agentrt.client", "agentrt.gateway"},
     # The command line runs workers in its own process (`agentrt run`, `worker`, `dev`) and serves the gateway.
+    # The top-level package (sdk/): the names an agent's author imports, each from its package.
+    "agentrt": {"agentrt.schemas", "agentrt.activities", "agentrt.worker", "agentrt.client"},
     "agentrt.cli": {
         "agentrt.schemas", "agentrt.store", "agentrt.activities", "agentrt.worker", "agentrt.client", "agentrt.gateway",
         "agentrt.cli",
@@ -166,7 +168,7 @@ def violations_of_allowed(package: str) -> list[str]:
 def test_every_root_package_is_scanned() -> None:
     assert set(package_dirs()) == {
         f"agentrt.{name}" for name in ("activities", "cli", "client", "gateway", "schemas", "store", "worker", "workflows")
-    }
+    } | {"agentrt"}
     scanned = {top_package(name) for _, name in scanned_files()}
     assert set(package_dirs()) <= scanned
 
@@ -243,6 +245,22 @@ def test_the_gateway_imports_no_command_line_module() -> None:
 
 def test_the_command_line_imports_no_workflow_module() -> None:
     assert_none(violations_of_allowed("agentrt.cli"))
+
+
+def test_the_top_level_package_imports_only_the_packages_it_re_exports() -> None:
+    assert_none(violations_of_allowed("agentrt"))
+
+
+def test_importing_agentrt_loads_a_name_s_package_only_when_asked_for() -> None:
+    probe = IMPORT_CLIENT.replace("import agentrt.client\n", "import agentrt\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert [m for m in json.loads(result.stdout) if m.startswith("agentrt.")] == []
+    probe = IMPORT_CLIENT.replace("import agentrt.client\n", "from agentrt import tool, Agent, ToolContext\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert "agentrt.activities.tools._function" in loaded and "agentrt.workflows.session" not in loaded
 
 
 # Module name prefixes `import agentrt.client` must not load: the gateway and the command line,

@@ -109,7 +109,7 @@ def test_the_wheel_holds_only_agentrt_with_its_migrations_and_demo_script(instal
     migrations = {f"agentrt/store/migrations/versions/{p.name}" for p in (REPO_ROOT / "store" / "migrations" / "versions").glob("*.py")}
     assert migrations and migrations <= names
     assert {"agentrt/store/migrations/env.py", "agentrt/store/migrations/script.py.mako", "agentrt/cli/demo/script.yaml"} <= names
-    assert {f"agentrt/{folder}/__init__.py" for folder in package_dirs().values()} <= names
+    assert {package.replace(".", "/") + "/__init__.py" for package in package_dirs()} <= names  # agentrt/ from sdk/ too
     assert not any(name.endswith(".pyc") for name in names)
     entry_points = zipfile.ZipFile(installed.wheel).read(f"agentrt-{version}.dist-info/entry_points.txt").decode()
     assert "agentrt = agentrt.cli:main" in entry_points

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrt.activities import WorkerRole
+    from agentrt.worker._agents import agents_in, worker_registry
     from agentrt.worker._client_plugin import (
         PAYLOADS_IDENTITY_KEY,
         AgentrtClientPlugin,
@@ -100,6 +101,7 @@ __all__ = [
     "TelemetryHandle",
     "WORKFLOWS",
     "WorkerRole",
+    "agents_in",
     "build_data_converter",
     "build_worker",
     "check_role",
@@ -120,6 +122,7 @@ __all__ = [
     "setup_telemetry",
     "temporal_binary",
     "token_sha256",
+    "worker_registry",
     "workflow_runner",
 ]
 
@@ -161,6 +164,7 @@ EXPORTS = {
     "TelemetryHandle": "agentrt.worker._telemetry",
     "WORKFLOWS": "agentrt.worker._plugin",
     "WorkerRole": "agentrt.activities",
+    "agents_in": "agentrt.worker._agents",
     "build_data_converter": "agentrt.worker._payloads",
     "build_worker": "agentrt.worker._worker",
     "check_role": "agentrt.worker._worker",
@@ -181,6 +185,7 @@ EXPORTS = {
     "setup_telemetry": "agentrt.worker._telemetry",
     "temporal_binary": "agentrt.worker._devserver",
     "token_sha256": "agentrt.worker._gateway_config",
+    "worker_registry": "agentrt.worker._agents",
     "workflow_runner": "agentrt.worker._plugin",
 }
 

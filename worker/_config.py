@@ -25,7 +25,7 @@ DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
 TOP_LEVEL_KEYS = {
     "default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills",
-    "gateway", "telemetry", "codec",
+    "gateway", "telemetry", "codec", "worker",
 }
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
@@ -122,6 +122,16 @@ def _mcp_servers(raw: object, file: Path | None) -> dict[str, McpServerConfig]:
     return found
 
 
+def _agent_modules(raw: object, file: Path | None) -> list[str]:
+    """``[worker] agents``: modules whose ``Agent``s and ``@tool``s the workers register."""
+    if not isinstance(raw, dict) or set(raw) - {"agents"}:
+        raise ConfigurationError(f"{file}: [worker] holds only agents = [\"module\", ...], not {raw!r}")
+    modules = raw.get("agents", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) and m.strip() for m in modules):
+        raise ConfigurationError(f"{file}: [worker] agents must be a list of module names, not {modules!r}")
+    return list(modules)
+
+
 def _skill_paths(raw: object, file: Path | None) -> list[str]:
     """``[skills] paths``: directories searched for skills, besides each workspace's ``.agentrt/skills``."""
     if not isinstance(raw, dict) or set(raw) - {"paths"}:
@@ -184,7 +194,8 @@ class AgentrtConfig:
     ``mcp_servers`` (``[mcp.servers.NAME]``): the MCP servers this configuration's workers run and
     its clients' sessions use (``McpServerConfig``). ``skill_paths`` (``[skills] paths``):
     directories searched for skills besides each workspace's ``.agentrt/skills``.
-    ``source`` is the file read, if any.
+    ``agent_modules`` (``[worker] agents``): modules whose ``Agent``s and ``@tool``s its workers
+    register (``agentrt worker --agents`` adds more). ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -199,6 +210,7 @@ class AgentrtConfig:
     advisor: AdvisorPolicy = field(default_factory=AdvisorPolicy)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     skill_paths: list[str] = field(default_factory=list)
+    agent_modules: list[str] = field(default_factory=list)
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)
@@ -249,7 +261,7 @@ class AgentrtConfig:
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
-                "[gateway], [telemetry], [codec]"
+                "[worker] agents, [gateway], [telemetry], [codec]"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -273,6 +285,7 @@ class AgentrtConfig:
         config.advisor = _advisor_policy(data.get("advisor", {}), file, config.profiles)
         config.mcp_servers = _mcp_servers(data.get("mcp", {}), file)
         config.skill_paths = _skill_paths(data.get("skills", {}), file)
+        config.agent_modules = _agent_modules(data.get("worker", {}), file)
         config.gateway = gateway_config(data.get("gateway", {}), file, env)
         config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
         config.codec = codec_config(data.get("codec", {}), file, env)

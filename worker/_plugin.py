@@ -30,7 +30,7 @@ from temporalio.worker import ReplayerConfig, UnsandboxedWorkflowRunner, WorkerC
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentrt.activities import build_activities
-from agentrt.activities.tools import ToolRegistry
+from agentrt.activities.tools import Agent, Tool, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
     MEMORY_DECIDE,
@@ -41,6 +41,7 @@ from agentrt.schemas import (
     TOOLS_LIST,
 )
 from agentrt.store import Store
+from agentrt.worker._agents import worker_registry
 from agentrt.worker._client_plugin import (
     PAYLOADS_IDENTITY_KEY,
     PLUGIN_NAME,
@@ -122,6 +123,10 @@ class AgentrtWorkerPlugin(SimplePlugin):
     - ``store`` and ``registry``: with both, the plugin also carries the activities, so
       ``Worker(client, task_queue=...)`` runs sessions. Activities given to a ``Worker``
       explicitly replace the plugin's (a worker with another tool registry keeps exactly its own).
+    - ``agents`` (``Agent``), ``tools`` (``@tool`` functions) and ``config.agent_modules``
+      (``[worker] agents``): added to ``registry`` (default: the built-in tools; then the plugin
+      carries activities given a ``store``); ``deps``: the factory of what tools read as
+      ``ToolContext.deps`` (called once, on the worker; never serialized). See ``worker_registry``.
     - ``payload_storage``: what the worker's identity advertises it reads (default: that of the
       ``AgentrtClientPlugin`` the worker's client was connected with).
 
@@ -135,11 +140,17 @@ class AgentrtWorkerPlugin(SimplePlugin):
         store: Store | None = None,
         *,
         registry: ToolRegistry | None = None,
+        agents: Sequence[Agent] = (),
+        tools: Sequence[Tool] = (),
+        deps: Callable[[], Any] | None = None,
         payload_storage: PayloadStorage | None = None,
     ) -> None:
         self.config = config or AgentrtConfig()
         self.store = store
         self.payload_storage = payload_storage
+        if agents or tools or deps is not None or self.config.agent_modules:
+            registry = worker_registry(registry, agents=agents, tools=tools, modules=self.config.agent_modules, deps=deps)
+        self.registry = registry  # build_worker starts from it
         self._activities: list[Callable[..., Any]] = (
             build_activities(self.config, store, registry) if store is not None and registry is not None else []
         )
@@ -217,6 +228,8 @@ class AgentrtPlugin(AgentrtClientPlugin):
       activities, so ``Worker(client, task_queue=...)`` on a client connected with it runs
       sessions. Activities given to a ``Worker`` explicitly replace the plugin's (a worker
       with another tool registry keeps exactly its own); ``build_worker`` does that.
+    - ``agents``, ``tools``, ``deps``: the user's agents, tools and their dependencies, as
+      ``AgentrtWorkerPlugin`` takes them.
     - ``interceptors``: client and worker interceptors (none by default).
     - ``config.telemetry`` on (``[telemetry] enabled``, ``AGENTRT_TELEMETRY=1``): installs the
       process's tracer and meter providers unless it has some (``setup_telemetry``), and adds
@@ -236,11 +249,16 @@ class AgentrtPlugin(AgentrtClientPlugin):
         store: Store | None = None,
         *,
         registry: ToolRegistry | None = None,
+        agents: Sequence[Agent] = (),
+        tools: Sequence[Tool] = (),
+        deps: Callable[[], Any] | None = None,
         driver: StorageDriver | None = None,
         interceptors: Sequence[temporalio.client.Interceptor | temporalio.worker.Interceptor] = (),
     ) -> None:
         super().__init__(config, store, driver=driver, interceptors=interceptors)
-        self.worker_plugin = AgentrtWorkerPlugin(self.config, store, registry=registry, payload_storage=self.payload_storage)
+        self.worker_plugin = AgentrtWorkerPlugin(
+            self.config, store, registry=registry, agents=agents, tools=tools, deps=deps, payload_storage=self.payload_storage
+        )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """The client part's worker settings (interceptors, failure types), then the worker part's."""

@@ -9,6 +9,7 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from collections.abc import Callable, Sequence
 from typing import Any, AsyncIterator
 
 from temporalio.client import Client
@@ -16,9 +17,10 @@ from temporalio.worker import Worker
 
 from agentrt.activities import WORKER_PROCESS, WorkerRole, build_activities
 from agentrt.activities.mcp import McpManager
-from agentrt.activities.tools import ToolRegistry, default_registry, sandbox_status
+from agentrt.activities.tools import Agent, Tool, ToolRegistry, sandbox_status
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
+from agentrt.worker._agents import worker_registry
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, AgentrtPlugin, AgentrtWorkerPlugin, plugin_of
 from agentrt.worker._startup import ensure_search_attributes
@@ -65,9 +67,10 @@ class AgentrtWorker(Worker):
     worker started once it has shut down. A worker that runs workflows also logs the ones of its
     task queue that are stuck on a failing workflow task (``StuckWatch``)."""
 
-    def __init__(self, *args: Any, mcp: McpManager, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mcp: McpManager, registry: ToolRegistry, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.mcp = mcp
+        self.registry = registry  # its tools, agents and ToolRuntime
 
     async def run(self) -> None:
         await self.mcp.start()
@@ -94,6 +97,9 @@ def build_worker(
     sticky_queue_schedule_to_start_timeout: timedelta = STICKY_SCHEDULE_TO_START,
     role: WorkerRole = "all",
     mcp: McpManager | None = None,
+    agents: Sequence[Agent] = (),
+    tools: Sequence[Tool] = (),
+    deps: Callable[[], Any] | None = None,
 ) -> AgentrtWorker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
@@ -118,6 +124,11 @@ def build_worker(
     ``mcp``: the process's MCP servers (default: an ``McpManager`` of ``config.mcp_servers``,
     none for ``models``, recording their events in ``store``); the worker starts and stops them
     with itself.
+
+    ``agents``, ``tools`` and ``deps``: the user's agents, ``@tool`` functions and their
+    dependencies' factory, added to ``registry`` (default: the registry of the client's
+    ``AgentrtPlugin``, else ``default_registry()``) with those of ``config.agent_modules``
+    (``worker_registry``); a session naming an agent or tool the worker lacks fails at its start.
     """
     connected = plugin_of(client)
     if connected is None:
@@ -128,6 +139,9 @@ def build_worker(
     # Local activities (tool listing, fast tools) share the pool: threads for both, so 32 long
     # shell commands never leave a session's tool listing waiting for a thread.
     check_role(config, role)
+    if registry is None and isinstance(connected, AgentrtPlugin):
+        registry = connected.worker_plugin.registry
+    registry = worker_registry(registry, agents=agents, tools=tools, modules=config.agent_modules, deps=deps)
     queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     if mcp is None:
@@ -137,9 +151,10 @@ def build_worker(
     return AgentrtWorker(
         client,
         mcp=mcp,
+        registry=registry,
         task_queue=queue,
         workflows=[] if role == "tools" else WORKFLOWS,
-        activities=build_activities(config, store, registry or default_registry(), role, mcp=mcp),
+        activities=build_activities(config, store, registry, role, mcp=mcp),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,
@@ -156,21 +171,22 @@ def build_worker(
 @asynccontextmanager
 async def running_worker(
     client: Client, config: AgentrtConfig, store: Store | None = None, registry: ToolRegistry | None = None,
-    *, role: WorkerRole = "all",
+    *, role: WorkerRole = "all", agents: Sequence[Agent] = (), tools: Sequence[Tool] = (), deps: Callable[[], Any] | None = None,
 ) -> AsyncIterator[Worker]:
     """Run a worker in this process for the duration of the ``async with`` block.
 
     First makes sure the namespace has the search attributes sessions write (registering
     missing ones; ``MissingSearchAttributes`` when it cannot), then polls. The worker logs
     where it stores and reads big payloads, and whether the OS sandbox (bubblewrap) runs here.
-    Once it has stopped, it flushes the process's telemetry (``flush_telemetry``).
+    Once it has stopped, it flushes the process's telemetry (``flush_telemetry``) and stops the
+    event loop of its async tools. ``agents``, ``tools``, ``deps``: as ``build_worker`` takes them.
     """
     plugin = plugin_of(client)
     own_store = store is None
     store = store or Store.open(config.database_url)
     try:
         await ensure_search_attributes(client)
-        worker = build_worker(client, config, store, registry, role=role)
+        worker = build_worker(client, config, store, registry, role=role, agents=agents, tools=tools, deps=deps)
     except BaseException:
         if own_store:
             store.close()
@@ -203,5 +219,6 @@ async def running_worker(
             log.exception("worker stopped with an error")
         # The last spans and measurements leave now: the `agentrt` command exits without atexit handlers.
         await asyncio.to_thread(flush_telemetry)
+        await asyncio.to_thread(worker.registry.runtime.close)
         if own_store:
             store.close()

@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from agentrt.schemas import (
     DELEGATE_TOOL,
+    AgentSpec,
     CompactOutcome,
     CancelTurnInput,
     CompactResult,
@@ -32,14 +33,18 @@ from agentrt.schemas import (
     SessionInitialized,
     SkillDiscovered,
     SwitchModelResult,
+    ToolNotRegistered,
     Usage,
+    apply_agent,
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _compaction as compaction
 from agentrt.workflows import context
 from agentrt.workflows._errors import (
     error_text,
+    error_type,
 )
+from agentrt.workflows._generation import Generation
 from agentrt.workflows._session_run import SessionRun
 
 
@@ -71,12 +76,23 @@ class Context:
         if run.gen.lean_start:
             prepared = await self._tools_call(
                 options.PREPARE_SESSION,
-                PrepareSessionInput(tools=config.tools, profile=config.profile, script=config.script, workspace=config.workspace),
+                PrepareSessionInput(
+                    tools=config.tools, profile=config.profile, script=config.script, workspace=config.workspace, agent=config.agent
+                ),
                 PrepareSessionResult,
                 "prepare session: list tools, describe profile",
             )
             listed, lookup = prepared.tools, prepared.profile
             run.state.skills = prepared.skills
+            if prepared.agent is not None:
+                self._apply_agent(prepared.agent)
+                config = run.config
+            if listed.unknown and Generation.registered_tools():
+                # Sessions recorded before registered-tools-v1 went on without the unknown tools.
+                error = ToolNotRegistered(listed.unknown, prepared.task_queue or "")
+                raise ApplicationError(
+                    str(error), {"tools": listed.unknown, "task_queue": error.task_queue}, type="ToolNotRegistered", non_retryable=True
+                )
         else:
             listed = await self._tools_call(options.LIST_TOOLS, ListToolsInput(names=config.tools), ListToolsResult, "list tools")
             lookup = None
@@ -118,13 +134,27 @@ class Context:
         run.publish_held()
         run.set_status("idle", with_owner=True)
 
+    def _apply_agent(self, agent: AgentSpec) -> None:
+        """Run the session as its agent says (``apply_agent``): the config it keeps, writes and
+        carries through continue-as-new; a budget the agent brought counts from the start."""
+        run = self.run
+        run.config = apply_agent(run.config, agent)
+        if run.config.budget is not None and run.state.started_at is None:
+            run.state.started_at = run.run_started
+
     async def _tools_call(self, config: options.ActivityConfig, arg: object, result_type: type, summary: str) -> Any:
-        """``tools.list`` or ``session.prepare``; one that keeps failing fails the session (``ToolsUnavailable``)."""
+        """``tools.list`` or ``session.prepare``; one that keeps failing fails the session (``ToolsUnavailable``),
+        one that names an agent the worker lacks fails it at once (``AgentNotRegistered``)."""
         try:
             return await self.run.execute(config, arg, local=self.run.gen.lean_rounds, result_type=result_type, summary=summary)
         except ActivityError as err:
             if self.run.cancelled_call(err):
                 raise  # not a broken tool registry: the workflow was cancelled meanwhile
+            if error_type(err) == "AgentNotRegistered":
+                cause = err.cause if isinstance(err.cause, ApplicationError) else None
+                details = cause.details if cause is not None else ()
+                message = error_text(err).removeprefix("AgentNotRegistered: ")
+                raise ApplicationError(message, *details, type="AgentNotRegistered", non_retryable=True) from err
             raise ApplicationError(
                 f"session {self.run.config.session_id} cannot list its tools: {error_text(err)}",
                 type="ToolsUnavailable",

@@ -74,6 +74,9 @@ CHILD_SPEND_PATCH = "child-spend-v1"
 # that does not match, records OutputValidationFailed and feeds the errors back as a user message
 # (another model call), up to the spec's max_attempts, then ends ``output_invalid``.
 STRUCTURED_OUTPUT_PATCH = "structured-output-v1"
+# registered-tools-v1: a session whose tools (its own or its agent's) are not all registered on
+# the worker fails at its start (ToolNotRegistered); runs recorded before it went on without them.
+REGISTERED_TOOLS_PATCH = "registered-tools-v1"
 
 
 @dataclass(frozen=True)
@@ -149,3 +152,8 @@ class Generation:
     def child_spend_report() -> bool:
         """child-spend-v1, asked when a child session ends cancelled."""
         return workflow.patched(CHILD_SPEND_PATCH)
+
+    @staticmethod
+    def registered_tools() -> bool:
+        """registered-tools-v1, asked when a session's listing names tools the worker lacks."""
+        return workflow.patched(REGISTERED_TOOLS_PATCH)

@@ -69,17 +69,17 @@ class ToolCalls:
         self.run = run
         self.mcp = mcp
         self.delegations = delegations
-        config = run.config
-        self.policy = PolicyEngine(
-            config.approval,
-            config.sandbox,
-            network=config.network,
-            interactive=config.interactive,
-            workspace=config.workspace,
-            version=1,  # until the run's first batch asks policy-sandbox-v1 (handle)
-        )
+        self.policy = self._policy(version=1)  # version 1 until the run's first batch asks policy-sandbox-v1 (handle)
         # Reconcile answers of a cancelled turn not yet in the effect ledger (turn-control-v1).
         self._owed: list[tuple[PermissionRequest, ReconcileDecision]] = []
+
+    def _policy(self, *, version: int) -> PolicyEngine:
+        config = self.run.config
+        self._policy_config = config  # what it was built from
+        return PolicyEngine(
+            config.approval, config.sandbox, network=config.network, interactive=config.interactive,
+            workspace=config.workspace, version=version,
+        )
 
     async def handle(self, turn: Turn, round_number: int, calls: list[ToolCall]) -> str | None:
         """Have the advisor review the batch when its mode says so, triage every call, ask for all
@@ -87,6 +87,8 @@ class ToolCalls:
         advisor's reason when it rejected the batch (no call ran), else None."""
         turn_id = turn.id
         runnable: list[tuple[ToolCall, PermissionRequest | None]] = []
+        if self._policy_config is not self.run.config:
+            self.policy = self._policy(version=self.policy.version)  # the session's agent set its policy at its start
         if self.policy.version < 2 and self.run.gen.policy_v2():
             self.policy.version = 2
         reviewed = self.run.config.advisor.mode != "off"
@@ -295,6 +297,8 @@ class ToolCalls:
         started = workflow.now()
         local = self._runs_locally(call)
         tool_seconds = self.run.config.tool_timeout_seconds
+        if spec is not None and spec.timeout_seconds is not None:
+            tool_seconds = min(tool_seconds, spec.timeout_seconds)  # the tool's own bound (@tool(timeout_seconds=...))
         if local:
             tool_seconds = min(tool_seconds, options.LOCAL_TOOL_SECONDS - options.LOCAL_TOOL_GRACE_SECONDS)
         mcp = spec is not None and spec.source is not None and spec.source.startswith("mcp:")

@@ -324,6 +324,7 @@ class TaskGraphWorkflow:
             prompt=parts.node_prompt(config, self._state, spec, attempt, feedback),
             ends_after_turn=True,
             parent=SessionParent(kind="graph", id=config.graph_id, number=attempt, node=node_id),
+            **({"agent": spec.agent} if spec.agent is not None else {}),
         )
         try:
             handle = await self._children.start(

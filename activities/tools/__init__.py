@@ -4,6 +4,7 @@ Pure, synchronous Python: the ``tool.execute`` activity wraps ``ToolRegistry.exe
 and passes heartbeat and cancellation hooks in through ``ToolContext``.
 """
 
+from agentrt.activities.tools._agent import Agent
 from agentrt.activities.tools._delegate import Delegate
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
 from agentrt.activities.tools._memory import (
@@ -15,7 +16,9 @@ from agentrt.activities.tools._memory import (
     rank_memories,
     recorded_memory_note,
 )
+from agentrt.activities.tools._function import FunctionTool, docstring_parts, tool
 from agentrt.activities.tools._registry import (
+    CrashToRetry,
     Tool,
     ToolArgs,
     ToolContext,
@@ -23,6 +26,7 @@ from agentrt.activities.tools._registry import (
     ToolRegistry,
     format_validation_error,
 )
+from agentrt.activities.tools._runtime import ToolRuntime
 from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status, sandboxed_argv
 from agentrt.activities.tools._shell import CommandRun, ShellRun, run_command, scrubbed_environment
 from agentrt.activities.tools._skills import (
@@ -40,12 +44,15 @@ from agentrt.activities.tools._skills import (
 from agentrt.activities.tools._workspace import checked_workspace, make_directories, open_regular, resolve_in_workspace
 
 __all__ = [
+    "Agent",
     "CommandRun",
+    "CrashToRetry",
     "Delegate",
     "FsList",
     "FsRead",
     "FsSearch",
     "FsWrite",
+    "FunctionTool",
     "MAX_READ_BYTES",
     "MAX_SKILLS",
     "MAX_SKILL_FILES",
@@ -64,9 +71,11 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "ToolRegistry",
+    "ToolRuntime",
     "checked_workspace",
     "default_registry",
     "discover_skills",
+    "docstring_parts",
     "format_validation_error",
     "load_skill",
     "make_directories",
@@ -82,6 +91,7 @@ __all__ = [
     "sandboxed_argv",
     "scrubbed_environment",
     "skill_state_key",
+    "tool",
 ]
 
 

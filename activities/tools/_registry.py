@@ -7,16 +7,20 @@ The Temporal activity that wraps the registry lives elsewhere; nothing here impo
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agentrt.activities.tools._runtime import ToolRuntime
+
 from agentrt.schemas import (
+    AgentSpec,
     ConfigurationError,
     MemoryNote,
     SandboxPolicy,
@@ -27,7 +31,7 @@ from agentrt.schemas import (
     ToolSpec,
 )
 
-__all__ = ["Tool", "ToolArgs", "ToolContext", "ToolOutput", "ToolRegistry", "format_validation_error"]
+__all__ = ["CrashToRetry", "Tool", "ToolArgs", "ToolContext", "ToolOutput", "ToolRegistry", "format_validation_error"]
 
 Risk = Literal["read_only", "idempotent", "effectful"]
 
@@ -59,6 +63,14 @@ class ToolContext:
       ``agentrt.store.Store``, None outside a worker): what the memory tools read and write.
     - ``skill_paths``: directories searched for skills besides the workspace's ``.agentrt/skills``
       (agentrt.toml ``[skills] paths``); ``shell.run`` lets a sandboxed command read them.
+    - ``turn_id`` (``turn-N``), ``call_id`` (the model's id of the call) and ``principal`` (the
+      session's owner, on whose behalf the call runs; read from the store when asked, ``principal_of``).
+    - ``idempotency_key`` (= ``call_key``): ``<workflow id>/<turn>/<position>/<call id>``, the same on
+      every retry of this call and on no other call: pass it to the service the tool changes (a
+      payment API's ``Idempotency-Key``) so a retried call cannot apply twice there either.
+    - ``deps``: the worker's dependencies (``AgentrtPlugin(deps=...)``: a factory called once per
+      worker); None without. Never serialized, never in history.
+    - ``final_attempt``: this is the retry policy's last attempt (a crash now becomes the call's result).
     """
 
     workspace: Path
@@ -73,6 +85,34 @@ class ToolContext:
     call_key: str = ""
     store: Any = None
     skill_paths: tuple[Path, ...] = ()
+    turn_id: str = ""
+    call_id: str = ""
+    principal_of: Callable[[], str] = field(default=lambda: "", repr=False)
+    final_attempt: bool = True
+    runtime: ToolRuntime | None = field(default=None, repr=False)
+
+    @property
+    def principal(self) -> str:
+        """The session's owner, read when a tool asks (``principal_of``)."""
+        return self.principal_of()
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.call_key
+
+    @property
+    def deps(self) -> Any:
+        return self.runtime.deps() if self.runtime is not None else None
+
+    def run_async(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run an async tool's ``coroutine`` on the worker's tool loop (``ToolRuntime``), bounded by
+        what is left of ``timeout_seconds`` and stopped by a cancel; outside a worker, on a new loop."""
+        if self.runtime is None:
+            return asyncio.run(coroutine)
+        if self.runtime.has_deps:
+            self.runtime.deps()  # built here, not on the tool loop, which an async factory needs free
+        left = max(0.0, self.timeout_seconds - (time.monotonic() - self.started))
+        return self.runtime.run(coroutine, timeout=left, is_cancelled=self.is_cancelled)
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
@@ -136,6 +176,9 @@ class Tool(ABC):
     Args: ClassVar[type[BaseModel]]
     # Read-only and fast (well under a second): may run as a Temporal local activity.
     local_activity: ClassVar[bool] = False
+    # An exception other than ToolError is retried by the activity's retry policy before it becomes
+    # the call's ToolCrashedError (user tools: ``@tool``); built-ins report it at once.
+    crash_retried: ClassVar[bool] = False
 
     def spec(self) -> ToolSpec:
         """The tool as the model sees it: ``parameters`` is the JSON Schema of ``Args``."""
@@ -187,21 +230,56 @@ def format_validation_error(error: ValidationError) -> list[str]:
     return problems
 
 
-class ToolRegistry:
-    """Tools by name, in registration order; validates and runs ``ToolCall``s."""
+class CrashToRetry(Exception):
+    """A ``crash_retried`` tool raised ``error`` (not a ``ToolError``) on an attempt that is not the
+    last: the activity fails so that Temporal's retry policy runs the call again."""
 
-    def __init__(self, tools: list[Tool] | None = None) -> None:
+    def __init__(self, tool: str, error: BaseException) -> None:
+        self.tool = tool
+        self.error = error
+        super().__init__(f"{tool} raised {type(error).__name__}: {error}")
+
+
+class ToolRegistry:
+    """Tools by name, in registration order; validates and runs ``ToolCall``s. Also the worker's
+    named agents (``AgentSpec`` by name) and its ``runtime`` (``ToolRuntime``: deps, async tools)."""
+
+    def __init__(self, tools: list[Tool] | None = None, *, runtime: ToolRuntime | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._specs: dict[str, ToolSpec] = {}  # built once: a JSON Schema costs milliseconds, every model call asks
+        self._agents: dict[str, AgentSpec] = {}
+        self.runtime = runtime or ToolRuntime()
         for tool in tools or []:
             self.register(tool)
 
     def register(self, tool: Tool) -> None:
-        """Add ``tool``; raises ``ConfigurationError`` if its name is already taken."""
+        """Add ``tool``; raises ``ConfigurationError`` if its name is already taken (by another tool
+        object: registering the same one again is a no-op, as two agents may share a tool)."""
         if tool.name in self._tools:
+            if self._tools[tool.name] is tool:
+                return
             raise ConfigurationError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
         self._specs[tool.name] = tool.spec()
+
+    def register_agent(self, spec: AgentSpec, tools: list[Tool]) -> None:
+        """Add the agent ``spec`` and its tool objects (``Agent.spec()``, ``Agent.function_tools``);
+        raises ``ConfigurationError`` when another agent has its name. The names it lists besides
+        its tools (built-ins) are checked when a session starts (``ToolNotRegistered``)."""
+        known = self._agents.get(spec.name)
+        if known is not None and known != spec:
+            raise ConfigurationError(f"agent {spec.name!r} is already registered")
+        for tool in tools:
+            self.register(tool)
+        self._agents[spec.name] = spec
+
+    def agent(self, name: str) -> AgentSpec | None:
+        """The agent registered as ``name``, or None."""
+        return self._agents.get(name)
+
+    def agent_names(self) -> list[str]:
+        """Registered agent names, in registration order."""
+        return list(self._agents)
 
     def names(self) -> list[str]:
         """Registered tool names, in registration order."""
@@ -242,8 +320,9 @@ class ToolRegistry:
         argument text was not a JSON object (``call.arguments`` None) or does not match the
         schema, whatever ``ToolError`` the tool raises, and ``ToolCrashedError`` (a
         ``ToolError``) for any other exception of the tool, so an effectful call that failed
-        is recorded ``failed`` in the effect ledger. Only an exception raised while
-        ``ctx.is_cancelled()`` (the runner cancelling the call) propagates as it is.
+        is recorded ``failed`` in the effect ledger; for a tool that says ``crash_retried`` (a
+        user's ``@tool``), ``CrashToRetry`` instead until ``ctx.final_attempt``. Only an exception
+        raised while ``ctx.is_cancelled()`` (the runner cancelling the call) propagates as it is.
         """
         tool = self.get(call.name)
         if call.arguments is None:
@@ -259,6 +338,8 @@ class ToolRegistry:
         except Exception as err:  # noqa: BLE001 - whatever a tool raises, the model gets a typed tool error
             if ctx.is_cancelled():
                 raise  # the runner cancelling the call (Temporal raises its CancelledError in the tool's thread)
+            if tool.crash_retried and not ctx.final_attempt:
+                raise CrashToRetry(call.name, err) from err
             raise ToolCrashedError(call.name, err) from err
         return output
 

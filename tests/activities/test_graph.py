@@ -469,3 +469,13 @@ def test_an_answer_stating_no_failure_is_not_read_as_one(answer: str) -> None:
     from agentrt.activities._graph import stated_failure
 
     assert stated_failure(answer) is None
+
+
+def test_a_planned_node_that_chooses_an_agent_is_an_invalid_plan() -> None:
+    """An agent brings its own approval policy: a planner (an untrusted model) may not pick one."""
+    plan = json.dumps({"nodes": [{"id": "a", "prompt": "do it", "agent": "admin"}, {"id": "b", "prompt": "check"}]})
+
+    with pytest.raises(InvalidGraph) as raised:
+        parse_plan(plan, 2)
+
+    assert raised.value.problems == ["node a: agent: a planned node may not choose an agent"]

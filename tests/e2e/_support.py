@@ -57,8 +57,8 @@ def event_types(events: list[Event]) -> list[str]:
 
 
 @contextmanager
-def worker_process(harness: "Harness", log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`agentrt worker` as a separate process on the harness's ``-proc`` task queue; stopped on exit."""
+def worker_process(harness: "Harness", log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`agentrt worker` (with ``args``) as a separate process on the harness's ``-proc`` task queue; stopped on exit."""
     env = {
         **os.environ,
         "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
@@ -66,7 +66,7 @@ def worker_process(harness: "Harness", log: Path) -> Iterator[subprocess.Popen[b
         "AGENTRT_DATABASE_URL": harness.config.database_url or "",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentrt.cli", "worker"],
+        [sys.executable, "-m", "agentrt.cli", "worker", *args],
         env=env,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,

@@ -1,0 +1,109 @@
+"""What a worker's tools share and nothing serializes: the dependencies (``deps``: an HTTP client, a
+database pool) and one event loop, on a thread of its own, for ``async`` tools.
+
+The ``tool.execute`` activity runs in a thread pool; an ``async`` tool's coroutine goes to this
+loop and the activity's thread waits for it. The worker's own event loop never runs a user's
+coroutine (a tool that blocks would stall every heartbeat of the worker), and no call pays for a
+new loop; dependencies an async factory builds are bound to this loop, where every async tool runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from agentrt.schemas import ToolError
+
+__all__ = ["ToolRuntime"]
+
+# How often a thread waiting for an async tool checks for a cancel (seconds): Temporal delivers a
+# cancel to a synchronous activity's thread, which sees it only between waits.
+POLL_SECONDS = 0.2
+
+_UNSET = object()
+
+
+class ToolRuntime:
+    """``deps``: a factory (a callable of no argument, sync or async) called once, at the first
+    call that reads ``ToolContext.deps``; its value is shared by every tool call of the worker
+    (so it must be safe to use from several threads, or from the tool loop for async tools).
+    None gives ``ctx.deps`` None. ``close()`` stops the tool loop (the worker does at shutdown)."""
+
+    def __init__(self, deps: Callable[[], Any] | None = None) -> None:
+        if deps is not None and not callable(deps):
+            raise TypeError(f"deps must be a factory (a callable of no argument), not {deps!r}")
+        self._factory = deps
+        self._deps: Any = _UNSET
+        self._lock = threading.Lock()  # building deps
+        self._loop_lock = threading.Lock()  # starting the loop (deps' async factory needs it under _lock)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def has_deps(self) -> bool:
+        return self._factory is not None
+
+    def deps(self) -> Any:
+        """The worker's dependencies, built on first use (once, under a lock)."""
+        if self._deps is _UNSET:
+            with self._lock:
+                if self._deps is _UNSET:
+                    value = self._factory() if self._factory is not None else None
+                    if inspect.isawaitable(value):
+                        value = self._submit(value).result()
+                    self._deps = value
+        return self._deps
+
+    def run(self, coroutine: Coroutine[Any, Any, Any], *, timeout: float | None = None, is_cancelled: Callable[[], bool] = lambda: False) -> Any:
+        """Run ``coroutine`` on the tool loop and wait for it in this thread; cancels it and raises
+        ``ToolError`` after ``timeout`` seconds or once ``is_cancelled()``; its own exception propagates."""
+        future = self._submit(coroutine)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                wait = POLL_SECONDS if deadline is None else min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
+                try:
+                    return future.result(wait)
+                except concurrent.futures.TimeoutError:
+                    if is_cancelled():
+                        raise ToolError("cancelled") from None
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise ToolError(f"stopped after {timeout:g} s: the call's time bound") from None
+        finally:
+            if not future.done():
+                future.cancel()  # also when Temporal's cancel interrupts this thread
+
+    def _submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(_awaited(coroutine), self._running_loop())
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            with self._loop_lock:
+                if self._loop is None:
+                    loop = asyncio.new_event_loop()
+                    thread = threading.Thread(target=loop.run_forever, name="agentrt-tool-loop", daemon=True)
+                    thread.start()
+                    self._loop, self._thread = loop, thread
+        assert self._loop is not None
+        return self._loop
+
+    def close(self) -> None:
+        """Stop the tool loop, if it started; a later async call starts another."""
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+

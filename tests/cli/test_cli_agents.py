@@ -1,0 +1,51 @@
+"""`agentrt worker --agents` and `agentrt run --agents --agent` refuse, in process (typer's
+CliRunner) and before any server or worker starts, a module that does not import and an agent
+the modules do not define. (Both commands running for real: tests/e2e/test_user_tools.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agentrt.cli._app import app
+
+runner = CliRunner()
+
+
+def said(output: str) -> str:
+    """The output's words, without the error box's borders and line breaks."""
+    return " ".join(output.replace("│", " ").split())
+
+
+@pytest.fixture(autouse=True)
+def no_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("AGENTRT_CONFIG", raising=False)
+    monkeypatch.setenv("AGENTRT_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+
+
+def test_worker_with_a_module_that_does_not_import_exits_2_naming_it() -> None:
+    result = runner.invoke(app, ["worker", "--agents", "tests.e2e.no_such_module"])
+
+    assert result.exit_code == 2
+    assert "cannot import agents module 'tests.e2e.no_such_module'" in said(result.output)
+
+
+def test_run_with_an_agent_the_modules_do_not_define_exits_2_listing_theirs(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["run", "hi", "--workspace", str(tmp_path), "--agents", "tests.e2e.agent_tools", "--agent", "billing"]
+    )
+
+    assert result.exit_code == 2
+    assert "no agent 'billing' in tests.e2e.agent_tools (agents there: support)" in said(result.output)
+
+
+def test_worker_imports_a_module_of_the_current_directory(tmp_path: Path) -> None:
+    (tmp_path / "shop_agents.py").write_text("raise RuntimeError('imported from the working directory')\n")
+
+    result = runner.invoke(app, ["worker", "--agents", "shop_agents"])
+
+    assert result.exit_code == 2
+    assert "RuntimeError: imported from the working directory" in said(result.output)
