@@ -5,12 +5,28 @@ one discovery (every skill.activate runs one, in a worker thread)."""
 from __future__ import annotations
 
 import os
-import time
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from agentrt.activities._system_prompt import SKILLS_CLOSE, SKILLS_OPEN, skills_section
 from agentrt.activities.tools import MAX_SKILL_FILE_BYTES, discover_skills, load_skill
-from agentrt.activities.tools._skills import MAX_SKILL_MD_READS, _fields
+from agentrt.activities.tools import _skills
+from agentrt.activities.tools._skills import MAX_FRONT_MATTER_CHARS, MAX_SKILL_MD_READS, _fields
+
+
+def finishes(call: Callable[[], Any], seconds: float = 60) -> Any:
+    """``call()``'s result; fails if it has not returned after ``seconds`` (a hang guard, not a speed
+    bound: what it guards against never returns)."""
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    return result[0]
 
 
 def write(root: Path, directory: str, front: str, body: str = "do things") -> Path:
@@ -54,15 +70,14 @@ def test_a_yaml_alias_and_merge_key_bomb_parses_fast(workspace: Path) -> None:
         lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]")
     block = "\n".join([*lines, "name: bomb", "description: boom"])
     assert len(block) < 4096
-    started = time.monotonic()
-    assert _fields(block) == ("bomb", "boom")
-    assert time.monotonic() - started < 1.0
+    assert finishes(lambda: _fields(block)) == ("bomb", "boom")
 
 
-def test_the_worst_workspace_costs_one_discovery_well_under_a_local_activity_s_budget(workspace: Path) -> None:
+def test_the_worst_workspace_costs_one_discovery_a_bounded_amount_of_work(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """MAX_SKILL_MD_READS SKILL.md files, each of the largest size with a distinct front matter
     (no cache helps), each skill directory full of entries: skill.activate runs as a local
-    activity (10 s, the workflow task's heartbeat); one discovery must stay far below."""
+    activity (10 s, the workflow task's heartbeat), so one discovery reads at most
+    MAX_SKILL_MD_READS files and parses at most MAX_FRONT_MATTER_CHARS of YAML from each."""
     skills = workspace / ".agentrt" / "skills"
     filler = "x" * 200 + "\n"
     for i in range(MAX_SKILL_MD_READS + 20):
@@ -75,11 +90,17 @@ def test_the_worst_workspace_costs_one_discovery_well_under_a_local_activity_s_b
     for k in range(900):
         (target / f"f{k}").write_text("")
     _fields.cache_clear()
-    started = time.monotonic()
-    found = discover_skills(workspace, [])
-    elapsed = time.monotonic() - started
+    parsed: list[int] = []
+    fields = _skills._fields
+
+    def counted(block: str) -> Any:
+        parsed.append(len(block))
+        return fields(block)
+
+    monkeypatch.setattr(_skills, "_fields", counted)
+    found = finishes(lambda: discover_skills(workspace, []))
     assert found.skills == [] and len(found.problems) == MAX_SKILL_MD_READS + 1
-    assert elapsed < 3.0, f"one discovery took {elapsed:.1f} s"
+    assert len(parsed) == MAX_SKILL_MD_READS and max(parsed) <= MAX_FRONT_MATTER_CHARS
 
 
 def test_a_skill_md_replaced_by_a_symlink_to_a_device_is_skipped(workspace: Path) -> None:
@@ -88,10 +109,8 @@ def test_a_skill_md_replaced_by_a_symlink_to_a_device_is_skipped(workspace: Path
     (skills / "dev" / "SKILL.md").symlink_to("/dev/zero")
     (skills / "loop").mkdir()
     os.symlink("SKILL.md", skills / "loop" / "SKILL.md")
-    started = time.monotonic()
-    found = discover_skills(workspace, [])
+    found = finishes(lambda: discover_skills(workspace, []))
     assert found.skills == [] and len(found.problems) == 2
-    assert time.monotonic() - started < 1.0
     try:
         load_skill(workspace, [], "dev")
     except Exception as err:  # noqa: BLE001
