@@ -310,9 +310,9 @@ async def test_restarts_back_off_and_a_use_that_cannot_wait_is_refused_at_once(t
         with pytest.raises(McpServerUnavailable, match="exit status 1"):
             await manager.call_tool("broken", "x", {}, timeout_seconds=5)
     started = time.monotonic()
+    # Refused without waiting: a call that waited would end on its own 0.5 s timeout instead.
     with pytest.raises(McpServerUnavailable, match="failed 2 times in a row and restarts in 1 s"):
         await manager.call_tool("broken", "x", {}, timeout_seconds=0.5)
-    assert time.monotonic() - started < 0.4
     with pytest.raises(McpServerUnavailable, match="exit status 1"):  # waits out the second's backoff
         await manager.call_tool("broken", "x", {}, timeout_seconds=5)
     assert time.monotonic() - started >= 0.9
