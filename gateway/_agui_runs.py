@@ -48,6 +48,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 from starlette.responses import Response
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.gateway._agui_interrupts import ResumeRefused, apply_resume, interrupt_for
@@ -85,8 +86,10 @@ def session_config_for(
 ) -> SessionConfig:
     """The config of the session a thread's first run starts for agent ``agent``, owned by the caller.
 
-    Today an agent is an app of the gateway, as in ``/apps/{app}/graphs``: its name is the model
-    profile (422 for one the gateway does not know). ``props`` (the run's ``forwardedProps``)
+    A name the gateway knows as a model profile is an app, as in ``/apps/{app}/graphs``: the
+    session runs on that profile. Any other name is a named agent its workers registered
+    (``Agent``, docs/agents.md): the session runs as that agent, and one no worker registered
+    fails at its start (``AgentNotRegistered``, the run's ``RUN_ERROR``). ``props`` (the run's ``forwardedProps``)
     may name the ``workspace`` (a directory under the gateway's workspace root; default the root)
     and a scripted model's ``script`` (a file under it). Raises ``Problem`` 422 for a path outside.
     """
@@ -94,10 +97,11 @@ def session_config_for(
     script = props.get("script")
     if not isinstance(workspace, str) or not isinstance(script, str | None):
         raise Problem(422, "invalid-request", "forwardedProps.workspace and forwardedProps.script are paths (strings)")
-    gateway.check_profile(agent, "agent")
+    is_app = gateway.profiles is not None and agent in gateway.profiles
     client = caller.client
+    named: dict[str, Any] = {"profile": agent} if is_app else {"agent": agent}
     return client.new_config(
-        gateway.confined(workspace, "workspace", directory=True), session_id=session_id, profile=agent,
+        gateway.confined(workspace, "workspace", directory=True), session_id=session_id, **named,
         script=gateway.confined(script, "script", directory=False) if script else None, idempotency_key=idempotency_key,
         operators=list(client.operators), tool_task_queue=client.tool_task_queue,
     )
@@ -289,7 +293,11 @@ async def _run_events(run: _Run, body: RunAgentInput, caller: Caller, gateway: G
         return
     assert run.turn_id is not None and gateway.hub is not None
     try:
-        after = run.after_seq or await _turn_start(store, thread, run.turn_id)
+        try:
+            after = run.after_seq or await _turn_start(store, thread, run.turn_id, caller)
+        except _SessionEnded as ended:
+            yield RunErrorEvent(code="session_ended", message=str(ended))
+            return
         if after < 0:  # the turn ended without starting (cancelled in the queue)
             yield RunFinishedEvent(thread_id=thread, run_id=run_id, outcome=RunFinishedCancelledOutcome())
             return
@@ -327,16 +335,32 @@ def _entry_seq(item_id: str) -> int:
     return int(item_id.split(":", 1)[0].split(".", 1)[0])
 
 
-async def _turn_start(store: Store, session_id: str, turn_id: str) -> int:
+class _SessionEnded(Exception):
+    """The session ended before the run's turn started (e.g. it failed at its start: an agent or
+    tool no worker registered); the message says why."""
+
+
+async def _turn_start(store: Store, session_id: str, turn_id: str, caller: Caller) -> int:
     """The seq of the event before turn ``turn_id``'s first (0 for none), once the turn has one;
-    -1 when the turn ended without starting."""
+    -1 when the turn ended without starting. Raises ``_SessionEnded`` when the session's workflow
+    closed first."""
     wait, most = TURN_POLL_SECONDS
+    handle = caller.client.temporal.get_workflow_handle(f"session-{session_id}")
     while True:
         events = await asyncio.to_thread(store.turn_events, session_id, turn_id)
         if any(isinstance(e, TurnStarted) for e in events):
             return next(e.seq for e in events if isinstance(e, TurnStarted)) - 1
         if any(isinstance(e, TurnEnded) for e in events):
             return -1
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            try:
+                await handle.result(follow_runs=False)
+            except WorkflowFailureError as err:
+                raise _SessionEnded(str(err.cause or err)) from None
+            except Exception:  # noqa: BLE001 - continued as new, cancelled, terminated: checked again below
+                pass
+            if (await handle.describe()).status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                raise _SessionEnded("the session ended before the turn started")
         await asyncio.sleep(wait)
         wait = min(wait * 2, most)
 

@@ -120,3 +120,36 @@ async def test_a_run_without_a_token_is_unauthenticated(harness: Harness, front:
 async def test_a_run_with_a_token_without_the_sessions_scope_is_forbidden(harness: Harness, front: Front) -> None:
     response, _ = await front.post(run(harness.new_session_id(), "run-1"), principal="carol")
     assert "'sessions'" in assert_problem(response, 403)["detail"]
+
+
+
+async def test_a_name_that_is_no_profile_is_a_named_agent_and_one_no_worker_registered_ends_the_run_with_an_error(
+    harness: Harness, front: Front, tmp_path: Path
+) -> None:
+    """``/v1/agents/{agent}/ag-ui``: a profile's name is an app; any other names an agent."""
+    write_script(tmp_path, WRITE)
+    missing = Front(front.http, "billing", tmp_path)
+    response, events = await missing.post(run(harness.new_session_id(), "run-1"))
+    assert response.status_code == 200 and events[-1]["type"] == "RUN_ERROR", response.text
+    assert "billing" in events[-1]["message"] and harness.task_queue in events[-1]["message"], events[-1]
+
+
+async def test_a_registered_agent_runs_over_ag_ui_with_its_own_tools(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    from agentrt.client import AgentClient, create_app
+    from agentrt.worker import GatewayConfig, GatewayToken, build_worker, token_sha256
+    from tests.e2e.agent_tools import support
+    from tests.e2e.test_agui_runs import TOKENS
+    from tests.gateway.test_gateway import serving
+
+    queue = harness.task_queue + "-agents"
+    write_script(tmp_path, [{"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A-1"}}]}, {"text": "it shipped"}])
+    config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(TOKENS["alice"]), principal="alice", scopes=("sessions",))])
+    client = AgentClient(harness.temporal, task_queue=queue, principal="gateway", store=harness.store)
+    async with build_worker(harness.temporal, harness.config, harness.store, task_queue=queue, agents=[support]):
+        async with serving(create_app(client, config, workspace_root=workspace.parent, profiles=list(harness.config.profiles))) as http:
+            _, events = await Front(http, "support", tmp_path).post(run(harness.new_session_id(), "run-1", "where is A-1?") | {
+                "forwardedProps": {"workspace": "ws", "script": "script.json"}
+            })
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    [result] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert '"total_cents": 1250' in result["content"] or '"total_cents":1250' in result["content"]

@@ -7,6 +7,7 @@ run is the conversation, clean."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import json
@@ -93,11 +94,19 @@ class Front:
 
 @pytest.fixture
 async def front(harness: Harness, workspace: Path, tmp_path: Path) -> AsyncIterator[Front]:
+    async with fronting(harness, workspace, tmp_path) as made:
+        yield made
+
+
+@contextlib.asynccontextmanager
+async def fronting(harness: Harness, workspace: Path, tmp_path: Path) -> AsyncIterator[Front]:
+    """A gateway that knows the harness's profiles (each the name of an app) and a front end of it."""
     config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=SCOPES.get(p, ("sessions",)))
                                  for p, t in TOKENS.items()])
     client = await gateway_client(harness)
-    async with serving(create_app(client, config, workspace_root=workspace.parent)) as http:
-        yield Front(http, "scripted", tmp_path)
+    app = create_app(client, config, workspace_root=workspace.parent, profiles=list(harness.config.profiles))
+    async with serving(app) as http:
+        yield Front(http, "scripted", tmp_path)  # a profile's name: the app of that profile
 
 
 @pytest.fixture
@@ -183,11 +192,13 @@ async def test_an_approval_ends_the_run_as_an_interrupt_and_a_resume_that_approv
 
 
 async def test_a_retried_model_attempt_s_text_is_withdrawn_from_the_client_s_messages(
-    harness: Harness, front: Front, provider: LoopbackServer
+    harness: Harness, workspace: Path, tmp_path: Path, provider: LoopbackServer
 ) -> None:
     cut_then_whole(provider)
-    front.url = front.url.replace("/scripted/", f"/{add_profile(harness, provider)}/")
-    [run] = await front.runs([{"runId": "run-1", "message": "hello?"}], thread=thread(harness), props={"workspace": "ws"})
+    profile = add_profile(harness, provider)
+    async with fronting(harness, workspace, tmp_path) as front:  # made after the profile: the gateway knows it
+        front.url = front.url.replace("/scripted/", f"/{profile}/")
+        [run] = await front.runs([{"runId": "run-1", "message": "hello?"}], thread=thread(harness), props={"workspace": "ws"})
     assert run["error"] is None and len(provider.requests) == 2
     assert shape(run["messages"]) == [("user", "hello?", []), ("assistant", "Hello world, again.", [])]
     assert "MESSAGES_SNAPSHOT" in types(run)
