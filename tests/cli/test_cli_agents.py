@@ -39,7 +39,7 @@ def test_run_with_an_agent_the_modules_do_not_define_exits_2_listing_theirs(tmp_
     )
 
     assert result.exit_code == 2
-    assert "no agent 'billing' in tests.e2e.agent_tools (agents there: support)" in said(result.output)
+    assert "no agent 'billing' in tests.e2e.agent_tools (agents there: support, order-desk)" in said(result.output)
 
 
 def test_worker_imports_a_module_of_the_current_directory(tmp_path: Path) -> None:

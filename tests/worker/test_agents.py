@@ -14,9 +14,9 @@ def test_a_module_s_agents_and_tools_are_registered_beside_the_built_ins() -> No
     agents, tools = agents_in(["tests.e2e.agent_tools"])
     registry = worker_registry(modules=["tests.e2e.agent_tools"], deps=lambda: "db")
 
-    assert [a.name for a in agents] == ["support"]
+    assert [a.name for a in agents] == ["support", "order-desk"]
     assert {t.name for t in tools} == {"lookup_order", "refund", "whoami", "flaky_charge"}
-    assert registry.agent_names() == ["support"] and "fs.read" in registry.names() and "refund" in registry.names()
+    assert registry.agent_names() == ["support", "order-desk"] and "fs.read" in registry.names() and "refund" in registry.names()
     assert registry.runtime.deps() == "db"
 
 
@@ -40,7 +40,7 @@ def test_agentrt_toml_names_agent_modules_under_worker(tmp_path: Path) -> None:
 
     assert config.agent_modules == ["tests.e2e.agent_tools"]
     plugin = AgentrtPlugin(config)
-    assert plugin.worker_plugin.registry is not None and plugin.worker_plugin.registry.agent_names() == ["support"]
+    assert plugin.worker_plugin.registry is not None and plugin.worker_plugin.registry.agent_names() == ["support", "order-desk"]
 
 
 @pytest.mark.parametrize("body", ['[worker]\nagents = "tests"\n', '[worker]\nmodules = ["x"]\n'])
