@@ -102,9 +102,8 @@ class OpenAIResponsesProvider:
       stored server-side, every request carries the whole input; a reasoning model (or any
       model given a ``reasoning_effort``) gets ``include: ["reasoning.encrypted_content"]``
       so its reasoning items come back encrypted and are sent back in the next round.
-    - A call with an output spec: ``text: {"format": {"type": "json_schema", name, description,
-      schema, strict}}``; with ``output_mode = "tool"``, the output tool ``final_result`` among
-      the tools and ``tool_choice: "required"`` instead.
+    - An output spec: ``text.format`` ``json_schema``; with ``output_mode = "tool"``, the tool
+      ``final_result`` and ``tool_choice: "required"``.
     - Events: ``response.output_text.delta`` (answer text, passed to ``on_delta``;
       ``response.refusal.delta`` likewise: a refusal is the answer);
       ``response.output_item.added``/``.done`` (``function_call``: ``call_id``, ``name``,
@@ -165,19 +164,13 @@ class OpenAIResponsesProvider:
             body["temperature"] = self.profile.temperature
         if request.tools:
             body["tools"] = [
-                {
-                    "type": "function",
-                    "name": names.to_wire(tool.name),
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                    "strict": False,
-                }
+                {"type": "function", "name": names.to_wire(tool.name), "description": tool.description,
+                 "parameters": tool.parameters, "strict": False}
                 for tool in request.tools
             ]
             if offers_output_tool(request):
                 body["tool_choice"] = "required"  # output_mode "tool": the answer is a call of the output tool
-        output = native_output(request)
-        if output is not None:
+        if (output := native_output(request)) is not None:
             body["text"] = {"format": {"type": "json_schema", **json_schema_format(output)}}
         return body
 
