@@ -13,9 +13,10 @@ from enum import Enum
 from typing import Any, Awaitable, Callable, TypeVar
 
 import typer
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from agentrt.client import AgentClient, Patience
+from agentrt.client import AgentClient, Patience, start_failure
 from agentrt.cli._render import QUIET_LIVE_EVENTS, event_line, printable, usage_text
 from agentrt.cli._runtime import Runtime
 from agentrt.schemas import (
@@ -186,6 +187,14 @@ async def drive_turn(
             polls += 1
             if polls % 5 == 0:
                 await report_retries(client, session_id, reported_failures, out)
+                if not ended and await session_closed(client, session_id):
+                    # Failed at its start (an agent or tool no worker registered) or ended otherwise:
+                    # the wait says how (a typed error), or gives the outcome the store did not show yet.
+                    out.flush()
+                    failure = await start_failure(client.temporal.get_workflow_handle(f"session-{session_id}"))
+                    if failure is not None:
+                        raise failure
+                    return await client.wait(session_id, turn_id, timeout_seconds=0)
             if ended:
                 if stream_key is not None:
                     out.write("\n")
@@ -242,6 +251,15 @@ async def _failure_message(client: AgentClient, failure: Any) -> str:
         return str(await client.temporal.data_converter.decode_failure(copy))
     except Exception:  # a key this client lacks: show what history holds
         return failure.message
+
+
+async def session_closed(client: AgentClient, session_id: str) -> bool:
+    """Whether the session's workflow run has closed (failed, completed, cancelled, terminated)."""
+    try:
+        description = await client.temporal.get_workflow_handle(f"session-{session_id}").describe()
+    except RPCError:
+        return False  # not visible yet, or the server is away: the loop goes on
+    return description.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
 
 async def report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:

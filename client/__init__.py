@@ -25,6 +25,7 @@ from agentrt.client._health import MAX_EXAMINED, failing_workflow_task, find_stu
 from agentrt.client._patience import Patience
 from agentrt.client._queries import query_workflow
 from agentrt.client._sessions import Sessions, StartedSession
+from agentrt.client._start_failures import start_failure
 from agentrt.client._tasks import TASK_STATUSES, TaskListing, Tasks
 from agentrt.client._trajectories import Trajectories, load_trajectory, select_turn, stored_trajectory, trajectory_jsonl
 from agentrt.client._trajectory_diff import (
@@ -68,6 +69,7 @@ __all__ = [
     "load_trajectory",
     "query_workflow",
     "select_turn",
+    "start_failure",
     "stored_trajectory",
     "trajectory_jsonl",
     "visibility_literal",

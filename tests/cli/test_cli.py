@@ -332,3 +332,12 @@ def test_a_command_that_talks_to_a_server_loads_the_client_and_no_worker() -> No
 def test_agentrt_help_lists_each_command_with_the_first_paragraph_of_its_own_help(name: str) -> None:
     command = _app.load_command(name)
     assert _app.COMMANDS[name].summary == (command.help or "").split("\n\n")[0]
+
+
+async def test_run_of_an_agent_no_worker_registered_exits_2_naming_it_instead_of_waiting(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "never"}])
+    result = await agentrt(harness, "run", "hello", "-w", str(workspace), "--script", str(script), "--agent", "billing", cwd=tmp_path, timeout=90)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"agent 'billing' is not registered on the worker of task queue {harness.task_queue!r}" in plain(result.stderr)
