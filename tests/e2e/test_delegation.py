@@ -347,7 +347,8 @@ async def test_a_session_does_not_continue_as_new_while_its_background_child_run
     script = delegation_script(
         tmp_path,
         [delegate("slow work", wait=False), {"text": "started"}, *quick, {"text": "heard back"}, {"text": "last"}],
-        [[{"text": "slow result", "delay_seconds": 4.0}]],
+        # Long enough that ten quick turns end before it does on a loaded machine too.
+        [[{"text": "slow result", "delay_seconds": 20.0}]],
     )
     sid = uuid.uuid4().hex[:12]
     async with build_worker(temporal, config, store, task_queue=config.task_queue):

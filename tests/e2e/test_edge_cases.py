@@ -531,7 +531,9 @@ async def test_a_workflow_whose_id_is_not_its_sessions_fails_and_writes_nothing_
     assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == "SessionIdMismatch"
     assert f"session-{sid}" in str(failed.value.cause)
 
-    assert len(harness.store.events(sid, 0, 1000)) == stored
+    written = harness.store.events(sid, 0, 1000)  # the session's own events may still arrive meanwhile
+    assert len(written) >= stored and max(e.seq for e in written) < 100_000
+    assert not any(getattr(e, "text", None) == "FORGED" for e in written)
     assert harness.store.session_config(sid).owner == OWNER
     assert (await client.wait(sid, started.turn_id, timeout_seconds=0)).status == "pending"
     await client.cancel(sid)
