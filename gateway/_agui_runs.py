@@ -352,15 +352,15 @@ async def _turn_start(store: Store, session_id: str, turn_id: str, caller: Calle
             return next(e.seq for e in events if isinstance(e, TurnStarted)) - 1
         if any(isinstance(e, TurnEnded) for e in events):
             return -1
+        # The handle names no run: after a continue-as-new it describes the new run, still running.
         if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
             try:
                 await handle.result(follow_runs=False)
             except WorkflowFailureError as err:
                 raise _SessionEnded(str(err.cause or err)) from None
-            except Exception:  # noqa: BLE001 - continued as new, cancelled, terminated: checked again below
+            except Exception:  # noqa: BLE001 - cancelled, terminated, timed out: said below
                 pass
-            if (await handle.describe()).status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
-                raise _SessionEnded("the session ended before the turn started")
+            raise _SessionEnded("the session ended before the turn started")
         await asyncio.sleep(wait)
         wait = min(wait * 2, most)
 
