@@ -23,7 +23,7 @@ demo: $(STAMP)
 # store. Tests go out in collection order, so the replay test (marked replay_last) goes last and
 # replays what every process recorded (tests/_recorded.py); the tests of a module that share a
 # module-scoped fixture go to one process (tests/conftest.py). PYTEST_WORKERS=0: one process.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 
 test: typecheck docs
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

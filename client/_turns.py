@@ -89,6 +89,9 @@ async def wait_for_turn(
             if FORGOTTEN_TURN in update_failure_cause(err) and store is not None and not forgotten:
                 forgotten = True
                 continue  # the store may have it meanwhile
+            typed = await start_failure(handle)  # the session failed at its start while the update waited
+            if typed is not None:
+                raise typed from err
             raise RequestRejected(session_id, "wait_turn", update_failure_cause(err)) from err
         except WorkflowUpdateRPCTimeoutOrCancelledError as err:
             task = asyncio.current_task()

@@ -4,6 +4,8 @@ the AG-UI interrupt contract refuses; and a denial given in a resume, which the 
 
 from __future__ import annotations
 
+import asyncio
+
 from pathlib import Path
 from typing import Any
 
@@ -146,10 +148,14 @@ async def test_a_registered_agent_runs_over_ag_ui_with_its_own_tools(harness: Ha
     config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(TOKENS["alice"]), principal="alice", scopes=("sessions",))])
     client = AgentClient(harness.temporal, task_queue=queue, principal="gateway", store=harness.store)
     async with build_worker(harness.temporal, harness.config, harness.store, task_queue=queue, agents=[support]):
+        for _ in range(300):  # the gateway answers 503 until the new worker's first poll reaches the server
+            if await client.has_worker():
+                break
+            await asyncio.sleep(0.1)
         async with serving(create_app(client, config, workspace_root=workspace.parent, profiles=list(harness.config.profiles))) as http:
-            _, events = await Front(http, "support", tmp_path).post(run(harness.new_session_id(), "run-1", "where is A-1?") | {
+            response, events = await Front(http, "support", tmp_path).post(run(harness.new_session_id(), "run-1", "where is A-1?") | {
                 "forwardedProps": {"workspace": "ws", "script": "script.json"}
             })
-    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert events and events[-1]["type"] == "RUN_FINISHED", (response.status_code, response.text)
     [result] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
     assert '"total_cents": 1250' in result["content"] or '"total_cents":1250' in result["content"]
