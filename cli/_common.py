@@ -285,6 +285,8 @@ async def read_answer(client: AgentClient, session_id: str, request_id: str, out
             out.write(f"\n      {request_id} was {done} elsewhere\n")
             return None
         await asyncio.wait([reading], timeout=0.5)
+    if not sys.stdin.isatty():
+        sys.stderr.write("\n")  # a terminal echoes the answer's line end; piped input does not
     return reading.result()
 
 

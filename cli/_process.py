@@ -301,13 +301,17 @@ def dev(
         help="Remote codec endpoint the UI decodes payloads with (`agentrt codec-server`).",
         show_default="http://127.0.0.1:8081 when [codec] keys are configured",
     ),
+    agents: list[str] = typer.Option(
+        [], "--agents", metavar="MODULE",
+        help="Register the Agents and @tools of this Python module on the worker (repeatable; adds to [worker] agents).",
+    ),
 ) -> None:
     """Start the embedded Temporal dev server and a worker; Ctrl-C stops both.
 
     Prints the server's address and UI, and with another --port than 7233 the
     `export AGENTRT_TEMPORAL_ADDRESS=...` line other shells need to reach it.
     """
-    config = load_config()
+    config = _with_agent_modules(load_config(), agents)
     config.temporal_address = f"localhost:{port}"
     db = db or state_dir() / "temporal.db"
     codec_endpoint = ui_codec_endpoint or (DEV_CODEC_ENDPOINT if config.codec.enabled else None)
@@ -333,7 +337,8 @@ def dev(
             with noted_dev_server(port, server.address, server.ui_url):
                 async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
                     async with running_worker(rt.client.temporal, config, rt.store):
-                        typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
+                        agents_line = f" with agents from {', '.join(config.agent_modules)}" if config.agent_modules else ""
+                        typer.echo(f"worker polling {config.task_queue!r}{agents_line}; Ctrl-C stops both", err=True)
                         await asyncio.Event().wait()
 
     run_command(go, service=True)

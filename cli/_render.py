@@ -17,6 +17,7 @@ from agentrt.schemas import (
     ContextCompactionFailed,
     ContextCompactionStarted,
     DelegatedSessionEnded,
+    EffectReconciled,
     ElicitationAnswered,
     Event,
     McpToolsListed,
@@ -160,6 +161,9 @@ def describe(event: Event) -> str:
             return f"approval {event.request_id} granted by {event.principal}" + (f": {event.reason}" if event.reason else "")
         case PermissionDenied():
             return f"approval {event.request_id} denied by {event.principal}" + (f": {event.reason}" if event.reason else "")
+        case EffectReconciled():
+            note = f": {event.note}" if event.note else ""
+            return f"{event.request_id}: {event.principal} says {event.call_id}'s effect was {event.outcome.replace('_', ' ')}{note}"
         case PermissionDecisionIgnored():
             return f"decision {event.decision} on {event.request_id} by {event.principal} ignored ({event.why})"
         case ToolInvocationStarted():

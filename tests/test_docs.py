@@ -47,6 +47,8 @@ from tests.conftest import OWNER, Harness
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
+GUIDE = "build-your-own-agent.md"  # its programs are examples/support's files (tests/examples runs them)
+SUPPORT_EXAMPLE = REPO / "examples" / "support"
 FENCE = re.compile(r"(?:^(?P<marker><!-- not run: (?P<reason>.+?) -->)\n)?^```python\n(?P<code>.*?)^```", re.S | re.M)
 PROGRAM = re.compile(r'^"""(?P<name>[\w.-]+\.py)\b')
 MOST_NOT_RUN = 3
@@ -117,11 +119,20 @@ def test_every_python_example_in_the_docs_compiles() -> None:
 
 def test_a_docs_program_that_the_readme_shows_is_the_readme_s_which_runs_under_test_readme() -> None:
     readme = readme_programs()
-    programs = [e for e in examples() if e.program and e.not_run is None]
+    programs = [e for e in examples() if e.program and e.not_run is None and e.page != GUIDE]
     assert {e.program for e in programs} == {"worker.py", "client.py"}
     for example in programs:
         assert example.program in readme, f"{example.label}: a program no test runs (mark it or make it a snippet)"
         assert example.code == readme[example.program], f"{example.label} differs from the README's {example.program}"
+
+
+def test_the_guide_s_programs_are_the_example_s_files_which_run_under_tests_examples() -> None:
+    programs = {e.program: e for e in examples() if e.page == GUIDE}
+    assert set(programs) == {"support_agent.py", "service.py"}
+    for name, example in programs.items():
+        assert example.code == (SUPPORT_EXAMPLE / name).read_text(), f"{example.label} differs from examples/support/{name}"
+    agent_lines = (SUPPORT_EXAMPLE / "support_agent.py").read_text().splitlines()
+    assert len(agent_lines) < 60 and f"one file of {len(agent_lines)} lines" in (DOCS / GUIDE).read_text()
 
 
 def test_only_a_few_examples_are_not_run_and_each_says_why() -> None:

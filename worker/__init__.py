@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrt.activities import WorkerRole
-    from agentrt.worker._agents import agents_in, worker_registry
+    from agentrt.worker._agents import agents_in, deps_in, worker_registry
     from agentrt.worker._client_plugin import (
         PAYLOADS_IDENTITY_KEY,
         AgentrtClientPlugin,
@@ -107,6 +107,7 @@ __all__ = [
     "check_role",
     "config_file",
     "connect_when_ready",
+    "deps_in",
     "driver_fingerprint",
     "driver_location",
     "ensure_search_attributes",
@@ -165,6 +166,7 @@ EXPORTS = {
     "WORKFLOWS": "agentrt.worker._plugin",
     "WorkerRole": "agentrt.activities",
     "agents_in": "agentrt.worker._agents",
+    "deps_in": "agentrt.worker._agents",
     "build_data_converter": "agentrt.worker._payloads",
     "build_worker": "agentrt.worker._worker",
     "check_role": "agentrt.worker._worker",

@@ -11,7 +11,10 @@ from typing import Any
 from agentrt.activities.tools import Agent, Tool, ToolRegistry, ToolRuntime, default_registry
 from agentrt.schemas import ConfigurationError
 
-__all__ = ["agents_in", "worker_registry"]
+__all__ = ["agents_in", "deps_in", "worker_registry"]
+
+# The name of a module's dependency factory for ``--agents`` (``ToolContext.deps``).
+DEPS_NAME = "deps"
 
 
 def agents_in(modules: Sequence[str]) -> tuple[list[Agent], list[Tool]]:
@@ -33,6 +36,21 @@ def agents_in(modules: Sequence[str]) -> tuple[list[Agent], list[Tool]]:
     return agents, tools
 
 
+def deps_in(modules: Sequence[str]) -> Callable[[], Any] | None:
+    """The dependency factory one of ``modules`` defines: a top-level callable named ``deps``
+    (defined in that module, not imported into it), or None. Raises ``ConfigurationError`` when
+    two modules define one (a worker has one ``ctx.deps``)."""
+    found: dict[str, Callable[[], Any]] = {}
+    for name in modules:
+        module = importlib.import_module(name)  # agents_in has imported it, or says why it cannot
+        factory = getattr(module, DEPS_NAME, None)
+        if callable(factory) and getattr(factory, "__module__", None) == module.__name__:
+            found[name] = factory
+    if len(found) > 1:
+        raise ConfigurationError(f"modules {', '.join(found)} each define {DEPS_NAME}(); a worker has one: keep one")
+    return next(iter(found.values()), None)
+
+
 def worker_registry(
     registry: ToolRegistry | None = None,
     *,
@@ -43,10 +61,17 @@ def worker_registry(
 ) -> ToolRegistry:
     """``registry`` (default ``default_registry()``, the built-in tools) with ``agents`` and their
     tools, ``tools``, and the agents and tools of ``modules`` (``agents_in``) added; ``deps``,
-    when given, becomes its runtime's dependency factory (``ToolContext.deps``). Raises
-    ``ConfigurationError`` for two tools or two agents of one name."""
+    when given, else the ``deps()`` a module defines (``deps_in``), becomes its runtime's
+    dependency factory (``ToolContext.deps``). Raises ``ConfigurationError`` for two tools or two
+    agents of one name, or for ``deps`` given while a module defines one too."""
     registry = registry or default_registry()
     found_agents, found_tools = agents_in(modules)
+    module_deps = deps_in(modules)
+    if deps is not None and module_deps is not None:
+        raise ConfigurationError(
+            f"deps is given and module {module_deps.__module__!r} defines {DEPS_NAME}() too; a worker has one: keep one"
+        )
+    deps = deps if deps is not None else module_deps
     for tool in [*tools, *found_tools]:
         registry.register(tool)
     for agent in [*agents, *found_agents]:

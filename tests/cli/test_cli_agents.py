@@ -49,3 +49,10 @@ def test_worker_imports_a_module_of_the_current_directory(tmp_path: Path) -> Non
 
     assert result.exit_code == 2
     assert "RuntimeError: imported from the working directory" in said(result.output)
+
+
+def test_dev_with_a_module_that_does_not_import_exits_2_before_starting_a_server() -> None:
+    result = runner.invoke(app, ["dev", "--port", "1", "--agents", "tests.e2e.no_such_module"])
+
+    assert result.exit_code == 2
+    assert "cannot import agents module 'tests.e2e.no_such_module'" in said(result.output)

@@ -6,6 +6,7 @@ from agentrt.cli._render import QUIET_LIVE_EVENTS, describe
 from agentrt.schemas import (
     AdvisorReviewCompleted,
     AdvisorReviewStarted,
+    EffectReconciled,
     MemoryAccepted,
     MemoryProposed,
     MemoryRejected,
@@ -59,3 +60,9 @@ def test_text_a_model_chose_cannot_drive_the_terminal() -> None:
 
     assert "\x1b" not in shown and "\u202e" not in shown and chr(0xE0041) not in shown
     assert shown == "ok\\u001b[8m hidden \\u001b[0m\\u202eevil\\U000e0041"
+
+
+def test_a_reconcile_answer_says_who_answered_what_about_which_call() -> None:
+    event = EffectReconciled(request_id="req-2", call_id="call_1_0", outcome="not_applied", principal="alice", note="the service dedups")
+
+    assert describe(event) == "req-2: alice says call_1_0's effect was not applied: the service dedups"

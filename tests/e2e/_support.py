@@ -57,16 +57,21 @@ def event_types(events: list[Event]) -> list[str]:
 
 
 @contextmanager
-def worker_process(harness: "Harness", log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """`agentrt worker` (with ``args``) as a separate process on the harness's ``-proc`` task queue; stopped on exit."""
+def worker_process(
+    harness: "Harness", log: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`agentrt worker` (with ``args``) as a separate process on the harness's ``-proc`` task queue
+    (``env`` adds to and overrides its environment); stopped on exit."""
     env = {
         **os.environ,
         "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
         "AGENTRT_TASK_QUEUE": harness.task_queue + "-proc",
         "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+        **(env or {}),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "agentrt.cli", "worker", *args],
+        cwd=cwd,
         env=env,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
