@@ -4,7 +4,7 @@ stdout. Each test states what a correct manager does."""
 
 from __future__ import annotations
 
-import time
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,8 @@ from tests.activities.mcp.conftest import MakeManager
 from tests.mcp_hostile_server import hostile_config
 
 OBJECT = {"type": "object"}
+# A bound that only a hang reaches (seconds): the calls end by their own timeouts, far sooner.
+HANG_GUARD_SECONDS = 60
 
 
 def tool(name: str, **fields: object) -> dict[str, object]:
@@ -24,9 +26,7 @@ def tool(name: str, **fields: object) -> dict[str, object]:
 
 async def test_an_endless_listing_is_cut_after_max_list_pages(tmp_path: Path, managers: MakeManager) -> None:
     manager = managers(hostile_config(tmp_path, {"generate": {"count": 5}, "pages": 1, "endless_pages": True}))
-    started = time.monotonic()
-    listing = await manager.list_tools("evil")
-    assert time.monotonic() - started < 5
+    listing = await asyncio.wait_for(manager.list_tools("evil"), HANG_GUARD_SECONDS)
     assert len(listing.tools) <= MAX_LIST_PAGES
 
 
@@ -109,10 +109,8 @@ async def test_a_progress_flood_does_not_stop_the_call(tmp_path: Path, managers:
 async def test_a_server_that_never_answers_a_call_times_out(tmp_path: Path, managers: MakeManager) -> None:
     plan = {"tools": [tool("h")], "before": {"h": [{"hang": True}]}}
     manager = managers(hostile_config(tmp_path, plan))
-    started = time.monotonic()
     with pytest.raises(ToolError, match="timed out"):
-        await manager.call_tool("evil", "h", {}, timeout_seconds=1.5)
-    assert time.monotonic() - started < 4
+        await asyncio.wait_for(manager.call_tool("evil", "h", {}, timeout_seconds=1.5), HANG_GUARD_SECONDS)
 
 
 @pytest.mark.parametrize("method", ["initialize", "tools/list"])
@@ -120,10 +118,8 @@ async def test_a_server_that_never_answers_its_handshake_or_listing_times_out(
     tmp_path: Path, managers: MakeManager, method: str
 ) -> None:
     manager = managers(hostile_config(tmp_path, {"hang_on": [method]}, timeout_seconds=1.5))
-    started = time.monotonic()
     with pytest.raises(McpServerUnavailable):
-        await manager.list_tools("evil")
-    assert time.monotonic() - started < 5
+        await asyncio.wait_for(manager.list_tools("evil"), HANG_GUARD_SECONDS)
 
 
 async def test_garbage_on_stdout_is_ignored(tmp_path: Path, managers: MakeManager) -> None:
@@ -136,10 +132,8 @@ async def test_garbage_on_stdout_is_ignored(tmp_path: Path, managers: MakeManage
 async def test_deeply_nested_structured_content_fails_the_call_within_its_timeout(tmp_path: Path, managers: MakeManager) -> None:
     plan = {"tools": [tool("deep")], "results": {"deep": {"content": [], "structuredContent": {"a": {"$nest": 900}}}}}
     manager = managers(hostile_config(tmp_path, plan))
-    started = time.monotonic()
     with pytest.raises(ToolError):
-        await manager.call_tool("evil", "deep", {}, timeout_seconds=2)
-    assert time.monotonic() - started < 5
+        await asyncio.wait_for(manager.call_tool("evil", "deep", {}, timeout_seconds=2), HANG_GUARD_SECONDS)
 
 
 async def test_a_server_s_secret_never_reaches_its_failure_diagnostic(tmp_path: Path, managers: MakeManager) -> None:
