@@ -4,7 +4,6 @@ worker) and `demo`."""
 from __future__ import annotations
 
 import asyncio
-import json
 import dataclasses
 import logging
 import os
@@ -31,6 +30,7 @@ from agentrt.cli._common import (
     run_command,
     warn_unpriced,
 )
+from agentrt.cli._output import output_attempts_option, output_schema_option, output_spec
 from agentrt.cli._render import event_line, transcript_lines
 from agentrt.cli._runtime import Runtime, runtime, state_dir
 from agentrt.cli._temporal_ui import noted_dev_server, ui_port_for
@@ -38,8 +38,6 @@ from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
     ApprovalPolicy,
     ConfigurationError,
-    InvalidOutputSchema,
-    OutputSpec,
     TurnOutcome,
     UnknownProfileError,
     idempotency_key_problem,
@@ -100,14 +98,8 @@ def run(
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Most cost in US dollars (profiles with a price)."),
     budget_tool_calls: Optional[int] = typer.Option(None, "--budget-tool-calls", min=1, help="Most tool calls the session may make."),
     budget_hours: Optional[float] = typer.Option(None, "--budget-hours", help="Most wall time since the session started, in hours."),
-    output_schema: Optional[Path] = typer.Option(
-        None, "--output-schema", metavar="FILE", exists=True, dir_okay=False, resolve_path=True,
-        help="A JSON Schema (a JSON file, root \"type\": \"object\") the final answer must match; the validated "
-        "object is printed as the answer and as \"output\" with --json.",
-    ),
-    output_attempts: int = typer.Option(
-        3, "--output-attempts", min=1, max=10, help="Answers the model may give for --output-schema before the turn ends output_invalid."
-    ),
+    output_schema: Optional[Path] = output_schema_option(),
+    output_attempts: int = output_attempts_option(),
     idempotency_key: Optional[str] = typer.Option(
         None, "--idempotency-key", metavar="KEY",
         help="Run this prompt once for KEY (1-200 of A-Z a-z 0-9 . _ : -): run again with the same KEY, it follows the "
@@ -142,7 +134,7 @@ def run(
             load_script(str(script))
         except ConfigurationError as err:
             raise typer.BadParameter(str(err), param_hint="--script") from None
-    output = _output_spec(output_schema, output_attempts) if output_schema else None
+    output = output_spec(output_schema, output_attempts)
     config = _with_agent_modules(load_config(), agents, agent)
     progress = sys.stderr if as_json else sys.stdout
 
@@ -197,18 +189,6 @@ def run(
 
     outcome = run_command(go, on_interrupt=still_running)
     raise typer.Exit(0 if outcome.status == "completed" else 1)
-
-
-def _output_spec(path: Path, attempts: int) -> OutputSpec:
-    """The spec of ``--output-schema FILE``: the file's JSON Schema, named by its ``title``."""
-    try:
-        schema = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise typer.BadParameter(f"{path} is not a JSON file: {err}", param_hint="--output-schema") from None
-    try:
-        return OutputSpec.from_schema(schema, max_attempts=attempts)
-    except InvalidOutputSchema as err:
-        raise typer.BadParameter(f"{path}: {err}", param_hint="--output-schema") from None
 
 
 def worker(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
@@ -21,6 +22,7 @@ from agentrt.cli._common import (
     run_command,
 )
 from agentrt.cli._doctor import stuck_session_error
+from agentrt.cli._output import output_attempts_option, output_schema_option, output_spec
 from agentrt.client import failing_workflow_task
 from agentrt.cli._render import event_line, usage_text
 from agentrt.cli._runtime import runtime
@@ -148,16 +150,19 @@ def session_send(
         help="Send this message once for KEY (1-200 of A-Z a-z 0-9 . _ : -): sent again with the same KEY, it names the "
         "first one's turn and queues nothing; the same KEY with another text is refused.",
     ),
+    output_schema: Optional[Path] = output_schema_option(),
+    output_attempts: int = output_attempts_option(),
 ) -> None:
-    """Send a message; it runs after any active turn."""
+    """Send a message; it runs after any active turn (with --output-schema, its answer must match that schema)."""
     if idempotency_key is not None and idempotency_key_problem(idempotency_key):
         raise typer.BadParameter(str(idempotency_key_problem(idempotency_key)), param_hint="--idempotency-key")
+    output = output_spec(output_schema, output_attempts)
     config = load_config()
 
     async def go() -> int:
         async with _session_runtime(config) as rt:
             before = (await rt.client.state(session_id)).last_seq
-            sent = await rt.client.send(session_id, text, idempotency_key=idempotency_key)
+            sent = await rt.client.send(session_id, text, idempotency_key=idempotency_key, output=output)
             if not wait:
                 typer.echo(json.dumps({"session_id": session_id, "turn_id": sent.turn_id}) if as_json else sent.turn_id)
                 return 0

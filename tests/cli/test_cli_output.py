@@ -1,4 +1,5 @@
-"""`agentrt run --output-schema FILE`: a structured answer from the command line."""
+"""`agentrt run --output-schema FILE` and `agentrt session send --output-schema FILE`: a structured
+answer from the command line."""
 
 from __future__ import annotations
 
@@ -65,3 +66,22 @@ async def test_an_output_schema_that_is_no_object_schema_is_refused_before_a_ses
 
     assert result.returncode == 2
     assert 'the schema\'s root must be "type": "object"' in plain(result.stderr)
+
+
+async def test_session_send_with_an_output_schema_gets_that_turn_s_validated_object(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    schema = tmp_path / "triage.json"
+    schema.write_text(json.dumps(TRIAGE))
+    script = write_script(tmp_path, [{"text": "hello"}, {"text": '{"priority": "low"}'}])
+    first = await agentrt(harness, "run", "hi", "-w", str(workspace), "--script", script, "--json", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    sid = json.loads(first.stdout)["session_id"]
+    harness.session_ids.append(sid)
+
+    result = await agentrt(harness, "session", "send", sid, "triage it", "--output-schema", str(schema), "--json", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert (body["turn_id"], body["outcome"], body["output"]) == ("turn-2", "completed", {"priority": "low"})
+    assert json.loads(first.stdout)["output"] is None  # the first turn had no schema: plain text
