@@ -150,6 +150,12 @@ def run(
 
     async def go() -> TurnOutcome:
         async with runtime(config, notice=sys.stderr) as rt:
+            if agents and not rt.worker_in_process:
+                sys.stderr.write(
+                    f"agentrt: a worker already polls task queue {config.task_queue!r}, so --agents registers "
+                    f"{', '.join(agents)} on no worker; the running one serves this session (start it with "
+                    f"{' '.join('--agents ' + m for m in agents)}: agentrt dev or agentrt worker)\n"
+                )
             session_config = rt.client.new_config(
                 str(workspace),
                 session_id=session_id,
@@ -244,23 +250,28 @@ def worker(
 
 
 def _with_agent_modules(config: AgentrtConfig, modules: list[str], agent: str | None = None) -> AgentrtConfig:
-    """``config`` with ``modules`` added to its ``[worker] agents``, each imported now, so that a
-    module that does not import (or an ``agent`` none of them defines) is a usage error before
-    any server or worker starts."""
-    if not modules:
+    """``config`` with ``modules`` added to its ``[worker] agents``, each of them (the
+    configuration's too) imported now from the current directory as ``python -m`` would, so that a
+    module that does not import (or an ``agent`` that ``--agents`` modules do not define) is a usage
+    error before any server or worker starts."""
+    extra = [m for m in modules if m not in config.agent_modules]
+    if not config.agent_modules and not extra:
         return config
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` has it: a module of the current project imports
     from agentrt.worker import agents_in
 
     try:
+        agents_in(config.agent_modules)
+    except ConfigurationError as err:
+        raise typer.BadParameter(str(err), param_hint="[worker] agents (agentrt.toml)") from None
+    try:
         found, _ = agents_in(modules)
     except ConfigurationError as err:
         raise typer.BadParameter(str(err), param_hint="--agents") from None
-    if agent is not None and agent not in [a.name for a in found]:
+    if modules and agent is not None and agent not in [a.name for a in found]:
         names = ", ".join(a.name for a in found) or "none"
         raise typer.BadParameter(f"no agent {agent!r} in {', '.join(modules)} (agents there: {names})", param_hint="--agent")
-    extra = [m for m in modules if m not in config.agent_modules]
     return dataclasses.replace(config, agent_modules=[*config.agent_modules, *extra])
 
 
@@ -316,9 +327,12 @@ def dev(
                 )
             with noted_dev_server(port, server.address, server.ui_url):
                 async with runtime(config, embed_if_missing=False, ensure_worker=False) as rt:
-                    async with running_worker(rt.client.temporal, config, rt.store):
-                        agents_line = f" with agents from {', '.join(config.agent_modules)}" if config.agent_modules else ""
-                        typer.echo(f"worker polling {config.task_queue!r}{agents_line}; Ctrl-C stops both", err=True)
+                    async with running_worker(rt.client.temporal, config, rt.store) as running:
+                        typer.echo(f"worker polling {config.task_queue!r}; Ctrl-C stops both", err=True)
+                        if config.agent_modules:
+                            registry = getattr(running, "registry", None)
+                            names = ", ".join(registry.agent_names()) if registry is not None else "?"
+                            typer.echo(f"agents: {names or 'none'} (from {', '.join(config.agent_modules)})", err=True)
                         await asyncio.Event().wait()
 
     run_command(go, service=True)

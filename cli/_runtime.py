@@ -37,13 +37,15 @@ def state_dir() -> Path:
 class Runtime:
     """What a command runs with. ``config.temporal_address`` is the server's real address (an
     embedded server may be on another port than the configured one); ``ui_url`` is the embedded
-    server's UI, None for a server found running (``temporal_ui_url`` looks that one up)."""
+    server's UI, None for a server found running (``temporal_ui_url`` looks that one up);
+    ``worker_in_process``: whether this command runs a worker of its own (none polled the queue)."""
 
     client: AgentClient
     config: AgentrtConfig
     store: Store
     embedded_server: DevServer | None
     ui_url: str | None
+    worker_in_process: bool = False
 
     async def temporal_ui_url(self) -> str | None:
         """The UI of the server this runtime uses, when it can be known (``ui_url_of``)."""
@@ -136,7 +138,8 @@ async def runtime(
                 raise ServerUnavailable(config.temporal_address, str(err)) from err
         assert temporal is not None
         client = AgentClient.for_config(temporal, config, principal=principal, store=store)
-        if ensure_worker and (server is not None or not await client.has_worker()):
+        worker_in_process = ensure_worker and (server is not None or not await client.has_worker())
+        if worker_in_process:
             # Imported here: a command that finds a worker running never loads the activities and workflows.
             from agentrt.worker import running_worker
 
@@ -150,7 +153,8 @@ async def runtime(
                 # Its sessions send tool calls there: serve them too, or they would wait for a tools worker.
                 await stack.enter_async_context(running_worker(temporal, config, store, role="tools"))
         yield Runtime(
-            client=client, config=config, store=store, embedded_server=server, ui_url=server.ui_url if server else None
+            client=client, config=config, store=store, embedded_server=server, ui_url=server.ui_url if server else None,
+            worker_in_process=worker_in_process,
         )
 
 

@@ -326,10 +326,15 @@ class AgentNotRegistered(ConfigurationError):
         self.name = name
         self.task_queue = task_queue
         self.registered = registered
+        import difflib  # here: only this error reads it
+
         known = ", ".join(registered) or "none"
+        close = difflib.get_close_matches(name, registered, n=1)
+        guess = f"; did you mean {close[0]!r}?" if close else ""
         super().__init__(
-            f"agent {name!r} is not registered on the worker of task queue {task_queue!r} (registered: {known}); "
-            "start that worker with it (agentrt worker --agents MODULE, or AgentrtPlugin(agents=[...]))"
+            f"agent {name!r} is not registered on the worker of task queue {task_queue!r} that took the session "
+            f"(registered: {known}{guess}); a session of an agent needs every worker polling {task_queue!r} to "
+            "register it (agentrt dev --agents MODULE, agentrt worker --agents MODULE, or AgentrtPlugin(agents=[...]))"
         )
 
 
@@ -343,5 +348,6 @@ class ToolNotRegistered(ConfigurationError):
         listed = ", ".join(repr(n) for n in names)
         super().__init__(
             f"tool{'s' if len(names) > 1 else ''} {listed} not registered on the worker of task queue {task_queue!r}; "
-            "start that worker with the module defining them (agentrt worker --agents MODULE)"
+            f"every worker polling {task_queue!r} needs the module defining them "
+            "(agentrt dev --agents MODULE, agentrt worker --agents MODULE)"
         )

@@ -5,6 +5,7 @@ added to the worker's tool registry beside the built-in tools."""
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,10 +25,22 @@ def agents_in(modules: Sequence[str]) -> tuple[list[Agent], list[Tool]]:
     agents: list[Agent] = []
     tools: list[Tool] = []
     for name in modules:
+        if name.endswith(".py") or "/" in name or "\\" in name:
+            dotted = name.removesuffix(".py").strip("./\\").replace("/", ".").replace("\\", ".")
+            raise ConfigurationError(
+                f"agents module {name!r} is a file path; give the module's dotted name, as `python -m` takes it "
+                f"({dotted!r}), from the directory that holds it or with that directory on PYTHONPATH"
+            )
         try:
             module = importlib.import_module(name)
         except Exception as err:  # noqa: BLE001 - any import failure of the user's module is a configuration error
-            raise ConfigurationError(f"cannot import agents module {name!r}: {type(err).__name__}: {err}") from err
+            hint = ""
+            if isinstance(err, ModuleNotFoundError) and err.name is not None and f"{name}.".startswith(f"{err.name}."):
+                hint = (
+                    f" (not on sys.path; the agentrt commands add the current directory, {os.getcwd()}: run them "
+                    "from the directory that holds it, or put that directory on PYTHONPATH)"
+                )
+            raise ConfigurationError(f"cannot import agents module {name!r}: {type(err).__name__}: {err}{hint}") from err
         found = [value for value in vars(module).values() if isinstance(value, (Agent, Tool))]
         if not found:
             raise ConfigurationError(f"module {name!r} defines no Agent and no @tool")

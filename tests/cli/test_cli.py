@@ -341,3 +341,18 @@ async def test_run_of_an_agent_no_worker_registered_exits_2_naming_it_instead_of
     result = await agentrt(harness, "run", "hello", "-w", str(workspace), "--script", str(script), "--agent", "billing", cwd=tmp_path, timeout=90)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"agent 'billing' is not registered on the worker of task queue {harness.task_queue!r}" in plain(result.stderr)
+
+
+async def test_run_with_agents_beside_a_running_worker_says_the_module_reaches_no_worker(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    # `agentrt dev` runs a worker without the module; `agentrt run --agents` then starts none of its own.
+    script = write_script(tmp_path, [{"text": "never"}])
+    result = await agentrt(
+        harness, "run", "hello", "-w", str(workspace), "--script", str(script),
+        "--agents", "tests.e2e.agent_tools", "--agent", "support", cwd=Path(__file__).parents[2], timeout=90,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = plain(result.stderr)
+    assert f"a worker already polls task queue {harness.task_queue!r}, so --agents registers tests.e2e.agent_tools on no worker" in said
+    assert f"a session of an agent needs every worker polling {harness.task_queue!r} to register it" in said

@@ -51,6 +51,45 @@ def test_worker_imports_a_module_of_the_current_directory(tmp_path: Path) -> Non
     assert "RuntimeError: imported from the working directory" in said(result.output)
 
 
+def test_worker_given_a_file_path_names_the_module_to_give_instead(tmp_path: Path) -> None:
+    (tmp_path / "shop_agents.py").write_text("")
+
+    result = runner.invoke(app, ["worker", "--agents", "./shop_agents.py"])
+
+    assert result.exit_code == 2
+    assert "is a file path; give the module's dotted name, as `python -m` takes it ('shop_agents')" in said(result.output)
+
+
+def test_a_module_on_no_path_says_where_it_was_looked_for(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["worker", "--agents", "shop_agents_elsewhere"])
+
+    assert result.exit_code == 2
+    assert "No module named 'shop_agents_elsewhere' (not on sys.path; the agentrt commands add the current directory" in said(
+        result.output
+    )
+
+
+def test_a_missing_import_inside_the_module_is_shown_as_it_is(tmp_path: Path) -> None:
+    (tmp_path / "shop_agents.py").write_text("import shop_payments_client\n")
+
+    result = runner.invoke(app, ["worker", "--agents", "shop_agents"])
+
+    assert result.exit_code == 2
+    assert "No module named 'shop_payments_client'" in said(result.output) and "not on sys.path" not in said(result.output)
+
+
+def test_worker_agents_of_agentrt_toml_import_from_the_current_directory(tmp_path: Path) -> None:
+    (tmp_path / "agentrt.toml").write_text('[worker]\nagents = ["shop_agents"]\n')
+    (tmp_path / "shop_agents.py").write_text("raise RuntimeError('imported from the working directory')\n")
+
+    for command in (["worker"], ["dev", "--port", "1"]):
+        result = runner.invoke(app, command)
+
+        assert result.exit_code == 2, result.output
+        assert "[worker] agents (agentrt.toml)" in said(result.output)
+        assert "RuntimeError: imported from the working directory" in said(result.output)
+
+
 def test_dev_with_a_module_that_does_not_import_exits_2_before_starting_a_server() -> None:
     result = runner.invoke(app, ["dev", "--port", "1", "--agents", "tests.e2e.no_such_module"])
 

@@ -46,3 +46,14 @@ def test_a_template_s_agent_reaches_every_child() -> None:
 
 def test_an_old_worker_still_reads_a_config_without_an_agent() -> None:
     assert "agent" not in SessionConfig(session_id="s", owner="a", workspace="/").model_dump(mode="json")
+
+
+def test_an_agent_name_a_worker_lacks_is_told_with_the_registered_name_it_is_close_to() -> None:
+    from agentrt.schemas import AgentNotRegistered
+
+    typo = str(AgentNotRegistered("triag", "agentrt", ["support", "triage"]))
+    unknown = str(AgentNotRegistered("billing", "agentrt", []))
+
+    assert "(registered: support, triage; did you mean 'triage'?)" in typo
+    assert "(registered: none); a session of an agent needs every worker polling 'agentrt' to register it" in unknown
+    assert "agentrt dev --agents MODULE, agentrt worker --agents MODULE" in unknown
