@@ -5,9 +5,12 @@ history; its tools' code stays on the worker.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from typing_extensions import is_typeddict
 
 from pydantic import BaseModel, ValidationError
 
@@ -47,7 +50,8 @@ class Agent:
     - ``tools``: ``@tool`` functions, ``Tool`` objects, plain functions (made ``@tool`` with the
       default risk, ``effectful``) or names of tools the worker has (``"fs.read"``). The session
       offers exactly these (narrowed by its own ``tools`` when it has some).
-    - ``output_type``: a pydantic model class or a JSON Schema dict for the agent's final answer;
+    - ``output_type``: a pydantic model class (or a dataclass or ``TypedDict``), a JSON Schema dict
+      or an ``OutputSpec`` for the agent's final answer;
       every final answer of its sessions must match it (``output``, an ``OutputSpec``; docs/structured-output.md).
     - ``profile`` (a model profile name), ``approval`` (``ApprovalPolicy`` or its dict),
       ``sandbox`` (narrows the session's), ``advisor`` (``AdvisorPolicy`` or its dict), ``budget``
@@ -63,7 +67,7 @@ class Agent:
         instructions: str | None = None,
         tools: Sequence[Tool | Callable[..., Any] | str] = (),
         *,
-        output_type: type[BaseModel] | dict[str, Any] | None = None,
+        output_type: type[Any] | dict[str, Any] | OutputSpec | None = None,
         profile: str | None = None,
         approval: ApprovalPolicy | dict[str, Any] | None = None,
         sandbox: SandboxPolicy | None = None,
@@ -90,10 +94,13 @@ class Agent:
                 raise ConfigurationError(f"agent {name!r}: two tools are called {entry!r}")
             self.tool_names.append(entry)
         if output_type is not None and not isinstance(output_type, (dict, OutputSpec)) and not (
-            isinstance(output_type, type) and (issubclass(output_type, BaseModel) or output_type is str)
+            isinstance(output_type, type)
+            and (issubclass(output_type, BaseModel) or output_type is str or dataclasses.is_dataclass(output_type) or is_typeddict(output_type))
         ):
             raise ConfigurationError(
-                f"agent {name!r}: output_type must be a pydantic model class, a JSON Schema dict or an OutputSpec"
+                f"agent {name!r}: output_type must be a pydantic model class (or a dataclass or TypedDict), a JSON "
+                f"Schema dict or an OutputSpec, not {output_type!r}: an answer is a JSON object, so wrap another type "
+                "in a model with one field"
             )
         self.output_type = output_type
         self.output: OutputSpec | None = output_spec(output_type)  # InvalidOutputSchema for a bad schema

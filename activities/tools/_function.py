@@ -152,6 +152,11 @@ class FunctionTool(Tool):
         fields: dict[str, Any] = {}
         for index, param in enumerate(inspect.signature(self.function).parameters.values()):
             annotation = hints.get(param.name, Any)
+            if index == 0 and param.name in ("ctx", "context") and param.name not in hints:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: parameter {param.name!r} has no annotation; write `{param.name}: ToolContext` "
+                    "for the call's context (unannotated, the model would be asked for it as an argument)"
+                )
             if _is_context(annotation):
                 if index != 0:
                     raise ConfigurationError(f"tool {self.name!r}: the ToolContext parameter must come first")
@@ -174,8 +179,24 @@ class FunctionTool(Tool):
             )
             model.model_json_schema(by_alias=True)
         except (PydanticSchemaGenerationError, TypeError, ValueError) as err:
-            raise ConfigurationError(f"tool {self.name!r}: its arguments have no JSON Schema: {err}") from err
+            raise ConfigurationError(f"tool {self.name!r}: {self._undescribable(fields, err)}") from err
         return model
+
+    def _undescribable(self, fields: dict[str, Any], err: Exception) -> str:
+        """What to tell about arguments with no JSON Schema: the first parameter that has none, by
+        its own name and type, and what to do instead; else pydantic's message."""
+        for name, field_name in self._params:
+            try:
+                create_model("one_arg", **{field_name: fields[field_name]}).model_json_schema()  # type: ignore[call-overload]
+            except (PydanticSchemaGenerationError, TypeError, ValueError):
+                annotation = fields[field_name][0]
+                shown = getattr(annotation, "__name__", None) or repr(annotation)
+                return (
+                    f"parameter {name!r} ({shown}) has no JSON Schema: the model sends JSON, so type it with a pydantic "
+                    "model, a dataclass, a TypedDict or JSON types; a client, connection or pool comes from the "
+                    "worker's deps (ctx.deps) instead"
+                )
+        return f"its arguments have no JSON Schema: {err}"
 
     def spec(self):  # type: ignore[no-untyped-def]
         """``Tool.spec`` with ``timeout_seconds``, the parameters by their own names."""

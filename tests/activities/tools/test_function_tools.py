@@ -4,12 +4,14 @@ hostile input, sync and async calls, results, crashes, and `Agent` definitions."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 from agentrt.activities.tools import (
     Agent,
@@ -124,8 +126,24 @@ def test_an_argument_type_with_no_json_schema_is_a_configuration_error() -> None
     def send(to: Socket) -> str:
         return ""
 
-    with pytest.raises(ConfigurationError, match="no JSON Schema"):
+    with pytest.raises(ConfigurationError, match="no JSON Schema") as raised:
         tool(send)
+
+    assert str(raised.value).startswith("tool 'send': parameter 'to' (Socket) has no JSON Schema")
+    assert "comes from the worker's deps (ctx.deps)" in str(raised.value)
+
+
+def test_an_unannotated_context_parameter_is_refused_instead_of_asked_of_the_model() -> None:
+    def lookup(ctx, order_id: str) -> str:  # type: ignore[no-untyped-def]
+        return order_id
+
+    def refund(context, order_id: str) -> str:  # type: ignore[no-untyped-def]
+        return order_id
+
+    with pytest.raises(ConfigurationError, match="parameter 'ctx' has no annotation; write `ctx: ToolContext`"):
+        tool(lookup)
+    with pytest.raises(ConfigurationError, match="parameter 'context' has no annotation; write `context: ToolContext`"):
+        tool(refund)
 
 
 @pytest.mark.parametrize("name", ["", "has space", "semi;colon", "x" * 65, "../etc"])
@@ -307,11 +325,28 @@ def test_an_agent_lists_its_tools_settings_and_output_schema() -> None:
     assert Agent(name="text", output_type=str).spec().output is None
 
 
+def test_an_agent_s_output_type_may_be_a_dataclass_or_a_typed_dict() -> None:
+    @dataclasses.dataclass
+    class Refund:
+        order_id: str
+        cents: int
+
+    class Ticket(TypedDict):
+        title: str
+
+    refund = Agent(name="refund", output_type=Refund).spec().output
+    ticket = Agent(name="ticket", output_type=Ticket).spec().output
+
+    assert refund is not None and refund.name == "Refund" and refund.json_schema["required"] == ["order_id", "cents"]
+    assert ticket is not None and ticket.name == "Ticket" and list(ticket.json_schema["properties"]) == ["title"]
+
+
 def test_an_agent_whose_output_type_cannot_be_an_output_spec_is_refused_where_it_is_defined() -> None:
     with pytest.raises(InvalidOutputSchema, match="root must be"):
         Agent(name="listy", output_type={"type": "array"})
-    with pytest.raises(ConfigurationError, match="output_type must be"):
-        Agent(name="numbers", output_type=int)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="output_type must be") as raised:
+        Agent(name="numbers", output_type=int)
+    assert "not <class 'int'>: an answer is a JSON object, so wrap another type in a model with one field" in str(raised.value)
     with pytest.raises(ConfigurationError, match="must match"):
         Agent(name="support\n")
 
