@@ -24,6 +24,7 @@ from agentrt.schemas import (
     RiskLevel,
     SandboxPolicy,
     Spend,
+    unsupported_keyword,
 )
 
 # An id the gateway accepts in a path or gives to new work: a letter or digit, then letters,
@@ -72,6 +73,14 @@ def _not_blank(value: str, what: str) -> str:
     return value
 
 
+def _answerable(spec: OutputSpec | None) -> OutputSpec | None:
+    """An output spec a caller sends, refused (422) when no answer could pass its check."""
+    problem = None if spec is None else unsupported_keyword(spec.json_schema)
+    if problem is not None:
+        raise ValueError(f"invalid output schema: {problem}")
+    return spec
+
+
 # ---------------------------------------------------------------- sessions
 
 
@@ -109,6 +118,11 @@ class SessionCreate(Body):
     def _text_not_blank(cls, value: str) -> str:
         return _not_blank(value, "text")
 
+    @field_validator("output")
+    @classmethod
+    def _output_answerable(cls, value: OutputSpec | None) -> OutputSpec | None:
+        return _answerable(value)
+
 
 class SessionCreated(BaseModel):
     session_id: str
@@ -128,6 +142,11 @@ class MessageCreate(Body):
     @classmethod
     def _text_not_blank(cls, value: str) -> str:
         return _not_blank(value, "text")
+
+    @field_validator("output")
+    @classmethod
+    def _output_answerable(cls, value: OutputSpec | None) -> OutputSpec | None:
+        return _answerable(value)
 
 
 class MessageQueued(BaseModel):

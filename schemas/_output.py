@@ -29,6 +29,7 @@ __all__ = [
     "OutputSpec",
     "check_output",
     "output_spec",
+    "unsupported_keyword",
 ]
 
 T = TypeVar("T")
@@ -109,12 +110,16 @@ class OutputSpec(Model):
         name = name or (title if isinstance(title, str) and _NAME.match(title) else "output")
         description = schema.get("description") if isinstance(schema, dict) else None
         try:
-            return cls(
+            spec = cls(
                 name=name, description=description if isinstance(description, str) else None,
                 json_schema=schema, strict=strict, max_attempts=max_attempts,
             )
         except ValueError as err:  # pydantic's ValidationError is one
             raise InvalidOutputSchema(_first_error(err)) from None
+        problem = unsupported_keyword(schema)
+        if problem is not None:
+            raise InvalidOutputSchema(problem)
+        return spec
 
     @classmethod
     def from_type(cls, output_type: Any, *, name: str | None = None, strict: bool = False, max_attempts: int = 3) -> OutputSpec:
@@ -169,6 +174,43 @@ def schema_problem(schema: Any) -> str | None:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as err:
         return f"not a valid JSON Schema: {err.message[:300]}"
+    return None
+
+
+# Keywords whose value maps names (not keywords) to subschemas, and keywords whose value is data.
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "dependentSchemas"})
+_DATA = frozenset({"enum", "const", "default", "examples", "required"})
+
+
+def unsupported_keyword(schema: dict[str, Any]) -> str | None:
+    """Why no answer could pass ``schema``'s check, or None: a ``pattern`` RE2 refuses
+    (look-around, back-references) or a ``patternProperties``, anywhere in it. ``from_schema`` (so
+    ``from_type``, an agent's ``output_type``, ``agent run --output-schema``) and the gateway's
+    bodies refuse such a schema before any model is asked; a spec deserialized from history is
+    not checked again. Walked without recursion; a property called ``pattern`` is a name."""
+    from agentrt.schemas._validation import _re2  # here: re2 loads only for a spec being built
+
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if "patternProperties" in node:
+            return "patternProperties are not supported (use properties, or additionalProperties)"
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                _re2(pattern)
+            except Exception:  # noqa: BLE001 - re2.error, or a pattern RE2 refuses
+                return f"the pattern {pattern[:200]!r} is not RE2 syntax (no look-around, no back-references)"
+        for key, value in node.items():
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                stack.extend(value.values())
+            elif key not in _DATA and key != "pattern":
+                stack.append(value)
     return None
 
 

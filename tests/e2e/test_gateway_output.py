@@ -61,3 +61,18 @@ async def test_an_output_schema_that_is_no_object_schema_is_invalid(harness: Har
     problem = assert_problem(await http.post("/v1/sessions", json=body, headers=auth("alice")), 422)
 
     assert 'root must be \\"type\\": \\"object\\"' in json.dumps(problem) or "root must be" in json.dumps(problem)
+
+
+async def test_an_output_schema_no_answer_could_pass_is_invalid_on_create_and_on_a_message(
+    harness: Harness, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    lookahead = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(?!X)[A-Z]+$"}}}
+    body = {"text": "x", "workspace": "ws", "script": write_script(tmp_path, [{"text": "x"}]), "output": {"json_schema": lookahead}}
+
+    created = assert_problem(await http.post("/v1/sessions", json=body, headers=auth("alice")), 422)
+    sent = assert_problem(
+        await http.post("/v1/sessions/nobody/messages", json={"text": "x", "output": {"json_schema": lookahead}}, headers=auth("alice")), 422
+    )
+
+    for problem in (created, sent):
+        assert "the pattern '^(?!X)[A-Z]+$' is not RE2 syntax" in json.dumps(problem)

@@ -74,6 +74,32 @@ def test_a_schema_that_cannot_be_an_output_schema_is_a_configuration_error(schem
     assert isinstance(caught.value, ConfigurationError) and problem in caught.value.problem
 
 
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"properties": {"code": {"type": "string", "pattern": "^(?!X)[A-Z]+$"}}}, "the pattern '^(?!X)[A-Z]+$' is not RE2 syntax"),
+        ({"$defs": {"Code": {"type": "string", "pattern": r"(a)\1"}}}, r"the pattern '(a)\\1' is not RE2 syntax"),
+        ({"properties": {"tags": {"type": "array", "items": {"pattern": "(?<=#)x"}}}}, "is not RE2 syntax"),
+        ({"patternProperties": {"^x-": {"type": "string"}}}, "patternProperties are not supported"),
+    ],
+)
+def test_a_schema_no_answer_could_pass_is_refused_when_the_spec_is_built(schema: dict, problem: str) -> None:
+    # The check of an answer runs patterns on RE2 and refuses patternProperties: every answer would fail.
+    with pytest.raises(InvalidOutputSchema) as caught:
+        OutputSpec.from_schema({"type": "object", **schema})
+
+    assert problem in caught.value.problem
+
+
+def test_a_property_called_pattern_is_a_name_and_an_re2_pattern_is_kept() -> None:
+    spec = OutputSpec.from_schema({
+        "type": "object",
+        "properties": {"pattern": {"type": "string"}, "patternProperties": {"enum": ["(?!x)"]}, "id": {"pattern": "^[a-z]+$"}},
+    })
+
+    assert check_output(spec, '{"pattern": "(?!x)", "patternProperties": "(?!x)", "id": "abc"}').output is not None
+
+
 def test_a_type_pydantic_describes_as_no_object_is_refused_with_the_reason() -> None:
     with pytest.raises(InvalidOutputSchema, match="root must be"):
         OutputSpec.from_type(list[int])
