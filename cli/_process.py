@@ -153,8 +153,8 @@ def run(
             if agents and not rt.worker_in_process:
                 sys.stderr.write(
                     f"agentrt: a worker already polls task queue {config.task_queue!r}, so --agents registers "
-                    f"{', '.join(agents)} on no worker; the running one serves this session (start it with "
-                    f"{' '.join('--agents ' + m for m in agents)}: agentrt dev or agentrt worker)\n"
+                    f"{', '.join(agents)} on no worker; the running one serves this session (if it lacks them, restart "
+                    f"it with {' '.join('--agents ' + m for m in agents)}: agentrt dev or agentrt worker)\n"
                 )
             session_config = rt.client.new_config(
                 str(workspace),
