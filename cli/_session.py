@@ -80,7 +80,8 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         if as_json:
             typer.echo(view.model_dump_json())
             return 0
-        typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}")
+        agent = f" agent {view.agent}" if view.agent else ""
+        typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}{agent}")
         typer.echo(f"workspace {view.workspace}")
         network = "network on" if view.network else "no network"
         typer.echo(f"policy    sandbox {view.sandbox}, {network}; approval mode {view.approval_mode}")

@@ -394,6 +394,8 @@ class SessionStateView(Model):
     strangers_ignored: int = Field(default=0, exclude_if=lambda v: v == 0)
     status: SessionStatus
     profile: str
+    # The registered agent the session runs as (docs/agents.md); left out for none.
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
     workspace: str
     active_turn_id: str | None = None
     queued_turn_ids: list[str] = Field(default_factory=list)

@@ -437,6 +437,7 @@ class SessionRun:
             approval_mode=config.approval.mode,
             status=status,
             profile=config.profile,
+            agent=config.agent,
             workspace=config.workspace,
             active_turn_id=turn.id if turn is not None else None,
             queued_turn_ids=self.inbox.queued_turn_ids(),

@@ -76,6 +76,7 @@ async def test_a_sync_user_tool_runs_as_the_agent_s_and_its_pydantic_result_reac
     events = (await desk.events(sid)).events
     [initialized] = [e for e in events if isinstance(e, SessionInitialized)]
     assert initialized.tools == sorted(["lookup_order", "refund", "whoami", "flaky_charge"])
+    assert (await desk.state(sid)).agent == "support"  # the state names the agent (HTTP's GET, `agentrt session state`)
 
 
 async def test_an_agent_s_output_type_is_its_sessions_output_spec_and_a_turn_gets_the_typed_result(
@@ -276,6 +277,10 @@ async def test_a_session_created_over_http_by_agent_name_runs_as_that_agent(
     client = AgentClient(harness.temporal, task_queue=desk.task_queue, principal="gateway", store=harness.store)
     script = write_script(tmp_path, [call("lookup_order", order_id="D-4"), {"text": "D-4 has shipped"}])
     body = {"text": "where is D-4?", "workspace": workspace.name, "script": script, "agent": "support"}
+    for _ in range(300):  # the gateway answers 503 until the desk worker's first poll reaches the server
+        if await client.has_worker():
+            break
+        await asyncio.sleep(0.1)
 
     async with serving(create_app(client, tokens, workspace_root=workspace.parent)) as http:
         created = await http.post("/v1/sessions", json=body, headers=auth("alice"))
