@@ -36,6 +36,7 @@ from agentrt.cli._runtime import Runtime, runtime, state_dir
 from agentrt.cli._temporal_ui import noted_dev_server, ui_port_for
 from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    AgentNotRegistered,
     ApprovalPolicy,
     ConfigurationError,
     TurnOutcome,
@@ -189,7 +190,12 @@ def run(
             started = await rt.client.start(session_config, prompt, idempotency_key=idempotency_key)
             started_session.append(started.session_id)
             progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
-            outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)
+            try:
+                outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)
+            except AgentNotRegistered:
+                if rt.worker_in_process and not rt.config.agent_modules:
+                    sys.stderr.write("agentrt: the worker this run started has no agents module: give it one with --agents MODULE\n")
+                raise
             print_outcome(started.session_id, outcome, as_json)
             return outcome
 

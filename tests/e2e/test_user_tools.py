@@ -270,6 +270,22 @@ async def test_agentrt_run_with_agents_registers_them_on_its_in_process_worker(h
     assert json.loads(message.text)["order_id"] == "C-3"
 
 
+async def test_agentrt_run_of_an_agent_without_agents_says_its_own_worker_needs_the_module(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "never"}])
+    queue = harness.task_queue + "-cli-bare"  # no worker polls it: `agentrt run` runs one, without the module
+
+    result = await agentrt(
+        harness, "run", "where is C-3?", "--workspace", str(workspace), "--script", script, "--agent", "support",
+        cwd=tmp_path, env={"AGENTRT_TASK_QUEUE": queue},
+    )
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "agent 'support' is not registered" in result.stderr
+    assert "the worker this run started has no agents module: give it one with --agents MODULE" in result.stderr
+
+
 async def test_a_session_created_over_http_by_agent_name_runs_as_that_agent(
     harness: Harness, desk: AgentClient, workspace: Path, tmp_path: Path
 ) -> None:
