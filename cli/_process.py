@@ -194,7 +194,10 @@ def run(
                 outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)
             except AgentNotRegistered:
                 if rt.worker_in_process and not rt.config.agent_modules:
-                    sys.stderr.write("agentrt: the worker this run started has no agents module: give it one with --agents MODULE\n")
+                    sys.stderr.write(
+                        f"agentrt: the worker this run started (none polled {config.task_queue!r}) has no agents module: "
+                        "give it one with --agents MODULE, or run once your worker with the module polls\n"
+                    )
                 raise
             print_outcome(started.session_id, outcome, as_json)
             return outcome

@@ -283,7 +283,7 @@ async def test_agentrt_run_of_an_agent_without_agents_says_its_own_worker_needs_
 
     assert result.returncode == 2, result.stdout + result.stderr
     assert "agent 'support' is not registered" in result.stderr
-    assert "the worker this run started has no agents module: give it one with --agents MODULE" in result.stderr
+    assert f"the worker this run started (none polled {queue!r}) has no agents module: give it one with --agents MODULE" in result.stderr
 
 
 async def test_a_session_created_over_http_by_agent_name_runs_as_that_agent(

@@ -76,12 +76,23 @@ def support_worker(harness: Harness, service: OrdersService, log: Path, queue: s
         yield process
 
 
+async def first_poll(harness: Harness, queue: str) -> None:
+    """Until the worker process's first poll of ``queue`` reaches the server (it imports for a while)."""
+    client = harness.client_on(queue)
+    for _ in range(600):
+        if await client.has_worker():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no worker polled {queue!r}")
+
+
 async def test_the_guide_runs_end_to_end_from_the_cli_and_from_the_backend_s_program(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     queue = harness.task_queue + "-support"
     async with orders_service(tmp_path) as service:
         with support_worker(harness, service, tmp_path / "worker.log", queue):
+            await first_poll(harness, queue)  # else `agentrt run` finds no worker and runs its own, without the agent
             result = await agentrt(
                 harness, "run", PROMPT, "--agent", "support", "--workspace", str(workspace), "--script", "script.yaml",
                 "--json", cwd=EXAMPLE, input="y\n", env={"AGENTRT_TASK_QUEUE": queue},
