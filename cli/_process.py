@@ -39,6 +39,7 @@ from agentrt.schemas import (
     AgentNotRegistered,
     ApprovalPolicy,
     ConfigurationError,
+    ToolNotRegistered,
     TurnOutcome,
     UnknownProfileError,
     idempotency_key_problem,
@@ -192,8 +193,11 @@ def run(
             progress.write(f"session {started.session_id} (workflow {started.workflow_id}) · {started.turn_id}\n")
             try:
                 outcome = await drive_turn(rt, started.session_id, started.turn_id, approve, progress)
-            except AgentNotRegistered:
-                if rt.worker_in_process and not rt.config.agent_modules:
+            except (AgentNotRegistered, ToolNotRegistered) as err:
+                if as_json:  # a program reading stdout gets the object too (the exit code stays 2)
+                    failed = TurnOutcome(turn_id=started.turn_id, status="failed", error=str(err), error_type=type(err).__name__)
+                    print_outcome(started.session_id, failed, as_json)
+                if isinstance(err, AgentNotRegistered) and rt.worker_in_process and not rt.config.agent_modules:
                     sys.stderr.write(
                         f"agentrt: the worker this run started (none polled {config.task_queue!r}) has no agents module: "
                         "give it one with --agents MODULE, or run once your worker with the module polls\n"

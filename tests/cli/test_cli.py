@@ -343,6 +343,20 @@ async def test_run_of_an_agent_no_worker_registered_exits_2_naming_it_instead_of
     assert f"agent 'billing' is not registered on the worker of task queue {harness.task_queue!r}" in plain(result.stderr)
 
 
+async def test_run_json_of_an_agent_no_worker_registered_prints_the_failure_as_an_object_and_exits_2(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "never"}])
+    result = await agentrt(
+        harness, "run", "hello", "-w", str(workspace), "--script", str(script), "--agent", "billing", "--json", cwd=tmp_path, timeout=90
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    body = json.loads(result.stdout)
+    harness.session_ids.append(body["session_id"])
+    assert (body["turn_id"], body["outcome"], body["error_type"]) == ("turn-1", "failed", "AgentNotRegistered")
+    assert "agent 'billing' is not registered" in body["error"]
+
+
 async def test_run_with_agents_beside_a_running_worker_says_the_module_reaches_no_worker(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
