@@ -300,6 +300,10 @@ class _Chaos:
             env = {**self.worker_env(), "CHAOS_READY_FILE": str(ready)}
             process: asyncio.subprocess.Process | ForkedWorker
             if self.forks is not None:
+                # A fresh interpreter polls only after its imports: the task queue stays without a
+                # poller that long after a kill, so the server times out the killed attempts and
+                # work piles up for the new worker, as it does when a real worker restarts.
+                await asyncio.sleep(self.forks.startup_seconds)
                 process = await self.forks.start(env, self.run_dir)
             else:
                 process = await asyncio.create_subprocess_exec(
@@ -883,6 +887,7 @@ class _Chaos:
             self.store = await asyncio.to_thread(Store.open, self.store_url)
             if self.fork_workers:
                 self.forks = await WorkerForks.open(self.worker_env(), self.run_dir, self.run_dir / "zygote.log")
+                self.log(f"worker zygote up in {self.forks.startup_seconds:.1f} s; each forked worker waits that long")
             await self.start_worker()
             self.log(
                 f"server {self.server.address}, {self.n_sessions} sessions x {self.turns_per_session} turns, "
@@ -960,8 +965,11 @@ async def run_chaos(
     other than ``effectful`` (e.g. ``idempotent``) takes ``chaos.append`` out of the effect
     ledger, to see the harness catch the duplicates that come back. ``fork_workers``: each
     worker is forked from one process that imported the worker's modules once
-    (``bench/_chaos_zygote.py``) instead of started as a fresh ``python -m bench._chaos_worker``;
-    it saves about two CPU-seconds per worker start, and a new worker polls sooner after a kill.
+    (``bench/_chaos_zygote.py``) instead of started as a fresh ``python -m bench._chaos_worker``:
+    about two CPU-seconds less per worker start. The fork waits as long as the zygote took to
+    start and import (``WorkerForks.startup_seconds``), so a kill leaves the queue without a worker
+    about as long as a fresh start does; without that wait the new worker polled within a second,
+    before the server had timed out the killed attempts, and fewer kills landed in an effect.
     Every process started here is stopped before returning.
     """
     if deadline_seconds is None:

@@ -10,8 +10,10 @@ output and error on a pipe the harness reads (``ForkedWorker.stdout``), and its 
 reported back (``ForkedWorker.returncode`` / ``wait()``, as ``asyncio.subprocess.Process``).
 
 What differs from a fresh interpreter: the modules are imported once, before any worker starts,
-and not again per worker (a fork copies them, with the state importing them left); ``__main__``
-is the zygote, not ``bench._chaos_worker``. The Temporal runtime, the client, the store, the
+and not again per worker (a fork copies them, with the state importing them left), with the
+zygote's environment (the workers' own but ``CHAOS_READY_FILE``); a child's environment is set
+in ``os.environ``, not by ``exec`` (``/proc/PID/environ`` shows the zygote's); ``__main__`` is
+the zygote, not ``bench._chaos_worker``. The Temporal runtime, the client, the store, the
 event loop and every thread are made in the child, after the fork: the zygote refuses to serve
 if importing started a thread (a fork copies only the thread that forks).
 
@@ -28,6 +30,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 # What a worker loads before it polls: the worker module and, lazily at its start, the store's
@@ -77,9 +80,13 @@ class WorkerForks:
     workers' own, so ``sys.path`` and anything read from the environment at import time match a
     fresh worker's), imports ``preload`` (module names) and serves; its standard error goes to the
     file ``log``. ``RuntimeError`` (with the log) if it does not serve, e.g. because an import
-    started a thread."""
+    started a thread. ``startup_seconds``: wall seconds from starting the zygote to its first
+    answer, i.e. what a fresh interpreter spends starting and importing before a worker can poll."""
 
-    def __init__(self, process: asyncio.subprocess.Process, requests: socket.socket, log: Path) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, requests: socket.socket, log: Path, startup_seconds: float
+    ) -> None:
+        self.startup_seconds = startup_seconds
         self._process = process
         self._requests = requests
         self._log = log
@@ -91,6 +98,7 @@ class WorkerForks:
     @classmethod
     async def open(cls, env: dict[str, str], cwd: Path, log: Path, preload: tuple[str, ...] = PRELOAD) -> WorkerForks:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        began = time.monotonic()
         try:
             with open(log, "ab") as err:
                 process = await asyncio.create_subprocess_exec(
@@ -115,7 +123,7 @@ class WorkerForks:
             await process.wait()
             ours.close()
             raise RuntimeError(f"the worker zygote did not start (exit {process.returncode}): {log.read_text()}")
-        return cls(process, ours, log)
+        return cls(process, ours, log, time.monotonic() - began)
 
     def log_text(self) -> str:
         try:

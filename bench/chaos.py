@@ -16,10 +16,11 @@ stay under ``--workdir`` (default: a new temporary directory). The last line is 
     chaos sessions=N kills=K server_restarts=R turns_completed=T reconciles=C duplicates=D lost=L stuck=S
 
 Each worker is a fresh ``python -m bench._chaos_worker``, as a restarted worker is in production:
-it imports everything anew and is down for the seconds that takes after each kill. That is the
-more faithful of the two ways; ``--fork-workers`` forks each worker from one process that imported
-the worker's modules once (``bench/_chaos_zygote.py``, what the CI run uses): about two CPU-seconds
-less per worker start, and a new worker polls within a second of a kill.
+it imports everything anew, competing for the CPU with the server and the other processes while
+it does. That is the more faithful of the two ways; ``--fork-workers`` forks each worker from one
+process that imported the worker's modules once (``bench/_chaos_zygote.py``, what the CI run
+uses): about two CPU-seconds less per worker start. A forked worker starts after a wait as long as
+the imports took, so the queue is without a worker after a kill about as long either way.
 
 Exit status 0 when duplicates, lost, stuck and replay failures are all zero, else 1.
 """

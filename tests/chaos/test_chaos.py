@@ -2,7 +2,8 @@
 
 Nothing may be applied twice, lost, left stuck or fail to replay. Each worker is forked from one
 process that imported the worker's modules once (``fork_workers``: about two CPU-seconds less per
-worker start); the bigger run, ``python -m bench.chaos``, starts each as a fresh interpreter.
+worker start, the kills' timing unchanged); the bigger run, ``python -m bench.chaos``, starts each
+as a fresh interpreter.
 """
 
 from __future__ import annotations
