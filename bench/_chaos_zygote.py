@@ -32,6 +32,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 # What a worker loads before it polls: the worker module and, lazily at its start, the store's
 # migrations (Alembic, Mako, SQLite) and the thread pools the SDK runs activities in.
@@ -219,7 +220,7 @@ def _serve(preload: list[str]) -> None:
     selector.register(wake_r, selectors.EVENT_READ, "children")
     os.write(1, b"ready\n")
 
-    def child(request: dict, output: int) -> None:  # type: ignore[type-arg]
+    def child(request: dict[str, Any], output: int) -> None:
         os.setsid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
