@@ -1,6 +1,7 @@
 """The chaos worker: the normal agentrt worker plus one effectful tool, ``chaos.append``.
 
-Run as ``python -m bench._chaos_worker`` (with the repository on ``PYTHONPATH``). Configuration
+Run as ``python -m bench._chaos_worker`` (with the repository on ``PYTHONPATH``), or as ``run()`` in a
+child of ``bench._chaos_zygote`` that has these modules imported already. Configuration
 comes from ``AgentrtConfig.load()``: ``AGENTRT_TEMPORAL_ADDRESS``, ``AGENTRT_TASK_QUEUE``,
 ``AGENTRT_DATABASE_URL``. When ``CHAOS_READY_FILE`` is set, the file is created once the
 worker is polling, so the harness can time its kills from that moment. ``CHAOS_APPEND_RISK``
@@ -21,6 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from pydantic import Field
 
@@ -128,7 +130,9 @@ async def main() -> None:
     await running
 
 
-if __name__ == "__main__":
+def run() -> NoReturn:
+    """Run the worker until it is killed or fails; exits (``os._exit``: 0, or 1 after printing the
+    error to stderr) without CPython's finalization, as a killed worker would."""
     try:
         asyncio.run(main())
     except BaseException as err:  # noqa: BLE001 - report and exit without CPython finalization
@@ -136,3 +140,7 @@ if __name__ == "__main__":
         sys.stderr.flush()
         os._exit(1)
     os._exit(0)
+
+
+if __name__ == "__main__":
+    run()

@@ -2,6 +2,7 @@
 
     python -m bench.chaos [--sessions 50] [--turns 10] [--kills 200] [--server-restarts 10]
                           [--seed N] [--workdir DIR] [--deadline SECONDS] [--risk effectful]
+                          [--fork-workers]
 
 Starts its own Temporal dev server (free ports, headless) and worker subprocesses, runs
 ``--sessions`` sessions of ``--turns`` turns each while the worker is SIGKILLed ``--kills``
@@ -13,6 +14,13 @@ goes to stdout; run artefacts (server and worker logs, scripts, workspaces, data
 stay under ``--workdir`` (default: a new temporary directory). The last line is exactly
 
     chaos sessions=N kills=K server_restarts=R turns_completed=T reconciles=C duplicates=D lost=L stuck=S
+
+Each worker is a fresh ``python -m bench._chaos_worker``, as a restarted worker is in production:
+it imports everything anew, competing for the CPU with the server and the other processes while
+it does. That is the more faithful of the two ways; ``--fork-workers`` forks each worker from one
+process that imported the worker's modules once (``bench/_chaos_zygote.py``, what the CI run
+uses): about two CPU-seconds less per worker start. A forked worker starts after a wait as long as
+the imports took, so the queue is without a worker after a kill about as long either way.
 
 Exit status 0 when duplicates, lost, stuck and replay failures are all zero, else 1.
 """
@@ -26,7 +34,10 @@ import tempfile
 from pathlib import Path
 
 from bench._chaos_harness import run_chaos
+from bench._chaos_zygote import WorkerForks
 from bench._cli import print_progress, quiet_sdk_logs
+
+__all__ = ["WorkerForks", "main", "run_chaos"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         "--risk", default="effectful", help="risk class of chaos.append (idempotent: no effect ledger, expect duplicates)"
     )
     parser.add_argument("--deadline", type=float, default=None, help="overall bound in seconds (default: from the sizes)")
+    parser.add_argument(
+        "--fork-workers", action="store_true",
+        help="fork each worker from a process with its modules imported (less CPU) instead of a fresh interpreter",
+    )
     args = parser.parse_args(argv)
     quiet_sdk_logs()  # this process is ours: the SDK's retry warnings (server restarts) stay out of the log
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agentrt-chaos-"))
@@ -58,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             deadline_seconds=args.deadline,
             progress=print_progress,
             append_risk=args.risk,
+            fork_workers=args.fork_workers,
         )
     )
     for problem in report.problems:
