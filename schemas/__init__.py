@@ -402,6 +402,7 @@ __all__ = [
     "task_session_id",
     "task_workflow_id",
     "trajectory_from_events",
+    "unsupported_keyword",
     "untrusted_schema_problems",
     "validate_graph",
 ]

@@ -50,7 +50,7 @@ __all__ = [
     "idempotency_key_problem",
 ]
 
-SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived"]
+SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived", "failed"]
 
 T = TypeVar("T")
 
@@ -393,6 +393,8 @@ class SessionStateView(Model):
     approval_mode: str = Field(default="on_request", exclude_if=lambda v: v == "on_request")
     strangers_ignored: int = Field(default=0, exclude_if=lambda v: v == 0)
     status: SessionStatus
+    # Why the session's workflow failed (``"AgentNotRegistered: ..."``), with status ``failed``.
+    error: str | None = Field(default=None, exclude_if=lambda v: v is None)
     profile: str
     # The registered agent the session runs as (docs/agents.md); left out for none.
     agent: str | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -82,6 +82,7 @@ class SessionRun:
         self.initialized = self.carried  # SessionInitialized emitted (a continued run has it)
         self.early_cancels: list[CancelTurnInput] = []  # cancels that came before SessionInitialized
         self.status: SessionStatus = "idle"
+        self.failure: str | None = None  # why the workflow failed (the state query says so; no command)
         if self.state.profile is None:
             window, max_output = DEFAULT_PROFILE_LIMITS
             self.state.profile = ProfileInfo(name=config.profile, provider="", context_window=window, max_output_tokens=max_output)
@@ -412,6 +413,8 @@ class SessionRun:
         """What the ``state`` query answers."""
         turn = self.turn
         status = "cancelling" if turn is not None and self.cancel_requested() else self.status
+        if self.failure is not None:
+            status = "failed"
         fields: dict[str, Any] = {}
         if self.gen.context:
             fields = {
@@ -436,6 +439,7 @@ class SessionRun:
             network=config.network,
             approval_mode=config.approval.mode,
             status=status,
+            error=self.failure,
             profile=config.profile,
             agent=config.agent,
             workspace=config.workspace,

@@ -6,13 +6,11 @@ One workflow per session (id ``session-<session_id>``). Messages arrive through 
     model activity -> tool calls -> policy decision -> approval wait (signal)
     -> tool activities -> results back to the model -> ... -> final answer
 
-The workflow holds one ``SessionState`` and continues as new with it as it is. It is composed:
-``@workflow.init`` builds the run (``SessionRun``: config, state, journal, inbox, approvals,
-status, generation) and the steps over it (``TurnLoop`` with a ``Turn`` per turn,
-``ToolCalls``, ``Mcp``, ``Delegations``, ``Context``, ``SessionControl``); this module keeps the
-run loop, continue-as-new and the handlers, which delegate to those steps. Content (messages,
-tool results) lives in the store; activities get references (positions), so history grows
-with each round's new content only.
+It holds one ``SessionState`` and continues as new with it. ``@workflow.init`` builds the run
+(``SessionRun``: config, state, journal, inbox, approvals, status, generation) and the steps over
+it (``TurnLoop`` with a ``Turn`` per turn, ``ToolCalls``, ``Mcp``, ``Delegations``, ``Context``,
+``SessionControl``); this module keeps the run loop, continue-as-new and the handlers, which
+delegate to those steps. Content lives in the store; activities get positions, not content.
 """
 
 from __future__ import annotations
@@ -128,6 +126,9 @@ class SessionWorkflow:
             # ActivityError of the call in flight (a store write, a compaction, a tool listing).
             if not run.ending() or not (isinstance(err, asyncio.CancelledError) or run.cancelled_call(err)):
                 raise
+        except ApplicationError as err:
+            run.failure = f"{err.type}: {err.message}" if err.type else err.message  # the state query shows it
+            raise
         await self._delegations.end_all()
         result = await self._close()
         if run.archive_request is None:

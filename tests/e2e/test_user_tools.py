@@ -205,6 +205,8 @@ async def test_an_agent_the_worker_lacks_fails_the_session_at_once_naming_it_and
         await harness.handle(sid).result()
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "AgentNotRegistered" and cause.non_retryable
+    view = await harness.client.state(sid)  # the closed workflow's state says it failed, and why
+    assert view.status == "failed" and (view.error or "").startswith("AgentNotRegistered: agent 'billing' is not registered")
 
 
 async def test_a_tool_the_worker_lacks_fails_the_session_at_once_naming_it_and_the_task_queue(
