@@ -33,6 +33,7 @@ from agentrt.schemas import (
     PermissionDenied,
     OutputValidationFailed,
     PermissionGranted,
+    PermissionRequest,
     PermissionRequested,
     SessionArchived,
     SessionCancelled,
@@ -255,3 +256,22 @@ def usage_text(usage: Usage) -> str:
         if count
     ]
     return f"{text} ({', '.join(parts)})" if parts else text
+
+
+def pending_request_line(session_id: str, request: PermissionRequest) -> str:
+    """One line of ``agentrt session state`` for a pending request, naming the command that
+    answers it: ``approval`` (a tool call: approve or deny), ``reconcile`` (an effect whose
+    outcome is unknown: applied or not_applied) or ``question`` (an MCP server's question)."""
+    rid = request.request_id
+    if request.kind == "elicitation":
+        return (
+            f"question  {rid}: {request.tool} asks {json.dumps(request.message)[:200]} "
+            f"(agentrt session answer {session_id} {rid} '{{...}}')"
+        )
+    arguments = json.dumps(request.arguments)[:200]
+    if request.kind == "reconcile":
+        return (
+            f"reconcile {rid}: {request.tool} {arguments} may or may not have run "
+            f"(agentrt session reconcile {session_id} {rid} applied|not_applied)"
+        )
+    return f"approval  {rid}: {request.tool} {arguments} (agentrt session approve|deny {session_id} {rid})"

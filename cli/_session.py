@@ -24,7 +24,7 @@ from agentrt.cli._common import (
 from agentrt.cli._doctor import stuck_session_error
 from agentrt.cli._output import output_attempts_option, output_schema_option, output_spec
 from agentrt.client import failing_workflow_task
-from agentrt.cli._render import event_line, usage_text
+from agentrt.cli._render import event_line, pending_request_line, usage_text
 from agentrt.cli._runtime import runtime
 from agentrt.schemas import RequestRejected, SessionStuck, idempotency_key_problem, session_workflow_id
 from agentrt.worker import AgentrtConfig
@@ -102,11 +102,7 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
             )
         typer.echo(f"history   run {view.run}; events from seq {view.first_seq_in_run} held by this run, {view.last_seq} in all")
         for r in view.pending_approvals:
-            if r.kind == "elicitation":
-                typer.echo(f"question  {r.request_id}: {r.tool} asks {json.dumps(r.message)[:200]} "
-                           f"(agentrt session answer {view.session_id} {r.request_id} '{{...}}')")
-                continue
-            typer.echo(f"approval  {r.request_id}: {r.tool} {json.dumps(r.arguments)[:200]}")
+            typer.echo(pending_request_line(view.session_id, r))
         for _, line in retries:
             typer.echo(f"retry     {line}")
         return 0

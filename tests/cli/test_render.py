@@ -1,4 +1,4 @@
-"""How the CLI shows advisor reviews and memory proposals while a turn runs."""
+"""How the CLI shows advisor reviews and memory proposals while a turn runs, and pending requests in `session state`."""
 
 from __future__ import annotations
 
