@@ -145,7 +145,8 @@ def describe(event: Event) -> str:
             r = event.request
             if r.kind == "elicitation":
                 return f"{r.tool} asks ({r.request_id}): {_short(r.message or '', 200)} · schema {_short(r.requested_schema or {}, 200)}"
-            return f"approval {r.request_id} requested for {r.tool} {_short(r.arguments)} ({r.reason})"
+            what = "reconcile" if r.kind == "reconcile" else "approval"
+            return f"{what} {r.request_id} requested for {r.tool} {_short(r.arguments)} ({r.reason})"
         case ElicitationAnswered():
             content = f" {_short(event.content, 120)}" if event.content is not None else ""
             return f"{event.request_id} answered by {event.principal}: {event.action}{content}"

@@ -10,6 +10,7 @@ from agentrt.schemas import (
     MemoryAccepted,
     MemoryProposed,
     MemoryRejected,
+    PermissionRequested,
     TrajectoryStepRecorded,
 )
 
