@@ -14,7 +14,7 @@ async def triage(message: str) -> Triage:
     client = await AgentClient.connect(config, principal="shop-backend")
     session = client.new_config(".", agent="support", profile="scripted", script="script.yaml")  # or profile="claude", no script
     started = await client.start(session, message)
-    print(f"session {started.session_id}: approve its refund with agentrt session approve", file=sys.stderr)
+    print(f"session {started.session_id}: approve its refund as shop-backend (agentrt session state lists it)", file=sys.stderr)
     outcome = await client.wait(started.session_id, started.turn_id)  # until the turn ends
     if outcome.status != "completed":
         raise RuntimeError(f"session {started.session_id} ended {outcome.status}: {outcome.error}")
