@@ -112,7 +112,7 @@ class ToolContext:
         if self.runtime.has_deps:
             self.runtime.deps()  # built here, not on the tool loop, which an async factory needs free
         left = max(0.0, self.timeout_seconds - (time.monotonic() - self.started))
-        return self.runtime.run(coroutine, timeout=left, is_cancelled=self.is_cancelled)
+        return self.runtime.run(coroutine, timeout=left, is_cancelled=self.is_cancelled, bound=self.timeout_seconds)
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)

@@ -59,9 +59,18 @@ class ToolRuntime:
                     self._deps = value
         return self._deps
 
-    def run(self, coroutine: Coroutine[Any, Any, Any], *, timeout: float | None = None, is_cancelled: Callable[[], bool] = lambda: False) -> Any:
+    def run(
+        self,
+        coroutine: Coroutine[Any, Any, Any],
+        *,
+        timeout: float | None = None,
+        is_cancelled: Callable[[], bool] = lambda: False,
+        bound: float | None = None,
+    ) -> Any:
         """Run ``coroutine`` on the tool loop and wait for it in this thread; cancels it and raises
-        ``ToolError`` after ``timeout`` seconds or once ``is_cancelled()``; its own exception propagates."""
+        ``ToolError`` after ``timeout`` seconds or once ``is_cancelled()``; its own exception propagates.
+        ``bound`` is the whole call's time bound in seconds, which the error names (default ``timeout``:
+        what was left of it when the coroutine started)."""
         future = self._submit(coroutine)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -73,7 +82,7 @@ class ToolRuntime:
                     if is_cancelled():
                         raise ToolError("cancelled") from None
                     if deadline is not None and time.monotonic() >= deadline:
-                        raise ToolError(f"stopped after {timeout:g} s: the call's time bound") from None
+                        raise ToolError(f"stopped after {bound if bound is not None else timeout:g} s: the call's time bound") from None
         finally:
             if not future.done():
                 future.cancel()  # also when Temporal's cancel interrupts this thread
