@@ -40,6 +40,7 @@ from agentrt.schemas import (
     ToolError,
     ToolExecuteInput,
     ToolExecuteResult,
+    ToolTimedOut,
 )
 from agentrt.store import text_column
 
@@ -129,11 +130,20 @@ class ToolActivities:
             output = self._registry.recorded(input.call, self._context(input), text)
             return self._finish(input, True, text, None, output.state_keys, memory=output.memory)
         try:
-            ok, text, error_type, keys, memory = self._run(input)
+            ok, text, error_type, keys, memory = self._run(input, passes=(ToolTimedOut,))
         except CrashToRetry as crash:
             note = f"attempt {activity.info().attempt} raised {type(crash.error).__name__}; released for the retry"
             self._store.reconcile_effect(input.idempotency_key, "not_applied", note)
             raise
+        except ToolTimedOut as timed_out:
+            # Cancelled mid-call: the effect may have happened. The claim stays open for a person
+            # to reconcile, as after a worker that died mid-call (never "failed", which a model
+            # would answer by calling again under a new key).
+            unknown = EffectOutcomeUnknown(input.idempotency_key)
+            raise ApplicationError(
+                f"{unknown} ({input.call.name} {timed_out})", {"idempotency_key": input.idempotency_key},
+                type="EffectOutcomeUnknown", non_retryable=True,
+            ) from None
         self._store.record_effect(input.idempotency_key, "applied" if ok else "failed", text)
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 
@@ -163,10 +173,16 @@ class ToolActivities:
         config = self._store.session_config(session_id)
         return config.owner if config is not None else ""
 
-    def _run(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str], MemoryNote | None]:
+    def _run(
+        self, input: ToolExecuteInput, passes: tuple[type[ToolError], ...] = ()
+    ) -> tuple[bool, str, str | None, list[str], MemoryNote | None]:
+        """The call's ``(ok, text, error_type, state_keys, memory)``; a ``ToolError`` is its failed
+        result, except one of ``passes``, which is raised."""
         try:
             output = self._registry.execute(input.call, self._context(input))
         except ToolError as err:
+            if isinstance(err, passes):
+                raise
             return False, text_column(f"error: {err}"), type(err).__name__, [], None
         # A NUL (binary output) or a lone surrogate (a name that is not UTF-8) would make the store
         # refuse the effect's record and the message.

@@ -358,6 +358,7 @@ __all__ = [
     "ToolNotRegistered",
     "ToolRisk",
     "ToolSpec",
+    "ToolTimedOut",
     "Trajectory",
     "TrajectoryCompleted",
     "TrajectoryStarted",

@@ -26,6 +26,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCrashedError",
     "ToolError",
+    "ToolTimedOut",
     "WorkspaceEscapeError",
     "status_is_retryable",
 ]
@@ -166,6 +167,16 @@ class NotARegularFileError(ToolError):
         self.path = path
         self.kind = kind
         super().__init__(f"{path!r} is a {kind}, not a regular file; only regular files are read or written")
+
+
+class ToolTimedOut(ToolError):
+    """An async ``@tool`` call outlived its time bound (``seconds``) and was cancelled. A read-only
+    or idempotent call's model reads it as the call's error; an effectful call's effect may have
+    happened, so its effect ledger claim stays open and a person reconciles it (docs/effects.md)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"stopped after {seconds:g} s: the call's time bound")
 
 
 class ToolCrashedError(ToolError):

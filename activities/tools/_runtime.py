@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agentrt.schemas import ToolError
+from agentrt.schemas import ToolError, ToolTimedOut
 
 __all__ = ["ToolRuntime"]
 
@@ -81,8 +81,8 @@ class ToolRuntime:
                 except concurrent.futures.TimeoutError:
                     if is_cancelled():
                         raise ToolError("cancelled") from None
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise ToolError(f"stopped after {bound if bound is not None else timeout:g} s: the call's time bound") from None
+                    if timeout is not None and deadline is not None and time.monotonic() >= deadline:
+                        raise ToolTimedOut(bound if bound is not None else timeout) from None
         finally:
             if not future.done():
                 future.cancel()  # also when Temporal's cancel interrupts this thread

@@ -62,10 +62,19 @@ def flaky_charge(ctx: ToolContext, order_id: str) -> str:
     raise ConnectionError("payment service unreachable")
 
 
+@tool(risk="effectful", timeout_seconds=1)
+async def slow_payout(ctx: ToolContext, order_id: str) -> str:
+    """Pay an order out through a service that answers after the call's time bound."""
+    with (ctx.workspace / "payouts.log").open("a") as f:  # the service has it
+        f.write(f"{ctx.idempotency_key}\n")
+    await asyncio.sleep(30)
+    return f"paid out {order_id}"
+
+
 support = Agent(
     name="support",
     instructions="You are the support desk of a shop. Refund only what the customer paid.",
-    tools=[lookup_order, refund, whoami, flaky_charge],
+    tools=[lookup_order, refund, whoami, flaky_charge, slow_payout],
 )
 
 # The same desk answering with a typed result: every final answer must be an Order.

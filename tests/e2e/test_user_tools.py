@@ -18,8 +18,9 @@ from agentrt.client import AgentClient, create_app
 from agentrt.schemas import (
     AgentNotRegistered,
     PermissionRequested,
-    ToolNotRegistered,
     SessionInitialized,
+    ToolInvocationFailed,
+    ToolNotRegistered,
 )
 from agentrt.worker import GatewayConfig, GatewayToken, build_worker, token_sha256
 from tests.cli.test_cli import agentrt
@@ -71,11 +72,11 @@ async def test_a_sync_user_tool_runs_as_the_agent_s_and_its_pydantic_result_reac
     assert json.loads(result.text) == {"order_id": "A-1", "status": "shipped", "total_cents": 1250}
     config = harness.store.session_config(sid)
     assert config is not None and config.agent == "support"
-    assert config.tools == ["lookup_order", "refund", "whoami", "flaky_charge"]
+    assert config.tools == ["lookup_order", "refund", "whoami", "flaky_charge", "slow_payout"]
     assert (config.system_prompt or "").startswith("You are the support desk")
     events = (await desk.events(sid)).events
     [initialized] = [e for e in events if isinstance(e, SessionInitialized)]
-    assert initialized.tools == sorted(["lookup_order", "refund", "whoami", "flaky_charge"])
+    assert initialized.tools == sorted(["lookup_order", "refund", "whoami", "flaky_charge", "slow_payout"])
     assert (await desk.state(sid)).agent == "support"  # the state names the agent (HTTP's GET, `agentrt session state`)
 
 
@@ -187,6 +188,29 @@ async def test_a_crashing_effectful_tool_is_retried_by_the_policy_then_fails_typ
     assert result.text == "error: flaky_charge failed unexpectedly: ConnectionError: payment service unreachable"
     record = harness.store.effect(key(sid))
     assert record is not None and record.state == "failed"
+
+
+async def test_an_effectful_async_tool_past_its_time_bound_leaves_its_outcome_to_a_person_not_failed(
+    harness: Harness, desk: AgentClient, workspace: Path, tmp_path: Path
+) -> None:
+    """The service may have paid: recorded ``failed``, the model would call again under a new key."""
+    sid = harness.new_session_id()
+    script = write_script(tmp_path, [call("slow_payout", order_id="A-1"), {"text": "paid"}])
+    config = session_config(desk, sid, workspace, script, agent="support", approval=ALLOW_ALL)
+    started = await desk.start(config, "pay it out")
+
+    requested = await wait_for_event(desk, sid, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "reconcile")
+    [failed] = [e for e in (await desk.events(sid)).events if isinstance(e, ToolInvocationFailed)]
+    assert failed.reason == "outcome_unknown" and "stopped after 1 s: the call's time bound" in failed.error
+    record = harness.store.effect(key(sid))
+    assert record is not None and record.state == "claimed"  # open, not failed
+    await desk.reconcile(sid, requested.request.request_id, "applied", note="the service has it")
+    outcome = await desk.wait(sid, started.turn_id, timeout_seconds=60)
+
+    assert outcome.status == "completed"
+    assert (workspace / "payouts.log").read_text().splitlines() == [key(sid)]  # run once
+    record = harness.store.effect(key(sid))
+    assert record is not None and record.state == "applied"
 
 
 async def test_an_agent_the_worker_lacks_fails_the_session_at_once_naming_it_and_the_task_queue(

@@ -15,7 +15,7 @@ def test_a_module_s_agents_and_tools_are_registered_beside_the_built_ins() -> No
     registry = worker_registry(modules=["tests.e2e.agent_tools"], deps=lambda: "db")
 
     assert [a.name for a in agents] == ["support", "order-desk"]
-    assert {t.name for t in tools} == {"lookup_order", "refund", "whoami", "flaky_charge"}
+    assert {t.name for t in tools} == {"lookup_order", "refund", "whoami", "flaky_charge", "slow_payout"}
     assert registry.agent_names() == ["support", "order-desk"] and "fs.read" in registry.names() and "refund" in registry.names()
     assert registry.runtime.deps() == "db"
 
