@@ -321,7 +321,8 @@ class ToolRegistry:
         schema, whatever ``ToolError`` the tool raises, and ``ToolCrashedError`` (a
         ``ToolError``) for any other exception of the tool, so an effectful call that failed
         is recorded ``failed`` in the effect ledger; for a tool that says ``crash_retried`` (a
-        user's ``@tool``), ``CrashToRetry`` instead until ``ctx.final_attempt``. Only an exception
+        user's ``@tool``), ``CrashToRetry`` instead until ``ctx.final_attempt``; a ``SystemExit`` or
+        ``KeyboardInterrupt`` the tool raises counts as such an exception. Only an exception
         raised while ``ctx.is_cancelled()`` (the runner cancelling the call) propagates as it is.
         """
         tool = self.get(call.name)
@@ -335,7 +336,10 @@ class ToolRegistry:
                 output.state_keys = tool.state_keys(args, ctx)
         except ToolError:
             raise
-        except Exception as err:  # noqa: BLE001 - whatever a tool raises, the model gets a typed tool error
+        except (Exception, SystemExit, KeyboardInterrupt) as err:  # noqa: BLE001 - whatever a tool raises, the model gets a typed tool error
+            # A tool calling sys.exit() (an argparse-based helper) or raising KeyboardInterrupt in a
+            # worker thread has stopped, not the worker: treated as any crash, so an effectful call's
+            # claim is released, not left to a person to reconcile.
             if ctx.is_cancelled():
                 raise  # the runner cancelling the call (Temporal raises its CancelledError in the tool's thread)
             if tool.crash_retried and not ctx.final_attempt:

@@ -24,6 +24,8 @@ __all__ = ["ToolRuntime"]
 # How often a thread waiting for an async tool checks for a cancel (seconds): Temporal delivers a
 # cancel to a synchronous activity's thread, which sees it only between waits.
 POLL_SECONDS = 0.2
+# How long a cancelled coroutine may keep the tool loop before the loop is given up (seconds).
+STUCK_SECONDS = 2.0
 
 _UNSET = object()
 
@@ -43,6 +45,7 @@ class ToolRuntime:
         self._loop_lock = threading.Lock()  # starting the loop (deps' async factory needs it under _lock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._async_deps = False
 
     @property
     def has_deps(self) -> bool:
@@ -55,20 +58,26 @@ class ToolRuntime:
                 if self._deps is _UNSET:
                     value = self._factory() if self._factory is not None else None
                     if inspect.isawaitable(value):
-                        value = self._submit(value).result()
+                        value = _outcome(self._submit(value).result())
+                        self._async_deps = True
                     self._deps = value
         return self._deps
 
     def run(self, coroutine: Coroutine[Any, Any, Any], *, timeout: float | None = None, is_cancelled: Callable[[], bool] = lambda: False) -> Any:
         """Run ``coroutine`` on the tool loop and wait for it in this thread; cancels it and raises
-        ``ToolError`` after ``timeout`` seconds or once ``is_cancelled()``; its own exception propagates."""
-        future = self._submit(coroutine)
+        ``ToolError`` after ``timeout`` seconds or once ``is_cancelled()``; its own exception propagates
+        (a ``SystemExit`` or ``KeyboardInterrupt`` too, raised here: the loop goes on). A coroutine
+        that still holds the loop ``STUCK_SECONDS`` after its cancel (it never awaits) is left
+        there with its loop: the next call starts another loop, and deps an async factory made
+        on the stuck loop are made again."""
+        loop = self._running_loop()
+        future = asyncio.run_coroutine_threadsafe(_awaited(coroutine), loop)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
                 wait = POLL_SECONDS if deadline is None else min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
                 try:
-                    return future.result(wait)
+                    return _outcome(future.result(wait))
                 except concurrent.futures.TimeoutError:
                     if is_cancelled():
                         raise ToolError("cancelled") from None
@@ -77,6 +86,24 @@ class ToolRuntime:
         finally:
             if not future.done():
                 future.cancel()  # also when Temporal's cancel interrupts this thread
+                self._leave_if_stuck(loop)
+
+    def _leave_if_stuck(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Give up ``loop`` when it does not run a callback within ``STUCK_SECONDS``: a coroutine
+        holds it without awaiting (``while True: pass``, a blocking call), and would hold every
+        async tool of the worker with it."""
+        alive = threading.Event()
+        try:
+            loop.call_soon_threadsafe(alive.set)
+        except RuntimeError:  # closed meanwhile
+            return
+        if alive.wait(STUCK_SECONDS):
+            return
+        with self._loop_lock:
+            if self._loop is loop:
+                self._loop = self._thread = None
+                if self._async_deps:
+                    self._deps = _UNSET  # bound to the stuck loop
 
     def _submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(_awaited(coroutine), self._running_loop())
@@ -104,6 +131,23 @@ class ToolRuntime:
             loop.close()
 
 
+class _Stopped:
+    """A ``SystemExit`` or ``KeyboardInterrupt`` a coroutine raised, carried out of the tool loop:
+    raised there, it would stop the loop (and every async tool of the worker with it)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
+    try:
+        return await awaitable
+    except (SystemExit, KeyboardInterrupt) as err:
+        return _Stopped(err)
+
+
+def _outcome(value: Any) -> Any:
+    if isinstance(value, _Stopped):
+        raise value.error
+    return value
 

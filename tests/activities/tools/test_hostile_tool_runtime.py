@@ -1,0 +1,114 @@
+"""Careless tools against the worker's shared tool loop and the registry: a tool that calls
+``sys.exit()`` or never awaits costs its own call, never the async tools of every other session."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrt.activities.providers._base import tool_call_from_text
+from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry, ToolRuntime, tool
+from agentrt.schemas import ToolCall, ToolCrashedError, ToolError
+
+
+@tool
+async def quits() -> str:
+    sys.exit(3)
+
+
+@tool
+async def interrupts() -> str:
+    raise KeyboardInterrupt
+
+
+@tool
+async def spins() -> str:
+    while True:  # never awaits: holds the loop it runs on
+        pass
+
+
+@tool
+def quits_sync() -> str:
+    sys.exit(3)
+
+
+@tool
+async def fine() -> str:
+    await asyncio.sleep(0)
+    return "fine"
+
+
+REGISTRY = ToolRegistry([quits, interrupts, spins, quits_sync, fine])
+
+
+def run(runtime: ToolRuntime | None, name: str, tmp_path: Path, **fields: object) -> str:
+    context = ToolContext(workspace=tmp_path, runtime=runtime, **fields)  # type: ignore[arg-type]
+    return REGISTRY.execute(ToolCall(id="c1", name=name, arguments={}), context).text
+
+
+@pytest.fixture
+def runtime() -> object:
+    runtime = ToolRuntime()
+    yield runtime
+    runtime.close()
+
+
+@pytest.mark.parametrize(("name", "error"), [("quits", "SystemExit: 3"), ("interrupts", "KeyboardInterrupt")])
+def test_an_async_tool_that_exits_is_a_crash_and_the_tool_loop_goes_on(
+    runtime: ToolRuntime, tmp_path: Path, name: str, error: str
+) -> None:
+    with pytest.raises(ToolCrashedError, match=f"{name} failed unexpectedly: {error}"):
+        run(runtime, name, tmp_path, timeout_seconds=5)
+    assert run(runtime, "fine", tmp_path, timeout_seconds=5) == "fine"
+
+
+def test_a_sync_tool_that_calls_sys_exit_is_retried_then_a_crash(tmp_path: Path) -> None:
+    with pytest.raises(CrashToRetry) as retried:
+        run(None, "quits_sync", tmp_path, final_attempt=False)
+    assert isinstance(retried.value.error, SystemExit)
+    with pytest.raises(ToolCrashedError, match="quits_sync failed unexpectedly: SystemExit: 3"):
+        run(None, "quits_sync", tmp_path)
+
+
+def test_an_async_tool_that_never_awaits_is_stopped_and_later_async_tools_get_another_loop(
+    runtime: ToolRuntime, tmp_path: Path
+) -> None:
+    with pytest.raises(ToolError, match="stopped after"):
+        run(runtime, "spins", tmp_path, timeout_seconds=0.5)
+    assert run(runtime, "fine", tmp_path, timeout_seconds=5) == "fine"
+
+
+def test_deps_an_async_factory_made_on_a_stuck_loop_are_made_again_on_the_next(tmp_path: Path) -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def make() -> dict[str, object]:
+        loops.append(asyncio.get_running_loop())
+        return {"loop": loops[-1]}
+
+    @tool
+    async def same_loop(ctx: ToolContext) -> bool:
+        return asyncio.get_running_loop() is ctx.deps["loop"]
+
+    registry = ToolRegistry([spins, same_loop])
+    runtime = ToolRuntime(make)
+    try:
+        context = ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=5)
+        assert registry.execute(ToolCall(id="a", name="same_loop", arguments={}), context).text == "true"
+        with pytest.raises(ToolError, match="stopped after"):
+            registry.execute(ToolCall(id="b", name="spins", arguments={}), ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=0.5))
+        context = ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=5)
+        assert registry.execute(ToolCall(id="c", name="same_loop", arguments={}), context).text == "true"
+        assert len(loops) == 2 and loops[0] is not loops[1]
+    finally:
+        runtime.close()
+
+
+@pytest.mark.parametrize(("raw", "word"), [("{\"x\": NaN}", "NaN"), ("{\"x\": [Infinity]}", "Infinity"), ("{\"x\": -Infinity}", "-Infinity")])
+def test_nan_and_infinity_in_argument_text_are_refused_as_not_json(raw: str, word: str) -> None:
+    call = tool_call_from_text("c1", "measure", raw)
+
+    assert call.arguments is None and call.arguments_raw == raw
+    assert call.arguments_error == f"arguments hold {word}, which is not a JSON number"

@@ -1,0 +1,30 @@
+"""Tools a careless user might write, and what a hostile model might send them: each leaves a
+line in the session's workspace when its body runs, so a test can tell whether it ran."""
+
+from __future__ import annotations
+
+import sys
+
+from agentrt import Agent, ToolContext, tool
+
+
+def _ran(ctx: ToolContext, what: str) -> None:
+    with (ctx.workspace / "ran.log").open("a") as f:
+        f.write(what + "\n")
+
+
+@tool(risk="read_only")
+def measure(ctx: ToolContext, length: float, label: str = "") -> str:
+    """Record a length."""
+    _ran(ctx, f"measure {length!r} {label}")
+    return f"measured {length}"
+
+
+@tool(risk="effectful")
+def quit_writer(ctx: ToolContext) -> str:
+    """An effectful tool that calls sys.exit."""
+    _ran(ctx, "quit_writer")
+    sys.exit(2)
+
+
+careless = Agent(name="careless", tools=[measure, quit_writer])
