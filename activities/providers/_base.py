@@ -197,7 +197,7 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
             arguments_error=f"arguments of {len(raw):,} characters are more than a tool call may have ({MAX_ARGUMENT_CHARS:,})",
         )
     try:
-        value = json.loads(raw, parse_constant=_no_constant)
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         return ToolCall(
             id=call_id, name=name, arguments_raw=_kept(raw),
@@ -228,6 +228,14 @@ def _no_constant(word: str) -> Any:
     """``NaN``, ``Infinity`` and ``-Infinity``, which Python's reader takes and JSON has not: kept,
     they would reach a tool as ``nan`` here and as ``null`` after a trip through workflow history."""
     raise _NotJsonNumber(f"arguments hold {word}, which is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A number too large for a float (``1e999``), which Python's reader makes infinity."""
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise _NotJsonNumber(f"arguments hold {text[:40]}, a number too large for a 64-bit float")
+    return number
 
 
 def _kept(raw: str) -> str:

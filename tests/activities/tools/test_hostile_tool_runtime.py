@@ -112,3 +112,10 @@ def test_nan_and_infinity_in_argument_text_are_refused_as_not_json(raw: str, wor
 
     assert call.arguments is None and call.arguments_raw == raw
     assert call.arguments_error == f"arguments hold {word}, which is not a JSON number"
+
+
+def test_a_number_too_large_for_a_float_is_refused_not_read_as_infinity() -> None:
+    call = tool_call_from_text("c1", "measure", '{"x": 1e400}')
+
+    assert call.arguments is None and call.arguments_error == "arguments hold 1e400, a number too large for a 64-bit float"
+    assert tool_call_from_text("c1", "measure", '{"x": 1.5e3}').arguments == {"x": 1500.0}
