@@ -3,7 +3,8 @@ run as server-sent events, as a stock ``@ag-ui/client`` ``HttpAgent`` expects (d
 "AG-UI front ends"). Scope ``sessions``; the token's principal owns the thread.
 
 - ``threadId`` is the session id: the first run of a thread starts the session (its config from
-  ``session_config_for``), a later one sends to it. A thread of another principal is not found (404).
+  ``session_config_for``), a later one sends to it. A thread of another principal is not found (404);
+  one whose session runs another agent (or app) than the path names is refused (409).
 - ``runId`` is one turn: the message is sent with the idempotency key ``ag-ui:<runId>``, so the
   same runId posted again runs nothing new and answers the same turn's run again.
 - Of ``messages`` only the last is sent, and it must be the user's: the session holds the history
@@ -168,6 +169,8 @@ async def _begin(agent: str, body: RunAgentInput, caller: Caller, gateway: Gatew
     thread, key = body.thread_id, run_key(body.run_id)
     exists = await _thread_exists(gateway, caller, thread)
     client = caller.client
+    if exists:
+        await asyncio.to_thread(_check_agent, store, thread, agent, gateway)
     if body.resume:
         if not exists:
             raise problem_for(SessionNotFound(thread))  # as another principal's thread answers
@@ -185,6 +188,24 @@ async def _begin(agent: str, body: RunAgentInput, caller: Caller, gateway: Gatew
     sent = await gateway.in_time(client.send(thread, text, idempotency_key=key))
     gateway.wake_stream(thread)
     return _Run(thread, sent.turn_id)
+
+
+def _check_agent(store: Store, thread: str, agent: str, gateway: Gateway) -> None:
+    """Raise ``Problem`` 409 when the thread's session runs another agent (or app) than ``agent``:
+    a thread is one session, of the agent its first run named, and a run of another agent's
+    path would otherwise be answered by that session's agent, its instructions and tools."""
+    config = store.session_config(thread)
+    if config is None:  # not stored yet: the session is starting
+        return
+    is_app = gateway.profiles is not None and agent in gateway.profiles
+    runs = config.agent if config.agent is not None else f"app {config.profile}"
+    if is_app:
+        other = config.agent is not None or (config.profile is not None and config.profile != agent)
+    else:
+        other = config.agent != agent
+    if other:
+        raise Problem(409, "request-rejected", f"thread {thread!r} is a session of {runs!r}, not of {agent!r}; "
+                      "post it to that agent's path, or start another thread")
 
 
 async def _resume(body: RunAgentInput, caller: Caller, gateway: Gateway, store: Store) -> _Run:

@@ -159,3 +159,22 @@ async def test_a_registered_agent_runs_over_ag_ui_with_its_own_tools(harness: Ha
     assert events and events[-1]["type"] == "RUN_FINISHED", (response.status_code, response.text)
     [result] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
     assert '"total_cents": 1250' in result["content"] or '"total_cents":1250' in result["content"]
+
+
+async def test_a_thread_posted_to_another_agent_s_path_is_refused_and_its_session_gets_nothing(
+    harness: Harness, front: Front, tmp_path: Path
+) -> None:
+    """A front end that routes a thread to another agent would otherwise be answered by the
+    thread's own agent, with its instructions and tools, as if it were the one it named."""
+    write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    thread = harness.new_session_id()
+    _, events = await front.post(run(thread, "run-1", "hi"))
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+    response, _ = await Front(front.http, "billing", tmp_path).post(run(thread, "run-2", "refund me"))
+
+    assert "is a session of 'app scripted', not of 'billing'" in assert_problem(response, 409)["detail"]
+    texts = [m.text for _, m in harness.store.messages(thread) if m.role == "user"]
+    assert texts == ["hi"]
+    _, events = await front.post(run(thread, "run-3", "hi again"))  # its own path still runs it
+    assert events[-1]["type"] == "RUN_FINISHED"
