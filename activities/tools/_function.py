@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PydanticSchemaGenerationError, create_model
@@ -20,6 +21,11 @@ from agentrt.schemas import ConfigurationError, ToolError
 __all__ = ["FunctionTool", "tool", "docstring_parts"]
 
 Risk = Literal["read_only", "idempotent", "effectful"]
+# The longest result text a tool's call gives the model (UTF-8 bytes; the rest is cut, and the
+# text says so), as an MCP tool's (activities/mcp/_results.py); and the most items read of an
+# iterator a tool returns.
+MAX_RESULT_BYTES = 1024 * 1024
+MAX_RESULT_ITEMS = 100_000
 # A tool name as providers take it (OpenAI: ^[a-zA-Z0-9_-]{1,64}$; agentrt's own use dots).
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields|Examples?|Notes?)\s*:\s*$")
@@ -202,14 +208,27 @@ class FunctionTool(Tool):
 
 def result_text(name: str, result: Any) -> str:
     """What the model reads of a tool's return value: a ``str`` as it is, anything else as JSON
-    (pydantic models, dataclasses, dicts, lists, numbers, None). Raises ``ToolError`` for a value
-    with no JSON form."""
-    if isinstance(result, str):
+    (pydantic models, dataclasses, dicts, lists, numbers, None; an iterator or generator as the
+    list of its first ``MAX_RESULT_ITEMS`` items, which never reads on past them), cut at
+    ``MAX_RESULT_BYTES`` (UTF-8) with a last line saying how much was left out, as an MCP tool's
+    result is. Raises ``ToolError`` for a value with no JSON form."""
+    if isinstance(result, Iterator):  # a generator that never ends must not hold the call's thread
+        items = list(islice(result, MAX_RESULT_ITEMS + 1))
+        if len(items) > MAX_RESULT_ITEMS:
+            raise ToolError(f"{name} returned an iterator of more than {MAX_RESULT_ITEMS:,} items; return a list")
+        result = items
+    if not isinstance(result, str):
+        try:
+            result = to_json(result).decode()
+        except PydanticSerializationError as err:
+            raise ToolError(f"{name} returned a {type(result).__name__}, which has no JSON form: {err}") from err
+    if len(result) <= MAX_RESULT_BYTES // 4:
         return result
-    try:
-        return to_json(result).decode()
-    except PydanticSerializationError as err:
-        raise ToolError(f"{name} returned a {type(result).__name__}, which has no JSON form: {err}") from err
+    data = result.encode(errors="surrogatepass")
+    if len(data) <= MAX_RESULT_BYTES:
+        return result
+    kept = data[:MAX_RESULT_BYTES].decode(errors="ignore")
+    return f"{kept}\n[cut: {len(data) - len(kept.encode(errors='surrogatepass')):,} more bytes of {name}'s result not shown]"
 
 
 @overload

@@ -1,16 +1,22 @@
 """Careless tools against the worker's shared tool loop and the registry: a tool that calls
-``sys.exit()`` or never awaits costs its own call, never the async tools of every other session."""
+``sys.exit()`` or never awaits costs its own call, never the async tools of every other session;
+a result too big, endless or recursive is bounded or refused; and argument text JSON does not
+allow never reaches a tool."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentrt.activities.providers._base import tool_call_from_text
 from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry, ToolRuntime, tool
+from agentrt.activities.tools._function import MAX_RESULT_BYTES, MAX_RESULT_ITEMS
 from agentrt.schemas import ToolCall, ToolCrashedError, ToolError
 
 
@@ -119,3 +125,56 @@ def test_a_number_too_large_for_a_float_is_refused_not_read_as_infinity() -> Non
 
     assert call.arguments is None and call.arguments_error == "arguments hold 1e400, a number too large for a 64-bit float"
     assert tool_call_from_text("c1", "measure", '{"x": 1.5e3}').arguments == {"x": 1500.0}
+
+
+def test_a_huge_result_is_cut_at_a_mebibyte_saying_how_much_was_left_out(tmp_path: Path) -> None:
+    @tool
+    def dump() -> str:
+        return "é" * (3 * MAX_RESULT_BYTES)  # two bytes each in UTF-8
+
+    text = ToolRegistry([dump]).execute(ToolCall(id="c1", name="dump", arguments={}), ToolContext(workspace=tmp_path)).text
+
+    body, note = text.rsplit("\n", 1)
+    assert len(body.encode()) == MAX_RESULT_BYTES and set(body) == {"é"}
+    assert note == f"[cut: {6 * MAX_RESULT_BYTES - MAX_RESULT_BYTES:,} more bytes of dump's result not shown]"
+
+
+def test_a_generator_result_is_its_items_and_one_that_never_ends_is_a_tool_error_not_a_hang(tmp_path: Path) -> None:
+    @tool
+    def few() -> Iterator[int]:
+        yield from range(3)
+
+    @tool
+    def endless() -> Iterator[int]:
+        return itertools.count()
+
+    registry = ToolRegistry([few, endless])
+    context = ToolContext(workspace=tmp_path)
+    assert registry.execute(ToolCall(id="c1", name="few", arguments={}), context).text == "[0,1,2]"
+    with pytest.raises(ToolError, match=f"endless returned an iterator of more than {MAX_RESULT_ITEMS:,} items"):
+        registry.execute(ToolCall(id="c2", name="endless", arguments={}), context)
+
+
+@pytest.mark.parametrize("make", [lambda: _cycle(), lambda: _deep(10_000)])
+def test_a_recursive_or_bottomless_result_is_a_tool_error(tmp_path: Path, make: Any) -> None:
+    @tool
+    def odd() -> object:
+        return make()
+
+    with pytest.raises(ToolError, match="has no JSON form"):
+        ToolRegistry([odd]).execute(ToolCall(id="c1", name="odd", arguments={}), ToolContext(workspace=tmp_path))
+
+
+def _cycle() -> list[object]:
+    items: list[object] = []
+    items.append(items)
+    return items
+
+
+def _deep(depth: int) -> list[object]:
+    root: list[object] = []
+    level = root
+    for _ in range(depth):
+        level.append([])
+        level = level[0]  # type: ignore[assignment]
+    return root
