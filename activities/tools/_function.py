@@ -21,6 +21,8 @@ from agentrt.schemas import ConfigurationError, ToolError
 __all__ = ["FunctionTool", "tool", "docstring_parts"]
 
 Risk = Literal["read_only", "idempotent", "effectful"]
+# Parameter names that say "the call's context": unannotated, the model would be asked for them.
+_CONTEXT_NAMES = frozenset({"ctx", "context", "tool_context"})
 # The longest result text a tool's call gives the model (UTF-8 bytes; the rest is cut, and the
 # text says so), as an MCP tool's (activities/mcp/_results.py); and the most items read of an
 # iterator a tool returns.
@@ -163,6 +165,11 @@ class FunctionTool(Tool):
                     raise ConfigurationError(f"tool {self.name!r}: the ToolContext parameter must come first")
                 self.takes_context = True
                 continue
+            if param.name in _CONTEXT_NAMES and param.name not in hints:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: parameter {param.name!r} has no annotation; write `{param.name}: ToolContext` "
+                    "for the call's context (unannotated, it is an argument the model fills in)"
+                )
             if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 raise ConfigurationError(f"tool {self.name!r}: *args and **kwargs have no JSON Schema; name each argument")
             if param.kind is inspect.Parameter.POSITIONAL_ONLY:

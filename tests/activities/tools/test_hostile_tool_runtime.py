@@ -17,7 +17,7 @@ import pytest
 from agentrt.activities.providers._base import tool_call_from_text
 from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry, ToolRuntime, tool
 from agentrt.activities.tools._function import MAX_RESULT_BYTES, MAX_RESULT_ITEMS
-from agentrt.schemas import ToolCall, ToolCrashedError, ToolError
+from agentrt.schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolCrashedError, ToolError
 
 
 @tool
@@ -178,3 +178,35 @@ def _deep(depth: int) -> list[object]:
         level.append([])
         level = level[0]  # type: ignore[assignment]
     return root
+
+
+@pytest.mark.parametrize("name", ["ctx", "context"])
+def test_an_unannotated_context_parameter_is_refused_where_the_tool_is_defined(name: str) -> None:
+    """Unannotated, ``ctx`` would be an argument of the schema: the model would choose its value."""
+    namespace: dict[str, Any] = {}
+    exec(f"def lookup({name}, order_id: str) -> str:\n    return order_id\n", namespace)
+
+    with pytest.raises(ConfigurationError, match=f"parameter '{name}' has no annotation; write `{name}: ToolContext`"):
+        tool(namespace["lookup"])
+
+
+def test_a_parameter_called_context_with_a_type_is_an_argument_like_any_other() -> None:
+    @tool
+    def note(context: str) -> str:
+        return context
+
+    assert list(note.spec().parameters["properties"]) == ["context"]
+
+
+@pytest.mark.parametrize("arguments", [{"ctx": {"session_id": "other"}}, {"deps": {"payments": "mine"}}, {"__class__": "x"}])
+def test_a_model_cannot_set_the_call_s_context_or_its_deps(tmp_path: Path, arguments: dict[str, Any]) -> None:
+    seen: list[object] = []
+
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        seen.append(ctx)
+        return ctx.session_id
+
+    with pytest.raises(ToolArgumentsError, match=f"extra field '{next(iter(arguments))}' not allowed"):
+        ToolRegistry([whoami]).execute(ToolCall(id="c1", name="whoami", arguments=arguments), ToolContext(workspace=tmp_path))
+    assert seen == []
