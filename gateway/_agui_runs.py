@@ -12,7 +12,7 @@ run as server-sent events, as a stock ``@ag-ui/client`` ``HttpAgent`` expects (d
   with it, nor sent, whatever they say.
 - ``tools`` (front-end tools), ``context``, ``state`` and ``forwardedProps`` (but its
   ``workspace`` and ``script`` on a thread's first run) are ignored.
-- ``resume`` answers the interrupts of the run before (``_agui_interrupts``) and continues that turn.
+- ``resume`` answers the interrupts of the run before (``_agui_interrupts``), each once, and continues that turn.
 
 The response: ``RUN_STARTED`` (the client's threadId and runId), the turn's events as the ag-ui
 encoding of the session's stream carries them, rewritten for the client's messages
@@ -52,7 +52,7 @@ from starlette.responses import Response
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.gateway._agui_interrupts import ResumeRefused, apply_resume, interrupt_for
+from agentrt.gateway._agui_interrupts import ResumeRefused, interrupt_for, resume_decision
 from agentrt.gateway._agui_transcript import RunTranscript
 from agentrt.gateway._auth import Caller, Gateway, caller_for, gateway_of
 from agentrt.gateway._errors import Problem, problem_for
@@ -216,20 +216,22 @@ async def _resume(body: RunAgentInput, caller: Caller, gateway: Gateway, store: 
     pending = {r.request_id: r for r in (await caller.client.state(thread)).pending_approvals}
     entries = body.resume or []
     named = {e.interrupt_id for e in entries}
+    if len(named) < len(entries):  # checked before any is given: a second answer would fail after the first took effect
+        twice = sorted({e.interrupt_id for e in entries if [x.interrupt_id for x in entries].count(e.interrupt_id) > 1})
+        return _Run(thread, error=("duplicate_interrupt", f"resume answers {', '.join(twice)} more than once; answer each interrupt once"))
     if missing := sorted(set(pending) - named):
         return _Run(thread, error=("resume_incomplete", f"resume answers no open interrupt {', '.join(missing)}"))
     turns = {r.turn_id for r in pending.values()}
     asked = await asyncio.to_thread(_requests, store, thread, named, turns)
     if unknown := sorted(named - set(asked)):
         return _Run(thread, error=("unknown_interrupt", f"the thread has no interrupt {', '.join(unknown)}"))
-    for entry in entries:
-        request = pending.get(entry.interrupt_id)
-        if request is None:
-            continue
+    try:  # every payload read before any decision is given: a bad last entry leaves the first undecided
+        decisions = [resume_decision(caller.client, thread, pending[e.interrupt_id], e) for e in entries if e.interrupt_id in pending]
+    except ResumeRefused as err:
+        return _Run(thread, error=(err.code, str(err)))
+    for decision in decisions:
         try:
-            await gateway.in_time(apply_resume(caller.client, thread, request, entry))
-        except ResumeRefused as err:
-            return _Run(thread, error=(err.code, str(err)))
+            await gateway.in_time(decision())
         except RequestRejected as err:
             return _Run(thread, error=("resume_rejected", err.reason))
     gateway.wake_stream(thread)

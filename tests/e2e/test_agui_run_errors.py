@@ -178,3 +178,39 @@ async def test_a_thread_posted_to_another_agent_s_path_is_refused_and_its_sessio
     assert texts == ["hi"]
     _, events = await front.post(run(thread, "run-3", "hi again"))  # its own path still runs it
     assert events[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_resume_answering_one_interrupt_twice_is_a_run_error_and_decides_nothing(
+    harness: Harness, front: Front, tmp_path: Path
+) -> None:
+    """Given in turn, the approval would take effect (the file written) and the denial then fail:
+    a RUN_ERROR for a resume whose first answer ran the call."""
+    thread = await waiting(harness, front, tmp_path)
+    twice = [answer("req-1", {"approved": True}), answer("req-1", {"approved": False})]
+
+    _, events = await front.post(run(thread, "run-2", None, resume=twice))
+
+    assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_ERROR"] and events[1]["code"] == "duplicate_interrupt", events
+    assert "req-1 more than once" in events[1]["message"]
+    assert await pending(harness, thread) == ["req-1"]
+    assert not (tmp_path / "ws" / "notes.md").exists()
+
+
+async def test_a_resume_whose_last_answer_is_no_decision_gives_none_of_its_answers(
+    harness: Harness, front: Front, tmp_path: Path
+) -> None:
+    write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.md", "content": "a"}},
+                        {"name": "fs.write", "arguments": {"path": "b.md", "content": "b"}}]},
+        {"text": "done"},
+    ])
+    thread = harness.new_session_id()
+    _, events = await front.post(run(thread, "run-1"))
+    assert sorted(i["id"] for i in events[-1]["outcome"]["interrupts"]) == ["req-1", "req-2"], events[-1]
+
+    resume = [answer("req-1", {"approved": True}), answer("req-2", {"approved": "sure"})]
+    _, events = await front.post(run(thread, "run-2", None, resume=resume))
+
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "invalid_resume_payload", events
+    assert sorted(await pending(harness, thread)) == ["req-1", "req-2"]
+    assert not (tmp_path / "ws" / "a.md").exists()
