@@ -109,8 +109,9 @@ class FunctionTool(Tool):
 
     ``Args`` is a pydantic model of the function's parameters (extra names forbidden; a parameter
     annotated ``ToolContext``, first, gets the call's context instead). The function may be
-    synchronous (run in the activity's thread) or ``async`` (run on the worker's tool event loop,
-    ``ToolRuntime``). It returns ``str`` (as it is), a ``ToolOutput``, a pydantic model or JSON-able
+    synchronous (run on a thread of its own that the activity's thread waits for,
+    ``ToolRuntime.call``) or ``async`` (run on the worker's tool event loop, ``ToolRuntime``),
+    each bounded by the call's time. It returns ``str`` (as it is), a ``ToolOutput``, a pydantic model or JSON-able
     data (as JSON). It raises ``ToolError`` (or a subclass) for a failure the model should see;
     any other exception is retried by the activity's retry policy and, at the last attempt,
     becomes a ``ToolCrashedError`` the model sees (``crash_retried``).
@@ -207,7 +208,7 @@ class FunctionTool(Tool):
         if self.is_async:
             result = ctx.run_async(self.function(*positional, **kwargs))
         else:
-            result = self.function(*positional, **kwargs)
+            result = ctx.run_sync(self.function, positional, kwargs)
         if inspect.iscoroutine(result):
             result = ctx.run_async(result)  # a sync function that returned a coroutine
         return result if isinstance(result, ToolOutput) else ToolOutput(result_text(self.name, result))

@@ -114,6 +114,15 @@ class ToolContext:
         left = max(0.0, self.timeout_seconds - (time.monotonic() - self.started))
         return self.runtime.run(coroutine, timeout=left, is_cancelled=self.is_cancelled)
 
+    def run_sync(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a sync tool's ``function`` on a thread of its own (``ToolRuntime.call``), bounded by
+        what is left of ``timeout_seconds`` and stopped by a cancel, so that one that never returns
+        holds no activity slot of the worker; outside a worker, here."""
+        if self.runtime is None:
+            return function(*args, **kwargs)
+        left = max(0.0, self.timeout_seconds - (time.monotonic() - self.started))
+        return self.runtime.call(function, args, kwargs, timeout=left, is_cancelled=self.is_cancelled)
+
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
         self.skill_paths = tuple(Path(p) for p in self.skill_paths)

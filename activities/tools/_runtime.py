@@ -1,8 +1,10 @@
 """What a worker's tools share and nothing serializes: the dependencies (``deps``: an HTTP client, a
-database pool) and one event loop, on a thread of its own, for ``async`` tools.
+database pool), one event loop, on a thread of its own, for ``async`` tools, and a thread per call
+for sync ones.
 
 The ``tool.execute`` activity runs in a thread pool; an ``async`` tool's coroutine goes to this
-loop and the activity's thread waits for it. The worker's own event loop never runs a user's
+loop, a sync tool's function to a new thread, and the activity's thread waits for either, bounded
+by the call's time: a tool that never returns costs its own thread, not one of the pool's. The worker's own event loop never runs a user's
 coroutine (a tool that blocks would stall every heartbeat of the worker), and no call pays for a
 new loop; dependencies an async factory builds are bound to this loop, where every async tool runs.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import inspect
 import threading
 import time
@@ -26,6 +29,8 @@ __all__ = ["ToolRuntime"]
 POLL_SECONDS = 0.2
 # How long a cancelled coroutine may keep the tool loop before the loop is given up (seconds).
 STUCK_SECONDS = 2.0
+# Sync calls past their time bound whose threads may still run before new sync calls are refused.
+MAX_STUCK_THREADS = 64
 
 _UNSET = object()
 
@@ -46,6 +51,7 @@ class ToolRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._async_deps = False
+        self._stuck: list[threading.Thread] = []  # sync calls past their time bound, still running
 
     @property
     def has_deps(self) -> bool:
@@ -72,21 +78,43 @@ class ToolRuntime:
         on the stuck loop are made again."""
         loop = self._running_loop()
         future = asyncio.run_coroutine_threadsafe(_awaited(coroutine), loop)
-        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while True:
-                wait = POLL_SECONDS if deadline is None else min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
-                try:
-                    return _outcome(future.result(wait))
-                except concurrent.futures.TimeoutError:
-                    if is_cancelled():
-                        raise ToolError("cancelled") from None
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise ToolError(f"stopped after {timeout:g} s: the call's time bound") from None
+            return _outcome(_waited(future, timeout, is_cancelled))
         finally:
             if not future.done():
                 future.cancel()  # also when Temporal's cancel interrupts this thread
                 self._leave_if_stuck(loop)
+
+    def call(
+        self, function: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
+        timeout: float | None = None, is_cancelled: Callable[[], bool] = lambda: False,
+    ) -> Any:
+        """``function(*args, **kwargs)`` (a sync tool) on a thread of its own, waited for in this
+        thread (in the caller's ``contextvars`` context); raises ``ToolError`` after ``timeout``
+        seconds or once ``is_cancelled()``, leaving a function that does not return on its thread
+        (Python cannot stop a thread), so that it holds neither this thread (one of the worker's
+        activity slots) nor any other call. Its own exception propagates. Raises ``ToolError``
+        while ``MAX_STUCK_THREADS`` calls that did not return still run."""
+        stuck = [t for t in self._stuck if t.is_alive()]
+        self._stuck = stuck
+        if len(stuck) >= MAX_STUCK_THREADS:
+            raise ToolError(f"{len(stuck)} earlier tool calls of this worker never returned; restart the worker")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        context = contextvars.copy_context()
+
+        def target() -> None:
+            try:
+                future.set_result(context.run(function, *args, **(kwargs or {})))
+            except BaseException as err:  # noqa: BLE001 - SystemExit too: raised in the waiting thread
+                future.set_exception(err)
+
+        thread = threading.Thread(target=target, name=f"agentrt-tool-{getattr(function, '__name__', 'call')}", daemon=True)
+        thread.start()
+        try:
+            return _waited(future, timeout, is_cancelled)
+        finally:
+            if not future.done():
+                self._stuck.append(thread)
 
     def _leave_if_stuck(self, loop: asyncio.AbstractEventLoop) -> None:
         """Give up ``loop`` when it does not run a callback within ``STUCK_SECONDS``: a coroutine
@@ -137,6 +165,21 @@ class _Stopped:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+
+def _waited(future: concurrent.futures.Future[Any], timeout: float | None, is_cancelled: Callable[[], bool]) -> Any:
+    """``future``'s result, waited for in this thread; ``ToolError`` after ``timeout`` seconds or
+    once ``is_cancelled()`` (looked at every ``POLL_SECONDS``)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        wait = POLL_SECONDS if deadline is None else min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
+        try:
+            return future.result(wait)
+        except concurrent.futures.TimeoutError:
+            if is_cancelled():
+                raise ToolError("cancelled") from None
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ToolError(f"stopped after {timeout:.3g} s: the call's time bound") from None
 
 
 async def _awaited(awaitable: Any) -> Any:

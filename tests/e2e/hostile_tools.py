@@ -28,3 +28,16 @@ def quit_writer(ctx: ToolContext) -> str:
 
 
 careless = Agent(name="careless", tools=[measure, quit_writer])
+
+
+@tool(risk="read_only", timeout_seconds=2)
+def stuck(ctx: ToolContext) -> str:
+    """A tool that waits on something that never comes, without looking at is_cancelled."""
+    import threading
+
+    _ran(ctx, "stuck")
+    threading.Event().wait()
+    return "never"
+
+
+stuck_desk = Agent(name="stuck-desk", tools=[stuck, measure])

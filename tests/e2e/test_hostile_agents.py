@@ -1,9 +1,11 @@
 """A hostile model and a careless user against ``@tool`` and ``Agent`` on the real server: what the
-model sends that JSON does not allow never reaches a tool, and a tool that calls ``sys.exit()``
-is a crash like any other (retried, then reported), not an effect left for a person to reconcile."""
+model sends that JSON does not allow never reaches a tool, a tool that calls ``sys.exit()`` is a
+crash like any other (retried, then reported), not an effect left for a person to reconcile, and
+sync tools that never return are stopped at their bound without taking the worker's slots."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from agentrt.client import AgentClient
 from agentrt.worker import build_worker
 from tests.conftest import Harness
 from tests.e2e._support import event_types, session_config, write_script
-from tests.e2e.hostile_tools import careless
+from tests.e2e.hostile_tools import careless, stuck_desk
 
 
 @pytest.fixture
@@ -65,3 +67,28 @@ async def test_an_effectful_tool_that_calls_sys_exit_is_retried_then_reported_no
     assert "PermissionRequested" not in event_types((await desk.events(sid)).events)
     record = harness.store.effect(f"session-{sid}/turn-1/2/call_0_0")
     assert record is not None and record.state == "failed"
+
+
+async def test_sync_tools_that_never_return_are_stopped_at_their_bound_and_the_worker_goes_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """More stuck calls than the worker has activity slots: each is stopped at its time bound
+    (its thread left to itself), and the worker still runs the next session's tools."""
+    queue = harness.task_queue + "-stuck"
+    worker = build_worker(harness.temporal, harness.config, harness.store, task_queue=queue, agents=[stuck_desk],
+                          max_concurrent_activities=2)
+    async with worker:
+        desk = harness.client_on(queue)
+        for i in range(3):
+            sid = harness.new_session_id()
+            script = write_script(tmp_path, [{"tool_calls": [{"name": "stuck", "arguments": {}}]}, {"text": "done"}], name=f"s{i}.json")
+            config = session_config(desk, sid, workspace, script, agent="stuck-desk")
+            _, outcome = await asyncio.wait_for(desk.start_and_wait(config, "go"), 120)  # a wedged worker: fail, not hang
+            assert outcome.status == "completed"
+            assert tool_texts(harness, sid) == ["error: stopped after 2 s: the call's time bound"]
+        sid = harness.new_session_id()
+        script = write_script(tmp_path, [{"tool_calls": [{"name": "measure", "arguments": {"length": 3}}]}, {"text": "done"}])
+        _, outcome = await asyncio.wait_for(desk.start_and_wait(session_config(desk, sid, workspace, script, agent="stuck-desk"), "go"), 120)
+
+    assert outcome.status == "completed" and tool_texts(harness, sid) == ["measured 3.0"]
+    assert ran(workspace) == ["stuck"] * 3 + ["measure 3.0 "]

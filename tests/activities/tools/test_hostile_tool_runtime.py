@@ -6,8 +6,10 @@ allow never reaches a tool."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 
 from agentrt.activities.providers._base import tool_call_from_text
 from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry, ToolRuntime, tool
+from agentrt.activities.tools import _runtime
 from agentrt.activities.tools._function import MAX_RESULT_BYTES, MAX_RESULT_ITEMS
 from agentrt.schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolCrashedError, ToolError
 
@@ -210,3 +213,59 @@ def test_a_model_cannot_set_the_call_s_context_or_its_deps(tmp_path: Path, argum
     with pytest.raises(ToolArgumentsError, match=f"extra field '{next(iter(arguments))}' not allowed"):
         ToolRegistry([whoami]).execute(ToolCall(id="c1", name="whoami", arguments=arguments), ToolContext(workspace=tmp_path))
     assert seen == []
+
+
+def test_a_sync_tool_that_never_returns_is_stopped_at_its_bound_on_a_thread_of_its_own(runtime: ToolRuntime, tmp_path: Path) -> None:
+    release = threading.Event()
+    threads: list[str] = []
+
+    @tool
+    def hangs() -> str:
+        threads.append(threading.current_thread().name)
+        release.wait()
+        return "late"
+
+    try:
+        with pytest.raises(ToolError, match="stopped after 0.3 s"):
+            ToolRegistry([hangs]).execute(ToolCall(id="c1", name="hangs", arguments={}),
+                                          ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=0.3))
+        assert threads == ["agentrt-tool-hangs"]
+    finally:
+        release.set()
+
+
+def test_a_sync_tool_on_its_thread_sees_its_arguments_and_the_caller_s_context_and_raises_as_it_would(
+    runtime: ToolRuntime, tmp_path: Path
+) -> None:
+    where: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="")
+    where.set("activity")
+
+    @tool
+    def echo(timeout: int, is_cancelled: str) -> str:  # names of ToolRuntime.call's own keywords
+        return f"{timeout} {is_cancelled} {where.get()}"
+
+    registry = ToolRegistry([echo, quits_sync])
+    context = ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=5)
+    assert registry.execute(ToolCall(id="c1", name="echo", arguments={"timeout": 3, "is_cancelled": "no"}), context).text == "3 no activity"
+    with pytest.raises(ToolCrashedError, match="SystemExit: 3"):
+        registry.execute(ToolCall(id="c2", name="quits_sync", arguments={}), context)
+
+
+def test_past_the_most_stuck_threads_a_sync_call_is_refused(runtime: ToolRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_runtime, "MAX_STUCK_THREADS", 2)
+    release = threading.Event()
+
+    @tool
+    def hangs() -> str:
+        release.wait()
+        return "late"
+
+    registry = ToolRegistry([hangs])
+    try:
+        for _ in range(2):
+            with pytest.raises(ToolError, match="stopped after"):
+                registry.execute(ToolCall(id="c", name="hangs", arguments={}), ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=0.1))
+        with pytest.raises(ToolError, match="2 earlier tool calls of this worker never returned"):
+            registry.execute(ToolCall(id="c", name="hangs", arguments={}), ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=0.1))
+    finally:
+        release.set()
