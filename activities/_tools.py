@@ -25,7 +25,7 @@ from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities._telemetry import tool_call
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry
+from agentrt.activities.tools import CrashToRetry, ToolContext, ToolLeftRunning, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
     TOOL_EXECUTE,
@@ -134,6 +134,12 @@ class ToolActivities:
             note = f"attempt {activity.info().attempt} raised {type(crash.error).__name__}; released for the retry"
             self._store.reconcile_effect(input.idempotency_key, "not_applied", note)
             raise
+        if error_type == ToolLeftRunning.__name__:
+            # The function still runs on its thread: the effect may yet apply. The claim stays
+            # without a record, and a person says what happened (as after a worker's crash).
+            error = EffectOutcomeUnknown(input.idempotency_key)
+            raise ApplicationError(f"{error} ({text.removeprefix('error: ')}; the call still runs)",
+                                   {"idempotency_key": input.idempotency_key}, type="EffectOutcomeUnknown", non_retryable=True)
         self._store.record_effect(input.idempotency_key, "applied" if ok else "failed", text)
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from agentrt.schemas import ToolError
 
-__all__ = ["ToolRuntime"]
+__all__ = ["ToolLeftRunning", "ToolRuntime"]
 
 # How often a thread waiting for an async tool checks for a cancel (seconds): Temporal delivers a
 # cancel to a synchronous activity's thread, which sees it only between waits.
@@ -93,8 +93,8 @@ class ToolRuntime:
         thread (in the caller's ``contextvars`` context); raises ``ToolError`` after ``timeout``
         seconds or once ``is_cancelled()``, leaving a function that does not return on its thread
         (Python cannot stop a thread), so that it holds neither this thread (one of the worker's
-        activity slots) nor any other call. Its own exception propagates. Raises ``ToolError``
-        while ``MAX_STUCK_THREADS`` calls that did not return still run."""
+        activity slots) nor any other call: then ``ToolLeftRunning``. Its own exception propagates.
+        Raises ``ToolError`` while ``MAX_STUCK_THREADS`` calls that did not return still run."""
         stuck = [t for t in self._stuck if t.is_alive()]
         self._stuck = stuck
         if len(stuck) >= MAX_STUCK_THREADS:
@@ -112,9 +112,11 @@ class ToolRuntime:
         thread.start()
         try:
             return _waited(future, timeout, is_cancelled)
-        finally:
-            if not future.done():
-                self._stuck.append(thread)
+        except ToolError as err:
+            if future.done():
+                raise
+            self._stuck.append(thread)
+            raise ToolLeftRunning(str(err)) from None
 
     def _leave_if_stuck(self, loop: asyncio.AbstractEventLoop) -> None:
         """Give up ``loop`` when it does not run a callback within ``STUCK_SECONDS``: a coroutine
@@ -157,6 +159,11 @@ class ToolRuntime:
         thread.join(timeout=5)
         if not thread.is_alive():
             loop.close()
+
+
+class ToolLeftRunning(ToolError):
+    """A sync call stopped at its time bound (or by a cancel) while its function still runs on its
+    thread: whatever it does may still happen, so an effectful call's outcome is unknown."""
 
 
 class _Stopped:

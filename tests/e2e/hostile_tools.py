@@ -41,3 +41,16 @@ def stuck(ctx: ToolContext) -> str:
 
 
 stuck_desk = Agent(name="stuck-desk", tools=[stuck, measure])
+
+
+@tool(risk="effectful", timeout_seconds=2)
+def stuck_charge(ctx: ToolContext, order_id: str) -> str:
+    """An effectful tool whose payment service never answers (it may still charge)."""
+    import threading
+
+    _ran(ctx, f"stuck_charge {order_id}")
+    threading.Event().wait()
+    return "never"
+
+
+stuck_desk = Agent(name="stuck-desk", tools=[stuck, measure, stuck_charge])

@@ -14,7 +14,8 @@ import pytest
 from agentrt.client import AgentClient
 from agentrt.worker import build_worker
 from tests.conftest import Harness
-from tests.e2e._support import event_types, session_config, write_script
+from agentrt.schemas import PermissionRequested
+from tests.e2e._support import event_types, session_config, wait_for_event, write_script
 from tests.e2e.hostile_tools import careless, stuck_desk
 
 
@@ -92,3 +93,24 @@ async def test_sync_tools_that_never_return_are_stopped_at_their_bound_and_the_w
 
     assert outcome.status == "completed" and tool_texts(harness, sid) == ["measured 3.0"]
     assert ran(workspace) == ["stuck"] * 3 + ["measure 3.0 "]
+
+
+async def test_an_effectful_sync_tool_stopped_at_its_bound_asks_a_person_what_happened_not_records_failed(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """Its function still runs on its thread and may yet charge: the outcome is unknown."""
+    queue = harness.task_queue + "-stuck-charge"
+    async with build_worker(harness.temporal, harness.config, harness.store, task_queue=queue, agents=[stuck_desk]):
+        desk = harness.client_on(queue)
+        sid = harness.new_session_id()
+        script = write_script(tmp_path, [{"tool_calls": [{"name": "stuck_charge", "arguments": {"order_id": "A-1"}}]}, {"text": "done"}])
+        started = await desk.start(session_config(desk, sid, workspace, script, agent="stuck-desk", approval={"effectful": "allow"}), "charge")
+
+        asked = await wait_for_event(desk, sid, lambda e: isinstance(e, PermissionRequested))
+        assert isinstance(asked, PermissionRequested) and asked.request.kind == "reconcile"
+        record = harness.store.effect(f"session-{sid}/turn-1/2/call_0_0")
+        assert record is not None and record.state == "claimed"
+        await desk.reconcile(sid, asked.request.request_id, "applied", "the provider shows the charge")
+        outcome = await asyncio.wait_for(desk.wait(sid, started.turn_id), 60)
+
+    assert outcome.status == "completed" and ran(workspace) == ["stuck_charge A-1"]

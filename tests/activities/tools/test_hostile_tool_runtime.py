@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agentrt.activities.providers._base import tool_call_from_text
+from agentrt.activities.providers import tool_call_from_text
 from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry, ToolRuntime, tool
 from agentrt.activities.tools import _runtime
 from agentrt.activities.tools._function import MAX_RESULT_BYTES, MAX_RESULT_ITEMS
