@@ -74,16 +74,18 @@ class ToolRuntime:
         ``ToolError`` after ``timeout`` seconds or once ``is_cancelled()``; its own exception propagates
         (a ``SystemExit`` or ``KeyboardInterrupt`` too, raised here: the loop goes on). A coroutine
         that still holds the loop ``STUCK_SECONDS`` after its cancel (it never awaits) is left
-        there with its loop: the next call starts another loop, and deps an async factory made
-        on the stuck loop are made again."""
+        there with its loop (``ToolLeftRunning``): the next call starts another loop, and deps an
+        async factory made on the stuck loop are made again."""
         loop = self._running_loop()
         future = asyncio.run_coroutine_threadsafe(_awaited(coroutine), loop)
         try:
             return _outcome(_waited(future, timeout, is_cancelled))
-        finally:
+        except BaseException as err:  # also Temporal's cancel, raised in this thread
             if not future.done():
-                future.cancel()  # also when Temporal's cancel interrupts this thread
-                self._leave_if_stuck(loop)
+                future.cancel()
+                if self._leave_if_stuck(loop) and isinstance(err, ToolError):
+                    raise ToolLeftRunning(str(err)) from None  # the coroutine runs on, on the given-up loop
+            raise
 
     def call(
         self, function: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
@@ -118,22 +120,23 @@ class ToolRuntime:
             self._stuck.append(thread)
             raise ToolLeftRunning(str(err)) from None
 
-    def _leave_if_stuck(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _leave_if_stuck(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Give up ``loop`` when it does not run a callback within ``STUCK_SECONDS``: a coroutine
         holds it without awaiting (``while True: pass``, a blocking call), and would hold every
-        async tool of the worker with it."""
+        async tool of the worker with it. True when it was given up."""
         alive = threading.Event()
         try:
             loop.call_soon_threadsafe(alive.set)
         except RuntimeError:  # closed meanwhile
-            return
+            return False
         if alive.wait(STUCK_SECONDS):
-            return
+            return False
         with self._loop_lock:
             if self._loop is loop:
                 self._loop = self._thread = None
                 if self._async_deps:
                     self._deps = _UNSET  # bound to the stuck loop
+        return True
 
     def _submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(_awaited(coroutine), self._running_loop())

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agentrt.activities.providers import tool_call_from_text
-from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry, ToolRuntime, tool
+from agentrt.activities.tools import CrashToRetry, ToolContext, ToolLeftRunning, ToolRegistry, ToolRuntime, tool
 from agentrt.activities.tools import _runtime
 from agentrt.activities.tools._function import MAX_RESULT_BYTES, MAX_RESULT_ITEMS
 from agentrt.schemas import ConfigurationError, ToolArgumentsError, ToolCall, ToolCrashedError, ToolError
@@ -85,7 +85,7 @@ def test_a_sync_tool_that_calls_sys_exit_is_retried_then_a_crash(tmp_path: Path)
 def test_an_async_tool_that_never_awaits_is_stopped_and_later_async_tools_get_another_loop(
     runtime: ToolRuntime, tmp_path: Path
 ) -> None:
-    with pytest.raises(ToolError, match="stopped after"):
+    with pytest.raises(ToolLeftRunning, match="stopped after"):
         run(runtime, "spins", tmp_path, timeout_seconds=0.5)
     assert run(runtime, "fine", tmp_path, timeout_seconds=5) == "fine"
 
@@ -226,7 +226,7 @@ def test_a_sync_tool_that_never_returns_is_stopped_at_its_bound_on_a_thread_of_i
         return "late"
 
     try:
-        with pytest.raises(ToolError, match="stopped after 0.3 s"):
+        with pytest.raises(ToolLeftRunning, match="stopped after 0.3 s"):
             ToolRegistry([hangs]).execute(ToolCall(id="c1", name="hangs", arguments={}),
                                           ToolContext(workspace=tmp_path, runtime=runtime, timeout_seconds=0.3))
         assert threads == ["agentrt-tool-hangs"]
