@@ -325,6 +325,8 @@ def test_an_agent_whose_output_type_cannot_be_an_output_spec_is_refused_where_it
         ({"name": "a", "output_type": int}, "output_type must be"),
         ({"name": "a", "approval": {"effectful": "maybe"}}, "invalid approval"),
         ({"name": "a", "sandbox": "none"}, "sandbox must be"),
+        ({"name": "a", "tools": [tool(name="final_result")(lambda answer: answer)], "output_type": Address},
+         "a tool is called 'final_result', the name of the tool the model gives its final answer with"),
     ],
 )
 def test_a_bad_agent_is_a_configuration_error(fields: dict[str, Any], problem: str) -> None:
