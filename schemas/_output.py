@@ -87,7 +87,7 @@ class OutputSpec(Model):
     @field_validator("name")
     @classmethod
     def _name_is_valid(cls, name: str) -> str:
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ValueError(f"name {name[:80]!r} must be 1 to 64 of A-Z a-z 0-9 _ -")
         return name
 
@@ -106,7 +106,7 @@ class OutputSpec(Model):
         """A spec from a JSON Schema dict (``name`` defaults to its ``title``, else ``output``).
         Raises ``InvalidOutputSchema``."""
         title = schema.get("title") if isinstance(schema, dict) else None
-        name = name or (title if isinstance(title, str) and _NAME.match(title) else "output")
+        name = name or (title if isinstance(title, str) and _NAME.fullmatch(title) else "output")
         description = schema.get("description") if isinstance(schema, dict) else None
         try:
             return cls(
@@ -128,7 +128,7 @@ class OutputSpec(Model):
         schema = _root_inlined(schema)
         type_name = getattr(output_type, "__name__", None)
         return cls.from_schema(
-            schema, name=name or (type_name if isinstance(type_name, str) and _NAME.match(type_name) else None),
+            schema, name=name or (type_name if isinstance(type_name, str) and _NAME.fullmatch(type_name) else None),
             strict=strict, max_attempts=max_attempts,
         )
 

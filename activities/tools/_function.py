@@ -133,7 +133,7 @@ class FunctionTool(Tool):
             raise ConfigurationError(f"@tool needs a function, not {function!r}")
         self.function = function
         self.name = name or getattr(function, "__name__", "")  # type: ignore[misc]
-        if not TOOL_NAME.match(self.name):
+        if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):  # match() lets "x\n" through
             raise ConfigurationError(f"tool name {self.name!r} must match {TOOL_NAME.pattern} (what model providers accept)")
         if risk not in ("read_only", "idempotent", "effectful"):
             raise ConfigurationError(f"tool {self.name!r}: risk must be read_only, idempotent or effectful, not {risk!r}")

@@ -232,3 +232,9 @@ def test_output_as_validates_the_object_and_raises_what_the_user_sees() -> None:
     assert isinstance(caught.value, RunError) and caught.value.answer == '{"priority": "mid"}'
     with pytest.raises(ValueError, match="has no structured output"):
         TurnOutcome(turn_id="turn-3", status="completed", answer="hi").output_as(Triage)
+
+
+def test_a_name_with_a_trailing_line_break_is_refused_not_sent_to_a_provider() -> None:
+    with pytest.raises(InvalidOutputSchema, match="must be 1 to 64"):
+        OutputSpec.from_schema({"type": "object"}, name="Triage\n")
+    assert OutputSpec.from_schema({"type": "object", "title": "Triage\n"}).name == "output"

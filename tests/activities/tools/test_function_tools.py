@@ -128,7 +128,7 @@ def test_an_argument_type_with_no_json_schema_is_a_configuration_error() -> None
         tool(send)
 
 
-@pytest.mark.parametrize("name", ["", "has space", "semi;colon", "x" * 65, "../etc"])
+@pytest.mark.parametrize("name", ["", "has space", "semi;colon", "x" * 65, "../etc", "lookup\n"])
 def test_a_tool_name_providers_refuse_is_a_configuration_error(name: str) -> None:
     with pytest.raises(ConfigurationError, match="must match"):
         tool(name=name)(lambda: "")
