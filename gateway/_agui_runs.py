@@ -146,7 +146,7 @@ def agui_routes() -> APIRouter:
         if gateway.hub is None or store is None:
             raise Problem(503, "unavailable", "AG-UI runs need the gateway's store (this gateway has none)")
         thread = body.thread_id
-        if len(thread) > MAX_NEW_ID_CHARS or not _THREAD.match(thread):
+        if len(thread) > MAX_NEW_ID_CHARS or not _THREAD.fullmatch(thread):
             raise Problem(422, "invalid-request", f"threadId must be 1 to {MAX_NEW_ID_CHARS} characters of A-Z a-z 0-9 _ . - "
                           "(it names the session)")
         close = gateway.open_stream(caller.principal)

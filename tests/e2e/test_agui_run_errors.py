@@ -93,6 +93,7 @@ async def test_a_resume_posted_again_answers_the_same_run_and_decides_nothing_tw
 
 @pytest.mark.parametrize(("change", "status", "words"), [
     ({"threadId": "../etc"}, 422, "threadId must be"),
+    ({"threadId": "t-1\n"}, 422, "threadId must be"),  # a session no other route could name
     ({"messages": [{"id": "a1", "role": "assistant", "content": "hi"}]}, 422, "the last of messages must be"),
     ({"messages": [{"id": "u1", "role": "user", "content": "  "}]}, 422, "is empty"),
     ({"messages": [{"id": "u1", "role": "user", "content": [{"type": "image", "source": {"type": "url", "value": "http://x/y.png"}}]}]},
