@@ -25,7 +25,7 @@ from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities._telemetry import tool_call
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import CrashToRetry, ToolContext, ToolRegistry
+from agentrt.activities.tools import CrashToRetry, ToolContext, ToolLeftRunning, ToolRegistry
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
     TOOL_EXECUTE,
@@ -130,18 +130,20 @@ class ToolActivities:
             output = self._registry.recorded(input.call, self._context(input), text)
             return self._finish(input, True, text, None, output.state_keys, memory=output.memory)
         try:
-            ok, text, error_type, keys, memory = self._run(input, passes=(ToolTimedOut,))
+            ok, text, error_type, keys, memory = self._run(input, passes=(ToolTimedOut, ToolLeftRunning))
         except CrashToRetry as crash:
             note = f"attempt {activity.info().attempt} raised {type(crash.error).__name__}; released for the retry"
             self._store.reconcile_effect(input.idempotency_key, "not_applied", note)
             raise
-        except ToolTimedOut as timed_out:
-            # Cancelled mid-call: the effect may have happened. The claim stays open for a person
+        except (ToolTimedOut, ToolLeftRunning) as stopped:
+            # Stopped mid-call (a coroutine cancelled at its bound, a function left running on its
+            # thread): the effect may have happened, or may yet. The claim stays open for a person
             # to reconcile, as after a worker that died mid-call (never "failed", which a model
             # would answer by calling again under a new key).
             unknown = EffectOutcomeUnknown(input.idempotency_key)
+            still = "; the call still runs" if isinstance(stopped, ToolLeftRunning) else ""
             raise ApplicationError(
-                f"{unknown} ({input.call.name} {timed_out})", {"idempotency_key": input.idempotency_key},
+                f"{unknown} ({input.call.name} {stopped}{still})", {"idempotency_key": input.idempotency_key},
                 type="EffectOutcomeUnknown", non_retryable=True,
             ) from None
         self._store.record_effect(input.idempotency_key, "applied" if ok else "failed", text)

@@ -17,6 +17,7 @@ id is the request id (``req-1`` ...), its ``responseSchema`` the payload above, 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ag_ui.core import Interrupt, ResumeEntry
@@ -24,7 +25,7 @@ from ag_ui.core import Interrupt, ResumeEntry
 from agentrt.client import AgentClient
 from agentrt.schemas import PermissionRequest
 
-__all__ = ["ResumeRefused", "apply_resume", "interrupt_for"]
+__all__ = ["ResumeRefused", "interrupt_for", "resume_decision"]
 
 CANCELLED_REASON = "cancelled in the front end"
 
@@ -71,40 +72,41 @@ def interrupt_for(request: PermissionRequest) -> Interrupt:
                      response_schema=_TOOL_CALL_SCHEMA, metadata=metadata)
 
 
-async def apply_resume(client: AgentClient, session_id: str, request: PermissionRequest, entry: ResumeEntry) -> None:
-    """Give the session the decision ``entry`` carries for ``request`` (its signal or update, as
-    the client's principal). Raises ``ResumeRefused`` for a payload that is not one (see the
+def resume_decision(
+    client: AgentClient, session_id: str, request: PermissionRequest, entry: ResumeEntry
+) -> Callable[[], Awaitable[None]]:
+    """What giving the session the decision ``entry`` carries for ``request`` does (its signal or
+    update, as the client's principal), to await later: every entry of a resume is read before
+    any decision is given. Raises ``ResumeRefused`` for a payload that is not one (see the
     module's table); the session's own refusals (``RequestRejected``: an edit that does not fit
-    the tool ...) pass through."""
+    the tool ...) are raised when the decision is given."""
     payload = entry.payload if entry.status == "resolved" else None
     if payload is not None and not isinstance(payload, dict):
         raise ResumeRefused("invalid_resume_payload", f"the payload for {request.request_id} must be an object")
     payload = payload or {}
+    rid = request.request_id
     if request.kind == "elicitation":
         action = "cancel" if entry.status == "cancelled" else payload.get("action", "accept")
         content = payload.get("content")
         if action not in ("accept", "decline", "cancel") or (content is not None and not isinstance(content, dict)):
-            raise ResumeRefused("invalid_resume_payload", f"the payload for {request.request_id} must be "
+            raise ResumeRefused("invalid_resume_payload", f"the payload for {rid} must be "
                                 '{"action": "accept"|"decline"|"cancel", "content": {...}}')
-        await client.answer(session_id, request.request_id, content, action=action)
-        return
+        return lambda: client.answer(session_id, rid, content, action=action)
     if request.kind == "reconcile":
         outcome, note = payload.get("outcome"), payload.get("note")
         if entry.status == "cancelled" or outcome not in ("applied", "not_applied") or not isinstance(note, str | None):
-            raise ResumeRefused("invalid_resume_payload", f"{request.request_id} asks whether an effect was applied: "
+            raise ResumeRefused("invalid_resume_payload", f"{rid} asks whether an effect was applied: "
                                 'resolve it with {"outcome": "applied"|"not_applied"}')
-        await client.reconcile(session_id, request.request_id, outcome, note)
-        return
+        return lambda: client.reconcile(session_id, rid, outcome, note)
     if entry.status == "cancelled":
-        await client.deny(session_id, request.request_id, CANCELLED_REASON)
-        return
+        return lambda: client.deny(session_id, rid, CANCELLED_REASON)
     approved, reason = payload.get("approved"), payload.get("reason")
     edited, for_session = payload.get("editedArgs"), payload.get("forSession", False)
     if not isinstance(approved, bool) or not isinstance(reason, str | None) or not isinstance(edited, dict | None) \
             or not isinstance(for_session, bool):
-        raise ResumeRefused("invalid_resume_payload", f"the payload for {request.request_id} must be "
+        raise ResumeRefused("invalid_resume_payload", f"the payload for {rid} must be "
                             '{"approved": true|false, "editedArgs"?: {...}, "reason"?: "...", "forSession"?: bool}')
     if approved:
-        await client.approve(session_id, request.request_id, reason, for_session=for_session, arguments=edited)
-    else:
-        await client.deny(session_id, request.request_id, reason)
+        return lambda: client.approve(session_id, rid, reason, for_session=for_session, arguments=edited)
+    return lambda: client.deny(session_id, rid, reason)
+

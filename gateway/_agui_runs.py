@@ -3,7 +3,8 @@ run as server-sent events, as a stock ``@ag-ui/client`` ``HttpAgent`` expects (d
 "AG-UI front ends"). Scope ``sessions``; the token's principal owns the thread.
 
 - ``threadId`` is the session id: the first run of a thread starts the session (its config from
-  ``session_config_for``), a later one sends to it. A thread of another principal is not found (404).
+  ``session_config_for``), a later one sends to it. A thread of another principal is not found (404);
+  one whose session runs another agent (or app) than the path names is refused (409).
 - ``runId`` is one turn: the message is sent with the idempotency key ``ag-ui:<runId>``, so the
   same runId posted again runs nothing new and answers the same turn's run again.
 - Of ``messages`` only the last is sent, and it must be the user's: the session holds the history
@@ -11,7 +12,7 @@ run as server-sent events, as a stock ``@ag-ui/client`` ``HttpAgent`` expects (d
   with it, nor sent, whatever they say.
 - ``tools`` (front-end tools), ``context``, ``state`` and ``forwardedProps`` (but its
   ``workspace`` and ``script`` on a thread's first run) are ignored.
-- ``resume`` answers the interrupts of the run before (``_agui_interrupts``) and continues that turn.
+- ``resume`` answers the interrupts of the run before (``_agui_interrupts``), each once, and continues that turn.
 
 The response: ``RUN_STARTED`` (the client's threadId and runId), the turn's events as the ag-ui
 encoding of the session's stream carries them, rewritten for the client's messages
@@ -51,7 +52,7 @@ from starlette.responses import Response
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.gateway._agui_interrupts import ResumeRefused, apply_resume, interrupt_for
+from agentrt.gateway._agui_interrupts import ResumeRefused, interrupt_for, resume_decision
 from agentrt.gateway._agui_transcript import RunTranscript
 from agentrt.gateway._auth import Caller, Gateway, caller_for, gateway_of
 from agentrt.gateway._errors import Problem, problem_for
@@ -145,7 +146,7 @@ def agui_routes() -> APIRouter:
         if gateway.hub is None or store is None:
             raise Problem(503, "unavailable", "AG-UI runs need the gateway's store (this gateway has none)")
         thread = body.thread_id
-        if len(thread) > MAX_NEW_ID_CHARS or not _THREAD.match(thread):
+        if len(thread) > MAX_NEW_ID_CHARS or not _THREAD.fullmatch(thread):
             raise Problem(422, "invalid-request", f"threadId must be 1 to {MAX_NEW_ID_CHARS} characters of A-Z a-z 0-9 _ . - "
                           "(it names the session)")
         close = gateway.open_stream(caller.principal)
@@ -168,6 +169,8 @@ async def _begin(agent: str, body: RunAgentInput, caller: Caller, gateway: Gatew
     thread, key = body.thread_id, run_key(body.run_id)
     exists = await _thread_exists(gateway, caller, thread)
     client = caller.client
+    if exists:
+        await asyncio.to_thread(_check_agent, store, thread, agent, gateway)
     if body.resume:
         if not exists:
             raise problem_for(SessionNotFound(thread))  # as another principal's thread answers
@@ -187,6 +190,24 @@ async def _begin(agent: str, body: RunAgentInput, caller: Caller, gateway: Gatew
     return _Run(thread, sent.turn_id)
 
 
+def _check_agent(store: Store, thread: str, agent: str, gateway: Gateway) -> None:
+    """Raise ``Problem`` 409 when the thread's session runs another agent (or app) than ``agent``:
+    a thread is one session, of the agent its first run named, and a run of another agent's
+    path would otherwise be answered by that session's agent, its instructions and tools."""
+    config = store.session_config(thread)
+    if config is None:  # not stored yet: the session is starting
+        return
+    is_app = gateway.profiles is not None and agent in gateway.profiles
+    runs = config.agent if config.agent is not None else f"app {config.profile}"
+    if is_app:
+        other = config.agent is not None or (config.profile is not None and config.profile != agent)
+    else:
+        other = config.agent != agent
+    if other:
+        raise Problem(409, "request-rejected", f"thread {thread!r} is a session of {runs!r}, not of {agent!r}; "
+                      "post it to that agent's path, or start another thread")
+
+
 async def _resume(body: RunAgentInput, caller: Caller, gateway: Gateway, store: Store) -> _Run:
     """Give each resume entry's decision to its pending request; the run continues that turn
     from after the last of their ``PermissionRequested``. An entry for a request decided
@@ -195,20 +216,22 @@ async def _resume(body: RunAgentInput, caller: Caller, gateway: Gateway, store: 
     pending = {r.request_id: r for r in (await caller.client.state(thread)).pending_approvals}
     entries = body.resume or []
     named = {e.interrupt_id for e in entries}
+    if len(named) < len(entries):  # checked before any is given: a second answer would fail after the first took effect
+        twice = sorted({e.interrupt_id for e in entries if [x.interrupt_id for x in entries].count(e.interrupt_id) > 1})
+        return _Run(thread, error=("duplicate_interrupt", f"resume answers {', '.join(twice)} more than once; answer each interrupt once"))
     if missing := sorted(set(pending) - named):
         return _Run(thread, error=("resume_incomplete", f"resume answers no open interrupt {', '.join(missing)}"))
     turns = {r.turn_id for r in pending.values()}
     asked = await asyncio.to_thread(_requests, store, thread, named, turns)
     if unknown := sorted(named - set(asked)):
         return _Run(thread, error=("unknown_interrupt", f"the thread has no interrupt {', '.join(unknown)}"))
-    for entry in entries:
-        request = pending.get(entry.interrupt_id)
-        if request is None:
-            continue
+    try:  # every payload read before any decision is given: a bad last entry leaves the first undecided
+        decisions = [resume_decision(caller.client, thread, pending[e.interrupt_id], e) for e in entries if e.interrupt_id in pending]
+    except ResumeRefused as err:
+        return _Run(thread, error=(err.code, str(err)))
+    for decision in decisions:
         try:
-            await gateway.in_time(apply_resume(caller.client, thread, request, entry))
-        except ResumeRefused as err:
-            return _Run(thread, error=(err.code, str(err)))
+            await gateway.in_time(decision())
         except RequestRejected as err:
             return _Run(thread, error=("resume_rejected", err.reason))
     gateway.wake_stream(thread)

@@ -88,7 +88,7 @@ class OutputSpec(Model):
     @field_validator("name")
     @classmethod
     def _name_is_valid(cls, name: str) -> str:
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ValueError(f"name {name[:80]!r} must be 1 to 64 of A-Z a-z 0-9 _ -")
         return name
 
@@ -107,7 +107,7 @@ class OutputSpec(Model):
         """A spec from a JSON Schema dict (``name`` defaults to its ``title``, else ``output``).
         Raises ``InvalidOutputSchema``."""
         title = schema.get("title") if isinstance(schema, dict) else None
-        name = name or (title if isinstance(title, str) and _NAME.match(title) else "output")
+        name = name or (title if isinstance(title, str) and _NAME.fullmatch(title) else "output")
         description = schema.get("description") if isinstance(schema, dict) else None
         try:
             spec = cls(
@@ -130,9 +130,10 @@ class OutputSpec(Model):
             schema = TypeAdapter(output_type).json_schema()
         except Exception as err:  # noqa: BLE001 - pydantic's PydanticSchemaGenerationError, PydanticInvalidForJsonSchema, ...
             raise InvalidOutputSchema(f"{output_type!r} has no JSON Schema: {err}") from None
+        schema = _root_inlined(schema)
         type_name = getattr(output_type, "__name__", None)
         return cls.from_schema(
-            schema, name=name or (type_name if isinstance(type_name, str) and _NAME.match(type_name) else None),
+            schema, name=name or (type_name if isinstance(type_name, str) and _NAME.fullmatch(type_name) else None),
             strict=strict, max_attempts=max_attempts,
         )
 
@@ -142,6 +143,19 @@ class OutputSpec(Model):
         if self.description:
             description = f"{description} {self.description}"
         return ToolSpec(name=OUTPUT_TOOL, description=description, parameters=self.json_schema)
+
+
+def _root_inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """Pydantic describes a model that refers to itself (``children: list[Node]``) as
+    ``{"$defs": {"Node": {...}}, "$ref": "#/$defs/Node"}``: the definition becomes the root, its
+    ``$defs`` kept beside it, so that the root is the object and every ``$ref`` still resolves."""
+    ref, defs = schema.get("$ref"), schema.get("$defs")
+    if set(schema) != {"$ref", "$defs"} or not isinstance(ref, str) or not isinstance(defs, dict):
+        return schema
+    target = defs.get(ref.removeprefix("#/$defs/")) if ref.startswith("#/$defs/") else None
+    if not isinstance(target, dict) or "$defs" in target:
+        return schema
+    return {**target, "$defs": defs}
 
 
 def output_spec(output_type: Any) -> OutputSpec | None:
@@ -160,6 +174,8 @@ def schema_problem(schema: Any) -> str | None:
     """Why ``schema`` cannot be an output schema, or None."""
     if not isinstance(schema, dict):
         return "the schema must be a JSON object"
+    if _depth_over(schema, MAX_DEPTH):
+        return f"the schema nests deeper than {MAX_DEPTH} levels"
     try:
         size = len(json.dumps(schema, separators=(",", ":")))
     except (TypeError, ValueError):
@@ -174,6 +190,59 @@ def schema_problem(schema: Any) -> str | None:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as err:
         return f"not a valid JSON Schema: {err.message[:300]}"
+    return _reference_problem(schema)
+
+
+# Keywords whose subschemas apply to the same value as their own schema: a cycle of ``$ref``s
+# through these alone never reaches a smaller part of the answer, so no answer can be checked.
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+
+
+def _reference_problem(schema: dict[str, Any]) -> str | None:
+    """A ``$ref`` that leaves the schema or points at nothing in it, a ``$dynamicRef``, or a cycle
+    of references that never moves into the answer (``{"$defs": {"a": {"$ref": "#/$defs/a"}}}``):
+    each would fail every answer's check with a problem no answer can fix."""
+    import referencing.jsonschema  # here, as jsonschema above
+
+    root = referencing.Registry().resolver_with_root(referencing.jsonschema.DRAFT202012.create_resource(schema))
+    targets: dict[int, list[Any]] = {}
+    stack: list[Any] = [schema]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if "$dynamicRef" in node:
+            return "$dynamicRef is not supported; use $ref to #/$defs/..."
+        if "$id" in node and node is not schema:
+            return "$id is allowed at the schema's root only"
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if not ref.startswith("#"):
+                return f"$ref {ref[:200]!r} leaves the schema; refer to #/$defs/... only"
+            try:
+                target = root.lookup(ref).contents
+            except Exception:  # noqa: BLE001 - referencing's Unresolvable and pointer errors
+                return f"$ref {ref[:200]!r} points at nothing in the schema"
+            targets[id(node)] = [target]
+        in_place = targets.setdefault(id(node), [])
+        for keyword in _IN_PLACE:
+            value = node.get(keyword)
+            if isinstance(value, dict) and keyword == "dependentSchemas":
+                in_place.extend(value.values())
+            elif isinstance(value, list):
+                in_place.extend(value)
+            elif isinstance(value, dict):
+                in_place.append(value)
+        stack.extend(node.values())
+    if _has_cycle(targets):
+        return "$ref loops back to itself without moving into the answer (a $ref cycle through $ref, allOf, anyOf, oneOf, not, if, then, else alone)"
     return None
 
 
@@ -214,6 +283,42 @@ def unsupported_keyword(schema: dict[str, Any]) -> str | None:
     return None
 
 
+def _has_cycle(edges: dict[int, list[Any]]) -> bool:
+    """Whether the graph of schemas by ``edges`` (by ``id``) holds a cycle; iterative DFS."""
+    state: dict[int, int] = {}  # 1: on the path, 2: done
+    for start in list(edges):
+        if state.get(start):
+            continue
+        path: list[tuple[int, Any]] = [(start, iter(edges.get(start, [])))]
+        state[start] = 1
+        while path:
+            node, children = path[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                path.pop()
+                continue
+            key = id(child)
+            if state.get(key) == 1:
+                return True
+            if not state.get(key):
+                state[key] = 1
+                path.append((key, iter(edges.get(key, []))))
+    return False
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts deeper than ``limit``; walked without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 class OutputCheck(Model):
     """An answer's check: ``output`` (the parsed object) when it matches, else ``problems``
     (readable, at most ``MAX_PROBLEMS``, e.g. ``"priority: 'urgent' is not one of ['low', 'high']"``)."""
@@ -234,9 +339,11 @@ def check_output(spec: OutputSpec, answer: str) -> OutputCheck:
     if fenced:
         text = fenced.group(1)
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
     except RecursionError:
         return OutputCheck(problems=[f"(answer): nested deeper than {MAX_DEPTH}"])
+    except _NotANumber as err:
+        return OutputCheck(problems=[f"(answer): {err}; JSON numbers are finite"])
     except ValueError as err:
         return OutputCheck(problems=[f"(answer): not JSON ({err}); answer with the JSON object only"])
     if not isinstance(value, dict):
@@ -254,6 +361,23 @@ def check_output(spec: OutputSpec, answer: str) -> OutputCheck:
             problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
         return OutputCheck(problems=problems)
     return OutputCheck(output=value)
+
+
+class _NotANumber(ValueError):
+    pass
+
+
+def _not_a_number(word: str) -> Any:
+    """``NaN``/``Infinity``, which Python's reader takes and JSON has not (in history it would be ``null``)."""
+    raise _NotANumber(f"{word} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A JSON number too large for a float (``1e999``) would be read as infinity."""
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise _NotANumber(f"{text[:40]} is too large a number")
+    return number
 
 
 def _shape_problem(value: Any) -> str | None:

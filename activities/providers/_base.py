@@ -182,8 +182,8 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
     """Build a ``ToolCall`` from the argument text a model sent; never raises.
 
     Empty (or whitespace) text means ``{}``. Text longer than ``MAX_ARGUMENT_CHARS``, text that
-    is not a JSON object, an object nested deeper than ``MAX_ARGUMENT_DEPTH`` or one holding a
-    lone surrogate gives ``arguments=None``, ``arguments_raw`` (the text, its first
+    is not a JSON object (``NaN`` and ``Infinity`` are not JSON), an object nested deeper than
+    ``MAX_ARGUMENT_DEPTH`` or one holding a lone surrogate gives ``arguments=None``, ``arguments_raw`` (the text, its first
     ``KEPT_RAW_ARGUMENT_CHARS`` when longer) and ``arguments_error`` saying why, so the error
     can be shown back to the model. When the text parses, ``arguments_raw`` is left
     empty: the parsed object already says everything and workflow history stays small.
@@ -197,12 +197,14 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
             arguments_error=f"arguments of {len(raw):,} characters are more than a tool call may have ({MAX_ARGUMENT_CHARS:,})",
         )
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         return ToolCall(
             id=call_id, name=name, arguments_raw=_kept(raw),
             arguments_error=f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
         )
+    except _NotJsonNumber as e:
+        return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=str(e))
     except ValueError as e:
         return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=f"arguments are not valid JSON: {e}")
     if not isinstance(value, dict):
@@ -216,6 +218,24 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
     if problem is not None:
         return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=problem)
     return ToolCall(id=call_id, name=name, arguments=value)
+
+
+class _NotJsonNumber(ValueError):
+    pass
+
+
+def _no_constant(word: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``, which Python's reader takes and JSON has not: kept,
+    they would reach a tool as ``nan`` here and as ``null`` after a trip through workflow history."""
+    raise _NotJsonNumber(f"arguments hold {word}, which is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A number too large for a float (``1e999``), which Python's reader makes infinity."""
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise _NotJsonNumber(f"arguments hold {text[:40]}, a number too large for a 64-bit float")
+    return number
 
 
 def _kept(raw: str) -> str:

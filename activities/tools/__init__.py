@@ -26,7 +26,7 @@ from agentrt.activities.tools._registry import (
     ToolRegistry,
     format_validation_error,
 )
-from agentrt.activities.tools._runtime import ToolRuntime
+from agentrt.activities.tools._runtime import ToolLeftRunning, ToolRuntime
 from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status, sandboxed_argv
 from agentrt.activities.tools._shell import CommandRun, ShellRun, run_command, scrubbed_environment
 from agentrt.activities.tools._skills import (
@@ -69,6 +69,7 @@ __all__ = [
     "Tool",
     "ToolArgs",
     "ToolContext",
+    "ToolLeftRunning",
     "ToolOutput",
     "ToolRegistry",
     "ToolRuntime",

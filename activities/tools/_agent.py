@@ -21,6 +21,7 @@ from agentrt.schemas import (
     AgentSpec,
     ApprovalPolicy,
     Budget,
+    OUTPUT_TOOL,
     ConfigurationError,
     OutputSpec,
     SandboxPolicy,
@@ -58,7 +59,8 @@ class Agent:
       (``Budget`` or its dict; the session's when it has none): see ``apply_agent``.
 
     Raises ``ConfigurationError`` for a bad name, a tool that is none of the above, two tools of
-    one name, or a setting that does not validate.
+    one name, a tool called ``final_result`` beside an ``output_type`` (the model's answer tool),
+    or a setting that does not validate.
     """
 
     def __init__(
@@ -104,6 +106,11 @@ class Agent:
             )
         self.output_type = output_type
         self.output: OutputSpec | None = output_spec(output_type)  # InvalidOutputSchema for a bad schema
+        if self.output is not None and OUTPUT_TOOL in self.tool_names:
+            raise ConfigurationError(
+                f"agent {name!r}: a tool is called {OUTPUT_TOOL!r}, the name of the tool the model gives its final "
+                "answer with when there is an output_type; name it otherwise"
+            )
         if sandbox is not None and sandbox not in ("read_only", "workspace_write", "danger_full_access"):
             raise ConfigurationError(f"agent {name!r}: sandbox must be read_only, workspace_write or danger_full_access")
         self.profile = profile

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PydanticSchemaGenerationError, create_model
@@ -20,6 +21,13 @@ from agentrt.schemas import ConfigurationError, ToolError
 __all__ = ["FunctionTool", "tool", "docstring_parts"]
 
 Risk = Literal["read_only", "idempotent", "effectful"]
+# Parameter names that say "the call's context": unannotated, the model would be asked for them.
+_CONTEXT_NAMES = frozenset({"ctx", "context", "tool_context"})
+# The longest result text a tool's call gives the model (UTF-8 bytes; the rest is cut, and the
+# text says so), as an MCP tool's (activities/mcp/_results.py); and the most items read of an
+# iterator a tool returns.
+MAX_RESULT_BYTES = 1024 * 1024
+MAX_RESULT_ITEMS = 100_000
 # A tool name as providers take it (OpenAI: ^[a-zA-Z0-9_-]{1,64}$; agentrt's own use dots).
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields|Examples?|Notes?)\s*:\s*$")
@@ -101,8 +109,9 @@ class FunctionTool(Tool):
 
     ``Args`` is a pydantic model of the function's parameters (extra names forbidden; a parameter
     annotated ``ToolContext``, first, gets the call's context instead). The function may be
-    synchronous (run in the activity's thread) or ``async`` (run on the worker's tool event loop,
-    ``ToolRuntime``). It returns ``str`` (as it is), a ``ToolOutput``, a pydantic model or JSON-able
+    synchronous (run on a thread of its own that the activity's thread waits for,
+    ``ToolRuntime.call``) or ``async`` (run on the worker's tool event loop, ``ToolRuntime``),
+    each bounded by the call's time. It returns ``str`` (as it is), a ``ToolOutput``, a pydantic model or JSON-able
     data (as JSON). It raises ``ToolError`` (or a subclass) for a failure the model should see;
     any other exception is retried by the activity's retry policy and, at the last attempt,
     becomes a ``ToolCrashedError`` the model sees (``crash_retried``).
@@ -124,7 +133,7 @@ class FunctionTool(Tool):
             raise ConfigurationError(f"@tool needs a function, not {function!r}")
         self.function = function
         self.name = name or getattr(function, "__name__", "")  # type: ignore[misc]
-        if not TOOL_NAME.match(self.name):
+        if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):  # match() lets "x\n" through
             raise ConfigurationError(f"tool name {self.name!r} must match {TOOL_NAME.pattern} (what model providers accept)")
         if risk not in ("read_only", "idempotent", "effectful"):
             raise ConfigurationError(f"tool {self.name!r}: risk must be read_only, idempotent or effectful, not {risk!r}")
@@ -162,6 +171,11 @@ class FunctionTool(Tool):
                     raise ConfigurationError(f"tool {self.name!r}: the ToolContext parameter must come first")
                 self.takes_context = True
                 continue
+            if param.name in _CONTEXT_NAMES and param.name not in hints:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: parameter {param.name!r} has no annotation; write `{param.name}: ToolContext` "
+                    "for the call's context (unannotated, it is an argument the model fills in)"
+                )
             if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 raise ConfigurationError(f"tool {self.name!r}: *args and **kwargs have no JSON Schema; name each argument")
             if param.kind is inspect.Parameter.POSITIONAL_ONLY:
@@ -215,7 +229,7 @@ class FunctionTool(Tool):
         if self.is_async:
             result = ctx.run_async(self.function(*positional, **kwargs))
         else:
-            result = self.function(*positional, **kwargs)
+            result = ctx.run_sync(self.function, positional, kwargs)
         if inspect.iscoroutine(result):
             result = ctx.run_async(result)  # a sync function that returned a coroutine
         return result if isinstance(result, ToolOutput) else ToolOutput(result_text(self.name, result))
@@ -223,14 +237,27 @@ class FunctionTool(Tool):
 
 def result_text(name: str, result: Any) -> str:
     """What the model reads of a tool's return value: a ``str`` as it is, anything else as JSON
-    (pydantic models, dataclasses, dicts, lists, numbers, None). Raises ``ToolError`` for a value
-    with no JSON form."""
-    if isinstance(result, str):
+    (pydantic models, dataclasses, dicts, lists, numbers, None; an iterator or generator as the
+    list of its first ``MAX_RESULT_ITEMS`` items, which never reads on past them), cut at
+    ``MAX_RESULT_BYTES`` (UTF-8) with a last line saying how much was left out, as an MCP tool's
+    result is. Raises ``ToolError`` for a value with no JSON form."""
+    if isinstance(result, Iterator):  # a generator that never ends must not hold the call's thread
+        items = list(islice(result, MAX_RESULT_ITEMS + 1))
+        if len(items) > MAX_RESULT_ITEMS:
+            raise ToolError(f"{name} returned an iterator of more than {MAX_RESULT_ITEMS:,} items; return a list")
+        result = items
+    if not isinstance(result, str):
+        try:
+            result = to_json(result).decode()
+        except PydanticSerializationError as err:
+            raise ToolError(f"{name} returned a {type(result).__name__}, which has no JSON form: {err}") from err
+    if len(result) <= MAX_RESULT_BYTES // 4:
         return result
-    try:
-        return to_json(result).decode()
-    except PydanticSerializationError as err:
-        raise ToolError(f"{name} returned a {type(result).__name__}, which has no JSON form: {err}") from err
+    data = result.encode(errors="surrogatepass")
+    if len(data) <= MAX_RESULT_BYTES:
+        return result
+    kept = data[:MAX_RESULT_BYTES].decode(errors="ignore")
+    return f"{kept}\n[cut: {len(data) - len(kept.encode(errors='surrogatepass')):,} more bytes of {name}'s result not shown]"
 
 
 @overload

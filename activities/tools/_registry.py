@@ -114,6 +114,15 @@ class ToolContext:
         left = max(0.0, self.timeout_seconds - (time.monotonic() - self.started))
         return self.runtime.run(coroutine, timeout=left, is_cancelled=self.is_cancelled, bound=self.timeout_seconds)
 
+    def run_sync(self, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a sync tool's ``function`` on a thread of its own (``ToolRuntime.call``), bounded by
+        what is left of ``timeout_seconds`` and stopped by a cancel, so that one that never returns
+        holds no activity slot of the worker; outside a worker, here."""
+        if self.runtime is None:
+            return function(*args, **kwargs)
+        left = max(0.0, self.timeout_seconds - (time.monotonic() - self.started))
+        return self.runtime.call(function, args, kwargs, timeout=left, is_cancelled=self.is_cancelled, bound=self.timeout_seconds)
+
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
         self.skill_paths = tuple(Path(p) for p in self.skill_paths)
@@ -321,7 +330,8 @@ class ToolRegistry:
         schema, whatever ``ToolError`` the tool raises, and ``ToolCrashedError`` (a
         ``ToolError``) for any other exception of the tool, so an effectful call that failed
         is recorded ``failed`` in the effect ledger; for a tool that says ``crash_retried`` (a
-        user's ``@tool``), ``CrashToRetry`` instead until ``ctx.final_attempt``. Only an exception
+        user's ``@tool``), ``CrashToRetry`` instead until ``ctx.final_attempt``; a ``SystemExit`` or
+        ``KeyboardInterrupt`` the tool raises counts as such an exception. Only an exception
         raised while ``ctx.is_cancelled()`` (the runner cancelling the call) propagates as it is.
         """
         tool = self.get(call.name)
@@ -335,7 +345,10 @@ class ToolRegistry:
                 output.state_keys = tool.state_keys(args, ctx)
         except ToolError:
             raise
-        except Exception as err:  # noqa: BLE001 - whatever a tool raises, the model gets a typed tool error
+        except (Exception, SystemExit, KeyboardInterrupt) as err:  # noqa: BLE001 - whatever a tool raises, the model gets a typed tool error
+            # A tool calling sys.exit() (an argparse-based helper) or raising KeyboardInterrupt in a
+            # worker thread has stopped, not the worker: treated as any crash, so an effectful call's
+            # claim is released, not left to a person to reconcile.
             if ctx.is_cancelled():
                 raise  # the runner cancelling the call (Temporal raises its CancelledError in the tool's thread)
             if tool.crash_retried and not ctx.final_attempt:

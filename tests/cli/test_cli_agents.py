@@ -51,13 +51,26 @@ def test_worker_imports_a_module_of_the_current_directory(tmp_path: Path) -> Non
     assert "RuntimeError: imported from the working directory" in said(result.output)
 
 
-def test_worker_given_a_file_path_names_the_module_to_give_instead(tmp_path: Path) -> None:
-    (tmp_path / "shop_agents.py").write_text("")
+@pytest.mark.parametrize("given", ["./shop_desk.py", "shop_desk.py", "../shop_desk", "/srv/app/shop_desk.py"])
+def test_worker_given_a_file_path_says_to_give_a_module_name(tmp_path: Path, given: str) -> None:
+    (tmp_path / "shop_desk.py").write_text("from agentrt import tool\n\n@tool\ndef ping() -> str:\n    return 'pong'\n")
 
-    result = runner.invoke(app, ["worker", "--agents", "./shop_agents.py"])
+    result = runner.invoke(app, ["worker", "--agents", given])
 
     assert result.exit_code == 2
-    assert "is a file path; give the module's dotted name, as `python -m` takes it ('shop_agents')" in said(result.output)
+    assert f"agents module '{given}' is not a module name" in said(result.output)
+    assert "'shop_desk' run from the file's directory" in said(result.output)
+
+
+def test_worker_with_a_module_that_parses_arguments_at_import_names_it_instead_of_printing_its_usage(tmp_path: Path) -> None:
+    (tmp_path / "script_agents.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--db')\nargs = parser.parse_args(['--port', '1'])\n"
+    )
+
+    result = runner.invoke(app, ["worker", "--agents", "script_agents"])
+
+    assert result.exit_code == 2
+    assert "agents module 'script_agents' exited while it was imported (sys.exit(2))" in said(result.output)
 
 
 def test_a_module_on_no_path_says_where_it_was_looked_for(tmp_path: Path) -> None:

@@ -93,6 +93,7 @@ async def test_a_resume_posted_again_answers_the_same_run_and_decides_nothing_tw
 
 @pytest.mark.parametrize(("change", "status", "words"), [
     ({"threadId": "../etc"}, 422, "threadId must be"),
+    ({"threadId": "t-1\n"}, 422, "threadId must be"),  # a session no other route could name
     ({"messages": [{"id": "a1", "role": "assistant", "content": "hi"}]}, 422, "the last of messages must be"),
     ({"messages": [{"id": "u1", "role": "user", "content": "  "}]}, 422, "is empty"),
     ({"messages": [{"id": "u1", "role": "user", "content": [{"type": "image", "source": {"type": "url", "value": "http://x/y.png"}}]}]},
@@ -159,3 +160,58 @@ async def test_a_registered_agent_runs_over_ag_ui_with_its_own_tools(harness: Ha
     assert events and events[-1]["type"] == "RUN_FINISHED", (response.status_code, response.text)
     [result] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
     assert '"total_cents": 1250' in result["content"] or '"total_cents":1250' in result["content"]
+
+
+async def test_a_thread_posted_to_another_agent_s_path_is_refused_and_its_session_gets_nothing(
+    harness: Harness, front: Front, tmp_path: Path
+) -> None:
+    """A front end that routes a thread to another agent would otherwise be answered by the
+    thread's own agent, with its instructions and tools, as if it were the one it named."""
+    write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    thread = harness.new_session_id()
+    _, events = await front.post(run(thread, "run-1", "hi"))
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+    response, _ = await Front(front.http, "billing", tmp_path).post(run(thread, "run-2", "refund me"))
+
+    assert "is a session of 'app scripted', not of 'billing'" in assert_problem(response, 409)["detail"]
+    texts = [m.text for _, m in harness.store.messages(thread) if m.role == "user"]
+    assert texts == ["hi"]
+    _, events = await front.post(run(thread, "run-3", "hi again"))  # its own path still runs it
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_resume_answering_one_interrupt_twice_is_a_run_error_and_decides_nothing(
+    harness: Harness, front: Front, tmp_path: Path
+) -> None:
+    """Given in turn, the approval would take effect (the file written) and the denial then fail:
+    a RUN_ERROR for a resume whose first answer ran the call."""
+    thread = await waiting(harness, front, tmp_path)
+    twice = [answer("req-1", {"approved": True}), answer("req-1", {"approved": False})]
+
+    _, events = await front.post(run(thread, "run-2", None, resume=twice))
+
+    assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_ERROR"] and events[1]["code"] == "duplicate_interrupt", events
+    assert "req-1 more than once" in events[1]["message"]
+    assert await pending(harness, thread) == ["req-1"]
+    assert not (tmp_path / "ws" / "notes.md").exists()
+
+
+async def test_a_resume_whose_last_answer_is_no_decision_gives_none_of_its_answers(
+    harness: Harness, front: Front, tmp_path: Path
+) -> None:
+    write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.md", "content": "a"}},
+                        {"name": "fs.write", "arguments": {"path": "b.md", "content": "b"}}]},
+        {"text": "done"},
+    ])
+    thread = harness.new_session_id()
+    _, events = await front.post(run(thread, "run-1"))
+    assert sorted(i["id"] for i in events[-1]["outcome"]["interrupts"]) == ["req-1", "req-2"], events[-1]
+
+    resume = [answer("req-1", {"approved": True}), answer("req-2", {"approved": "sure"})]
+    _, events = await front.post(run(thread, "run-2", None, resume=resume))
+
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "invalid_resume_payload", events
+    assert sorted(await pending(harness, thread)) == ["req-1", "req-2"]
+    assert not (tmp_path / "ws" / "a.md").exists()

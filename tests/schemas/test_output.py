@@ -165,11 +165,84 @@ def test_a_pattern_that_would_backtrack_runs_in_linear_time_on_re2() -> None:
 
 
 def test_a_remote_reference_is_never_fetched_and_is_a_problem() -> None:
-    spec = OutputSpec.from_schema({"type": "object", "properties": {"a": {"$ref": "https://example.invalid/s.json"}}})
+    schema = {"type": "object", "properties": {"a": {"$ref": "https://example.invalid/s.json"}}}
+    spec = OutputSpec.model_construct(json_schema=schema, name="output", strict=False, max_attempts=3)  # as an old history may hold
 
     problems = check_output(spec, '{"a": 1}').problems
 
     assert len(problems) == 1 and problems[0].startswith("(schema): the output schema cannot be applied")
+
+
+DEEP: dict = {}
+_level = DEEP
+for _ in range(5000):
+    _level["a"] = {}
+    _level = _level["a"]
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"type": "object", "properties": {"a": {"$ref": "https://example.invalid/s.json"}}},
+         "$ref 'https://example.invalid/s.json' leaves the schema"),
+        ({"type": "object", "properties": {"a": {"$ref": "file:///etc/passwd"}}}, "leaves the schema"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}, "points at nothing in the schema"),
+        ({"type": "object", "$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"x": {"$ref": "#/$defs/a"}}}, "$ref loops back"),
+        ({"type": "object", "$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}},
+          "properties": {"x": {"$ref": "#/$defs/a"}}}, "$ref loops back"),
+        ({"type": "object", "allOf": [{"$ref": "#"}]}, "$ref loops back"),
+        ({"type": "object", "$dynamicRef": "#meta"}, "$dynamicRef is not supported"),
+        ({"type": "object", "properties": {"a": {"$id": "https://example.invalid/", "$ref": "#/x"}}}, "$id is allowed at the schema's root only"),
+        ({"type": "object", "properties": {"a": DEEP}}, f"nests deeper than {MAX_DEPTH} levels"),
+    ],
+)
+def test_a_schema_no_answer_could_match_is_refused_where_it_is_given_not_at_every_answer(schema: dict, problem: str) -> None:
+    with pytest.raises(InvalidOutputSchema) as caught:
+        OutputSpec.from_schema(schema)
+
+    assert problem in caught.value.problem
+
+
+class Node(BaseModel):
+    name: str
+    children: list["Node"] = []
+
+
+def test_a_model_that_refers_to_itself_is_an_output_type_and_its_answers_are_checked() -> None:
+    spec = OutputSpec.from_type(Node)  # pydantic gives {"$defs": {"Node": ...}, "$ref": "#/$defs/Node"}
+
+    assert spec.name == "Node" and spec.json_schema["type"] == "object" and "Node" in spec.json_schema["$defs"]
+    answer = '{"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}]}'
+    assert check_output(spec, answer).output is not None
+    assert check_output(spec, '{"name": "a", "children": [{"children": []}]}').problems == [
+        "children/0: 'name' is a required property"
+    ]
+    outcome = TurnOutcome(turn_id="turn-1", status="completed", answer=answer, output=json.loads(answer))
+    assert outcome.output_as(Node).children[0].children[0].name == "c"
+
+
+def test_a_recursive_schema_that_moves_into_the_answer_is_a_spec_and_checks_answers() -> None:
+    tree = {"type": "object", "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["name"]}
+    spec = OutputSpec.from_schema(tree)
+
+    assert check_output(spec, '{"name": "a", "children": [{"name": "b", "children": []}]}').output is not None
+    assert check_output(spec, '{"name": "a", "children": [{}]}').problems == ["children/0: 'name' is a required property"]
+    assert OutputSpec.from_type(Ticket).json_schema["properties"]["triage"] == {"$ref": "#/$defs/Triage"}
+
+
+@pytest.mark.parametrize(("answer", "problem"), [
+    ('{"priority": "low", "tags": [NaN]}', "NaN is not a JSON number"),
+    ('{"priority": "low", "score": Infinity}', "Infinity is not a JSON number"),
+    ('{"priority": "low", "score": -Infinity}', "-Infinity is not a JSON number"),
+    ('{"priority": "low", "score": 1e999}', "1e999 is too large a number"),
+])
+def test_nan_and_infinite_numbers_in_an_answer_are_problems_not_an_output_history_would_turn_into_null(
+    answer: str, problem: str
+) -> None:
+    spec = OutputSpec.from_schema({"type": "object", "properties": {"score": {"type": "number"}}})
+
+    assert check_output(spec, answer).problems == [f"(answer): {problem}; JSON numbers are finite"]
 
 
 def test_output_as_validates_the_object_and_raises_what_the_user_sees() -> None:
@@ -185,3 +258,9 @@ def test_output_as_validates_the_object_and_raises_what_the_user_sees() -> None:
     assert isinstance(caught.value, RunError) and caught.value.answer == '{"priority": "mid"}'
     with pytest.raises(ValueError, match="has no structured output"):
         TurnOutcome(turn_id="turn-3", status="completed", answer="hi").output_as(Triage)
+
+
+def test_a_name_with_a_trailing_line_break_is_refused_not_sent_to_a_provider() -> None:
+    with pytest.raises(InvalidOutputSchema, match="must be 1 to 64"):
+        OutputSpec.from_schema({"type": "object"}, name="Triage\n")
+    assert OutputSpec.from_schema({"type": "object", "title": "Triage\n"}).name == "output"

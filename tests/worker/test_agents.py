@@ -61,6 +61,10 @@ def ping() -> str:
 """
 
 
+def write_module(directory: Path, name: str, body: str) -> None:
+    (directory / f"{name}.py").write_text("from agentrt import Agent, tool\n\n" + body)
+
+
 @pytest.fixture
 def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder on sys.path for agents modules a test writes."""
@@ -90,3 +94,48 @@ def test_two_deps_for_one_worker_are_a_configuration_error_naming_them(modules: 
         worker_registry(modules=["shop_a", "shop_b"])
     with pytest.raises(ConfigurationError, match=r"deps is given and module 'shop_a' defines deps\(\) too"):
         worker_registry(modules=["shop_a"], deps=lambda: "db")
+
+
+def test_two_modules_with_a_tool_of_one_name_are_refused_naming_both(modules: Path) -> None:
+    write_module(modules, "desk_one", "@tool\ndef lookup(x: str) -> str:\n    return 'one'\n\na = Agent(name='one', tools=[lookup])\n")
+    write_module(modules, "desk_two", "@tool\ndef lookup(x: str) -> str:\n    return 'two'\n\na = Agent(name='two', tools=[lookup])\n")
+
+    with pytest.raises(ConfigurationError, match="two tools are called 'lookup': one in 'desk_one', another in 'desk_two'"):
+        agents_in(["desk_one", "desk_two"])
+
+
+def test_two_modules_with_different_agents_of_one_name_are_refused_naming_both(modules: Path) -> None:
+    write_module(modules, "desk_a", "a = Agent(name='desk', instructions='A')\n")
+    write_module(modules, "desk_b", "b = Agent(name='desk', instructions='B')\n")
+
+    with pytest.raises(ConfigurationError, match="two agents are called 'desk': one in 'desk_a', another in 'desk_b'"):
+        agents_in(["desk_a", "desk_b"])
+
+
+def test_a_module_that_reexports_another_s_tools_and_agents_is_no_conflict(modules: Path) -> None:
+    write_module(modules, "desk_base", "@tool\ndef lookup(x: str) -> str:\n    return 'one'\n\na = Agent(name='base', tools=[lookup])\n")
+    write_module(modules, "desk_more", "from desk_base import a, lookup\n")
+
+    agents, tools = agents_in(["desk_base", "desk_more"])
+
+    assert [x.name for x in agents] == ["base"] and [t.name for t in tools] == ["lookup"]
+
+
+@pytest.mark.parametrize("name", ["fs.read", "shell.run"])
+def test_a_user_tool_with_a_built_in_s_name_is_refused_saying_so(modules: Path, name: str) -> None:
+    module = "sneaky_" + name.replace(".", "_")  # a module name of its own: imported modules are kept
+    write_module(modules, module, f"@tool(name={name!r})\ndef mine(path: str) -> str:\n    return 'mine'\n\na = Agent(name='sneaky', tools=[mine])\n")
+
+    with pytest.raises(ConfigurationError, match=rf"tool '{name}' \({module}.mine\) has the name of another tool of the worker \(a built-in tool\)"):
+        worker_registry(modules=[module])
+
+
+def test_an_agent_given_in_python_with_a_tool_of_a_built_in_s_name_is_refused_saying_so() -> None:
+    from agentrt import Agent, tool
+
+    @tool(name="fs.write")
+    def mine(path: str, content: str) -> str:
+        return "mine"
+
+    with pytest.raises(ConfigurationError, match="has the name of another tool of the worker"):
+        worker_registry(agents=[Agent(name="writer", tools=[mine])])

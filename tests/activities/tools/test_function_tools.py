@@ -146,7 +146,7 @@ def test_an_unannotated_context_parameter_is_refused_instead_of_asked_of_the_mod
         tool(refund)
 
 
-@pytest.mark.parametrize("name", ["", "has space", "semi;colon", "x" * 65, "../etc"])
+@pytest.mark.parametrize("name", ["", "has space", "semi;colon", "x" * 65, "../etc", "lookup\n"])
 def test_a_tool_name_providers_refuse_is_a_configuration_error(name: str) -> None:
     with pytest.raises(ConfigurationError, match="must match"):
         tool(name=name)(lambda: "")
@@ -361,6 +361,8 @@ def test_an_agent_whose_output_type_cannot_be_an_output_spec_is_refused_where_it
         ({"name": "a", "output_type": int}, "output_type must be"),
         ({"name": "a", "approval": {"effectful": "maybe"}}, "invalid approval"),
         ({"name": "a", "sandbox": "none"}, "sandbox must be"),
+        ({"name": "a", "tools": [tool(name="final_result")(lambda answer: answer)], "output_type": Address},
+         "a tool is called 'final_result', the name of the tool the model gives its final answer with"),
     ],
 )
 def test_a_bad_agent_is_a_configuration_error(fields: dict[str, Any], problem: str) -> None:
