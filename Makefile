@@ -24,12 +24,9 @@ demo: $(STAMP)
 # replays what every process recorded (tests/_recorded.py); the tests of a module that share a
 # module-scoped fixture go to one process (tests/conftest.py). PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 4
-# The tests' files (dev servers' histories, stores, workspaces) go to memory where the machine has
-# /dev/shm: a SQLite commit there costs no disk flush. One folder per checkout, emptied by pytest.
-PYTEST_BASETEMP ?= $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm/agentrt-test-$$(echo "$(CURDIR)" | md5sum | cut -c1-8))
 
 test: typecheck docs
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(if $(PYTEST_BASETEMP),--basetemp=$(PYTEST_BASETEMP)) $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # pyright over the product, "basic" mode ([tool.pyright] in pyproject.toml): it checks the folders
 # through build/pyright/agentrt, a link to the repository root, as that is how `agentrt.*` resolves.

@@ -94,6 +94,7 @@ class DevServer:
     search_attributes: bool = True
     ui_codec_endpoint: str | None = None
     process: subprocess.Popen[bytes] | None = None
+    free_ports: bool = False  # on_free_ports: a start that fails may take other free ports
 
     @classmethod
     def on_free_ports(
@@ -108,6 +109,7 @@ class DevServer:
             log_file=directory / "temporal.log",
             extra_args=["--http-port", str(free_port()), "--metrics-port", str(free_port()), *(extra_args or [])],
             search_attributes=search_attributes,
+            free_ports=True,
         )
 
     @property
@@ -140,14 +142,24 @@ class DevServer:
 
         A server that exits while starting is started once more: it binds ports beside its own
         (its services' and membership ports) and can lose one to a client's ephemeral port, as
-        when a worker keeps dialling it before it is up. Raises ``ConfigurationError`` when the
-        port or the UI port is taken, the server exits twice, or it is not healthy within ``timeout``.
+        when a worker keeps dialling it before it is up. One made ``on_free_ports`` takes other
+        free ports for it (another process may have taken one of its own since they were picked).
+        Raises ``ConfigurationError`` when the port or the UI port is taken, the server exits
+        twice, or it is not healthy within ``timeout``.
         """
         try:
             return await self._start_once(timeout)
         except _ServerExited as err:
             log.warning("temporal server on %s exited while starting (%s); starting it again", self.address, err)
+            if self.free_ports:
+                self._take_other_free_ports()
             return await self._start_once(timeout)
+
+    def _take_other_free_ports(self) -> None:
+        self.port = free_port()
+        for flag in ("--http-port", "--metrics-port"):
+            if flag in self.extra_args[:-1]:
+                self.extra_args[self.extra_args.index(flag) + 1] = str(free_port())
 
     async def _start_once(self, timeout: float) -> "DevServer":
         if port_is_open(self.host, self.port):

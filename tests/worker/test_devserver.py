@@ -22,3 +22,19 @@ async def test_a_taken_ui_port_is_refused_before_the_server_starts(tmp_path: Pat
             await server.start()
 
     assert server.process is None
+
+
+async def test_a_server_on_free_ports_whose_http_port_was_taken_since_starts_on_other_free_ports(tmp_path: Path) -> None:
+    """Another process (another test process's server) took a port between the pick and the start."""
+    server = DevServer.on_free_ports(tmp_path / "server", search_attributes=False)
+    http_port = int(server.extra_args[server.extra_args.index("--http-port") + 1])
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", http_port))
+        taken.listen()
+        try:
+            await server.start()
+            assert server.extra_args[server.extra_args.index("--http-port") + 1] != str(http_port)
+            assert "address already in use" in (tmp_path / "server" / "temporal.log").read_text()
+        finally:
+            server.stop()
