@@ -33,10 +33,23 @@ async def interrupts() -> str:
     raise KeyboardInterrupt
 
 
+# Set after each test: a spinning coroutine left on a given-up loop would burn a core until the
+# test process ends.
+RELEASE_SPINNERS = threading.Event()
+
+
 @tool
 async def spins() -> str:
-    while True:  # never awaits: holds the loop it runs on
+    while not RELEASE_SPINNERS.is_set():  # never awaits: holds the loop it runs on
         pass
+    return "released"
+
+
+@pytest.fixture(autouse=True)
+def release_spinners() -> Iterator[None]:
+    RELEASE_SPINNERS.clear()
+    yield
+    RELEASE_SPINNERS.set()
 
 
 @tool
