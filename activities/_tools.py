@@ -140,12 +140,8 @@ class ToolActivities:
             # thread): the effect may have happened, or may yet. The claim stays open for a person
             # to reconcile, as after a worker that died mid-call (never "failed", which a model
             # would answer by calling again under a new key).
-            unknown = EffectOutcomeUnknown(input.idempotency_key)
             still = "; the call still runs" if isinstance(stopped, ToolLeftRunning) else ""
-            raise ApplicationError(
-                f"{unknown} ({input.call.name} {stopped}{still})", {"idempotency_key": input.idempotency_key},
-                type="EffectOutcomeUnknown", non_retryable=True,
-            ) from None
+            raise outcome_unknown(input.idempotency_key, f" ({input.call.name} {stopped}{still})") from None
         self._store.record_effect(input.idempotency_key, "applied" if ok else "failed", text)
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 
@@ -213,8 +209,14 @@ def ledger_outcome(input: ToolExecuteInput, claimed: bool, record: "EffectRecord
         activity.logger.info("effect %s already %s; returning the recorded result", key, record.state)
         ok = record.state == "applied"
         return ok, record.result_text or "", None if ok else "ToolError"
-    error = EffectOutcomeUnknown(key)
-    raise ApplicationError(str(error), {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
+    raise outcome_unknown(key)
+
+
+def outcome_unknown(key: str, detail: str = "") -> ApplicationError:
+    """The non-retryable ``EffectOutcomeUnknown`` failure of effect ``key`` (``detail`` appended to
+    its message), which the session answers with a reconcile request."""
+    message = f"{EffectOutcomeUnknown(key)}{detail}"
+    return ApplicationError(message, {"idempotency_key": key}, type="EffectOutcomeUnknown", non_retryable=True)
 
 
 def finish_call(
