@@ -20,7 +20,7 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator
 from agentrt.schemas._base import Model
 from agentrt.schemas._errors import ConfigurationError
 from agentrt.schemas._messages import ToolSpec
-from agentrt.schemas._validation import untrusted_schema_problems
+from agentrt.schemas._validation import NotAJsonNumber, strict_json, untrusted_schema_problems
 
 __all__ = [
     "InvalidOutputSchema",
@@ -339,11 +339,11 @@ def check_output(spec: OutputSpec, answer: str) -> OutputCheck:
     if fenced:
         text = fenced.group(1)
     try:
-        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
+        value = strict_json(text)
     except RecursionError:
         return OutputCheck(problems=[f"(answer): nested deeper than {MAX_DEPTH}"])
-    except _NotANumber as err:
-        return OutputCheck(problems=[f"(answer): {err}; JSON numbers are finite"])
+    except NotAJsonNumber as err:
+        return OutputCheck(problems=[f"(answer): holds {err}; JSON numbers are finite"])
     except ValueError as err:
         return OutputCheck(problems=[f"(answer): not JSON ({err}); answer with the JSON object only"])
     if not isinstance(value, dict):
@@ -361,23 +361,6 @@ def check_output(spec: OutputSpec, answer: str) -> OutputCheck:
             problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
         return OutputCheck(problems=problems)
     return OutputCheck(output=value)
-
-
-class _NotANumber(ValueError):
-    pass
-
-
-def _not_a_number(word: str) -> Any:
-    """``NaN``/``Infinity``, which Python's reader takes and JSON has not (in history it would be ``null``)."""
-    raise _NotANumber(f"{word} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    """A JSON number too large for a float (``1e999``) would be read as infinity."""
-    number = float(text)
-    if number in (float("inf"), float("-inf")):
-        raise _NotANumber(f"{text[:40]} is too large a number")
-    return number
 
 
 def _shape_problem(value: Any) -> str | None:

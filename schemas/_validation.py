@@ -25,8 +25,10 @@ from jsonschema.exceptions import ValidationError
 from agentrt.schemas._messages import ToolSpec
 
 __all__ = [
+    "NotAJsonNumber",
     "argument_problems",
     "arguments_sha256",
+    "strict_json",
     "untrusted_schema_problems",
 ]
 
@@ -112,3 +114,31 @@ def arguments_sha256(arguments: dict[str, Any]) -> str:
     """SHA-256 hex digest of the canonical JSON (sorted keys, no spaces) of ``arguments``."""
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class NotAJsonNumber(ValueError):
+    """A number JSON cannot carry, in text a model wrote: ``NaN``, ``Infinity``, ``-Infinity``
+    (which Python's reader takes and RFC 8259 has not), or one too large for a 64-bit float
+    (``1e999``, which Python reads as infinity). Kept, it would reach a tool or a caller as ``nan``
+    here and as ``null`` after a trip through workflow history. ``str()`` is a phrase to follow
+    "holds": ``NaN, which is not a JSON number``."""
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads(text)`` that refuses what JSON numbers cannot be.
+
+    Raises ``NotAJsonNumber`` for ``NaN``, ``Infinity``, ``-Infinity`` and numbers past a 64-bit
+    float's range; ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON;
+    ``RecursionError`` for nesting past Python's recursion limit."""
+    return json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
+
+
+def _not_a_number(word: str) -> Any:
+    raise NotAJsonNumber(f"{word}, which is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise NotAJsonNumber(f"{text[:40]}, a number too large for a 64-bit float")
+    return number

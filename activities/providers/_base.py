@@ -20,10 +20,12 @@ from agentrt.schemas import (
     ModelRequest,
     OUTPUT_TOOL,
     ModelResponse,
+    NotAJsonNumber,
     OutputSpec,
     ProviderHTTPError,
     ProviderTransportError,
     ToolCall,
+    strict_json,
 )
 
 # Token counts above this are not counts a model reports: the largest integer every JSON
@@ -197,14 +199,14 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
             arguments_error=f"arguments of {len(raw):,} characters are more than a tool call may have ({MAX_ARGUMENT_CHARS:,})",
         )
     try:
-        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        value = strict_json(raw)
     except RecursionError:
         return ToolCall(
             id=call_id, name=name, arguments_raw=_kept(raw),
             arguments_error=f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
         )
-    except _NotJsonNumber as e:
-        return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=str(e))
+    except NotAJsonNumber as e:
+        return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=f"arguments hold {e}")
     except ValueError as e:
         return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=f"arguments are not valid JSON: {e}")
     if not isinstance(value, dict):
@@ -218,24 +220,6 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
     if problem is not None:
         return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=problem)
     return ToolCall(id=call_id, name=name, arguments=value)
-
-
-class _NotJsonNumber(ValueError):
-    pass
-
-
-def _no_constant(word: str) -> Any:
-    """``NaN``, ``Infinity`` and ``-Infinity``, which Python's reader takes and JSON has not: kept,
-    they would reach a tool as ``nan`` here and as ``null`` after a trip through workflow history."""
-    raise _NotJsonNumber(f"arguments hold {word}, which is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    """A number too large for a float (``1e999``), which Python's reader makes infinity."""
-    number = float(text)
-    if number in (float("inf"), float("-inf")):
-        raise _NotJsonNumber(f"arguments hold {text[:40]}, a number too large for a 64-bit float")
-    return number
 
 
 def _kept(raw: str) -> str:

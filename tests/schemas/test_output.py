@@ -232,10 +232,10 @@ def test_a_recursive_schema_that_moves_into_the_answer_is_a_spec_and_checks_answ
 
 
 @pytest.mark.parametrize(("answer", "problem"), [
-    ('{"priority": "low", "tags": [NaN]}', "NaN is not a JSON number"),
-    ('{"priority": "low", "score": Infinity}', "Infinity is not a JSON number"),
-    ('{"priority": "low", "score": -Infinity}', "-Infinity is not a JSON number"),
-    ('{"priority": "low", "score": 1e999}', "1e999 is too large a number"),
+    ('{"priority": "low", "tags": [NaN]}', "holds NaN, which is not a JSON number"),
+    ('{"priority": "low", "score": Infinity}', "holds Infinity, which is not a JSON number"),
+    ('{"priority": "low", "score": -Infinity}', "holds -Infinity, which is not a JSON number"),
+    ('{"priority": "low", "score": 1e999}', "holds 1e999, a number too large for a 64-bit float"),
 ])
 def test_nan_and_infinite_numbers_in_an_answer_are_problems_not_an_output_history_would_turn_into_null(
     answer: str, problem: str
