@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator
@@ -206,18 +206,7 @@ def _reference_problem(schema: dict[str, Any]) -> str | None:
 
     root = referencing.Registry().resolver_with_root(referencing.jsonschema.DRAFT202012.create_resource(schema))
     targets: dict[int, list[Any]] = {}
-    stack: list[Any] = [schema]
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, list):
-            stack.extend(node)
-            continue
-        if not isinstance(node, dict):
-            continue
+    for node in _subschemas(schema):
         if "$dynamicRef" in node:
             return "$dynamicRef is not supported; use $ref to #/$defs/..."
         if "$id" in node and node is not schema:
@@ -240,7 +229,6 @@ def _reference_problem(schema: dict[str, Any]) -> str | None:
                 in_place.extend(value)
             elif isinstance(value, dict):
                 in_place.append(value)
-        stack.extend(node.values())
     if _has_cycle(targets):
         return "$ref loops back to itself without moving into the answer (a $ref cycle through $ref, allOf, anyOf, oneOf, not, if, then, else alone)"
     return None
@@ -259,14 +247,7 @@ def unsupported_keyword(schema: dict[str, Any]) -> str | None:
     not checked again. Walked without recursion; a property called ``pattern`` is a name."""
     from agentrt.schemas._validation import _re2  # here: re2 loads only for a spec being built
 
-    stack: list[Any] = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-            continue
-        if not isinstance(node, dict):
-            continue
+    for node in _subschemas(schema):
         if "patternProperties" in node:
             return "patternProperties are not supported (use properties, or additionalProperties)"
         pattern = node.get("pattern")
@@ -275,12 +256,32 @@ def unsupported_keyword(schema: dict[str, Any]) -> str | None:
                 _re2(pattern)
             except Exception:  # noqa: BLE001 - re2.error, or a pattern RE2 refuses
                 return f"the pattern {pattern[:200]!r} is not RE2 syntax (no look-around, no back-references)"
+    return None
+
+
+def _subschemas(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every subschema of ``schema``, the root first, each once, walked without recursion. The
+    values of ``properties``, ``$defs`` and the like are subschemas and their keys names (a
+    property called ``pattern`` or ``$ref`` is a name); ``enum``, ``const``, ``default``,
+    ``examples`` and ``required`` hold data, not schemas."""
+    stack: list[Any] = [schema]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        yield node
         for key, value in node.items():
             if key in _SCHEMA_MAPS and isinstance(value, dict):
                 stack.extend(value.values())
-            elif key not in _DATA and key != "pattern":
+            elif key not in _DATA:
                 stack.append(value)
-    return None
 
 
 def _has_cycle(edges: dict[int, list[Any]]) -> bool:

@@ -203,6 +203,23 @@ def test_a_schema_no_answer_could_match_is_refused_where_it_is_given_not_at_ever
     assert problem in caught.value.problem
 
 
+def test_data_in_a_schema_is_not_read_as_a_schema_and_property_names_are_names() -> None:
+    # An enum value or a default that looks like a $ref, or a property called "$ref" or
+    # "pattern", is data or a name: it never points anywhere and is never compiled.
+    schema = {
+        "type": "object",
+        "properties": {
+            "link": {"enum": [{"$ref": "#/nowhere"}], "default": {"$dynamicRef": "#x"}},
+            "$ref": {"type": "string"},
+            "pattern": {"type": "string", "examples": [{"pattern": "(?=look-around)"}]},
+        },
+    }
+
+    spec = OutputSpec.from_schema(schema)
+
+    assert check_output(spec, '{"link": {"$ref": "#/nowhere"}, "$ref": "x", "pattern": "y"}').output is not None
+
+
 class Node(BaseModel):
     name: str
     children: list["Node"] = []
