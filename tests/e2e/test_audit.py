@@ -17,6 +17,8 @@ from agentrt.schemas import (
     AutonomousTaskCheckpointed,
     Budget,
     CancelTurnInput,
+    ElicitationAnswer,
+    ModelProfile,
     PermissionDecision,
     PermissionRequested,
     TurnStarted,
@@ -140,27 +142,43 @@ async def test_reconciling_an_effect_of_unknown_outcome_is_recorded_with_its_not
     assert (entry.principal, entry.reason, entry.detail["outcome"]) == (OWNER, "file has no line", "not_applied")
 
 
+async def checkpoints(rig: TaskRig, task_id: str, count: int, timeout: float = 60.0) -> None:
+    async def poll() -> None:
+        while sum(isinstance(e, AutonomousTaskCheckpointed) for e in rig.stored_events(task_id)) < count:
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
 async def test_task_controls_are_recorded(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     rig = TaskRig.on(harness)
-    script = write_task_script(tmp_path, [[{"text": "half done"}], [{"text": "all done"}]], reviews=[FAIL, PASS])
+    sessions = [[{"text": "a third done"}], [{"text": "two thirds done"}], [{"text": "all done"}]]
+    script = write_task_script(tmp_path, sessions, reviews=[FAIL, FAIL, PASS])
     task_id = await rig.start(rig.config(workspace, script, schedule={"every_seconds": DAY}, operators=[OPERATOR]), skipping=False)
-    await rig.wait_stored(task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed))
+    await checkpoints(rig, task_id, 1)
     await rig.wait_status(task_id, "waiting")
 
+    await rig.client.nudge_task(task_id, reason="try again now")
+    await checkpoints(rig, task_id, 2)
+    await rig.wait_status(task_id, "waiting")
     await rig.as_principal(OPERATOR).pause_task(task_id, reason="maintenance window")
     await rig.client.resume_task(task_id)
+    await rig.client.amend_task_goal(task_id, "build the smaller thing", reason="scope cut")
     await rig.client.raise_task_budget(task_id, Budget(max_tokens=10**6), reason="more room")
     await rig.client.cancel_task(task_id, reason="enough")
     RECORDED_HISTORIES.extend(rig.workflow_handles())
 
-    entries = await audited(with_store(harness), task_id, 4)
+    entries = await audited(with_store(harness), task_id, 6)
     assert acts(entries) == [
+        (OWNER, "nudge", None, "try again now"),
         (OPERATOR, "pause", None, "maintenance window"),
         (OWNER, "resume", None, None),
+        (OWNER, "amend_goal", None, "scope cut"),
         (OWNER, "raise_budget", None, "more room"),
         (OWNER, "cancel", None, "enough"),
     ]
     assert {e.target_kind for e in entries} == {"task"}
+    assert entries[2].detail["goal"] == "build the smaller thing"
 
 
 async def test_a_graph_plan_approved_with_a_plain_temporal_update_is_recorded(
@@ -265,3 +283,68 @@ async def test_an_approval_over_http_is_listed_by_get_v1_audit_to_an_admin_token
     )
     assert assert_problem(refused, 403)["type"].endswith("forbidden")
     assert too_many.status_code == 422
+
+
+async def test_a_model_switch_is_recorded(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    harness.config.profiles["other"] = ModelProfile(name="other", provider="scripted", context_window=100_000, max_output_tokens=4_000)
+    sid = harness.new_session_id()
+    owner = with_store(harness)
+    started, _ = await owner.start_and_wait(session_config(owner, sid, workspace, write_script(tmp_path, [{"text": "hi"}])), "hello")
+
+    await owner.switch_model(started.session_id, "other")
+
+    [entry] = await owner.audit(target=sid)
+    assert (entry.principal, entry.action, entry.detail["from_profile"], entry.detail["profile"]) == (
+        OWNER, "switch_model", "scripted", "other",
+    )
+
+
+async def test_a_workflow_cancelled_from_temporal_is_recorded_as_an_archive_by_temporal(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    sid = harness.new_session_id()
+    owner = with_store(harness)
+    await owner.start(session_config(owner, sid, workspace, write_script(tmp_path, [{"text": "slow", "delay_seconds": 30}])), "go")
+    await wait_for_event(owner, sid, lambda e: isinstance(e, TurnStarted))
+
+    await harness.handle(sid).cancel()  # as `temporal workflow cancel` or the UI's "Request Cancellation"
+
+    [entry] = await audited(owner, sid, 1)
+    assert (entry.principal, entry.action, entry.detail["as"]) == ("temporal", "archive", "temporal")
+    assert entry.reason is not None and entry.reason.startswith("workflow cancelled")
+
+
+async def test_an_answer_to_an_mcp_servers_question_signalled_by_a_plain_temporal_client_is_recorded(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    from tests.e2e.test_mcp import asking_for_a_name
+
+    async with asking_for_a_name(harness, workspace, tmp_path) as (client, sid, turn, asked):
+        answer_ = ElicitationAnswer(request_id=asked.request.request_id, principal=OWNER, content={"name": "Lin"})
+        await harness.handle(sid).signal(SessionWorkflow.elicitation_answer, answer_)
+        assert (await client.wait(sid, turn)).status == "completed"
+
+    [entry] = await with_store(harness).audit(target=sid)
+    assert (entry.principal, entry.action, entry.detail["answer"]) == (OWNER, "answer", "accept")
+    assert "Lin" not in json.dumps(entry.detail)
+
+
+async def test_a_rejected_plan_and_a_cancelled_graph_are_recorded(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    rig = GraphRig(harness.temporal, harness.task_queue)
+    plan = {"graph": {"nodes": [{"id": "survey", "prompt": "list what is there", "tools": ["fs.read"]}]}}
+    graph_ids = []
+    for _ in range(2):
+        script = write_graph_script(tmp_path, {"survey": [{"turns": [answer("README.md only")]}]}, plan=[plan])
+        graph_id = await rig.start(rig.config(workspace, script, goal="survey the project", tools=["fs.read"], approve_plan="ask"))
+        await rig.wait_until(graph_id, lambda v: v.status == "pending_approval")
+        graph_ids.append(graph_id)
+    rejected, cancelled = graph_ids
+
+    await rig.approve(rejected, approve=False, reason="not this plan")
+    await with_store(harness).cancel_graph(cancelled, reason="not now")
+    RECORDED_HISTORIES.extend(await rig.workflow_handles())
+
+    [reject] = await audited(with_store(harness), rejected, 1)
+    [cancel] = await audited(with_store(harness), cancelled, 1)
+    assert (reject.principal, reject.action, reject.reason) == (OWNER, "reject_plan", "not this plan")
+    assert (cancel.principal, cancel.action, cancel.reason, cancel.target_kind) == (OWNER, "cancel", "not now", "graph")
