@@ -18,8 +18,16 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from agentrt.schemas import AuditEntry, Event
-from agentrt.store._audit_acts import MAX_AUDIT_REASON_CHARS, Act, bounded_detail, graph_acts, session_acts, task_acts
+from agentrt.schemas import AuditEntry, Event, SessionConfig
+from agentrt.store._audit_acts import (
+    MAX_AUDIT_REASON_CHARS,
+    TEMPORAL,
+    Act,
+    bounded_detail,
+    graph_acts,
+    session_acts,
+    task_acts,
+)
 from agentrt.store._base import StoreBase, text_column, utc
 from agentrt.store._models import audit_log, sessions
 
@@ -31,11 +39,21 @@ class AuditTable(StoreBase):
     """Table ``audit_log``; the table groups that record acts (transcript, tasks, graphs,
     memories) are built on it."""
 
-    def _audit_session(self, conn: Connection, session_id: str, owner: str | None, events: list[Event]) -> None:
+    def _audit_session(self, conn: Connection, session_id: str, config: SessionConfig | None, events: list[Event]) -> None:
+        """The acts among a session's ``events``. A workflow cancellation of a child session (by
+        ``temporal``) names the child's parent in ``detail.parent`` (``task:<id>``, ``graph:<id>``,
+        ``session:<id>``): a parent that ends cancels its children that way."""
         acts = session_acts(session_id, events)
-        if acts and owner is None:
-            owner = conn.execute(select(sessions.c.owner).where(sessions.c.session_id == session_id)).scalar()
-        self._write_acts(conn, "session", session_id, owner or "", acts)
+        if not acts:
+            return
+        if config is None:
+            row = conn.execute(select(sessions.c.config_json).where(sessions.c.session_id == session_id)).scalar()
+            config = SessionConfig.model_validate_json(row) if row is not None else None
+        parent = config.parent if config is not None else None
+        for act in acts:
+            if act.principal == TEMPORAL and parent is not None:
+                act.detail["parent"] = f"{parent.kind}:{parent.id}"
+        self._write_acts(conn, "session", session_id, config.owner if config is not None else "", acts)
 
     def _audit_task(self, conn: Connection, task_id: str, owner: str, events: list[Event]) -> None:
         self._write_acts(conn, "task", task_id, owner, task_acts(task_id, events))
@@ -51,7 +69,7 @@ class AuditTable(StoreBase):
         for act in acts:
             if act.principal and act.principal == owner:
                 act.detail["as"] = "owner"
-            elif act.principal == "temporal":
+            elif act.principal == TEMPORAL:
                 act.detail["as"] = "temporal"
             elif owner:
                 act.detail["as"] = "operator"

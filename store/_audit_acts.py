@@ -45,10 +45,11 @@ from agentrt.schemas import (
 
 __all__ = [
     "ARCHIVE_CANCEL_REASON",
+    "Act",
     "ENDED_AFTER_TURN",
     "MAX_AUDIT_DETAIL_CHARS",
     "MAX_AUDIT_REASON_CHARS",
-    "Act",
+    "TEMPORAL",
     "bounded_detail",
     "graph_acts",
     "session_acts",

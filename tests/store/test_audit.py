@@ -257,3 +257,13 @@ def test_an_act_recorded_twice_under_its_key_is_one_row(store: Store) -> None:
     store.record_act("ops", "raise_quota", "tenant", "acme", reason="launch", key="tenant:acme:quota:1")
     store.record_act("ops", "raise_quota", "tenant", "acme", reason="launch", key="tenant:acme:quota:1")
     assert len(store.audit(target="acme")) == 1
+
+
+def test_a_child_session_cancelled_by_temporal_names_its_parent(store: Store) -> None:
+    from agentrt.schemas import SessionParent
+
+    config = SessionConfig(session_id="c1", owner="alice", workspace="/srv/ws", parent=SessionParent(kind="task", id="t9", number=2))
+    store.append(StoreAppendInput(session_id="c1", config=config))
+    store.append(StoreAppendInput(session_id="c1", events=[SessionArchived(seq=4, at=AT, principal="temporal", reason="workflow cancelled")]))
+    [entry] = store.audit(target="c1")
+    assert (entry.principal, entry.action, entry.detail["parent"]) == ("temporal", "archive", "task:t9")
