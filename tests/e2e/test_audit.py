@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from agentrt.schemas import (
     TurnStarted,
 )
 from agentrt.workflows.session import SessionWorkflow
-from agentrt.worker import GatewayConfig, GatewayToken, token_sha256
+from agentrt.worker import GatewayConfig, GatewayToken, temporal_binary, token_sha256
 from tests.cli.test_cli import agentrt
 from tests.conftest import OWNER, RECORDED_HISTORIES, Harness
 from tests.e2e._graphs import GraphRig, answer, write_graph_script
@@ -348,3 +349,29 @@ async def test_a_rejected_plan_and_a_cancelled_graph_are_recorded(harness: Harne
     [cancel] = await audited(with_store(harness), cancelled, 1)
     assert (reject.principal, reject.action, reject.reason) == (OWNER, "reject_plan", "not this plan")
     assert (cancel.principal, cancel.action, cancel.reason, cancel.target_kind) == (OWNER, "cancel", "not now", "graph")
+
+
+async def test_a_denial_sent_with_the_temporal_cli_by_an_operator_is_recorded(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [write("a.txt")]}, {"text": "done"}])
+    sid = harness.new_session_id()
+    owner = with_store(harness)
+    started = await owner.start(session_config(owner, sid, workspace, script, operators=[OPERATOR]), "write")
+    await wait_for_event(owner, sid, lambda e: isinstance(e, PermissionRequested))
+
+    body = {"request_id": "req-1", "decision": "deny", "principal": OPERATOR, "reason": "typed into the temporal CLI"}
+    sent = await asyncio.to_thread(
+        subprocess.run,
+        [temporal_binary(), "workflow", "update", "execute", "--address", harness.server.address,
+         "--workflow-id", f"session-{sid}", "--name", "decide", "--input", json.dumps(body)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert sent.returncode == 0, sent.stderr
+    await owner.wait(sid, started.turn_id)
+
+    [entry] = await owner.audit(target=sid)
+    assert (entry.principal, entry.action, entry.reason, entry.detail["as"]) == (
+        OPERATOR, "deny", "typed into the temporal CLI", "operator",
+    )
+    assert not (workspace / "a.txt").exists()
