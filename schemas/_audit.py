@@ -46,7 +46,7 @@ class AuditEntry(Model):
       session, task or graph id; a memory id); ``owner``: the target's owner ("" when unknown).
     - ``reason``: the reason given (an operator must give one), else None.
     - ``detail``: more about the act (a request id, a turn, the new budget, the event's ``seq``),
-      at most ``MAX_AUDIT_DETAIL_CHARS`` characters of JSON in the store.
+      at most 4,096 characters of JSON in the store.
     """
 
     id: int

@@ -90,7 +90,8 @@ class Act:
 
 def bounded_detail(detail: dict[str, Any]) -> str:
     """``detail`` as compact JSON of at most ``MAX_AUDIT_DETAIL_CHARS`` characters: when it is
-    longer, each value longer than a few hundred characters is cut (``"…"``), and when that is not
+    longer, each value longer than a few hundred characters is cut (a text, or another value's
+    JSON text, ending in ``"…"``), and when that is not
     enough only the keys ``event`` and ``seq`` are kept with ``"cut": true``."""
     text = json.dumps(detail, separators=(",", ":"), default=str)
     if len(text) <= MAX_AUDIT_DETAIL_CHARS:
@@ -98,7 +99,10 @@ def bounded_detail(detail: dict[str, Any]) -> str:
     cut: dict[str, Any] = {}
     for name, value in detail.items():
         shown = json.dumps(value, separators=(",", ":"), default=str)
-        cut[name] = value if len(shown) <= _CUT_VALUE_CHARS else shorten(shown, _CUT_VALUE_CHARS)
+        if len(shown) <= _CUT_VALUE_CHARS:
+            cut[name] = value
+        else:  # a string cut as it is; anything else as its JSON text, cut
+            cut[name] = shorten(value if isinstance(value, str) else shown, _CUT_VALUE_CHARS)
     cut["cut"] = True
     text = json.dumps(cut, separators=(",", ":"), default=str)
     if len(text) <= MAX_AUDIT_DETAIL_CHARS:
@@ -127,6 +131,8 @@ def session_acts(session_id: str, events: list[Event]) -> list[Act]:
     cancellation ends (the archive is the act), the end of a session that runs one turn, and
     ignored decisions and cancels (they changed nothing). An operator's reason recorded beside
     the act (``OperatorActed``) fills a reason the act's own event lacks (an elicitation's answer).
+    What a model or a tool wrote stays in the events: an edit keeps the SHA-256 and the field names
+    of the arguments it chose, an answer its action, never their values.
     """
     prefix = f"session:{session_id}"
     acts: list[Act] = []
@@ -142,7 +148,7 @@ def session_acts(session_id: str, events: list[Event]) -> list[Act]:
             case ToolCallEdited():
                 acts.append(_act(
                     prefix, f"edit:{e.request_id}", e, e.principal, "edit", None,
-                    request_id=e.request_id, call_id=e.call_id, arguments_sha256=e.arguments_sha256, arguments=e.arguments,
+                    request_id=e.request_id, call_id=e.call_id, arguments_sha256=e.arguments_sha256, fields=sorted(e.arguments),
                 ))
             case EffectReconciled():
                 acts.append(_act(

@@ -164,28 +164,36 @@ def test_edit_reconcile_and_raise_budget_are_acts(store: Store) -> None:
         BudgetRaised(seq=5, at=AT, principal="alice", budget=Budget(max_tokens=500), reason="more"),
     )
     by_action = {e.action: e for e in store.audit()}
-    assert by_action["edit"].detail["arguments"] == {"path": "b.txt"}
+    assert (by_action["edit"].detail["fields"], by_action["edit"].detail["arguments_sha256"]) == (["path"], "ab")
+    assert "b.txt" not in str(by_action["edit"].detail)
     assert (by_action["reconcile"].reason, by_action["reconcile"].detail["outcome"]) == ("saw it", "applied")
     assert by_action["raise_budget"].detail["budget"] == {"max_tokens": 500}
 
 
 def test_a_long_reason_and_a_big_detail_are_cut_to_their_bounds(store: Store) -> None:
+    from agentrt.schemas import AutonomousTaskGoalAmended
+
     append(
         store,
         ToolCallEdited(
             seq=3, at=AT, request_id="req-1", call_id="c1", principal="alice",
-            arguments={f"k{i}": "x" * 1_000 for i in range(50)}, arguments_sha256="ab",
+            arguments={f"key{i}": "x" for i in range(1_000)}, arguments_sha256="ab",
         ),
         PermissionDenied(seq=4, at=AT, request_id="req-2", call_id="c2", principal="alice", reason="r" * 50_000),
     )
+    amended = AutonomousTaskGoalAmended(seq=2, at=AT, principal="alice", goal="g" * 10_000, criteria=["c" * 1_000] * 50)
+    store.record_task(TaskRecordInput(task_id="t1", owner="alice", goal="g", status="waiting", workspace="/w", spend=Spend(), events=[amended]))
     with store.engine.connect() as conn:
         rows = conn.execute(text("SELECT action, reason, detail_json FROM audit_log")).all()
+    assert {action for action, _, _ in rows} == {"edit", "deny", "amend_goal"}
     for action, reason, detail_json in rows:
         assert len(detail_json) <= MAX_AUDIT_DETAIL_CHARS
         if action == "deny":
             assert len(reason) == MAX_AUDIT_REASON_CHARS
-    edit = next(e for e in store.audit() if e.action == "edit")
-    assert edit.detail["cut"] is True and edit.detail["arguments_sha256"] == "ab"
+    by_action = {e.action: e for e in store.audit()}
+    assert by_action["edit"].detail["cut"] is True and by_action["edit"].detail["arguments_sha256"] == "ab"
+    goal = by_action["amend_goal"].detail["goal"]
+    assert by_action["amend_goal"].detail["cut"] is True and goal.startswith("ggg") and goal.endswith("…") and len(goal) == 300
 
 
 def test_task_controls_are_acts_and_an_automatic_pause_is_not(store: Store) -> None:
