@@ -375,3 +375,21 @@ async def test_a_denial_sent_with_the_temporal_cli_by_an_operator_is_recorded(
         OPERATOR, "deny", "typed into the temporal CLI", "operator",
     )
     assert not (workspace / "a.txt").exists()
+
+
+async def test_a_strangers_decisions_sent_by_signal_add_no_row(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [{"tool_calls": [write("a.txt")]}, {"text": "done"}])
+    sid = harness.new_session_id()
+    owner = with_store(harness)
+    started = await owner.start(session_config(owner, sid, workspace, script), "write")
+    await wait_for_event(owner, sid, lambda e: isinstance(e, PermissionRequested))
+    handle = harness.handle(sid)
+
+    for _ in range(30):
+        await handle.signal(SessionWorkflow.permission_decision, PermissionDecision(request_id="req-1", decision="grant", principal="mallory"))
+    await handle.signal(SessionWorkflow.cancel_turn, CancelTurnInput(principal="mallory", reason="mine now"))
+    await owner.deny(sid, "req-1", "no")
+    await owner.wait(sid, started.turn_id)
+
+    assert [(e.principal, e.action) for e in await owner.audit(target=sid)] == [(OWNER, "deny")]
+    assert not (workspace / "a.txt").exists()
