@@ -5,7 +5,7 @@ The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 `skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_graph` (the `graph`
 group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group),
 `_cli_serve` (`serve`: the HTTP gateway), `_cli_codec` (`codec-server`), `_cli_doctor`
-(`doctor`: stuck workflows) and `_cli_common` (what they share); this module assembles them
+(`doctor`: stuck workflows), `_cli_audit` (`audit`: the audit log) and `_cli_common` (what they share); this module assembles them
 and is the console script's entry point. A reader that stops reading a command's output
 (`agentrt session list | head -1`) ends it quietly, with exit code 0.
 """
@@ -106,6 +106,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "non-determinism error, an exception in workflow code, no worker finishing it), with the cause\n"
         "and what to do. Exit status 0 when none is stuck, 1 when some are, 2 on an error.",
         _attribute("agentrt.cli._doctor", "doctor"),
+    ),
+    "audit": LazyCommand(
+        "List the audit log, newest first: every act of a principal on a session, task, graph or memory\n"
+        "(approve, deny, edit, cancel, archive, reconcile, raise a budget, pause, decide a memory, ...),\n"
+        "with who, when and the reason given, whatever carried it (client, CLI, HTTP or the Temporal UI).",
+        _attribute("agentrt.cli._audit", "audit"),
     ),
     "session": LazyCommand("Inspect and steer existing sessions.", _session_group),
     "memory": LazyCommand(

@@ -4,8 +4,10 @@ and task graphs. One object over one shared ``Connection``, with a sub-client pe
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
+from datetime import datetime
 
 from temporalio.client import Client
 
@@ -18,7 +20,7 @@ from agentrt.client._sessions import Sessions
 from agentrt.client._tasks import Tasks
 from agentrt.client._trajectories import Trajectories
 from agentrt.client._workers import workflow_pollers
-from agentrt.schemas import AdvisorPolicy, ServerUnavailable
+from agentrt.schemas import AdvisorPolicy, AuditEntry, ServerUnavailable
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -58,6 +60,8 @@ class AgentClient:
     ``cancel_task`` / ``amend_task_goal`` / ``raise_task_budget`` are the ``tasks`` calls, and
     ``start_graph`` / ``graph_status`` / ``graph_events`` / ``list_graphs`` / ``wait_graph`` /
     ``approve_graph`` / ``reject_graph`` / ``cancel_graph`` the ``graphs`` ones.
+
+    ``audit`` lists the audit log: who did what, on what, when and why.
 
     ``advisor`` and ``mcp_servers``: the ``AdvisorPolicy`` and MCP servers of the sessions ``new_config``
     makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``). ``default_profile``,
@@ -137,6 +141,26 @@ class AgentClient:
             c.temporal, task_queue=c.task_queue, principal=principal, store=c.store, advisor=c.advisor,
             mcp_servers=c.mcp_servers, default_profile=c.default_profile, operators=c.operators,
             tool_task_queue=c.tool_task_queue,
+        )
+
+    async def audit(
+        self,
+        *,
+        principal: str | None = None,
+        target: str | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        """The audit log (docs/audit.md): the latest ``limit`` acts of principals, newest first, by
+        ``principal``, on ``target`` (a session, task, graph or memory id), of ``action``, at or after
+        ``since``, each when given. One of the client's ``operators`` reads every act; any other
+        principal only the acts on what it owns. Raises ``ConfigurationError`` without a store and
+        ``ValueError`` for a ``limit`` outside 1..``agentrt.store.MAX_AUDIT_LIMIT``."""
+        store = self.connection.needs_store("audit")
+        owner = None if self.principal in self.operators else self.principal
+        return await asyncio.to_thread(
+            store.audit, principal=principal, target=target, action=action, owner=owner, since=since, limit=limit
         )
 
     async def has_worker(self) -> bool:

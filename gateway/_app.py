@@ -16,6 +16,7 @@ Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>`
     the same task-graph routes under /v1/runs (an alias), /apps/{app}/graphs and its alias /apps/{app}/runs (the app is the profile of
     the graphs it creates)
     GET  /v1/health/stuck                                       scope admin
+    GET  /v1/audit                                              scope admin (gateway/_audit.py)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from agentrt.gateway._agui_runs import agui_routes
 from agentrt.gateway._auth import MAX_STREAMS, MAX_STREAMS_PER_PRINCIPAL, Gateway
 from agentrt.gateway._docs import install_docs
 from agentrt.gateway._errors import MAX_BODY_BYTES, BodyLimit, Problem, ProblemBody, install_error_handlers
+from agentrt.gateway._audit import audit_routes
 from agentrt.gateway._health import health_routes
 from agentrt.gateway._models import Health
 from agentrt.gateway._tasks_graphs import graph_routes, task_routes
@@ -270,5 +272,6 @@ def create_app(
     app.include_router(graph_routes("/apps/{app}/graphs"), responses=ERROR_RESPONSES)
     app.include_router(graph_routes("/apps/{app}/runs", "runs"), responses=ERROR_RESPONSES)  # an alias
     app.include_router(health_routes(), responses=ERROR_RESPONSES)
+    app.include_router(audit_routes(), responses=ERROR_RESPONSES)
     install_docs(app)
     return app

@@ -7,6 +7,7 @@ checks the two agree).
 
 from agentrt.schemas._activities import *
 from agentrt.schemas._agents import *
+from agentrt.schemas._audit import *
 from agentrt.schemas._advisor import *
 from agentrt.schemas._autonomy import *
 from agentrt.schemas._base import *
@@ -43,6 +44,7 @@ __all__ = [
     "ADVISOR_REVIEW",
     "AGENT_KIND",
     "AGENT_PROFILE",
+    "AUDIT_ACTIONS",
     "AUTONOMOUS_TASK_WORKFLOW",
     "AcceptanceCheck",
     "AdvisorMode",
@@ -65,6 +67,9 @@ __all__ = [
     "ApprovePlanInput",
     "ArchiveInput",
     "AssistantMessageCompleted",
+    "AuditAction",
+    "AuditEntry",
+    "AuditTargetKind",
     "AutonomousTaskAcceptanceChecked",
     "AutonomousTaskBudgetExceeded",
     "AutonomousTaskBudgetRaised",

@@ -1,8 +1,9 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
-ledger, usage receipts, memories, autonomous tasks, webhook watches and deliveries and externally
-stored Temporal payloads (SQLite or PostgreSQL); a session's events and token deltas read as one
+ledger, usage receipts, memories, autonomous tasks, webhook watches and deliveries, the audit
+log and externally stored Temporal payloads (SQLite or PostgreSQL); a session's events and token deltas read as one
 resumable stream."""
 
+from agentrt.store._audit import MAX_AUDIT_LIMIT
 from agentrt.store._base import text_column
 from agentrt.store._deltas import TokenDelta
 from agentrt.store._effects import EffectRecord
@@ -27,6 +28,7 @@ from agentrt.store._webhooks import NewWebhookDelivery, WebhookDelivery, Webhook
 
 __all__ = [
     "EffectRecord",
+    "MAX_AUDIT_LIMIT",
     "NewWebhookDelivery",
     "SessionStream",
     "SessionSummary",

@@ -13,11 +13,12 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from agentrt.schemas import EVENT_ADAPTER, Event, GraphRecordInput
-from agentrt.store._base import StoreBase, text_column
+from agentrt.store._audit import AuditTable
+from agentrt.store._base import text_column
 from agentrt.store._models import graph_events, graphs
 
 
-class GraphTables(StoreBase):
+class GraphTables(AuditTable):
     """Tables ``graphs`` and ``graph_events``."""
 
     def record_graph(self, data: GraphRecordInput, *, conn: Connection | None = None) -> None:
@@ -25,6 +26,7 @@ class GraphTables(StoreBase):
 
         Upserts the graph's row (``created_at`` is kept; an empty ``workspace`` keeps the stored
         one), then inserts ``data.events`` by (graph_id, seq): an event already stored is left as it is.
+        The acts of principals among the events (a plan approved, a cancel) go to the audit log, each once.
         """
         now = self._now()
         row = {
@@ -45,6 +47,7 @@ class GraphTables(StoreBase):
                     for e in data.events
                 ]
                 conn.execute(self._insert_ignore(graph_events, ["graph_id", "seq"]), rows)
+                self._audit_graph(conn, data.graph_id, data.owner, data.events)
 
     def graph_events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
         """The graph's events with ``seq > since_seq``, ordered by seq, at most ``limit``."""

@@ -24,13 +24,14 @@ from agentrt.schemas import (
     MemoryNotFound,
     MemoryRecord,
 )
-from agentrt.store._base import StoreBase, text_column, utc
+from agentrt.store._audit import AuditTable
+from agentrt.store._base import text_column, utc
 from agentrt.store._models import memories
 
 LIVE_STATUSES = ("proposed", "accepted")
 
 
-class MemoryTable(StoreBase):
+class MemoryTable(AuditTable):
     """Table ``memories``: one row per memory, keyed by ``memory_id``.
 
     Writes of one owner take turns (SQLite: the write lock every transaction takes; PostgreSQL:
@@ -164,6 +165,9 @@ class MemoryTable(StoreBase):
         ``MemoryNotFound`` for an unknown id or one ``principal`` does not own (the same error:
         a stranger learns nothing), ``MemoryAlreadyDecided`` for the other decision or a memory
         that was never a proposal (a ``session``-scope write), ``ValueError`` for another decision.
+        The decision is recorded in the audit log (``accept_memory``, ``reject_memory``) in the
+        same transaction, whichever path made it (the proposing session's ``memory.decide``, or
+        the client on the store once that session has closed).
         """
         if decision not in ("accept", "reject"):
             raise ValueError(f"decide_memory: decision must be 'accept' or 'reject', not {decision!r}")
@@ -187,13 +191,18 @@ class MemoryTable(StoreBase):
             if status == "accepted":
                 slot = _same_slot(current.owner, current.scope, current.key, current.session_id, current.workspace)
                 conn.execute(update(memories).where(slot, c.memory_id != memory_id).values(status="superseded"))
+            now = self._now()
             conn.execute(
                 update(memories)
                 .where(c.memory_id == memory_id, c.status == "proposed")
                 .values(
-                    status=status, decided_at=self._now(), decided_by=principal,
+                    status=status, decided_at=now, decided_by=principal,
                     reason=None if reason is None else text_column(reason),
                 )
+            )
+            self.record_act(
+                principal, f"{decision}_memory", "memory", memory_id, owner=current.owner, reason=reason,
+                detail=_memory_detail(current), key=f"memory:{memory_id}:decision", at=now, conn=conn,
             )
             if status == "rejected":
                 self._prune_dead(conn, current.owner)
@@ -203,7 +212,8 @@ class MemoryTable(StoreBase):
 
     def forget_memory(self, memory_id: str, principal: str, *, conn: Connection | None = None) -> MemoryRecord:
         """Delete the memory ``memory_id`` of the owner ``principal`` (any status) and return it as
-        it was. Raises ``MemoryNotFound`` for an unknown id or one ``principal`` does not own."""
+        it was (recorded in the audit log as ``forget_memory``). Raises ``MemoryNotFound`` for an
+        unknown id or one ``principal`` does not own."""
         memory_id, principal = text_column(memory_id), text_column(principal)
         with self._writing(conn) as conn:
             found = _memory_row(conn, memory_id)
@@ -211,6 +221,10 @@ class MemoryTable(StoreBase):
                 raise MemoryNotFound(memory_id)
             self._lock_owner(conn, found.owner)
             conn.execute(delete(memories).where(memories.c.memory_id == memory_id))
+            self.record_act(
+                principal, "forget_memory", "memory", memory_id, owner=found.owner,
+                detail={**_memory_detail(found), "status": found.status}, key=f"memory:{memory_id}:forget", conn=conn,
+            )
         return found
 
     def _prune_dead(self, conn: Connection, owner: str) -> None:
@@ -245,6 +259,11 @@ def _same_slot(owner: str, scope: str, key: str, session_id: str, workspace: str
     elif scope == "workspace":
         conditions.append(c.workspace == workspace)
     return and_(*conditions)
+
+
+def _memory_detail(record: MemoryRecord) -> dict[str, Any]:
+    """What the audit log keeps of a decided or forgotten memory: where it lives, never its text."""
+    return {"scope": record.scope, "key": record.key, "session_id": record.session_id}
 
 
 def _row_values(record: MemoryRecord) -> dict[str, Any]:

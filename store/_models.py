@@ -30,6 +30,7 @@ __all__ = [
     "WEBHOOK_DELIVERY_STATES",
     "WEBHOOK_WATCH_KINDS",
     "WEBHOOK_WATCH_STATES",
+    "audit_log",
     "context_summaries",
     "effects",
     "events",
@@ -374,4 +375,27 @@ webhook_deliveries = Table(
     CheckConstraint("state IN ('pending', 'delivered', 'failed')", name="state"),
     Index(None, "target_url", "state", "next_attempt_at"),
     Index(None, "watch_id"),
+)
+
+# The audit log (migration 0016): one row per act of a principal on a session, task, graph or
+# memory, recorded once by ``key`` (``<kind>:<id>:<what>``: the event that records the act, or
+# the row it changed) in the transaction that records the act. ``detail_json``: a bounded JSON object.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("key", String(600), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("target_kind", String(16), nullable=False),
+    Column("target_id", String(255), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("detail_json", Text, nullable=False),
+    UniqueConstraint("key"),
+    Index(None, "at"),
+    Index(None, "principal", "at"),
+    Index(None, "target_id", "at"),
+    Index(None, "owner", "at"),
 )

@@ -29,7 +29,8 @@ class Store(
 
     Transcript, events, sessions and compaction summaries; token deltas; the effect ledger;
     usage receipts; reasoning blocks; memories; MCP server events and tool listings; autonomous
-    tasks, their events and checkpoints; task graphs and their events; webhook watches and deliveries. Open with ``Store.open()``;
+    tasks, their events and checkpoints; task graphs and their events; webhook watches and deliveries; the
+    audit log of principals' acts. Open with ``Store.open()``;
     close with ``close()`` or use it as a context manager.
     """
 

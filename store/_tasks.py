@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from agentrt.schemas import EVENT_ADAPTER, Event, Spend, TaskCheckpoint, TaskRecordInput
-from agentrt.store._base import StoreBase, text_column, utc
+from agentrt.store._audit import AuditTable
+from agentrt.store._base import text_column, utc
 from agentrt.store._models import task_checkpoints, task_events, tasks
 
 
@@ -34,7 +35,7 @@ class TaskSummary:
     updated_at: datetime
 
 
-class TaskTables(StoreBase):
+class TaskTables(AuditTable):
     """Tables ``tasks``, ``task_events`` and ``task_checkpoints``."""
 
     def record_task(self, data: TaskRecordInput, *, conn: Connection | None = None) -> None:
@@ -42,7 +43,8 @@ class TaskTables(StoreBase):
 
         Upserts the task's row (``created_at`` is kept; an empty ``workspace`` keeps the stored
         one), then inserts ``data.events`` by (task_id, seq) and ``data.checkpoint`` by (task_id,
-        number): an event or checkpoint already stored is left as it is.
+        number): an event or checkpoint already stored is left as it is. The acts of principals
+        among the events (pause, resume, a budget raised ...) are written to the audit log, each once.
         """
         now = self._now()
         row = {
@@ -69,6 +71,7 @@ class TaskTables(StoreBase):
                     for event in data.events
                 ]
                 conn.execute(self._insert_ignore(task_events, ["task_id", "seq"]), rows)
+                self._audit_task(conn, data.task_id, data.owner, data.events)
             if data.checkpoint is not None:
                 conn.execute(
                     self._insert_ignore(task_checkpoints, ["task_id", "number"]),

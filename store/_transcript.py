@@ -11,7 +11,8 @@ from datetime import datetime
 from sqlalchemy import Connection, Select, Update, and_, bindparam, or_, select, update
 
 from agentrt.schemas import EVENT_ADAPTER, Event, Message, SessionConfig, StoreAppendInput
-from agentrt.store._base import StoreBase, utc
+from agentrt.store._audit import AuditTable
+from agentrt.store._base import utc
 from agentrt.store._models import context_summaries, events, messages, sessions
 
 # messages_in queries for up to this many ranges are built once (a context plan has a few).
@@ -31,7 +32,7 @@ class SessionSummary:
     updated_at: datetime
 
 
-class TranscriptTables(StoreBase):
+class TranscriptTables(AuditTable):
     """Tables ``sessions``, ``messages``, ``events`` and ``context_summaries``."""
 
     def append(self, data: StoreAppendInput, *, conn: Connection | None = None) -> None:
@@ -39,7 +40,9 @@ class TranscriptTables(StoreBase):
 
         ``data.config`` (when given) upserts the session row (``created_at`` is kept).
         Messages are inserted by (session_id, position) and events by (session_id, seq);
-        rows that already exist are left as they are, so a retried append changes nothing.
+        rows that already exist are left as they are, so a retried append changes nothing. The
+        acts of principals among the events (an approval, a cancel ...) are written to the audit
+        log, each once.
         """
         now = self._now()
         sid = data.session_id
@@ -85,6 +88,7 @@ class TranscriptTables(StoreBase):
                     for ev in data.events
                 ]
                 conn.execute(self._insert_ignore(events, ["session_id", "seq"]), rows)
+                self._audit_session(conn, sid, data.config, data.events)
             # Row counts of multi-row INSERT .. ON CONFLICT are not reported on PostgreSQL (-1),
             # so any batch with content marks the session as updated.
             if (data.messages or data.events) and data.config is None:

@@ -340,6 +340,22 @@ async def run_support_agent(harness: Harness, workspace: Path, tmp_path: Path, c
     assert refunds == {f"session-{config.session_id}/turn-1/4/call_1_0": ("A-1", 500)}
 
 
+@runs("audit.md", "who_acted")
+async def run_who_acted(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
+    config = client.new_config(str(workspace), profile="scripted", script=script(tmp_path, "Hello there."))
+    started, _ = await client.start_and_wait(config, "Say hello")
+    await client.raise_budget(started.session_id, schemas.Budget(max_tokens=10_000), reason="a longer job")
+    await client.archive(started.session_id, "done with it")
+    for _ in range(300):  # the archive is written as the session's workflow ends
+        if len(await client.audit(target=started.session_id)) == 2:
+            break
+        await asyncio.sleep(0.1)
+    await snippet("audit.md", "who_acted")(client, started.session_id)
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert lines == [f"{OWNER} raise_budget a longer job", f"{OWNER} archive done with it"]
+
+
 @pytest.mark.parametrize("runner", sorted(set(RUNNERS.values()), key=lambda r: r.__name__), ids=lambda r: r.__name__)
 async def test_a_docs_snippet_runs_as_written(
     runner: Callable[..., Awaitable[None]],

@@ -56,7 +56,7 @@ ROUTES = {
     ("/v1/agents/{agent}/ag-ui", "post"),
     ("/v1/tasks", "get"), ("/v1/tasks", "post"), ("/v1/tasks/{task_id}", "get"), ("/v1/tasks/{task_id}/events", "get"),
     ("/v1/tasks/{task_id}/cancel", "post"), ("/v1/tasks/{task_id}/pause", "post"), ("/v1/tasks/{task_id}/resume", "post"),
-    ("/v1/health/stuck", "get"),
+    ("/v1/health/stuck", "get"), ("/v1/audit", "get"),
     *{
         (f"{prefix}{path}", method)
         for prefix in ("/v1/graphs", "/v1/runs", "/apps/{app}/graphs", "/apps/{app}/runs")

@@ -390,7 +390,7 @@ def _check_upgrade_from_0001(url: str) -> None:
 
     with Store.open(url) as store:
         with store.engine.connect() as conn:
-            assert MigrationContext.configure(conn).get_current_revision() == "0011"
+            assert MigrationContext.configure(conn).get_current_revision() == "0016"
             assert conn.execute(select(sessions_table.c.session_id)).scalars().all() == ["old"]
         insp = inspect(store.engine)
         assert {"effects", "usage_receipts", "context_summaries", "payloads", "tasks", "task_events", "task_checkpoints"} <= set(insp.get_table_names())
