@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from agentrt.activities import WORKER_PROCESS, WorkerRole, build_activities
 from agentrt.activities.mcp import McpManager
-from agentrt.activities.tools import Agent, Tool, ToolRegistry, sandbox_status
+from agentrt.activities.tools import Agent, SecretVault, Tool, ToolRegistry, sandbox_status
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
 from agentrt.worker._agents import worker_registry
@@ -59,6 +59,28 @@ def check_role(config: AgentrtConfig, role: WorkerRole) -> None:
             "a models-only worker needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE): "
             "the task queue its sessions' tool calls go to, served by `agentrt worker --tools-only`"
         )
+
+
+def declared_secrets(registry: ToolRegistry, config: AgentrtConfig) -> dict[str, list[str]]:
+    """The secrets the registry's tools and the configured MCP servers declare: name -> who declares
+    it (tool names, ``mcp:<server>``)."""
+    declared: dict[str, list[str]] = {}
+    for name in registry.names():
+        for secret in registry.get(name).secrets:
+            declared.setdefault(secret, []).append(name)
+    for server in config.mcp_servers.values():
+        for secret in server.declared_secrets:
+            declared.setdefault(secret, []).append(f"mcp:{server.name}")
+    return declared
+
+
+def check_secrets(registry: ToolRegistry, config: AgentrtConfig, role: WorkerRole = "all") -> None:
+    """Raise ``SecretsMissing`` (a ``ConfigurationError``) when a secret that a tool or MCP server
+    declares is in none of ``config.secrets``' sources, and ``ConfigurationError`` when a source
+    fails (an insecure or unreadable secrets file, a hook that raises or does not answer in time).
+    A models-only worker runs no tool, so it checks nothing."""
+    if role != "models":
+        SecretVault(config.secrets).missing(declared_secrets(registry, config))
 
 
 class AgentrtWorker(Worker):
@@ -125,6 +147,9 @@ def build_worker(
     none for ``models``, recording their events in ``store``); the worker starts and stops them
     with itself.
 
+    The secrets the tools and MCP servers declare must be in ``config.secrets``' sources
+    (``check_secrets``): ``SecretsMissing`` names those that are not.
+
     ``agents``, ``tools`` and ``deps``: the user's agents, ``@tool`` functions and their
     dependencies' factory, added to ``registry`` (default: the registry of the client's
     ``AgentrtPlugin``, else ``default_registry()``) with those of ``config.agent_modules``
@@ -142,12 +167,13 @@ def build_worker(
     if registry is None and isinstance(connected, AgentrtPlugin):
         registry = connected.worker_plugin.registry
     registry = worker_registry(registry, agents=agents, tools=tools, modules=config.agent_modules, deps=deps)
+    check_secrets(registry, config, role)
     queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     if mcp is None:
         # A models-only worker runs no tool call, so it starts no server (not even an eager one).
         servers = {} if role == "models" else config.mcp_servers
-        mcp = McpManager(servers, store=store, worker=WORKER_PROCESS, home=agentrt_home())
+        mcp = McpManager(servers, store=store, worker=WORKER_PROCESS, home=agentrt_home(), vault=SecretVault(config.secrets))
     return AgentrtWorker(
         client,
         mcp=mcp,
