@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agentrt.activities.mcp._diagnostics import STATUS_WRAPPER, StderrTail
-from agentrt.activities.tools import SecretVault, sandbox_status, sandboxed_argv
+from agentrt.activities.tools import SecretVault, redact_secrets, sandbox_status, sandboxed_argv
 from agentrt.schemas import SECRET_REFERENCE, VARIABLE_REFERENCE, McpServerConfig, McpServerUnavailable, ToolError
 
 # PATH of a stdio server's process (its configured env may change it).
@@ -60,7 +60,9 @@ class Launcher:
         return sorted(found)
 
     def redact(self, text: str) -> str:
-        """``text`` with each of ``secrets()`` (longest first) replaced by ``[redacted]``."""
+        """``text`` with each declared secret's value read in this process replaced by
+        ``[secret:NAME]`` (``redact_secrets``), then each of ``secrets()`` (longest first) by ``[redacted]``."""
+        text = redact_secrets(text)
         for secret in sorted(self.secrets(), key=len, reverse=True):
             text = text.replace(secret, "[redacted]")
         return text
