@@ -23,6 +23,7 @@ from agentrt.store import Store, agentrt_home
 from agentrt.worker._agents import worker_registry
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, AgentrtPlugin, AgentrtWorkerPlugin, plugin_of
+from agentrt.worker._secrets import check_secrets
 from agentrt.worker._startup import ensure_search_attributes
 from agentrt.worker._stuck_watch import StuckWatch
 from agentrt.worker._telemetry import flush_telemetry
@@ -59,28 +60,6 @@ def check_role(config: AgentrtConfig, role: WorkerRole) -> None:
             "a models-only worker needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE): "
             "the task queue its sessions' tool calls go to, served by `agentrt worker --tools-only`"
         )
-
-
-def declared_secrets(registry: ToolRegistry, config: AgentrtConfig) -> dict[str, list[str]]:
-    """The secrets the registry's tools and the configured MCP servers declare: name -> who declares
-    it (tool names, ``mcp:<server>``)."""
-    declared: dict[str, list[str]] = {}
-    for name in registry.names():
-        for secret in registry.get(name).secrets:
-            declared.setdefault(secret, []).append(name)
-    for server in config.mcp_servers.values():
-        for secret in server.declared_secrets:
-            declared.setdefault(secret, []).append(f"mcp:{server.name}")
-    return declared
-
-
-def check_secrets(registry: ToolRegistry, config: AgentrtConfig, role: WorkerRole = "all") -> None:
-    """Raise ``SecretsMissing`` (a ``ConfigurationError``) when a secret that a tool or MCP server
-    declares is in none of ``config.secrets``' sources, and ``ConfigurationError`` when a source
-    fails (an insecure or unreadable secrets file, a hook that raises or does not answer in time).
-    A models-only worker runs no tool, so it checks nothing."""
-    if role != "models":
-        SecretVault(config.secrets).missing(declared_secrets(registry, config))
 
 
 class AgentrtWorker(Worker):

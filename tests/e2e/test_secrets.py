@@ -7,8 +7,8 @@ and the session goes on; one missing at start stops the worker from starting."""
 from __future__ import annotations
 
 import base64
-import json
 import dataclasses
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from temporalio.worker import Worker
 
 from agentrt.activities.tools import default_registry, tool
 from agentrt.client import AgentClient
@@ -27,7 +28,7 @@ from agentrt.schemas import (
     ToolInvocationFailed,
 )
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, build_worker
+from agentrt.worker import AgentrtConfig, AgentrtWorkerPlugin, build_worker
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, worker_process, write_script
 from tests.e2e.secret_tools import ORDERS_KEY_NAME, WAREHOUSE_KEY_NAME, echo_key, keyed
@@ -228,6 +229,17 @@ async def test_a_worker_whose_tools_declare_a_secret_no_source_has_does_not_star
     assert str(raised.value).startswith("no secret source of this worker (env) has ORDERS_API_KEY (declared by echo_key)")
     # A models-only worker runs no tool: it needs none of them.
     build_worker(harness.temporal, dataclasses.replace(config, tool_task_queue="elsewhere"), harness.store, agents=[keyed], role="models")
+
+
+async def test_a_plain_temporal_worker_running_the_plugin_s_tools_checks_their_secrets_too(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ORDERS_KEY_NAME, raising=False)
+    monkeypatch.setenv(WAREHOUSE_KEY_NAME, fresh("wh"))
+    plugin = AgentrtWorkerPlugin(harness.config, harness.store, registry=default_registry(), agents=[keyed])
+
+    with pytest.raises(SecretsMissing, match="ORDERS_API_KEY"):
+        Worker(harness.temporal, task_queue=fresh("secrets"), plugins=[plugin])
 
 
 async def test_a_secrets_file_other_users_may_read_stops_the_worker(harness: Harness, tmp_path: Path) -> None:
