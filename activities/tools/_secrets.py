@@ -42,7 +42,7 @@ from agentrt.schemas import (
 
 __all__ = ["SecretValues", "SecretVault", "forget_secrets", "redact_secrets", "remember_secret"]
 
-# Threads a vault runs its hook on: a hook that never returns holds one of them, not the call.
+# Hook lookups past their time bound whose threads may still run before a vault refuses new ones.
 HOOK_THREADS = 4
 # The largest secrets file (or file of a secrets directory) read (bytes).
 MAX_SECRETS_FILE_BYTES = 1024 * 1024
@@ -120,6 +120,13 @@ class SecretValues(Mapping[str, str]):
             raise ToolError(
                 f"secret {name!r} is not declared by {self._owner or 'this tool'}; declare it: @tool(secrets=[{name!r}])"
             ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The value of ``name``, or ``default`` when the tool did not declare it."""
+        return self._values.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -209,13 +216,14 @@ def load_hook(spec: str) -> Callable[[str], Any]:
 class SecretVault:
     """Looks up secrets by name in ``config``'s sources, in order, at each call (nothing is cached
     but what redaction needs); ``env``: the environment source (default ``os.environ``, read live).
-    A hook is loaded on first use and each lookup waits at most ``config.timeout_seconds`` for it."""
+    A hook is loaded on first use and each lookup runs on a thread of its own, waited for at most
+    ``config.timeout_seconds``."""
 
     def __init__(self, config: SecretsConfig | None = None, env: Mapping[str, str] | None = None) -> None:
         self.config = config or SecretsConfig()
         self._env = os.environ if env is None else env
         self._hook: Callable[[str], Any] | None = None
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._stuck: list[threading.Thread] = []  # hook lookups past their time bound, still running
         self._lock = threading.Lock()
 
     @property
@@ -286,13 +294,26 @@ class SecretVault:
             if self._hook is None:
                 assert self.config.hook is not None
                 self._hook = load_hook(self.config.hook)
-                self._pool = concurrent.futures.ThreadPoolExecutor(HOOK_THREADS, thread_name_prefix="agentrt-secrets")
-            hook, pool = self._hook, self._pool
-        assert pool is not None
-        future = pool.submit(_call_hook, hook, name)
+            hook = self._hook
+            self._stuck = [thread for thread in self._stuck if thread.is_alive()]
+            if len(self._stuck) >= HOOK_THREADS:
+                raise SecretSourceFailed(name, owner, f"{len(self._stuck)} earlier lookups of hook {self.config.hook} never returned")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def target() -> None:
+            try:
+                future.set_result(_call_hook(hook, name))
+            except BaseException as err:  # noqa: BLE001 - raised in the waiting thread
+                future.set_exception(err)
+
+        # A daemon thread: a hook that never returns holds neither the call nor the process's exit.
+        thread = threading.Thread(target=target, name="agentrt-secrets-hook", daemon=True)
+        thread.start()
         try:
             return future.result(self.config.timeout_seconds)
         except concurrent.futures.TimeoutError:
+            with self._lock:
+                self._stuck.append(thread)
             raise SecretSourceFailed(
                 name, owner, f"hook {self.config.hook} gave no answer within {self.config.timeout_seconds:g} s"
             ) from None

@@ -214,3 +214,20 @@ def test_a_tool_context_s_repr_shows_no_secret(tmp_path: Path) -> None:
     ctx = ToolContext(workspace=tmp_path, secrets=SecretValues({"A_KEY": value}))
 
     assert value not in repr(ctx) and "A_KEY" not in repr(ctx)
+
+
+def test_in_and_get_answer_for_undeclared_names_without_raising() -> None:
+    values = SecretValues({"A_KEY": fresh()}, "orders")
+
+    assert "A_KEY" in values and "OTHER" not in values
+    assert values.get("OTHER") is None and values.get("OTHER", "x") == "x"
+
+
+def test_hook_lookups_that_never_return_are_bounded_then_refused(hooks: types.ModuleType) -> None:
+    vault = SecretVault(SecretsConfig(sources=["hook"], hook="agentrt_test_hooks:slow", timeout_seconds=0.05))
+
+    for _ in range(4):
+        with pytest.raises(SecretSourceFailed, match="gave no answer"):
+            vault.resolve(["A_KEY"], "t")
+    with pytest.raises(SecretSourceFailed, match="4 earlier lookups of hook agentrt_test_hooks:slow never returned"):
+        vault.resolve(["A_KEY"], "t")
