@@ -33,4 +33,4 @@ def warehouse(ctx: ToolContext) -> str:
     return "warehouse up" if ctx.secrets[WAREHOUSE_KEY_NAME] else "warehouse down"
 
 
-keyed = Agent(name="keyed", instructions="Use the orders service.", tools=[echo_key, warehouse, "shell.run"])
+keyed = Agent(name="keyed", instructions="Use the orders service.", tools=[echo_key, warehouse, "shell.run", "fs.read"])

@@ -143,6 +143,29 @@ async def test_shell_run_in_the_sandbox_sees_none_of_the_worker_s_secrets(
         assert name not in text and value not in text
 
 
+async def test_a_workspace_file_holding_a_secret_the_worker_has_read_is_shown_with_names_by_fs_read_and_shell_run(
+    harness: Harness, keyed_client: tuple[AgentClient, dict[str, str]], workspace: Path, tmp_path: Path
+) -> None:
+    """The user's ``.env`` holds the same key: any tool's output, not only the declaring tool's,
+    is recorded with the secret's name."""
+    client, values = keyed_client
+    (workspace / ".env").write_text(f"ORDERS_API_KEY={values[ORDERS_KEY_NAME]}\nDEBUG=1\n")
+    sid = harness.new_session_id()
+    script = write_script(tmp_path, [
+        call("echo_key"), call("fs.read", path=".env"), call("shell.run", command="cat .env"),
+        {"text": "done"},
+    ])
+    config = session_config(client, sid, workspace, script, agent="keyed", approval=ALLOW_ALL, tools=["echo_key", "fs.read", "shell.run"])
+
+    _, outcome = await client.start_and_wait(config, "read the .env")
+
+    assert outcome.status == "completed"
+    _, read, shown = tool_texts(harness, sid)
+    assert "ORDERS_API_KEY=[secret:ORDERS_API_KEY]" in read and "ORDERS_API_KEY=[secret:ORDERS_API_KEY]" in shown
+    history = history_text((await harness.handle(sid).fetch_history()).to_json())
+    assert values[ORDERS_KEY_NAME] not in history + read + shown
+
+
 async def test_a_hostile_model_reading_the_worker_s_environ_and_secrets_file_unsandboxed_gets_the_names_only(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
