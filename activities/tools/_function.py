@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_json
 
 from agentrt.activities.tools._registry import Tool, ToolContext, ToolOutput
+from agentrt.activities.tools._secrets import redact_secrets
 from agentrt.schemas import SECRET_NAME, ConfigurationError, ToolError
 
 __all__ = ["FunctionTool", "tool", "docstring_parts"]
@@ -260,6 +261,7 @@ def result_text(name: str, result: Any) -> str:
             raise ToolError(f"{name} returned a {type(result).__name__}, which has no JSON form: {err}") from err
     if len(result) <= MAX_RESULT_BYTES // 4:
         return result
+    result = redact_secrets(result)  # before the cut: a secret's value crossing it is replaced whole
     data = result.encode(errors="surrogatepass")
     if len(data) <= MAX_RESULT_BYTES:
         return result

@@ -5,7 +5,8 @@ the redaction that keeps their values out of everything recorded.
 environment, a file, a secret-manager hook) at call time. Every value a vault of this process has
 read is remembered (``remember``), process-wide: ``redact_secrets`` replaces each of them, in every
 form a tool's output may carry it (as it is, JSON-escaped, URL-encoded, base64), by
-``[secret:NAME]`` before a result, an error or a failure message is stored or crosses Temporal.
+``[secret:NAME]`` (whole values only; an output cut to a window is redacted before the cut,
+``redacted_window``) before a result, an error or a failure message is stored or crosses Temporal.
 That holds for every tool's output, not only the declaring one's: a ``shell.run`` that reads the
 worker's ``/proc/PID/environ`` under ``danger_full_access`` gets the same markers. Values shorter than
 ``MIN_SECRET_VALUE_CHARS`` are refused: their redaction would tell a model which string is the secret.
@@ -20,6 +21,7 @@ import importlib
 import inspect
 import json
 import os
+import re
 import stat
 import threading
 import tomllib
@@ -40,10 +42,23 @@ from agentrt.schemas import (
     secret_marker,
 )
 
-__all__ = ["SecretValues", "SecretVault", "forget_secrets", "redact_secrets", "remember_secret"]
+__all__ = [
+    "REDACTION_MARGIN",
+    "SecretValues",
+    "SecretVault",
+    "forget_secrets",
+    "redact_secrets",
+    "redacted_window",
+    "remember_secret",
+]
 
 # Hook lookups past their time bound whose threads may still run before a vault refuses new ones.
 HOOK_THREADS = 4
+# What an output cut to a window keeps beyond each cut edge, for ``redacted_window`` to see whole a
+# value that crosses the edge (characters or bytes): more than the longest form of a value.
+REDACTION_MARGIN = 64 * 1024
+# The longest value a vault hands out (characters): its every form fits in ``REDACTION_MARGIN``.
+MAX_SECRET_VALUE_CHARS = 4096
 # The largest secrets file (or file of a secrets directory) read (bytes).
 MAX_SECRETS_FILE_BYTES = 1024 * 1024
 
@@ -88,21 +103,40 @@ def forget_secrets() -> None:
 
 def redact_secrets(text: str) -> str:
     """``text`` with every form of every value this process's vaults have read replaced by
-    ``[secret:NAME]`` (longest first), and the start of one (``MIN_SECRET_VALUE_CHARS`` or more)
-    that ends ``text`` (a cut output) too."""
+    ``[secret:NAME]``, longest first. Only whole values are replaced: replacing a part (the start of
+    a value where an output ends) would let a model learn a value one character at a time. Where
+    an output is cut, cut it after redacting (``redacted_window``)."""
     with _known_lock:
         forms = sorted(_forms.items(), key=lambda item: len(item[0]), reverse=True)
-        values = list(_known.items())
     if not forms or not text:
         return text
     for form, name in forms:
         if form in text:
             text = text.replace(form, secret_marker(name))
-    for value, name in values:
-        for n in range(len(value) - 1, MIN_SECRET_VALUE_CHARS - 1, -1):
-            if text.endswith(value[:n]):
-                return text[:-n] + secret_marker(name)
     return text
+
+
+def redacted_window(text: str, start: int, end: int) -> str:
+    """``text[start:end]`` (characters) redacted, where a value that overlaps the window's edge
+    is replaced whole by its marker: an output cut to a window keeps no part of a value (give
+    ``text`` ``REDACTION_MARGIN`` characters beyond each edge that is a cut)."""
+    with _known_lock:
+        names = dict(_forms)
+    if not names:
+        return text[start:end]
+    pattern = re.compile("|".join(re.escape(form) for form in sorted(names, key=len, reverse=True)))
+    out: list[str] = []
+    pos = start
+    for match in pattern.finditer(text):
+        if match.end() <= start:
+            continue
+        if match.start() >= end:
+            break
+        out.append(text[pos:match.start()] if match.start() > pos else "")
+        out.append(secret_marker(names[match.group()]))
+        pos = max(pos, match.end())
+    out.append(text[pos:end] if pos < end else "")
+    return "".join(out)
 
 
 class SecretValues(Mapping[str, str]):
@@ -273,6 +307,8 @@ class SecretVault:
                 continue
             if not isinstance(value, str) or not value:
                 raise SecretSourceFailed(name, owner, f"the {source} source gave a {type(value).__name__}, not a string")
+            if len(value) > MAX_SECRET_VALUE_CHARS:
+                raise SecretSourceFailed(name, owner, f"its value is longer than {MAX_SECRET_VALUE_CHARS} characters")
             if len(value) < MIN_SECRET_VALUE_CHARS:
                 raise SecretSourceFailed(
                     name, owner, f"its value is shorter than {MIN_SECRET_VALUE_CHARS} characters, too short to redact safely"

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from agentrt.activities.tools import SecretValues, SecretVault, ToolContext, redact_secrets, remember_secret
+from agentrt.activities.tools import (
+    SecretValues,
+    SecretVault,
+    ToolContext,
+    redact_secrets,
+    redacted_window,
+    remember_secret,
+    run_command,
+)
 from agentrt.activities.tools._secrets import read_secrets_path
 from agentrt.schemas import ConfigurationError, SecretNotFound, SecretsConfig, SecretSourceFailed, SecretsMissing, ToolError
 
@@ -85,6 +93,8 @@ def test_a_value_shorter_than_eight_characters_is_refused_not_handed_out() -> No
     with pytest.raises(SecretSourceFailed, match="shorter than 8 characters, too short to redact safely"):
         SecretVault(env={"PIN": "1234"}).resolve(["PIN"], "door")
     assert redact_secrets("1234 is a number") == "1234 is a number"
+    with pytest.raises(SecretSourceFailed, match="longer than 4096 characters"):
+        SecretVault(env={"PEM": "x" * 5000}).resolve(["PEM"], "door")
 
 
 def test_sources_are_tried_in_order_and_the_first_that_has_the_name_wins(tmp_path: Path) -> None:
@@ -194,7 +204,7 @@ def test_the_start_check_remembers_every_value_of_a_secrets_file_even_undeclared
     assert redact_secrets(f"cat: {spare}") == "cat: [secret:SPARE_TOKEN]"
 
 
-def test_redaction_replaces_the_value_as_it_is_json_escaped_url_encoded_base64_and_cut_at_the_end() -> None:
+def test_redaction_replaces_the_value_as_it_is_json_escaped_url_encoded_and_base64() -> None:
     value = f"p/w<&>\"{uuid.uuid4().hex}é"
     remember_secret("DB_PASSWORD", value)
     raw = value.encode()
@@ -206,7 +216,40 @@ def test_redaction_replaces_the_value_as_it_is_json_escaped_url_encoded_base64_a
     assert redact_secrets(f"?pw={urllib.parse.quote(value, safe='')}") == f"?pw={marker}"
     assert redact_secrets(base64.b64encode(raw).decode()) == marker
     assert redact_secrets(f"Exception: {value!r}") == f"Exception: '{marker}'"
-    assert redact_secrets(f"... {value[:12]}") == f"... {marker}"  # a cut output ends in its start
+
+
+
+def test_only_whole_values_are_replaced_so_redaction_tells_no_prefix() -> None:
+    """Replacing the start of a value where an output ends would let a model print guesses one
+    character longer each time and watch which one is replaced."""
+    value = f"sk-proj-{uuid.uuid4().hex}"
+    remember_secret("OPENAI_KEY", value)
+
+    assert redact_secrets(f"guess: {value[:9]}") == f"guess: {value[:9]}"
+    assert redact_secrets(f"guess: {value}") == "guess: [secret:OPENAI_KEY]"
+
+
+def test_a_window_of_an_output_keeps_no_part_of_a_value_that_crosses_its_edges() -> None:
+    value = f"crossing-{uuid.uuid4().hex}"
+    remember_secret("CROSSING_KEY", value)
+    text = "a" * 20 + value + "b" * 20 + value + "c" * 20
+
+    head = redacted_window(text, 0, 25)  # cuts the first value after 5 characters
+    tail = redacted_window(text, len(text) - 25, len(text))  # starts inside the second
+
+    assert head == "a" * 20 + "[secret:CROSSING_KEY]" and tail == "[secret:CROSSING_KEY]" + "c" * 20
+
+
+def test_shell_run_output_cut_through_a_secret_shows_its_name_not_a_part(workspace: Path) -> None:
+    value = f"cut-{uuid.uuid4().hex}"
+    remember_secret("CUT_KEY", value)
+    # The value starts 8 bytes before the head's cut (32 KiB) and the output goes on past the cap.
+    command = f"head -c 32760 /dev/zero | tr '\\0' a; printf %s {value}; head -c 100000 /dev/zero | tr '\\0' b"
+
+    done = run_command(command, ToolContext(workspace=workspace, sandbox="danger_full_access"), 30)
+
+    assert "[truncated:" in done.stdout and done.stdout.count("[secret:CUT_KEY]") == 1
+    assert value[:8] not in done.stdout and value[-8:] not in done.stdout
 
 
 def test_a_tool_context_s_repr_shows_no_secret(tmp_path: Path) -> None:
