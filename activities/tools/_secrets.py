@@ -57,6 +57,8 @@ HOOK_THREADS = 4
 # What an output cut to a window keeps beyond each cut edge, for ``redacted_window`` to see whole a
 # value that crosses the edge (characters or bytes): more than the longest form of a value.
 REDACTION_MARGIN = 64 * 1024
+# The most values a process remembers for redaction.
+MAX_REMEMBERED = 4096
 # The longest value a vault hands out (characters): its every form fits in ``REDACTION_MARGIN``.
 MAX_SECRET_VALUE_CHARS = 4096
 # The largest secrets file (or file of a secrets directory) read (bytes).
@@ -83,15 +85,23 @@ def _value_forms(value: str) -> set[str]:
 
 
 def remember_secret(name: str, value: str) -> None:
-    """Add ``value`` (of secret ``name``) to what ``redact_secrets`` replaces in this process."""
+    """Add ``value`` (of secret ``name``) to what ``redact_secrets`` replaces in this process; past
+    ``MAX_REMEMBERED`` values (a hook that mints a token per call), the least recently read goes."""
     if len(value) < MIN_SECRET_VALUE_CHARS:
         return
     with _known_lock:
         if _known.get(value) == name:
+            _known[value] = _known.pop(value)  # most recently read last
             return
         _known[value] = name
         for form in _value_forms(value):
             _forms.setdefault(form, name)
+        if len(_known) > MAX_REMEMBERED:
+            del _known[next(iter(_known))]
+            _forms.clear()
+            for known, known_name in _known.items():
+                for form in _value_forms(known):
+                    _forms.setdefault(form, known_name)
 
 
 def forget_secrets() -> None:
@@ -301,7 +311,7 @@ class SecretVault:
         for source in self.config.sources:
             try:
                 value = self._from(source, name, owner)
-            except ConfigurationError as err:
+            except (ConfigurationError, OSError) as err:  # an insecure or vanished file, a hook that does not load
                 raise SecretSourceFailed(name, owner, redact_secrets(str(err))) from None
             if value is None:
                 continue
