@@ -294,7 +294,11 @@ class SecretVault:
         redacted), and every value of a secrets file. Raises ``SecretsMissing`` naming those none
         has, ``ConfigurationError`` when a source fails."""
         if "file" in self.config.sources and self.config.path:
-            for name, value in read_secrets_path(Path(self.config.path)).items():
+            try:
+                found = read_secrets_path(Path(self.config.path))
+            except OSError as err:
+                raise ConfigurationError(f"secrets path {self.config.path} cannot be read: {err.strerror or err}") from None
+            for name, value in found.items():
                 remember_secret(name, value)
         absent: dict[str, list[str]] = {}
         for name, owners in sorted(declared.items()):
