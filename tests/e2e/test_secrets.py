@@ -6,6 +6,7 @@ and the session goes on; one missing at start stops the worker from starting."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
@@ -252,6 +253,21 @@ async def test_a_worker_whose_tools_declare_a_secret_no_source_has_does_not_star
     assert str(raised.value).startswith("no secret source of this worker (env) has ORDERS_API_KEY (declared by echo_key)")
     # A models-only worker runs no tool: it needs none of them.
     build_worker(harness.temporal, dataclasses.replace(config, tool_task_queue="elsewhere"), harness.store, agents=[keyed], role="models")
+
+
+async def test_agentrt_worker_whose_agents_declare_a_missing_secret_exits_2_naming_it(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ORDERS_KEY_NAME, raising=False)
+    log = tmp_path / "worker.log"
+    env = {WAREHOUSE_KEY_NAME: fresh("wh"), "PYTHONPATH": str(Path.cwd()), "AGENTRT_CONFIG": str(tmp_path / "none.toml")}
+    (tmp_path / "none.toml").write_text("")
+
+    with worker_process(harness, log, "--agents", "tests.e2e.secret_tools", env=env) as process:
+        code = await asyncio.to_thread(process.wait, 60)
+
+    assert code == 2
+    assert "error: no secret source of this worker (env) has ORDERS_API_KEY (declared by echo_key)" in log.read_text()
 
 
 async def test_a_plain_temporal_worker_running_the_plugin_s_tools_checks_their_secrets_too(
