@@ -14,6 +14,7 @@ from agentrt.activities._memory import MemoryActivities
 from agentrt.activities._model import ModelActivities, ProfileSource
 from agentrt.activities._store import StoreActivities
 from agentrt.activities._tools import ToolActivities
+from agentrt.activities.tools import SecretVault as _SecretVault
 
 if TYPE_CHECKING:
     from agentrt.activities.mcp import McpManager
@@ -52,10 +53,13 @@ def build_activities(
     ``graph.review``), ``tools`` (what runs processes only: ``tool.execute`` and autonomous
     tasks' ``task.check_command`` and ``task.evaluate_trigger``, for a worker on a
     ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
-    ``mcp.call_tool`` run where tool calls run (MCP servers live beside the tools)."""
+    ``mcp.call_tool`` run where tool calls run (MCP servers live beside the tools). The secrets
+    tools declare are read from the configuration's ``secrets`` (``SecretsConfig``; default: the
+    worker's environment)."""
     models = ModelActivities(config, store, registry)
     tools = ToolActivities(
-        registry, store, secrets=lambda: configured_keys(config), skill_paths=getattr(config, "skill_paths", ())
+        registry, store, secrets=lambda: configured_keys(config), skill_paths=getattr(config, "skill_paths", ()),
+        vault=_SecretVault(getattr(config, "secrets", None)),
     )
     writes = StoreActivities(store)
     advisor = AdvisorActivities(models, store)

@@ -31,7 +31,7 @@ from agentrt.activities import _attempts
 from agentrt.activities._advisor import _verdict_objects, ask_model
 from agentrt.activities._model import _keep_heartbeating
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import CommandRun, ToolContext, run_command
+from agentrt.activities.tools import CommandRun, ToolContext, redact_secrets, run_command
 from agentrt.schemas import (
     COMMAND_OUTPUT_CHARS,
     TASK_CHECK_COMMAND,
@@ -208,7 +208,7 @@ class TaskActivities:
     def _tail(self, text: str, note: str = "", *, at_start: bool = False) -> str:
         """``text`` redacted and cut to its last characters, with ``note`` before it (``at_start``)
         or after it, in at most ``COMMAND_OUTPUT_CHARS`` characters all told."""
-        return output_tail(redact(text, self._secrets()), note, at_start=at_start)
+        return output_tail(redact(redact_secrets(text), self._secrets()), note, at_start=at_start)
 
     # ------------------------------------------------------------ review
 

@@ -23,7 +23,7 @@ from agentrt.activities import _attempts
 from agentrt.activities._model import _keep_heartbeating
 from agentrt.activities._tools import finish_call, ledger_outcome
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import checked_workspace
+from agentrt.activities.tools import checked_workspace, redact_secrets
 from agentrt.schemas import (
     MCP_CALL_TOOL,
     MCP_LIST_TOOLS,
@@ -85,7 +85,7 @@ class McpActivities:
             # A server may spell its ${VAR} secrets into a description or schema: the model never reads them.
             specs += [spec for spec in (_redacted(s, secrets) for s in found) if spec is not None]
             if failure is not None:
-                failures[name] = redact(failure, secrets)
+                failures[name] = redact(redact_secrets(failure), secrets)
         digest = await asyncio.to_thread(self._store.put_tool_listing, specs) if specs else None
         return McpListToolsResult(tools=specs, digest=digest, failures=failures)
 
@@ -173,6 +173,7 @@ class McpActivities:
     async def _recorded(
         self, input: McpCallInput, ok: bool, text: str, error_type: str | None, record_effect: bool
     ) -> McpCallResult:
+        text = redact(redact_secrets(text), self._all_secrets())  # the effect ledger holds no secret either
         if record_effect:
             await asyncio.to_thread(self._store.record_effect, input.idempotency_key, "applied" if ok else "failed", text)
         return await self._finish(input, ok, text, error_type)
@@ -187,7 +188,7 @@ class McpActivities:
 def _redacted(model: _M, secrets: list[str]) -> _M | None:
     """``model`` with every secret redacted from its JSON; None when what is left is no longer valid."""
     data = model.model_dump_json()
-    clean = redact(data, secrets)
+    clean = redact(redact_secrets(data), secrets)
     if clean == data:
         return model
     try:

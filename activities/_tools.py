@@ -25,7 +25,15 @@ from agentrt.activities import _attempts
 from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities._telemetry import tool_call
 from agentrt.activities.providers import redact
-from agentrt.activities.tools import CrashToRetry, ToolContext, ToolLeftRunning, ToolRegistry
+from agentrt.activities.tools import (
+    CrashToRetry,
+    SecretValues,
+    SecretVault,
+    ToolContext,
+    ToolLeftRunning,
+    ToolRegistry,
+    redact_secrets,
+)
 from agentrt.schemas import (
     EFFECTS_RECONCILE,
     TOOL_EXECUTE,
@@ -53,15 +61,23 @@ PREVIEW_CHARS = 200
 class ToolActivities:
     """``secrets``: the values to redact from every tool result before it is stored or crosses
     Temporal (the worker's provider keys); none by default. ``skill_paths``: the worker's
-    ``[skills] paths`` (``skill.activate`` looks there; ``shell.run`` may read them)."""
+    ``[skills] paths`` (``skill.activate`` looks there; ``shell.run`` may read them). ``vault``:
+    where the secrets a tool declares are read at each call (default: the worker's environment);
+    every value read is recorded as ``[secret:NAME]`` in any tool's result (``redact_secrets``)."""
 
     def __init__(
-        self, registry: ToolRegistry, store: "Store", secrets: Callable[[], list[str]] = list, skill_paths: Sequence[str] = ()
+        self,
+        registry: ToolRegistry,
+        store: "Store",
+        secrets: Callable[[], list[str]] = list,
+        skill_paths: Sequence[str] = (),
+        vault: SecretVault | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
         self._secrets = secrets
         self._skill_paths = tuple(Path(p) for p in skill_paths)
+        self._vault = vault or SecretVault()
 
     @activity.defn(name=TOOLS_LIST)
     def list_tools(self, input: ListToolsInput) -> ListToolsResult:
@@ -90,7 +106,10 @@ class ToolActivities:
             except CrashToRetry as crash:
                 # A user tool's exception: Temporal's retry policy runs the call again; its last
                 # attempt makes the exception the call's ToolCrashedError (ToolRegistry.execute).
-                raise ApplicationError(str(crash), type="ToolCrashed") from crash.error
+                # Its message is recorded in history: no secret in it, and no cause (whose message
+                # would carry the exception's text as it is).
+                message = redact(redact_secrets(str(crash)), self._secrets())
+                raise ApplicationError(message, type="ToolCrashed") from None
 
     def _execute(self, input: ToolExecuteInput) -> ToolExecuteResult:
         with _heartbeating():
@@ -145,7 +164,7 @@ class ToolActivities:
         self._store.record_effect(input.idempotency_key, "applied" if ok else "failed", text)
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 
-    def _context(self, input: ToolExecuteInput) -> ToolContext:
+    def _context(self, input: ToolExecuteInput, secrets: SecretValues | None = None) -> ToolContext:
         # No heartbeat hook: ``_heartbeating`` beats for the whole call, the tool's own calls add nothing.
         info = activity.info()
         retry = info.retry_policy
@@ -164,6 +183,7 @@ class ToolActivities:
             principal_of=lambda: self._owner(input.session_id),
             final_attempt=retry is None or 0 < retry.maximum_attempts <= info.attempt,
             runtime=self._registry.runtime,
+            secrets=secrets if secrets is not None else SecretValues(),
         )
 
     def _owner(self, session_id: str) -> str:
@@ -177,14 +197,19 @@ class ToolActivities:
         """The call's ``(ok, text, error_type, state_keys, memory)``; a ``ToolError`` is its failed
         result, except one of ``passes``, which is raised."""
         try:
-            output = self._registry.execute(input.call, self._context(input))
+            tool = self._registry.get(input.call.name)
+            secrets = self._vault.resolve(tool.secrets, tool.name) if tool.secrets else None
+            output = self._registry.execute(input.call, self._context(input, secrets))
         except ToolError as err:
             if isinstance(err, passes):
                 raise
-            return False, text_column(f"error: {err}"), type(err).__name__, [], None
-        # A NUL (binary output) or a lone surrogate (a name that is not UTF-8) would make the store
-        # refuse the effect's record and the message.
-        return True, text_column(output.text), None, output.state_keys, output.memory
+            return False, self._clean(f"error: {err}"), type(err).__name__, [], None
+        return True, self._clean(output.text), None, output.state_keys, output.memory
+
+    def _clean(self, text: str) -> str:
+        """``text`` as the effect ledger and the transcript may hold it: no secret's value, no NUL
+        (binary output) and no lone surrogate (a name that is not UTF-8), which the store refuses."""
+        return redact(redact_secrets(text_column(text)), self._secrets())
 
     def _finish(self, input: ToolExecuteInput, *args: Any, **kwargs: Any) -> ToolExecuteResult:
         """``finish_call`` with this worker's store and secrets."""
@@ -238,9 +263,10 @@ def finish_call(
     state_keys = state_keys or []
     if input.note:
         text = f"{input.note}\n{text}"
-    text = redact(text, secrets)  # a key a tool printed reaches neither the store nor history
+    # A key a tool printed reaches neither the store nor history; nor does a declared secret's value.
+    text = redact(redact_secrets(text), secrets)
     if memory is not None and memory.preview:
-        memory = memory.model_copy(update={"preview": redact(memory.preview, secrets)})
+        memory = memory.model_copy(update={"preview": redact(redact_secrets(memory.preview), secrets)})
     message = Message(
         role="tool", tool_call_id=input.call.id, name=input.call.name, text=text, is_error=not ok, state_keys=state_keys
     )

@@ -84,8 +84,11 @@ def mcp_tools(
 
     async def go() -> None:
         from agentrt.activities.mcp import McpManager  # starts servers: loaded by this command only
+        from agentrt.activities.tools import SecretVault
 
-        manager = McpManager(config.mcp_servers, store=None, worker=f"cli/{os.getpid()}", home=agentrt_home())
+        manager = McpManager(
+            config.mcp_servers, store=None, worker=f"cli/{os.getpid()}", home=agentrt_home(), vault=SecretVault(config.secrets)
+        )
         try:
             listing = await manager.list_tools(name)
         finally:

@@ -30,6 +30,7 @@ from agentrt.schemas._messages import *
 from agentrt.schemas._names import *
 from agentrt.schemas._output import *
 from agentrt.schemas._run_errors import *
+from agentrt.schemas._secrets import *
 from agentrt.schemas._session import *
 from agentrt.schemas._skills import *
 from agentrt.schemas._task_state import *
@@ -179,6 +180,7 @@ __all__ = [
     "MEMORY_DECIDE",
     "MEMORY_KEY_PATTERN",
     "MIN_DEFER_SECONDS",
+    "MIN_SECRET_VALUE_CHARS",
     "McpCallInput",
     "McpCallResult",
     "McpListToolsInput",
@@ -269,6 +271,8 @@ __all__ = [
     "RiskLevel",
     "RunError",
     "SEARCH_ATTRIBUTE_KEYS",
+    "SECRET_NAME",
+    "SECRET_REFERENCE",
     "SERVER_NAME_PATTERN",
     "SESSION_CHILD_FIELDS",
     "SESSION_ID_PREFIX",
@@ -283,6 +287,10 @@ __all__ = [
     "STORE_APPEND",
     "SandboxPolicy",
     "ScriptExhaustedError",
+    "SecretNotFound",
+    "SecretSourceFailed",
+    "SecretsConfig",
+    "SecretsMissing",
     "SendMessageInput",
     "SendMessageResult",
     "SentMessage",
@@ -402,6 +410,7 @@ __all__ = [
     "idempotency_key_problem",
     "narrowed_grants",
     "output_spec",
+    "secret_marker",
     "session_template",
     "session_workflow_id",
     "shorten",

@@ -10,7 +10,8 @@
     │   ├── InvalidOutputSchema     an output type or JSON Schema that cannot be a turn's output spec
     │   ├── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
     │   ├── AgentNotRegistered      a session names an agent its worker did not register
-    │   └── ToolNotRegistered       a session names tools its worker did not register
+    │   ├── ToolNotRegistered       a session names tools its worker did not register
+    │   └── SecretsMissing          at worker start: declared secrets no source has (_secrets.py)
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
     │   ├── RequestRejected         the session refused an update (validator said why)
@@ -36,6 +37,8 @@
         ├── ToolError               a tool call could not be carried out
         │   ├── WorkspaceEscapeError    a path leaves the session's workspace
         │   ├── ToolArgumentsError      arguments do not match the tool's schema
+        │   ├── SecretNotFound          a declared secret is in no source of the worker (_secrets.py)
+        │   ├── SecretSourceFailed      a declared secret could not be read (_secrets.py)
         │   └── MemoryLimitExceeded     an owner's live memories or a session's pending proposals are at their bound
         ├── PolicyDenied            the policy engine or an approver refused a call
         ├── BudgetExceeded          a round, token or time budget ran out

@@ -31,6 +31,7 @@ __all__ = [
     "McpServerEvent",
     "McpServerState",
     "McpToolInfo",
+    "SECRET_REFERENCE",
     "SERVER_NAME_PATTERN",
     "VARIABLE_REFERENCE",
 ]
@@ -43,6 +44,8 @@ MCP_TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
 # A secret's reference in ``env`` and ``headers`` values: ``${NAME}``, read from the worker's environment.
 VARIABLE_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# A declared secret's reference there: ``${secret:NAME}``, read from the worker's secret sources ([secrets]).
+SECRET_REFERENCE = re.compile(r"\$\{secret:([A-Za-z_][A-Za-z0-9_]*)\}")
 # Prefixes of built-in tools: a server of that name would shadow them.
 RESERVED_SERVER_NAMES = frozenset({"fs", "shell", "memory", "skill", "mcp", "delegate", "agentrt"})
 
@@ -67,6 +70,10 @@ class McpServerConfig(Model):
       as it is). ``read_paths``: more host paths the sandboxed server may read (its program and
       libraries, when they live outside ``/usr``). ``network``: whether it may use the network.
     - ``timeout_seconds``: bound on connecting and on listing its tools (seconds).
+    - ``secrets``: declared secrets the worker reads from its ``[secrets]`` sources when it starts
+      the server, by where they go: an environment variable of a stdio server, or a header of an
+      HTTP one (``{"GITHUB_TOKEN" = "GITHUB_TOKEN"}``: variable or header -> secret name). A value
+      in ``env`` or ``headers`` may also hold ``${secret:NAME}`` (``"Bearer ${secret:SEARCH_TOKEN}"``).
     """
 
     name: str = Field(pattern=SERVER_NAME_PATTERN)
@@ -83,6 +90,7 @@ class McpServerConfig(Model):
     read_paths: list[str] = Field(default_factory=list)
     network: bool = False
     timeout_seconds: float = Field(default=30.0, gt=0, le=600, allow_inf_nan=False)
+    secrets: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_transport(self) -> "McpServerConfig":
@@ -96,9 +104,16 @@ class McpServerConfig(Model):
             raise ValueError("args, env and cwd are for a stdio server (command), not a url")
         if self.command is not None and self.headers:
             raise ValueError("headers are for a streamable HTTP server (url), not a command")
+        for key, secret in self.secrets.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", secret):
+                raise ValueError(f"secrets.{key}: a secret name is letters, digits and _ (not starting with a digit), not {secret!r}")
+            if self.command is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"secrets.{key}: a stdio server's secrets go to environment variables; {key!r} is not one")
+            if self.url is not None and not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", key):
+                raise ValueError(f"secrets.{key}: an HTTP server's secrets go to headers; {key!r} is not a header name")
         for where, values in (("env", self.env), ("headers", self.headers)):
             for key, value in values.items():
-                if "${" in VARIABLE_REFERENCE.sub("", value):
+                if "${" in VARIABLE_REFERENCE.sub("", SECRET_REFERENCE.sub("", value)):
                     raise ValueError(
                         f"{where}.{key}: a ${{...}} that is not a variable reference; write ${{NAME}} with NAME of "
                         "letters, digits and _ (not starting with a digit), e.g. ${API_TOKEN}"
@@ -108,6 +123,14 @@ class McpServerConfig(Model):
     @property
     def transport(self) -> Literal["stdio", "http"]:
         return "stdio" if self.command is not None else "http"
+
+    @property
+    def declared_secrets(self) -> list[str]:
+        """The names of the secrets the server needs: ``secrets`` and ``${secret:NAME}`` references, sorted."""
+        found = set(self.secrets.values())
+        for value in [*self.env.values(), *self.headers.values()]:
+            found.update(SECRET_REFERENCE.findall(value))
+        return sorted(found)
 
 
 class McpToolInfo(Model):

@@ -317,9 +317,30 @@ async def run_serve(
     await serve
 
 
+@runs("agents.md", "order_status")
+async def run_secret_tool(
+    harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = f"sk-orders-{uuid.uuid4().hex}"
+    monkeypatch.setenv("ORDERS_API_KEY", key)
+    order_status = snippet("agents.md", "order_status")
+    path = tmp_path / "status.json"
+    path.write_text(json.dumps({"turns": [
+        {"tool_calls": [{"name": "order_status", "arguments": {"order_id": "A-1"}}]}, {"text": "shipped"},
+    ]}))
+    queue = harness.task_queue + "-docs-secrets"
+    async with worker.build_worker(harness.temporal, harness.config, harness.store, task_queue=queue, tools=[order_status]):
+        client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER)
+        config = client.new_config(str(workspace), profile="scripted", script=str(path), tools=["order_status"])
+        _, outcome = await client.start_and_wait(config, "where is A-1?")
+    assert outcome.status == "completed"
+    [result] = [m.text for _, m in harness.store.messages(config.session_id) if m.role == "tool"]
+    assert result == "order A-1: shipped (asked with key [secret:ORDERS_API_KEY])"
+
+
 @runs("agents.md", "lookup_order", "refund", "make_deps", "plugin", "ask_support")
 async def run_support_agent(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    [example] = [e for e in snippets() if e.page == "agents.md"]
+    [example] = [e for e in snippets() if e.page == "agents.md" and "ask_support" in functions(e)]
     module = load(example)
     registry = module.plugin(harness.config).worker_plugin.registry
     assert registry.agent_names() == ["support"] and {"lookup_order", "refund", "fs.read"} <= set(registry.names())

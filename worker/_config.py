@@ -13,7 +13,14 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from agentrt.schemas import AdvisorPolicy, ConfigurationError, McpServerConfig, ModelProfile, UnknownProfileError
+from agentrt.schemas import (
+    AdvisorPolicy,
+    ConfigurationError,
+    McpServerConfig,
+    ModelProfile,
+    SecretsConfig,
+    UnknownProfileError,
+)
 from agentrt.store import agentrt_home
 from agentrt.worker._codec import CodecConfig, codec_config
 from agentrt.worker._gateway_config import GatewayConfig, gateway_config
@@ -25,7 +32,7 @@ DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
 TOP_LEVEL_KEYS = {
     "default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills",
-    "gateway", "telemetry", "codec", "worker",
+    "gateway", "telemetry", "codec", "worker", "secrets",
 }
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
@@ -122,6 +129,20 @@ def _mcp_servers(raw: object, file: Path | None) -> dict[str, McpServerConfig]:
     return found
 
 
+def _secrets_config(raw: object, file: Path | None) -> SecretsConfig:
+    """The ``[secrets]`` table: a valid ``SecretsConfig`` (a relative ``path`` is taken from the file's directory)."""
+    if not isinstance(raw, dict):
+        raise ConfigurationError(f"{file}: secrets must be a table ([secrets]), not {raw!r}")
+    try:
+        config = SecretsConfig(**raw)
+    except (ValidationError, TypeError) as err:
+        problems = _problems(err, "secrets") if isinstance(err, ValidationError) else str(err)
+        raise ConfigurationError(f"{file}: [secrets] is invalid: {problems}") from err
+    if config.path is not None:
+        config = config.model_copy(update={"path": str(_beside(file, Path(config.path).expanduser()))})
+    return config
+
+
 def _agent_modules(raw: object, file: Path | None) -> list[str]:
     """``[worker] agents``: modules whose ``Agent``s and ``@tool``s the workers register."""
     if not isinstance(raw, dict) or set(raw) - {"agents"}:
@@ -195,7 +216,9 @@ class AgentrtConfig:
     its clients' sessions use (``McpServerConfig``). ``skill_paths`` (``[skills] paths``):
     directories searched for skills besides each workspace's ``.agentrt/skills``.
     ``agent_modules`` (``[worker] agents``): modules whose ``Agent``s and ``@tool``s its workers
-    register (``agentrt worker --agents`` adds more). ``source`` is the file read, if any.
+    register (``agentrt worker --agents`` adds more). ``secrets`` (``[secrets]``): where its workers
+    read the secrets tools and MCP servers declare (``SecretsConfig``; default: their environment).
+    ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -214,6 +237,7 @@ class AgentrtConfig:
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)
+    secrets: SecretsConfig = field(default_factory=SecretsConfig)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -261,7 +285,7 @@ class AgentrtConfig:
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
-                "[worker] agents, [gateway], [telemetry], [codec]"
+                "[worker] agents, [gateway], [telemetry], [codec], [secrets]"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -286,6 +310,7 @@ class AgentrtConfig:
         config.mcp_servers = _mcp_servers(data.get("mcp", {}), file)
         config.skill_paths = _skill_paths(data.get("skills", {}), file)
         config.agent_modules = _agent_modules(data.get("worker", {}), file)
+        config.secrets = _secrets_config(data.get("secrets", {}), file)
         config.gateway = gateway_config(data.get("gateway", {}), file, env)
         config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
         config.codec = codec_config(data.get("codec", {}), file, env)

@@ -42,6 +42,7 @@ from agentrt.schemas import (
 )
 from agentrt.store import Store
 from agentrt.worker._agents import worker_registry
+from agentrt.worker._secrets import check_secrets
 from agentrt.worker._client_plugin import (
     PAYLOADS_IDENTITY_KEY,
     PLUGIN_NAME,
@@ -178,6 +179,8 @@ class AgentrtWorkerPlugin(SimplePlugin):
         gives a worker that runs the plugin's (synchronous) activities a thread pool for them
         when it has no activity executor, and adds no workflows to a worker given activities only."""
         adds_activities = not config.get("activities") and bool(self._activities)
+        if adds_activities and self.registry is not None:
+            check_secrets(self.registry, self.config)  # the plugin's activities run its tools here
         activities_only = bool(config.get("activities")) and not config.get("workflows")
         config = super().configure_worker(config)
         if activities_only:

@@ -17,12 +17,13 @@ from temporalio.worker import Worker
 
 from agentrt.activities import WORKER_PROCESS, WorkerRole, build_activities
 from agentrt.activities.mcp import McpManager
-from agentrt.activities.tools import Agent, Tool, ToolRegistry, sandbox_status
+from agentrt.activities.tools import Agent, SecretVault, Tool, ToolRegistry, sandbox_status
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
 from agentrt.worker._agents import worker_registry
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, AgentrtPlugin, AgentrtWorkerPlugin, plugin_of
+from agentrt.worker._secrets import check_secrets
 from agentrt.worker._startup import ensure_search_attributes
 from agentrt.worker._stuck_watch import StuckWatch
 from agentrt.worker._telemetry import flush_telemetry
@@ -125,6 +126,9 @@ def build_worker(
     none for ``models``, recording their events in ``store``); the worker starts and stops them
     with itself.
 
+    The secrets the tools and MCP servers declare must be in ``config.secrets``' sources
+    (``check_secrets``): ``SecretsMissing`` names those that are not.
+
     ``agents``, ``tools`` and ``deps``: the user's agents, ``@tool`` functions and their
     dependencies' factory, added to ``registry`` (default: the registry of the client's
     ``AgentrtPlugin``, else ``default_registry()``) with those of ``config.agent_modules``
@@ -142,12 +146,13 @@ def build_worker(
     if registry is None and isinstance(connected, AgentrtPlugin):
         registry = connected.worker_plugin.registry
     registry = worker_registry(registry, agents=agents, tools=tools, modules=config.agent_modules, deps=deps)
+    check_secrets(registry, config, role)
     queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     if mcp is None:
         # A models-only worker runs no tool call, so it starts no server (not even an eager one).
         servers = {} if role == "models" else config.mcp_servers
-        mcp = McpManager(servers, store=store, worker=WORKER_PROCESS, home=agentrt_home())
+        mcp = McpManager(servers, store=store, worker=WORKER_PROCESS, home=agentrt_home(), vault=SecretVault(config.secrets))
     return AgentrtWorker(
         client,
         mcp=mcp,

@@ -2,7 +2,9 @@
 with a small environment, in the OS sandbox ``shell.run`` uses (bubblewrap) unless its
 configuration says ``sandbox = "none"``; an HTTP server through a client with its headers.
 ``${VAR}`` references in ``env`` and ``headers`` expand from the worker's environment, and the
-values they expand to are secrets, redacted from what the worker reports.
+values they expand to are secrets, redacted from what the worker reports. Declared secrets
+(``secrets``, ``${secret:NAME}``) are read from the worker's secret sources (``SecretVault``) at
+each launch and recorded as ``[secret:NAME]`` wherever they show.
 """
 
 from __future__ import annotations
@@ -22,24 +24,29 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agentrt.activities.mcp._diagnostics import STATUS_WRAPPER, StderrTail
-from agentrt.activities.tools import sandbox_status, sandboxed_argv
-from agentrt.schemas import VARIABLE_REFERENCE, McpServerConfig, McpServerUnavailable
+from agentrt.activities.tools import SecretVault, redact_secrets, sandbox_status, sandboxed_argv
+from agentrt.schemas import SECRET_REFERENCE, VARIABLE_REFERENCE, McpServerConfig, McpServerUnavailable, ToolError
 
 # PATH of a stdio server's process (its configured env may change it).
 SERVER_PATH = "/usr/local/bin:/usr/bin:/bin"
 _VARIABLE = VARIABLE_REFERENCE
+# ``${secret:NAME}`` (group 1) or ``${VAR}`` (group 2).
+_REFERENCE = re.compile(f"{SECRET_REFERENCE.pattern}|{VARIABLE_REFERENCE.pattern}")
 
 
 class Launcher:
     """Opens transports to the servers of ``configs`` (by name). ``home``: the agentrt home (a
     stdio server's default directory is ``home/mcp/NAME``, its log ``home/mcp/NAME.log``);
     ``env``: the environment ``${VAR}`` references read, kept as given (a live ``os.environ``
-    is read at each use)."""
+    is read at each use); ``vault``: where declared secrets are read (default: ``env`` itself)."""
 
-    def __init__(self, configs: Mapping[str, McpServerConfig], *, home: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, configs: Mapping[str, McpServerConfig], *, home: Path, env: Mapping[str, str], vault: SecretVault | None = None
+    ) -> None:
         self._configs = configs
         self._home = home
         self._env = env
+        self._vault = vault or SecretVault(env=env)
 
     def secrets(self) -> list[str]:
         """The values ``${VAR}`` references in the servers' ``env`` and ``headers`` expand to (set,
@@ -53,7 +60,9 @@ class Launcher:
         return sorted(found)
 
     def redact(self, text: str) -> str:
-        """``text`` with each of ``secrets()`` (longest first) replaced by ``[redacted]``."""
+        """``text`` with each declared secret's value read in this process replaced by
+        ``[secret:NAME]`` (``redact_secrets``), then each of ``secrets()`` (longest first) by ``[redacted]``."""
+        text = redact_secrets(text)
         for secret in sorted(self.secrets(), key=len, reverse=True):
             text = text.replace(secret, "[redacted]")
         return text
@@ -74,7 +83,8 @@ class Launcher:
             stack.push_async_callback(stderr.aclose)
             return stdio_client(parameters, errlog=stderr.writer), stderr
         assert config.url is not None
-        headers = self.expand(config, config.headers, "headers")
+        # Off the event loop: a secret-manager hook may take its time.
+        headers = await asyncio.to_thread(lambda: {**self.expand(config, config.headers, "headers"), **self.declared(config)})
         http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
         return streamable_http_client(config.url, http_client=http), None
 
@@ -87,7 +97,10 @@ class Launcher:
         assert config.command is not None
         cwd = self.cwd(config)
         cwd.mkdir(parents=True, exist_ok=True)
-        env = {"PATH": SERVER_PATH, "HOME": str(cwd), "LANG": "C.UTF-8", **self.expand(config, config.env, "env")}
+        env = {
+            "PATH": SERVER_PATH, "HOME": str(cwd), "LANG": "C.UTF-8", **self.expand(config, config.env, "env"),
+            **self.declared(config),
+        }
         # stdio_client adds some of the worker's variables (HOME, USER ...); unset the others.
         inherited = [name for name in DEFAULT_INHERITED_ENV_VARS if name not in env]
         command = ["/bin/sh", "-c", STATUS_WRAPPER, "agentrt-mcp", config.command, *config.args]
@@ -116,20 +129,36 @@ class Launcher:
         path = Path(config.cwd).expanduser()
         return (path if path.is_absolute() else self._home / path).resolve()
 
+    def declared(self, config: McpServerConfig) -> dict[str, str]:
+        """The server's ``secrets`` table with each secret's value, read from the vault now. Raises
+        ``McpServerUnavailable`` when one cannot be read (``SecretNotFound``, ``SecretSourceFailed``)."""
+        try:
+            values = self._vault.resolve(sorted(set(config.secrets.values())), f"mcp:{config.name}")
+        except ToolError as err:
+            raise McpServerUnavailable(config.name, str(err)) from None
+        return {key: values[name] for key, name in config.secrets.items()}
+
     def expand(self, config: McpServerConfig, values: Mapping[str, str], where: str) -> dict[str, str]:
-        """``values`` with each ``${VAR}`` replaced from the environment. Raises
-        ``McpServerUnavailable`` naming the first variable that is not set."""
+        """``values`` with each ``${secret:NAME}`` replaced from the vault and each ``${VAR}`` from
+        the environment. Raises ``McpServerUnavailable`` naming the first variable that is not set
+        or secret that cannot be read."""
 
         def one(key: str, value: str) -> str:
             def replace(match: re.Match[str]) -> str:
-                name = match.group(1)
+                secret, name = match.group(1), match.group(2)
+                if secret is not None:
+                    try:
+                        return self._vault.resolve([secret], f"mcp:{config.name}")[secret]
+                    except ToolError as err:
+                        raise McpServerUnavailable(config.name, str(err)) from None
                 if name not in self._env:
                     raise McpServerUnavailable(
                         config.name, f"the environment variable {name} (in {where}.{key}) is not set on this worker"
                     )
                 return self._env[name]
 
-            return _VARIABLE.sub(replace, value)
+            # One pass: a value read is never read again as a reference.
+            return _REFERENCE.sub(replace, value)
 
         return {key: one(key, value) for key, value in values.items()}
 

@@ -20,6 +20,7 @@ from agentrt.activities.mcp._events import ServerEvents
 from agentrt.activities.mcp._launch import Launcher
 from agentrt.activities.mcp._listing import McpListing, list_tools
 from agentrt.activities.mcp._results import result_text
+from agentrt.activities.tools import SecretVault
 from agentrt.schemas import (
     ConfigurationError,
     ElicitationAnswer,
@@ -54,7 +55,8 @@ class McpManager:
     (None: nowhere); ``worker``: this worker's identity in those events; ``home``: the agentrt
     home (a stdio server's default directory is ``home/mcp/NAME``); ``env``: the environment
     ``${VAR}`` references read (default ``os.environ``); ``listing_ttl_seconds``: how long a
-    server's tool listing is reused.
+    server's tool listing is reused; ``vault``: where the secrets servers declare are read
+    (``SecretVault``; default: ``env``).
 
     Call ``start()`` when the worker starts and ``close()`` when it stops. Raises
     ``ConfigurationError`` when a key of ``servers`` is not its server's ``name``.
@@ -69,12 +71,13 @@ class McpManager:
         home: Path,
         env: Mapping[str, str] | None = None,
         listing_ttl_seconds: float = 60.0,
+        vault: SecretVault | None = None,
     ) -> None:
         for key, config in servers.items():
             if key != config.name:
                 raise ConfigurationError(f"MCP server {key!r} is configured with name {config.name!r}")
         self._configs = dict(servers)
-        self._launcher = Launcher(self._configs, home=Path(home), env=os.environ if env is None else env)
+        self._launcher = Launcher(self._configs, home=Path(home), env=os.environ if env is None else env, vault=vault)
         self._events = ServerEvents(store, worker)
         self._connections = Connections(servers, launcher=self._launcher, events=self._events)
         self._ttl = listing_ttl_seconds

@@ -26,7 +26,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from agentrt.activities.tools import make_directories, open_regular
+from agentrt.activities.tools import make_directories, open_regular, redact_secrets
 from agentrt.schemas import ToolError
 
 __all__ = [
@@ -139,5 +139,6 @@ def _bounded(text: str, limit: int) -> str:
     data = text.encode()
     if len(data) <= limit:
         return text
+    data = redact_secrets(text).encode()  # before the cut: a secret's value crossing it is replaced whole
     kept = data[:limit].decode(errors="ignore")
     return f"{kept}\n[cut: {len(data) - len(kept.encode())} more bytes not shown]"

@@ -28,6 +28,15 @@ from agentrt.activities.tools._registry import (
 )
 from agentrt.activities.tools._runtime import ToolLeftRunning, ToolRuntime
 from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status, sandboxed_argv
+from agentrt.activities.tools._secrets import (
+    REDACTION_MARGIN,
+    SecretValues,
+    SecretVault,
+    forget_secrets,
+    redact_secrets,
+    redacted_window,
+    remember_secret,
+)
 from agentrt.activities.tools._shell import CommandRun, ShellRun, run_command, scrubbed_environment
 from agentrt.activities.tools._skills import (
     MAX_SKILL_FILE_BYTES,
@@ -59,8 +68,11 @@ __all__ = [
     "MAX_SKILL_FILE_BYTES",
     "MemoryRecall",
     "MemoryWrite",
+    "REDACTION_MARGIN",
     "SandboxStatus",
     "SandboxUnavailable",
+    "SecretValues",
+    "SecretVault",
     "ShellRun",
     "Skill",
     "SkillActivate",
@@ -77,6 +89,7 @@ __all__ = [
     "default_registry",
     "discover_skills",
     "docstring_parts",
+    "forget_secrets",
     "format_validation_error",
     "load_skill",
     "make_directories",
@@ -86,6 +99,9 @@ __all__ = [
     "quote_memory_text",
     "rank_memories",
     "recorded_memory_note",
+    "redact_secrets",
+    "redacted_window",
+    "remember_secret",
     "resolve_in_workspace",
     "run_command",
     "sandbox_status",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin, get_type_hints, overload
 
@@ -16,7 +16,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_json
 
 from agentrt.activities.tools._registry import Tool, ToolContext, ToolOutput
-from agentrt.schemas import ConfigurationError, ToolError
+from agentrt.activities.tools._secrets import redact_secrets
+from agentrt.schemas import SECRET_NAME, ConfigurationError, ToolError
 
 __all__ = ["FunctionTool", "tool", "docstring_parts"]
 
@@ -128,6 +129,7 @@ class FunctionTool(Tool):
         risk: Risk = "effectful",
         timeout_seconds: float | None = None,
         local_activity: bool = False,
+        secrets: Sequence[str] = (),
     ) -> None:
         if not callable(function):
             raise ConfigurationError(f"@tool needs a function, not {function!r}")
@@ -141,6 +143,12 @@ class FunctionTool(Tool):
             raise ConfigurationError(f"tool {self.name!r}: timeout_seconds must be a positive number of seconds")
         if local_activity and risk != "read_only":
             raise ConfigurationError(f"tool {self.name!r}: only a read_only tool may run as a local activity")
+        if isinstance(secrets, str) or not all(isinstance(n, str) and SECRET_NAME.fullmatch(n) for n in secrets):
+            raise ConfigurationError(
+                f"tool {self.name!r}: secrets must be a list of names (letters, digits and _, as environment "
+                f"variables are spelled), not {secrets!r}"
+            )
+        self.secrets = tuple(dict.fromkeys(secrets))
         self.risk = risk  # type: ignore[misc]
         self.timeout_seconds = timeout_seconds
         self.local_activity = local_activity  # type: ignore[misc]
@@ -253,6 +261,7 @@ def result_text(name: str, result: Any) -> str:
             raise ToolError(f"{name} returned a {type(result).__name__}, which has no JSON form: {err}") from err
     if len(result) <= MAX_RESULT_BYTES // 4:
         return result
+    result = redact_secrets(result)  # before the cut: a secret's value crossing it is replaced whole
     data = result.encode(errors="surrogatepass")
     if len(data) <= MAX_RESULT_BYTES:
         return result
@@ -270,6 +279,7 @@ def tool(
     risk: Risk = "effectful",
     timeout_seconds: float | None = None,
     local_activity: bool = False,
+    secrets: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -280,6 +290,7 @@ def tool(
     risk: Risk = "effectful",
     timeout_seconds: float | None = None,
     local_activity: bool = False,
+    secrets: Sequence[str] = (),
 ) -> Any:
     """Make a tool of a function, as ``@tool`` or ``@tool(risk=..., ...)``.
 
@@ -291,12 +302,20 @@ def tool(
     - ``timeout_seconds``: bound on one call, within the session's ``tool_timeout_seconds``.
     - ``local_activity``: a ``read_only`` tool that returns in well under a second may run as a
       Temporal local activity.
+    - ``secrets``: names of the secrets the tool needs (``["ORDERS_API_KEY"]``); the worker reads
+      them from its ``[secrets]`` sources at each call and the tool finds them in
+      ``ctx.secrets["ORDERS_API_KEY"]``. The model never sees them: not in the tool's spec, and any
+      value in the tool's output or error is recorded as ``[secret:NAME]``. A name no source has
+      fails the call with ``SecretNotFound`` (and the worker's start with ``SecretsMissing``).
 
     The JSON Schema comes from the signature: pydantic types, defaults, ``Annotated[T, "text"]``
     or ``Field(description=...)``, and the docstring's ``Args:`` section. Raises
     ``ConfigurationError`` for a function whose parameters have no JSON Schema.
     """
-    options = dict(name=name, description=description, risk=risk, timeout_seconds=timeout_seconds, local_activity=local_activity)
+    options = dict(
+        name=name, description=description, risk=risk, timeout_seconds=timeout_seconds, local_activity=local_activity,
+        secrets=secrets,
+    )
     if function is not None:
         return FunctionTool(function, **options)  # type: ignore[arg-type]
     return lambda f: FunctionTool(f, **options)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -71,6 +71,9 @@ class ToolContext:
     - ``deps``: the worker's dependencies (``AgentrtPlugin(deps=...)``: a factory called once per
       worker); None without. Never serialized, never in history.
     - ``final_attempt``: this is the retry policy's last attempt (a crash now becomes the call's result).
+    - ``secrets``: the values of the secrets the tool declares (``@tool(secrets=[...])``), by name,
+      read by the worker for this call (``SecretValues``; another name raises ``ToolError``). Never
+      serialized; any of them in the tool's output is recorded as ``[secret:NAME]``.
     """
 
     workspace: Path
@@ -90,6 +93,7 @@ class ToolContext:
     principal_of: Callable[[], str] = field(default=lambda: "", repr=False)
     final_attempt: bool = True
     runtime: ToolRuntime | None = field(default=None, repr=False)
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def principal(self) -> str:
@@ -188,6 +192,8 @@ class Tool(ABC):
     # An exception other than ToolError is retried by the activity's retry policy before it becomes
     # the call's ToolCrashedError (user tools: ``@tool``); built-ins report it at once.
     crash_retried: ClassVar[bool] = False
+    # Names of the secrets the worker reads for each call (``ToolContext.secrets``); built-ins need none.
+    secrets: tuple[str, ...] = ()
 
     def spec(self) -> ToolSpec:
         """The tool as the model sees it: ``parameters`` is the JSON Schema of ``Args``."""

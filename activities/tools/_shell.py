@@ -14,6 +14,7 @@ from pydantic import Field
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
 from agentrt.activities.tools._sandbox import SandboxUnavailable, sandbox_status, sandboxed_argv
+from agentrt.activities.tools._secrets import REDACTION_MARGIN, redacted_window
 from agentrt.activities.tools._workspace import checked_workspace, open_workspace
 from agentrt.schemas import ToolError
 
@@ -50,7 +51,9 @@ def scrubbed_environment(source: dict[str, str] | None = None) -> dict[str, str]
 class _CappedReader(threading.Thread):
     """Drains one pipe, keeping the first and the last ``OUTPUT_CAP_BYTES / 2`` and counting the rest.
 
-    The end of a command's output is where its error usually is, so a cut keeps both ends.
+    The end of a command's output is where its error usually is, so a cut keeps both ends. Each end
+    is read ``REDACTION_MARGIN`` bytes further than it is shown, so that a secret's value that
+    crosses a cut is redacted whole (``redacted_window``), not shown in part.
     """
 
     def __init__(self, fd: int) -> None:
@@ -61,30 +64,36 @@ class _CappedReader(threading.Thread):
         self.total = 0
 
     def run(self) -> None:
-        half = OUTPUT_CAP_BYTES // 2
+        keep = OUTPUT_CAP_BYTES // 2 + REDACTION_MARGIN
         try:
             while chunk := os.read(self._fd, 65536):
                 self.total += len(chunk)
-                room = half - len(self.head)
+                room = keep - len(self.head)
                 if room > 0:
                     self.head += chunk[:room]
                     chunk = chunk[room:]
                 if chunk:
                     self.tail += chunk
-                    if len(self.tail) > half:
-                        del self.tail[: len(self.tail) - half]
+                    if len(self.tail) > keep:
+                        del self.tail[: len(self.tail) - keep]
         except OSError:
             pass
         finally:
             os.close(self._fd)
 
     def text(self) -> str:
-        head = bytes(self.head).decode("utf-8", errors="replace")
-        tail = bytes(self.tail).decode("utf-8", errors="replace")
-        left_out = self.total - len(self.head) - len(self.tail)
-        if left_out <= 0:
-            return head + tail
-        return f"{head}\n[truncated: {left_out} of {self.total} bytes left out here; the first and the last {len(self.tail)} are shown]\n{tail}"
+        half = OUTPUT_CAP_BYTES // 2
+        if self.total <= OUTPUT_CAP_BYTES:  # all of it was kept (in head and tail)
+            return bytes(self.head + self.tail).decode("utf-8", errors="replace")
+        whole = bytes(self.head + self.tail) if self.total <= len(self.head) + len(self.tail) else None
+        head_bytes = whole[: half + REDACTION_MARGIN] if whole is not None else bytes(self.head)
+        tail_bytes = whole[-(half + REDACTION_MARGIN):] if whole is not None else bytes(self.tail)
+        head = head_bytes.decode("utf-8", errors="replace")
+        tail = tail_bytes.decode("utf-8", errors="replace")
+        shown_head = redacted_window(head, 0, len(head_bytes[:half].decode("utf-8", errors="replace")))
+        shown_tail = redacted_window(tail, len(tail) - len(tail_bytes[-half:].decode("utf-8", errors="replace")), len(tail))
+        left_out = self.total - 2 * half
+        return f"{shown_head}\n[truncated: {left_out} of {self.total} bytes left out here; the first and the last {half} are shown]\n{shown_tail}"
 
 
 def _group_alive(pgid: int) -> bool:

@@ -277,3 +277,29 @@ def test_a_server_named_like_a_built_in_tool_prefix_is_refused(tmp_path: Path) -
     file.write_text('[mcp.servers.fs]\ncommand = "x"\n')
     with pytest.raises(ConfigurationError, match="names built-in tools"):
         AgentrtConfig.load(file, env={})
+
+
+def test_the_secrets_table_is_read_and_a_relative_path_is_taken_from_the_file_s_directory(tmp_path: Path) -> None:
+    path = write(tmp_path, '[secrets]\nsources = ["file", "hook", "env"]\npath = "secrets.toml"\nhook = "vault:get"\ntimeout_seconds = 3\n')
+
+    secrets = AgentrtConfig.load(path, env={}).secrets
+
+    assert secrets.sources == ["file", "hook", "env"] and secrets.path == str(tmp_path / "secrets.toml")
+    assert (secrets.hook, secrets.timeout_seconds) == ("vault:get", 3)
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).secrets.sources == ["env"]  # the default
+
+
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        ('sources = ["vault"]', "sources"),
+        ('sources = ["file"]', 'source "file" needs path'),
+        ('sources = ["hook"]', 'source "hook" needs hook'),
+        ('sources = ["hook"]\nhook = "no colon"', "hook must be"),
+        ('sources = ["env", "env"]', "names a source twice"),
+        ("pth = 'x'", "pth"),
+    ],
+)
+def test_a_bad_secrets_table_is_a_configuration_error_naming_it(tmp_path: Path, table: str, problem: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"\[secrets\] is invalid: .*" + problem):
+        AgentrtConfig.load(write(tmp_path, f"[secrets]\n{table}\n"), env={})
