@@ -54,13 +54,15 @@ def build_activities(
     ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
     ``mcp.call_tool`` run where tool calls run (MCP servers live beside the tools)."""
     models = ModelActivities(config, store, registry)
+    egress_allow = tuple(getattr(config, "egress_allow", ()))
     tools = ToolActivities(
-        registry, store, secrets=lambda: configured_keys(config), skill_paths=getattr(config, "skill_paths", ())
+        registry, store, secrets=lambda: configured_keys(config), skill_paths=getattr(config, "skill_paths", ()),
+        egress_allow=egress_allow,
     )
     writes = StoreActivities(store)
     advisor = AdvisorActivities(models, store)
     memory = MemoryActivities(store)
-    tasks = TaskActivities(store, models, secrets=lambda: configured_keys(config))
+    tasks = TaskActivities(store, models, secrets=lambda: configured_keys(config), egress_allow=egress_allow)
     graphs = GraphActivities(store, models, registry)
     # Task commands run processes in the OS sandbox: they go where tool calls go.
     tool_side: list[Callable[..., Any]] = [tools.execute, tasks.check_command, tasks.evaluate_trigger]

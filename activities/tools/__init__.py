@@ -6,6 +6,7 @@ and passes heartbeat and cancellation hooks in through ``ToolContext``.
 
 from agentrt.activities.tools._agent import Agent
 from agentrt.activities.tools._delegate import Delegate
+from agentrt.activities.tools._egress import EgressProxy, egress_refusal, parse_egress_allow
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
 from agentrt.activities.tools._memory import (
     MemoryRecall,
@@ -27,7 +28,13 @@ from agentrt.activities.tools._registry import (
     format_validation_error,
 )
 from agentrt.activities.tools._runtime import ToolLeftRunning, ToolRuntime
-from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status, sandboxed_argv
+from agentrt.activities.tools._sandbox import (
+    SandboxLimits,
+    SandboxStatus,
+    SandboxUnavailable,
+    sandbox_status,
+    sandboxed_argv,
+)
 from agentrt.activities.tools._shell import CommandRun, ShellRun, run_command, scrubbed_environment
 from agentrt.activities.tools._skills import (
     MAX_SKILL_FILE_BYTES,
@@ -48,6 +55,7 @@ __all__ = [
     "CommandRun",
     "CrashToRetry",
     "Delegate",
+    "EgressProxy",
     "FsList",
     "FsRead",
     "FsSearch",
@@ -59,6 +67,7 @@ __all__ = [
     "MAX_SKILL_FILE_BYTES",
     "MemoryRecall",
     "MemoryWrite",
+    "SandboxLimits",
     "SandboxStatus",
     "SandboxUnavailable",
     "ShellRun",
@@ -77,12 +86,14 @@ __all__ = [
     "default_registry",
     "discover_skills",
     "docstring_parts",
+    "egress_refusal",
     "format_validation_error",
     "load_skill",
     "make_directories",
     "memory_id_for",
     "memory_line",
     "open_regular",
+    "parse_egress_allow",
     "quote_memory_text",
     "rank_memories",
     "recorded_memory_note",

@@ -71,6 +71,8 @@ class ToolContext:
     - ``deps``: the worker's dependencies (``AgentrtPlugin(deps=...)``: a factory called once per
       worker); None without. Never serialized, never in history.
     - ``final_attempt``: this is the retry policy's last attempt (a crash now becomes the call's result).
+    - ``egress_allow``: internal destinations a sandboxed command with ``network`` may reach through
+      the egress proxy (agentrt.toml ``[sandbox] egress_allow``: ``"host:port"`` entries).
     """
 
     workspace: Path
@@ -90,6 +92,7 @@ class ToolContext:
     principal_of: Callable[[], str] = field(default=lambda: "", repr=False)
     final_attempt: bool = True
     runtime: ToolRuntime | None = field(default=None, repr=False)
+    egress_allow: tuple[str, ...] = ()
 
     @property
     def principal(self) -> str:
