@@ -282,7 +282,8 @@ class AgentrtConfig:
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
-                "[worker] agents, [gateway], [telemetry], [codec], [sandbox] egress_allow"
+                "[worker] agents, [gateway], [telemetry], [codec], "
+                "[sandbox] egress_allow"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
