@@ -85,7 +85,9 @@ def mcp_tools(
     async def go() -> None:
         from agentrt.activities.mcp import McpManager  # starts servers: loaded by this command only
 
-        manager = McpManager(config.mcp_servers, store=None, worker=f"cli/{os.getpid()}", home=agentrt_home())
+        manager = McpManager(
+            config.mcp_servers, store=None, worker=f"cli/{os.getpid()}", home=agentrt_home(), egress_allow=config.egress_allow
+        )
         try:
             listing = await manager.list_tools(name)
         finally:

@@ -147,7 +147,9 @@ def build_worker(
     if mcp is None:
         # A models-only worker runs no tool call, so it starts no server (not even an eager one).
         servers = {} if role == "models" else config.mcp_servers
-        mcp = McpManager(servers, store=store, worker=WORKER_PROCESS, home=agentrt_home())
+        mcp = McpManager(
+            servers, store=store, worker=WORKER_PROCESS, home=agentrt_home(), egress_allow=getattr(config, "egress_allow", ())
+        )
     return AgentrtWorker(
         client,
         mcp=mcp,
@@ -202,6 +204,11 @@ async def running_worker(
     sandbox = await asyncio.to_thread(sandbox_status)
     if sandbox.available:
         log.info("OS sandbox for shell.run: bubblewrap at %s", sandbox.path)
+        if os.geteuid() == 0:
+            log.warning(
+                "this worker runs as root: the kernel does not hold root to a sandboxed command's process limit "
+                "(RLIMIT_NPROC), and its commands act as root on workspace files; run the worker as an unprivileged user"
+            )
     else:
         log.warning(
             "no OS sandbox on this worker (%s): shell.run refuses to run in sessions whose sandbox is read_only or "

@@ -32,6 +32,7 @@ from agentrt.activities.tools._sandbox import (
     SandboxLimits,
     SandboxStatus,
     SandboxUnavailable,
+    egress_environment,
     sandbox_status,
     sandboxed_argv,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "default_registry",
     "discover_skills",
     "docstring_parts",
+    "egress_environment",
     "egress_refusal",
     "format_validation_error",
     "load_skill",

@@ -41,6 +41,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxStatus",
     "SandboxUnavailable",
+    "egress_environment",
     "sandbox_status",
     "sandboxed_argv",
     "seccomp_pipe",
@@ -105,6 +106,11 @@ class SandboxLimits:
 
 
 DEFAULT_LIMITS = SandboxLimits()
+
+
+def egress_environment() -> dict[str, str]:
+    """The variables that send a sandboxed command's connections to the egress relay."""
+    return {name: f"http://127.0.0.1:{PROXY_PORT}" for name in PROXY_VARIABLES}
 
 
 def _relay_python() -> tuple[str, Path | None]:
@@ -212,6 +218,7 @@ def sandboxed_argv(
     seccomp_fd: int | None = None,
     egress_dir: str | None = None,
     limits: SandboxLimits = DEFAULT_LIMITS,
+    proxy_env: bool = True,
 ) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in ``workspace`` under ``policy``.
 
@@ -227,7 +234,8 @@ def sandboxed_argv(
     sandbox, so the process count is the sandbox's own). The network is always the sandbox's
     own (its loopback only); with ``network``, ``egress_dir`` is the directory of the call's
     ``EgressProxy``, mounted at ``EGRESS_MOUNT``, and the command runs behind the relay with
-    ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` (both cases) set to it. Raises ``ValueError``
+    ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` (both cases) set to it (``egress_environment()``;
+    with ``proxy_env`` False the caller gives them through ``bwrap``'s own environment). Raises ``ValueError``
     for ``danger_full_access`` (which runs no sandbox) and for ``network`` without ``egress_dir``.
     """
     if policy not in ("read_only", "workspace_write"):
@@ -237,7 +245,7 @@ def sandboxed_argv(
     read_paths = list(read_paths)
     if network:
         python, prefix = _relay_python()
-        env = {**env, **{name: f"http://127.0.0.1:{PROXY_PORT}" for name in PROXY_VARIABLES}}
+        env = {**env, **egress_environment()} if proxy_env else env
         argv = [python, "-I", "-S", "-c", _RELAY_SOURCE, f"{EGRESS_MOUNT}/{EGRESS_SOCKET_NAME}", str(PROXY_PORT), *argv]
         if prefix is not None:
             read_paths.append(prefix)
