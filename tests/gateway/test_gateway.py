@@ -214,6 +214,15 @@ async def test_network_needs_the_network_scope(http: httpx.AsyncClient, route: s
     assert granted.status_code == without.status_code != 403  # past the perimeter (503: no worker polls here)
 
 
+@pytest.mark.parametrize("widening", [{"sandbox": "danger_full_access"}, {"network": True}])
+async def test_an_approval_edit_cannot_raise_the_session_s_sandbox_or_network(http: httpx.AsyncClient, widening: dict[str, Any]) -> None:
+    # A session's sandbox and network are fixed at its start: a decision has no field that changes them.
+    body = {"decision": "edit", "arguments": {"command": "curl http://127.0.0.1:7233/"}, **widening}
+    response = await http.post("/v1/sessions/s1/approvals/r1", json=body, headers=auth("bob"))
+
+    assert assert_problem(response, 422)["status"] == 422
+
+
 # ---------------------------------------------------------------- hostile input
 
 
