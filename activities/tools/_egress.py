@@ -10,8 +10,8 @@ and the command gets ``HTTP_PROXY``, ``HTTPS_PROXY`` and ``ALL_PROXY`` pointing 
 The proxy takes ``CONNECT host:port`` (HTTPS and any TCP tunnel) and absolute-form HTTP requests
 (``GET http://host/...``). It resolves the name itself and refuses (``403``, the reason in the
 body) a destination any of whose addresses is loopback, link-local, private, shared
-(100.64/10), multicast, reserved, unspecified or one of the worker host's own interface
-addresses, unless the operator's allow-list (``[sandbox] egress_allow`` in agentrt.toml) names
+(100.64/10), multicast, reserved, unspecified, otherwise not globally routable, or one of the
+worker host's own interface addresses, unless the operator's allow-list (``[sandbox] egress_allow`` in agentrt.toml) names
 it: ``host:port`` by name, or ``address:port`` / ``network/prefix:port`` by address (port
 ``*``: any). It connects to the very address it checked, so a name that resolves again to
 another address (DNS rebinding) changes nothing. UDP (DNS included), ICMP and raw sockets have
@@ -57,6 +57,7 @@ _BUFFER = 65536
 _SIOCGIFADDR = 0x8915
 _IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 # What ``socket.getaddrinfo`` answers: (family, type, proto, canonname, sockaddr) per address.
 _Resolved = list[tuple[Any, Any, int, str, Any]]
 
@@ -120,10 +121,24 @@ def _own_addresses() -> set[_IP]:
     return found
 
 
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries to (mapped, 6to4, NAT64, Teredo's client), if any."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.teredo[1] if address.teredo is not None else None
+
+
 def _internal(address: _IP, own: set[_IP]) -> str | None:
     """Why ``address`` is inside the worker's host or network, or None for a public one."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        carried = _embedded_ipv4(address)
+        why = _internal(carried, own) if carried is not None else None
+        if why is not None:
+            return f"{why} (carried in {address})"
     checks = (
         ("loopback", address.is_loopback),
         ("unspecified", address.is_unspecified),
@@ -133,6 +148,7 @@ def _internal(address: _IP, own: set[_IP]) -> str | None:
         ("private", address.is_private),
         ("reserved", address.is_reserved),
         ("one of the worker host's own", address in own),
+        ("not globally routable", not address.is_global),  # documentation, benchmarking, 6to4/NAT64 relays ...
     )
     return next((f"{what} address" for what, hit in checks if hit), None)
 

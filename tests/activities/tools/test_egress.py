@@ -37,6 +37,8 @@ def _public(host: str, port: int) -> list:
         ("2130706433", "loopback"),  # 127.0.0.1 written as one number
         ("::1", "loopback"),
         ("::ffff:127.0.0.1", "loopback"),
+        ("64:ff9b::7f00:1", "loopback"),  # NAT64 of 127.0.0.1
+        ("2002:a00:1::1", "private"),  # 6to4 of 10.0.0.1
         ("0.0.0.0", "unspecified"),
         ("169.254.169.254", "link-local"),  # cloud metadata
         ("10.1.2.3", "private"),
