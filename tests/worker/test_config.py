@@ -277,3 +277,24 @@ def test_a_server_named_like_a_built_in_tool_prefix_is_refused(tmp_path: Path) -
     file.write_text('[mcp.servers.fs]\ncommand = "x"\n')
     with pytest.raises(ConfigurationError, match="names built-in tools"):
         AgentrtConfig.load(file, env={})
+
+
+def test_the_sandbox_s_egress_allow_list_is_read_and_checked(tmp_path: Path) -> None:
+    config = AgentrtConfig.load(write(tmp_path, '[sandbox]\negress_allow = ["registry.internal:443", "10.0.0.0/8:*"]\n'), env={})
+
+    assert config.egress_allow == ["registry.internal:443", "10.0.0.0/8:*"]
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).egress_allow == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[sandbox]\negress_allow = ["127.0.0.1"]\n', "is not HOST:PORT"),
+        ('[sandbox]\negress_allow = ["127.0.0.1:https"]\n', "no valid port"),
+        ('[sandbox]\negress_allow = "127.0.0.1:80"\n', "must be a list"),
+        ('[sandbox]\nnetwork = true\n', "holds only egress_allow"),
+    ],
+)
+def test_a_bad_egress_allow_list_is_a_configuration_error(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        AgentrtConfig.load(write(tmp_path, text), env={})
