@@ -61,6 +61,9 @@ def main():
     listener.listen(64)
     if os.fork() == 0:
         os.setsid()
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # the command's output pipes end with the command, not with the relay
+            os.dup2(quiet, fd)
         try:
             serve(listener, path)
         finally:
