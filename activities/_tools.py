@@ -54,17 +54,19 @@ class ToolActivities:
     """``secrets``: the values to redact from every tool result before it is stored or crosses
     Temporal (the worker's provider keys); none by default. ``skill_paths``: the worker's
     ``[skills] paths`` (``skill.activate`` looks there; ``shell.run`` may read them). ``egress_allow``:
-    the worker's ``[sandbox] egress_allow`` (internal destinations a command with network may reach)."""
+    the worker's ``[sandbox] egress_allow`` (internal destinations a command with network may reach);
+    ``cgroup``: its ``[sandbox] cgroup`` (a cgroup per sandboxed command under it)."""
 
     def __init__(
         self, registry: ToolRegistry, store: "Store", secrets: Callable[[], list[str]] = list, skill_paths: Sequence[str] = (),
-        egress_allow: Sequence[str] = (),
+        egress_allow: Sequence[str] = (), cgroup: str | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
         self._secrets = secrets
         self._skill_paths = tuple(Path(p) for p in skill_paths)
         self._egress_allow = tuple(egress_allow)
+        self._cgroup = cgroup
 
     @activity.defn(name=TOOLS_LIST)
     def list_tools(self, input: ListToolsInput) -> ListToolsResult:
@@ -163,6 +165,7 @@ class ToolActivities:
             store=self._store,
             skill_paths=self._skill_paths,
             egress_allow=self._egress_allow,
+            cgroup=self._cgroup,
             turn_id=input.turn_id,
             call_id=input.call.id,
             principal_of=lambda: self._owner(input.session_id),

@@ -142,11 +142,19 @@ def _skill_paths(raw: object, file: Path | None) -> list[str]:
     return [str(_beside(file, Path(p).expanduser())) for p in paths]
 
 
+def _sandbox_cgroup(raw: object, file: Path | None) -> str | None:
+    """``[sandbox] cgroup``: a cgroup v2 directory delegated to the worker, for a cgroup per call."""
+    value = raw.get("cgroup") if isinstance(raw, dict) else None
+    if value is not None and not (isinstance(value, str) and Path(value).is_absolute()):
+        raise ConfigurationError(f"{file}: [sandbox] cgroup must be an absolute path (a cgroup v2 directory), not {value!r}")
+    return value
+
+
 def _egress_allow(raw: object, file: Path | None) -> list[str]:
     """``[sandbox] egress_allow``: internal destinations (``"host:port"``, ``"10.0.0.0/8:443"``,
     ``"name:*"``) that sandboxed commands granted network may reach through the egress proxy."""
-    if not isinstance(raw, dict) or set(raw) - {"egress_allow"}:
-        raise ConfigurationError(f"{file}: [sandbox] holds only egress_allow = [\"host:port\", ...], not {raw!r}")
+    if not isinstance(raw, dict) or set(raw) - {"egress_allow", "cgroup"}:
+        raise ConfigurationError(f"{file}: [sandbox] holds only egress_allow = [\"host:port\", ...] and cgroup, not {raw!r}")
     entries = raw.get("egress_allow", [])
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         raise ConfigurationError(f"{file}: [sandbox] egress_allow must be a list of \"host:port\" strings, not {entries!r}")
@@ -215,7 +223,9 @@ class AgentrtConfig:
     ``agent_modules`` (``[worker] agents``): modules whose ``Agent``s and ``@tool``s its workers
     register (``agentrt worker --agents`` adds more). ``egress_allow`` (``[sandbox] egress_allow``):
     internal destinations its workers' sandboxed commands with network may reach (see
-    docs/tools-and-policy.md). ``source`` is the file read, if any.
+    docs/tools-and-policy.md); ``sandbox_cgroup`` (``[sandbox] cgroup``): a cgroup v2 directory
+    delegated to the worker, under which each sandboxed command gets a cgroup of its own.
+    ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -232,6 +242,7 @@ class AgentrtConfig:
     skill_paths: list[str] = field(default_factory=list)
     agent_modules: list[str] = field(default_factory=list)
     egress_allow: list[str] = field(default_factory=list)
+    sandbox_cgroup: str | None = None
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)
@@ -283,7 +294,7 @@ class AgentrtConfig:
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
                 "[worker] agents, [gateway], [telemetry], [codec], "
-                "[sandbox] egress_allow"
+                "[sandbox] egress_allow/cgroup"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -309,6 +320,7 @@ class AgentrtConfig:
         config.skill_paths = _skill_paths(data.get("skills", {}), file)
         config.agent_modules = _agent_modules(data.get("worker", {}), file)
         config.egress_allow = _egress_allow(data.get("sandbox", {}), file)
+        config.sandbox_cgroup = _sandbox_cgroup(data.get("sandbox", {}), file)
         config.gateway = gateway_config(data.get("gateway", {}), file, env)
         config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
         config.codec = codec_config(data.get("codec", {}), file, env)

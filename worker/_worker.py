@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from agentrt.activities import WORKER_PROCESS, WorkerRole, build_activities
 from agentrt.activities.mcp import McpManager
-from agentrt.activities.tools import Agent, Tool, ToolRegistry, sandbox_status
+from agentrt.activities.tools import Agent, Tool, ToolRegistry, cgroup_problem, sandbox_status
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
 from agentrt.worker._agents import worker_registry
@@ -204,6 +204,12 @@ async def running_worker(
     sandbox = await asyncio.to_thread(sandbox_status)
     if sandbox.available:
         log.info("OS sandbox for shell.run: bubblewrap at %s", sandbox.path)
+        cgroup = getattr(config, "sandbox_cgroup", None)
+        problem = cgroup_problem(cgroup) if cgroup else None
+        if cgroup and problem:
+            log.warning("[sandbox] cgroup: %s; sandboxed commands are refused until it is fixed", problem)
+        elif cgroup:
+            log.info("a cgroup per sandboxed command under %s (memory and processes of the whole call)", cgroup)
         if os.geteuid() == 0:
             log.warning(
                 "this worker runs as root: the kernel does not hold root to a sandboxed command's process limit "

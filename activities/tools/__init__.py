@@ -5,6 +5,7 @@ and passes heartbeat and cancellation hooks in through ``ToolContext``.
 """
 
 from agentrt.activities.tools._agent import Agent
+from agentrt.activities.tools._cgroup import CallCgroup, cgroup_problem
 from agentrt.activities.tools._delegate import Delegate
 from agentrt.activities.tools._egress import EgressProxy, egress_refusal, parse_egress_allow
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
@@ -53,6 +54,7 @@ from agentrt.activities.tools._workspace import checked_workspace, make_director
 
 __all__ = [
     "Agent",
+    "CallCgroup",
     "CommandRun",
     "CrashToRetry",
     "Delegate",
@@ -83,6 +85,7 @@ __all__ = [
     "ToolOutput",
     "ToolRegistry",
     "ToolRuntime",
+    "cgroup_problem",
     "checked_workspace",
     "default_registry",
     "discover_skills",

@@ -73,6 +73,8 @@ class ToolContext:
     - ``final_attempt``: this is the retry policy's last attempt (a crash now becomes the call's result).
     - ``egress_allow``: internal destinations a sandboxed command with ``network`` may reach through
       the egress proxy (agentrt.toml ``[sandbox] egress_allow``: ``"host:port"`` entries).
+    - ``cgroup``: a cgroup v2 directory delegated to the worker (``[sandbox] cgroup``), under which
+      each sandboxed command gets a cgroup of its own (``_cgroup.CallCgroup``); None: none.
     """
 
     workspace: Path
@@ -93,6 +95,7 @@ class ToolContext:
     final_attempt: bool = True
     runtime: ToolRuntime | None = field(default=None, repr=False)
     egress_allow: tuple[str, ...] = ()
+    cgroup: str | None = None
 
     @property
     def principal(self) -> str:

@@ -89,11 +89,14 @@ class SandboxLimits:
     (``RLIMIT_FSIZE``), ``processes`` how many processes and threads the sandbox may hold at once
     (``RLIMIT_NPROC``, counted in the sandbox's own user namespace, so neither the worker's nor
     another call's count toward it), ``memory_bytes`` the address space of each process
-    (``RLIMIT_AS``) and no core files (``RLIMIT_CORE`` 0)."""
+    (``RLIMIT_AS``) and no core files (``RLIMIT_CORE`` 0). Where the worker has a delegated cgroup
+    (``[sandbox] cgroup``), the call as a whole holds at most ``call_memory_bytes`` of memory and
+    ``processes`` processes (``_cgroup.CallCgroup``)."""
 
     file_bytes: int = 1024**3
     processes: int = 512
     memory_bytes: int = 4 * 1024**3
+    call_memory_bytes: int = 4 * 1024**3
 
     def script(self) -> str:
         """The ``sh -c`` script that sets the limits and then runs its arguments (exit 126 when one

@@ -13,8 +13,15 @@ from pathlib import Path
 from pydantic import Field
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
+from agentrt.activities.tools._cgroup import CallCgroup
 from agentrt.activities.tools._egress import EgressProxy, parse_egress_allow
-from agentrt.activities.tools._sandbox import SandboxUnavailable, sandbox_status, sandboxed_argv, seccomp_pipe
+from agentrt.activities.tools._sandbox import (
+    DEFAULT_LIMITS,
+    SandboxUnavailable,
+    sandbox_status,
+    sandboxed_argv,
+    seccomp_pipe,
+)
 from agentrt.activities.tools._workspace import checked_workspace, open_workspace
 from agentrt.schemas import ToolError
 
@@ -256,7 +263,9 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
     pinned = open_workspace(workspace) if sandboxed else None
     held = [] if pinned is None else [pinned]
     proxy = EgressProxy(parse_egress_allow(ctx.egress_allow)) if sandboxed and ctx.network else None
+    group: CallCgroup | None = None
     try:
+        group = _call_cgroup(ctx) if sandboxed else None
         filter_fd = seccomp_pipe() if sandboxed else None
         if filter_fd is not None:
             held.append(filter_fd)
@@ -265,6 +274,8 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
         except OSError as e:
             raise ToolError(f"cannot start the egress proxy for the sandbox's network: {e}") from e
         argv, env = command_line(shell, workspace, ctx, workspace_fd=pinned, seccomp_fd=filter_fd, egress_dir=egress_dir)
+        if group is not None:
+            argv = group.enter_argv(argv)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
@@ -284,8 +295,7 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
                 os.close(fd)
             raise ToolError(f"cannot start {argv[0]}: {e}") from e
     except BaseException:
-        if proxy is not None:
-            proxy.close()
+        _release(proxy, group)
         raise
     finally:
         for fd in held:
@@ -295,8 +305,28 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
     try:
         return _wait(proc, out_r, err_r, ctx, timeout)
     finally:
-        if proxy is not None:
-            proxy.close()
+        _release(proxy, group)
+
+
+def _call_cgroup(ctx: ToolContext) -> CallCgroup | None:
+    """The call's cgroup under ``ctx.cgroup``, made (None without one); ``ToolError`` when it cannot be
+    made: an operator who configured one gets no command run outside it."""
+    if ctx.cgroup is None:
+        return None
+    limits = DEFAULT_LIMITS
+    group = CallCgroup(ctx.cgroup, memory_bytes=limits.call_memory_bytes, processes=limits.processes)
+    try:
+        group.create()
+    except OSError as e:
+        raise ToolError(f"cannot make the call's cgroup under {ctx.cgroup}, so nothing was run: {e}") from e
+    return group
+
+
+def _release(proxy: EgressProxy | None, group: CallCgroup | None) -> None:
+    if proxy is not None:
+        proxy.close()
+    if group is not None:
+        group.close()
 
 
 def _wait(proc: subprocess.Popen[bytes], out_r: int, err_r: int, ctx: ToolContext, timeout: float) -> CommandRun:

@@ -284,6 +284,8 @@ def test_the_sandbox_s_egress_allow_list_is_read_and_checked(tmp_path: Path) -> 
 
     assert config.egress_allow == ["registry.internal:443", "10.0.0.0/8:*"]
     assert AgentrtConfig.load(write(tmp_path, ""), env={}).egress_allow == []
+    delegated = AgentrtConfig.load(write(tmp_path, '[sandbox]\ncgroup = "/sys/fs/cgroup/agentrt/calls"\n'), env={})
+    assert (delegated.sandbox_cgroup, config.sandbox_cgroup) == ("/sys/fs/cgroup/agentrt/calls", None)
 
 
 @pytest.mark.parametrize(
@@ -293,6 +295,7 @@ def test_the_sandbox_s_egress_allow_list_is_read_and_checked(tmp_path: Path) -> 
         ('[sandbox]\negress_allow = ["127.0.0.1:https"]\n', "no valid port"),
         ('[sandbox]\negress_allow = "127.0.0.1:80"\n', "must be a list"),
         ('[sandbox]\nnetwork = true\n', "holds only egress_allow"),
+        ('[sandbox]\ncgroup = "calls"\n', "must be an absolute path"),
     ],
 )
 def test_a_bad_egress_allow_list_is_a_configuration_error(tmp_path: Path, text: str, message: str) -> None:
