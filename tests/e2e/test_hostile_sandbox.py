@@ -1,7 +1,8 @@
-"""A hostile model granted network against a real worker: its commands reach neither Temporal's
-frontend, nor the HTTP API, nor the store's PostgreSQL on the worker host's loopback (from there it
-could start a session with every privilege and read the worker's secrets); a destination the
-operator allows is reached."""
+"""A hostile model against a real worker's sandbox. Granted network, its commands reach neither
+Temporal's frontend, nor the HTTP API, nor the store's PostgreSQL on the worker host's loopback
+(from there it could start a session with every privilege and read the worker's secrets); a
+destination the operator allows is reached. Its grabs at the host's disk, memory and kernel
+keyrings are refused, and the worker serves on."""
 
 from __future__ import annotations
 
@@ -56,3 +57,32 @@ async def test_a_hostile_model_granted_network_reaches_no_loopback_service_of_th
         assert "CONNECTED" not in direct and "Connection refused" in direct
     assert "Failed to connect" in gateway_direct and REACHED not in gateway_direct
     assert REACHED in allowed
+
+
+KEYCTL = "python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); print(\"keyctl\", libc.syscall(250, 0, -3, 0, 0), ctypes.get_errno())'"
+
+
+async def test_a_hostile_model_s_disk_memory_and_keyring_grabs_are_refused_and_the_worker_serves_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    attacks = [
+        "touch big; fallocate --keep-size -l 16G big; du -k big",
+        "python3 -c 'x = bytearray(6 * 1024**3)'",
+        KEYCTL,
+        "echo still-serving",
+    ]
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": c}} for c in attacks]},
+        {"text": "done"},
+    ])
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script, approval=AUTO), "attack")
+
+    outcome = await harness.client.wait(sid, started.turn_id)
+
+    assert outcome.status == "completed"
+    disk, memory, keyring, after = [m.text for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert "unsupported" in disk and "0\tbig" in disk
+    assert "MemoryError" in memory
+    assert "keyctl -1 1" in keyring  # EPERM
+    assert "still-serving" in after
