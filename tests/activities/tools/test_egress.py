@@ -143,6 +143,7 @@ def test_granted_network_reaches_no_host_loopback_service_but_an_allowed_destina
             f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {service}), timeout=2); print(\"CONNECTED\")'",
         )
         reached = shell(registry, ctx, f"curl -sS -m 5 http://127.0.0.1:{allowed}/")
+        tunnelled = shell(registry, ctx, f"curl -sS -m 5 --proxytunnel http://127.0.0.1:{allowed}/")  # CONNECT, as HTTPS does
 
     for refused in (through_proxy, by_name):
         assert "403" in refused or "loopback address" in refused
@@ -150,7 +151,7 @@ def test_granted_network_reaches_no_host_loopback_service_but_an_allowed_destina
     assert REACHED not in host_ip and ("worker host's own" in host_ip or "private" in host_ip)
     assert REACHED not in no_proxy and "Failed to connect" in no_proxy
     assert "CONNECTED" not in raw and "Connection refused" in raw
-    assert REACHED in reached
+    assert REACHED in reached and REACHED in tunnelled
 
 
 def test_without_network_not_even_the_proxy_is_there(registry, workspace: Path) -> None:
