@@ -5,6 +5,7 @@ private and link-local ranges), tried with curl and raw sockets from inside the 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from pathlib import Path
 
@@ -159,3 +160,18 @@ def test_without_network_not_even_the_proxy_is_there(registry, workspace: Path) 
 
     assert "No such file or directory" in out
     assert out.split("--- stdout ---\n")[1].startswith("0\n")
+
+
+def test_the_host_s_abstract_unix_sockets_are_out_of_reach_even_with_network(registry, workspace: Path) -> None:
+    # Abstract sockets (D-Bus, container runtimes) belong to a network namespace, not to a path.
+    name = f"agentrt-probe-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as host_service:
+        host_service.bind("\0" + name)
+        host_service.listen(1)
+        probe = (
+            "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); "
+            f"s.connect(\"\\0{name}\"); print(\"CONNECTED\")'"
+        )
+        out = shell(registry, ToolContext(workspace=workspace, network=True), probe)
+
+    assert "CONNECTED" not in out and "Connection refused" in out
