@@ -57,14 +57,16 @@ def build_activities(
     tools declare are read from the configuration's ``secrets`` (``SecretsConfig``; default: the
     worker's environment)."""
     models = ModelActivities(config, store, registry)
+    egress_allow = tuple(getattr(config, "egress_allow", ()))
+    cgroup = getattr(config, "sandbox_cgroup", None)
     tools = ToolActivities(
         registry, store, secrets=lambda: configured_keys(config), skill_paths=getattr(config, "skill_paths", ()),
-        vault=_SecretVault(getattr(config, "secrets", None)),
+        vault=_SecretVault(getattr(config, "secrets", None)), egress_allow=egress_allow, cgroup=cgroup,
     )
     writes = StoreActivities(store)
     advisor = AdvisorActivities(models, store)
     memory = MemoryActivities(store)
-    tasks = TaskActivities(store, models, secrets=lambda: configured_keys(config))
+    tasks = TaskActivities(store, models, secrets=lambda: configured_keys(config), egress_allow=egress_allow, cgroup=cgroup)
     graphs = GraphActivities(store, models, registry)
     # Task commands run processes in the OS sandbox: they go where tool calls go.
     tool_side: list[Callable[..., Any]] = [tools.execute, tasks.check_command, tasks.evaluate_trigger]

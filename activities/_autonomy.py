@@ -108,12 +108,18 @@ def _noop() -> None:
 class TaskActivities:
     """The activities of autonomous tasks: ``store`` for ``task.record``; ``models`` (the worker's
     ``ModelActivities``) for the reviewer's profile; ``secrets``: values redacted from a
-    command's output before it reaches history (the worker's provider keys)."""
+    command's output before it reaches history (the worker's provider keys); ``egress_allow``: the
+    worker's ``[sandbox] egress_allow`` for commands with network; ``cgroup``: its ``[sandbox] cgroup``."""
 
-    def __init__(self, store: "Store", models: "ModelActivities", secrets: Callable[[], list[str]] = list) -> None:
+    def __init__(
+        self, store: "Store", models: "ModelActivities", secrets: Callable[[], list[str]] = list,
+        egress_allow: tuple[str, ...] = (), cgroup: str | None = None,
+    ) -> None:
         self._store = store
         self._models = models
         self._secrets = secrets
+        self._egress_allow = egress_allow
+        self._cgroup = cgroup
 
     # ------------------------------------------------------------ store and clock
 
@@ -193,6 +199,8 @@ class TaskActivities:
             timeout_seconds=input.timeout_seconds,
             sandbox=input.sandbox,
             network=input.network,
+            egress_allow=self._egress_allow,
+            cgroup=self._cgroup,
             heartbeat=_noop if local else _attempts.heartbeat,
             is_cancelled=activity.is_cancelled,
         )

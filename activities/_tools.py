@@ -63,7 +63,9 @@ class ToolActivities:
     Temporal (the worker's provider keys); none by default. ``skill_paths``: the worker's
     ``[skills] paths`` (``skill.activate`` looks there; ``shell.run`` may read them). ``vault``:
     where the secrets a tool declares are read at each call (default: the worker's environment);
-    every value read is recorded as ``[secret:NAME]`` in any tool's result (``redact_secrets``)."""
+    every value read is recorded as ``[secret:NAME]`` in any tool's result (``redact_secrets``).
+    ``egress_allow``: the worker's ``[sandbox] egress_allow`` (internal destinations a command with
+    network may reach); ``cgroup``: its ``[sandbox] cgroup`` (a cgroup per sandboxed command under it)."""
 
     def __init__(
         self,
@@ -72,12 +74,16 @@ class ToolActivities:
         secrets: Callable[[], list[str]] = list,
         skill_paths: Sequence[str] = (),
         vault: SecretVault | None = None,
+        egress_allow: Sequence[str] = (),
+        cgroup: str | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
         self._secrets = secrets
         self._skill_paths = tuple(Path(p) for p in skill_paths)
         self._vault = vault or SecretVault()
+        self._egress_allow = tuple(egress_allow)
+        self._cgroup = cgroup
 
     @activity.defn(name=TOOLS_LIST)
     def list_tools(self, input: ListToolsInput) -> ListToolsResult:
@@ -178,6 +184,8 @@ class ToolActivities:
             call_key=input.idempotency_key,
             store=self._store,
             skill_paths=self._skill_paths,
+            egress_allow=self._egress_allow,
+            cgroup=self._cgroup,
             turn_id=input.turn_id,
             call_id=input.call.id,
             principal_of=lambda: self._owner(input.session_id),

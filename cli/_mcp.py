@@ -87,7 +87,12 @@ def mcp_tools(
         from agentrt.activities.tools import SecretVault
 
         manager = McpManager(
-            config.mcp_servers, store=None, worker=f"cli/{os.getpid()}", home=agentrt_home(), vault=SecretVault(config.secrets)
+            config.mcp_servers,
+            store=None,
+            worker=f"cli/{os.getpid()}",
+            home=agentrt_home(),
+            vault=SecretVault(config.secrets),
+            egress_allow=config.egress_allow,
         )
         try:
             listing = await manager.list_tools(name)

@@ -5,7 +5,7 @@ Perimeter rules (docs/gateway.md, "Authentication"):
 - ``Authorization: Bearer <token>`` on every ``/v1`` and ``/apps`` route; the gateway knows a token
   by its SHA-256 (``[[gateway.tokens]]``), compared in constant time (``GatewayConfig.token_for``).
 - A route family needs its scope (``sessions``, ``tasks``, ``runs``); ``admin`` covers all of them
-  and is also what ``sandbox = "danger_full_access"`` needs.
+  and is also what ``sandbox = "danger_full_access"`` needs; ``network = true`` needs ``network``.
 - A session, task or run is visible to its owner (``AgentOwner``) and the configuration's
   operators; to anyone else it answers 404, as a missing one does.
 """
@@ -216,9 +216,13 @@ class Caller:
     def is_admin(self) -> bool:
         return "admin" in self.scopes
 
-    def check_sandbox(self, sandbox: str) -> None:
+    def check_sandbox(self, sandbox: str, network: bool = False) -> None:
+        """403 unless the token grants what a create asks for: ``danger_full_access`` needs ``admin``,
+        ``network`` needs the ``network`` scope (or ``admin``)."""
         if sandbox == "danger_full_access" and not self.is_admin:
             raise Problem(403, "forbidden", "sandbox 'danger_full_access' needs a token with the admin scope")
+        if network and not (self.is_admin or "network" in self.scopes):
+            raise Problem(403, "forbidden", "network = true needs a token with the network scope (or admin)")
 
 
 def gateway_of(request: Request) -> Gateway:

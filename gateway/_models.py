@@ -88,8 +88,9 @@ class SessionCreate(Body):
     """``POST /v1/sessions``: a new session owned by the token's principal, and its first message.
 
     ``workspace`` and ``script`` are paths under the gateway's workspace root (relative to it, or
-    absolute inside it); ``sandbox = "danger_full_access"`` needs the ``admin`` scope. Operators,
-    MCP servers, advisor and tool task queue are the gateway's configuration's."""
+    absolute inside it); ``sandbox = "danger_full_access"`` needs the ``admin`` scope, ``network =
+    true`` the ``network`` scope. Operators, MCP servers, advisor and tool task queue are the
+    gateway's configuration's."""
 
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The first message.")
     workspace: FilePath = Field(default=".", description="Directory the tools work in, under the workspace root.")
@@ -229,7 +230,7 @@ class TaskCreate(Body):
     """``POST /v1/tasks``: an autonomous task owned by the token's principal (see ``agentrt task start``).
 
     ``accept_command`` and ``trigger_command`` run in the OS sandbox in the workspace;
-    ``sandbox = "danger_full_access"`` needs the ``admin`` scope."""
+    ``sandbox = "danger_full_access"`` needs the ``admin`` scope, ``network = true`` the ``network`` scope."""
 
     goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS)
     workspace: FilePath = "."
@@ -290,7 +291,8 @@ class RunCreate(Body):
     """``POST /v1/runs``: a task graph owned by the token's principal, from a ``goal`` the planner
     decomposes or a given ``graph`` (exactly one). ``approve_plan = "ask"`` (the default) stops at
     ``pending_approval`` until ``POST /v1/runs/{id}/approve``. Scripts (``script``, each node's) are
-    paths under the workspace root; ``sandbox = "danger_full_access"`` needs the ``admin`` scope."""
+    paths under the workspace root; ``sandbox = "danger_full_access"`` needs the ``admin`` scope,
+    ``network = true`` the ``network`` scope."""
 
     goal: str | None = Field(default=None, max_length=MAX_GOAL_CHARS)
     graph: GraphSpec | None = None

@@ -77,7 +77,7 @@ def session_routes() -> APIRouter:
     @router.post("", status_code=201, response_model=SessionCreated, summary="Start a session with its first message")
     async def create_session(request: Request, body: SessionCreate, caller: SessionsCaller, key: Key) -> SessionCreated:
         gateway = gateway_of(request)
-        caller.check_sandbox(body.sandbox)
+        caller.check_sandbox(body.sandbox, body.network)
         workspace = gateway.confined(body.workspace, "workspace", directory=True)
         script = gateway.confined(body.script, "script", directory=False) if body.script else None
         profile = body.profile or ("scripted" if script else caller.client.default_profile)

@@ -63,7 +63,7 @@ def task_routes() -> APIRouter:
     @router.post("", status_code=201, response_model=TaskCreated, summary="Start an autonomous task")
     async def create_task(request: Request, body: TaskCreate, caller: TasksCaller, key: Key) -> TaskCreated:
         gateway = gateway_of(request)
-        caller.check_sandbox(body.sandbox)
+        caller.check_sandbox(body.sandbox, body.network)
         workspace = gateway.confined(body.workspace, "workspace", directory=True)
         script = gateway.confined(body.script, "script", directory=False) if body.script else None
         if body.profile is not None or script is None:
@@ -143,7 +143,7 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
         if app is not None and body.profile is not None and body.profile != app:
             raise Problem(422, "invalid-request", f"the app {app!r} is the profile of its runs; the body names {body.profile[:200]!r}")
         profile = app or body.profile
-        caller.check_sandbox(body.sandbox)
+        caller.check_sandbox(body.sandbox, body.network)
         workspace = gateway.confined(body.workspace, "workspace", directory=True)
         script = gateway.confined(body.script, "script", directory=False) if body.script else None
         graph = body.graph

@@ -32,7 +32,7 @@ DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
 TOP_LEVEL_KEYS = {
     "default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills",
-    "gateway", "telemetry", "codec", "worker", "secrets",
+    "gateway", "telemetry", "codec", "worker", "secrets", "sandbox",
 }
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
@@ -163,6 +163,32 @@ def _skill_paths(raw: object, file: Path | None) -> list[str]:
     return [str(_beside(file, Path(p).expanduser())) for p in paths]
 
 
+def _sandbox_cgroup(raw: object, file: Path | None) -> str | None:
+    """``[sandbox] cgroup``: a cgroup v2 directory delegated to the worker, for a cgroup per call."""
+    value = raw.get("cgroup") if isinstance(raw, dict) else None
+    if value is not None and not (isinstance(value, str) and Path(value).is_absolute()):
+        raise ConfigurationError(f"{file}: [sandbox] cgroup must be an absolute path (a cgroup v2 directory), not {value!r}")
+    return value
+
+
+def _egress_allow(raw: object, file: Path | None) -> list[str]:
+    """``[sandbox] egress_allow``: internal destinations (``"host:port"``, ``"10.0.0.0/8:443"``,
+    ``"name:*"``) that sandboxed commands granted network may reach through the egress proxy."""
+    if not isinstance(raw, dict) or set(raw) - {"egress_allow", "cgroup"}:
+        raise ConfigurationError(f"{file}: [sandbox] holds only egress_allow = [\"host:port\", ...] and cgroup, not {raw!r}")
+    entries = raw.get("egress_allow", [])
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ConfigurationError(f"{file}: [sandbox] egress_allow must be a list of \"host:port\" strings, not {entries!r}")
+    if entries:
+        from agentrt.activities.tools import parse_egress_allow  # only when there is something to check
+
+        try:
+            parse_egress_allow(entries)
+        except ConfigurationError as err:
+            raise ConfigurationError(f"{file}: {err}") from None
+    return list(entries)
+
+
 def _beside(file: Path | None, path: Path) -> Path:
     """``path`` as written in ``file``: a relative one is taken from the file's directory."""
     return path if path.is_absolute() or file is None else file.parent / path
@@ -218,6 +244,10 @@ class AgentrtConfig:
     ``agent_modules`` (``[worker] agents``): modules whose ``Agent``s and ``@tool``s its workers
     register (``agentrt worker --agents`` adds more). ``secrets`` (``[secrets]``): where its workers
     read the secrets tools and MCP servers declare (``SecretsConfig``; default: their environment).
+    ``egress_allow`` (``[sandbox] egress_allow``): internal destinations its workers' sandboxed
+    commands with network may reach (see docs/tools-and-policy.md); ``sandbox_cgroup``
+    (``[sandbox] cgroup``): a cgroup v2 directory delegated to the worker, under which each
+    sandboxed command gets a cgroup of its own.
     ``source`` is the file read, if any.
     """
 
@@ -234,6 +264,8 @@ class AgentrtConfig:
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     skill_paths: list[str] = field(default_factory=list)
     agent_modules: list[str] = field(default_factory=list)
+    egress_allow: list[str] = field(default_factory=list)
+    sandbox_cgroup: str | None = None
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)
@@ -285,7 +317,8 @@ class AgentrtConfig:
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
-                "[worker] agents, [gateway], [telemetry], [codec], [secrets]"
+                "[worker] agents, [gateway], [telemetry], [codec], [secrets], "
+                "[sandbox] egress_allow/cgroup"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -311,6 +344,8 @@ class AgentrtConfig:
         config.skill_paths = _skill_paths(data.get("skills", {}), file)
         config.agent_modules = _agent_modules(data.get("worker", {}), file)
         config.secrets = _secrets_config(data.get("secrets", {}), file)
+        config.egress_allow = _egress_allow(data.get("sandbox", {}), file)
+        config.sandbox_cgroup = _sandbox_cgroup(data.get("sandbox", {}), file)
         config.gateway = gateway_config(data.get("gateway", {}), file, env)
         config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
         config.codec = codec_config(data.get("codec", {}), file, env)

@@ -34,8 +34,9 @@ GATEWAY_KEYS = {"host", "port", "tokens", "webhooks"}
 TOKEN_KEYS = {"sha256", "principal", "scopes"}
 WEBHOOK_KEYS = {"url", "secret", "secret_env", "events"}
 # sessions: create, send, read and steer one's own sessions (approvals included); tasks: autonomous
-# tasks; runs: task graphs (the runs API); admin: all of them.
-GATEWAY_SCOPES = ("sessions", "tasks", "runs", "admin")
+# tasks; runs: task graphs (the runs API); network: start them with network for their commands
+# (through the egress proxy); admin: all of them, and sandbox = "danger_full_access".
+GATEWAY_SCOPES = ("sessions", "tasks", "runs", "network", "admin")
 WEBHOOK_EVENTS = ("turn.ended", "approval.requested", "run.status")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

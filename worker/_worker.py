@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from agentrt.activities import WORKER_PROCESS, WorkerRole, build_activities
 from agentrt.activities.mcp import McpManager
-from agentrt.activities.tools import Agent, SecretVault, Tool, ToolRegistry, sandbox_status
+from agentrt.activities.tools import Agent, SecretVault, Tool, ToolRegistry, cgroup_problem, sandbox_status
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
 from agentrt.worker._agents import worker_registry
@@ -152,7 +152,14 @@ def build_worker(
     if mcp is None:
         # A models-only worker runs no tool call, so it starts no server (not even an eager one).
         servers = {} if role == "models" else config.mcp_servers
-        mcp = McpManager(servers, store=store, worker=WORKER_PROCESS, home=agentrt_home(), vault=SecretVault(config.secrets))
+        mcp = McpManager(
+            servers,
+            store=store,
+            worker=WORKER_PROCESS,
+            home=agentrt_home(),
+            vault=SecretVault(config.secrets),
+            egress_allow=getattr(config, "egress_allow", ()),
+        )
     return AgentrtWorker(
         client,
         mcp=mcp,
@@ -207,6 +214,17 @@ async def running_worker(
     sandbox = await asyncio.to_thread(sandbox_status)
     if sandbox.available:
         log.info("OS sandbox for shell.run: bubblewrap at %s", sandbox.path)
+        cgroup = getattr(config, "sandbox_cgroup", None)
+        problem = cgroup_problem(cgroup) if cgroup else None
+        if cgroup and problem:
+            log.warning("[sandbox] cgroup: %s; sandboxed commands are refused until it is fixed", problem)
+        elif cgroup:
+            log.info("a cgroup per sandboxed command under %s (memory and processes of the whole call)", cgroup)
+        if os.geteuid() == 0:
+            log.warning(
+                "this worker runs as root: the kernel does not hold root to a sandboxed command's process limit "
+                "(RLIMIT_NPROC), and its commands act as root on workspace files; run the worker as an unprivileged user"
+            )
     else:
         log.warning(
             "no OS sandbox on this worker (%s): shell.run refuses to run in sessions whose sandbox is read_only or "

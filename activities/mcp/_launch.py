@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agentrt.activities.mcp._diagnostics import STATUS_WRAPPER, StderrTail
-from agentrt.activities.tools import SecretVault, redact_secrets, sandbox_status, sandboxed_argv
+from agentrt.activities.tools import (
+    EgressProxy,
+    SecretVault,
+    egress_environment,
+    parse_egress_allow,
+    redact_secrets,
+    sandbox_status,
+    sandboxed_argv,
+)
 from agentrt.schemas import SECRET_REFERENCE, VARIABLE_REFERENCE, McpServerConfig, McpServerUnavailable, ToolError
 
 # PATH of a stdio server's process (its configured env may change it).
@@ -41,12 +49,19 @@ class Launcher:
     is read at each use); ``vault``: where declared secrets are read (default: ``env`` itself)."""
 
     def __init__(
-        self, configs: Mapping[str, McpServerConfig], *, home: Path, env: Mapping[str, str], vault: SecretVault | None = None
+        self,
+        configs: Mapping[str, McpServerConfig],
+        *,
+        home: Path,
+        env: Mapping[str, str],
+        vault: SecretVault | None = None,
+        egress_allow: Sequence[str] = (),
     ) -> None:
         self._configs = configs
         self._home = home
         self._env = env
         self._vault = vault or SecretVault(env=env)
+        self._egress = parse_egress_allow(egress_allow)
 
     def secrets(self) -> list[str]:
         """The values ``${VAR}`` references in the servers' ``env`` and ``headers`` expand to (set,
@@ -78,7 +93,16 @@ class Launcher:
 
         Raises ``McpServerUnavailable`` (a ``${VAR}`` is not set, or the sandbox cannot run)."""
         if config.transport == "stdio":
-            parameters = await asyncio.to_thread(self.stdio_parameters, config)
+            egress_dir = None
+            if config.network and config.sandbox != "none":
+                # A sandboxed server's network is an egress proxy for as long as the connection lasts.
+                proxy = EgressProxy(self._egress)
+                try:
+                    egress_dir = proxy.start()
+                except OSError as err:
+                    raise McpServerUnavailable(config.name, f"the egress proxy for its network cannot start: {err}") from err
+                stack.callback(proxy.close)
+            parameters = await asyncio.to_thread(self.stdio_parameters, config, egress_dir)
             stderr = await StderrTail.open()
             stack.push_async_callback(stderr.aclose)
             return stdio_client(parameters, errlog=stderr.writer), stderr
@@ -88,12 +112,14 @@ class Launcher:
         http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
         return streamable_http_client(config.url, http_client=http), None
 
-    def stdio_parameters(self, config: McpServerConfig) -> StdioServerParameters:
+    def stdio_parameters(self, config: McpServerConfig, egress_dir: str | None = None) -> StdioServerParameters:
         """How to spawn a stdio server (runs in a thread: it creates directories and may probe the
         sandbox). Its environment is ``PATH``, ``HOME`` (its directory), ``LANG`` and its expanded
         ``env``, nothing of the worker's; values reach it through the process environment,
         never its command line. It runs under ``/bin/sh``, which reports its exit status on
-        stderr for diagnostics. Raises ``McpServerUnavailable`` as ``transport`` does."""
+        stderr for diagnostics. A sandboxed server with ``network`` reaches out through the egress
+        proxy whose directory is ``egress_dir`` (as ``shell.run`` does). Raises
+        ``McpServerUnavailable`` as ``transport`` does."""
         assert config.command is not None
         cwd = self.cwd(config)
         cwd.mkdir(parents=True, exist_ok=True)
@@ -116,8 +142,11 @@ class Launcher:
                     f"(it would run unsandboxed only with sandbox = \"none\"): {status.reason}",
                 )
             read_paths = [_host_path(p, cwd) for p in config.read_paths]
+            if config.network:
+                env = {**env, **egress_environment()}
             argv = sandboxed_argv(
-                status.path, command, cwd, config.sandbox, network=config.network, env={}, read_paths=read_paths
+                status.path, command, cwd, config.sandbox, network=config.network, env={}, read_paths=read_paths,
+                egress_dir=egress_dir, proxy_env=False,
             )
             argv = _environment_through_process(argv, inherited)
         return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)

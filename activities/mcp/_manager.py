@@ -56,7 +56,8 @@ class McpManager:
     home (a stdio server's default directory is ``home/mcp/NAME``); ``env``: the environment
     ``${VAR}`` references read (default ``os.environ``); ``listing_ttl_seconds``: how long a
     server's tool listing is reused; ``vault``: where the secrets servers declare are read
-    (``SecretVault``; default: ``env``).
+    (``SecretVault``; default: ``env``); ``egress_allow``: internal destinations sandboxed servers
+    with network may reach (``[sandbox] egress_allow``).
 
     Call ``start()`` when the worker starts and ``close()`` when it stops. Raises
     ``ConfigurationError`` when a key of ``servers`` is not its server's ``name``.
@@ -72,12 +73,15 @@ class McpManager:
         env: Mapping[str, str] | None = None,
         listing_ttl_seconds: float = 60.0,
         vault: SecretVault | None = None,
+        egress_allow: Sequence[str] = (),
     ) -> None:
         for key, config in servers.items():
             if key != config.name:
                 raise ConfigurationError(f"MCP server {key!r} is configured with name {config.name!r}")
         self._configs = dict(servers)
-        self._launcher = Launcher(self._configs, home=Path(home), env=os.environ if env is None else env, vault=vault)
+        self._launcher = Launcher(
+            self._configs, home=Path(home), env=os.environ if env is None else env, vault=vault, egress_allow=egress_allow
+        )
         self._events = ServerEvents(store, worker)
         self._connections = Connections(servers, launcher=self._launcher, events=self._events)
         self._ttl = listing_ttl_seconds

@@ -5,7 +5,9 @@ and passes heartbeat and cancellation hooks in through ``ToolContext``.
 """
 
 from agentrt.activities.tools._agent import Agent
+from agentrt.activities.tools._cgroup import CallCgroup, cgroup_problem
 from agentrt.activities.tools._delegate import Delegate
+from agentrt.activities.tools._egress import EgressProxy, egress_refusal, parse_egress_allow
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
 from agentrt.activities.tools._memory import (
     MemoryRecall,
@@ -27,7 +29,14 @@ from agentrt.activities.tools._registry import (
     format_validation_error,
 )
 from agentrt.activities.tools._runtime import ToolLeftRunning, ToolRuntime
-from agentrt.activities.tools._sandbox import SandboxStatus, SandboxUnavailable, sandbox_status, sandboxed_argv
+from agentrt.activities.tools._sandbox import (
+    SandboxLimits,
+    SandboxStatus,
+    SandboxUnavailable,
+    egress_environment,
+    sandbox_status,
+    sandboxed_argv,
+)
 from agentrt.activities.tools._secrets import (
     REDACTION_MARGIN,
     SecretValues,
@@ -54,9 +63,11 @@ from agentrt.activities.tools._workspace import checked_workspace, make_director
 
 __all__ = [
     "Agent",
+    "CallCgroup",
     "CommandRun",
     "CrashToRetry",
     "Delegate",
+    "EgressProxy",
     "FsList",
     "FsRead",
     "FsSearch",
@@ -69,6 +80,7 @@ __all__ = [
     "MemoryRecall",
     "MemoryWrite",
     "REDACTION_MARGIN",
+    "SandboxLimits",
     "SandboxStatus",
     "SandboxUnavailable",
     "SecretValues",
@@ -85,10 +97,13 @@ __all__ = [
     "ToolOutput",
     "ToolRegistry",
     "ToolRuntime",
+    "cgroup_problem",
     "checked_workspace",
     "default_registry",
     "discover_skills",
     "docstring_parts",
+    "egress_environment",
+    "egress_refusal",
     "forget_secrets",
     "format_validation_error",
     "load_skill",
@@ -96,6 +111,7 @@ __all__ = [
     "memory_id_for",
     "memory_line",
     "open_regular",
+    "parse_egress_allow",
     "quote_memory_text",
     "rank_memories",
     "recorded_memory_note",

@@ -74,6 +74,10 @@ class ToolContext:
     - ``secrets``: the values of the secrets the tool declares (``@tool(secrets=[...])``), by name,
       read by the worker for this call (``SecretValues``; another name raises ``ToolError``). Never
       serialized; any of them in the tool's output is recorded as ``[secret:NAME]``.
+    - ``egress_allow``: internal destinations a sandboxed command with ``network`` may reach through
+      the egress proxy (agentrt.toml ``[sandbox] egress_allow``: ``"host:port"`` entries).
+    - ``cgroup``: a cgroup v2 directory delegated to the worker (``[sandbox] cgroup``), under which
+      each sandboxed command gets a cgroup of its own (``_cgroup.CallCgroup``); None: none.
     """
 
     workspace: Path
@@ -94,6 +98,8 @@ class ToolContext:
     final_attempt: bool = True
     runtime: ToolRuntime | None = field(default=None, repr=False)
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    egress_allow: tuple[str, ...] = ()
+    cgroup: str | None = None
 
     @property
     def principal(self) -> str:

@@ -13,7 +13,15 @@ from pathlib import Path
 from pydantic import Field
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
-from agentrt.activities.tools._sandbox import SandboxUnavailable, sandbox_status, sandboxed_argv
+from agentrt.activities.tools._cgroup import CallCgroup
+from agentrt.activities.tools._egress import EgressProxy, parse_egress_allow
+from agentrt.activities.tools._sandbox import (
+    DEFAULT_LIMITS,
+    SandboxUnavailable,
+    sandbox_status,
+    sandboxed_argv,
+    seccomp_pipe,
+)
 from agentrt.activities.tools._secrets import REDACTION_MARGIN, redacted_window
 from agentrt.activities.tools._workspace import checked_workspace, open_workspace
 from agentrt.schemas import ToolError
@@ -147,16 +155,23 @@ SANDBOX_HOME = "/tmp"
 
 
 def command_line(
-    argv: list[str], workspace: Path, ctx: ToolContext, *, workspace_fd: int | None = None
+    argv: list[str],
+    workspace: Path,
+    ctx: ToolContext,
+    *,
+    workspace_fd: int | None = None,
+    seccomp_fd: int | None = None,
+    egress_dir: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """What to start for ``argv`` in ``workspace`` under ``ctx.sandbox``, and the environment to start it with.
 
     ``read_only`` and ``workspace_write``: ``bwrap`` around ``argv`` (see ``_sandbox``), started
     with an empty environment; the command gets the scrubbed one with ``HOME=/tmp`` and may read
     ``ctx.skill_paths`` (read-only). ``workspace_fd``: an open fd of ``workspace`` that ``bwrap``
-    mounts instead of looking the path up again (pass it to the process: ``pass_fds``).
-    ``danger_full_access``: ``argv`` itself with the scrubbed environment. Raises
-    ``SandboxUnavailable`` when the sandbox is needed and ``bwrap`` cannot run here.
+    mounts instead of looking the path up again (pass it to the process: ``pass_fds``), as is
+    ``seccomp_fd`` (``seccomp_pipe()``). With ``ctx.network``, ``egress_dir`` is the directory of
+    the call's running ``EgressProxy``. ``danger_full_access``: ``argv`` itself with the scrubbed
+    environment. Raises ``SandboxUnavailable`` when the sandbox is needed and ``bwrap`` cannot run here.
     """
     env = scrubbed_environment()
     if ctx.sandbox == "danger_full_access":
@@ -168,7 +183,8 @@ def command_line(
     env["TMPDIR"] = "/tmp"
     skills = _skill_paths(ctx)
     argv = sandboxed_argv(
-        status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env, read_paths=skills, workspace_fd=workspace_fd
+        status.path, argv, workspace, ctx.sandbox, network=ctx.network, env=env, read_paths=skills,
+        workspace_fd=workspace_fd, seccomp_fd=seccomp_fd, egress_dir=egress_dir,
     )
     return argv, {}
 
@@ -247,11 +263,28 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
     failing to execute. The sandbox mounts the workspace from an fd opened following no symlink
     (``open_workspace``), so a swap after the check does not change what the command sees."""
     workspace = checked_workspace(ctx.workspace)
-    # The largest file the command may write (RLIMIT_FSIZE, in 512-byte blocks: 1 GiB), then the command.
-    limited = ["/bin/sh", "-c", f'ulimit -f {MAX_FILE_BLOCKS} 2>/dev/null; exec /bin/sh -c "$1"', "sh", command]
-    pinned = open_workspace(workspace) if ctx.sandbox != "danger_full_access" else None
+    sandboxed = ctx.sandbox != "danger_full_access"
+    if sandboxed:
+        shell = ["/bin/sh", "-c", command]  # the sandbox sets its limits (SandboxLimits) itself
+    else:
+        # The largest file the command may write (RLIMIT_FSIZE, in 512-byte blocks: 1 GiB), then the command.
+        shell = ["/bin/sh", "-c", f'ulimit -f {MAX_FILE_BLOCKS} 2>/dev/null; exec /bin/sh -c "$1"', "sh", command]
+    pinned = open_workspace(workspace) if sandboxed else None
+    held = [] if pinned is None else [pinned]
+    proxy = EgressProxy(parse_egress_allow(ctx.egress_allow)) if sandboxed and ctx.network else None
+    group: CallCgroup | None = None
     try:
-        argv, env = command_line(limited, workspace, ctx, workspace_fd=pinned)
+        group = _call_cgroup(ctx) if sandboxed else None
+        filter_fd = seccomp_pipe() if sandboxed else None
+        if filter_fd is not None:
+            held.append(filter_fd)
+        try:
+            egress_dir = proxy.start() if proxy is not None else None
+        except OSError as e:
+            raise ToolError(f"cannot start the egress proxy for the sandbox's network: {e}") from e
+        argv, env = command_line(shell, workspace, ctx, workspace_fd=pinned, seccomp_fd=filter_fd, egress_dir=egress_dir)
+        if group is not None:
+            argv = group.enter_argv(argv)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
@@ -264,17 +297,49 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> CommandRun:
                 stderr=err_w,
                 start_new_session=True,
                 close_fds=True,
-                pass_fds=() if pinned is None else (pinned,),  # bwrap closes it once mounted
+                pass_fds=tuple(held),  # bwrap closes the workspace's once mounted, reads the filter's
             )
         except OSError as e:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
             raise ToolError(f"cannot start {argv[0]}: {e}") from e
+    except BaseException:
+        _release(proxy, group)
+        raise
     finally:
-        if pinned is not None:
-            os.close(pinned)
+        for fd in held:
+            os.close(fd)
     os.close(out_w)
     os.close(err_w)
+    try:
+        return _wait(proc, out_r, err_r, ctx, timeout)
+    finally:
+        _release(proxy, group)
+
+
+def _call_cgroup(ctx: ToolContext) -> CallCgroup | None:
+    """The call's cgroup under ``ctx.cgroup``, made (None without one); ``ToolError`` when it cannot be
+    made: an operator who configured one gets no command run outside it."""
+    if ctx.cgroup is None:
+        return None
+    limits = DEFAULT_LIMITS
+    group = CallCgroup(ctx.cgroup, memory_bytes=limits.call_memory_bytes, processes=limits.processes)
+    try:
+        group.create()
+    except OSError as e:
+        raise ToolError(f"cannot make the call's cgroup under {ctx.cgroup}, so nothing was run: {e}") from e
+    return group
+
+
+def _release(proxy: EgressProxy | None, group: CallCgroup | None) -> None:
+    if proxy is not None:
+        proxy.close()
+    if group is not None:
+        group.close()
+
+
+def _wait(proc: subprocess.Popen[bytes], out_r: int, err_r: int, ctx: ToolContext, timeout: float) -> CommandRun:
+    """Drain the command's output while it runs; stop it at ``timeout`` or on cancellation."""
     stdout, stderr = _CappedReader(out_r), _CappedReader(err_r)
     stdout.start()
     stderr.start()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -49,6 +48,7 @@ from agentrt.schemas import (
     TriggerVerdict,
 )
 from agentrt.store import Store
+from tests._loopback_http import BODY, loopback_http
 
 PRICE = ModelPrice(input_usd_per_mtok=3.0, output_usd_per_mtok=15.0)
 
@@ -212,15 +212,17 @@ def test_the_workspace_is_writable_only_under_workspace_write(tasks: TaskActivit
     assert (workspace / "made.txt").read_text() == "made\n"
 
 
-def test_the_network_is_blocked_unless_the_task_allows_it(tasks: TaskActivities, workspace: Path) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"connected\")'"
+def test_the_network_is_blocked_unless_the_task_allows_it(tasks: TaskActivities, store: Store, workspace: Path) -> None:
+    with loopback_http() as port:
+        allowing = TaskActivities(store, tasks._models, egress_allow=(f"127.0.0.1:{port}",))
+        probe = f"curl -sSf -m 5 http://127.0.0.1:{port}/"
         denied = check(tasks, workspace, probe)
-        allowed = check(tasks, workspace, probe, network=True)
+        host_service = check(tasks, workspace, probe, network=True)  # granted, but the host's loopback
+        allowed = check(allowing, workspace, probe, network=True)
 
-    assert not denied.passed and "connected" not in denied.output
-    assert allowed.passed and "connected" in allowed.output
+    assert not denied.passed and BODY.decode().strip() not in denied.output
+    assert not host_service.passed and "403" in host_service.output
+    assert allowed.passed and BODY.decode().strip() in allowed.output
 
 
 def test_a_command_in_a_missing_workspace_fails_with_the_reason(tasks: TaskActivities, tmp_path: Path) -> None:
@@ -329,12 +331,13 @@ def test_a_trigger_that_cannot_start_is_ignore(tasks: TaskActivities, tmp_path: 
     assert verdict.decision == "ignore" and "could not start" in verdict.reason
 
 
-def test_a_trigger_cannot_reach_the_network_when_the_task_has_none(tasks: TaskActivities, workspace: Path) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2)' && echo execute"
+def test_a_trigger_cannot_reach_the_network_when_the_task_has_none(tasks: TaskActivities, store: Store, workspace: Path) -> None:
+    with loopback_http() as port:
+        allowing = TaskActivities(store, tasks._models, egress_allow=(f"127.0.0.1:{port}",))
+        probe = f"curl -sSf -m 5 http://127.0.0.1:{port}/ >/dev/null && echo execute"
         assert trigger(tasks, workspace, probe).decision == "ignore"
-        assert trigger(tasks, workspace, probe, network=True).decision == "execute"
+        assert trigger(tasks, workspace, probe, network=True).decision == "ignore"
+        assert trigger(allowing, workspace, probe, network=True).decision == "execute"
 
 
 # -- task.review -------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from agentrt.worker import AgentrtConfig, GatewayConfig, GatewayToken, PayloadCo
 TOKENS = {
     "alice": ("alice-token-0123456789", ("sessions", "tasks", "runs")),
     "bob": ("bob-token-0123456789", ("sessions",)),
+    "carol": ("carol-token-0123456789", ("sessions", "tasks", "runs", "network")),
     "root": ("root-token-0123456789", ("admin",)),
 }
 ROUTES = {
@@ -193,6 +194,33 @@ async def test_an_unrestricted_sandbox_needs_the_admin_scope(http: httpx.AsyncCl
         "/v1/sessions", json={"text": "hi", "workspace": "ws", "sandbox": "danger_full_access"}, headers=auth("alice")
     )
     assert "admin" in assert_problem(response, 403)["detail"]
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/sessions", {"text": "hi", "workspace": "ws"}),
+        ("/v1/tasks", {"goal": "g", "workspace": "ws"}),
+        ("/v1/runs", {"goal": "g", "workspace": "ws"}),
+    ],
+)
+async def test_network_needs_the_network_scope(http: httpx.AsyncClient, route: str, body: dict[str, Any]) -> None:
+    # A sessions-scope token asking for network: its commands would reach whatever the egress proxy lets through.
+    refused = await http.post(route, json={**body, "network": True}, headers=auth("alice"))
+    granted = await http.post(route, json={**body, "network": True}, headers=auth("carol"))
+    without = await http.post(route, json=body, headers=auth("alice"))
+
+    assert "network scope" in assert_problem(refused, 403)["detail"]
+    assert granted.status_code == without.status_code != 403  # past the perimeter (503: no worker polls here)
+
+
+@pytest.mark.parametrize("widening", [{"sandbox": "danger_full_access"}, {"network": True}])
+async def test_an_approval_edit_cannot_raise_the_session_s_sandbox_or_network(http: httpx.AsyncClient, widening: dict[str, Any]) -> None:
+    # A session's sandbox and network are fixed at its start: a decision has no field that changes them.
+    body = {"decision": "edit", "arguments": {"command": "curl http://127.0.0.1:7233/"}, **widening}
+    response = await http.post("/v1/sessions/s1/approvals/r1", json=body, headers=auth("bob"))
+
+    assert assert_problem(response, 422)["status"] == 422
 
 
 # ---------------------------------------------------------------- hostile input

@@ -303,3 +303,25 @@ def test_the_secrets_table_is_read_and_a_relative_path_is_taken_from_the_file_s_
 def test_a_bad_secrets_table_is_a_configuration_error_naming_it(tmp_path: Path, table: str, problem: str) -> None:
     with pytest.raises(ConfigurationError, match=r"\[secrets\] is invalid: .*" + problem):
         AgentrtConfig.load(write(tmp_path, f"[secrets]\n{table}\n"), env={})
+def test_the_sandbox_s_egress_allow_list_is_read_and_checked(tmp_path: Path) -> None:
+    config = AgentrtConfig.load(write(tmp_path, '[sandbox]\negress_allow = ["registry.internal:443", "10.0.0.0/8:*"]\n'), env={})
+
+    assert config.egress_allow == ["registry.internal:443", "10.0.0.0/8:*"]
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).egress_allow == []
+    delegated = AgentrtConfig.load(write(tmp_path, '[sandbox]\ncgroup = "/sys/fs/cgroup/agentrt/calls"\n'), env={})
+    assert (delegated.sandbox_cgroup, config.sandbox_cgroup) == ("/sys/fs/cgroup/agentrt/calls", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[sandbox]\negress_allow = ["127.0.0.1"]\n', "is not HOST:PORT"),
+        ('[sandbox]\negress_allow = ["127.0.0.1:https"]\n', "no valid port"),
+        ('[sandbox]\negress_allow = "127.0.0.1:80"\n', "must be a list"),
+        ('[sandbox]\nnetwork = true\n', "holds only egress_allow"),
+        ('[sandbox]\ncgroup = "calls"\n', "must be an absolute path"),
+    ],
+)
+def test_a_bad_egress_allow_list_is_a_configuration_error(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        AgentrtConfig.load(write(tmp_path, text), env={})

@@ -18,6 +18,7 @@ from agentrt.activities.mcp import McpManager
 from agentrt.activities.tools import SandboxStatus
 from agentrt.schemas import ElicitationAnswer, McpServerConfig, McpServerUnavailable, McpToolError, ToolError
 from agentrt.store import Store
+from tests._loopback_http import BODY, loopback_http
 from tests.activities.mcp.conftest import MakeManager
 from tests.mcp_servers import (
     EVERYTHING_ADD,
@@ -541,3 +542,19 @@ async def test_the_stderr_of_a_stdio_server_is_kept_in_its_log(tmp_path: Path, m
     await manager.call_tool("time", "get_current_time", {"timezone": "Nowhere/Land"}, timeout_seconds=10)
     await manager.close()
     assert "get_current_time" in (tmp_path / "home" / "mcp" / "time.log").read_text()
+
+
+# Network.
+
+
+async def test_a_sandboxed_server_with_network_reaches_out_only_through_the_egress_proxy(
+    tmp_path: Path, managers: MakeManager
+) -> None:
+    # A fetch tool a hostile model drives: granted network, it still reaches no loopback service of the worker host.
+    with loopback_http() as host_service, loopback_http() as allowed:
+        manager = managers(probe_stdio(tmp_path, network=True), egress_allow=[f"127.0.0.1:{allowed}"])
+        refused = (await manager.call_tool("probe", "fetch", {"url": f"http://127.0.0.1:{host_service}/"}, timeout_seconds=20)).text
+        reached = (await manager.call_tool("probe", "fetch", {"url": f"http://127.0.0.1:{allowed}/"}, timeout_seconds=20)).text
+
+    assert "403" in refused and BODY.decode() not in refused
+    assert BODY.decode() in reached
