@@ -12,7 +12,8 @@ import typer
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._render import printable
 from agentrt.schemas import ConfigurationError, McpServerConfig, McpServerEvent
-from agentrt.store import Store, agentrt_home
+from agentrt.store import agentrt_home
+from agentrt.worker import open_store
 
 mcp_app = typer.Typer(help="MCP servers: their state in the workers, and the tools they offer.", no_args_is_help=True)
 
@@ -48,7 +49,7 @@ def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object
     config = load_config()
 
     async def go() -> None:
-        with Store.open(config.database_url) as store:
+        with open_store(config) as store:
             latest = await asyncio.to_thread(store.latest_mcp_server_events)
         rows = [_server_row(server, latest.get(name)) for name, server in sorted(config.mcp_servers.items())]
         if as_json:

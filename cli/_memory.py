@@ -14,7 +14,7 @@ from agentrt.client import default_principal
 from agentrt.cli._render import printable
 from agentrt.cli._runtime import runtime
 from agentrt.schemas import MemoryNotFound, MemoryRecord
-from agentrt.store import Store
+from agentrt.worker import open_store
 
 memory_app = typer.Typer(
     help="Memories your sessions wrote: list them, accept or reject the proposed ones.", no_args_is_help=True
@@ -54,7 +54,7 @@ def memory_list(
 
     async def go() -> None:
         # The store alone: listing needs no server.
-        with Store.open(config.database_url) as store:
+        with open_store(config) as store:
             records = await asyncio.to_thread(
                 store.memories,
                 default_principal(),
@@ -111,7 +111,7 @@ def memory_show(
     config = load_config()
 
     async def go() -> None:
-        with Store.open(config.database_url) as store:
+        with open_store(config) as store:
             record = await asyncio.to_thread(store.memory, memory_id)
         if record is None or record.owner != default_principal():
             raise MemoryNotFound(memory_id)
@@ -136,7 +136,7 @@ def memory_forget(
     config = load_config()
 
     async def go() -> None:
-        with Store.open(config.database_url) as store:
+        with open_store(config) as store:
             record = await asyncio.to_thread(store.forget_memory, memory_id, default_principal())
         typer.echo(f"memory {record.memory_id} ({record.scope} {record.key}) is forgotten")
 

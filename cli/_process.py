@@ -30,6 +30,7 @@ from agentrt.cli._common import (
     run_command,
     warn_unpriced,
 )
+from agentrt.cli._encryption import local_codec_server, no_encryption_option, with_home_keys, without_encryption
 from agentrt.cli._output import output_attempts_option, output_schema_option, output_spec
 from agentrt.cli._render import event_line, transcript_lines
 from agentrt.cli._runtime import Runtime, runtime, state_dir
@@ -44,10 +45,9 @@ from agentrt.schemas import (
     UnknownProfileError,
     idempotency_key_problem,
 )
-from agentrt.store import Store
 # The worker's own modules load in the commands that run one: `agentrt run` refuses a bad argument
 # without loading them.
-from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, DevServer, connect_when_ready
+from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, DevServer, connect_when_ready, open_store
 
 if TYPE_CHECKING:
     from agentrt.worker import WorkerRole
@@ -114,8 +114,12 @@ def run(
         [], "--agents", metavar="MODULE",
         help="Register the Agents and @tools of this Python module on the in-process worker (repeatable).",
     ),
+    no_encryption: bool = no_encryption_option(),
 ) -> None:
     """Start a session with PROMPT, stream its progress and print the answer.
+
+    When it runs the worker itself (none polls the task queue) and no codec keys are configured, it
+    encrypts with the machine's own keys, $AGENTRT_HOME/codec-keys.toml, made on first use.
 
     Exit code 0 when the turn completes, 1 for any other outcome, 2 for a usage or runtime error.
     """
@@ -138,6 +142,8 @@ def run(
             raise typer.BadParameter(str(err), param_hint="--script") from None
     output = output_spec(output_schema, output_attempts)
     config = _with_agent_modules(load_config(), agents, agent)
+    if no_encryption:
+        config = without_encryption(config)
     progress = sys.stderr if as_json else sys.stdout
 
     started_session: list[str] = []
@@ -151,7 +157,7 @@ def run(
         )
 
     async def go() -> TurnOutcome:
-        async with runtime(config, notice=sys.stderr) as rt:
+        async with runtime(config, notice=sys.stderr, default_keys=True) as rt:
             if agents and not rt.worker_in_process:
                 sys.stderr.write(
                     f"agentrt: a worker already polls task queue {config.task_queue!r}, so --agents registers "
@@ -242,7 +248,7 @@ def worker(
     _log_to_stderr()
 
     async def go() -> None:
-        store = Store.open(config.database_url)
+        store = open_store(config)
         try:
             plugin = AgentrtPlugin(config, store)
             temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
@@ -288,10 +294,6 @@ def _with_agent_modules(config: AgentrtConfig, modules: list[str], agent: str | 
     return dataclasses.replace(config, agent_modules=[*config.agent_modules, *extra])
 
 
-# Where `agentrt codec-server` listens by default.
-DEV_CODEC_ENDPOINT = "http://127.0.0.1:8081"
-
-
 def dev(
     port: int = typer.Option(7233, "--port", min=1, max=65535, help="Temporal frontend port."),
     ui_port: Optional[int] = typer.Option(
@@ -303,26 +305,42 @@ def dev(
     ui_codec_endpoint: Optional[str] = typer.Option(
         None, "--ui-codec-endpoint",
         help="Remote codec endpoint the UI decodes payloads with (`agentrt codec-server`).",
-        show_default="http://127.0.0.1:8081 when [codec] keys are configured",
+        show_default="a codec server this command runs on 127.0.0.1 (port 8081, else a free one) when encrypting",
     ),
     agents: list[str] = typer.Option(
         [], "--agents", metavar="MODULE",
         help="Register the Agents and @tools of this Python module on the worker (repeatable; adds to [worker] agents).",
     ),
+    no_encryption: bool = no_encryption_option(),
 ) -> None:
     """Start the embedded Temporal dev server and a worker; Ctrl-C stops both.
+
+    Encrypts history and the store: with the [codec] keys, else the machine's own
+    ($AGENTRT_HOME/codec-keys.toml, made on first use), and runs `agentrt codec-server
+    --insecure-no-auth` on loopback so that the UI shows payloads in clear (--no-encryption: neither).
 
     Prints the server's address and UI, and with another --port than 7233 the
     `export AGENTRT_TEMPORAL_ADDRESS=...` line other shells need to reach it.
     """
     config = _with_agent_modules(load_config(), agents)
+    config = without_encryption(config) if no_encryption else with_home_keys(config, sys.stderr)
     config.temporal_address = f"localhost:{port}"
     db = db or state_dir() / "temporal.db"
-    codec_endpoint = ui_codec_endpoint or (DEV_CODEC_ENDPOINT if config.codec.enabled else None)
     ui_port = ui_port or ui_port_for(port)
     _log_to_stderr()
 
     async def go() -> None:
+        if ui_codec_endpoint is not None or not config.codec.enabled:
+            await serve(ui_codec_endpoint)
+            return
+        async with local_codec_server(ui_port) as endpoint:
+            typer.echo(
+                f"codec server for the UI at {endpoint} (keys {config.codec.keys_file or 'from the environment'}; "
+                f"log {state_dir() / 'codec-server.log'})", err=True,
+            )
+            await serve(endpoint)
+
+    async def serve(codec_endpoint: str | None) -> None:
         from agentrt.worker import running_worker
 
         async with DevServer(
@@ -331,7 +349,7 @@ def dev(
             typer.echo(f"temporal server at {server.address} · UI {server.ui_url} · history {db}", err=True)
             if config.temporal_address != DEFAULT_ADDRESS:
                 typer.echo(f"other shells reach it with:\n  export AGENTRT_TEMPORAL_ADDRESS={server.address}", err=True)
-            if codec_endpoint:
+            if codec_endpoint and ui_codec_endpoint:
                 port_flag = f" --port {urlsplit(codec_endpoint).port}" if urlsplit(codec_endpoint).port else ""
                 typer.echo(
                     f"the UI decodes payloads through {codec_endpoint}: run `agentrt codec-server{port_flag} "
@@ -374,16 +392,17 @@ def demo(
         None, "--script", help="A scripted-model file to play instead of the demo's own (to compare trajectories).",
         exists=True, dir_okay=False, resolve_path=True,
     ),
+    no_encryption: bool = no_encryption_option(),
 ) -> None:
     """Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer."""
-    config = load_config()
+    config = without_encryption(load_config()) if no_encryption else load_config()
     script = script_file or resources.files("agentrt.cli") / "demo" / "script.yaml"
 
     async def go() -> int:
         with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:
             workspace = Path(tmp) / source.name
             shutil.copytree(source, workspace, symlinks=True, ignore=IGNORED)  # links as links: a link to ".." loops
-            async with runtime(config, notice=sys.stdout) as rt:
+            async with runtime(config, notice=sys.stdout, default_keys=True) as rt:
                 session_config = rt.client.new_config(str(workspace), profile="scripted", script=str(script))
                 typer.echo(f"workspace: {workspace} (a copy of {source})")
                 started = await rt.client.start(session_config, DEMO_PROMPT)

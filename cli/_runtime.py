@@ -14,6 +14,7 @@ from typing import AsyncIterator, TextIO
 from temporalio.client import Client
 
 from agentrt.client import AgentClient, connect
+from agentrt.cli._encryption import with_home_keys
 from agentrt.cli._temporal_ui import ui_port_for, ui_url_of
 from agentrt.schemas import ServerUnavailable
 from agentrt.store import Store, agentrt_home
@@ -24,6 +25,7 @@ from agentrt.worker import (
     DevServer,
     flush_telemetry,
     free_port,
+    open_store,
     port_is_open,
 )
 
@@ -84,6 +86,7 @@ async def runtime(
     principal: str | None = None,
     embed_if_missing: bool = True,
     ensure_worker: bool = True,
+    default_keys: bool = False,
     notice: TextIO = sys.stderr,
 ) -> AsyncIterator[Runtime]:
     """A connected client, plus an embedded dev server and an in-process worker when none exist.
@@ -94,9 +97,14 @@ async def runtime(
     on a free port instead, with its history in memory (the file of the default one may be in
     use). The UI is on the frontend port + 1000, or a free port when that is taken
     (``ui_port_for``); ``notice`` is told the address and the UI.
+
+    ``default_keys``: when this runs the worker itself, encryption is on (``config.encryption``)
+    and no codec keys are configured, use the machine's own (``$AGENTRT_HOME/codec-keys.toml``,
+    made on first use; ``notice`` is told). With a worker already polling, the configuration
+    stays as it is: that deployment decides.
     """
     async with AsyncExitStack() as stack:
-        store = Store.open(config.database_url)
+        store = open_store(config)
         stack.callback(store.close)
         # Last out: the command's own spans (with [telemetry] on), before `agentrt` exits without atexit handlers.
         stack.push_async_callback(asyncio.to_thread, flush_telemetry)
@@ -139,6 +147,11 @@ async def runtime(
         assert temporal is not None
         client = AgentClient.for_config(temporal, config, principal=principal, store=store)
         worker_in_process = ensure_worker and (server is not None or not await client.has_worker())
+        keyed = with_home_keys(config, notice) if worker_in_process and default_keys else config
+        if keyed is not config:
+            config = keyed
+            temporal = await _connect(config, store)  # the plugin gives the store the keys' cipher
+            client = AgentClient.for_config(temporal, config, principal=principal, store=store)
         if worker_in_process:
             # Imported here: a command that finds a worker running never loads the activities and workflows.
             from agentrt.worker import running_worker

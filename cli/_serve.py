@@ -15,8 +15,7 @@ from agentrt.cli._common import run_command
 from agentrt.client import AgentClient, default_principal
 from agentrt.gateway import WebhookDispatcher, check_authentication, create_app, is_loopback
 from agentrt.schemas import AgentrtError
-from agentrt.store import Store
-from agentrt.worker import AgentrtClientPlugin, AgentrtConfig, connect_when_ready
+from agentrt.worker import AgentrtClientPlugin, AgentrtConfig, connect_when_ready, open_store
 
 log = logging.getLogger("agentrt.gateway")
 
@@ -71,7 +70,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
     async def go() -> None:
-        store = Store.open(config.database_url)
+        store = open_store(config)
         try:
             temporal = await connect_when_ready(config.temporal_address, config.namespace, [AgentrtClientPlugin(config, store)])
             client = AgentClient.for_config(temporal, config, store=store)

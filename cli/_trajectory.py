@@ -14,8 +14,7 @@ from agentrt.cli._common import load_config, run_command
 from agentrt.cli._runtime import runtime
 from agentrt.client import diff_lines, diff_trajectories, load_trajectory, select_turn, stored_trajectory, trajectory_jsonl
 from agentrt.schemas import AgentrtError, Trajectory
-from agentrt.store import Store
-from agentrt.worker import AgentrtConfig
+from agentrt.worker import AgentrtConfig, open_store
 
 trajectory_app = typer.Typer(help="Compare trajectories: what turns did, step by step.", no_args_is_help=True)
 
@@ -52,7 +51,7 @@ def session_trajectory(
 def _from_store(config: AgentrtConfig, session_id: str, turn_id: str | None) -> Trajectory | None:
     """The session's trajectory from the configured store alone (no server needed), or None when
     the store has no event of it (then the session's workflow is asked)."""
-    with Store.open(config.database_url) as store:
+    with open_store(config) as store:
         return stored_trajectory(store, session_id, turn_id)
 
 
@@ -104,7 +103,7 @@ def trajectory_diff(
 
     async def go() -> int:
         if config is not None:
-            with Store.open(config.database_url) as store:
+            with open_store(config) as store:
                 for side in sides:
                     found = stored_trajectory(store, side.session_id, side.turn_id) if side.session_id else None
                     if found is not None:

@@ -1,10 +1,11 @@
 """The application store: transcript, event projection, sessions, token deltas, the effect
 ledger, usage receipts, memories, autonomous tasks, webhook watches and deliveries, the audit
 log and externally stored Temporal payloads (SQLite or PostgreSQL); a session's events and token deltas read as one
-resumable stream."""
+resumable stream. With a cipher (``Store.open(url, cipher=...)``) a session's content is sealed at rest."""
 
 from agentrt.store._audit import MAX_AUDIT_LIMIT
 from agentrt.store._base import text_column
+from agentrt.store._cipher import SEALED_PREFIX, StoreCipher, is_sealed
 from agentrt.store._deltas import TokenDelta
 from agentrt.store._effects import EffectRecord
 from agentrt.store._engine import agentrt_home, database_url
@@ -30,9 +31,11 @@ __all__ = [
     "EffectRecord",
     "MAX_AUDIT_LIMIT",
     "NewWebhookDelivery",
+    "SEALED_PREFIX",
     "SessionStream",
     "SessionSummary",
     "Store",
+    "StoreCipher",
     "StreamCall",
     "StreamDelta",
     "StreamEntry",
@@ -46,6 +49,7 @@ __all__ = [
     "agentrt_home",
     "database_url",
     "get_payloads",
+    "is_sealed",
     "listing_digest",
     "parse_stream_id",
     "put_payloads",

@@ -15,6 +15,8 @@ from typing import Any, overload
 from sqlalchemy import ColumnElement, Connection, Engine, Table, func
 from sqlalchemy.dialects import postgresql, sqlite
 
+from agentrt.store._cipher import StoreCipher, open_text, seal_text
+
 
 @overload
 def utc(value: datetime) -> datetime: ...
@@ -35,8 +37,9 @@ def utc(value: datetime | None) -> datetime | None:
 class StoreBase:
     """Holds the engine; subclasses add the queries of their tables."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, cipher: StoreCipher | None = None) -> None:
         self._engine = engine
+        self._cipher = cipher
         # Connections whose transactions take the write lock up front, from an option engine
         # made once: setting the option on each connection costs more than the write it begins.
         self._write_engine = engine.execution_options(agentrt_write=True)
@@ -48,6 +51,23 @@ class StoreBase:
     @property
     def engine(self) -> Engine:
         return self._engine
+
+    @property
+    def cipher(self) -> StoreCipher | None:
+        """The cipher that seals this store's content at rest (``agentrt.store.StoreCipher``), or None."""
+        return self._cipher
+
+    def encrypt_with(self, cipher: StoreCipher) -> None:
+        """Seal what this store writes from now on with ``cipher`` (and open what it sealed)."""
+        self._cipher = cipher
+
+    def _seal(self, text: str, context: str) -> str:
+        """``text`` as a content column stores it: sealed for ``context`` when the store has a cipher."""
+        return seal_text(self._cipher, text, context)
+
+    def _open(self, value: str, context: str) -> str:
+        """A content column's value as clear text (``open_text``)."""
+        return open_text(self._cipher, value, context)
 
     @staticmethod
     def _now() -> datetime:

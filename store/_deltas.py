@@ -48,7 +48,7 @@ class DeltaTable(StoreBase):
         rows = [
             {
                 "session_id": session_id, "turn_id": turn_id, "round": round, "attempt": attempt,
-                "idx": start_idx + i, "text": text_column(chunk), "created_at": now,
+                "idx": start_idx + i, "text": self._seal(text_column(chunk), f"token_deltas/{session_id}"), "created_at": now,
             }
             for i, chunk in enumerate(texts)
         ]
@@ -66,7 +66,11 @@ class DeltaTable(StoreBase):
         )
         with self._engine.connect() as conn:
             rows = conn.execute(q).all()
-        return [TokenDelta(id=r.id, turn_id=r.turn_id, round=r.round, attempt=r.attempt, idx=r.idx, text=r.text) for r in rows]
+        context = f"token_deltas/{session_id}"
+        return [
+            TokenDelta(id=r.id, turn_id=r.turn_id, round=r.round, attempt=r.attempt, idx=r.idx, text=self._open(r.text, context))
+            for r in rows
+        ]
 
     def last_delta_id(self, session_id: str) -> int:
         """The id of the session's newest delta, or 0: where a live stream starts reading."""

@@ -5,7 +5,7 @@ claim with no record means the outcome is unknown, and an operator reconciles it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -78,7 +78,7 @@ class EffectLedger(StoreBase):
                 won = conn.execute(reclaim).first() is not None
             record = _effect_row(conn, key)
         assert record is not None  # inserted or already present, and never deleted
-        return won, record
+        return won, self._opened(record)
 
     def record_effect(self, key: str, state: Literal["applied", "failed"], result_text: str) -> EffectRecord:
         """Record the outcome of a claimed effect: ``claimed`` -> ``applied`` | ``failed``.
@@ -90,7 +90,7 @@ class EffectLedger(StoreBase):
         """
         if state not in ("applied", "failed"):
             raise ValueError(f"record_effect: state must be 'applied' or 'failed', not {state!r}")
-        return self._close_claim(key, state, "recorded", result_text=text_column(result_text))
+        return self._close_claim(key, state, "recorded", result_text=self._seal(text_column(result_text), f"effects/{key}"))
 
     def reconcile_effect(
         self, key: str, outcome: Literal["applied", "not_applied"], note: str | None = None
@@ -116,7 +116,7 @@ class EffectLedger(StoreBase):
             if current is None:
                 raise KeyError(key)
             if current.state == state:
-                return current
+                return self._opened(current)
             if current.state != "claimed":
                 raise ValueError(
                     f"effect {key!r} is {current.state!r}; only a 'claimed' effect can be {verb} as {state!r}"
@@ -128,12 +128,13 @@ class EffectLedger(StoreBase):
             )
             record = _effect_row(conn, key)
         assert record is not None
-        return record
+        return self._opened(record)
 
     def effect(self, key: str) -> EffectRecord | None:
         """The ledger row for ``key``, or None when it was never claimed."""
         with self._engine.connect() as conn:
-            return _effect_row(conn, key)
+            record = _effect_row(conn, key)
+        return None if record is None else self._opened(record)
 
     def effects(self, session_id: str) -> list[EffectRecord]:
         """The session's effects ordered by ``claimed_at``, then ``idempotency_key``."""
@@ -141,7 +142,13 @@ class EffectLedger(StoreBase):
         q = select(effects).where(c.session_id == session_id).order_by(c.claimed_at, c.idempotency_key)
         with self._engine.connect() as conn:
             rows = conn.execute(q).all()
-        return [_effect_record(r) for r in rows]
+        return [self._opened(_effect_record(r)) for r in rows]
+
+    def _opened(self, record: EffectRecord) -> EffectRecord:
+        """``record`` with its ``result_text`` in clear (sealed at rest when the store has a cipher)."""
+        if record.result_text is None:
+            return record
+        return replace(record, result_text=self._open(record.result_text, f"effects/{record.idempotency_key}"))
 
 
 def _effect_row(conn: Connection, key: str, for_update: bool = False) -> EffectRecord | None:

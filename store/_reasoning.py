@@ -38,7 +38,7 @@ class ReasoningTable(StoreBase):
         stmt = self._upsert(reasoning, ["session_id", "position"], ["turn_id", "round", "attempt", "blocks_json", "created_at"])
         values = dict(
             session_id=session_id, position=position, turn_id=turn_id, round=round, attempt=attempt,
-            blocks_json=_BLOCKS.dump_json(blocks).decode(), created_at=self._now(),
+            blocks_json=self._seal(_BLOCKS.dump_json(blocks).decode(), f"reasoning/{session_id}"), created_at=self._now(),
         )
         with self._writing(conn) as conn:
             conn.execute(stmt, values)
@@ -54,4 +54,4 @@ class ReasoningTable(StoreBase):
         q = select(c.position, c.blocks_json).where(c.session_id == session_id, c.position.in_(wanted))
         with self._reading(conn) as conn:
             rows = conn.execute(q).all()
-        return {position: _BLOCKS.validate_json(body) for position, body in rows}
+        return {position: _BLOCKS.validate_json(self._open(body, f"reasoning/{session_id}")) for position, body in rows}

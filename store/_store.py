@@ -8,6 +8,7 @@ so a session's content never has to travel through workflow history. SQLite unde
 
 from __future__ import annotations
 
+from agentrt.store._cipher import StoreCipher
 from agentrt.store._deltas import DeltaTable
 from agentrt.store._effects import EffectLedger
 from agentrt.store._engine import database_url, make_engine, upgrade
@@ -35,8 +36,13 @@ class Store(
     """
 
     @classmethod
-    def open(cls, url: str | None = None) -> Store:
+    def open(cls, url: str | None = None, *, cipher: StoreCipher | None = None) -> Store:
         """Connect to ``database_url(url)`` and bring the schema to the latest migration.
+
+        With ``cipher`` (a ``StoreCipher``; ``agentrt.worker.open_store`` builds one from the
+        ``[codec]`` keys) the transcript, events, token deltas, reasoning, compaction summaries and
+        recorded tool results are sealed at rest and opened on read; rows written without one read
+        as they are. Without it, a sealed value read raises ``ConfigurationError``.
 
         Creates the SQLite file's directory when needed. Migrations run under a lock
         (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped advisory lock), so
@@ -48,7 +54,7 @@ class Store(
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, cipher)
 
     def close(self) -> None:
         """Release every pooled connection."""

@@ -203,7 +203,7 @@ class SessionStream:
             ).first()
             if row is None:
                 raise InvalidStreamCursor(session_id, last_id, f"the session has no event {key.seq} (yet)")
-            call = _call_of(key.seq, row.type, row.body_json)
+            call = _call_of(key.seq, row.type, base._open(row.body_json, f"events/{session_id}"))
             if not key.is_event:
                 if call is None:
                     raise InvalidStreamCursor(session_id, last_id, f"event {key.seq} started no model call")
@@ -227,7 +227,7 @@ class SessionStream:
                     )
                 ).first()
             if row is not None:
-                call = _call_of(position.seq, row.type, row.body_json)
+                call = _call_of(position.seq, row.type, base._open(row.body_json, f"events/{session_id}"))
         stream = cls(base, session_id, position, call)
         stream.ended = row is not None and position.is_event and row.type == ARCHIVED
         return stream
@@ -271,7 +271,7 @@ class SessionStream:
             for row in rows:
                 if row.seq != after_seq + 1 + len(read):
                     break  # not yet written: wait for it
-                read.append(EVENT_ADAPTER.validate_json(row.body_json))
+                read.append(EVENT_ADAPTER.validate_json(self._base._open(row.body_json, f"events/{self.session_id}")))
             calls: list[_Call] = []
             if self._call is not None:
                 calls.append(self._call)
@@ -344,7 +344,8 @@ class SessionStream:
             if r.attempt < newest[call.seq]:
                 continue  # written after a newer attempt's delta: that attempt was abandoned
             newest[call.seq] = r.attempt
-            delta = StreamDelta(call.seq, call.turn_id, call.round, r.attempt, r.idx, r.text)
+            text = self._base._open(r.text, f"token_deltas/{self.session_id}")
+            delta = StreamDelta(call.seq, call.turn_id, call.round, r.attempt, r.idx, text)
             found.setdefault(call.seq, []).append(StreamEntry(StreamKey(call.seq, r.attempt, r.idx), delta=delta))
         for entries in found.values():
             entries.sort(key=lambda e: e.key)
@@ -401,7 +402,7 @@ class SessionStream:
             ).first()
             if row is None:
                 return None
-            call = _call_of(row.seq, MODEL_REQUEST_STARTED, row.body_json)
+            call = _call_of(row.seq, MODEL_REQUEST_STARTED, self._base._open(row.body_json, f"events/{self.session_id}"))
             if call is None:
                 return None
             closing = conn.execute(
@@ -414,7 +415,7 @@ class SessionStream:
                 )
             ).scalars().all()
             for body in closing:
-                event = EVENT_ADAPTER.validate_json(body)
+                event = EVENT_ADAPTER.validate_json(self._base._open(body, f"events/{self.session_id}"))
                 if event.type == "TurnEnded" or getattr(event, "round", None) == call.round:
                     return None
             if pos == StreamKey(call.seq):

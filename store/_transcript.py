@@ -70,7 +70,7 @@ class TranscriptTables(AuditTable):
                         "position": pm.position,
                         "turn_id": pm.turn_id,
                         "role": pm.message.role,
-                        "content_json": pm.message.model_dump_json(),
+                        "content_json": self._seal(pm.message.model_dump_json(), f"messages/{sid}"),
                     }
                     for pm in data.messages
                 ]
@@ -83,7 +83,7 @@ class TranscriptTables(AuditTable):
                         "type": ev.type,
                         "turn_id": ev.turn_id,
                         "at": ev.at,
-                        "body_json": ev.model_dump_json(),
+                        "body_json": self._seal(ev.model_dump_json(), f"events/{sid}"),
                     }
                     for ev in data.events
                 ]
@@ -115,7 +115,7 @@ class TranscriptTables(AuditTable):
             position=position,
             turn_id=turn_id,
             role=message.role,
-            content_json=message.model_dump_json(),
+            content_json=self._seal(message.model_dump_json(), f"messages/{session_id}"),
         )
         with self._writing(conn) as conn:
             conn.execute(stmt, values)
@@ -129,7 +129,7 @@ class TranscriptTables(AuditTable):
             q = q.where(messages.c.position < upto_position)
         with self._reading(conn) as conn:
             rows = conn.execute(q.order_by(messages.c.position)).all()
-        return [(pos, Message.model_validate_json(body)) for pos, body in rows]
+        return [(pos, Message.model_validate_json(self._open(body, f"messages/{session_id}"))) for pos, body in rows]
 
     def messages_in(
         self, session_id: str, ranges: list[tuple[int, int]], *, conn: Connection | None = None
@@ -142,7 +142,7 @@ class TranscriptTables(AuditTable):
             values[f"start{i}"], values[f"end{i}"] = start, end
         with self._reading(conn) as conn:
             rows = conn.execute(self._messages_in_statement(len(ranges)), values).all()
-        return [(pos, Message.model_validate_json(body)) for pos, body in rows]
+        return [(pos, Message.model_validate_json(self._open(body, f"messages/{session_id}"))) for pos, body in rows]
 
     def _messages_in_statement(self, count: int) -> Select:
         """The ``messages_in`` query for ``count`` ranges (bound as ``start<i>``, ``end<i>``), built
@@ -169,7 +169,7 @@ class TranscriptTables(AuditTable):
             summary_id=summary_id,
             upto_position=upto_position,
             profile=profile,
-            text=text_,
+            text=self._seal(text_, f"context_summaries/{session_id}"),
             created_at=self._now(),
         )
         with self.transaction() as conn:
@@ -181,7 +181,8 @@ class TranscriptTables(AuditTable):
             context_summaries.c.session_id == session_id, context_summaries.c.summary_id == summary_id
         )
         with self._reading(conn) as conn:
-            return conn.execute(q).scalar_one_or_none()
+            value = conn.execute(q).scalar_one_or_none()
+        return None if value is None else self._open(value, f"context_summaries/{session_id}")
 
     def summaries(self, session_id: str) -> list[tuple[int, int, str]]:
         """Every compaction summary of the session as ``(summary_id, upto_position, text)``, oldest first."""
@@ -191,7 +192,8 @@ class TranscriptTables(AuditTable):
             .order_by(context_summaries.c.summary_id)
         )
         with self._engine.connect() as conn:
-            return [(r[0], r[1], r[2]) for r in conn.execute(q).all()]
+            rows = conn.execute(q).all()
+        return [(r[0], r[1], self._open(r[2], f"context_summaries/{session_id}")) for r in rows]
 
     def events(self, session_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events with ``seq > since_seq``, ordered by seq, at most ``limit``."""
@@ -203,7 +205,7 @@ class TranscriptTables(AuditTable):
         )
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()
-        return [EVENT_ADAPTER.validate_json(body) for body in bodies]
+        return [EVENT_ADAPTER.validate_json(self._open(body, f"events/{session_id}")) for body in bodies]
 
     def turn_events(self, session_id: str, turn_id: str) -> list[Event]:
         """The events of one turn, ordered by seq."""
@@ -214,7 +216,7 @@ class TranscriptTables(AuditTable):
         )
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()
-        return [EVENT_ADAPTER.validate_json(body) for body in bodies]
+        return [EVENT_ADAPTER.validate_json(self._open(body, f"events/{session_id}")) for body in bodies]
 
     def session_config(self, session_id: str, *, conn: Connection | None = None) -> SessionConfig | None:
         """The session's latest ``SessionConfig``, or None when the session is unknown."""

@@ -1,6 +1,6 @@
 """The process side of agentrt: configuration, the plugins (``AgentrtClientPlugin`` for clients,
 ``AgentrtPlugin`` and ``AgentrtWorkerPlugin`` for workers and replayers), the worker and its start
-checks, big-payload storage, the codec, telemetry and the embedded Temporal dev server.
+checks, big-payload storage, the codec and the store's encryption at rest, telemetry and the embedded Temporal dev server.
 
 Each name is imported from its module when first asked for (``EXPORTS`` says which), so a
 client that takes ``AgentrtConfig`` and ``AgentrtClientPlugin`` from here loads neither the
@@ -12,6 +12,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentrt.activities import WorkerRole
     from agentrt.worker._agents import agents_in, deps_in, worker_registry
+    from agentrt.worker._at_rest import (
+        HOME_KEYS_FILE,
+        AesGcmStoreCipher,
+        encrypt_store,
+        ensure_home_keys,
+        home_keys_file,
+        open_store,
+    )
     from agentrt.worker._client_plugin import (
         PAYLOADS_IDENTITY_KEY,
         AgentrtClientPlugin,
@@ -65,6 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AesGcmCodec",
+    "AesGcmStoreCipher",
     "AgentrtClientPlugin",
     "AgentrtConfig",
     "AgentrtPlugin",
@@ -80,6 +89,7 @@ __all__ = [
     "GatewayConfig",
     "GatewayToken",
     "HEARTBEAT_THROTTLE",
+    "HOME_KEYS_FILE",
     "LegacyQueryGuard",
     "MissingSearchAttributes",
     "PASSTHROUGH_MODULES",
@@ -110,11 +120,15 @@ __all__ = [
     "deps_in",
     "driver_fingerprint",
     "driver_location",
+    "encrypt_store",
+    "ensure_home_keys",
     "ensure_search_attributes",
     "flush_telemetry",
     "free_port",
     "generate_codec_key",
+    "home_keys_file",
     "new_codec_key_id",
+    "open_store",
     "payload_fingerprints_of",
     "payload_storage",
     "plugin_of",
@@ -129,6 +143,12 @@ __all__ = [
 
 # Each public name and the module that defines it (``agentrt.activities`` for ``WorkerRole``).
 EXPORTS = {
+    "AesGcmStoreCipher": "agentrt.worker._at_rest",
+    "HOME_KEYS_FILE": "agentrt.worker._at_rest",
+    "encrypt_store": "agentrt.worker._at_rest",
+    "ensure_home_keys": "agentrt.worker._at_rest",
+    "home_keys_file": "agentrt.worker._at_rest",
+    "open_store": "agentrt.worker._at_rest",
     "AesGcmCodec": "agentrt.worker._codec",
     "AgentrtClientPlugin": "agentrt.worker._client_plugin",
     "AgentrtConfig": "agentrt.worker._config",

@@ -21,6 +21,7 @@ from temporalio.converter import StorageDriver
 from temporalio.plugin import SimplePlugin
 
 from agentrt.store import Store
+from agentrt.worker._at_rest import encrypt_store
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payloads import PayloadStorage, payload_storage
 from agentrt.worker._telemetry import ensure_telemetry, telemetry_interceptors
@@ -37,7 +38,8 @@ class AgentrtClientPlugin(SimplePlugin):
 
     - ``config`` (default ``AgentrtConfig()``) decides where big payloads go (``[payloads]``,
       ``[store] url``) and the payload codec (``[codec]``); ``store`` is the open store the store
-      driver uses (without it the driver opens ``config.database_url`` on first use); ``driver``
+      driver uses (without it the driver opens ``config.database_url`` on first use), given the
+      codec keys' cipher when it has none (``encrypt_store``: content sealed at rest); ``driver``
       replaces the configured payload writer (e.g. the SDK's S3 driver).
     - ``interceptors``: client and worker interceptors (none by default).
     - ``config.telemetry`` on (``[telemetry] enabled``, ``AGENTRT_TELEMETRY=1``): installs the
@@ -57,6 +59,8 @@ class AgentrtClientPlugin(SimplePlugin):
     ) -> None:
         self.config = config or AgentrtConfig()
         self.store = store
+        if store is not None:
+            encrypt_store(store, self.config.codec)
         self.payload_storage: PayloadStorage = payload_storage(self.config, store, driver=driver)
         ensure_telemetry(self.config.telemetry)
         traced = telemetry_interceptors(interceptors) if self.config.telemetry.enabled else []

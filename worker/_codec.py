@@ -65,7 +65,7 @@ __all__ = [
     "parse_env_keys",
 ]
 
-CODEC_KEYS = {"keys_file", "current_key"}
+CODEC_KEYS = {"keys_file", "current_key", "encryption"}  # encryption: worker/_at_rest.py
 KEYS_FILE_KEYS = {"current", "keys"}
 ENCRYPTED_ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"

@@ -22,6 +22,7 @@ from agentrt.schemas import (
     UnknownProfileError,
 )
 from agentrt.store import agentrt_home
+from agentrt.worker._at_rest import encryption_setting, home_codec
 from agentrt.worker._codec import CodecConfig, codec_config
 from agentrt.worker._gateway_config import GatewayConfig, gateway_config
 from agentrt.worker._telemetry import TelemetryConfig, telemetry_config
@@ -247,8 +248,11 @@ class AgentrtConfig:
     ``egress_allow`` (``[sandbox] egress_allow``): internal destinations its workers' sandboxed
     commands with network may reach (see docs/tools-and-policy.md); ``sandbox_cgroup``
     (``[sandbox] cgroup``): a cgroup v2 directory delegated to the worker, under which each
-    sandboxed command gets a cgroup of its own.
-    ``source`` is the file read, if any.
+    sandboxed command gets a cgroup of its own. ``codec`` (``[codec]``): the keys payloads and
+    the store's content are encrypted with; when none are configured and ``encryption`` is on
+    (``[codec] encryption``, ``AGENTRT_ENCRYPTION``; default on), the keys of
+    ``$AGENTRT_HOME/codec-keys.toml`` if that file exists (the file ``agentrt dev`` and ``agentrt
+    run`` make). ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -270,6 +274,7 @@ class AgentrtConfig:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)
     secrets: SecretsConfig = field(default_factory=SecretsConfig)
+    encryption: bool = True
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -349,6 +354,14 @@ class AgentrtConfig:
         config.gateway = gateway_config(data.get("gateway", {}), file, env)
         config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
         config.codec = codec_config(data.get("codec", {}), file, env)
+        config.encryption = encryption_setting(data.get("codec", {}), file, env)
+        if config.encryption and not config.codec.enabled:
+            config.codec = home_codec(env) or config.codec
+        elif not config.encryption and config.codec.enabled:
+            raise ConfigurationError(
+                f"{file}: codec keys are configured and encryption is turned off ([codec] encryption = false or "
+                "AGENTRT_ENCRYPTION=off): remove one of them"
+            )
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)

@@ -21,6 +21,7 @@ from agentrt.activities.tools import Agent, SecretVault, Tool, ToolRegistry, cgr
 from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
 from agentrt.worker._agents import worker_registry
+from agentrt.worker._at_rest import encrypt_store, open_store
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, AgentrtPlugin, AgentrtWorkerPlugin, plugin_of
 from agentrt.worker._secrets import check_secrets
@@ -50,6 +51,15 @@ STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
 # payload of every activation and completion in an asyncio task of its own, which at 100
 # sessions at once cost several percent of the worker's CPU; big payloads are rare in a task.
 EXTERNAL_STORAGE_CONCURRENCY = 1
+
+
+# What a worker without codec keys says when it starts.
+CLEAR_HISTORY_WARNING = (
+    "history is in clear: this worker has no codec keys, so prompts, model answers, tool arguments and tool "
+    "results (a `cat .env` too) are written readable into Temporal history (the UI, `temporal workflow show`, "
+    "anyone with namespace access) and into the store. Turn encryption on: `agentrt codec-server --generate-key`, "
+    "then [codec] keys_file or AGENTRT_CODEC_KEYS for every worker and client (docs/encryption.md)"
+)
 
 
 def check_role(config: AgentrtConfig, role: WorkerRole) -> None:
@@ -133,7 +143,11 @@ def build_worker(
     dependencies' factory, added to ``registry`` (default: the registry of the client's
     ``AgentrtPlugin``, else ``default_registry()``) with those of ``config.agent_modules``
     (``worker_registry``); a session naming an agent or tool the worker lacks fails at its start.
+
+    With ``[codec]`` keys, a ``store`` opened without a cipher gets theirs (``encrypt_store``): the
+    worker never writes a session's content to the store in clear while it encrypts history.
     """
+    encrypt_store(store, config.codec)
     connected = plugin_of(client)
     if connected is None:
         raise ConfigurationError(
@@ -195,7 +209,7 @@ async def running_worker(
     """
     plugin = plugin_of(client)
     own_store = store is None
-    store = store or Store.open(config.database_url)
+    store = store or open_store(config)
     try:
         await ensure_search_attributes(client)
         worker = build_worker(client, config, store, registry, role=role, agents=agents, tools=tools, deps=deps)
@@ -211,6 +225,8 @@ async def running_worker(
             "this tools-only worker's environment holds provider keys (%s): run it without them, so that no tool "
             "call can reach them", ", ".join(sorted(set(keys))),
         )
+    if not config.codec.enabled:
+        log.warning(CLEAR_HISTORY_WARNING)
     sandbox = await asyncio.to_thread(sandbox_status)
     if sandbox.available:
         log.info("OS sandbox for shell.run: bubblewrap at %s", sandbox.path)
