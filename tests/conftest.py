@@ -29,10 +29,15 @@ OWNER = "alice"
 @pytest.fixture(scope="session", autouse=True)
 def agentrt_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Every test, and every process a test starts, keeps its agentrt files in a temporary
-    AGENTRT_HOME, never in the user's ~/.agentrt, and reads no agentrt.toml of the user's."""
+    AGENTRT_HOME, never in the user's ~/.agentrt, and reads no agentrt.toml of the user's.
+
+    Default encryption is off (``AGENTRT_ENCRYPTION=off``): a command run in-process that made the
+    machine's own keys in this shared home would change what every later configuration loads.
+    Tests of the default give their processes a home of their own without that setting."""
     home = tmp_path_factory.mktemp("agentrt-home")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTRT_HOME", str(home))
+        patch.setenv("AGENTRT_ENCRYPTION", "off")
         for name in ("AGENTRT_CONFIG", "AGENTRT_DATABASE_URL", "AGENTRT_PAYLOAD_DRIVER", "AGENTRT_PAYLOAD_PATH"):
             patch.delenv(name, raising=False)
         yield home

@@ -125,8 +125,9 @@ def home_keys_file(env: Mapping[str, str] | None = None) -> Path:
 
 def encryption_setting(raw: object, file: Path | None, env: Mapping[str, str]) -> bool:
     """``[codec] encryption`` (a boolean), overridden by ``AGENTRT_ENCRYPTION`` (``on``/``off``,
-    ``true``/``false``, ``1``/``0``): whether the machine's own keys file is made and used when no
-    keys are configured. Default True. ``ConfigurationError`` for another value."""
+    ``true``/``false``, ``1``/``0``, ``yes``/``no``): whether the machine's own keys file is made and
+    used when no keys are configured (configured keys encrypt either way). Default True.
+    ``ConfigurationError`` for another value."""
     value = raw.get("encryption", True) if isinstance(raw, Mapping) else True
     if not isinstance(value, bool):
         raise ConfigurationError(f"{file}: [codec] encryption must be true or false, not {value!r}")

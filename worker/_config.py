@@ -252,7 +252,7 @@ class AgentrtConfig:
     the store's content are encrypted with; when none are configured and ``encryption`` is on
     (``[codec] encryption``, ``AGENTRT_ENCRYPTION``; default on), the keys of
     ``$AGENTRT_HOME/codec-keys.toml`` if that file exists (the file ``agentrt dev`` and ``agentrt
-    run`` make). ``source`` is the file read, if any.
+    run`` make); ``encryption`` off leaves configured keys on. ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -355,13 +355,8 @@ class AgentrtConfig:
         config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
         config.codec = codec_config(data.get("codec", {}), file, env)
         config.encryption = encryption_setting(data.get("codec", {}), file, env)
-        if config.encryption and not config.codec.enabled:
+        if config.encryption and not config.codec.enabled:  # configured keys always win, whatever encryption says
             config.codec = home_codec(env) or config.codec
-        elif not config.encryption and config.codec.enabled:
-            raise ConfigurationError(
-                f"{file}: codec keys are configured and encryption is turned off ([codec] encryption = false or "
-                "AGENTRT_ENCRYPTION=off): remove one of them"
-            )
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)
