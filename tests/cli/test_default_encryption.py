@@ -17,6 +17,7 @@ import stat
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,7 @@ async def test_the_dev_ui_s_codec_server_decodes_the_history_for_the_ui(dev: Dev
     assert decoded.headers["access-control-allow-origin"] == dev.ui_url
 
 
-async def test_run_with_no_encryption_makes_no_keys_and_writes_in_clear(workspace: Path, tmp_path: Path, temporal_server: DevServer) -> None:
+async def test_run_with_no_encryption_writes_in_clear_and_what_it_wrote_stays_readable_once_keys_exist(workspace: Path, tmp_path: Path, temporal_server: DevServer) -> None:
     home = tmp_path / "home"
     script = write_script(tmp_path, [{"text": f"clear {SECRET}"}])
     env = user_env(home, AGENTRT_TEMPORAL_ADDRESS=temporal_server.address, AGENTRT_TASK_QUEUE=f"clear-{uuid.uuid4().hex[:8]}")
@@ -202,23 +203,45 @@ async def test_run_with_no_encryption_makes_no_keys_and_writes_in_clear(workspac
     with sqlite3.connect(home / "agentrt.db") as db:
         assert db.execute("SELECT count(*) FROM messages WHERE content_json LIKE ?", (f"%{SECRET}%",)).fetchone()[0] == 1
 
+    # Encryption turned on afterwards: a worker and the CLI with the machine's keys read what was written in clear.
+    ensure_home_keys({"AGENTRT_HOME": str(home)})
+    async with worker(home, temporal_server, env["AGENTRT_TASK_QUEUE"]) as printed:
+        assert "history is in clear" not in printed
+        session_id = json.loads((await agentrt("session", "list", "--json", env=env, cwd=tmp_path)).stdout)[0]["session_id"]
+        shown = await agentrt("session", "events", session_id, "--json", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"clear {SECRET}" in shown.stdout
 
-async def worker_lines(home: Path, server: DevServer) -> str:
-    """What `agentrt worker` with ``home`` prints up to the line saying it polls; then it is stopped."""
+
+@asynccontextmanager
+async def worker(home: Path, server: DevServer, task_queue: str | None = None) -> AsyncIterator[str]:
+    """`agentrt worker` with ``home`` (and nothing else of agentrt's) polling ``task_queue`` (default
+    a new one); yields what it printed up to the line saying it polls; stopped on exit."""
+    queue = task_queue or f"warn-{uuid.uuid4().hex[:8]}"
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agentrt.cli", "worker", cwd=home,
-        env=user_env(home, AGENTRT_TEMPORAL_ADDRESS=server.address, AGENTRT_TASK_QUEUE=f"warn-{uuid.uuid4().hex[:8]}"),
+        env=user_env(home, AGENTRT_TEMPORAL_ADDRESS=server.address, AGENTRT_TASK_QUEUE=queue),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
     assert process.stderr is not None
     seen: list[str] = []
+    drain: asyncio.Task[bytes] | None = None
     try:
         await asyncio.wait_for(line_with(process.stderr, "worker polling", seen), 120)
+        drain = asyncio.ensure_future(process.stderr.read())  # its log goes on: keep the pipe from filling
+        yield "".join(seen)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
-        await asyncio.wait_for(process.communicate(), 60)
-    return "".join(seen)
+        await asyncio.wait_for(process.wait(), 60)
+        if drain is not None:
+            await drain
+
+
+async def worker_lines(home: Path, server: DevServer) -> str:
+    """What `agentrt worker` with ``home`` prints up to the line saying it polls; then it is stopped."""
+    async with worker(home, server) as printed:
+        return printed
 
 
 async def test_a_worker_without_keys_warns_that_history_is_in_clear(tmp_path: Path, temporal_server: DevServer) -> None:
