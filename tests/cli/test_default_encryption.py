@@ -167,6 +167,14 @@ async def test_agentrt_session_events_shows_the_owner_the_session_in_clear(dev: 
     assert any(f"Your key is {SECRET}." in json.dumps(e) for e in events)
 
 
+async def test_agentrt_session_trajectory_reads_the_sealed_events(dev: Dev, env_session: EnvSession, tmp_path: Path) -> None:
+    shown = await agentrt("session", "trajectory", env_session.session_id, env=dev.env(), cwd=tmp_path)
+
+    assert shown.returncode == 0, shown.stderr
+    steps = [step for turn in json.loads(shown.stdout)["turns"] for step in turn["steps"]]
+    assert any("shell.run" in json.dumps(step) for step in steps), shown.stdout
+
+
 async def test_the_dev_ui_s_codec_server_decodes_the_history_for_the_ui(dev: Dev, env_session: EnvSession) -> None:
     endpoint = dev.printed.split("codec server for the UI at ")[1].split()[0]
     raw = await Client.connect(dev.address)

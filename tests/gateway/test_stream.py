@@ -1,6 +1,6 @@
-"""``StreamHub`` over a store filled by hand, where the store's timing is the behaviour under
-test: subscribers share one poller, late and resuming subscribers read their backlog first,
-retried attempts, slow subscribers, the end of a stream and hostile positions."""
+"""``StreamHub`` over a store filled by hand (in clear, and sealed at rest), where the store's timing
+is the behaviour under test: subscribers share one poller, late and resuming subscribers read their
+backlog first, retried attempts, slow subscribers, the end of a stream and hostile positions."""
 
 from __future__ import annotations
 
@@ -24,15 +24,18 @@ from agentrt.schemas import (
     UserMessageAdded,
 )
 from agentrt.store import Store
+from agentrt.worker import AesGcmStoreCipher, generate_codec_key
 
 SID = "s1"
 TURN = "t1"
 POLL = 0.02
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(f"sqlite:///{tmp_path / 'stream.db'}") as s:
+@pytest.fixture(params=["clear", "sealed"])
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A store in clear, and one sealing its content at rest with codec keys: streams read the same."""
+    cipher = AesGcmStoreCipher({"k1": generate_codec_key()}, "k1") if request.param == "sealed" else None
+    with Store.open(f"sqlite:///{tmp_path / 'stream.db'}", cipher=cipher) as s:
         yield s
 
 
