@@ -5,7 +5,7 @@ resumable stream. With a cipher (``Store.open(url, cipher=...)``) a session's co
 
 from agentrt.store._audit import MAX_AUDIT_LIMIT
 from agentrt.store._base import text_column
-from agentrt.store._cipher import SEALED_PREFIX, StoreCipher, is_sealed
+from agentrt.store._cipher import CLEAR_PREFIX, SEALED_PREFIX, StoreCipher, is_sealed
 from agentrt.store._deltas import TokenDelta
 from agentrt.store._effects import EffectRecord
 from agentrt.store._engine import agentrt_home, database_url
@@ -28,6 +28,7 @@ from agentrt.store._usage import UsageReceipt
 from agentrt.store._webhooks import NewWebhookDelivery, WebhookDelivery, WebhookWatch, webhook_watch_id
 
 __all__ = [
+    "CLEAR_PREFIX",
     "EffectRecord",
     "MAX_AUDIT_LIMIT",
     "NewWebhookDelivery",

@@ -10,10 +10,12 @@ Every read opens them again, so callers see clear text. A sealed value is one li
     agentrt-sealed:<key id>:<base64 of what the cipher sealed>
 
 The key id picks the key on read, so keys rotate without rewriting rows; rows written without a
-cipher (before encryption was turned on) hold their clear text, which never starts with the
-prefix for JSON columns, and read as they are. Each value is bound to its place (the table and
-the session, or the effect's key) as associated data: a sealed row copied into another session
-fails to open instead of showing there.
+cipher (before encryption was turned on) hold their clear text and read as they are. A clear value
+that itself starts with the prefix (a model's or a tool's text can) is written as
+``agentrt-clear:<value>`` and read back without that marker, so no text read in clear is ever
+taken for a sealed one. Each value is bound to its place (the table and the session, or the
+effect's key) as associated data: a sealed row copied into another session fails to open instead
+of showing there.
 
 The store itself holds no keys and imports no cryptography: the cipher is injected
 (``StoreCipher``), built by the worker from the ``[codec]`` keys (``agentrt.worker.open_store``).
@@ -27,9 +29,11 @@ from typing import Protocol, runtime_checkable
 
 from agentrt.schemas import ConfigurationError
 
-__all__ = ["SEALED_PREFIX", "StoreCipher", "is_sealed", "open_text", "seal_text"]
+__all__ = ["CLEAR_PREFIX", "SEALED_PREFIX", "StoreCipher", "is_sealed", "open_text", "seal_text"]
 
 SEALED_PREFIX = "agentrt-sealed:"
+# Marks a value stored in clear that starts with one of the two prefixes.
+CLEAR_PREFIX = "agentrt-clear:"
 
 
 @runtime_checkable
@@ -50,9 +54,10 @@ def is_sealed(value: str) -> bool:
 
 
 def seal_text(cipher: StoreCipher | None, text: str, context: str) -> str:
-    """``text`` as stored: sealed by ``cipher`` for ``context``, or as it is without a cipher."""
+    """``text`` as stored: sealed by ``cipher`` for ``context``, or as it is without a cipher (after
+    ``CLEAR_PREFIX`` when it starts with ``SEALED_PREFIX`` or ``CLEAR_PREFIX``)."""
     if cipher is None:
-        return text
+        return CLEAR_PREFIX + text if text.startswith((SEALED_PREFIX, CLEAR_PREFIX)) else text
     key_id, sealed = cipher.seal(text.encode("utf-8"), context.encode("utf-8"))
     return f"{SEALED_PREFIX}{key_id}:{base64.b64encode(sealed).decode('ascii')}"
 
@@ -63,6 +68,8 @@ def open_text(cipher: StoreCipher | None, value: str, context: str) -> str:
     Raises ``ConfigurationError`` for a sealed value read without a cipher (naming the key id,
     never the value) or one that is not well formed; the cipher's own error when it cannot
     open it."""
+    if value.startswith(CLEAR_PREFIX):
+        return value[len(CLEAR_PREFIX):]
     if not value.startswith(SEALED_PREFIX):
         return value
     key_id, sep, encoded = value[len(SEALED_PREFIX):].partition(":")

@@ -30,6 +30,7 @@ from agentrt.store import Store, agentrt_home
 from agentrt.worker._codec import (
     NONCE_BYTES,
     TAG_BYTES,
+    AesGcmCodec,
     CodecConfig,
     PayloadDecryptionError,
     generate_codec_key,
@@ -62,12 +63,12 @@ class AesGcmStoreCipher:
     ``keys``: key id -> 32-byte key; ``current`` seals. ``seal(plain, context)`` returns
     ``(current, nonce || ciphertext || tag)``; ``open`` raises ``PayloadDecryptionError`` naming
     the key id for a key this process lacks, a value altered or truncated, or one sealed for
-    another context (moved to another session or table).
+    another context (moved to another session or table). ``ConfigurationError`` for keys
+    ``AesGcmCodec`` refuses (not 32 bytes, a malformed id, ``current`` not among them).
     """
 
     def __init__(self, keys: Mapping[str, bytes], current: str) -> None:
-        if current not in keys:
-            raise ConfigurationError(f"store cipher: current key {current!r} is not among the keys")
+        AesGcmCodec(keys, current)  # the same checks: 32-byte keys, well-formed ids, a current key among them
         self.current = current
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
 

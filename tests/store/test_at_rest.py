@@ -21,7 +21,7 @@ from agentrt.schemas import (
     TurnStarted,
     UserMessageAdded,
 )
-from agentrt.store import SEALED_PREFIX, SessionStream, Store, StoreCipher
+from agentrt.store import CLEAR_PREFIX, SEALED_PREFIX, SessionStream, Store, StoreCipher
 from agentrt.worker import AesGcmStoreCipher, PayloadDecryptionError, generate_codec_key
 
 K1, K2 = generate_codec_key(), generate_codec_key()
@@ -178,3 +178,29 @@ def test_a_sealed_row_moved_to_another_session_or_altered_fails_instead_of_showi
 
 def test_the_worker_s_cipher_is_a_store_cipher() -> None:
     assert isinstance(AesGcmStoreCipher({"k1": K1}, "k1"), StoreCipher)
+
+
+@pytest.mark.parametrize("hostile", [f"{SEALED_PREFIX}k1:AAAA", f"{SEALED_PREFIX}nope", f"{CLEAR_PREFIX}{SEALED_PREFIX}x", CLEAR_PREFIX])
+def test_text_that_looks_sealed_reads_back_as_written_with_and_without_keys(db_url: str, hostile: str) -> None:
+    # A model's or a tool's text may start like a sealed value: read in clear, it is never taken for one.
+    sid = uuid.uuid4().hex[:12]
+    with Store.open(db_url) as clear:
+        clear.append_deltas(sid, TURN, 1, 1, [hostile], 0)
+        clear.put_summary(sid, 1, 1, "p", hostile)
+        key = f"session-{sid}/{TURN}/c1"
+        clear.claim_effect(key, sid, "shell.run")
+        clear.record_effect(key, "applied", hostile)
+        assert [d.text for d in clear.deltas(sid)] == [hostile]
+        assert clear.summary(sid, 1) == hostile and clear.effects(sid)[0].result_text == hostile
+
+    with Store.open(db_url, cipher=AesGcmStoreCipher({"k1": K1}, "k1")) as store:
+        store.append_deltas(sid, TURN, 1, 1, [hostile], 1)
+        assert [d.text for d in store.deltas(sid)] == [hostile, hostile]
+        assert store.summary(sid, 1) == hostile and store.effect(key).result_text == hostile  # type: ignore[union-attr]
+
+
+def test_keys_the_codec_refuses_are_refused_by_the_store_cipher() -> None:
+    with pytest.raises(ConfigurationError, match="32 bytes"):
+        AesGcmStoreCipher({"k1": b"short"}, "k1")
+    with pytest.raises(ConfigurationError, match="not among the keys"):
+        AesGcmStoreCipher({"k1": K1}, "k2")
