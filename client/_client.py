@@ -112,7 +112,8 @@ class AgentClient:
         """Connect with ``AgentrtClientPlugin(config, store)`` (``config`` default: ``AgentrtConfig.load()``);
         raises ``ServerUnavailable``.
 
-        Pass ``store`` (``Store.open(config.database_url)``) to stream token deltas with ``deltas``.
+        Pass ``store`` (``Store.open(config.database_url)``) to stream token deltas with ``deltas``; with
+        ``config.codec`` keys the plugin gives it their cipher (content sealed at rest, read in clear).
         """
         config = config or AgentrtConfig.load()
         try:
