@@ -1,7 +1,7 @@
 """Encrypted payloads end to end, on the real dev server: a session run with ``[codec]`` keys leaves
-only ciphertext in Temporal (history read without the keys, raw and through the ``temporal`` CLI)
-and in the payload store, while ``AgentClient``, ``agentrt session events``, a replayer and the
-codec server (``agentrt codec-server``, a real uvicorn on loopback) read it in clear; clients
+only ciphertext in Temporal (history read without the keys, raw and through the ``temporal`` CLI),
+in the payload store and in the store's transcript and events, while ``AgentClient``, ``agentrt
+session events``, a replayer and the codec server (``agentrt codec-server``, a real uvicorn on loopback) read it in clear; clients
 refuse to send what their workers could not decrypt, clients without keys start and send nothing to
 workers that encrypt, and a worker without the key says so."""
 
@@ -39,7 +39,7 @@ from temporalio.worker import Replayer
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient, connect
 from agentrt.schemas import GraphNotFound, SessionNotFound, TaskNotFound, UserMessageAdded
-from agentrt.store import Store
+from agentrt.store import SEALED_PREFIX, Store
 from agentrt.worker import (
     AesGcmCodec,
     AgentrtConfig,
@@ -216,6 +216,20 @@ async def test_payload_references_in_history_point_to_ciphertext_in_the_store(en
     stored = [Payload.FromString(bytes(data)) for data in rows.values()]
     assert all(p.metadata["encoding"] == b"binary/encrypted" and p.metadata["encryption-key-id"] == b"k1" for p in stored)
     assert not [c for c in CANARIES for data in rows.values() if c.encode() in bytes(data)]
+
+
+async def test_the_store_a_worker_was_given_without_a_cipher_seals_the_session_s_content(encrypted: Encrypted) -> None:
+    # The fixture opened the store with Store.open(url) alone: the worker's plugin gave it the keys' cipher.
+    with encrypted.store.engine.connect() as conn:
+        rows = [
+            value for query in ("select content_json from messages where session_id = :sid",
+                                "select body_json from events where session_id = :sid")
+            for (value,) in conn.execute(text(query), {"sid": encrypted.session_id})
+        ]
+
+    assert len(rows) > 10 and all(value.startswith(f"{SEALED_PREFIX}k1:") for value in rows)
+    assert not [c for c in CANARIES for value in rows if c in value]
+    assert PROMPT in encrypted.store.messages(encrypted.session_id)[0][1].text
 
 
 async def test_temporal_workflow_show_without_the_codec_shows_no_content(encrypted: Encrypted) -> None:
