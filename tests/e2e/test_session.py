@@ -14,6 +14,7 @@ from agentrt.schemas import (
     PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
+    SessionNotFound,
     ToolInvocationFailed,
     ModelRequestStarted,
 )
@@ -127,7 +128,7 @@ async def test_decisions_from_strangers_unknown_requests_and_repeats_are_recorde
     await harness.handle(sid).signal("permission_decision", signal("req-999", "grant", OWNER))
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionDecisionIgnored) and e.why == "unknown_request")
     # ... while the client's update is rejected with the reason, changing nothing.
-    with pytest.raises(RequestRejected, match="'mallory' is not the owner"):
+    with pytest.raises(SessionNotFound):  # another owner's session answers as a missing one
         await harness.as_principal("mallory").approve(sid, request_id)
     with pytest.raises(RequestRejected, match="no pending request req-999"):
         await harness.client.approve(sid, "req-999")
