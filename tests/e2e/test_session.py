@@ -207,7 +207,7 @@ async def test_send_message_rejects_empty_text_strangers_and_archived_sessions(
 
     with pytest.raises(RequestRejected, match="message text is empty"):
         await harness.client.send(sid, "   ")
-    with pytest.raises(RequestRejected, match="'mallory' may not send"):
+    with pytest.raises(SessionNotFound):  # another owner's session answers as a missing one
         await harness.as_principal("mallory").send(sid, "let me in")
     state = await harness.client.state(sid)
     assert state.turns_completed == 1 and state.queued_turn_ids == []
