@@ -1,12 +1,14 @@
-"""One rule for principals on every surface: another owner's session, task and trajectory answers a
-stranger exactly as a missing id does (the Python client, the CLI as a process, the HTTP gateway),
-lists show nothing of it, and a session id once used never passes to another owner, also after
-Temporal has forgotten it: no stored transcript of one owner reaches another's model."""
+"""One rule for principals on every surface: another owner's session, task, child session, memory
+and trajectory answers a stranger exactly as a missing id does (the Python client, the CLI as a
+process, the HTTP gateway), lists show nothing of it, and a session id once used never passes to
+another owner, also after Temporal has forgotten it: no stored transcript of one owner reaches
+another's model, and the gateway keeps no visibility that could outlive an owner change."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import datetime, timezone
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.client import AgentClient, create_app
-from agentrt.schemas import RequestRejected, SessionNotFound, TaskNotFound
+from agentrt.schemas import MemoryNotFound, MemoryRecord, RequestRejected, SessionNotFound, TaskNotFound
 from agentrt.worker import GatewayConfig, GatewayToken, token_sha256
 from tests.cli.test_cli import agentrt
 from tests.conftest import Harness
@@ -77,6 +79,29 @@ async def test_a_stranger_s_client_gets_what_a_missing_id_gets_for_every_session
         missing = await refusal(lambda: call(missing_task))
         assert isinstance(hidden, TaskNotFound), hidden
         assert as_missing(missing, task_id, missing_task) == (type(hidden), str(hidden))
+
+    memory = harness.store.write_memory(MemoryRecord(
+        memory_id=f"mem-{sid}", owner="alice", scope="user", key="k", text="alice likes tea", status="proposed",
+        session_id=sid, workspace=str(workspace), created_at=datetime.now(timezone.utc),
+    ))
+    for memory_call in (lambda m: mallory.decide_memory(m, "accept"), mallory.forget_memory):
+        hidden = await refusal(lambda: memory_call(memory.memory_id))
+        missing = await refusal(lambda: memory_call(f"{memory.memory_id}x"))
+        assert isinstance(hidden, MemoryNotFound)
+        assert as_missing(missing, memory.memory_id, f"{memory.memory_id}x") == (type(hidden), str(hidden))
+    assert await mallory.memories() == []
+
+    for _ in range(300):  # the task's first session: a child session of alice's
+        receipts = [r for r in (await alice.task_status(task_id)).receipts if r.kind == "session"]
+        if receipts:
+            break
+        await asyncio.sleep(0.1)
+    child = receipts[0].session_id
+    for call in (mallory.state, mallory.events, mallory.trajectory):
+        hidden = await refusal(lambda: call(child))
+        missing = await refusal(lambda: call(f"{child}x"))
+        assert isinstance(hidden, SessionNotFound)
+        assert as_missing(missing, child, f"{child}x") == (type(hidden), str(hidden))
 
     assert sid not in {s.session_id for s in await mallory.list_sessions(limit=500)}
     assert task_id not in {t.task_id for t in await mallory.list_tasks(limit=500)}
