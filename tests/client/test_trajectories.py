@@ -119,7 +119,14 @@ class FixedEvents:
 
 def EventsOnly(events: list[Event]) -> Trajectories:
     """The trajectories of a client without a store over a fixed list of events, as ``all_events`` would yield them."""
-    return Trajectories(SimpleNamespace(store=None), FixedEvents(events))  # type: ignore[arg-type]
+    return Trajectories(SimpleNamespace(store=None, readable=Everything()), FixedEvents(events))  # type: ignore[arg-type]
+
+
+class Everything:
+    """A connection's ``readable`` that holds every workflow id: the principal may read them all."""
+
+    def __contains__(self, workflow_id: object) -> bool:
+        return True
 
 
 def session_events() -> list[Event]:
