@@ -63,6 +63,7 @@ class SessionCalls:
                 forget_visible(self.connection, session_workflow_id(session_id))
                 return SessionNotFound(session_id)
             if description.close_time is not None:
+                forget_visible(self.connection, session_workflow_id(session_id))
                 return ended_error(session_id, name, description)
         return self.error(session_id, err)
 
@@ -76,6 +77,10 @@ class SessionCalls:
             lambda err: SESSION.error(session_id, err),
         )
 
+    def forget(self, session_id: str) -> None:
+        """The session is closing: the next call checks who may see it again (``forget_visible``)."""
+        forget_visible(self.connection, session_workflow_id(session_id))
+
     def error(self, session_id: str, err: RPCError) -> Exception:
         """``SESSION.error``; a session found gone is checked again by the next call (``forget_visible``)."""
         if err.status == RPCStatusCode.NOT_FOUND:
@@ -84,7 +89,10 @@ class SessionCalls:
 
     async def is_closed(self, handle: WorkflowHandle) -> bool:
         description = await handle.describe()
-        return description.close_time is not None
+        if description.close_time is not None:
+            forget_visible(self.connection, handle.id)
+            return True
+        return False
 
 
 def query_failed(session_id: str, request: str, err: WorkflowQueryFailedError) -> Exception:

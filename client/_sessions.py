@@ -231,10 +231,13 @@ class Sessions:
         )
 
     async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
-        """End the session: a running turn and queued ones are cancelled; the workflow completes."""
-        return await self._calls.execute(
+        """End the session: a running turn and queued ones are cancelled; the workflow completes
+        (so this client asks again who may see the session at its next call)."""
+        view = await self._calls.execute(
             session_id, "archive", SessionHandlers.archive, ArchiveInput(principal=self._connection.principal, reason=reason)
         )
+        self._calls.forget(session_id)
+        return view
 
     async def state(self, session_id: str) -> SessionStateView:
         await self._calls.check_visible(session_id)

@@ -7,6 +7,7 @@ is refused as a taken id is, without naming that owner."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from temporalio.service import RPCError, RPCStatusCode
@@ -15,7 +16,11 @@ from agentrt.client._connection import Connection
 from agentrt.schemas import SESSION_OWNER
 from agentrt.store import Store
 
-__all__ = ["check_visible", "claim_id", "forget_visible", "may_read", "may_see", "taken_reason"]
+# How long a running workflow found visible is believed so without asking again (seconds): far
+# below Temporal's shortest retention (1 day), after which alone an id could pass to a new owner.
+VISIBLE_SECONDS = 600.0
+
+__all__ = ["VISIBLE_SECONDS", "check_visible", "claim_id", "forget_visible", "may_read", "may_see", "taken_reason"]
 
 
 def may_see(connection: Connection, owner: str | None) -> bool:
@@ -28,10 +33,13 @@ async def check_visible(
 ) -> None:
     """Return when workflow ``workflow_id`` exists and the connection's principal may see it (``may_see``);
     raise ``not_found()`` otherwise, the same error for another owner's workflow as for a missing one
-    (``translate``: what any other RPC failure of the describe becomes). A positive answer is kept
-    for the connection's life (one describe per id per client), until a call finds the id gone
-    (``forget_visible``)."""
-    if workflow_id in connection.readable:
+    (``translate``: what any other RPC failure of the describe becomes). A positive answer for a
+    running workflow is kept ``VISIBLE_SECONDS`` (one describe per id per client meanwhile), or
+    until a call finds the workflow closed or gone (``forget_visible``); a closed workflow is
+    described on every call. Only a closed workflow's id can pass to a new workflow, whose owner
+    may differ, and not before Temporal forgets the closed one (a retention of 1 day at least):
+    no kept answer outlives an owner change."""
+    if connection.readable.get(workflow_id, 0.0) > time.monotonic():
         return
     try:
         description = await connection.temporal.get_workflow_handle(workflow_id).describe()
@@ -41,12 +49,13 @@ async def check_visible(
         raise translate(err) from err
     if not may_see(connection, description.typed_search_attributes.get(SESSION_OWNER)):
         raise not_found()
-    connection.readable.add(workflow_id)
+    if description.close_time is None:
+        connection.readable[workflow_id] = time.monotonic() + VISIBLE_SECONDS
 
 
 def forget_visible(connection: Connection, workflow_id: str) -> None:
-    """Drop the kept answer for ``workflow_id`` (its workflow was found gone): the next call asks again."""
-    connection.readable.discard(workflow_id)
+    """Drop the kept answer for ``workflow_id`` (its workflow was found closed or gone): the next call asks again."""
+    connection.readable.pop(workflow_id, None)
 
 
 def taken_reason(noun: str) -> str:

@@ -152,6 +152,7 @@ async def test_an_id_reused_after_retention_never_passes_to_another_owner_nor_sh
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     alice, sid = await alice_session(harness, workspace, tmp_path, text="the launch code is 0000")
+    assert (await alice.state(sid)).owner == "alice"  # a running session: the client keeps the answer
     await alice.archive(sid)
     config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=("sessions",)) for p, t in TOKENS.items()])
     async with serving(create_app(await gateway_client(harness), config, workspace_root=workspace.parent)) as http:
@@ -173,7 +174,11 @@ async def test_an_id_reused_after_retention_never_passes_to_another_owner_nor_sh
         assert [m.text for _, m in harness.store.messages(sid) if m.role == "user"] == ["the launch code is 0000"]
         assert harness.store.workflow_owner(f"session-{sid}") == "alice"
 
-        # The gateway kept nothing across requests: the workflow now under this id is not alice's.
+        # Nothing alice's client or the gateway kept outlives the owner change: the workflow now
+        # under this id is not alice's, and answers her as a missing one.
+        hidden_state = await refusal(lambda: alice.state(sid))
+        missing_state = await refusal(lambda: alice.state(f"{sid}x"))
+        assert as_missing(missing_state, sid, f"{sid}x") == (SessionNotFound, str(hidden_state))
         hidden = await http.get(f"/v1/sessions/{sid}", headers=as_alice)
         missing = await http.get(f"/v1/sessions/{sid}x", headers=as_alice)
         assert hidden.status_code == missing.status_code == 404
