@@ -15,7 +15,6 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.schemas import (
-    TaskNotFound,
     MIN_DEFER_SECONDS,
     AutonomousTaskBudgetExceeded,
     AutonomousTaskBudgetRaised,
@@ -30,6 +29,7 @@ from agentrt.schemas import (
     Event,
     ModelRequestStarted,
     RequestRejected,
+    TaskNotFound,
     UserMessageAdded,
 )
 from tests.conftest import RECORDED_HISTORIES, Harness
@@ -295,7 +295,7 @@ async def test_a_stranger_cannot_steer_a_task_and_an_operator_must_give_a_reason
     await rig.wait_stored(task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed))
     await rig.wait_status(task_id, "waiting")
     before = await rig.client.task_status(task_id)
-    stranger, operator = rig.as_principal("mallory"), rig.as_principal("ops")
+    stranger, operator = rig.as_principal("mallory"), rig.as_principal("ops", operators=["ops"])
 
     with pytest.raises(TaskNotFound):  # another owner's task answers as a missing one
         await stranger.pause_task(task_id, reason="mine now")

@@ -9,13 +9,13 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from agentrt.schemas import (
-    SessionNotFound,
     CancelRequested,
     ModelRequestStarted,
     PermissionRequested,
     RequestRejected,
     SessionArchived,
     SessionCancelled,
+    SessionNotFound,
     ToolInvocationFailed,
     ToolInvocationStarted,
     TurnEnded,

@@ -22,11 +22,11 @@ from temporalio.client import WorkflowUpdateFailedError
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient
 from agentrt.schemas import (
-    SessionNotFound,
     McpServerConfig,
     McpToolsListed,
     PermissionRequested,
     RequestRejected,
+    SessionNotFound,
     ToolInvocationCompleted,
     ToolInvocationFailed,
 )

@@ -15,10 +15,10 @@ from temporalio.service import RPCError
 
 from agentrt.client import AgentClient, connect
 from agentrt.schemas import (
-    SessionNotFound,
     GraphSpec,
     RequestRejected,
     SendMessageInput,
+    SessionNotFound,
     UserMessageAdded,
     graph_workflow_id,
     idempotency_digest,

@@ -10,13 +10,13 @@ import pytest
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
-    SessionNotFound,
     ContextCompactionCompleted,
     ContextCompactionStarted,
     ModelProfile,
     ModelProfileSwitched,
     ModelRequestStarted,
     RequestRejected,
+    SessionNotFound,
     TurnEnded,
 )
 from tests.conftest import OWNER, Harness

@@ -21,7 +21,6 @@ from temporalio.worker import Replayer
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient
 from agentrt.schemas import (
-    SessionNotFound,
     MCP_CALL_TOOL,
     MCP_LIST_TOOLS,
     ElicitationAnswer,
@@ -32,6 +31,7 @@ from agentrt.schemas import (
     PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
+    SessionNotFound,
     ToolInvocationCompleted,
     ToolInvocationFailed,
     ToolInvocationStarted,

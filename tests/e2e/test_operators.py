@@ -11,12 +11,12 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
-    SessionNotFound,
     OperatorActed,
     PermissionDecision,
     PermissionGranted,
     PermissionRequested,
     RequestRejected,
+    SessionNotFound,
     TurnStarted,
 )
 from agentrt.workflows.session import SessionWorkflow

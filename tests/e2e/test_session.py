@@ -11,12 +11,12 @@ import pytest
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
+    ModelRequestStarted,
     PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
     SessionNotFound,
     ToolInvocationFailed,
-    ModelRequestStarted,
 )
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
