@@ -12,7 +12,15 @@ import typer
 
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._runtime import runtime
-from agentrt.client import default_principal, diff_lines, diff_trajectories, load_trajectory, select_turn, stored_trajectory, trajectory_jsonl
+from agentrt.client import (
+    default_principal,
+    diff_lines,
+    diff_trajectories,
+    load_trajectory,
+    select_turn,
+    stored_trajectory,
+    trajectory_jsonl,
+)
 from agentrt.schemas import AgentrtError, Trajectory
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig
@@ -107,10 +115,11 @@ def trajectory_diff(
         if config is not None:
             with Store.open(config.database_url) as store:
                 for side in sides:
-                    found = (
-                        stored_trajectory(store, side.session_id, side.turn_id, principal=default_principal(), operators=config.operators)
-                        if side.session_id else None
-                    )
+                    found = None
+                    if side.session_id:
+                        found = stored_trajectory(
+                            store, side.session_id, side.turn_id, principal=default_principal(), operators=config.operators
+                        )
                     if found is not None:
                         loaded[side.label] = found
             if any(side.label not in loaded for side in sides):

@@ -149,7 +149,8 @@ class WorkflowKind:
 
     async def start(
         self, temporal: Client, workflow_type: str, argument: BaseModel, item_id: str, *, workflow_id: str, task_queue: str,
-        owner: str, status: str, summary: str, details: str, idempotency_key: str | None = None, store: Store | None = None,
+        owner: str, status: str, summary: str, details: str, idempotency_key: str | None = None,
+        store: Store | None = None,
     ) -> None:
         """Start the workflow: its id never reused (REJECT_DUPLICATE), the client's workflow task
         timeout, static summary and details, and ``AgentOwner``/``AgentSessionStatus`` set once here

@@ -367,7 +367,8 @@ class Graphs:
         """Raise ``GraphNotFound`` unless the graph exists and this principal may read it (its
         owner search attribute, set at the start: no worker needed; ``check_visible``)."""
         await check_visible(
-            self._connection, graph_workflow_id(graph_id), lambda: GraphNotFound(graph_id), lambda err: _graph_error(graph_id, err)
+            self._connection, graph_workflow_id(graph_id), lambda: GraphNotFound(graph_id),
+            lambda err: _graph_error(graph_id, err),
         )
 
     async def _update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:

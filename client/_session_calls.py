@@ -1,7 +1,8 @@
 """The one way the client's sub-clients reach a session's workflow: its handle by id, updates sent
 with patience (and the wording of a session that has ended), signals, the visibility check of a
-session (``check_visible``: its owner's and the operators', for anyone else as missing), and every RPC failure translated by ``SESSION.error`` (client/_addressed.py), the
-translation tasks and graphs use too."""
+session (``check_visible``: its owner's and the operators', to anyone else as a missing one), and
+every RPC failure translated by ``SESSION.error`` (client/_addressed.py), the translation tasks
+and graphs use too."""
 
 from __future__ import annotations
 

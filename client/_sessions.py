@@ -60,8 +60,9 @@ class Sessions:
     """A client's sessions (``AgentClient.sessions``), over its ``Connection``.
 
     Every method raises ``SessionNotFound`` for an unknown session and for another owner's alike
-    (only its owner and the client's operators see a session: ``SessionCalls.check_visible``) and ``RequestRejected`` when the session's update validator refuses
-    the request (the message says why)."""
+    (only its owner and the client's operators see a session: ``SessionCalls.check_visible``),
+    and ``RequestRejected`` when the session's update validator refuses the request (the message
+    says why)."""
 
     def __init__(self, connection: Connection, calls: SessionCalls) -> None:
         self._connection = connection

@@ -303,7 +303,9 @@ class Tasks:
         return await self._update(task_id, update, TaskControlInput(principal=self._connection.principal, reason=reason))
 
     async def _check_visible(self, task_id: str) -> None:
-        await check_visible(self._connection, task_workflow_id(task_id), lambda: TaskNotFound(task_id), lambda err: _task_error(task_id, err))
+        await check_visible(
+            self._connection, task_workflow_id(task_id), lambda: TaskNotFound(task_id), lambda err: _task_error(task_id, err)
+        )
 
     async def _update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
         await self._check_visible(task_id)

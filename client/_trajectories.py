@@ -78,13 +78,15 @@ class Trajectories:
             )
         except SessionNotFound:
             store = connection.store
-            owner = None if store is None else await asyncio.to_thread(store.workflow_owner, session_workflow_id(session_id))
+            workflow_id = session_workflow_id(session_id)
+            owner = None if store is None else await asyncio.to_thread(store.workflow_owner, workflow_id)
             if owner is None or not may_see(connection, owner):
                 raise
 
 
 def stored_trajectory(
-    store: "Store", session_id: str, turn_id: str | None = None, *, principal: str | None = None, operators: Sequence[str] = ()
+    store: "Store", session_id: str, turn_id: str | None = None, *,
+    principal: str | None = None, operators: Sequence[str] = (),
 ) -> Trajectory | None:
     """The session's trajectory from ``store`` alone (no server needed: every ended turn is there
     whole), or None when the store has no event of it. With ``principal``, None too unless the

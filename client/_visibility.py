@@ -29,7 +29,8 @@ def may_see(connection: Connection, owner: str | None) -> bool:
 
 
 async def check_visible(
-    connection: Connection, workflow_id: str, not_found: Callable[[], Exception], translate: Callable[[RPCError], Exception]
+    connection: Connection, workflow_id: str, not_found: Callable[[], Exception],
+    translate: Callable[[RPCError], Exception],
 ) -> None:
     """Return when workflow ``workflow_id`` exists and the connection's principal may see it (``may_see``);
     raise ``not_found()`` otherwise, the same error for another owner's workflow as for a missing one

@@ -30,7 +30,8 @@ class Store(
 
     Transcript, events, sessions and compaction summaries; token deltas; the effect ledger;
     usage receipts; reasoning blocks; memories; MCP server events and tool listings; autonomous
-    tasks, their events and checkpoints; task graphs and their events; webhook watches and deliveries; the owner of every workflow id. Open with ``Store.open()``;
+    tasks, their events and checkpoints; task graphs and their events; webhook watches and deliveries;
+    the owner of every workflow id. Open with ``Store.open()``;
     close with ``close()`` or use it as a context manager.
     """
 

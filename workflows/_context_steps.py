@@ -77,8 +77,8 @@ class Context:
             prepared = await self._tools_call(
                 options.PREPARE_SESSION,
                 PrepareSessionInput(
-                    tools=config.tools, profile=config.profile, script=config.script, workspace=config.workspace, agent=config.agent,
-                    session_id=config.session_id, owner=config.owner,
+                    tools=config.tools, profile=config.profile, script=config.script, workspace=config.workspace,
+                    agent=config.agent, session_id=config.session_id, owner=config.owner,
                 ),
                 PrepareSessionResult,
                 "prepare session: list tools, describe profile",
@@ -153,7 +153,8 @@ class Context:
             if self.run.cancelled_call(err):
                 raise  # not a broken tool registry: the workflow was cancelled meanwhile
             if error_type(err) == "SessionIdTaken":
-                raise ApplicationError(error_text(err).removeprefix("SessionIdTaken: "), type="SessionIdTaken", non_retryable=True) from err
+                message = error_text(err).removeprefix("SessionIdTaken: ")
+                raise ApplicationError(message, type="SessionIdTaken", non_retryable=True) from err
             if error_type(err) == "AgentNotRegistered":
                 cause = err.cause if isinstance(err.cause, ApplicationError) else None
                 details = cause.details if cause is not None else ()
