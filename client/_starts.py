@@ -150,6 +150,11 @@ async def start_session(
         raise RequestRejected(session_id, "start", problem)
     if not await claim_id(client.store, session_workflow_id(session_id), client.principal):
         raise RequestRejected(session_id, "start", taken_reason("session"))  # another owner's, now or before
+    if client.store is None:  # no record to ask: the workflow under the id, if any, says whose it is
+        found = await _described(client.temporal, session_id)
+        owner = None if found is None else found.typed_search_attributes.get(SESSION_OWNER)
+        if owner is not None and owner != client.principal:
+            raise RequestRejected(session_id, "start", taken_reason("session"))
     if idempotency_key is None:
         operation = start_operation(config, client.task_queue)
         try:
