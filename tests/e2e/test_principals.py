@@ -129,6 +129,9 @@ async def test_a_session_id_another_owner_used_is_refused_as_a_taken_id(
     assert isinstance(refused, RequestRejected)
     assert refused.reason == "a session with this id exists or existed (session ids are never reused); choose another id"
     assert "alice" not in str(refused)
+    storeless = AgentClient(harness.temporal, task_queue=harness.task_queue, principal="mallory")
+    again = await refusal(lambda: storeless.start(config, "take it"))
+    assert (type(again), str(again)) == (RequestRejected, str(refused))  # without the store: the workflow's owner
     assert [m.text for _, m in harness.store.messages(sid) if m.role == "user"] == ["hello"]
 
 
