@@ -54,6 +54,7 @@ from agentrt.schemas import (
     UnknownProfileError,
     Usage,
     agent_tools,
+    session_workflow_id,
 )
 from agentrt.workflows.context import BYTES_PER_TOKEN, truncate_middle
 
@@ -133,7 +134,13 @@ class ModelActivities:
         (``discover_skills``); with none, the skill tools are left out of the session's tools.
         With ``input.agent``, that agent's spec, tools (``agent_tools``) and profile; raises the
         non-retryable ``ApplicationError(type="AgentNotRegistered")`` naming it and this worker's
-        task queue when the worker has no such agent."""
+        task queue when the worker has no such agent. With ``input.session_id`` and ``input.owner``,
+        claims the id for the owner first (``Store.claim_owner``): an id another owner has used (a
+        start that went around the client, or after Temporal forgot the first session) raises the
+        non-retryable ``ApplicationError(type="SessionIdTaken")``, so no stored transcript of that
+        owner reaches this session's model."""
+        if input.session_id is not None and input.owner is not None:
+            self._claim(input.session_id, input.owner)
         names, profile, agent = input.tools, input.profile, None
         if input.agent is not None:
             agent = self._registry.agent(input.agent)
@@ -159,6 +166,14 @@ class ModelActivities:
             agent=agent,
             task_queue=activity.info().task_queue if unknown or agent is not None else None,
         )
+
+    def _claim(self, session_id: str, owner: str) -> None:
+        if self._store.claim_owner(session_workflow_id(session_id), owner) != owner:
+            raise ApplicationError(
+                f"session {session_id}: this id was used by another owner; session ids are never reused "
+                "(start a new session with another id)",
+                type="SessionIdTaken", non_retryable=True,
+            )
 
     @activity.defn(name=PROFILES_DESCRIBE)
     def describe(self, input: DescribeProfileInput) -> ProfileLookup:

@@ -12,7 +12,15 @@ import typer
 
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._runtime import runtime
-from agentrt.client import diff_lines, diff_trajectories, load_trajectory, select_turn, stored_trajectory, trajectory_jsonl
+from agentrt.client import (
+    default_principal,
+    diff_lines,
+    diff_trajectories,
+    load_trajectory,
+    select_turn,
+    stored_trajectory,
+    trajectory_jsonl,
+)
 from agentrt.schemas import AgentrtError, Trajectory
 from agentrt.worker import AgentrtConfig, open_store
 
@@ -50,9 +58,10 @@ def session_trajectory(
 
 def _from_store(config: AgentrtConfig, session_id: str, turn_id: str | None) -> Trajectory | None:
     """The session's trajectory from the configured store alone (no server needed), or None when
-    the store has no event of it (then the session's workflow is asked)."""
+    the store has no event of it or it is another owner's (then the session's workflow is asked,
+    which answers another owner's as a missing one)."""
     with open_store(config) as store:
-        return stored_trajectory(store, session_id, turn_id)
+        return stored_trajectory(store, session_id, turn_id, principal=default_principal(), operators=config.operators)
 
 
 @dataclass
@@ -105,7 +114,11 @@ def trajectory_diff(
         if config is not None:
             with open_store(config) as store:
                 for side in sides:
-                    found = stored_trajectory(store, side.session_id, side.turn_id) if side.session_id else None
+                    found = None
+                    if side.session_id:
+                        found = stored_trajectory(
+                            store, side.session_id, side.turn_id, principal=default_principal(), operators=config.operators
+                        )
                     if found is not None:
                         loaded[side.label] = found
             if any(side.label not in loaded for side in sides):

@@ -39,6 +39,7 @@ from agentrt.client._starts import (
     started_with,
 )
 from agentrt.client._turns import update_failure_cause
+from agentrt.client._visibility import claim_id, taken_reason
 from agentrt.client._workers import check_payload_storage
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -49,6 +50,7 @@ from agentrt.schemas import (
     WorkerUnavailable,
     idempotency_key_problem,
 )
+from agentrt.store import Store
 
 __all__ = ["IDEMPOTENCY_MEMO", "STUCK_QUERY_SIGNS", "WorkflowKind", "listing_fields", "visibility_literal", "validation_text"]
 
@@ -148,11 +150,15 @@ class WorkflowKind:
     async def start(
         self, temporal: Client, workflow_type: str, argument: BaseModel, item_id: str, *, workflow_id: str, task_queue: str,
         owner: str, status: str, summary: str, details: str, idempotency_key: str | None = None,
+        store: Store | None = None,
     ) -> None:
         """Start the workflow: its id never reused (REJECT_DUPLICATE), the client's workflow task
         timeout, static summary and details, and ``AgentOwner``/``AgentSessionStatus`` set once here
         (the workflow writes them only when they change). Raises ``RequestRejected`` (request
-        ``start``) when the id is taken, saying whether that workflow runs or has ended.
+        ``start``) when the id is taken: to its owner saying whether that workflow runs or has ended, to
+        anyone else as ``taken_reason`` words it, which never names the owner. With ``store``, an id
+        another owner has used is refused so before anything starts, also after Temporal has
+        forgotten that workflow (``claim_id``: the store records each id's first owner).
 
         With ``idempotency_key`` the start is recorded in the workflow's memo (``IDEMPOTENCY_MEMO``)
         and a start whose id is taken by a workflow ``owner`` started with the same key and the same
@@ -163,6 +169,8 @@ class WorkflowKind:
         queue's workers could not read ``argument``, or encrypt and this client has no codec keys
         (``check_payload_storage``)."""
         await check_payload_storage(temporal, task_queue, item_id, argument, kind=self.noun)
+        if not await claim_id(store, workflow_id, owner):
+            raise self.rejected(item_id, "start", taken_reason(self.noun))
         memo = None if idempotency_key is None else start_memo(owner, idempotency_key, argument)
         try:
             await temporal.start_workflow(
@@ -194,7 +202,9 @@ class WorkflowKind:
                         f"idempotency key {idempotency_key!r} was used for another start of {self.noun} {item_id}; "
                         "a key stands for one request: use a new key for a new one",
                     ) from err
-            running = description is not None and description.close_time is None
+            if description is None or description.typed_search_attributes.get(SESSION_OWNER) != owner:
+                raise self.rejected(item_id, "start", taken_reason(self.noun)) from err
+            running = description.close_time is None
             state = "is running" if running else f"has ended ({self.noun} ids are not reused)"
             raise self.rejected(item_id, "start", f"a {self.noun} with this id {state}; choose another id") from err
 

@@ -19,6 +19,7 @@ from agentrt.client._session_calls import SessionCalls
 from agentrt.client._sessions import Sessions
 from agentrt.client._tasks import Tasks
 from agentrt.client._trajectories import Trajectories
+from agentrt.client._visibility import may_read
 from agentrt.client._workers import workflow_pollers
 from agentrt.schemas import AdvisorPolicy, AuditEntry, ServerUnavailable
 from agentrt.store import Store
@@ -163,6 +164,14 @@ class AgentClient:
         return await asyncio.to_thread(
             store.audit, principal=principal, target=target, action=action, owner=owner, since=since, limit=limit
         )
+
+    async def may_read(self, workflow_id: str) -> bool:
+        """True when the workflow ``workflow_id`` (``session-ID``, ``task-ID``, ``graph-ID``) exists and
+        this client's principal owns it or is one of its operators; False for a missing workflow and
+        another owner's alike (the rule every call of the client keeps). One describe per id and
+        client (the HTTP gateway makes a client per request). Raises ``temporalio.service.RPCError``
+        for a failure other than not found."""
+        return await may_read(self.connection, workflow_id)
 
     async def has_worker(self) -> bool:
         """True when some worker polls this client's task queue for workflow tasks."""

@@ -27,7 +27,8 @@ class Connection:
     sessions, tasks and graphs start on, the principal it acts as, the store (None: the query paths
     only), and the settings of what it starts (the sessions' ``advisor`` and ``mcp_servers``; the
     tasks' and graphs' ``default_profile``, ``operators`` and ``tool_task_queue``).
-    ``readable_sessions``: the sessions this principal was found allowed to see (one describe each)."""
+    ``readable``: the running workflows (sessions, tasks, graphs) this principal was found allowed
+    to see, by workflow id, until when (``time.monotonic()``) that answer is believed (``check_visible``)."""
 
     temporal: Client
     task_queue: str
@@ -38,7 +39,7 @@ class Connection:
     default_profile: str
     operators: list[str]
     tool_task_queue: str | None
-    readable_sessions: set[str] = field(default_factory=set)
+    readable: dict[str, float] = field(default_factory=dict)
 
     def needs_store(self, method: str) -> Store:
         """The store; ``ConfigurationError`` naming ``AgentClient.<method>`` when the client has none."""

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._addressed import visibility_literal
 from agentrt.schemas import SESSION_ID_PREFIX, SESSION_OWNER, SESSION_STATUS, SESSION_WORKFLOW, InvalidListFilter
 
 # The system search attribute Temporal 1.28+ keeps on a workflow whose workflow task keeps failing.
@@ -94,9 +95,14 @@ def session_listing(execution: WorkflowExecution) -> SessionListing:
     )
 
 
-async def list_session_rows(temporal: Client, query: str | None, limit: int, include_archived: bool) -> list[SessionListing]:
-    """``AgentClient.list_sessions``: one row per session, the latest run, newest first."""
+async def list_session_rows(
+    temporal: Client, query: str | None, limit: int, include_archived: bool, owner: str | None = None
+) -> list[SessionListing]:
+    """``AgentClient.list_sessions``: one row per session, the latest run, newest first; only
+    ``owner``'s sessions (``AgentOwner``) when given."""
     filter_ = f"WorkflowType = '{SESSION_WORKFLOW}' AND ExecutionStatus != 'ContinuedAsNew'"
+    if owner is not None:
+        filter_ += f" AND {SESSION_OWNER.name} = {visibility_literal(owner)}"
     if not include_archived:
         filter_ += f" AND ({SESSION_STATUS.name} IS NULL OR {SESSION_STATUS.name} != 'archived')"
     if query:

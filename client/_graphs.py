@@ -25,14 +25,13 @@ from temporalio.client import (
     WorkflowExecution,
     WorkflowHandle,
 )
-from temporalio.service import RPCError
 
 from agentrt.client._addressed import WorkflowKind, listing_fields
 from agentrt.client._connection import Connection
+from agentrt.client._visibility import check_visible, may_see
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
     MAX_GRAPH_ID_BYTES,
-    SESSION_OWNER,
     TASK_GRAPH_WORKFLOW,
     TERMINAL_GRAPH_STATUSES,
     ApprovePlanInput,
@@ -287,7 +286,7 @@ class Graphs:
             self._connection.temporal, TASK_GRAPH_WORKFLOW, TaskGraphInput(config=config), graph_id,
             workflow_id=graph_workflow_id(graph_id), task_queue=self._connection.task_queue,
             owner=config.owner, status="planning", summary=graph_summary(config), details=graph_details(config),
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key, store=self._connection.store,
         )
         return graph_id
 
@@ -362,17 +361,15 @@ class Graphs:
         return self._connection.temporal.get_workflow_handle(graph_workflow_id(graph_id))
 
     def _may_read(self, owner: str | None) -> bool:
-        return self._connection.principal == owner or self._connection.principal in self._connection.operators
+        return may_see(self._connection, owner)
 
     async def _check_visible(self, graph_id: str) -> None:
         """Raise ``GraphNotFound`` unless the graph exists and this principal may read it (its
-        owner search attribute, set at the start: no worker needed)."""
-        try:
-            description = await self._handle(graph_id).describe()
-        except RPCError as err:
-            raise _graph_error(graph_id, err) from err
-        if not self._may_read(description.typed_search_attributes.get(SESSION_OWNER)):
-            raise GraphNotFound(graph_id)
+        owner search attribute, set at the start: no worker needed; ``check_visible``)."""
+        await check_visible(
+            self._connection, graph_workflow_id(graph_id), lambda: GraphNotFound(graph_id),
+            lambda err: _graph_error(graph_id, err),
+        )
 
     async def _update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:
         return await GRAPH.update(self._handle(graph_id), graph_id, update, argument, GraphSnapshot)

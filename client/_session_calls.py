@@ -1,7 +1,8 @@
 """The one way the client's sub-clients reach a session's workflow: its handle by id, updates sent
 with patience (and the wording of a session that has ended), signals, the visibility check of a
-child session, and every RPC failure translated by ``SESSION.error`` (client/_addressed.py), the
-translation tasks and graphs use too."""
+session (``check_visible``: its owner's and the operators', to anyone else as a missing one), and
+every RPC failure translated by ``SESSION.error`` (client/_addressed.py), the translation tasks
+and graphs use too."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from agentrt.client._connection import Connection
 from agentrt.client._outcomes import ended_error
 from agentrt.client._patience import Patience
 from agentrt.client._updates import UPDATE_PATIENCE_SECONDS, execute_session_update
-from agentrt.schemas import SESSION_OWNER, RequestRejected, SessionNotFound, SessionStuck, session_workflow_id
+from agentrt.client._visibility import check_visible, forget_visible
+from agentrt.schemas import RequestRejected, SessionNotFound, SessionStuck, session_workflow_id
 
 __all__ = ["SESSION", "SessionCalls", "query_failed"]
 
@@ -32,10 +34,11 @@ class SessionCalls:
         return self.connection.temporal.get_workflow_handle(session_workflow_id(session_id))
 
     async def signal(self, session_id: str, signal: Any, argument: Any) -> None:
+        await self.check_visible(session_id)
         try:
             await self.handle(session_id).signal(signal, argument)
         except RPCError as err:
-            raise SESSION.error(session_id, err) from err
+            raise self.error(session_id, err) from err
 
     async def execute(self, session_id: str, name: str, update: Any, argument: Any, update_id: str | None = None) -> Any:
         """Send update ``update`` (named ``name`` in errors) until the session answers it; raises
@@ -58,31 +61,39 @@ class SessionCalls:
             try:
                 description = await handle.describe()
             except RPCError:
+                forget_visible(self.connection, session_workflow_id(session_id))
                 return SessionNotFound(session_id)
             if description.close_time is not None:
+                forget_visible(self.connection, session_workflow_id(session_id))
                 return ended_error(session_id, name, description)
-        return SESSION.error(session_id, err)
+        return self.error(session_id, err)
 
     async def check_visible(self, session_id: str) -> None:
-        """A child session (started by a task, a graph or a delegating session) shows itself only to
-        its owner (``AgentOwner``) and this client's operators: anyone else gets ``SessionNotFound``,
-        as for a missing session, from its reads (state, events, wait) and updates. Checked once
-        per session and client (one describe)."""
-        connection = self.connection
-        if session_id in connection.readable_sessions:
-            return
-        try:
-            description = await self.handle(session_id).describe()
-        except RPCError as err:
-            raise SESSION.error(session_id, err) from err
-        owner = description.typed_search_attributes.get(SESSION_OWNER)
-        if description.parent_id is not None and connection.principal != owner and connection.principal not in connection.operators:
-            raise SessionNotFound(session_id)
-        connection.readable_sessions.add(session_id)
+        """A session shows itself only to its owner (``AgentOwner``) and this client's operators:
+        anyone else gets ``SessionNotFound``, as for a missing session, from its reads (state,
+        events, wait, trajectory), updates and signals (``check_visible``: one describe per
+        session and client)."""
+        await check_visible(
+            self.connection, session_workflow_id(session_id), lambda: SessionNotFound(session_id),
+            lambda err: SESSION.error(session_id, err),
+        )
+
+    def forget(self, session_id: str) -> None:
+        """The session is closing: the next call checks who may see it again (``forget_visible``)."""
+        forget_visible(self.connection, session_workflow_id(session_id))
+
+    def error(self, session_id: str, err: RPCError) -> Exception:
+        """``SESSION.error``; a session found gone is checked again by the next call (``forget_visible``)."""
+        if err.status == RPCStatusCode.NOT_FOUND:
+            forget_visible(self.connection, session_workflow_id(session_id))
+        return SESSION.error(session_id, err)
 
     async def is_closed(self, handle: WorkflowHandle) -> bool:
         description = await handle.describe()
-        return description.close_time is not None
+        if description.close_time is not None:
+            forget_visible(self.connection, handle.id)
+            return True
+        return False
 
 
 def query_failed(session_id: str, request: str, err: WorkflowQueryFailedError) -> Exception:

@@ -20,7 +20,7 @@ from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._outcomes import message_outcome
 from agentrt.client._patience import Patience
 from agentrt.client._queries import query_workflow
-from agentrt.client._session_calls import SESSION, SessionCalls, query_failed
+from agentrt.client._session_calls import SessionCalls, query_failed
 from agentrt.client._session_handlers import SessionHandlers
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import wait_for_turn
@@ -59,9 +59,10 @@ class StartedSession:
 class Sessions:
     """A client's sessions (``AgentClient.sessions``), over its ``Connection``.
 
-    Every method raises ``SessionNotFound`` for an unknown session (or a child session this
-    principal may not see) and ``RequestRejected`` when the session's update validator refuses
-    the request (the message says why)."""
+    Every method raises ``SessionNotFound`` for an unknown session and for another owner's alike
+    (only its owner and the client's operators see a session: ``SessionCalls.check_visible``),
+    and ``RequestRejected`` when the session's update validator refuses the request (the message
+    says why)."""
 
     def __init__(self, connection: Connection, calls: SessionCalls) -> None:
         self._connection = connection
@@ -156,6 +157,7 @@ class Sessions:
         Through server restarts it asks again; an update the server lost before the session took it
         is sent again with ``idempotency_key``, else ``RequestRejected`` (``_outcomes.message_outcome``)."""
         message = await starts.message_input(self._connection, session_id, text, "send_and_wait", idempotency_key, output)
+        await self._calls.check_visible(session_id)
         handle = self._calls.handle(session_id)
         update_id = starts.message_update_id("send_and_wait", message)
         outcome = await message_outcome(
@@ -230,17 +232,20 @@ class Sessions:
         )
 
     async def archive(self, session_id: str, reason: str | None = None) -> SessionStateView:
-        """End the session: a running turn and queued ones are cancelled; the workflow completes."""
-        return await self._calls.execute(
+        """End the session: a running turn and queued ones are cancelled; the workflow completes
+        (so this client asks again who may see the session at its next call)."""
+        view = await self._calls.execute(
             session_id, "archive", SessionHandlers.archive, ArchiveInput(principal=self._connection.principal, reason=reason)
         )
+        self._calls.forget(session_id)
+        return view
 
     async def state(self, session_id: str) -> SessionStateView:
         await self._calls.check_visible(session_id)
         try:
             return await query_workflow(self._calls.handle(session_id), SessionHandlers.state)
         except RPCError as err:
-            raise SESSION.error(session_id, err) from err
+            raise self._calls.error(session_id, err) from err
         except WorkflowQueryFailedError as err:
             raise query_failed(session_id, "state", err) from err
 
@@ -289,7 +294,7 @@ class Sessions:
                 self._calls.handle(session_id), SessionHandlers.events, EventsQuery(since_seq=since_seq, limit=limit)
             )
         except RPCError as err:
-            raise SESSION.error(session_id, err) from err
+            raise self._calls.error(session_id, err) from err
         except WorkflowQueryFailedError as err:
             raise query_failed(session_id, "events", err) from err
         if since_seq + 1 >= page.first_seq or self._connection.store is None:
@@ -333,6 +338,7 @@ class Sessions:
         otherwise. Deltas never enter workflow history.
         """
         store = self._connection.needs_store("deltas")
+        await self._calls.check_visible(session_id)
         if turn_id is None:
             turn_id = (await self.state(session_id)).active_turn_id
         after = 0
@@ -354,5 +360,8 @@ class Sessions:
         is when that run started. Archived sessions only with ``include_archived``; ``query``
         adds a visibility filter, which must stay inside its group (``InvalidListFilter``
         otherwise: unbalanced parentheses or quotes, or a filter Temporal refuses, with its
-        reason); only session workflows are listed."""
-        return await list_session_rows(self._connection.temporal, query, limit, include_archived)
+        reason); only session workflows are listed. Only this client's principal's sessions, unless
+        it is one of the client's operators (who see everyone's)."""
+        connection = self._connection
+        owner = None if connection.principal in connection.operators else connection.principal
+        return await list_session_rows(connection.temporal, query, limit, include_archived, owner)

@@ -29,6 +29,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._visibility import claim_id, taken_reason
 from agentrt.client._workers import check_payload_storage
 from agentrt.schemas import (
     SESSION_OWNER,
@@ -45,6 +46,7 @@ from agentrt.schemas import (
     session_workflow_id,
 )
 from agentrt.client._session_handlers import SessionHandlers
+from agentrt.store import Store
 
 # The server's default ``limit.maxIDLength``: a longer workflow id fails a start with a bare RPC error.
 MAX_WORKFLOW_ID_CHARS = 1000
@@ -139,12 +141,20 @@ async def start_session(
     in the workflow's memo (``start_memo``) for that check, made before the update is sent (the
     server would answer an update id it knows whatever the start's config). Raises
     ``RequestRejected`` (nothing sent) for a session id in the space of derived ids that is not
-    this key's (``reserved_id_problem``), a session that was started otherwise (``a session with
+    this key's (``reserved_id_problem``), an id another owner has used (recorded in the client's
+    store, ``claim_id``: also after Temporal has forgotten it; worded as any taken id), a session that was started otherwise (``a session with
     this id exists``), the same key used for a start with another config, and a session that has ended."""
     session_id = config.session_id
     problem = reserved_id_problem("session", session_id, client.principal, idempotency_key)
     if problem is not None:
         raise RequestRejected(session_id, "start", problem)
+    if not await claim_id(client.store, session_workflow_id(session_id), client.principal):
+        raise RequestRejected(session_id, "start", taken_reason("session"))  # another owner's, now or before
+    if client.store is None:  # no record to ask: the workflow under the id, if any, says whose it is
+        found = await _described(client.temporal, session_id)
+        owner = None if found is None else found.typed_search_attributes.get(SESSION_OWNER)
+        if owner is not None and owner != client.principal:
+            raise RequestRejected(session_id, "start", taken_reason("session"))
     if idempotency_key is None:
         operation = start_operation(config, client.task_queue)
         try:
@@ -286,6 +296,7 @@ class Sender(Protocol):
     temporal: Client
     task_queue: str
     principal: str
+    store: Store | None
 
 
 async def message_input(

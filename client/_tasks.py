@@ -25,6 +25,7 @@ from temporalio.client import (
 
 from agentrt.client._addressed import WorkflowKind, listing_fields
 from agentrt.client._connection import Connection
+from agentrt.client._visibility import check_visible
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
     MAX_TASK_ID_BYTES,
@@ -107,9 +108,9 @@ class Tasks:
     Every method that names a task raises ``TaskNotFound`` when no workflow ``task-<task_id>``
     exists, ``RequestRejected`` when the task refuses the request (its message names the task and
     says why: not the owner, an operator without a reason, nothing to change, the task has ended),
-    and ``WorkerUnavailable`` when no worker answers (queries and updates need one). Reads
-    (``status``, ``events``, ``wait``) are open to any principal, as a session's ``state`` and
-    ``events`` are; changes are the owner's, or an operator's with a reason.
+    and ``WorkerUnavailable`` when no worker answers (queries and updates need one). A task shows
+    itself only to its owner and the operators: to anyone else every call answers ``TaskNotFound``
+    as for a missing task (``check_visible``); changes are the owner's, or an operator's with a reason.
     """
 
     def __init__(self, connection: Connection) -> None:
@@ -219,7 +220,7 @@ class Tasks:
             self._connection.temporal, AUTONOMOUS_TASK_WORKFLOW, AutonomousTaskInput(config=config), task_id,
             workflow_id=task_workflow_id(task_id), task_queue=self._connection.task_queue,
             owner=config.owner, status="waiting", summary=task_summary(config), details=task_details(config),
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key, store=self._connection.store,
         )
         return task_id
 
@@ -249,6 +250,7 @@ class Tasks:
         how: ``completed``, ``failed`` (``failure_reason``) or ``cancelled``. Raises ``TaskNotFound``;
         ``RequestRejected`` (request ``wait``) when its workflow ended without a result
         (terminated, timed out)."""
+        await self._check_visible(task_id)
         handle = self._connection.temporal.get_workflow_handle(task_workflow_id(task_id), result_type=AutonomousTaskResult)
         return await TASK.result(handle, task_id)
 
@@ -300,10 +302,17 @@ class Tasks:
     async def _control(self, task_id: str, update: str, reason: str | None) -> TaskStatusView:
         return await self._update(task_id, update, TaskControlInput(principal=self._connection.principal, reason=reason))
 
+    async def _check_visible(self, task_id: str) -> None:
+        await check_visible(
+            self._connection, task_workflow_id(task_id), lambda: TaskNotFound(task_id), lambda err: _task_error(task_id, err)
+        )
+
     async def _update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
+        await self._check_visible(task_id)
         return await TASK.update(self._handle(task_id), task_id, update, argument, TaskStatusView)
 
     async def _query(self, task_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
+        await self._check_visible(task_id)
         return await TASK.query(self._handle(task_id), task_id, query, argument, result_type)
 
 def _cron_problem(expression: str) -> str | None:

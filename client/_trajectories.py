@@ -14,15 +14,19 @@ import os
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from agentrt.client._connection import Connection
+from agentrt.client._session_calls import SESSION
 from agentrt.client._sessions import Sessions
+from agentrt.client._visibility import check_visible, may_see
 from agentrt.schemas import (
     Event,
     InvalidTrajectoryFile,
+    SessionNotFound,
     Trajectory,
     TrajectoryCompleted,
     TrajectoryStarted,
@@ -32,6 +36,7 @@ from agentrt.schemas import (
     TurnNotFound,
     TurnTrajectory,
     UserMessageAdded,
+    session_workflow_id,
     trajectory_from_events,
 )
 
@@ -53,19 +58,45 @@ class Trajectories:
         """The session's trajectory (every turn that recorded one, in order), or only turn
         ``turn_id``'s. Read from the client's store when it has the session (every ended turn
         is there whole, also after the session's workflow and server are gone), else from the
-        workflow's events (``all_events``). Raises ``SessionNotFound``, and ``TurnNotFound``
+        workflow's events (``all_events``). Raises ``SessionNotFound`` (also for another owner's
+        session: only its owner and the client's operators read it, ``check_visible``; a session
+        Temporal no longer knows by its owner on record in the store), and ``TurnNotFound``
         for a turn the session has no trajectory of."""
         store = self._connection.store
+        await self._check_readable(session_id)
         stored = await asyncio.to_thread(stored_trajectory, store, session_id, turn_id) if store is not None else None
         if stored is not None:
             return stored
         return _fold(session_id, [e async for e in self._sessions.all_events(session_id) if isinstance(e, _FOLDED)], turn_id)
 
+    async def _check_readable(self, session_id: str) -> None:
+        connection = self._connection
+        try:
+            await check_visible(
+                connection, session_workflow_id(session_id), lambda: SessionNotFound(session_id),
+                lambda err: SESSION.error(session_id, err),
+            )
+        except SessionNotFound:
+            store = connection.store
+            workflow_id = session_workflow_id(session_id)
+            owner = None if store is None else await asyncio.to_thread(store.workflow_owner, workflow_id)
+            if owner is None or not may_see(connection, owner):
+                raise
 
-def stored_trajectory(store: "Store", session_id: str, turn_id: str | None = None) -> Trajectory | None:
+
+def stored_trajectory(
+    store: "Store", session_id: str, turn_id: str | None = None, *,
+    principal: str | None = None, operators: Sequence[str] = (),
+) -> Trajectory | None:
     """The session's trajectory from ``store`` alone (no server needed: every ended turn is there
-    whole), or None when the store has no event of the session. Raises ``TurnNotFound`` for a
+    whole), or None when the store has no event of it. With ``principal``, None too unless the
+    session's owner on record (``Store.workflow_owner``) is ``principal`` or ``principal`` is one of
+    ``operators``: another owner's session reads as a missing one. Raises ``TurnNotFound`` for a
     turn it has no trajectory of."""
+    if principal is not None:
+        owner = store.workflow_owner(session_workflow_id(session_id))
+        if owner != principal and principal not in operators:
+            return None
     events = _events_in(store, session_id)
     return _fold(session_id, events, turn_id) if events else None
 

@@ -17,7 +17,7 @@ import inspect
 import os
 import re
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +25,6 @@ from typing import TypeVar
 
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.client import AgentClient
 from agentrt.gateway._errors import Problem, problem_for
@@ -33,7 +32,6 @@ from agentrt.gateway._models import ID_PATTERN, MAX_PATH_ID_CHARS
 from agentrt.gateway._stream import StreamHub
 from agentrt.gateway._webhooks import WatchKind, WebhookDispatcher
 from agentrt.schemas import (
-    SESSION_OWNER,
     GraphNotFound,
     SessionNotFound,
     TaskNotFound,
@@ -51,8 +49,6 @@ MAX_TOKEN_CHARS = 4_096
 WORKER_SEEN_SECONDS = 10.0
 # The longest a session update (create, send, cancel, archive, edit, answer) waits for a worker (seconds).
 UPDATE_DEADLINE_SECONDS = 60.0
-# How many (principal, workflow) pairs the gateway remembers as visible (owners never change).
-VISIBLE_CACHE_SIZE = 10_000
 # The most session streams (SSE responses) one principal, and all callers together, hold open at once.
 MAX_STREAMS_PER_PRINCIPAL = 16
 MAX_STREAMS = 512
@@ -82,7 +78,6 @@ class Gateway:
     insecure_principal: str | None = None
     max_streams_per_principal: int = MAX_STREAMS_PER_PRINCIPAL
     max_streams: int = MAX_STREAMS
-    _visible: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict)
     _worker_seen_until: float = 0.0
     _streams: Counter[str] = field(default_factory=Counter)
 
@@ -112,23 +107,10 @@ class Gateway:
 
     async def ensure_visible(self, caller: "Caller", workflow_id: str, not_found: Exception) -> None:
         """Raise ``not_found`` (404) unless the workflow exists and ``caller`` owns it or is one of
-        the configuration's operators; positive answers are remembered (one describe each)."""
-        key = (caller.principal, workflow_id)
-        if key in self._visible:
-            self._visible.move_to_end(key)
-            return
-        try:
-            description = await self.client.temporal.get_workflow_handle(workflow_id).describe()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise problem_for(not_found) from err
-            raise
-        owner = description.typed_search_attributes.get(SESSION_OWNER)
-        if caller.principal != owner and caller.principal not in self.client.operators:
+        the configuration's operators (``AgentClient.may_read`` of the request's own client: the
+        answer lives as long as the request, so an owner change is seen by the next one)."""
+        if not await caller.client.may_read(workflow_id):
             raise problem_for(not_found)
-        self._visible[key] = None
-        if len(self._visible) > VISIBLE_CACHE_SIZE:
-            self._visible.popitem(last=False)
 
     async def needs_worker(self) -> None:
         """503 when no worker polls the client's task queue: an update to a session (a create, a

@@ -209,8 +209,8 @@ class WebhookDispatcher:
         approval request of the session so far). A task or run is notified first with its current
         status (``previous_status`` null). Raises ``ConfigurationError`` for an unknown ``kind`` or
         a negative ``since_seq``; ``SessionNotFound`` / ``TaskNotFound`` / ``GraphNotFound`` when no
-        such workflow exists or ``principal`` may not read it (a run is its owner's and the
-        operators'; a child session likewise).
+        such workflow exists or ``principal`` may not read it (a session, task or run is its owner's
+        and the operators').
         """
         if kind not in WATCH_KINDS:
             raise ConfigurationError(f"a webhook watch is of a {' / '.join(WATCH_KINDS)}, not {kind!r}")
@@ -231,10 +231,8 @@ class WebhookDispatcher:
         if description is None:
             raise not_found(target_id)
         owner = description.typed_search_attributes.get(SESSION_OWNER)
-        if principal == owner or principal in self._client.operators:
-            return
-        if kind == "run" or (kind == "session" and description.parent_id is not None):
-            raise not_found(target_id)
+        if principal != owner and principal not in self._client.operators:
+            raise not_found(target_id)  # another owner's work answers as missing work does
 
     async def _describe(self, workflow_id: str) -> WorkflowExecutionDescription | None:
         """The workflow's description, or None when there is no such workflow."""

@@ -159,6 +159,10 @@ class PrepareSessionInput(Model):
     workspace: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # The session's agent (``SessionConfig.agent``): its tools and profile are listed and described.
     agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The session's id and owner: the id is claimed for the owner in the store (``claim_owner``);
+    # another owner's id fails the session before anything of it is read or written.
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    owner: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PrepareSessionResult(Model):

@@ -51,6 +51,7 @@ __all__ = [
     "usage_receipts",
     "webhook_deliveries",
     "webhook_watches",
+    "workflow_owners",
 ]
 
 metadata = MetaData(
@@ -324,6 +325,17 @@ graph_events = Table(
     Column("at", DateTime(timezone=True), nullable=True),
     Column("body_json", Text, nullable=False),
     PrimaryKeyConstraint("graph_id", "seq"),
+)
+
+# Workflow owners (migration 0014): the principal that first started each workflow id
+# (``session-ID``, ``task-ID``, ``graph-ID``). Written once, never changed: an id never passes to
+# another owner, also after Temporal has forgotten the workflow (its retention).
+workflow_owners = Table(
+    "workflow_owners",
+    metadata,
+    Column("workflow_id", String(1024), primary_key=True),
+    Column("owner", String(255), nullable=False),
+    Column("claimed_at", DateTime(timezone=True), nullable=False),
 )
 
 WEBHOOK_WATCH_KINDS = ("session", "task", "run")

@@ -76,7 +76,7 @@ def standing_refusal(
     operator without a reason; None when it may (``standing``)."""
     who = standing(owner, operators, principal, reason)
     if who == "not_owner":
-        return f"principal {principal!r} may not {verb} {what} (owner is {owner!r})"
+        return f"principal {principal!r} may not {verb} {what}: not its owner"
     if who == "no_reason":
         return f"operator {principal!r} must give a reason to {verb} {what}, which it does not own"
     return None

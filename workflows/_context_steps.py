@@ -77,7 +77,8 @@ class Context:
             prepared = await self._tools_call(
                 options.PREPARE_SESSION,
                 PrepareSessionInput(
-                    tools=config.tools, profile=config.profile, script=config.script, workspace=config.workspace, agent=config.agent
+                    tools=config.tools, profile=config.profile, script=config.script, workspace=config.workspace,
+                    agent=config.agent, session_id=config.session_id, owner=config.owner,
                 ),
                 PrepareSessionResult,
                 "prepare session: list tools, describe profile",
@@ -144,12 +145,16 @@ class Context:
 
     async def _tools_call(self, config: options.ActivityConfig, arg: object, result_type: type, summary: str) -> Any:
         """``tools.list`` or ``session.prepare``; one that keeps failing fails the session (``ToolsUnavailable``),
-        one that names an agent the worker lacks fails it at once (``AgentNotRegistered``)."""
+        one that names an agent the worker lacks fails it at once (``AgentNotRegistered``), as one
+        whose id another owner has used does (``SessionIdTaken``)."""
         try:
             return await self.run.execute(config, arg, local=self.run.gen.lean_rounds, result_type=result_type, summary=summary)
         except ActivityError as err:
             if self.run.cancelled_call(err):
                 raise  # not a broken tool registry: the workflow was cancelled meanwhile
+            if error_type(err) == "SessionIdTaken":
+                message = error_text(err).removeprefix("SessionIdTaken: ")
+                raise ApplicationError(message, type="SessionIdTaken", non_retryable=True) from err
             if error_type(err) == "AgentNotRegistered":
                 cause = err.cause if isinstance(err.cause, ApplicationError) else None
                 details = cause.details if cause is not None else ()

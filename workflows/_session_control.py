@@ -64,7 +64,7 @@ class SessionControl:
         config = self.run.config
         who = self.standing(principal, reason)
         if who == "not_owner":
-            return f"principal {principal!r} may not {verb} session {config.session_id} (owner is {config.owner!r})"
+            return f"principal {principal!r} may not {verb} session {config.session_id}: not its owner"
         if who == "no_reason":
             return f"operator {principal!r} must give a reason to {verb} session {config.session_id}, which it does not own"
         return None
@@ -83,7 +83,7 @@ class SessionControl:
         if run.ending():
             raise rejected(f"session {session} is ending: its workflow was cancelled")
         if principal != run.config.owner:
-            raise rejected(f"principal {principal!r} may not {verb} session {session} (owner is {run.config.owner!r})")
+            raise rejected(f"principal {principal!r} may not {verb} session {session}: not its owner")
 
     # ---------------------------------------------------------------- messages and operations
 
@@ -344,7 +344,7 @@ class SessionControl:
         config, state = self.run.config, self.run.state
         if input.principal != config.owner:
             raise rejected(
-                f"principal {input.principal!r} may not decide memories of session {config.session_id} (owner is {config.owner!r})"
+                f"principal {input.principal!r} may not decide memories of session {config.session_id}: not its owner"
             )
         if all(p.memory_id != input.memory_id for p in state.memory_proposals):
             raise rejected(f"memory {input.memory_id!r} is not a proposal of session {config.session_id} waiting for a decision")

@@ -110,7 +110,10 @@ async def test_a_query_narrows_the_listing_and_still_shows_one_row_per_session(l
 
 
 async def test_the_cli_lists_one_row_per_session_and_archived_ones_only_with_all(listed: Listed, tmp_path: Path) -> None:
-    env = {**os.environ, "AGENTRT_TEMPORAL_ADDRESS": listed.server.address, "AGENTRT_TASK_QUEUE": listed.client.task_queue}
+    env = {
+        **os.environ, "AGENTRT_TEMPORAL_ADDRESS": listed.server.address, "AGENTRT_TASK_QUEUE": listed.client.task_queue,
+        "AGENTRT_PRINCIPAL": OWNER,  # the CLI lists its principal's sessions
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -119,7 +119,14 @@ class FixedEvents:
 
 def EventsOnly(events: list[Event]) -> Trajectories:
     """The trajectories of a client without a store over a fixed list of events, as ``all_events`` would yield them."""
-    return Trajectories(SimpleNamespace(store=None), FixedEvents(events))  # type: ignore[arg-type]
+    return Trajectories(SimpleNamespace(store=None, readable=Everything()), FixedEvents(events))  # type: ignore[arg-type]
+
+
+class Everything:
+    """A connection's ``readable`` that holds every workflow id for ever: the principal may read them all."""
+
+    def get(self, workflow_id: str, default: float) -> float:
+        return float("inf")
 
 
 def session_events() -> list[Event]:

@@ -79,8 +79,8 @@ class TaskRig:
         """For the harness's worker (or, with ``task_queue``, a worker process on that queue)."""
         return cls.create(harness.temporal, harness.store, task_queue or harness.task_queue)
 
-    def as_principal(self, principal: str) -> AgentClient:
-        return AgentClient(self.temporal, task_queue=self.task_queue, principal=principal)
+    def as_principal(self, principal: str, operators: list[str] | None = None) -> AgentClient:
+        return AgentClient(self.temporal, task_queue=self.task_queue, principal=principal, operators=operators)
 
     def config(self, workspace: Path, script: str, goal: str = "build the thing", **fields: Any) -> TaskConfig:
         """A task owned by ``OWNER`` on the scripted model (fields as ``TaskConfig``'s)."""

@@ -15,6 +15,7 @@ from agentrt.schemas import (
     RequestRejected,
     SessionArchived,
     SessionCancelled,
+    SessionNotFound,
     ToolInvocationFailed,
     ToolInvocationStarted,
     TurnEnded,
@@ -144,7 +145,7 @@ async def test_a_cancel_from_a_stranger_is_refused_with_the_reason_and_the_turn_
     sid = harness.new_session_id()
     started = await harness.client.start(session_config(harness.client, sid, workspace, script), "go")
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, ModelRequestStarted))
-    with pytest.raises(RequestRejected, match="'mallory' may not cancel turns"):
+    with pytest.raises(SessionNotFound):  # another owner's session answers as a missing one
         await harness.as_principal("mallory").cancel(sid, include_queued=True)
     outcome = await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
     assert outcome.status == "completed" and outcome.answer == "done"

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agentrt.schemas import RequestRejected, SendMessageInput, TurnEnded, TurnOutcome
+from agentrt.schemas import RequestRejected, SendMessageInput, SessionNotFound, TurnEnded, TurnOutcome
 from agentrt.workflows.session import SessionWorkflow
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import session_config, write_script
@@ -91,9 +91,8 @@ async def test_send_and_wait_from_a_stranger_or_with_no_text_is_rejected_and_the
 
     with pytest.raises(RequestRejected, match="message text is empty"):
         await harness.client.send_and_wait(sid, "")
-    with pytest.raises(RequestRejected) as stranger:
+    with pytest.raises(SessionNotFound):  # another owner's session answers as a missing one
         await harness.as_principal("mallory").send_and_wait(sid, "let me in")
-    assert "principal 'mallory' may not send to session" in str(stranger.value)
     # The raw update rejects the same way (any Temporal client).
     with pytest.raises(WorkflowUpdateFailedError) as raw:
         await harness.handle(sid).execute_update(SessionWorkflow.send_and_wait, SendMessageInput(text=" ", principal=OWNER))

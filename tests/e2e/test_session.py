@@ -11,11 +11,12 @@ import pytest
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
+    ModelRequestStarted,
     PermissionDecisionIgnored,
     PermissionRequested,
     RequestRejected,
+    SessionNotFound,
     ToolInvocationFailed,
-    ModelRequestStarted,
 )
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, event_types, session_config, wait_for_event, write_script
@@ -127,7 +128,7 @@ async def test_decisions_from_strangers_unknown_requests_and_repeats_are_recorde
     await harness.handle(sid).signal("permission_decision", signal("req-999", "grant", OWNER))
     await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionDecisionIgnored) and e.why == "unknown_request")
     # ... while the client's update is rejected with the reason, changing nothing.
-    with pytest.raises(RequestRejected, match="'mallory' is not the owner"):
+    with pytest.raises(SessionNotFound):  # another owner's session answers as a missing one
         await harness.as_principal("mallory").approve(sid, request_id)
     with pytest.raises(RequestRejected, match="no pending request req-999"):
         await harness.client.approve(sid, "req-999")
@@ -206,7 +207,7 @@ async def test_send_message_rejects_empty_text_strangers_and_archived_sessions(
 
     with pytest.raises(RequestRejected, match="message text is empty"):
         await harness.client.send(sid, "   ")
-    with pytest.raises(RequestRejected, match="'mallory' may not send"):
+    with pytest.raises(SessionNotFound):  # another owner's session answers as a missing one
         await harness.as_principal("mallory").send(sid, "let me in")
     state = await harness.client.state(sid)
     assert state.turns_completed == 1 and state.queued_turn_ids == []

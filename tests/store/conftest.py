@@ -55,7 +55,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     url = request.getfixturevalue("pg_url")
     yield url
     with Store.open(url) as store, store.engine.begin() as conn:
-        conn.execute(text("TRUNCATE sessions, messages, events, token_deltas, effects, usage_receipts, memories RESTART IDENTITY"))
+        conn.execute(text("TRUNCATE sessions, messages, events, token_deltas, effects, usage_receipts, memories, workflow_owners RESTART IDENTITY"))
 
 
 @pytest.fixture

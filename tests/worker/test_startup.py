@@ -125,7 +125,7 @@ async def test_a_worker_on_a_namespace_without_the_search_attributes_registers_t
         await wait_for_line(log, "worker polling", process)
         session_id = await run_one_session(bare_server.address, task_queue, database_url, workspace, tmp_path)
         temporal = await connect(bare_server.address, plugin=AgentrtPlugin(AgentrtConfig(database_url=database_url)))
-        idle = await AgentClient(temporal, task_queue=task_queue).list_sessions("AgentSessionStatus = 'idle'")
+        idle = await AgentClient(temporal, task_queue=task_queue, principal=OWNER).list_sessions("AgentSessionStatus = 'idle'")
         assert session_id in [s.session_id for s in idle]
     print(log.read_text())
     assert (

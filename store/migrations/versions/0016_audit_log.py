@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0016"
-down_revision = "0011"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
