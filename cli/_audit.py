@@ -15,7 +15,8 @@ import typer
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._render import printable
 from agentrt.schemas import AuditEntry
-from agentrt.store import MAX_AUDIT_LIMIT, Store
+from agentrt.store import MAX_AUDIT_LIMIT
+from agentrt.worker import open_store
 
 _AGO = re.compile(r"(\d{1,9})([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -61,7 +62,7 @@ def audit(
     after = parse_since(since, datetime.now(timezone.utc)) if since is not None else None
 
     async def go() -> list[AuditEntry]:
-        with Store.open(config.database_url) as store:
+        with open_store(config) as store:
             return await asyncio.to_thread(
                 store.audit, principal=principal, target=target, action=action, since=after, limit=limit
             )

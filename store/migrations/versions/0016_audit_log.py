@@ -2,7 +2,7 @@
 decided ...), recorded once by its ``key`` (the event that records the act, or the store row it changed).
 
 Revision ID: 0016
-Revises: 0011
+Revises: 0014
 Create Date: 2026-12-06
 """
 
