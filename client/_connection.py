@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from temporalio.client import Client
 
-from agentrt.schemas import AdvisorPolicy, ConfigurationError
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, QuotaPolicy
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -27,7 +27,8 @@ class Connection:
     sessions, tasks and graphs start on, the principal it acts as, the store (None: the query paths
     only), and the settings of what it starts (the sessions' ``advisor`` and ``mcp_servers``; the
     tasks' and graphs' ``default_profile``, ``operators`` and ``tool_task_queue``).
-    ``readable_sessions``: the sessions this principal was found allowed to see (one describe each)."""
+    ``readable_sessions``: the sessions this principal was found allowed to see (one describe each).
+    ``quotas``: the tenants' quotas every start is checked against (``[quotas]``, ``[tenants]``)."""
 
     temporal: Client
     task_queue: str
@@ -39,6 +40,7 @@ class Connection:
     operators: list[str]
     tool_task_queue: str | None
     readable_sessions: set[str] = field(default_factory=set)
+    quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
 
     def needs_store(self, method: str) -> Store:
         """The store; ``ConfigurationError`` naming ``AgentClient.<method>`` when the client has none."""

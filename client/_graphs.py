@@ -29,6 +29,7 @@ from temporalio.service import RPCError
 
 from agentrt.client._addressed import WorkflowKind, listing_fields
 from agentrt.client._connection import Connection
+from agentrt.client._quotas import Quotas
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
     MAX_GRAPH_ID_BYTES,
@@ -239,12 +240,14 @@ class Graphs:
           granted (None: every tool but ``delegate``), ``sandbox``, ``network``,
           ``max_rounds_per_node``. Operators and the tool task queue are the client's.
 
-        Raises ``InvalidGraph`` / ``NodeCannotDecompose`` for a given graph that cannot run, and
+        Raises ``QuotaExceeded`` (nothing started) when the principal's tenant is at a quota;
+        ``InvalidGraph`` / ``NodeCannotDecompose`` for a given graph that cannot run, and
         ``RequestRejected`` (request ``start``, nothing started) for other invalid arguments or a
         graph id already used (by a running graph or one that ended: ids are not reused);
         ``PayloadCodecMismatch`` (nothing started) when the task queue's workers hold no key of this
         client's, or encrypt and this client has no codec keys (docs/encryption.md).
         """
+        await Quotas(self._connection).check_start()
         graph_id = GRAPH.start_id(graph_id, self._connection.principal, idempotency_key)
         if not graph_id or len(graph_id.encode()) > MAX_GRAPH_ID_BYTES:
             size = len(graph_id.encode())

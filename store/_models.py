@@ -11,6 +11,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -40,6 +41,7 @@ __all__ = [
     "messages",
     "metadata",
     "payloads",
+    "quota_raises",
     "reasoning",
     "sessions",
     "task_checkpoints",
@@ -157,8 +159,28 @@ usage_receipts = Table(
     Column("cache_read_tokens", Integer, nullable=False, server_default="0"),
     Column("cache_write_tokens", Integer, nullable=False, server_default="0"),
     Column("reasoning_tokens", Integer, nullable=False, server_default="0"),
+    # The attempt's cost (US dollars, by its profile's price) and the tool calls its reply asked
+    # for (migration 0015): a tenant's day is summed from receipts.
+    Column("cost_usd", Float, nullable=False, server_default="0"),
+    Column("tool_calls", Integer, nullable=False, server_default="0"),
     PrimaryKeyConstraint("session_id", "turn_id", "round", "attempt"),
     CheckConstraint("status IN ('started', 'completed', 'interrupted')", name="status"),
+    Index(None, "created_at"),
+)
+
+# Operators' quota raises (migration 0015): one row per raise of one tenant's quota, with who and why.
+# The latest row of a (tenant, quota) is its limit.
+quota_raises = Table(
+    "quota_raises",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(255), nullable=False),
+    Column("quota", String(64), nullable=False),
+    Column("limit_value", Float, nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "tenant", "created_at"),
 )
 
 # Reasoning blocks (``[ReasoningBlock]`` as JSON) of the assistant message at (session_id,

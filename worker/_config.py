@@ -13,10 +13,11 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from agentrt.schemas import AdvisorPolicy, ConfigurationError, McpServerConfig, ModelProfile, UnknownProfileError
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, McpServerConfig, ModelProfile, QuotaPolicy, UnknownProfileError
 from agentrt.store import agentrt_home
 from agentrt.worker._codec import CodecConfig, codec_config
 from agentrt.worker._gateway_config import GatewayConfig, gateway_config
+from agentrt.worker._quota_config import quota_policy
 from agentrt.worker._telemetry import TelemetryConfig, telemetry_config
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -25,7 +26,7 @@ DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
 TOP_LEVEL_KEYS = {
     "default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills",
-    "gateway", "telemetry", "codec", "worker",
+    "gateway", "telemetry", "codec", "worker", "quotas", "tenants",
 }
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
@@ -195,7 +196,9 @@ class AgentrtConfig:
     its clients' sessions use (``McpServerConfig``). ``skill_paths`` (``[skills] paths``):
     directories searched for skills besides each workspace's ``.agentrt/skills``.
     ``agent_modules`` (``[worker] agents``): modules whose ``Agent``s and ``@tool``s its workers
-    register (``agentrt worker --agents`` adds more). ``source`` is the file read, if any.
+    register (``agentrt worker --agents`` adds more). ``quotas`` (``[quotas]``, ``[tenants]``): the
+    tenants' limits (``QuotaPolicy``), checked by clients at a start and by workers at a model
+    call. ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -214,6 +217,7 @@ class AgentrtConfig:
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)
+    quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -261,7 +265,7 @@ class AgentrtConfig:
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
-                "[worker] agents, [gateway], [telemetry], [codec]"
+                "[worker] agents, [gateway], [telemetry], [codec], [quotas], [tenants]"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})
@@ -289,6 +293,7 @@ class AgentrtConfig:
         config.gateway = gateway_config(data.get("gateway", {}), file, env)
         config.telemetry = telemetry_config(data.get("telemetry", {}), file, env)
         config.codec = codec_config(data.get("codec", {}), file, env)
+        config.quotas = quota_policy(data.get("quotas", {}), data.get("tenants", {}), file)
         config.temporal_address = env.get("AGENTRT_TEMPORAL_ADDRESS", config.temporal_address)
         config.namespace = env.get("AGENTRT_NAMESPACE", config.namespace)
         config.task_queue = env.get("AGENTRT_TASK_QUEUE", config.task_queue)

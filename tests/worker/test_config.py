@@ -277,3 +277,32 @@ def test_a_server_named_like_a_built_in_tool_prefix_is_refused(tmp_path: Path) -
     file.write_text('[mcp.servers.fs]\ncommand = "x"\n')
     with pytest.raises(ConfigurationError, match="names built-in tools"):
         AgentrtConfig.load(file, env={})
+
+
+def test_quotas_and_tenants_are_read_into_one_policy(tmp_path: Path) -> None:
+    path = tmp_path / "agentrt.toml"
+    path.write_text(
+        '[tenants]\nalice = "acme"\n\n[quotas]\ntokens_per_day = 1000\n\n'
+        "[quotas.tenants.acme]\ncost_usd_per_day = 2.5\nconcurrent_sessions = 3\n"
+    )
+    quotas = AgentrtConfig.load(path, env={}).quotas
+    assert quotas.tenant_of("alice") == "acme" and quotas.default.tokens_per_day == 1000
+    assert quotas.limits("acme").model_dump() == {
+        "concurrent_sessions": 3, "tokens_per_day": 1000, "cost_usd_per_day": 2.5, "tool_calls_per_day": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        ("[quotas]\ntokens_a_day = 5\n", r"\[quotas\] has unknown setting\(s\) tokens_a_day"),
+        ("[quotas]\ntokens_per_day = -5\n", r"\[quotas\] is invalid: tokens_per_day"),
+        ("[quotas.tenants.acme]\ncost_usd_per_day = \"lots\"\n", r"\[quotas.tenants.acme\] is invalid"),
+        ('[tenants]\nalice = 5\n', r"\[tenants\] maps owner names to tenant names"),
+    ],
+)
+def test_a_bad_quota_setting_is_a_configuration_error_naming_it(tmp_path: Path, toml: str, problem: str) -> None:
+    path = tmp_path / "agentrt.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigurationError, match=problem):
+        AgentrtConfig.load(path, env={})
