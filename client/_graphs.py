@@ -37,6 +37,7 @@ from agentrt.schemas import (
     TASK_GRAPH_WORKFLOW,
     TERMINAL_GRAPH_STATUSES,
     ApprovePlanInput,
+    Budget,
     EventsPage,
     EventsQuery,
     GraphConfig,
@@ -218,6 +219,7 @@ class Graphs:
         network: bool = False,
         max_rounds_per_node: int = 50,
         idempotency_key: str | None = None,
+        budget: Budget | None = None,
     ) -> str:
         """Start a task graph owned by this client's principal; returns its graph id (the workflow
         id is ``graph-<graph_id>``).
@@ -239,6 +241,8 @@ class Graphs:
           (``block_dependents``, ``fail_fast``, ``allow_orphans``), ``tools`` the nodes may be
           granted (None: every tool but ``delegate``), ``sandbox``, ``network``,
           ``max_rounds_per_node``. Operators and the tool task queue are the client's.
+        - ``budget``: the graph's own (``Budget``), which its planner, nodes and reviews draw from;
+          once spent no node starts or retries and the graph fails ``budget_exceeded`` (docs/task-graphs.md).
 
         Raises ``QuotaExceeded`` (nothing started) when the principal's tenant is at a quota;
         ``InvalidGraph`` / ``NodeCannotDecompose`` for a given graph that cannot run, and
@@ -283,6 +287,7 @@ class Graphs:
             sandbox=sandbox,
             network=network,
             max_rounds_per_node=max_rounds_per_node,
+            budget=budget,
             operators=list(self._connection.operators),
             tool_task_queue=self._connection.tool_task_queue,
         )
