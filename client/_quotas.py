@@ -36,6 +36,13 @@ def _literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _rejected(tenant: str, request: str, reason: str) -> RequestRejected:
+    """``tenant <tenant> rejected <request>: <reason>`` (the error's ``session_id`` field holds the tenant)."""
+    error = RequestRejected(tenant, request, reason)
+    error.args = (f"tenant {tenant} rejected {request}: {reason}",)
+    return error
+
+
 class Quotas:
     """``check_start``, ``show`` and ``raise_quota`` over the connection's ``QuotaPolicy``
     (``Connection.quotas``, the configuration's ``[quotas]`` and ``[tenants]``) and store."""
@@ -93,7 +100,7 @@ class Quotas:
         c = self._connection
         tenant = tenant or self.tenant()
         if tenant != self.tenant() and c.principal not in c.operators:
-            raise RequestRejected(tenant, "quota show", "only an operator reads another tenant's quotas")
+            raise _rejected(tenant, "quota show", "only an operator reads another tenant's quotas")
         limits = await self.limits(tenant)
         usage = await self.usage(tenant)
         raises = await asyncio.to_thread(c.store.quota_raises, tenant) if c.store is not None else []
@@ -125,14 +132,14 @@ class Quotas:
         }
         given = {name: value for name, value in given.items() if value is not None}
         if c.principal not in c.operators:
-            raise RequestRejected(tenant, "quota raise", f"{c.principal} is not an operator ([principals] operators)")
+            raise _rejected(tenant, "quota raise", f"{c.principal} is not an operator ([principals] operators)")
         if not reason.strip():
-            raise RequestRejected(tenant, "quota raise", "a quota raise needs a reason")
+            raise _rejected(tenant, "quota raise", "a quota raise needs a reason")
         if not given:
-            raise RequestRejected(tenant, "quota raise", f"name at least one quota: {', '.join(QUOTA_NAMES)}")
+            raise _rejected(tenant, "quota raise", f"name at least one quota: {', '.join(QUOTA_NAMES)}")
         negative = [name for name, value in given.items() if value < 0]
         if negative:
-            raise RequestRejected(tenant, "quota raise", f"a limit is 0 or more: {', '.join(negative)}")
+            raise _rejected(tenant, "quota raise", f"a limit is 0 or more: {', '.join(negative)}")
         for name, value in given.items():
             await asyncio.to_thread(store.raise_quota, tenant, name, float(value), c.principal, reason)
         return await self.show(tenant)

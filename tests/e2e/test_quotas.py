@@ -6,6 +6,7 @@ same way."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -162,3 +163,38 @@ async def test_concurrent_sessions_are_counted_across_the_tenant_s_owners(harnes
 
     err = await asyncio.wait_for(refused(), 30)
     assert (err.tenant, err.quota, err.limit, err.resets_at) == (tenant, "concurrent_sessions", 1, None)
+
+
+async def test_the_cli_refuses_a_start_at_quota_with_the_quota_and_its_reset_and_starts_after_an_operator_raise(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    from tests.cli.test_cli import agentrt
+
+    tag = uuid.uuid4().hex[:8]
+    tenant, owner = f"acme-{tag}", f"alice-{tag}"
+    (tmp_path / "agentrt.toml").write_text(
+        f'[principals]\noperators = ["{OPS}"]\n\n[tenants]\n"{owner}" = "{tenant}"\n\n[quotas.tenants.{tenant}]\ntokens_per_day = 0\n'
+    )
+    script = write_script(tmp_path, [{"text": "started"}], name="cli.json")
+    run = ("run", "hello", "--workspace", str(workspace), "--script", script)
+
+    refused = await agentrt(harness, *run, cwd=tmp_path, env={"AGENTRT_PRINCIPAL": owner})
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    midnight = quota_day(datetime.now(UTC))[1].strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"tenant '{tenant}' is at its tokens_per_day quota of 0 (used 0): it resets at {midnight}" in refused.stderr
+
+    stranger = await agentrt(harness, "quota", "raise", tenant, "--tokens-per-day", "100000", "--reason", "mine", cwd=tmp_path,
+                             env={"AGENTRT_PRINCIPAL": owner})
+    assert stranger.returncode == 2 and f"{owner} is not an operator" in stranger.stderr
+    raised = await agentrt(harness, "quota", "raise", tenant, "--tokens-per-day", "100000", "--reason", "upgraded", "--json",
+                           cwd=tmp_path, env={"AGENTRT_PRINCIPAL": OPS})
+    assert raised.returncode == 0, raised.stderr
+    body = json.loads(raised.stdout)
+    assert body["limits"]["tokens_per_day"] == 100000 and body["raises"][-1]["principal"] == OPS
+    assert body["raises"][-1]["reason"] == "upgraded"
+
+    started = await agentrt(harness, *run, cwd=tmp_path, env={"AGENTRT_PRINCIPAL": owner})
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "started" in started.stdout
+    shown = await agentrt(harness, "quota", "show", cwd=tmp_path, env={"AGENTRT_PRINCIPAL": owner})
+    assert f"tenant {tenant}" in shown.stdout and "of 100,000" in shown.stdout and "upgraded" in shown.stdout
