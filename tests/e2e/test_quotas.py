@@ -198,3 +198,20 @@ async def test_the_cli_refuses_a_start_at_quota_with_the_quota_and_its_reset_and
     assert "started" in started.stdout
     shown = await agentrt(harness, "quota", "show", cwd=tmp_path, env={"AGENTRT_PRINCIPAL": owner})
     assert f"tenant {tenant}" in shown.stdout and "of 100,000" in shown.stdout and "upgraded" in shown.stdout
+
+
+async def test_tool_calls_per_day_count_the_calls_models_asked_for_and_stop_the_next_model_call(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    _, (alice, _) = _tenant(harness, Quota(tool_calls_per_day=1))
+    client = _client(harness, alice)
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}, {"text": "listed"}], name="tools.json")
+    config = session_config(client, harness.new_session_id(), workspace, script, approval=ALLOW_ALL)
+
+    started = await client.start(config, "list the files")
+    outcome = await client.wait(config.session_id, started.turn_id, timeout_seconds=60)
+
+    # The listing ran (the quota was not reached when it was asked for); the model call after it was not sent.
+    assert outcome.status == "budget_exceeded" and outcome.error_type == "QuotaExceeded" and outcome.tool_calls == 1
+    assert outcome.crossing is not None and (outcome.crossing.dimension, outcome.crossing.used) == ("tool_calls_per_day", 1)
+    assert [r.status for r in harness.store.usage_receipts(config.session_id)] == ["completed"]
