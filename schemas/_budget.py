@@ -183,14 +183,16 @@ class BudgetCrossing(Model):
 
     def text(self) -> str:
         limit, used = _quantity(self.dimension, self.limit), _quantity(self.dimension, self.used)
+        # A tenant's quota (``tokens_per_day``, ``concurrent_sessions``, ...) or a budget's limit.
+        kind = "quota" if self.dimension.endswith("_per_day") or self.dimension == "concurrent_sessions" else "budget"
         if self.estimated is not None:
             prompt = _quantity(self.dimension, self.estimated)
-            return f"{self.dimension} budget of {limit} would be passed by the next model call's prompt alone (~{prompt}; used {used}): not sent"
-        return f"{self.dimension} budget of {limit} reached (used {used})"
+            return f"{self.dimension} {kind} of {limit} would be passed by the next model call's prompt alone (~{prompt}; used {used}): not sent"
+        return f"{self.dimension} {kind} of {limit} reached (used {used})"
 
 
 def _quantity(dimension: str, value: float) -> str:
-    if dimension == "cost_usd":
+    if dimension.startswith("cost_usd"):
         return f"${value:,.4f}".rstrip("0").rstrip(".") if value else "$0"
     if dimension == "wall_seconds":
         minutes = math.ceil(value / 60) if value > 0 else 0
