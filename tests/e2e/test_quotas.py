@@ -215,3 +215,32 @@ async def test_tool_calls_per_day_count_the_calls_models_asked_for_and_stop_the_
     assert outcome.status == "budget_exceeded" and outcome.error_type == "QuotaExceeded" and outcome.tool_calls == 1
     assert outcome.crossing is not None and (outcome.crossing.dimension, outcome.crossing.used) == ("tool_calls_per_day", 1)
     assert [r.status for r in harness.store.usage_receipts(config.session_id)] == ["completed"]
+
+
+async def test_the_gateway_answers_a_start_at_quota_with_429_naming_the_quota_and_retry_after(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    from agentrt.client import create_app
+    from agentrt.worker import GatewayConfig, GatewayToken, token_sha256
+    from tests.e2e.test_gateway import gateway_client
+    from tests.gateway.test_gateway import serving
+
+    tag = uuid.uuid4().hex[:8]
+    tenant, owner, token = f"acme-{tag}", f"alice-{tag}", f"token-{tag}-0123456789abcdef"
+    quotas = QuotaPolicy(tenants={tenant: Quota(tokens_per_day=0)}, owners={owner: tenant})
+    client = await gateway_client(harness)
+    client.connection.quotas = quotas
+    config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(token), principal=owner, scopes=("sessions",))])
+    script = write_script(tmp_path, [{"text": "never"}], name="gw.json")
+
+    async with serving(create_app(client, config, workspace_root=workspace.parent)) as http:
+        response = await http.post(
+            "/v1/sessions", json={"text": "hello", "workspace": workspace.name, "script": script},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    assert response.status_code == 429, response.text
+    body = response.json()
+    assert body["type"].endswith("quota-exceeded") and "tokens_per_day" in body["detail"] and "resets at" in body["detail"]
+    seconds = int(response.headers["Retry-After"])
+    assert 0 < seconds <= 86_401
