@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._call_context import CallContext, takes_reasoning_back
+from agentrt.activities._call_gate import CallGate
 from agentrt.activities._output import checked_answer, with_output_tool
 from agentrt.activities._system_prompt import budget_section
 from agentrt.activities._telemetry import ModelCall, model_call
@@ -98,6 +99,7 @@ class ModelActivities:
         self._store = store
         self._registry = registry
         self.context = CallContext(store)
+        self.gate = CallGate(store, config)  # the session's budget and the worker's [quotas]
         self._listings: OrderedDict[str, list[ToolSpec]] = OrderedDict()
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
@@ -223,7 +225,8 @@ class ModelActivities:
 
         Raises ``ApplicationError`` typed ``ProviderHTTPError`` / ``ProviderTransportError``
         (retryable per status, Retry-After as the next delay) or a non-retryable
-        configuration error (unknown profile, bad script, missing API key).
+        configuration error (unknown profile, bad script, missing API key); a non-retryable
+        ``BudgetExceeded`` or ``QuotaExceeded`` for a call its ``CallGate`` refuses (not sent).
         """
         # From the start: a store write that waits on a busy database must not look like a dead worker.
         beating = asyncio.create_task(_keep_heartbeating())
@@ -247,7 +250,9 @@ class ModelActivities:
         if input.tool_listing is not None:
             tools = tools + await asyncio.to_thread(self._tool_listing, input.tool_listing)
         # One transaction: the call's own events, its context, its "started" receipt.
-        system, messages = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
+        system, messages, refusal = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
+        if refusal is not None:
+            raise refusal
         request = ModelRequest(
             profile=profile, system=system, messages=messages, tools=with_output_tool(tools, input.output, profile),
             reply_index=input.reply_index, script_session=input.script_session, script_node=input.script_node,
@@ -286,7 +291,7 @@ class ModelActivities:
             buffer.clear()
             try:
                 await asyncio.to_thread(
-                    self._end, input, info.attempt, texts, written, status, usage or Usage(), response
+                    self._end, input, info.attempt, texts, written, status, usage or Usage(), response, profile
                 )
             except Exception:
                 if not quiet:
@@ -339,11 +344,12 @@ class ModelActivities:
 
     def _begin(
         self, input: ModelCallInput, attempt: int, profile: ModelProfile, tools: list[ToolSpec]
-    ) -> tuple[str | None, list[Message]]:
+    ) -> tuple[str | None, list[Message], ApplicationError | None]:
         """In one transaction: write the call's staged writes (its own messages are part of its
-        context), read its context (and the memories it shows; the budget note goes last), write
-        its "started" receipt. A context that cannot be read
-        (a missing summary) writes nothing, so no receipt claims a request that was never sent."""
+        context), read its context (and the memories it shows; the budget note goes last), ask the
+        ``CallGate``, write its "started" receipt. A context that cannot be read
+        (a missing summary) writes nothing, so no receipt claims a request that was never sent;
+        a call the gate refuses keeps its staged writes, gets no receipt and returns the refusal."""
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
@@ -353,9 +359,10 @@ class ModelActivities:
             budget = budget_section(input.budget_note)
             if budget:  # last: it changes every round, so everything before it stays in prompt caches
                 system = f"{system}\n\n{budget}" if system else budget
-            context = system, messages
-            self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
-        return context
+            refusal = self.gate.refusal(input, profile, self.gate.prompt_tokens(input, system, messages, tools), conn)
+            if refusal is None:
+                self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
+        return system, messages, refusal
 
     def _end(
         self,
@@ -366,16 +373,19 @@ class ModelActivities:
         status: str,
         usage: Usage,
         response: ModelResponse | None = None,
+        profile: ModelProfile | None = None,
     ) -> None:
-        """Write the last streamed ``texts``, the attempt's receipt (``status``, ``usage``) and
-        the reply's reasoning blocks (``response.reasoning``) in one transaction."""
+        """Write the last streamed ``texts``, the attempt's receipt (``status``, ``usage``, its cost
+        by ``profile``'s price and the tool calls ``response`` asked for) and the reply's reasoning
+        blocks (``response.reasoning``) in one transaction."""
+        cost, calls = CallGate.priced(profile, usage, response) if profile is not None else (0.0, 0)
         with self._store.transaction() as conn:
             self._store.append_deltas(input.session_id, input.turn_id, input.round, attempt, texts, start_idx, conn=conn)
             self._store.record_usage(
                 input.session_id, input.turn_id, input.round, attempt, status,  # type: ignore[arg-type]
                 usage.input_tokens, usage.output_tokens,
                 cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
-                reasoning_tokens=usage.reasoning_tokens, conn=conn,
+                reasoning_tokens=usage.reasoning_tokens, cost_usd=cost, tool_calls=calls, conn=conn,
             )
             if response is not None and response.reasoning:
                 self._store.put_reasoning(

@@ -4,7 +4,7 @@ The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 `_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_skills` (the
 `skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_graph` (the `graph`
 group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group),
-`_cli_serve` (`serve`: the HTTP gateway), `_cli_codec` (`codec-server`), `_cli_doctor`
+`_cli_serve` (`serve`: the HTTP gateway), `_quota` (the `quota` group: tenant quotas), `_cli_codec` (`codec-server`), `_cli_doctor`
 (`doctor`: stuck workflows), `_cli_audit` (`audit`: the audit log) and `_cli_common` (what they share); this module assembles them
 and is the console script's entry point. A reader that stops reading a command's output
 (`agentrt session list | head -1`) ends it quietly, with exit code 0.
@@ -135,6 +135,10 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "trajectory": LazyCommand(
         "Compare trajectories: what turns did, step by step.", _attribute("agentrt.cli._trajectory", "trajectory_app")
+    ),
+    "quota": LazyCommand(
+        "Tenant quotas: concurrent sessions, and tokens, dollars and tool calls per UTC day.",
+        _attribute("agentrt.cli._quota", "quota_app"),
     ),
 }
 

@@ -358,7 +358,9 @@ def print_outcome(session_id: str, outcome: TurnOutcome, as_json: bool) -> None:
         f"[{outcome.status}{code}{detail}] session {session_id} · {outcome.turn_id} · {outcome.rounds} round(s) · "
         f"{outcome.tool_calls} tool call(s) · {usage_text(outcome.usage)}"
     )
-    if outcome.status == "budget_exceeded":
+    if outcome.status == "budget_exceeded" and outcome.error_type == "QuotaExceeded":
+        typer.echo("the tenant's quota stops it until it resets or an operator raises it: agentrt quota show, agentrt quota raise")
+    elif outcome.status == "budget_exceeded":
         typer.echo(f"raise the budget to go on: agentrt session raise-budget {session_id} --budget-tokens N (see --help)")
 
 

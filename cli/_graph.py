@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.cli._common import SandboxMode, echo_listing, load_config, load_script, run_command
+from agentrt.cli._common import SandboxMode, budget_from_options, echo_listing, load_config, load_script, run_command
 from agentrt.cli._graph_render import dag_lines, graph_event_line, graph_lines, graph_result_lines, plan_lines
 from agentrt.client import load_graph_file
 from agentrt.cli._runtime import runtime
@@ -275,6 +275,10 @@ def graph_run(
     sandbox: SandboxMode = typer.Option(SandboxMode.workspace_write, "--sandbox", help="How the nodes' processes are confined."),
     network: bool = typer.Option(False, "--network", help="Let the nodes' sandboxed commands use the network."),
     max_rounds: int = typer.Option(50, "--max-rounds", min=1, max=10_000, help="Model calls per node session."),
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="Most tokens (input + output) of the whole graph."),
+    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Most cost of the whole graph in US dollars (priced profiles only)."),
+    budget_tool_calls: Optional[int] = typer.Option(None, "--budget-tool-calls", min=1, help="Most tool calls of the whole graph."),
+    budget_hours: Optional[float] = typer.Option(None, "--budget-hours", help="Most wall time since the start, in hours."),
     as_json: bool = typer.Option(False, "--json", help='Print {"graph_id": "..."} right after the start and do not follow.'),
     idempotency_key: Optional[str] = typer.Option(
         None, "--idempotency-key", metavar="KEY",
@@ -299,6 +303,7 @@ def graph_run(
             spec = load_graph_file(file)
         except ConfigurationError as err:
             raise typer.BadParameter(str(err), param_hint="FILE") from None
+    budget = budget_from_options(budget_tokens, budget_usd, budget_tool_calls, budget_hours)
     config = load_config()
     chosen = _check_models(config, spec, profile, script, planner_profile, reviewer_profile)
     started: dict[str, str] = {}
@@ -311,7 +316,7 @@ def graph_run(
                 script=str(script) if script else None, planner_profile=planner_profile, reviewer_profile=reviewer_profile,
                 approve_plan=approve_plan.value, risk_level=risk_level.value, max_parallel=max_parallel, max_retries=max_retries,
                 failure_policy=failure_policy.value, tools=tools or None, sandbox=sandbox.value, network=network,
-                max_rounds_per_node=max_rounds, idempotency_key=idempotency_key,
+                max_rounds_per_node=max_rounds, idempotency_key=idempotency_key, budget=budget,
             )
             started["id"] = gid
             if not await client.has_worker():

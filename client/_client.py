@@ -15,13 +15,14 @@ from agentrt.client._connection import Connection, connect
 from agentrt.client._decisions import Decisions
 from agentrt.client._graphs import Graphs
 from agentrt.client._memories import Memories
+from agentrt.client._quotas import Quotas
 from agentrt.client._session_calls import SessionCalls
 from agentrt.client._sessions import Sessions
 from agentrt.client._tasks import Tasks
 from agentrt.client._trajectories import Trajectories
 from agentrt.client._visibility import may_read
 from agentrt.client._workers import workflow_pollers
-from agentrt.schemas import AdvisorPolicy, AuditEntry, ServerUnavailable
+from agentrt.schemas import AdvisorPolicy, AuditEntry, QuotaPolicy, ServerUnavailable
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -49,7 +50,8 @@ class AgentClient:
     - ``memories``: ``list``, ``decide``, ``forget``; ``trajectories``: ``get``;
     - ``tasks``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``pause``, ``resume``,
       ``nudge``, ``cancel``, ``amend_goal``, ``raise_budget``;
-    - ``graphs``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``approve``, ``reject``, ``cancel``.
+    - ``graphs``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``approve``, ``reject``, ``cancel``;
+    - ``quotas``: ``show``, ``raise_quota`` (and ``check_start``, which every start asks first).
 
     The flat methods of earlier releases are aliases of those (the same bound methods):
     ``client.start`` is ``client.sessions.start`` (and so on for every session call,
@@ -67,17 +69,18 @@ class AgentClient:
     ``advisor`` and ``mcp_servers``: the ``AdvisorPolicy`` and MCP servers of the sessions ``new_config``
     makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``). ``default_profile``,
     ``operators`` and ``tool_task_queue``: the profile (when none is given), operators and tool task
-    queue of the tasks and graphs it starts (``for_config``: the configuration's)."""
+    queue of the tasks and graphs it starts (``for_config``: the configuration's). ``quotas``: the
+    tenants' quotas its starts are checked against (``for_config``: ``[quotas]`` and ``[tenants]``)."""
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
         advisor: AdvisorPolicy | None = None, mcp_servers: list[str] | None = None, default_profile: str = "default",
-        operators: list[str] | None = None, tool_task_queue: str | None = None,
+        operators: list[str] | None = None, tool_task_queue: str | None = None, quotas: QuotaPolicy | None = None,
     ) -> None:
         self.connection = Connection(
             temporal=temporal, task_queue=task_queue, principal=principal or default_principal(), store=store,
             advisor=advisor or AdvisorPolicy(), mcp_servers=list(mcp_servers or []), default_profile=default_profile,
-            operators=list(operators or []), tool_task_queue=tool_task_queue,
+            operators=list(operators or []), tool_task_queue=tool_task_queue, quotas=quotas or QuotaPolicy(),
         )
         calls = SessionCalls(self.connection)
         self.sessions = Sessions(self.connection, calls)
@@ -86,6 +89,7 @@ class AgentClient:
         self.trajectories = Trajectories(self.connection, self.sessions)
         self.tasks = Tasks(self.connection)
         self.graphs = Graphs(self.connection)
+        self.quotas = Quotas(self.connection)
         # The flat names of earlier releases: aliases of the sub-clients' methods.
         sessions, decisions, tasks, graphs = self.sessions, self.decisions, self.tasks, self.graphs
         self.new_config, self.start, self.start_and_wait = sessions.new_config, sessions.start, sessions.start_and_wait
@@ -128,11 +132,11 @@ class AgentClient:
         cls, temporal: Client, config: AgentrtConfig, *, principal: str | None = None, store: Store | None = None
     ) -> "AgentClient":
         """A client on ``temporal`` with ``config``'s task queue, advisor, MCP servers, default profile,
-        operators and tool task queue (every client the CLI makes)."""
+        operators, tool task queue and quotas (every client the CLI makes)."""
         return cls(
             temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor,
             mcp_servers=sorted(config.mcp_servers), default_profile=config.default_profile, operators=config.operators,
-            tool_task_queue=config.tool_task_queue,
+            tool_task_queue=config.tool_task_queue, quotas=config.quotas,
         )
 
     def with_principal(self, principal: str) -> "AgentClient":
@@ -142,7 +146,7 @@ class AgentClient:
         return type(self)(
             c.temporal, task_queue=c.task_queue, principal=principal, store=c.store, advisor=c.advisor,
             mcp_servers=c.mcp_servers, default_profile=c.default_profile, operators=c.operators,
-            tool_task_queue=c.tool_task_queue,
+            tool_task_queue=c.tool_task_queue, quotas=c.quotas,
         )
 
     async def audit(

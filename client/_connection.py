@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from temporalio.client import Client
 
-from agentrt.schemas import AdvisorPolicy, ConfigurationError
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, QuotaPolicy
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -28,7 +28,8 @@ class Connection:
     only), and the settings of what it starts (the sessions' ``advisor`` and ``mcp_servers``; the
     tasks' and graphs' ``default_profile``, ``operators`` and ``tool_task_queue``).
     ``readable``: the running workflows (sessions, tasks, graphs) this principal was found allowed
-    to see, by workflow id, until when (``time.monotonic()``) that answer is believed (``check_visible``)."""
+    to see, by workflow id, until when (``time.monotonic()``) that answer is believed (``check_visible``).
+    ``quotas``: the tenants' quotas every start is checked against (``[quotas]``, ``[tenants]``)."""
 
     temporal: Client
     task_queue: str
@@ -40,6 +41,7 @@ class Connection:
     operators: list[str]
     tool_task_queue: str | None
     readable: dict[str, float] = field(default_factory=dict)
+    quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
 
     def needs_store(self, method: str) -> Store:
         """The store; ``ConfigurationError`` naming ``AgentClient.<method>`` when the client has none."""

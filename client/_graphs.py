@@ -28,6 +28,7 @@ from temporalio.client import (
 
 from agentrt.client._addressed import WorkflowKind, listing_fields
 from agentrt.client._connection import Connection
+from agentrt.client._quotas import Quotas
 from agentrt.client._visibility import check_visible, may_see
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
@@ -35,6 +36,7 @@ from agentrt.schemas import (
     TASK_GRAPH_WORKFLOW,
     TERMINAL_GRAPH_STATUSES,
     ApprovePlanInput,
+    Budget,
     EventsPage,
     EventsQuery,
     GraphConfig,
@@ -216,6 +218,7 @@ class Graphs:
         network: bool = False,
         max_rounds_per_node: int = 50,
         idempotency_key: str | None = None,
+        budget: Budget | None = None,
     ) -> str:
         """Start a task graph owned by this client's principal; returns its graph id (the workflow
         id is ``graph-<graph_id>``).
@@ -237,13 +240,17 @@ class Graphs:
           (``block_dependents``, ``fail_fast``, ``allow_orphans``), ``tools`` the nodes may be
           granted (None: every tool but ``delegate``), ``sandbox``, ``network``,
           ``max_rounds_per_node``. Operators and the tool task queue are the client's.
+        - ``budget``: the graph's own (``Budget``), which its planner, nodes and reviews draw from;
+          once spent no node starts or retries and the graph fails ``budget_exceeded`` (docs/task-graphs.md).
 
-        Raises ``InvalidGraph`` / ``NodeCannotDecompose`` for a given graph that cannot run, and
+        Raises ``QuotaExceeded`` (nothing started) when the principal's tenant is at a quota;
+        ``InvalidGraph`` / ``NodeCannotDecompose`` for a given graph that cannot run, and
         ``RequestRejected`` (request ``start``, nothing started) for other invalid arguments or a
         graph id already used (by a running graph or one that ended: ids are not reused);
         ``PayloadCodecMismatch`` (nothing started) when the task queue's workers hold no key of this
         client's, or encrypt and this client has no codec keys (docs/encryption.md).
         """
+        await Quotas(self._connection).check_start()
         graph_id = GRAPH.start_id(graph_id, self._connection.principal, idempotency_key)
         if not graph_id or len(graph_id.encode()) > MAX_GRAPH_ID_BYTES:
             size = len(graph_id.encode())
@@ -279,6 +286,7 @@ class Graphs:
             sandbox=sandbox,
             network=network,
             max_rounds_per_node=max_rounds_per_node,
+            budget=budget,
             operators=list(self._connection.operators),
             tool_task_queue=self._connection.tool_task_queue,
         )

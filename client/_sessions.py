@@ -19,6 +19,7 @@ from agentrt.client._connection import Connection
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._outcomes import message_outcome
 from agentrt.client._patience import Patience
+from agentrt.client._quotas import Quotas
 from agentrt.client._queries import query_workflow
 from agentrt.client._session_calls import SessionCalls, query_failed
 from agentrt.client._session_handlers import SessionHandlers
@@ -105,10 +106,12 @@ class Sessions:
         Without ``idempotency_key``, if the session already runs the message is sent to it. With
         one, a repeat returns the first message's turn and queues nothing (``send``), and a session
         this principal did not start with this key and config is ``RequestRejected`` (nothing sent:
-        ``starts.start_session``). Returns the session and turn ids. Raises ``PayloadStorageMismatch``
+        ``starts.start_session``). Returns the session and turn ids. Raises ``QuotaExceeded`` (nothing
+        started) when the principal's tenant is at a quota (``Quotas.check_start``); ``PayloadStorageMismatch``
         (nothing started or sent) for a message that would leave history for payload storage the
         task queue's workers do not read.
         """
+        await Quotas(self._connection).check_start()
         message = await starts.first_message(self._connection, config.session_id, text, "send_message", idempotency_key, output)
         try:
             result = await starts.start_session(
@@ -139,6 +142,7 @@ class Sessions:
         ``idempotency_key`` as in ``send_and_wait``; through server restarts and lost updates as
         ``send_and_wait`` goes. Raises what ``start`` and ``wait`` raise.
         """
+        await Quotas(self._connection).check_start()
         message = await starts.first_message(self._connection, config.session_id, text, "send_and_wait", idempotency_key, output)
         update_id = starts.message_update_id("send_and_wait", message)
         send = starts.start_and_send(self._connection, config, message, update_id, idempotency_key, on_accepted)

@@ -25,6 +25,7 @@ from temporalio.client import (
 
 from agentrt.client._addressed import WorkflowKind, listing_fields
 from agentrt.client._connection import Connection
+from agentrt.client._quotas import Quotas
 from agentrt.client._visibility import check_visible
 from agentrt.schemas import (
     AUTONOMOUS_TASK_WORKFLOW,
@@ -170,11 +171,13 @@ class Tasks:
           registered agent every session runs as (docs/agents.md).
 
         The workflow starts on the client's task queue; it waits there until a worker runs.
-        Raises ``RequestRejected`` (request ``start``, nothing started) for invalid arguments, or
+        Raises ``QuotaExceeded`` (nothing started) when the principal's tenant is at a quota;
+        ``RequestRejected`` (request ``start``, nothing started) for invalid arguments, or
         for a task id already used (by a running task or one that ended: ids are not reused);
         ``PayloadCodecMismatch`` (nothing started) when the task queue's workers hold no key of this
         client's, or encrypt and this client has no codec keys (docs/encryption.md).
         """
+        await Quotas(self._connection).check_start()
         task_id = TASK.start_id(task_id, self._connection.principal, idempotency_key)
         if not task_id or len(task_id.encode()) > MAX_TASK_ID_BYTES:
             raise task_rejected(

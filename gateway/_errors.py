@@ -18,6 +18,8 @@ bodies are bounded before any route reads them.
                                                   a model built from the request that does not validate
     422     urn:agentrt:problem:invalid-graph     InvalidGraph (``problems`` lists each)
     429     urn:agentrt:problem:too-many-streams  a stream past the principal's limit of open streams
+    429     urn:agentrt:problem:quota-exceeded    QuotaExceeded: the tenant is at a quota (``quota``, ``limit``,
+                                                  ``used``, ``resets_at``; Retry-After until a daily reset)
     503     urn:agentrt:problem:stuck             SessionStuck: the workflow task keeps failing (GET /v1/health/stuck)
     503     urn:agentrt:problem:unavailable       WorkerUnavailable, ServerUnavailable, Temporal errors,
                                                   PayloadStorageMismatch and PayloadCodecMismatch (details
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
@@ -51,6 +54,7 @@ from agentrt.schemas import (
     MemoryAlreadyDecided,
     MemoryNotFound,
     PayloadStorageMismatch,
+    QuotaExceeded,
     RequestRejected,
     ServerUnavailable,
     SessionNotFound,
@@ -126,6 +130,8 @@ def problem_for(err: Exception) -> Problem:
         return Problem(422, "invalid-graph", str(err), problems=list(err.problems))
     if isinstance(err, (RequestRejected, MemoryAlreadyDecided)):
         return Problem(409, "request-rejected", str(err))
+    if isinstance(err, QuotaExceeded):
+        return _quota_problem(err)
     if isinstance(err, WorkerUnavailable):
         return Problem(503, "unavailable", str(err), headers={"Retry-After": "5"})
     if isinstance(err, SessionStuck):
@@ -174,6 +180,15 @@ def _validation_problem(err: RequestValidationError) -> Problem:
     first = errors[0] if errors else {"loc": [], "msg": "invalid"}
     where = ".".join(str(p) for p in first["loc"])
     return Problem(422, "invalid-request", f"{where}: {first['msg']}" if where else str(first["msg"]), errors=errors)
+
+
+def _quota_problem(err: QuotaExceeded) -> Problem:
+    """429 for a tenant at a quota; a daily quota's answer says in Retry-After when it resets."""
+    headers = {}
+    if err.resets_at is not None:
+        seconds = int((err.resets_at - datetime.now(UTC)).total_seconds()) + 1
+        headers["Retry-After"] = str(max(seconds, 1))
+    return Problem(429, "quota-exceeded", str(err), headers=headers)
 
 
 def install_error_handlers(app: Any) -> None:

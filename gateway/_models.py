@@ -312,6 +312,7 @@ class RunCreate(Body):
     sandbox: SandboxPolicy = "workspace_write"
     network: bool = False
     max_rounds_per_node: int = Field(default=50, ge=1, le=10_000)
+    budget: Budget | None = None  # the graph's own, which its nodes draw from
 
     @model_validator(mode="after")
     def _goal_or_graph(self) -> "RunCreate":

@@ -161,7 +161,7 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
             planner_profile=body.planner_profile, reviewer_profile=body.reviewer_profile, approve_plan=body.approve_plan,
             risk_level=body.risk_level, max_parallel=body.max_parallel, max_retries=body.max_retries,
             failure_policy=body.failure_policy, tools=body.tools, sandbox=body.sandbox, network=body.network,
-            max_rounds_per_node=body.max_rounds_per_node, **key,
+            max_rounds_per_node=body.max_rounds_per_node, budget=body.budget, **key,
         )
         await gateway.watch("run", run_id, caller.principal)
         return RunCreated(graph_id=run_id, run_id=run_id, workflow_id=graph_workflow_id(run_id), status="planning")

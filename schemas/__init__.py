@@ -29,6 +29,7 @@ from agentrt.schemas._memory import *
 from agentrt.schemas._messages import *
 from agentrt.schemas._names import *
 from agentrt.schemas._output import *
+from agentrt.schemas._quotas import *
 from agentrt.schemas._run_errors import *
 from agentrt.schemas._secrets import *
 from agentrt.schemas._session import *
@@ -259,7 +260,14 @@ __all__ = [
     "ProviderProtocolError",
     "ProviderTransportError",
     "QUERY_RAN_AHEAD",
+    "QUOTA_NAMES",
     "QueuedOperation",
+    "Quota",
+    "QuotaExceeded",
+    "QuotaPolicy",
+    "QuotaRaiseRecord",
+    "QuotaUsage",
+    "QuotaView",
     "RISK_ORDER",
     "RaiseBudgetInput",
     "ReasoningBlock",
@@ -400,6 +408,7 @@ __all__ = [
     "argument_problems",
     "arguments_sha256",
     "check_output",
+    "check_quota",
     "child_config",
     "cut_middle",
     "delegated_session_id",
@@ -410,6 +419,7 @@ __all__ = [
     "idempotency_key_problem",
     "narrowed_grants",
     "output_spec",
+    "quota_day",
     "secret_marker",
     "session_template",
     "session_workflow_id",

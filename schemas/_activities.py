@@ -8,6 +8,7 @@ from pydantic import Field
 
 from agentrt.schemas._agents import AgentSpec
 from agentrt.schemas._base import Model
+from agentrt.schemas._budget import Budget, Spend
 from agentrt.schemas._config import ModelProfile, SandboxPolicy, SessionConfig
 from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
@@ -115,6 +116,10 @@ class ModelCallInput(Model):
     script_node: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # The turn's output spec (its final answer is checked against it); left out when None.
     output: OutputSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The session's budget and its spend before this call: a call whose prompt alone would pass a
+    # token or cost limit is refused before it is sent (``Budget.passed_by``). Left out when None.
+    budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
+    spend: Spend | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallResult(Model):

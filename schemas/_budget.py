@@ -119,6 +119,22 @@ class Budget(Model):
                 return BudgetCrossing(dimension=dimension, limit=limit, used=used)
         return None
 
+    def passed_by(self, spend: Spend, prompt_tokens: int, prompt_cost_usd: float = 0.0) -> BudgetCrossing | None:
+        """The first limit a model call would pass by its prompt alone, before it is sent: ``spend``
+        plus the prompt's estimated ``prompt_tokens`` (input tokens) above ``max_input_tokens`` or
+        ``max_tokens``, or plus ``prompt_cost_usd`` (US dollars, 0 without a price) above
+        ``max_cost_usd``; None when the prompt fits. The crossing's ``used`` is the spend before
+        the call, ``estimated`` the prompt's share."""
+        usage = spend.usage
+        for dimension, limit, used, added in (
+            ("input_tokens", self.max_input_tokens, usage.input_tokens, prompt_tokens),
+            ("tokens", self.max_tokens, usage.input_tokens + usage.output_tokens, prompt_tokens),
+            ("cost_usd", self.max_cost_usd, spend.cost_usd, prompt_cost_usd),
+        ):
+            if limit is not None and added > 0 and used + added > limit:
+                return BudgetCrossing(dimension=dimension, limit=limit, used=used, estimated=added)
+        return None
+
     def remaining(self, spend: Spend) -> Budget:
         """The budget left after ``spend`` (never below 0); unbounded dimensions stay None."""
         left: dict[str, float | int | None] = {}
@@ -155,18 +171,28 @@ class Budget(Model):
 
 
 class BudgetCrossing(Model):
-    """A limit that was reached: ``dimension`` (``tokens``, ``cost_usd``, ...), its ``limit`` and the amount ``used``."""
+    """A limit that was reached: ``dimension`` (``tokens``, ``cost_usd``, ...), its ``limit`` and the amount ``used``.
+
+    ``estimated`` is set for a model call refused before it was sent: its prompt's estimated
+    share (tokens, or US dollars for ``cost_usd``) would have taken ``used`` past ``limit``."""
 
     dimension: str
     limit: float
     used: float
+    estimated: float | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def text(self) -> str:
-        return f"{self.dimension} budget of {_quantity(self.dimension, self.limit)} reached (used {_quantity(self.dimension, self.used)})"
+        limit, used = _quantity(self.dimension, self.limit), _quantity(self.dimension, self.used)
+        # A tenant's quota (``tokens_per_day``, ``concurrent_sessions``, ...) or a budget's limit.
+        kind = "quota" if self.dimension.endswith("_per_day") or self.dimension == "concurrent_sessions" else "budget"
+        if self.estimated is not None:
+            prompt = _quantity(self.dimension, self.estimated)
+            return f"{self.dimension} {kind} of {limit} would be passed by the next model call's prompt alone (~{prompt}; used {used}): not sent"
+        return f"{self.dimension} {kind} of {limit} reached (used {used})"
 
 
 def _quantity(dimension: str, value: float) -> str:
-    if dimension == "cost_usd":
+    if dimension.startswith("cost_usd"):
         return f"${value:,.4f}".rstrip("0").rstrip(".") if value else "$0"
     if dimension == "wall_seconds":
         minutes = math.ceil(value / 60) if value > 0 else 0

@@ -42,6 +42,7 @@
         │   └── MemoryLimitExceeded     an owner's live memories or a session's pending proposals are at their bound
         ├── PolicyDenied            the policy engine or an approver refused a call
         ├── BudgetExceeded          a round, token or time budget ran out
+        ├── QuotaExceeded           a tenant is at a quota (sessions, or tokens, dollars, tool calls per UTC day)
         ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
         ├── OutputInvalid           a turn's last allowed answer did not match its output schema
         ├── PayloadDecryptionError  an encrypted payload under a key this process lacks, or tampered (worker/_codec.py)

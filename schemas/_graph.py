@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from agentrt.schemas._base import Model
-from agentrt.schemas._budget import Spend
+from agentrt.schemas._budget import Budget, Spend
 from agentrt.schemas._config import ApprovalPolicy, SandboxPolicy
 from agentrt.schemas._errors import InvalidGraph, NodeCannotDecompose
 from agentrt.schemas._messages import Usage
@@ -222,6 +222,11 @@ class GraphConfig(Model):
       default: nobody sits at a node's session; the sandbox confines what runs).
     - ``max_rounds_per_node``: model calls per node session.
     - ``owner`` and ``operators``: who may approve, cancel and read it (operators with a reason).
+    - ``budget``: the graph's own (``Budget``: tokens, US dollars, tool calls, wall seconds), which
+      its planner, node sessions and reviews draw from: each node session gets what is left of it
+      as its budget (or the template's, where tighter), no node starts or retries once the graph's
+      spend has reached a limit, and the graph then fails with reason ``budget_exceeded``. A
+      cancelled child's spend counts. None: unbounded.
     - ``session``: the template every node's session is made from (``SessionTemplate``: system
       prompt, advisor, timeouts, MCP servers, budget ... as well). Given, its values replace the
       flat ``profile``, ``script``, ``tools``, ``approval``, ``sandbox``, ``network``,
@@ -254,6 +259,7 @@ class GraphConfig(Model):
     title: str | None = None
     # Left out when None: a worker of an earlier version still reads the config.
     session: SessionTemplate | None = Field(default=None, exclude_if=lambda v: v is None)
+    budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def template(self) -> SessionTemplate:
         """The template of the nodes' sessions: ``session``, or one made from the flat fields."""
@@ -435,6 +441,9 @@ class GraphSnapshot(Model):
     failure_reason: str | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    # The graph's budget and what is left of it (``GraphConfig.budget``); left out when it has none.
+    budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
+    remaining: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class TaskGraphResult(Model):

@@ -3,6 +3,8 @@ budget, an effect). The branch ``RunError`` of the hierarchy drawn in ``_errors`
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from agentrt.schemas._errors import AgentrtError
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderProtocolError",
     "ProviderTransportError",
+    "QuotaExceeded",
     "RunError",
     "ScriptExhaustedError",
     "SkillNotFound",
@@ -253,6 +256,43 @@ class BudgetExceeded(RunError):
         self.budget = budget
         self.limit = limit
         super().__init__(f"{budget} budget of {limit:g} exceeded")
+
+
+class QuotaExceeded(RunError):
+    """A tenant is at one of its quotas (``schemas.Quota``): a start or a model call over it is refused.
+
+    Fields: ``tenant``, ``quota`` (``concurrent_sessions``, ``tokens_per_day``,
+    ``cost_usd_per_day`` or ``tool_calls_per_day``), ``limit``, ``used`` (today, or sessions
+    open now), ``resets_at`` (the next UTC midnight for a daily quota; None for concurrent
+    sessions, which free up as sessions end), ``estimated`` (a refused model call's prompt
+    estimate, or None). An operator raises a quota with ``agentrt quota raise``."""
+
+    def __init__(
+        self, tenant: str, quota: str, limit: float, used: float, resets_at: datetime | None, *, estimated: float | None = None
+    ) -> None:
+        self.tenant = tenant
+        self.quota = quota
+        self.limit = limit
+        self.used = used
+        self.resets_at = resets_at
+        self.estimated = estimated
+        prompt = f", and the next model call's prompt is ~{estimated:,.6g} more" if estimated else ""
+        when = (
+            f"it resets at {resets_at.strftime('%Y-%m-%dT%H:%M:%SZ')} (UTC midnight)"
+            if resets_at is not None
+            else "it frees up as the tenant's sessions end"
+        )
+        super().__init__(
+            f"tenant {tenant!r} is at its {quota} quota of {limit:,.6g} (used {used:,.6g}{prompt}): {when}, "
+            f"or an operator raises it (agentrt quota raise {tenant} --{quota.replace('_', '-')} N --reason ...)"
+        )
+
+    def details(self) -> dict[str, object]:
+        """The fields as JSON values (``resets_at`` as ISO 8601), as an activity's refusal carries them."""
+        return {
+            "tenant": self.tenant, "quota": self.quota, "limit": self.limit, "used": self.used,
+            "resets_at": self.resets_at.isoformat() if self.resets_at is not None else None, "estimated": self.estimated,
+        }
 
 
 class EffectOutcomeUnknown(RunError):

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import Field, TypeAdapter, field_validator
 
 from agentrt.schemas._base import Model
-from agentrt.schemas._budget import Budget, Spend
+from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._context import ContextState, ProfileInfo
 from agentrt.schemas._events import Event
@@ -130,7 +130,9 @@ class TurnOutcome(Model):
     ``status``: ``completed`` (final answer in ``answer``), ``failed`` (``error`` says why),
     ``cancelled`` (``cancel_turn`` or ``archive``), ``round_limit`` (``max_rounds_per_turn``
     model calls without a final answer) or ``budget_exceeded`` (the session's spend crossed a
-    limit of its budget; ``error`` says which, ``error_type`` is ``BudgetExceeded``) or
+    limit of its budget, or a model call was refused before it was sent because its prompt alone
+    would pass one or its tenant is at a quota; ``error`` says which, ``error_type`` is
+    ``BudgetExceeded`` or ``QuotaExceeded``, ``crossing`` the limit) or
     ``output_invalid`` (a turn with an output spec whose last allowed answer still did not match
     it; ``answer`` keeps that answer, ``error`` the validation errors, ``error_type`` is
     ``OutputInvalid``). ``output``: a structured turn's validated object (a JSON object; see
@@ -150,6 +152,7 @@ class TurnOutcome(Model):
     usage: Usage = Field(default_factory=Usage)
     ask_again: bool = False
     output: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    crossing: BudgetCrossing | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def output_as(self, output_type: type[T]) -> T:
         """``output`` validated as ``output_type`` (a pydantic model class, or any type pydantic

@@ -11,6 +11,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -41,6 +42,7 @@ __all__ = [
     "messages",
     "metadata",
     "payloads",
+    "quota_raises",
     "reasoning",
     "sessions",
     "task_checkpoints",
@@ -159,8 +161,28 @@ usage_receipts = Table(
     Column("cache_read_tokens", Integer, nullable=False, server_default="0"),
     Column("cache_write_tokens", Integer, nullable=False, server_default="0"),
     Column("reasoning_tokens", Integer, nullable=False, server_default="0"),
+    # The attempt's cost (US dollars, by its profile's price) and the tool calls its reply asked
+    # for (migration 0014): a tenant's day is summed from receipts.
+    Column("cost_usd", Float, nullable=False, server_default="0"),
+    Column("tool_calls", Integer, nullable=False, server_default="0"),
     PrimaryKeyConstraint("session_id", "turn_id", "round", "attempt"),
     CheckConstraint("status IN ('started', 'completed', 'interrupted')", name="status"),
+    Index(None, "created_at"),
+)
+
+# Operators' quota raises (migration 0014): one row per raise of one tenant's quota, with who and why.
+# The latest row of a (tenant, quota) is its limit.
+quota_raises = Table(
+    "quota_raises",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(255), nullable=False),
+    Column("quota", String(64), nullable=False),
+    Column("limit_value", Float, nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "tenant", "created_at"),
 )
 
 # Reasoning blocks (``[ReasoningBlock]`` as JSON) of the assistant message at (session_id,
@@ -327,7 +349,7 @@ graph_events = Table(
     PrimaryKeyConstraint("graph_id", "seq"),
 )
 
-# Workflow owners (migration 0014): the principal that first started each workflow id
+# Workflow owners (migration 0012): the principal that first started each workflow id
 # (``session-ID``, ``task-ID``, ``graph-ID``). Written once, never changed: an id never passes to
 # another owner, also after Temporal has forgotten the workflow (its retention).
 workflow_owners = Table(
@@ -389,7 +411,7 @@ webhook_deliveries = Table(
     Index(None, "watch_id"),
 )
 
-# The audit log (migration 0016): one row per act of a principal on a session, task, graph or
+# The audit log (migration 0013): one row per act of a principal on a session, task, graph or
 # memory, recorded once by ``key`` (``<kind>:<id>:<what>``: the event that records the act, or
 # the row it changed) in the transaction that records the act. ``detail_json``: a bounded JSON object.
 audit_log = Table(

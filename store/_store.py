@@ -16,6 +16,7 @@ from agentrt.store._graphs import GraphTables
 from agentrt.store._mcp import McpTables
 from agentrt.store._memory import MemoryTable
 from agentrt.store._owners import WorkflowOwnerTable
+from agentrt.store._quotas import QuotaTables
 from agentrt.store._reasoning import ReasoningTable
 from agentrt.store._tasks import TaskTables
 from agentrt.store._transcript import TranscriptTables
@@ -25,14 +26,15 @@ from agentrt.store._webhooks import WebhookTables
 
 class Store(
     TranscriptTables, DeltaTable, EffectLedger, UsageReceiptTable, ReasoningTable, MemoryTable, McpTables, TaskTables,
-    WebhookTables, GraphTables, WorkflowOwnerTable,
+    WebhookTables, GraphTables, WorkflowOwnerTable, QuotaTables,
 ):
     """Synchronous access to the application store; thread-safe (one pooled engine).
 
     Transcript, events, sessions and compaction summaries; token deltas; the effect ledger;
     usage receipts; reasoning blocks; memories; MCP server events and tool listings; autonomous
     tasks, their events and checkpoints; task graphs and their events; webhook watches and deliveries; the
-    audit log of principals' acts; the owner of every workflow id. Open with ``Store.open()``;
+    audit log of principals' acts; the owner of every workflow id; tenants' quota raises and daily use.
+    Open with ``Store.open()``;
     close with ``close()`` or use it as a context manager.
     """
 

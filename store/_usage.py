@@ -54,10 +54,14 @@ class UsageReceiptTable(StoreBase):
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
         reasoning_tokens: int = 0,
+        cost_usd: float = 0.0,
+        tool_calls: int = 0,
         conn: Connection | None = None,
     ) -> None:
         """Upsert the receipt at (session_id, turn_id, round, attempt); token counts as in
-        ``schemas.Usage`` (cache and reasoning tokens are subsets of input and output).
+        ``schemas.Usage`` (cache and reasoning tokens are subsets of input and output);
+        ``cost_usd`` the attempt's price in US dollars, ``tool_calls`` the calls its reply asked for
+        (a tenant's daily quotas sum them).
 
         A new receipt is inserted; an existing one gets ``status`` and the token counts
         (``created_at`` is kept), unless it is already ``completed``: a completed receipt
@@ -70,14 +74,18 @@ class UsageReceiptTable(StoreBase):
         stmt = self._upsert(
             usage_receipts,
             ["session_id", "turn_id", "round", "attempt"],
-            ["status", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "updated_at"],
+            [
+                "status", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
+                "cost_usd", "tool_calls", "updated_at",
+            ],
             where=_NOT_COMPLETED,
             where_name="not completed",
         )
         values = dict(
             session_id=session_id, turn_id=turn_id, round=round, attempt=attempt, status=status,
             input_tokens=input_tokens, output_tokens=output_tokens, cache_read_tokens=cache_read_tokens,
-            cache_write_tokens=cache_write_tokens, reasoning_tokens=reasoning_tokens, created_at=now, updated_at=now,
+            cache_write_tokens=cache_write_tokens, reasoning_tokens=reasoning_tokens, cost_usd=cost_usd,
+            tool_calls=tool_calls, created_at=now, updated_at=now,
         )
         with self._writing(conn) as conn:
             conn.execute(stmt, values)

@@ -577,6 +577,36 @@ async def task_budget_exceeded_and_raised(r: Recorder) -> dict[str, WorkflowHand
     return {"task-budget-exceeded-and-raised": r.tasks.handle(task_id)}
 
 
+async def budget_refused_before_call(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn whose model call is refused before it is sent (its prompt alone passes the token
+    budget: no attempt, no receipt); ``raise_budget`` by the owner; a turn that runs to its answer."""
+    config = r.config([{"text": "answered"}], approval=ALLOW_ALL, budget=Budget(max_tokens=100))
+    started = await r.client.start(config, "summarise " + "the quick brown fox " * 100)
+    refused = await r.wait_turn(config.session_id, started.turn_id)
+    assert refused.status == "budget_exceeded" and refused.crossing is not None and refused.crossing.estimated, refused
+    handle = r.temporal.get_workflow_handle_for(SessionWorkflow.run, f"session-{config.session_id}")
+    await handle.execute_update(SessionWorkflow.raise_budget, RaiseBudgetInput(principal=OWNER, budget=Budget(max_tokens=1_000_000)))
+    sent = await r.client.send(config.session_id, "go on")
+    assert (await r.wait_turn(config.session_id, sent.turn_id)).status == "completed"
+    await r.client.archive(config.session_id)
+    return {"session-refused-before-call-and-raised": r.handle(config.session_id)}
+
+
+async def task_session_refused_before_call(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task whose first session's model call is refused before it is sent (its prompt passes the
+    task's remaining budget): the task stops at budget_exceeded (refused-call-v1); raise_budget by
+    the owner; the second session's answer passes review."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [[{"text": "never sent"}], [{"text": "done"}]])
+    config = r.tasks.config(ws, script, approval=ALLOW_ALL, budget=Budget(max_tokens=100))
+    task_id = await r.tasks.start(config)
+    await r.tasks.wait_status(task_id, "budget_exceeded")
+    await r.tasks.client.raise_task_budget(task_id, Budget(max_tokens=1_000_000))
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 2, result
+    return {"task-session-refused-before-call": r.tasks.handle(task_id)}
+
+
 async def task_cancelled_mid_session(r: Recorder) -> dict[str, WorkflowHandle]:
     """A task cancelled (update cancel) during its first session's model call: the child session
     is cancelled and the task ends cancelled. Both workflows' histories."""
@@ -1001,6 +1031,8 @@ def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
 
 
 SCENARIOS: list[Scenario] = [
+    budget_refused_before_call,
+    task_session_refused_before_call,
     read_only_rounds_local,
     read_only_rounds_regular,
     compaction_on_demand,

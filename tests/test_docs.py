@@ -247,6 +247,15 @@ async def run_start_once(harness: Harness, workspace: Path, tmp_path: Path, caps
             await harness.client.cancel_graph(graph_id)
 
 
+@runs("quotas.md", "upgrade")
+async def run_upgrade(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    upgrade = snippet("quotas.md", "upgrade")
+    operator = AgentClient(harness.temporal, task_queue=harness.task_queue, principal="ops", store=harness.store, operators=["ops"])
+    await upgrade(operator)
+    assert capsys.readouterr().out.split()[:2] == ["5000000", "0"]
+    assert [(r.quota, r.principal, r.reason) for r in harness.store.quota_raises("acme")][-1] == ("tokens_per_day", "ops", "customer upgraded")
+
+
 @runs("streaming.md", "follow", "stream_app")
 async def run_streams(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     session_id = await archived_session(harness, workspace, tmp_path)

@@ -18,6 +18,7 @@ from agentrt.schemas import (
     ConfigurationError,
     McpServerConfig,
     ModelProfile,
+    QuotaPolicy,
     SecretsConfig,
     UnknownProfileError,
 )
@@ -25,6 +26,7 @@ from agentrt.store import agentrt_home
 from agentrt.worker._at_rest import encryption_setting, home_codec
 from agentrt.worker._codec import CodecConfig, codec_config
 from agentrt.worker._gateway_config import GatewayConfig, gateway_config
+from agentrt.worker._quota_config import quota_policy
 from agentrt.worker._telemetry import TelemetryConfig, telemetry_config
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -33,7 +35,7 @@ DEFAULT_TASK_QUEUE = "agentrt"
 CONFIG_FILE_NAME = "agentrt.toml"
 TOP_LEVEL_KEYS = {
     "default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills",
-    "gateway", "telemetry", "codec", "worker", "secrets", "sandbox",
+    "gateway", "telemetry", "codec", "worker", "secrets", "sandbox", "quotas", "tenants",
 }
 PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
@@ -252,7 +254,9 @@ class AgentrtConfig:
     the store's content are encrypted with; when none are configured and ``encryption`` is on
     (``[codec] encryption``, ``AGENTRT_ENCRYPTION``; default on), the keys of
     ``$AGENTRT_HOME/codec-keys.toml`` if that file exists (the file ``agentrt dev`` and ``agentrt
-    run`` make); ``encryption`` off leaves configured keys on. ``source`` is the file read, if any.
+    run`` make); ``encryption`` off leaves configured keys on. ``quotas`` (``[quotas]``,
+    ``[tenants]``): the tenants' limits (``QuotaPolicy``), checked by clients at a start and by
+    workers at a model call. ``source`` is the file read, if any.
     """
 
     temporal_address: str = DEFAULT_ADDRESS
@@ -275,6 +279,7 @@ class AgentrtConfig:
     codec: CodecConfig = field(default_factory=CodecConfig)
     secrets: SecretsConfig = field(default_factory=SecretsConfig)
     encryption: bool = True
+    quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
     source: Path | None = None
 
     def profile(self, name: str) -> ModelProfile:
@@ -323,7 +328,7 @@ class AgentrtConfig:
                 "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
                 "[worker] agents, [gateway], [telemetry], [codec], [secrets], "
-                "[sandbox] egress_allow/cgroup"
+                "[sandbox] egress_allow/cgroup, [quotas], [tenants]"
             )
         config = cls(source=file)
         temporal = data.get("temporal", {})

@@ -30,6 +30,7 @@ from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
+    BudgetCrossing,
     ChildSpendReport,
     SessionConfig,
     SessionInput,
@@ -55,13 +56,17 @@ class ChildEnd:
     ``round_limit``, ``budget_exceeded``), ``answer``, ``error`` and the ``spend`` its result
     reported (a cancelled child's: what it signalled as it ended, ``ChildSpendReport``; nothing
     for one that failed or did not report);
-    ``cancelled``: its workflow was cancelled (it ended Canceled, not with a turn's outcome)."""
+    ``cancelled``: its workflow was cancelled (it ended Canceled, not with a turn's outcome);
+    ``error_type`` and ``crossing``: its turn's (a model call refused before it was sent, by its
+    budget or its tenant's quota, has a ``crossing``)."""
 
     status: str
     answer: str | None
     error: str | None
     spend: Spend
     cancelled: bool = False
+    error_type: str | None = None
+    crossing: BudgetCrossing | None = None
 
 
 def child_end(
@@ -76,7 +81,8 @@ def child_end(
     spend = result.spend or Spend(usage=result.usage)
     if result.outcome is None:
         return ChildEnd("failed", None, "the session ended without a turn", spend)
-    return ChildEnd(result.outcome.status, result.outcome.answer, result.outcome.error, spend)
+    outcome = result.outcome
+    return ChildEnd(outcome.status, outcome.answer, outcome.error, spend, error_type=outcome.error_type, crossing=outcome.crossing)
 
 
 def plausible(spend: Spend) -> bool:

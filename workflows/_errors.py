@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio.exceptions import ApplicationError
 
+from agentrt.schemas import BudgetCrossing
+
 OUTCOME_UNKNOWN = "EffectOutcomeUnknown"
+# The types of a model call's refusal before it was sent (activities/_call_gate.py): the turn ends
+# ``budget_exceeded`` with the failure's type as its ``error_type``.
+REFUSAL_TYPES = ("BudgetExceeded", "QuotaExceeded")
 
 
 class ModelCallFailed(Exception):
@@ -15,6 +22,38 @@ class ModelCallFailed(Exception):
         super().__init__(error)
         self.error = error
         self.error_type = error_type
+
+
+class CallRefused(Exception):
+    """The model activity refused the call before sending it: ``error_type`` (``BudgetExceeded``
+    or ``QuotaExceeded``), the limit it met as a ``crossing``, and the refusal's ``text``."""
+
+    def __init__(self, error_type: str, crossing: BudgetCrossing, text: str) -> None:
+        super().__init__(text)
+        self.error_type = error_type
+        self.crossing = crossing
+        self.text = text
+
+
+def call_refusal(err: BaseException) -> CallRefused | None:
+    """The refusal in ``err``'s cause chain (a non-retryable ``ApplicationError`` of a
+    ``REFUSAL_TYPES`` type with its details), or None for any other failure."""
+    for cause in _application_errors(err):
+        if cause.type in REFUSAL_TYPES and cause.non_retryable and cause.details:
+            details: Any = cause.details[0]
+            if not isinstance(details, dict):
+                return None
+            if cause.type == "QuotaExceeded":
+                details = {
+                    "dimension": details.get("quota", "quota"), "limit": details.get("limit", 0),
+                    "used": details.get("used", 0), "estimated": details.get("estimated"),
+                }
+            try:
+                crossing = BudgetCrossing.model_validate(details)
+            except ValueError:
+                return None
+            return CallRefused(cause.type, crossing, cause.message)
+    return None
 
 
 class TurnCancelled(Exception):

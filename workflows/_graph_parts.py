@@ -12,6 +12,8 @@ from agentrt.schemas import (
     DELEGATE_TOOL,
     NODE_ANSWER_CHARS,
     RISK_ORDER,
+    Budget,
+    BudgetCrossing,
     CapabilityToken,
     GraphConfig,
     GraphNode,
@@ -112,10 +114,12 @@ def mint_token(
     )
 
 
-def ready_nodes(config: GraphConfig, state: GraphState) -> list[str]:
+def ready_nodes(config: GraphConfig, state: GraphState, now: datetime | None = None) -> list[str]:
     """Pending nodes whose dependencies are done, in dependency order: completed (or, under
-    ``allow_orphans``, ended in any way)."""
+    ``allow_orphans``, ended in any way); none once the graph's budget is spent (at ``now``)."""
     assert state.plan is not None
+    if budget_crossing(config, state, now) is not None:
+        return []
     done = ("completed", "failed", "blocked", "cancelled") if config.failure_policy == "allow_orphans" else ("completed",)
     ready = []
     for node_id in state.order:
@@ -202,8 +206,7 @@ def snapshot(config: GraphConfig, state: GraphState, now: datetime) -> GraphSnap
                     blocked_by=node.blocked_by, spend=node.spend,
                 )
             )
-    end = state.ended_at or now
-    wall = max((end - state.started_at).total_seconds(), 0.0) if state.started_at else 0.0
+    spend = graph_spend(state, now)
     return GraphSnapshot(
         graph_id=config.graph_id, owner=config.owner, status=state.status, goal=config.goal, workspace=config.workspace,
         risk_level=state.risk_level, risk_reasons=list(state.risk_reasons), approve_plan=config.approve_plan,
@@ -211,9 +214,53 @@ def snapshot(config: GraphConfig, state: GraphState, now: datetime) -> GraphSnap
         token_id=state.token.token_id if state.token is not None else None,
         max_parallel=max_parallel(config, state), max_retries=config.max_retries, failure_policy=config.failure_policy,
         nodes=nodes, running=len(running(state)) if state.plan is not None else 0,
-        spend=state.spend.model_copy(update={"wall_seconds": wall}), answer=state.answer, failure=state.failure,
+        spend=spend, answer=state.answer, failure=state.failure,
         failure_reason=state.failure_reason, started_at=state.started_at, ended_at=state.ended_at,
+        budget=config.budget, remaining=config.budget.remaining(spend) if config.budget is not None else None,
     )
+
+
+def graph_spend(state: GraphState, now: datetime | None) -> Spend:
+    """The graph's spend (planner, node sessions, cancelled ones too, reviews) with its wall time at ``now``."""
+    end = state.ended_at or now
+    wall = max((end - state.started_at).total_seconds(), 0.0) if state.started_at and end else 0.0
+    return state.spend.model_copy(update={"wall_seconds": wall})
+
+
+def budget_crossing(config: GraphConfig, state: GraphState, now: datetime | None = None) -> BudgetCrossing | None:
+    """The limit of the graph's own budget its spend has reached, or None (no budget, none reached)."""
+    return config.budget.crossed(graph_spend(state, now)) if config.budget is not None else None
+
+
+def node_budget(config: GraphConfig, state: GraphState, now: datetime) -> dict[str, Budget]:
+    """A node session's budget as ``child_config`` takes it: what is left of the graph's, each limit
+    the tighter of that and the template's; nothing (the template's as it is) without a graph budget."""
+    if config.budget is None:
+        return {}
+    left = config.budget.remaining(graph_spend(state, now))
+    own = config.template().budget
+    if own is not None:
+        tighter: dict[str, float | None] = {}
+        for name, mine in left.model_dump().items():
+            theirs = getattr(own, name)
+            tighter[name] = mine if theirs is None else theirs if mine is None else min(mine, theirs)
+        left = Budget.model_validate(tighter)
+    return {"budget": left}
+
+
+def out_of_budget(config: GraphConfig, state: GraphState, now: datetime, refused: bool) -> bool:
+    """No retry: the graph's budget is spent, or (with a graph budget) the node's model call was
+    ``refused`` before it was sent (its prompt alone passes what is left)."""
+    return config.budget is not None and (refused or budget_crossing(config, state, now) is not None)
+
+
+def failure(config: GraphConfig, state: GraphState, first: str, details: str) -> tuple[str, str]:
+    """(reason, error) of a graph that ended with nodes not completed: ``budget_exceeded`` when its
+    budget is spent, else ``node_failed``."""
+    crossing = budget_crossing(config, state)
+    if crossing is not None:
+        return "budget_exceeded", f"the graph's budget is spent ({crossing.text()}); nodes not completed: {details}"
+    return "node_failed", f"node {first} failed: {state.nodes[first].error or 'see its events'} ({details})"
 
 
 def max_parallel(config: GraphConfig, state: GraphState) -> int:

@@ -34,6 +34,9 @@ CHECKPOINT_OPEN = "<<<checkpoint"
 CHECKPOINT_CLOSE = "checkpoint>>>"
 # When a trigger says ``ignore`` and the schedule has no clock: ask again after this long (seconds).
 IGNORED_TRIGGER_RETRY_SECONDS = 3600.0
+# refused-call-v1: a session whose model call was refused before it was sent (budget or quota)
+# stops the task at ``budget_exceeded``; before it, the task scheduled its next session.
+REFUSED_CALL_PATCH = "refused-call-v1"
 
 
 def cut(text: str, limit: int = CHECKPOINT_TEXT_CHARS) -> str:

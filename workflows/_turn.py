@@ -38,7 +38,7 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import context
-from agentrt.workflows._errors import ModelCallFailed, TurnCancelled, error_code, error_text
+from agentrt.workflows._errors import CallRefused, ModelCallFailed, TurnCancelled, call_refusal, error_code, error_text
 from agentrt.workflows._mcp_steps import Mcp
 from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_steps import ToolCalls
@@ -212,6 +212,8 @@ class TurnLoop:
             await run.before_call()
             try:
                 reply = await self._call_model(turn, round_number)
+            except CallRefused as refused:  # not sent: its prompt would pass the budget, or a quota is spent
+                return self._budget_exceeded(turn, round_number, refused.crossing, calls, usage, refused=refused)
             except ModelCallFailed as failure:
                 return TurnOutcome(
                     turn_id=turn_id, status="failed", error=failure.error, error_type=failure.error_type,
@@ -299,22 +301,31 @@ class TurnLoop:
         return None
 
     def _budget_exceeded(
-        self, turn: Turn, round_number: int, crossing: BudgetCrossing, calls: int, usage: Usage, unrun: list[ToolCall] | None = None
+        self, turn: Turn, round_number: int, crossing: BudgetCrossing, calls: int, usage: Usage, unrun: list[ToolCall] | None = None,
+        *, refused: CallRefused | None = None,
     ) -> TurnOutcome:
         """End the turn at a crossed budget limit: the reply's calls that will not run are recorded
         as cancelled (their results say why), ``BudgetExceeded`` is emitted, and an assistant
-        message tells the transcript why the turn stopped (the next turn's model reads it)."""
+        message tells the transcript why the turn stopped (the next turn's model reads it).
+        ``refused``: the model call was refused before it was sent, by the session's budget or
+        (``error_type`` ``QuotaExceeded``) by its tenant's quota."""
         for call in unrun or []:
             turn.fail_call(call, "cancelled", f"not run: the session's budget is spent ({crossing.text()})")
         self.run.emit(BudgetExceededEvent(turn_id=turn.id, crossing=crossing))
-        turn.say(
-            round_number,
-            f"I stopped here: the session's budget is spent ({crossing.text()}). "
-            "The budget must be raised (raise_budget) before I can continue.",
-        )
+        error, error_type = crossing.text(), "BudgetExceeded"
+        if refused is not None and refused.error_type == "QuotaExceeded":
+            error, error_type = refused.text, refused.error_type
+            turn.say(round_number, f"I stopped here: {error}.")
+        else:
+            spent = "would be passed by my next model call" if crossing.estimated is not None else "is spent"
+            turn.say(
+                round_number,
+                f"I stopped here: the session's budget {spent} ({crossing.text()}). "
+                "The budget must be raised (raise_budget) before I can continue.",
+            )
         return TurnOutcome(
-            turn_id=turn.id, status="budget_exceeded", error=crossing.text(), error_type="BudgetExceeded",
-            rounds=round_number, tool_calls=calls, usage=usage,
+            turn_id=turn.id, status="budget_exceeded", error=error, error_type=error_type,
+            rounds=round_number, tool_calls=calls, usage=usage, crossing=crossing if refused is not None else None,
         )
 
     def _advisor_blocked(self, turn: Turn, round_number: int, reason: str, calls: int, usage: Usage) -> TurnOutcome:
@@ -377,6 +388,8 @@ class TurnLoop:
                     skills=state.skills,
                     budget_note=run.budget_note(),
                     output=turn.output,
+                    budget=config.budget,
+                    spend=run.spend() if config.budget is not None else None,
                     script_session=config.parent.number if config.parent is not None else None,
                     script_node=config.parent.node if config.parent is not None else None,
                 ),
@@ -390,6 +403,9 @@ class TurnLoop:
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) or run.stop_after_step():
                 raise TurnCancelled() from err
+            refused = call_refusal(err)
+            if refused is not None:
+                raise refused from err
             raise ModelCallFailed(error_text(err), error_code(err)) from err
         run.call_wrote(writes)
         state.assistant_messages += 1

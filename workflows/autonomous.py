@@ -7,11 +7,10 @@ One workflow per task (id ``task-<task_id>``). Its loop:
     -> acceptance check (a command in the sandbox, a reviewer model) -> checkpoint
     -> durable timer until the next wake
 
-Every session's spend rolls up into the task's (``UsageReceipt``s); a task whose spend reaches
-its budget stops at ``budget_exceeded`` until ``raise_budget``. ``pause``, ``resume``,
-``nudge``, ``cancel``, ``amend_goal`` and ``raise_budget`` are updates (owner, or an operator
-with a reason); ``status`` and ``events`` are queries. The task continues as new between
-sessions when Temporal suggests it, carrying one ``TaskState``.
+Every session's spend rolls up into the task's (``UsageReceipt``s); a task whose spend reaches its
+budget stops at ``budget_exceeded`` until ``raise_budget``. ``pause``, ``resume``, ``nudge``,
+``cancel``, ``amend_goal`` and ``raise_budget`` are updates (owner, or an operator with a reason);
+``status`` and ``events`` are queries. It continues as new when Temporal suggests it (one ``TaskState``).
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from agentrt.schemas import (
     AutonomousTaskSessionStarted,
     AutonomousTaskWaiting,
     AutonomyDecision,
+    BudgetCrossing,
     ChildSpendReport,
     Event,
     EventsPage,
@@ -287,7 +287,7 @@ class AutonomousTaskWorkflow:
             self._emit(AutonomousTaskCompleted(sessions=number, spend=self._spend_now()))
         elif status == "cancelled":
             self._pause(None, f"session {session_id} was cancelled")
-        elif self._budget_crossed():
+        elif self._budget_crossed(end.crossing):
             pass
         elif self._state.sessions_started >= self._state.max_sessions:
             self._fail("max_sessions", f"all {self._state.max_sessions} sessions ran and the goal was not accepted")
@@ -306,9 +306,11 @@ class AutonomousTaskWorkflow:
     def _spend_now(self) -> Spend:
         return parts.spend_now(self._state, workflow.now())
 
-    def _budget_crossed(self) -> bool:
-        """Stop at ``budget_exceeded`` when the task's spend has reached a limit."""
+    def _budget_crossed(self, refused: BudgetCrossing | None = None) -> bool:
+        """Stop at ``budget_exceeded`` at a limit the spend reached, or a session's call was ``refused`` at (refused-call-v1)."""
         crossing = self._state.budget.crossed(self._spend_now())
+        if crossing is None and refused is not None and workflow.patched(parts.REFUSED_CALL_PATCH):
+            crossing = refused
         if crossing is None:
             return False
         self._state.budget_crossing = crossing

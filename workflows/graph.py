@@ -209,7 +209,7 @@ class TaskGraphWorkflow:
         tasks: dict[str, asyncio.Task[None]] = {}
         while True:
             if self._cancel is None and not self._halting:
-                for node_id in parts.ready_nodes(self._config, self._state):
+                for node_id in parts.ready_nodes(self._config, self._state, workflow.now()):
                     if len(tasks) >= limit:
                         break
                     self._state.nodes[node_id].status = "delegated"  # taken: not ready again
@@ -292,7 +292,7 @@ class TaskGraphWorkflow:
                 status = end.status
                 error = f"session {status}" + (f": {error}" if error else "") if status != "completed" else "the session gave no final answer"
                 feedback = error
-            final = attempt > self._config.max_retries
+            final = attempt > self._config.max_retries or parts.out_of_budget(self._config, self._state, workflow.now(), end.crossing is not None)
             self._emit(AgentTaskFailed(node_id=node_id, attempt=attempt, session_id=session_id, error=parts.cut(error or "", 2_000), final=final, spend=spend))
             if final:
                 node.status = "failed"
@@ -324,6 +324,7 @@ class TaskGraphWorkflow:
             prompt=parts.node_prompt(config, self._state, spec, attempt, feedback),
             ends_after_turn=True,
             parent=SessionParent(kind="graph", id=config.graph_id, number=attempt, node=node_id),
+            **parts.node_budget(config, self._state, workflow.now()),
             **({"agent": spec.agent} if spec.agent is not None else {}),
         )
         try:
@@ -372,7 +373,7 @@ class TaskGraphWorkflow:
         first = next((n for n in self._state.order if self._state.nodes[n].status == "failed"), failed[0])
         details = ", ".join(f"{n} {self._state.nodes[n].status}" for n in failed[:10])
         self._state.answer = parts.final_answer(self._state) or None
-        self._fail("node_failed", f"node {first} failed: {self._state.nodes[first].error or 'see its events'} ({details})")
+        self._fail(*parts.failure(self._config, self._state, first, details))
 
     def _complete(self) -> None:
         self._state.ended_at = workflow.now()

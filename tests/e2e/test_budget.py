@@ -43,7 +43,7 @@ from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, write_script
 
 LIST = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}
-PRICE = ModelPrice(input_usd_per_mtok=3.0, output_usd_per_mtok=15.0)
+OUTPUT_PRICE = ModelPrice(input_usd_per_mtok=0.0, output_usd_per_mtok=15.0)
 
 
 async def _raise(harness: Harness, session_id: str, principal: str, budget: Budget, reason: str | None = None) -> SessionStateView:
@@ -65,22 +65,23 @@ async def _model_inputs(harness: Harness, session_id: str) -> list[dict[str, Any
     return inputs
 
 
-async def test_a_turn_that_reaches_its_token_budget_ends_budget_exceeded_until_the_budget_is_raised(
+async def test_a_turn_that_reaches_its_output_token_budget_ends_budget_exceeded_until_the_budget_is_raised(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, [LIST, {"text": "listed"}])
     sid = harness.new_session_id()
-    config = session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL, budget=Budget(max_tokens=100))
+    # An output limit: a prompt cannot pass it before the call (test_budget_before_call.py), the answer does.
+    config = session_config(harness.client, sid, workspace, script, approval=ALLOW_ALL, budget=Budget(max_output_tokens=3))
     started = await harness.client.start(config, "list the files")
 
     outcome = await harness.client.wait(sid, started.turn_id)
 
     assert outcome.status == "budget_exceeded" and outcome.error_type == "BudgetExceeded"
-    assert outcome.error is not None and outcome.error.startswith("tokens budget of 100 tokens reached")
+    assert outcome.error is not None and outcome.error.startswith("output_tokens budget of 3 output tokens reached")
     events = (await harness.client.events(sid)).events
     exceeded = [e for e in events if isinstance(e, BudgetExceededEvent)]
     assert len(exceeded) == 1 and exceeded[0].turn_id == started.turn_id
-    assert exceeded[0].crossing.dimension == "tokens" and exceeded[0].crossing.limit == 100
+    assert exceeded[0].crossing.dimension == "output_tokens" and exceeded[0].crossing.limit == 3
     assert not [e for e in events if isinstance(e, ToolInvocationStarted)]
     failed = [e for e in events if isinstance(e, ToolInvocationFailed)]
     assert [(e.call_id, e.reason) for e in failed] == [("call_0_0", "cancelled")]
@@ -97,15 +98,15 @@ async def test_a_turn_that_reaches_its_token_budget_ends_budget_exceeded_until_t
     events = (await harness.client.events(sid)).events
     assert not [e for e in events if isinstance(e, ModelRequestStarted) and e.turn_id == second.turn_id]
 
-    view = await _raise(harness, sid, OWNER, Budget(max_tokens=1_000_000))
-    assert view.budget == Budget(max_tokens=1_000_000)
+    view = await _raise(harness, sid, OWNER, Budget(max_output_tokens=1_000_000))
+    assert view.budget == Budget(max_output_tokens=1_000_000)
     assert view.spend is not None and view.spend.usage == view.usage
-    assert view.remaining is not None and view.remaining.max_tokens == 1_000_000 - view.usage.input_tokens - view.usage.output_tokens
+    assert view.remaining is not None and view.remaining.max_output_tokens == 1_000_000 - view.usage.output_tokens
     third = await harness.client.send(sid, "go on now")
     completed = await harness.client.wait(sid, third.turn_id)
     assert completed.status == "completed" and completed.answer == "listed"
     raised = [e for e in (await harness.client.events(sid)).events if isinstance(e, BudgetRaised)]
-    assert [(e.principal, e.budget.max_tokens) for e in raised] == [(OWNER, 1_000_000)]
+    assert [(e.principal, e.budget.max_output_tokens) for e in raised] == [(OWNER, 1_000_000)]
 
 
 async def test_a_strangers_raise_budget_is_rejected_and_changes_nothing(harness: Harness, workspace: Path, tmp_path: Path) -> None:
@@ -178,8 +179,9 @@ async def test_a_tool_call_budget_stops_before_the_batch_that_would_pass_it(harn
 
 
 async def test_cost_is_priced_by_the_profile_and_bounded_by_max_cost(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    # Input is free here, so the prompt alone passes no cost limit and the call is sent; its answer crosses it.
     harness.config.profiles["priced"] = ModelProfile(
-        name="priced", provider="scripted", model="scripted", context_window=200_000, price=PRICE
+        name="priced", provider="scripted", model="scripted", context_window=200_000, price=OUTPUT_PRICE
     )
     script = write_script(tmp_path, [LIST, {"text": "listed"}])
     sid = harness.new_session_id()
@@ -192,11 +194,11 @@ async def test_cost_is_priced_by_the_profile_and_bounded_by_max_cost(harness: Ha
 
     assert outcome.status == "budget_exceeded"
     state = await harness.client.state(sid)
-    assert state.spend is not None and state.spend.cost_usd == pytest.approx(PRICE.cost(outcome.usage))
+    assert state.spend is not None and state.spend.cost_usd == pytest.approx(OUTPUT_PRICE.cost(outcome.usage))
     assert state.spend.cost_usd > 0
     (exceeded,) = [e for e in (await harness.client.events(sid)).events if isinstance(e, BudgetExceededEvent)]
     assert exceeded.crossing.dimension == "cost_usd"
-    assert exceeded.crossing.used == pytest.approx(PRICE.cost(outcome.usage))
+    assert exceeded.crossing.used == pytest.approx(OUTPUT_PRICE.cost(outcome.usage))
 
 
 async def test_the_model_call_carries_the_remaining_budget_and_the_task_session_number(

@@ -296,7 +296,9 @@ async def test_a_child_whose_spend_reaches_the_parent_s_token_budget_ends_the_pa
     assert own.input_tokens + own.output_tokens < 6_000  # the parent's own calls alone stay under it
     view = await harness.client.state(sid)
     assert view.spend is not None and view.spend.usage == own + ended.spend.usage
-    assert view.spend.usage.input_tokens + view.spend.usage.output_tokens >= 6_000
+    # The child's next call, whose prompt alone would pass what was left, was not sent: no overshoot.
+    assert ended.status == "budget_exceeded"
+    assert view.spend.usage.input_tokens + view.spend.usage.output_tokens < 6_000
 
 
 async def test_an_archived_session_cancels_its_background_child(harness: Harness, workspace: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from agentrt.schemas import (
     ConfigurationError,
     GraphNotFound,
     InvalidGraph,
+    QuotaExceeded,
     RequestRejected,
     ServerUnavailable,
     SessionNotFound,
@@ -364,6 +366,14 @@ async def test_a_graph_with_a_cycle_is_invalid(http: httpx.AsyncClient) -> None:
 def test_each_error_becomes_its_problem(error: Exception, status: int, kind: str) -> None:
     problem = problem_for(error)
     assert (problem.status, problem.kind) == (status, kind)
+
+
+def test_a_tenant_over_quota_is_429_with_retry_after_until_the_reset_and_names_the_quota() -> None:
+    resets = datetime.now(timezone.utc) + timedelta(hours=2)
+    problem = problem_for(QuotaExceeded("acme", "tokens_per_day", 1000, 1200, resets))
+    assert (problem.status, problem.kind) == (429, "quota-exceeded") and "tokens_per_day" in problem.detail
+    assert 7000 <= int(problem.headers["Retry-After"]) <= 7201
+    assert "Retry-After" not in problem_for(QuotaExceeded("acme", "concurrent_sessions", 2, 2, None)).headers
 
 
 def test_a_server_side_failure_tells_the_caller_nothing_of_the_server() -> None:

@@ -13,6 +13,7 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, insert, select, text
 
 import agentrt.store._engine as engine_module
@@ -390,7 +391,8 @@ def _check_upgrade_from_0001(url: str) -> None:
 
     with Store.open(url) as store:
         with store.engine.connect() as conn:
-            assert MigrationContext.configure(conn).get_current_revision() == "0016"
+            head = ScriptDirectory.from_config(_alembic_config(conn)).get_current_head()
+            assert head is not None and MigrationContext.configure(conn).get_current_revision() == head
             assert conn.execute(select(sessions_table.c.session_id)).scalars().all() == ["old"]
         insp = inspect(store.engine)
         assert {"effects", "usage_receipts", "context_summaries", "payloads", "tasks", "task_events", "task_checkpoints"} <= set(insp.get_table_names())

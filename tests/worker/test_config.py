@@ -303,6 +303,8 @@ def test_the_secrets_table_is_read_and_a_relative_path_is_taken_from_the_file_s_
 def test_a_bad_secrets_table_is_a_configuration_error_naming_it(tmp_path: Path, table: str, problem: str) -> None:
     with pytest.raises(ConfigurationError, match=r"\[secrets\] is invalid: .*" + problem):
         AgentrtConfig.load(write(tmp_path, f"[secrets]\n{table}\n"), env={})
+
+
 def test_the_sandbox_s_egress_allow_list_is_read_and_checked(tmp_path: Path) -> None:
     config = AgentrtConfig.load(write(tmp_path, '[sandbox]\negress_allow = ["registry.internal:443", "10.0.0.0/8:*"]\n'), env={})
 
@@ -325,3 +327,32 @@ def test_the_sandbox_s_egress_allow_list_is_read_and_checked(tmp_path: Path) -> 
 def test_a_bad_egress_allow_list_is_a_configuration_error(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         AgentrtConfig.load(write(tmp_path, text), env={})
+
+
+def test_quotas_and_tenants_are_read_into_one_policy(tmp_path: Path) -> None:
+    path = tmp_path / "agentrt.toml"
+    path.write_text(
+        '[tenants]\nalice = "acme"\n\n[quotas]\ntokens_per_day = 1000\n\n'
+        "[quotas.tenants.acme]\ncost_usd_per_day = 2.5\nconcurrent_sessions = 3\n"
+    )
+    quotas = AgentrtConfig.load(path, env={}).quotas
+    assert quotas.tenant_of("alice") == "acme" and quotas.default.tokens_per_day == 1000
+    assert quotas.limits("acme").model_dump() == {
+        "concurrent_sessions": 3, "tokens_per_day": 1000, "cost_usd_per_day": 2.5, "tool_calls_per_day": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        ("[quotas]\ntokens_a_day = 5\n", r"\[quotas\] has unknown setting\(s\) tokens_a_day"),
+        ("[quotas]\ntokens_per_day = -5\n", r"\[quotas\] is invalid: tokens_per_day"),
+        ("[quotas.tenants.acme]\ncost_usd_per_day = \"lots\"\n", r"\[quotas.tenants.acme\] is invalid"),
+        ('[tenants]\nalice = 5\n', r"\[tenants\] maps owner names to tenant names"),
+    ],
+)
+def test_a_bad_quota_setting_is_a_configuration_error_naming_it(tmp_path: Path, toml: str, problem: str) -> None:
+    path = tmp_path / "agentrt.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigurationError, match=problem):
+        AgentrtConfig.load(path, env={})

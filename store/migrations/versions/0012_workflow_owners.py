@@ -1,6 +1,6 @@
 """Workflow owners: who first started each session, task and graph id, kept after Temporal forgets.
 
-Revision ID: 0014
+Revision ID: 0012
 Revises: 0011
 Create Date: 2026-12-06
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
+revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None

@@ -1,8 +1,8 @@
 """The audit log: one row per act of a principal (an approval, a cancel, a budget raised, a memory
 decided ...), recorded once by its ``key`` (the event that records the act, or the store row it changed).
 
-Revision ID: 0016
-Revises: 0014
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-06
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016"
-down_revision = "0014"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
