@@ -28,10 +28,12 @@ AuditAction = Literal[
     "approve_plan", "reject_plan",
     # a memory
     "accept_memory", "reject_memory", "forget_memory",
+    # a tenant
+    "raise_quota",
 ]
 AUDIT_ACTIONS: tuple[str, ...] = AuditAction.__args__  # type: ignore[attr-defined]
 
-AuditTargetKind = Literal["session", "task", "graph", "memory"]
+AuditTargetKind = Literal["session", "task", "graph", "memory", "tenant"]
 
 
 class AuditEntry(Model):

@@ -9,11 +9,12 @@ from datetime import datetime
 from sqlalchemy import Connection, func, insert, select
 
 from agentrt.schemas import QUOTA_NAMES, Quota, QuotaRaiseRecord
-from agentrt.store._base import StoreBase, utc
+from agentrt.store._audit import AuditTable
+from agentrt.store._base import utc
 from agentrt.store._models import quota_raises, sessions, usage_receipts
 
 
-class QuotaTables(StoreBase):
+class QuotaTables(AuditTable):
     """Table ``quota_raises``, and the day's sums over ``usage_receipts`` and ``sessions``."""
 
     def tenant_usage(self, owners: list[str], since: datetime, *, conn: Connection | None = None) -> tuple[int, float, int]:
@@ -51,10 +52,15 @@ class QuotaTables(StoreBase):
             raise ValueError("a quota raise needs a reason")
         now = self._now()
         with self.transaction() as conn:
-            conn.execute(
+            row = conn.execute(
                 insert(quota_raises).values(
                     tenant=tenant, quota=quota, limit_value=limit, principal=principal, reason=reason, created_at=now
                 )
+            )
+            raise_id = row.inserted_primary_key[0] if row.inserted_primary_key is not None else now.isoformat()
+            self.record_act(
+                principal, "raise_quota", "tenant", tenant, reason=reason, detail={"quota": quota, "limit": limit},
+                key=f"tenant:{tenant}:quota:{raise_id}", at=now, conn=conn,
             )
         return QuotaRaiseRecord(tenant=tenant, quota=quota, limit=limit, principal=principal, reason=reason, at=now)
 

@@ -69,6 +69,17 @@ def test_the_latest_raise_of_each_quota_is_its_limit_and_every_raise_is_kept(sto
     assert all(r.at.tzinfo is not None for r in raises)
 
 
+def test_each_raise_is_an_act_in_the_audit_log_with_who_what_and_why(store: Store) -> None:
+    acme = f"acme-{uuid.uuid4().hex[:8]}"
+    store.raise_quota(acme, "tokens_per_day", 1000, "ops", "trial")
+    store.raise_quota(acme, "tokens_per_day", 1000, "ops", "trial")  # the same raise twice: two acts
+
+    acts = store.audit(target=acme, limit=10)
+
+    assert [(a.principal, a.action, a.target_kind, a.target_id, a.reason) for a in acts] == [("ops", "raise_quota", "tenant", acme, "trial")] * 2
+    assert acts[0].detail == {"quota": "tokens_per_day", "limit": 1000}
+
+
 @pytest.mark.parametrize(
     ("quota", "limit", "reason", "problem"),
     [("tokens", 1, "x", "unknown quota"), ("tokens_per_day", -1, "x", "0 or more"), ("tokens_per_day", 1, " ", "reason")],
