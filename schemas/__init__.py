@@ -388,6 +388,7 @@ __all__ = [
     "arguments_sha256",
     "check_output",
     "child_config",
+    "code_span",
     "cut_middle",
     "delegated_session_id",
     "format_seconds",
