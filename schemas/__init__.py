@@ -130,6 +130,7 @@ __all__ = [
     "EventsPage",
     "EventsQuery",
     "FailurePolicy",
+    "FileTooLargeError",
     "GRAPH_ID_PREFIX",
     "GRAPH_PLAN",
     "GRAPH_RECORD",

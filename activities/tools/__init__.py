@@ -6,6 +6,7 @@ and passes heartbeat and cancellation hooks in through ``ToolContext``.
 
 from agentrt.activities.tools._agent import Agent
 from agentrt.activities.tools._delegate import Delegate
+from agentrt.activities.tools._files import RegularFile, read_regular_file, read_regular_file_async
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
 from agentrt.activities.tools._memory import (
     MemoryRecall,
@@ -59,6 +60,7 @@ __all__ = [
     "MAX_SKILL_FILE_BYTES",
     "MemoryRecall",
     "MemoryWrite",
+    "RegularFile",
     "SandboxStatus",
     "SandboxUnavailable",
     "ShellRun",
@@ -85,6 +87,8 @@ __all__ = [
     "open_regular",
     "quote_memory_text",
     "rank_memories",
+    "read_regular_file",
+    "read_regular_file_async",
     "recorded_memory_note",
     "resolve_in_workspace",
     "run_command",
