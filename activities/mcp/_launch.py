@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import sys
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -27,6 +28,11 @@ from agentrt.schemas import VARIABLE_REFERENCE, McpServerConfig, McpServerUnavai
 
 # PATH of a stdio server's process (its configured env may change it).
 SERVER_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The most bytes one message (one line) of a stdio server may hold: more than the largest result
+# kept (a saved file of ``MAX_SAVED_FILE_BYTES``, base64-encoded, in its JSON). A longer line is
+# dropped while it is read (``_relay.py``) and the call it answered fails with ``McpToolError``.
+MAX_MESSAGE_BYTES = 48 * 1024 * 1024
+_RELAY = Path(__file__).with_name("_relay.py")
 _VARIABLE = VARIABLE_REFERENCE
 
 
@@ -34,12 +40,17 @@ class Launcher:
     """Opens transports to the servers of ``configs`` (by name). ``home``: the agentrt home (a
     stdio server's default directory is ``home/mcp/NAME``, its log ``home/mcp/NAME.log``);
     ``env``: the environment ``${VAR}`` references read, kept as given (a live ``os.environ``
-    is read at each use)."""
+    is read at each use); ``max_message_bytes``: the bound on one line of a stdio server's
+    stdout (``MAX_MESSAGE_BYTES``)."""
 
-    def __init__(self, configs: Mapping[str, McpServerConfig], *, home: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, configs: Mapping[str, McpServerConfig], *, home: Path, env: Mapping[str, str],
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
         self._configs = configs
         self._home = home
         self._env = env
+        self._max_message_bytes = max_message_bytes
 
     def secrets(self) -> list[str]:
         """The values ``${VAR}`` references in the servers' ``env`` and ``headers`` expand to (set,
@@ -107,7 +118,9 @@ class Launcher:
                 status.path, command, cwd, config.sandbox, network=config.network, env={}, read_paths=read_paths
             )
             argv = _environment_through_process(argv, inherited)
-        return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
+        # Read through the relay: each line the server writes is bounded while it is read.
+        relayed = [sys.executable, "-I", str(_RELAY), str(self._max_message_bytes), "--", *argv]
+        return StdioServerParameters(command=relayed[0], args=relayed[1:], env=env, cwd=cwd)
 
     def cwd(self, config: McpServerConfig) -> Path:
         """A stdio server's directory, resolved: its ``cwd`` (relative to the home), else ``home/mcp/NAME``."""
