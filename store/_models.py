@@ -50,6 +50,7 @@ __all__ = [
     "usage_receipts",
     "webhook_deliveries",
     "webhook_watches",
+    "workspace_owners",
 ]
 
 metadata = MetaData(
@@ -374,4 +375,14 @@ webhook_deliveries = Table(
     CheckConstraint("state IN ('pending', 'delivered', 'failed')", name="state"),
     Index(None, "target_url", "state", "next_attempt_at"),
     Index(None, "watch_id"),
+)
+
+workspace_owners = Table(
+    "workspace_owners",
+    metadata,
+    Column("path_sha256", String(64), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("path_sha256"),
 )
