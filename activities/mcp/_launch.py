@@ -19,9 +19,7 @@ from typing import Any
 from mcp import StdioServerParameters
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-# The HTTP client with MCP's own timeouts, exported (in its __all__) by this module only.
-from mcp.shared._httpx_utils import create_mcp_http_client
-
+from agentrt.activities.mcp._bounded_http import bounded_http_client
 from agentrt.activities.mcp._diagnostics import STATUS_WRAPPER, StderrTail
 from agentrt.activities.tools import sandbox_status, sandboxed_argv
 from agentrt.schemas import VARIABLE_REFERENCE, McpServerConfig, McpServerUnavailable
@@ -86,8 +84,8 @@ class Launcher:
             return stdio_client(parameters, errlog=stderr.writer), stderr
         assert config.url is not None
         headers = self.expand(config, config.headers, "headers")
-        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-        return streamable_http_client(config.url, http_client=http), None
+        http = await stack.enter_async_context(bounded_http_client(headers, self._max_message_bytes))
+        return streamable_http_client(config.url, http_client=http, max_sse_event_size=self._max_message_bytes), None
 
     def stdio_parameters(self, config: McpServerConfig) -> StdioServerParameters:
         """How to spawn a stdio server (runs in a thread: it creates directories and may probe the

@@ -1,18 +1,22 @@
-"""An MCP server's oversized answer is cut while it is read (the stdio relay, ``_relay.py``), not
-after it is buffered: a 200 MiB answer, or a line that never ends, fails its call with a typed
+"""An MCP server's oversized answer is cut while it is read (the stdio relay, ``_relay.py``; the
+HTTP client's bounded transport, ``_bounded_http.py``), not after it is buffered: a 200 MiB answer, or a line that never ends, fails its call with a typed
 error while the worker's memory grows by a small part of it, and the worker goes on calling."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import resource
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from agentrt.activities.mcp._launch import MAX_MESSAGE_BYTES
-from agentrt.schemas import McpServerUnavailable, McpToolError, ToolError
+from agentrt.schemas import McpServerConfig, McpServerUnavailable, McpToolError, ToolError
 from tests.activities.mcp.conftest import MakeManager
+from tests.cli._serving import serving
 from tests.mcp_hostile_server import hostile_config
 
 ANSWER_BYTES = 200 * 1024 * 1024
@@ -74,3 +78,93 @@ async def test_an_answer_under_the_bound_passes_whole(tmp_path: Path, managers: 
     out = await manager.call_tool("evil", "big", {}, timeout_seconds=30)
     assert isinstance(out.text, str) and out.text.startswith("xxxx") and "more bytes not shown" in out.text
     assert not isinstance(out, ToolError)
+
+
+# ---------------------------------------------------------------- over HTTP
+
+
+class _HugeAnswers(BaseHTTPRequestHandler):
+    """A streamable-HTTP MCP server answering in JSON (no SSE): tool ``huge`` answers with a body of
+    ``ANSWER_BYTES``, written 1 MiB at a time, never held whole; ``fine`` answers a short text."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # no server-to-client stream
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_DELETE(self) -> None:
+        self.do_GET()
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "id" not in message:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        method, rid = message["method"], message["id"]
+        if method == "initialize":
+            result: dict[str, object] = {
+                "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "huge", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [tool("huge"), tool("fine")]}
+        elif method != "tools/call":
+            self.answer({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no {method}"}})
+            return
+        elif message["params"]["name"] == "fine":
+            result = {"content": [{"type": "text", "text": "called fine"}]}
+        else:
+            head = ('{"jsonrpc": "2.0", "id": ' + json.dumps(rid) + ', "result": {"content": [{"type": "text", "text": "').encode()
+            tail = b'"}]}}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(head) + ANSWER_BYTES + len(tail)))
+            self.end_headers()
+            try:
+                self.wfile.write(head)
+                piece = b"x" * (1 << 20)
+                for _ in range(ANSWER_BYTES >> 20):
+                    self.wfile.write(piece)
+                self.wfile.write(tail)
+            except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: what it should do
+                pass
+            return
+        self.answer({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    def answer(self, message: dict[str, object]) -> None:
+        body = json.dumps(message).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def huge_http() -> Iterator[McpServerConfig]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HugeAnswers)
+    server.daemon_threads = True
+    with serving(server):
+        yield McpServerConfig(name="huge", url=f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout_seconds=60)
+
+
+async def test_a_200_mib_json_answer_over_http_fails_its_call_while_read_and_the_next_call_is_served(
+    huge_http: McpServerConfig, managers: MakeManager
+) -> None:
+    manager = managers(huge_http)
+    await manager.list_tools("huge")
+    before = rss_bytes()
+
+    with pytest.raises(McpToolError, match="longer than"):
+        await asyncio.wait_for(manager.call_tool("huge", "huge", {}, timeout_seconds=60), 120)
+
+    # The SDK holds a JSON body until it is whole: at most the bound of it here, not the answer.
+    assert rss_bytes() - before < 2 * MAX_MESSAGE_BYTES < ANSWER_BYTES
+    assert (await manager.call_tool("huge", "fine", {}, timeout_seconds=30)).text == "called fine"
