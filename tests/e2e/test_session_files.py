@@ -37,3 +37,27 @@ async def test_a_session_naming_a_stalling_or_outside_file_fails_alone_while_ano
     assert failed.status == "failed"
     assert ("fifo" if kind == "fifo" else "symbolic link") in (failed.error or "")
     assert "root:" not in (failed.error or "")
+
+
+async def test_a_hostile_model_reads_nothing_through_links_fifos_or_devices_in_its_workspace(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "passwd").symlink_to("/etc/passwd")
+    (workspace / "zero").symlink_to("/dev/zero")
+    (workspace / "up").symlink_to("/etc")
+    os.mkfifo(workspace / "fifo")
+    reads = [{"name": "fs.read", "arguments": {"path": p}} for p in ("passwd", "zero", "up/passwd", "fifo", "/etc/passwd")]
+    script = write_script(tmp_path, [
+        {"tool_calls": reads + [{"name": "fs.search", "arguments": {"pattern": "root", "path": "."}}]},
+        {"text": "done"},
+    ], "hostile.json")
+    sid = harness.new_session_id()
+    started = await harness.client.start(session_config(harness.client, sid, workspace, script), "read everything")
+
+    outcome = await asyncio.wait_for(harness.client.wait(sid, started.turn_id), 60)
+
+    assert (outcome.status, outcome.answer) == ("completed", "done")
+    results = [m.text for _, m in harness.store.messages(sid) if m.role == "tool"]
+    assert len(results) == 6
+    assert not any("root:x:0:0" in text for text in results)
+    assert results[-1] == "no matches"
