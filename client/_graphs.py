@@ -256,7 +256,7 @@ class Graphs:
                 raise graph_rejected(graph_id, "start", f"graph is a GraphSpec, not {type(graph).__name__}")
             validate_graph(graph, granted=list(tools) if tools is not None else None)
             graph = graph.model_copy(update={"nodes": [
-                n.model_copy(update={"script": os.path.abspath(n.script)}) if n.script else n for n in graph.nodes
+                n.model_copy(update={"script": os.path.realpath(n.script)}) if n.script else n for n in graph.nodes
             ]})
         config = _build(
             graph_id, "start", GraphConfig,
@@ -266,7 +266,7 @@ class Graphs:
             goal=goal,
             graph=graph,
             profile=profile or ("scripted" if script or _all_scripted(graph) else self._connection.default_profile),
-            script=os.path.abspath(script) if script else None,
+            script=os.path.realpath(script) if script else None,  # a worker opens it by its real path only
             planner_profile=planner_profile,
             reviewer_profile=reviewer_profile,
             approve_plan=approve_plan,

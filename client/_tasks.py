@@ -205,7 +205,7 @@ class Tasks:
             schedule={"every_seconds": every_seconds, "cron": cron, "trigger_command": trigger_command},
             budget=budget or Budget(),
             profile=profile or ("scripted" if script else self._connection.default_profile),
-            script=os.path.abspath(script) if script else None,
+            script=os.path.realpath(script) if script else None,  # a worker opens it by its real path only
             reviewer_profile=reviewer_profile,
             tools=list(tools) if tools is not None else None,
             sandbox=sandbox,

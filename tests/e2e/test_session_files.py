@@ -25,7 +25,9 @@ async def test_a_session_naming_a_stalling_or_outside_file_fails_alone_while_ano
     else:
         hostile.symlink_to("/etc/passwd")
     stuck_id, other_id = harness.new_session_id(), harness.new_session_id()
-    stuck = await harness.client.start(session_config(harness.client, stuck_id, workspace, str(hostile)), "go")
+    config = session_config(harness.client, stuck_id, workspace, str(tmp_path))
+    # The path as given, not made real as new_config makes it: a client that sends it so, or a link swapped in after.
+    stuck = await harness.client.start(config.model_copy(update={"script": str(hostile)}), "go")
 
     other = await harness.client.start(
         session_config(harness.client, other_id, workspace, write_script(tmp_path, [{"text": "served"}])), "go"
