@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import asyncio
 import json
 import math
@@ -451,7 +453,8 @@ def echo_listing(rows: list[Any], id_field: str, noun: str, as_json: bool) -> No
 
 def load_script(path: str) -> Any:
     """The scripted model's file at ``path``, read and checked (``ConfigurationError`` when it does
-    not load). The provider's module is imported here, by a command given a script, not by every command."""
+    not load). The provider's module is imported here, by a command given a script, not by every command.
+    Read by its real path, as the client records it (a worker opens a script by its real path only)."""
     from agentrt.activities.providers.scripted import load_script as load
 
-    return load(path)
+    return load(os.path.realpath(path))

@@ -13,7 +13,7 @@ import uvicorn
 
 from agentrt.cli._common import run_command
 from agentrt.client import AgentClient, default_principal
-from agentrt.gateway import WebhookDispatcher, check_authentication, create_app, is_loopback
+from agentrt.gateway import WebhookDispatcher, check_authentication, check_workspace_root, create_app, is_loopback
 from agentrt.schemas import AgentrtError
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig, connect_when_ready, open_store
 
@@ -48,6 +48,10 @@ def serve(
     tables of agentrt.toml (the SHA-256 of each, its principal and scopes) and AGENTRT_GATEWAY_TOKEN
     (one admin token). Without any, the gateway refuses to start unless --insecure-no-auth is given.
 
+    The workspace root may not hold the configuration file, the SQLite store, the codec keys file,
+    the payload directory or $AGENTRT_HOME, nor lie inside $AGENTRT_HOME (exit code 2 naming it).
+    A workspace under it belongs to the principal that first started work in it.
+
     Waits (with backoff) for the Temporal server; exit code 2 for a configuration error.
     """
     try:
@@ -64,6 +68,7 @@ def serve(
         raise typer.BadParameter(f"serving without authentication is allowed on a loopback address only, not {host!r}", param_hint="--host")
     try:
         check_authentication(config.gateway, insecure_principal)
+        check_workspace_root(workspace_root, config)
     except AgentrtError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None

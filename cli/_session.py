@@ -208,6 +208,8 @@ def _decision_command(decision: str) -> Callable[..., None]:
                 edited = json.loads(arguments)
             except ValueError as err:
                 raise typer.BadParameter(f"not JSON: {err}", param_hint="--arguments") from None
+            except RecursionError:  # nested deeper than the JSON parser goes
+                raise typer.BadParameter("nested too deep", param_hint="--arguments") from None
             if not isinstance(edited, dict):
                 raise typer.BadParameter("must be a JSON object", param_hint="--arguments")
         config = load_config()

@@ -11,12 +11,14 @@ import builtins
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentrt.schemas import (
+    MAX_ARGUMENT_DEPTH,
     ElicitationAnswer,
     PermissionDecision,
     PermissionRequest,
     ReconcileDecision,
     RequestRejected,
     SessionStateView,
+    nested_deeper_than,
 )
 from agentrt.client._connection import Connection
 from agentrt.client._session_calls import SessionCalls
@@ -46,7 +48,8 @@ class Decisions:
         request's ``grant_rule``, e.g. ``shell.run:destructive:rm -r``) run without asking for the
         rest of the session. ``arguments``: the call runs with these instead of the model's
         (``ToolCallEdited``; the model reads that they were changed). Raises ``RequestRejected``
-        for an unknown or decided request, a non-owner, or edited arguments the tool refuses."""
+        for an unknown or decided request, a non-owner, or edited arguments the tool refuses or
+        that nest deeper than ``MAX_ARGUMENT_DEPTH`` levels (refused before anything is sent)."""
         scope = "session" if for_session else "once"
         await self._decide(session_id, request_id, "grant", reason, scope=scope, arguments=arguments)
 
@@ -55,6 +58,10 @@ class Decisions:
 
     async def _decide(self, session_id: str, request_id: str, decision: str, reason: str | None, *,
                       scope: str = "once", arguments: dict[str, Any] | None = None) -> None:
+        if arguments is not None and nested_deeper_than(arguments, MAX_ARGUMENT_DEPTH):
+            raise RequestRejected(
+                session_id, "decide", f"the edited arguments nest lists and objects deeper than {MAX_ARGUMENT_DEPTH} levels"
+            )
         await self._check_pending(session_id, request_id, "tool_call", reason)
         signal = PermissionDecision(
             request_id=request_id, decision=decision, principal=self._connection.principal, reason=reason,  # type: ignore[arg-type]

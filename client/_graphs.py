@@ -49,6 +49,7 @@ from agentrt.schemas import (
     SandboxPolicy,
     TaskGraphInput,
     TaskGraphResult,
+    code_span,
     graph_workflow_id,
     validate_graph,
 )
@@ -58,8 +59,10 @@ __all__ = ["GRAPH_STATUSES", "GraphListing", "Graphs", "graph_details", "graph_s
 GRAPH_STATUSES: tuple[str, ...] = get_args(GraphStatus)
 # Characters of the goal in a graph's static summary (the Temporal UI's one-line label).
 SUMMARY_GOAL_CHARS = 80
-# Characters of a node's prompt in a graph's static details.
+# Characters of a node's prompt, and of the goal, in a graph's static details (each a code span:
+# text a caller or a planner chose is never rendered as markdown).
 DETAILS_PROMPT_CHARS = 160
+DETAILS_GOAL_CHARS = 2000
 
 
 @dataclass
@@ -141,9 +144,7 @@ def _field_problem(problem: Any, nodes: Any) -> str:
 def graph_summary(config: GraphConfig) -> str:
     """The workflow's static summary: ``graph <id> · <goal on one line, cut>`` or ``graph <id> · graph of N nodes``."""
     if config.goal is not None:
-        what = " ".join(config.goal.split())
-        if len(what) > SUMMARY_GOAL_CHARS:
-            what = what[: SUMMARY_GOAL_CHARS - 1] + "…"
+        what = code_span(config.goal, SUMMARY_GOAL_CHARS)
     else:
         count = len(config.graph.nodes) if config.graph is not None else 0
         what = f"graph of {count} node{'s' if count != 1 else ''}"
@@ -155,15 +156,12 @@ def graph_details(config: GraphConfig) -> str:
     how the plan is approved, the risk level, parallelism, retries, failure policy, owner and workspace."""
     lines: list[str] = []
     if config.goal is not None:
-        lines += [f"**Goal**: {config.goal}", "", "**Plan**: made by the planner, shown before approval"]
+        lines += [f"**Goal**: {code_span(config.goal, DETAILS_GOAL_CHARS)}", "", "**Plan**: made by the planner, shown before approval"]
     elif config.graph is not None:
         lines.append(f"**Nodes** ({len(config.graph.nodes)}):")
         for node in config.graph.nodes:
-            prompt = " ".join(node.prompt.split())
-            if len(prompt) > DETAILS_PROMPT_CHARS:
-                prompt = prompt[: DETAILS_PROMPT_CHARS - 1] + "…"
-            deps = f" ← {', '.join(f'`{d}`' for d in node.depends_on)}" if node.depends_on else ""
-            lines.append(f"- `{node.id}` ({node.role}){deps}: {prompt}")
+            deps = f" ← {', '.join(code_span(d, 80) for d in node.depends_on)}" if node.depends_on else ""
+            lines.append(f"- {code_span(node.id, 80)} ({node.role}){deps}: {code_span(node.prompt, DETAILS_PROMPT_CHARS)}")
     approval = (
         "a person approves the plan (`agentrt graph approve`)" if config.approve_plan == "ask"
         else "automatic unless the plan's risk is high"
@@ -175,8 +173,8 @@ def graph_details(config: GraphConfig) -> str:
         f"**Risk level**: at least {config.risk_level}",
         f"**Parallel**: {parallel or 'as planned'} node(s) at once; {config.max_retries} retr{'y' if config.max_retries == 1 else 'ies'} per node",
         f"**Failure policy**: {config.failure_policy}",
-        f"**Owner**: `{config.owner}`",
-        f"**Workspace**: `{config.workspace}`",
+        f"**Owner**: {code_span(config.owner, 200)}",
+        f"**Workspace**: {code_span(config.workspace, 500)}",
     ]
     return "\n".join(lines)
 
@@ -264,7 +262,7 @@ class Graphs:
                 raise graph_rejected(graph_id, "start", f"graph is a GraphSpec, not {type(graph).__name__}")
             validate_graph(graph, granted=list(tools) if tools is not None else None)
             graph = graph.model_copy(update={"nodes": [
-                n.model_copy(update={"script": os.path.abspath(n.script)}) if n.script else n for n in graph.nodes
+                n.model_copy(update={"script": os.path.realpath(n.script)}) if n.script else n for n in graph.nodes
             ]})
         config = _build(
             graph_id, "start", GraphConfig,
@@ -274,7 +272,7 @@ class Graphs:
             goal=goal,
             graph=graph,
             profile=profile or ("scripted" if script or _all_scripted(graph) else self._connection.default_profile),
-            script=os.path.abspath(script) if script else None,
+            script=os.path.realpath(script) if script else None,  # a worker opens it by its real path only
             planner_profile=planner_profile,
             reviewer_profile=reviewer_profile,
             approve_plan=approve_plan,

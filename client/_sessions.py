@@ -94,7 +94,7 @@ class Sessions:
             owner=self._connection.principal,
             workspace=os.path.realpath(workspace),
             profile=profile,
-            script=os.path.abspath(script) if script else None,
+            script=os.path.realpath(script) if script else None,  # a worker opens it by its real path only
             **fields,  # type: ignore[arg-type]
         )
 

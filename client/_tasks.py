@@ -45,6 +45,7 @@ from agentrt.schemas import (
     TaskNotFound,
     TaskStatus,
     TaskStatusView,
+    code_span,
     task_workflow_id,
 )
 
@@ -53,6 +54,10 @@ __all__ = ["TASK_STATUSES", "TaskListing", "Tasks", "task_details", "task_summar
 TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
 # Characters of the goal in a task's static summary (the Temporal UI's one-line label).
 SUMMARY_GOAL_CHARS = 80
+# Characters of the goal, and of each criterion or check, in a task's static details (each a code
+# span: text a caller chose is never rendered as markdown).
+DETAILS_GOAL_CHARS = 2000
+DETAILS_TEXT_CHARS = 500
 
 
 @dataclass
@@ -72,10 +77,7 @@ class TaskListing:
 
 def task_summary(config: TaskConfig) -> str:
     """The workflow's static summary: ``task <id> · <goal on one line, cut to ~80 characters>``."""
-    goal = " ".join(config.goal.split())
-    if len(goal) > SUMMARY_GOAL_CHARS:
-        goal = goal[: SUMMARY_GOAL_CHARS - 1] + "…"
-    return f"task {config.task_id} · {goal}"
+    return f"task {config.task_id} · {code_span(config.goal, SUMMARY_GOAL_CHARS)}"
 
 
 def task_details(config: TaskConfig) -> str:
@@ -84,21 +86,21 @@ def task_details(config: TaskConfig) -> str:
     acceptance = config.acceptance
     checks = []
     if acceptance.command is not None:
-        checks.append(f"command `{acceptance.command}` exits 0 (within {acceptance.timeout_seconds:g} s)")
+        checks.append(f"command {code_span(acceptance.command, DETAILS_TEXT_CHARS)} exits 0 (within {acceptance.timeout_seconds:g} s)")
     if acceptance.review is not None:
-        checks.append(f"a reviewer finds: {acceptance.review}")
+        checks.append(f"a reviewer finds: {code_span(acceptance.review, DETAILS_TEXT_CHARS)}")
     if not checks:
         checks.append("a reviewer judges each session's answer against the goal and criteria")
-    lines = [f"**Goal**: {config.goal}", ""]
+    lines = [f"**Goal**: {code_span(config.goal, DETAILS_GOAL_CHARS)}", ""]
     if config.criteria:
-        lines += ["**Criteria**:", *(f"- {c}" for c in config.criteria), ""]
+        lines += ["**Criteria**:", *(f"- {code_span(c, DETAILS_TEXT_CHARS)}" for c in config.criteria), ""]
     lines += [
         f"**Acceptance**: {'; and '.join(checks)}",
         f"**Schedule**: {config.schedule.describe()}",
         f"**Budget**: {config.budget.describe()}",
         f"**Max sessions**: {config.max_sessions} ({config.max_rounds_per_session} model calls each)",
-        f"**Owner**: `{config.owner}`",
-        f"**Workspace**: `{config.workspace}`",
+        f"**Owner**: {code_span(config.owner, 200)}",
+        f"**Workspace**: {code_span(config.workspace, 500)}",
     ]
     return "\n".join(lines)
 
@@ -207,7 +209,7 @@ class Tasks:
             schedule={"every_seconds": every_seconds, "cron": cron, "trigger_command": trigger_command},
             budget=budget or Budget(),
             profile=profile or ("scripted" if script else self._connection.default_profile),
-            script=os.path.abspath(script) if script else None,
+            script=os.path.realpath(script) if script else None,  # a worker opens it by its real path only
             reviewer_profile=reviewer_profile,
             tools=list(tools) if tools is not None else None,
             sandbox=sandbox,

@@ -14,6 +14,7 @@ from agentrt.gateway._codec_server import (
 from agentrt.gateway._stream import StreamHub, StreamItem, StreamSubscription, stream_response
 from agentrt.gateway._webhook_signing import sign_webhook, signed_headers, verify_webhook
 from agentrt.gateway._webhooks import WebhookDispatcher
+from agentrt.gateway._workspaces import WorkspaceClaims, check_workspace_root, protected_paths
 
 __all__ = [
     "CodecServerSettings",
@@ -25,10 +26,13 @@ __all__ = [
     "StreamItem",
     "StreamSubscription",
     "WebhookDispatcher",
+    "WorkspaceClaims",
     "check_authentication",
+    "check_workspace_root",
     "codec_app",
     "create_app",
     "is_loopback",
+    "protected_paths",
     "sign_webhook",
     "signed_headers",
     "stream_response",

@@ -82,7 +82,7 @@ _THREAD = re.compile(ID_PATTERN)
 _PERMISSION = "PermissionRequested"
 
 
-def session_config_for(
+async def session_config_for(
     agent: str, caller: Caller, gateway: Gateway, *, session_id: str, idempotency_key: str, props: dict[str, Any]
 ) -> SessionConfig:
     """The config of the session a thread's first run starts for agent ``agent``, owned by the caller.
@@ -92,7 +92,8 @@ def session_config_for(
     (``Agent``, docs/agents.md): the session runs as that agent, and one no worker registered
     fails at its start (``AgentNotRegistered``, the run's ``RUN_ERROR``). ``props`` (the run's ``forwardedProps``)
     may name the ``workspace`` (a directory under the gateway's workspace root; default the root)
-    and a scripted model's ``script`` (a file under it). Raises ``Problem`` 422 for a path outside.
+    and a scripted model's ``script`` (a file under it). Raises ``Problem`` 422 for a path outside,
+    or a workspace another principal owns (``Gateway.workspace_for``).
     """
     workspace = props.get("workspace") or "."
     script = props.get("script")
@@ -102,7 +103,7 @@ def session_config_for(
     client = caller.client
     named: dict[str, Any] = {"profile": agent} if is_app else {"agent": agent}
     return client.new_config(
-        gateway.confined(workspace, "workspace", directory=True), session_id=session_id, **named,
+        await gateway.workspace_for(caller, workspace), session_id=session_id, **named,
         script=gateway.confined(script, "script", directory=False) if script else None, idempotency_key=idempotency_key,
         operators=list(client.operators), tool_task_queue=client.tool_task_queue,
     )
@@ -177,7 +178,7 @@ async def _begin(agent: str, body: RunAgentInput, caller: Caller, gateway: Gatew
         return await _resume(body, caller, gateway, store)
     text = _new_message(body)
     if not exists:
-        config = session_config_for(agent, caller, gateway, session_id=thread, idempotency_key=key, props=_props(body))
+        config = await session_config_for(agent, caller, gateway, session_id=thread, idempotency_key=key, props=_props(body))
         started = await gateway.in_time(client.start(config, text, idempotency_key=key))
         await gateway.watch("session", thread, caller.principal)
         return _Run(thread, started.turn_id)

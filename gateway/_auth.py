@@ -31,6 +31,7 @@ from agentrt.gateway._errors import Problem, problem_for
 from agentrt.gateway._models import ID_PATTERN, MAX_PATH_ID_CHARS
 from agentrt.gateway._stream import StreamHub
 from agentrt.gateway._webhooks import WatchKind, WebhookDispatcher
+from agentrt.gateway._workspaces import WorkspaceClaims
 from agentrt.schemas import (
     GraphNotFound,
     SessionNotFound,
@@ -80,6 +81,19 @@ class Gateway:
     max_streams: int = MAX_STREAMS
     _worker_seen_until: float = 0.0
     _streams: Counter[str] = field(default_factory=Counter)
+    _claims: WorkspaceClaims | None = None
+
+    async def workspace_for(self, caller: "Caller", path: str) -> str:
+        """``confined(path, "workspace", directory=True)``, claimed for ``caller`` (``WorkspaceClaims``):
+        a workspace another principal owns (or one inside or above it) raises the ``Problem`` 422
+        of a directory that does not exist, word for word."""
+        real = self.confined(path, "workspace", directory=True)
+        if self._claims is None:
+            self._claims = WorkspaceClaims(self.client.store)
+        if not await self._claims.claim(real, caller.principal):
+            shown = path if len(path) <= 200 else path[:200] + "…"
+            raise Problem(422, "invalid-request", f"workspace {shown!r} is not an existing directory under the gateway's workspace root")
+        return real
 
     def confined(self, path: str, what: str, *, directory: bool) -> str:
         """``path`` (relative to the workspace root, or absolute) resolved, symbolic links

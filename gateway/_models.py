@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_ARGUMENT_DEPTH,
     MAX_GRAPH_NODES,
     ApprovalMode,
     ApprovalPolicy,
@@ -24,6 +25,7 @@ from agentrt.schemas import (
     RiskLevel,
     SandboxPolicy,
     Spend,
+    nested_deeper_than,
     unsupported_keyword,
 )
 
@@ -183,6 +185,8 @@ class ApprovalDecisionRequest(Body):
             raise ValueError("an edit gives the arguments the call runs with")
         if self.decision != "edit" and self.arguments is not None:
             raise ValueError(f"a decision {self.decision!r} carries no arguments (use decision 'edit')")
+        if self.arguments is not None and nested_deeper_than(self.arguments, MAX_ARGUMENT_DEPTH):
+            raise ValueError(f"the edited arguments nest lists and objects deeper than {MAX_ARGUMENT_DEPTH} levels")
         if self.decision == "deny" and self.for_session:
             raise ValueError("for_session applies to approvals only")
         return self

@@ -78,7 +78,7 @@ def session_routes() -> APIRouter:
     async def create_session(request: Request, body: SessionCreate, caller: SessionsCaller, key: Key) -> SessionCreated:
         gateway = gateway_of(request)
         caller.check_sandbox(body.sandbox, body.network)
-        workspace = gateway.confined(body.workspace, "workspace", directory=True)
+        workspace = await gateway.workspace_for(caller, body.workspace)
         script = gateway.confined(body.script, "script", directory=False) if body.script else None
         profile = body.profile or ("scripted" if script else caller.client.default_profile)
         if body.profile is not None or script is None:

@@ -64,7 +64,7 @@ def task_routes() -> APIRouter:
     async def create_task(request: Request, body: TaskCreate, caller: TasksCaller, key: Key) -> TaskCreated:
         gateway = gateway_of(request)
         caller.check_sandbox(body.sandbox, body.network)
-        workspace = gateway.confined(body.workspace, "workspace", directory=True)
+        workspace = await gateway.workspace_for(caller, body.workspace)
         script = gateway.confined(body.script, "script", directory=False) if body.script else None
         if body.profile is not None or script is None:
             gateway.check_profile(body.profile or caller.client.default_profile)
@@ -144,7 +144,7 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
             raise Problem(422, "invalid-request", f"the app {app!r} is the profile of its runs; the body names {body.profile[:200]!r}")
         profile = app or body.profile
         caller.check_sandbox(body.sandbox, body.network)
-        workspace = gateway.confined(body.workspace, "workspace", directory=True)
+        workspace = await gateway.workspace_for(caller, body.workspace)
         script = gateway.confined(body.script, "script", directory=False) if body.script else None
         graph = body.graph
         if graph is not None:

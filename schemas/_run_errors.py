@@ -11,6 +11,7 @@ __all__ = [
     "BudgetExceeded",
     "EffectOutcomeUnknown",
     "EmptyResponseError",
+    "FileTooLargeError",
     "InvalidPathError",
     "McpServerUnavailable",
     "McpToolError",
@@ -170,6 +171,18 @@ class NotARegularFileError(ToolError):
         self.path = path
         self.kind = kind
         super().__init__(f"{path!r} is a {kind}, not a regular file; only regular files are read or written")
+
+
+class FileTooLargeError(ToolError):
+    """A file the worker reads for a session (a script, a skill, a workspace file) holds more
+    than ``limit`` bytes: ``size`` is what it holds (or, for one that grew while it was read, the
+    bytes read when the read stopped). Nothing of it is used."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        self.path = path
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{path!r} holds {size:,} bytes, more than the {limit:,} a file read for a session may hold")
 
 
 class ToolTimedOut(ToolError):

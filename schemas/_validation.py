@@ -25,15 +25,36 @@ from jsonschema.exceptions import ValidationError
 from agentrt.schemas._messages import ToolSpec
 
 __all__ = [
+    "MAX_ARGUMENT_DEPTH",
     "NotAJsonNumber",
     "argument_problems",
     "arguments_sha256",
+    "nested_deeper_than",
     "strict_json",
     "untrusted_schema_problems",
 ]
 
+# The deepest a caller's edited tool-call arguments may nest lists and objects (levels, the
+# arguments object itself counted as 1). Deeper ones are refused before they are sent: the data
+# converter stops serializing at some hundreds of levels and JSON parsers at about a thousand.
+MAX_ARGUMENT_DEPTH = 64
+
 # Compiled RE2 patterns kept per process (an untrusted schema's patterns are few and reused).
 RE2_CACHE_SIZE = 512
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``limit`` levels deep (``value`` itself,
+    if a list or dict, is level 1); walked with a stack of its own, so any depth is measured
+    without a ``RecursionError``."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def argument_problems(spec: ToolSpec, arguments: Any) -> list[str]:

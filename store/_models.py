@@ -54,6 +54,7 @@ __all__ = [
     "webhook_deliveries",
     "webhook_watches",
     "workflow_owners",
+    "workspace_owners",
 ]
 
 metadata = MetaData(
@@ -432,4 +433,15 @@ audit_log = Table(
     Index(None, "principal", "at"),
     Index(None, "target_id", "at"),
     Index(None, "owner", "at"),
+)
+
+
+workspace_owners = Table(
+    "workspace_owners",
+    metadata,
+    Column("path_sha256", String(64), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("path_sha256"),
 )

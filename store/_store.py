@@ -22,19 +22,20 @@ from agentrt.store._tasks import TaskTables
 from agentrt.store._transcript import TranscriptTables
 from agentrt.store._usage import UsageReceiptTable
 from agentrt.store._webhooks import WebhookTables
+from agentrt.store._workspaces import WorkspaceOwners
 
 
 class Store(
     TranscriptTables, DeltaTable, EffectLedger, UsageReceiptTable, ReasoningTable, MemoryTable, McpTables, TaskTables,
-    WebhookTables, GraphTables, WorkflowOwnerTable, QuotaTables,
+    WebhookTables, GraphTables, WorkflowOwnerTable, QuotaTables, WorkspaceOwners,
 ):
     """Synchronous access to the application store; thread-safe (one pooled engine).
 
     Transcript, events, sessions and compaction summaries; token deltas; the effect ledger;
     usage receipts; reasoning blocks; memories; MCP server events and tool listings; autonomous
     tasks, their events and checkpoints; task graphs and their events; webhook watches and deliveries; the
-    audit log of principals' acts; the owner of every workflow id; tenants' quota raises and daily use.
-    Open with ``Store.open()``;
+    audit log of principals' acts; the owner of every workflow id; tenants' quota raises and daily use;
+    workspace owners. Open with ``Store.open()``;
     close with ``close()`` or use it as a context manager.
     """
 

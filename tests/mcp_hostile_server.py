@@ -13,7 +13,8 @@ whose every answer the test chooses through ``PLAN_JSON``:
   ``elicitation/create`` request; its answer is echoed in the result), ``{"elicit_forever":
   params}`` (asks again after every answer), ``{"hang": true}`` (never answers),
   ``{"read": path}`` / ``{"write": [path, text]}`` / ``{"env": true}`` (the result says what
-  the process could see or do).
+  the process could see or do), ``{"huge_answer": N}`` (the answer: a text of N bytes, streamed on
+  one line), ``{"endless": true}`` (an answer whose line never ends).
 - ``hang_on``: methods never answered (``initialize``, ``tools/list``).
 
 Values may be macros, expanded by the server: ``{"$repeat": [value, n]}`` (a string repeated, or
@@ -166,12 +167,28 @@ class _Server:
                     seen.append(f"NOWRITE:{type(err).__name__}")
             elif "env" in action:
                 seen.append("ENV:" + json.dumps(dict(os.environ)))
+            elif "huge_answer" in action:  # the answer, N bytes of text, written in 1 MiB pieces
+                self.stream_answer(rid, action["huge_answer"])
+                return
+            elif "endless" in action:  # a line that never ends (until the reader goes away)
+                sys.stdout.write('{"jsonrpc": "2.0", "id": ' + json.dumps(rid) + ', "result": {"content": [{"type": "text", "text": "')
+                while True:
+                    sys.stdout.write("x" * (1 << 20))
         results = self.plan.get("results", {})
         if name in results:
             result = _expand(results[name])
         else:
             result = {"content": [{"type": "text", "text": "\n".join(seen) or f"called {name}"}]}
         self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+    def stream_answer(self, rid: Any, size: int) -> None:
+        sys.stdout.write('{"jsonrpc": "2.0", "id": ' + json.dumps(rid) + ', "result": {"content": [{"type": "text", "text": "')
+        piece = "x" * (1 << 20)
+        for _ in range(size >> 20):
+            sys.stdout.write(piece)
+        sys.stdout.write('"}]}}\n')
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from agentrt.schemas import (
     SPEND_USD,
     BudgetCrossing,
     PermissionRequest,
+    code_span,
 )
 
 # console-v1: sessions, tasks and graphs keep AgentKind, AgentOwner, AgentSessionStatus,
@@ -100,10 +101,7 @@ def spend_or_none(cost_usd: float) -> float | None:
 def code(text: str, limit: int = SHOWN_CHARS) -> str:
     """``text`` as a one-line markdown code span, cut to ``limit`` characters: backticks become
     ``ˋ`` so that text chosen by a model or a tool cannot close the span and write markdown."""
-    flat = " ".join(text.split()).replace("`", "ˋ")
-    if len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    return f"`{flat}`" if flat else "``"
+    return code_span(text, limit)
 
 
 def payload(fields: dict[str, Any]) -> str:

@@ -37,6 +37,7 @@ from agentrt.schemas import (
     ToolInvocationCompleted,
     ToolInvocationFailed,
     ToolInvocationStarted,
+    code_span,
     delegated_session_id,
     session_workflow_id,
 )
@@ -139,8 +140,8 @@ class Delegations:
             handle = await self.children.start(
                 config,
                 summary=f"session {self.run.config.session_id} · delegation {number}"
-                + (f" · {preview(request.title, 80)}" if request.title else ""),
-                details=f"prompt: {preview(request.prompt, 300)}",
+                + (f" · {code_span(request.title, 80)}" if request.title else ""),
+                details=f"prompt: {code_span(request.prompt, 300)}",
             )
         except WorkflowAlreadyStartedError:
             text = f"delegate failed: a workflow with session id {session_id} already exists"

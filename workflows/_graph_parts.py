@@ -281,10 +281,10 @@ def current_details(config: GraphConfig, state: GraphState) -> str:
         for node_id in state.order:
             node = state.nodes[node_id]
             deps = state.plan.node(node_id).depends_on
-            lines.append(f"- `{node_id}` {node.status}" + (f" ← {', '.join(deps)}" if deps else "")
+            lines.append(f"- {console.code(node_id, 80)} {node.status}" + (f" ← {', '.join(console.code(d, 80) for d in deps)}" if deps else "")
                          + (f" (attempt {node.attempts})" if node.attempts > 1 else ""))
     if state.risk_level is not None:
-        lines.append(f"risk {state.risk_level}" + (f": {'; '.join(state.risk_reasons[:3])}" if state.risk_reasons else ""))
+        lines.append(f"risk {state.risk_level}" + (f": {console.code('; '.join(state.risk_reasons[:3]), 300)}" if state.risk_reasons else ""))
     if state.failure:
         lines.append(f"failed: {console.code(state.failure, 300)}")
     sections = [console.block(lines)]

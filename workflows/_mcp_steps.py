@@ -35,6 +35,7 @@ from agentrt.schemas import (
     ToolCall,
     ToolExecuteResult,
     ToolSpec,
+    code_span,
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import context
@@ -123,7 +124,7 @@ class Mcp:
         run.set_status("awaiting_approval")
         example = json.dumps({"request_id": request.request_id, "principal": run.config.owner, "action": "accept", "content": {}})
         workflow.set_current_details(
-            f"**{call.name} asks** `{request.request_id}`: {preview(asked.message, 300)}\n\n"
+            f"{code_span(call.name, 80)} **asks** {code_span(request.request_id, 80)}: {code_span(asked.message, 300)}\n\n"
             f"Answer with update `answer_elicitation` `{example}` (content matching the schema), "
             f"or `agentrt session answer {run.config.session_id} {request.request_id} '{{...}}'`"
         )

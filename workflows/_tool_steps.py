@@ -41,6 +41,7 @@ from agentrt.schemas import (
     ToolInvocationFailed,
     ToolInvocationStarted,
     arguments_sha256,
+    code_span,
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _advisor as advisor
@@ -266,7 +267,7 @@ class ToolCalls:
     async def _await_decisions(self, requests: list[PermissionRequest]) -> None:
         self.run.set_status("awaiting_approval")
         example = json.dumps({"request_id": requests[0].request_id, "decision": "grant", "principal": self.run.config.owner})
-        lines = [f"- `{r.request_id}` · `{r.tool}` {arguments_preview(r.arguments, 120)}" for r in requests]
+        lines = [f"- {code_span(r.request_id, 80)} · {code_span(r.tool, 80)} {code_span(arguments_preview(r.arguments, 120), 120)}" for r in requests]
         workflow.set_current_details(
             "**awaiting approval**\n\n" + "\n".join(lines) + f"\n\nSignal `permission_decision` with `{example}`"
         )
@@ -306,7 +307,7 @@ class ToolCalls:
         request_state: str | None = None
         while True:
             await self.run.before_call()
-            workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool `{call.name}`")
+            workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool {code_span(call.name, 80)}")
             writes = self.run.writes_for_call()
             fields = dict(
                 session_id=self.run.config.session_id,
@@ -415,7 +416,8 @@ class ToolCalls:
         self.run.set_status("awaiting_approval")
         example = json.dumps({"request_id": request.request_id, "outcome": "applied", "principal": self.run.config.owner})
         workflow.set_current_details(
-            f"**reconcile** `{request.request_id}` · `{call.name}` {arguments_preview(request.arguments, 120)}\n\n"
+            f"**reconcile** {code_span(request.request_id, 80)} · {code_span(call.name, 80)} "
+            f"{code_span(arguments_preview(request.arguments, 120), 120)}\n\n"
             f"Was it applied? Signal `reconcile` with `{example}` (or `\"outcome\": \"not_applied\"` to run it again)"
         )
         await self.run.flush()

@@ -61,6 +61,7 @@ from agentrt.schemas import (
     TriggerVerdict,
     UsageReceipt,
     child_config,
+    code_span,
     format_seconds,
     task_session_id,
     task_workflow_id,
@@ -244,7 +245,7 @@ class AutonomousTaskWorkflow:
             handle = await self._children.start(
                 session_config,
                 summary=f"task {self._config.task_id} · session {number} of {self._state.max_sessions}",
-                details=f"goal: {parts.cut(self._state.goal, 300)}",
+                details=f"goal: {code_span(self._state.goal, 300)}",
             )
         except WorkflowAlreadyStartedError:
             self._state.running_session = None

@@ -58,6 +58,7 @@ from agentrt.schemas import (
     TaskRetried,
     TaskReviewed,
     child_config,
+    code_span,
     graph_node_session_id,
     graph_workflow_id,
     validate_graph,
@@ -330,8 +331,8 @@ class TaskGraphWorkflow:
         try:
             handle = await self._children.start(
                 session_config,
-                summary=f"graph {config.graph_id} · node {node_id} · attempt {attempt}",
-                details=f"{spec.role}: {parts.cut(spec.prompt, 300)}",
+                summary=f"graph {config.graph_id} · node {code_span(node_id, 80)} · attempt {attempt}",
+                details=f"{spec.role}: {code_span(spec.prompt, 300)}",
             )
         except WorkflowAlreadyStartedError:
             return ChildEnd("failed", None, f"a workflow with session id {session_id} already exists", Spend())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -20,9 +21,7 @@ from typing import Any
 from mcp import StdioServerParameters
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-# The HTTP client with MCP's own timeouts, exported (in its __all__) by this module only.
-from mcp.shared._httpx_utils import create_mcp_http_client
-
+from agentrt.activities.mcp._bounded_http import bounded_http_client
 from agentrt.activities.mcp._diagnostics import STATUS_WRAPPER, StderrTail
 from agentrt.activities.tools import (
     EgressProxy,
@@ -37,6 +36,11 @@ from agentrt.schemas import SECRET_REFERENCE, VARIABLE_REFERENCE, McpServerConfi
 
 # PATH of a stdio server's process (its configured env may change it).
 SERVER_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The most bytes one message (one line) of a stdio server may hold: more than the largest result
+# kept (a saved file of ``MAX_SAVED_FILE_BYTES``, base64-encoded, in its JSON). A longer line is
+# dropped while it is read (``_relay.py``) and the call it answered fails with ``McpToolError``.
+MAX_MESSAGE_BYTES = 48 * 1024 * 1024
+_RELAY = Path(__file__).with_name("_relay.py")
 _VARIABLE = VARIABLE_REFERENCE
 # ``${secret:NAME}`` (group 1) or ``${VAR}`` (group 2).
 _REFERENCE = re.compile(f"{SECRET_REFERENCE.pattern}|{VARIABLE_REFERENCE.pattern}")
@@ -46,7 +50,9 @@ class Launcher:
     """Opens transports to the servers of ``configs`` (by name). ``home``: the agentrt home (a
     stdio server's default directory is ``home/mcp/NAME``, its log ``home/mcp/NAME.log``);
     ``env``: the environment ``${VAR}`` references read, kept as given (a live ``os.environ``
-    is read at each use); ``vault``: where declared secrets are read (default: ``env`` itself)."""
+    is read at each use); ``vault``: where declared secrets are read (default: ``env`` itself);
+    ``max_message_bytes``: the bound on one line of a stdio server's stdout and on an HTTP server's
+    answer (``MAX_MESSAGE_BYTES``)."""
 
     def __init__(
         self,
@@ -56,12 +62,14 @@ class Launcher:
         env: Mapping[str, str],
         vault: SecretVault | None = None,
         egress_allow: Sequence[str] = (),
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self._configs = configs
         self._home = home
         self._env = env
         self._vault = vault or SecretVault(env=env)
         self._egress = parse_egress_allow(egress_allow)
+        self._max_message_bytes = max_message_bytes
 
     def secrets(self) -> list[str]:
         """The values ``${VAR}`` references in the servers' ``env`` and ``headers`` expand to (set,
@@ -109,8 +117,8 @@ class Launcher:
         assert config.url is not None
         # Off the event loop: a secret-manager hook may take its time.
         headers = await asyncio.to_thread(lambda: {**self.expand(config, config.headers, "headers"), **self.declared(config)})
-        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-        return streamable_http_client(config.url, http_client=http), None
+        http = await stack.enter_async_context(bounded_http_client(headers, self._max_message_bytes))
+        return streamable_http_client(config.url, http_client=http, max_sse_event_size=self._max_message_bytes), None
 
     def stdio_parameters(self, config: McpServerConfig, egress_dir: str | None = None) -> StdioServerParameters:
         """How to spawn a stdio server (runs in a thread: it creates directories and may probe the
@@ -149,7 +157,9 @@ class Launcher:
                 egress_dir=egress_dir, proxy_env=False,
             )
             argv = _environment_through_process(argv, inherited)
-        return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
+        # Read through the relay: each line the server writes is bounded while it is read.
+        relayed = [sys.executable, "-I", str(_RELAY), str(self._max_message_bytes), "--", *argv]
+        return StdioServerParameters(command=relayed[0], args=relayed[1:], env=env, cwd=cwd)
 
     def cwd(self, config: McpServerConfig) -> Path:
         """A stdio server's directory, resolved: its ``cwd`` (relative to the home), else ``home/mcp/NAME``."""

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentrt.activities.providers._base import OnDelta, tool_call_from_text
+from agentrt.activities.tools import read_regular_file
 from agentrt.schemas import (
     InvalidScriptError,
     ModelProfile,
@@ -22,6 +23,7 @@ from agentrt.schemas import (
     ProviderHTTPError,
     ScriptExhaustedError,
     ToolCall,
+    ToolError,
     ToolSpec,
     Usage,
 )
@@ -30,7 +32,7 @@ _DELAY_STEP_SECONDS = 0.05
 _WORDS_PER_DELTA = 3
 
 __all__ = [
-    "Script", "ScriptAdvice", "ScriptNodeAttempt", "ScriptPlan", "ScriptReview", "ScriptSession", "ScriptedProvider", "load_script",
+    "MAX_SCRIPT_BYTES", "Script", "ScriptAdvice", "ScriptNodeAttempt", "ScriptPlan", "ScriptReview", "ScriptSession", "ScriptedProvider", "load_script",
 ]
 
 
@@ -163,33 +165,41 @@ class Script(_Strict):
         return self
 
 
-_cache: dict[str, tuple[int, Script]] = {}
+# The largest script file read (bytes): a script is a test's or a demo's replies, never this big.
+MAX_SCRIPT_BYTES = 16 * 1024 * 1024
+
+_cache: dict[str, tuple[tuple[int, int, int, int], Script]] = {}
 _cache_lock = threading.Lock()
 
 
 def load_script(path: str) -> Script:
-    """Read and validate a script file; cached by (path, mtime).
+    """Read and validate a script file; cached by path and the file's identity (device, inode,
+    mtime, size). Blocking: async code calls it on a thread.
 
-    ``.yaml``/``.yml`` files are YAML, anything else JSON. A missing, unreadable,
-    unparsable or wrongly shaped file raises ``InvalidScriptError``.
+    ``.yaml``/``.yml`` files are YAML, anything else JSON. The file is read as
+    ``read_regular_file`` reads (no symbolic link in any part of its path, no FIFO or device, at
+    most ``MAX_SCRIPT_BYTES``). A missing, unreadable, unparsable or wrongly shaped file, or one
+    read refuses, raises ``InvalidScriptError`` saying why.
     """
     try:
-        mtime = os.stat(path).st_mtime_ns
+        file = read_regular_file(path, limit=MAX_SCRIPT_BYTES)
+    except ToolError as e:  # a symlink, a FIFO or device, too large
+        raise InvalidScriptError(path, f"cannot read it: {e}") from e
     except OSError as e:
         raise InvalidScriptError(path, f"cannot read it: {e.strerror or e}") from e
     key = os.path.abspath(path)
+    identity = (file.device, file.inode, file.mtime_ns, file.size)
     with _cache_lock:
         cached = _cache.get(key)
-    if cached is not None and cached[0] == mtime:
+    if cached is not None and cached[0] == identity:
         return cached[1]
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
+        text = file.data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise InvalidScriptError(path, f"cannot read it: {e}") from e
     try:
         data = yaml.safe_load(text) if path.lower().endswith((".yaml", ".yml")) else json.loads(text)
-    except (yaml.YAMLError, ValueError) as e:
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
         raise InvalidScriptError(path, f"does not parse: {e}") from e
     try:
         script = Script.model_validate(data)
@@ -197,7 +207,7 @@ def load_script(path: str) -> Script:
         problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors())
         raise InvalidScriptError(path, f"wrong shape: {problems}") from e
     with _cache_lock:
-        _cache[key] = (mtime, script)
+        _cache[key] = (identity, script)
     return script
 
 
@@ -247,7 +257,7 @@ class ScriptedProvider:
                 usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(text))),
                 stop_reason="end_turn",
             )
-        script = load_script(self.path)
+        script = await asyncio.to_thread(load_script, self.path)  # a file: never read on the event loop
         node = request.script_node if request.script_node in script.nodes else None
         if request.purpose == "advisor":
             return await self._advice(script, request.review_index or 0, input_tokens)

@@ -8,6 +8,7 @@ from agentrt.activities.tools._agent import Agent
 from agentrt.activities.tools._cgroup import CallCgroup, cgroup_problem
 from agentrt.activities.tools._delegate import Delegate
 from agentrt.activities.tools._egress import EgressProxy, egress_refusal, parse_egress_allow
+from agentrt.activities.tools._files import RegularFile, read_regular_file, read_regular_file_async
 from agentrt.activities.tools._fs import MAX_READ_BYTES, FsList, FsRead, FsSearch, FsWrite
 from agentrt.activities.tools._memory import (
     MemoryRecall,
@@ -80,6 +81,7 @@ __all__ = [
     "MemoryRecall",
     "MemoryWrite",
     "REDACTION_MARGIN",
+    "RegularFile",
     "SandboxLimits",
     "SandboxStatus",
     "SandboxUnavailable",
@@ -114,6 +116,8 @@ __all__ = [
     "parse_egress_allow",
     "quote_memory_text",
     "rank_memories",
+    "read_regular_file",
+    "read_regular_file_async",
     "recorded_memory_note",
     "redact_secrets",
     "redacted_window",

@@ -25,10 +25,12 @@ from typing import Any
 import yaml
 from pydantic import Field
 
+from agentrt.activities.tools._files import read_regular_file
 from agentrt.activities.tools._memory import quote_memory_text
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
-from agentrt.activities.tools._workspace import checked_workspace, is_inside, open_regular
+from agentrt.activities.tools._workspace import checked_workspace, is_inside
 from agentrt.schemas import (
+    FileTooLargeError,
     SKILL_ACTIVATE,
     SKILL_DEACTIVATE,
     SKILL_NAME_PATTERN,
@@ -221,17 +223,13 @@ def _read_skill(candidate: Path, real_root: Path, anchor: Path) -> tuple[SkillIn
     if not is_inside(real_root, real):
         raise _Skipped(f"a symlink leads out of {real_root}")
     try:
-        fd = open_regular(real, str(candidate), os.O_RDONLY, root=anchor)
+        data = read_regular_file(real, limit=MAX_SKILL_FILE_BYTES, root=anchor, display=str(candidate)).data
+    except FileTooLargeError as err:
+        raise _Skipped(f"larger than {MAX_SKILL_FILE_BYTES} bytes") from err
     except ToolError as err:  # a FIFO, device or socket; a symlink swapped in after the check
         raise _Skipped(str(err)) from err
     except OSError as err:
         raise _Skipped(f"cannot open it: {err.strerror or err}") from err
-    with os.fdopen(fd, "rb") as f:
-        if os.fstat(f.fileno()).st_size > MAX_SKILL_FILE_BYTES:
-            raise _Skipped(f"larger than {MAX_SKILL_FILE_BYTES} bytes")
-        data = f.read(MAX_SKILL_FILE_BYTES + 1)
-    if len(data) > MAX_SKILL_FILE_BYTES:
-        raise _Skipped(f"larger than {MAX_SKILL_FILE_BYTES} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -269,7 +269,7 @@ async def test_a_graph_whose_nodes_all_name_a_script_runs_on_the_scripted_profil
 def test_the_summary_of_a_goal_graph_is_its_goal_on_one_line_cut() -> None:
     config = GraphConfig(graph_id="g1", owner="alice", workspace="/w", goal="ship\n" + "x" * 200)
     summary = graph_summary(config)
-    assert summary.startswith("graph g1 · ship xxx") and "\n" not in summary and len(summary) < 100
+    assert summary.startswith("graph g1 · `ship xxx") and "\n" not in summary and len(summary) < 100
 
 
 def test_the_summary_of_a_given_graph_counts_its_nodes() -> None:
@@ -283,7 +283,7 @@ def test_the_details_list_the_nodes_the_approval_and_the_owner() -> None:
         failure_policy="fail_fast",
     )
     details = graph_details(config)
-    for part in ("**Nodes** (2):", "- `a` (worker): do a", "- `b` (worker) ← `a`: do b",
+    for part in ("**Nodes** (2):", "- `a` (worker): `do a`", "- `b` (worker) ← `a`: `do b`",
                  "**Plan approval**: automatic unless the plan's risk is high", "**Parallel**: 2 node(s) at once; 2 retries per node",
                  "**Failure policy**: fail_fast", "**Owner**: `alice`", "**Workspace**: `/w`"):
         assert part in details
@@ -291,7 +291,7 @@ def test_the_details_list_the_nodes_the_approval_and_the_owner() -> None:
 
 def test_the_details_of_a_goal_graph_say_the_planner_makes_the_plan() -> None:
     details = graph_details(GraphConfig(graph_id="g1", owner="alice", workspace="/w", goal="ship it"))
-    assert "**Goal**: ship it" in details and "made by the planner" in details and "`agentrt graph approve`" in details
+    assert "**Goal**: `ship it`" in details and "made by the planner" in details and "`agentrt graph approve`" in details
 
 
 # ---------------------------------------------------------------- against a server: a stand-in workflow
@@ -404,7 +404,7 @@ async def test_a_graph_starts_with_its_summary_details_owner_and_config(stand_in
     assert description.workflow_type == TASK_GRAPH_WORKFLOW and description.task_queue == stand_in.task_queue
     assert await description.static_summary() == f"graph {graph_id} · graph of 2 nodes"
     details = await description.static_details() or ""
-    assert "- `b` (worker) ← `a`: do b" in details and "`alice`" in details
+    assert "- `b` (worker) ← `a`: `do b`" in details and "`alice`" in details
     assert description.typed_search_attributes.get(SESSION_OWNER) == "alice"
     history = await handle.fetch_history()
     [started] = [e for e in history.events if e.HasField("workflow_execution_started_event_attributes")]

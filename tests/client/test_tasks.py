@@ -191,7 +191,7 @@ async def test_a_task_starts_with_its_summary_details_and_search_attributes(stan
     description = await stand_in.temporal.get_workflow_handle(task_workflow_id(task_id)).describe()
     assert description.workflow_type == AUTONOMOUS_TASK_WORKFLOW
     assert description.task_queue == stand_in.task_queue
-    assert await description.static_summary() == f"task {task_id} · keep the docs in sync with the code"
+    assert await description.static_summary() == f"task {task_id} · `keep the docs in sync with the code`"
     details = await description.static_details() or ""
     assert "**Schedule**: every 6h" in details and "**Budget**: 50,000 tokens" in details and "`alice`" in details
     assert description.typed_search_attributes.get(SESSION_OWNER) == "alice"
@@ -402,7 +402,7 @@ async def test_a_cron_that_never_fires_is_refused_before_anything_starts(harness
 def test_the_summary_is_one_line_with_the_goal_cut() -> None:
     config = TaskConfig(task_id="t1", owner="alice", goal="fix\n" + "x" * 200, workspace="/w")
     summary = task_summary(config)
-    assert summary.startswith("task t1 · fix xxx") and "\n" not in summary and len(summary) < 100
+    assert summary.startswith("task t1 · `fix xxx") and "\n" not in summary and len(summary) < 100
 
 
 def test_the_details_name_goal_criteria_acceptance_schedule_budget_and_owner() -> None:
@@ -412,6 +412,6 @@ def test_the_details_name_goal_criteria_acceptance_schedule_budget_and_owner() -
         acceptance={"command": "make test"},  # type: ignore[arg-type]
     )
     details = task_details(config)
-    for part in ("**Goal**: ship it", "- green CI", "command `make test` exits 0", "**Schedule**: every 1h",
+    for part in ("**Goal**: `ship it`", "- `green CI`", "command `make test` exits 0", "**Schedule**: every 1h",
                  "**Budget**: $2", "**Max sessions**: 4", "**Owner**: `alice`", "**Workspace**: `/w`"):
         assert part in details

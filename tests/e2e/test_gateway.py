@@ -84,6 +84,13 @@ async def create_session(
     return created
 
 
+def own_workspace(root: Path, principal: str) -> str:
+    """A directory of ``principal``'s own under the gateway's root (``ws`` is alice's: a workspace
+    belongs to the principal that first started work in it)."""
+    (root / f"ws-{principal}").mkdir(exist_ok=True)
+    return f"ws-{principal}"
+
+
 async def pending_request(http: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
     state = await until(http, f"/v1/sessions/{session_id}", lambda s: s["status"] == "awaiting_approval")
     [request] = state["pending_approvals"]
@@ -254,7 +261,8 @@ async def test_a_create_repeated_with_the_same_idempotency_key_starts_one_sessio
 async def test_a_create_under_a_session_id_in_use_is_a_conflict(harness: Harness, http: httpx.AsyncClient, tmp_path: Path) -> None:
     created = await create_session(harness, http, write_script(tmp_path, WRITE_THEN_ANSWER))
     response = await http.post(
-        "/v1/sessions", json={"text": "hi", "workspace": "ws", "session_id": created["session_id"]}, headers=auth("mallory")
+        "/v1/sessions", json={"text": "hi", "workspace": own_workspace(tmp_path, "mallory"), "session_id": created["session_id"]},
+        headers=auth("mallory"),
     )
     assert_problem(response, 409)
     assert (await http.get(f"/v1/sessions/{created['session_id']}", headers=auth("alice"))).json()["owner"] == "alice"
@@ -401,9 +409,11 @@ async def test_a_session_created_over_http_is_watched_by_the_webhook_dispatcher(
 # ---------------------------------------------------------------- agentrt serve
 
 
-async def test_agentrt_serve_serves_the_gateway_until_sigterm(harness: Harness, workspace: Path, tmp_path: Path) -> None:
-    env = {
-        **os.environ, "AGENTRT_HOME": str(tmp_path), "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+async def test_agentrt_serve_serves_the_gateway_until_sigterm(
+    harness: Harness, workspace: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = {  # its home beside the workspace root, not in it (serve refuses a root that holds it)
+        **os.environ, "AGENTRT_HOME": str(tmp_path_factory.mktemp("home")), "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
         "AGENTRT_TASK_QUEUE": harness.task_queue, "AGENTRT_DATABASE_URL": harness.config.database_url or "",
         "AGENTRT_GATEWAY_TOKEN": TOKENS["alice"], "AGENTRT_GATEWAY_PRINCIPAL": "alice",
     }
@@ -526,7 +536,9 @@ async def test_another_principal_streams_while_one_holds_its_most_streams_open(
     harness: Harness, http: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     alice_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "done"}])))["session_id"]
-    mallory_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "mine"}], "m.json"), auth("mallory")))["session_id"]
+    mallory_sid = (await create_session(
+            harness, http, write_script(tmp_path, [{"text": "mine"}], "m.json"), auth("mallory"), workspace=own_workspace(tmp_path, "mallory")
+        ))["session_id"]
     async with contextlib.AsyncExitStack() as stack:
         for _ in range(16):
             assert (await open_stream(stack, http, alice_sid, "alice")).status_code == 200
@@ -555,7 +567,9 @@ async def test_a_stream_s_client_leaving_frees_its_place(harness: Harness, works
 async def test_a_stream_past_the_gateway_s_most_open_streams_is_unavailable(harness: Harness, workspace: Path, tmp_path: Path) -> None:
     async with gateway_with(harness, workspace, max_streams=2) as http:
         alice_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "done"}])))["session_id"]
-        mallory_sid = (await create_session(harness, http, write_script(tmp_path, [{"text": "mine"}], "m.json"), auth("mallory")))["session_id"]
+        mallory_sid = (await create_session(
+            harness, http, write_script(tmp_path, [{"text": "mine"}], "m.json"), auth("mallory"), workspace=own_workspace(tmp_path, "mallory")
+        ))["session_id"]
         async with contextlib.AsyncExitStack() as stack:
             for _ in range(2):
                 assert (await open_stream(stack, http, alice_sid, "alice")).status_code == 200

@@ -391,8 +391,7 @@ def _check_upgrade_from_0001(url: str) -> None:
 
     with Store.open(url) as store:
         with store.engine.connect() as conn:
-            head = ScriptDirectory.from_config(_alembic_config(conn)).get_current_head()
-            assert head is not None and MigrationContext.configure(conn).get_current_revision() == head
+            assert MigrationContext.configure(conn).get_current_revision() == head_revision()
             assert conn.execute(select(sessions_table.c.session_id)).scalars().all() == ["old"]
         insp = inspect(store.engine)
         assert {"effects", "usage_receipts", "context_summaries", "payloads", "tasks", "task_events", "task_checkpoints"} <= set(insp.get_table_names())
@@ -499,3 +498,17 @@ def test_a_streamed_delta_with_a_nul_character_is_stored(store: Store) -> None:
     store.append_deltas("s-nul-delta", "turn-1", 1, 1, ["a\x00b"], 0)
 
     assert [d.text for d in store.deltas("s-nul-delta")] == ["a\ufffdb"]
+
+
+def head_revision() -> str:
+    """The newest revision of the store's migrations (the one ``Store.open`` brings a database to)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from agentrt.store._engine import MIGRATIONS_DIR
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None
+    return head

@@ -279,7 +279,10 @@ async def test_an_idle_server_that_dies_is_marked_failed_and_restarted_on_next_u
     config = time_stdio(tmp_path)
     manager = managers(config, store=db)
     await manager.list_tools("time")
-    [python] = [pid for pid in server_processes("mcp_server_time") if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(config.command.encode())]
+    [python] = [  # the server itself, not the relay that reads its stdout (its command line names the server too)
+        pid for pid in server_processes("mcp_server_time")
+        if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(config.command.encode()) and b"_relay.py" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
     os.kill(python, signal.SIGKILL)
     await wait_until(lambda: manager.state("time") == "failed")
     outcome = await manager.call_tool("time", "get_current_time", {"timezone": "UTC"}, timeout_seconds=10)

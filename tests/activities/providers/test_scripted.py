@@ -225,3 +225,32 @@ async def test_slow_model_call_can_be_cancelled_during_its_delay(tmp_path: Path)
     with pytest.raises(asyncio.CancelledError):
         await task
     assert deltas == []
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda d: (d / "s.json").symlink_to("/etc/passwd"), "symbolic link"),
+        (lambda d: (d / "s.json").symlink_to("/dev/zero"), "symbolic link"),
+        (lambda d: os.mkfifo(d / "s.json"), "fifo"),
+        (lambda d: open(d / "s.json", "wb").truncate(64 * 1024 * 1024), "more than the 16,777,216"),
+    ],
+    ids=["symlink-to-passwd", "symlink-to-dev-zero", "fifo-without-writer", "huge"],
+)
+async def test_a_script_that_is_no_bounded_regular_file_is_refused_without_blocking(
+    tmp_path: Path, make, reason: str
+) -> None:
+    make(tmp_path)
+    path = str(tmp_path / "s.json")
+
+    with pytest.raises(InvalidScriptError, match=reason):
+        await asyncio.wait_for(provider(path).complete(request(path, [Message(role="user", text="go")])), 30)
+
+
+async def test_a_script_under_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
+    write_json(tmp_path / "s.json", {"turns": [{"text": "hi"}]})
+    (tmp_path / "via").symlink_to(tmp_path)
+    path = str(tmp_path / "via" / "s.json")
+
+    with pytest.raises(InvalidScriptError, match="symbolic link"):
+        await provider(path).complete(request(path, [Message(role="user", text="go")]))

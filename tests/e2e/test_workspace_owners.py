@@ -1,0 +1,64 @@
+"""A workspace under the gateway's root belongs to the principal that first started work in it:
+another principal (its own token) cannot start a session, task or run in it, in a directory inside
+it or in one that holds it, and is answered exactly as for a directory that does not exist. The
+claim is kept in the store, outside the workspace, so it outlives the gateway."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import Harness
+from tests.e2e._support import write_script
+from tests.e2e.test_gateway import auth, create_session, gateway_with, http, own_workspace  # noqa: F401 (fixture)
+from tests.gateway.test_gateway import assert_problem
+
+
+async def start_as(http: httpx.AsyncClient, principal: str, workspace: str, script: str) -> httpx.Response:  # noqa: F811
+    body = {"text": "hi", "workspace": workspace, "script": script}
+    return await http.post("/v1/sessions", json=body, headers=auth(principal))
+
+
+def missing_detail(detail: str, asked: str) -> str:
+    """``detail`` with the directory asked for in place of ``nowhere``: what a missing one answers."""
+    return detail.replace(repr("nowhere"), repr(asked))
+
+
+async def test_another_principal_cannot_start_work_in_a_workspace_inside_it_or_above_it(
+    harness: Harness, http: httpx.AsyncClient, workspace: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    script = write_script(tmp_path, [{"text": "done"}])
+    await create_session(harness, http, script)  # alice starts work in ws: it is hers
+    missing = assert_problem(await start_as(http, "mallory", "nowhere", script), 422)["detail"]
+
+    for asked in ("ws", "ws/src", ".", str(workspace)):
+        refused = assert_problem(await start_as(http, "mallory", asked, script), 422)
+        assert refused["detail"] == missing_detail(missing, asked)
+        assert "alice" not in refused["detail"]
+    task = await http.post("/v1/tasks", json={"goal": "g", "workspace": "ws", "script": script}, headers=auth("mallory"))
+    run = await http.post("/v1/runs", json={"goal": "g", "workspace": "ws", "script": script}, headers=auth("mallory"))
+    assert assert_problem(task, 422)["detail"] == missing_detail(missing, "ws")
+    assert assert_problem(run, 422)["detail"] == missing_detail(missing, "ws")
+
+    mine = await start_as(http, "mallory", own_workspace(tmp_path, "mallory"), script)
+    assert mine.status_code == 201, mine.text
+    harness.session_ids.append(mine.json()["session_id"])
+    again = await start_as(http, "alice", "ws/src", script)  # the owner works anywhere inside her workspace
+    assert again.status_code == 201, again.text
+    harness.session_ids.append(again.json()["session_id"])
+    assert harness.store.workspace_owner(os.path.realpath(workspace)) == "alice"
+
+
+async def test_the_owner_of_a_workspace_is_kept_in_the_store_across_gateways(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "done"}])
+    async with gateway_with(harness, workspace) as first:
+        await create_session(harness, first, script)
+
+    async with gateway_with(harness, workspace) as second:  # a gateway started anew, on the same store
+        assert_problem(await start_as(second, "mallory", "ws", script), 422)
+        (workspace / "link").symlink_to(workspace / "src")
+        assert_problem(await start_as(second, "mallory", "ws/link", script), 422)  # by its real path
