@@ -66,8 +66,7 @@ from agentrt.schemas import (
     task_session_id,
     task_workflow_id,
 )
-from agentrt.workflows import _activity_options as options
-from agentrt.workflows import _task_parts as parts
+from agentrt.workflows import _activity_options as options, _task_parts as parts
 from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
 from agentrt.workflows._errors import rejected
 from agentrt.workflows._frame import Standing, StatusBoard, require_workflow_id

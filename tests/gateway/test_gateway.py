@@ -109,6 +109,7 @@ async def serving(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     (tmp_path / "ws").mkdir()
+    (tmp_path / "ws-carol").mkdir()
     (tmp_path / "script.json").write_text(json.dumps({"turns": [{"text": "hi"}]}))
     return tmp_path
 
@@ -209,7 +210,8 @@ async def test_an_unrestricted_sandbox_needs_the_admin_scope(http: httpx.AsyncCl
 async def test_network_needs_the_network_scope(http: httpx.AsyncClient, route: str, body: dict[str, Any]) -> None:
     # A sessions-scope token asking for network: its commands would reach whatever the egress proxy lets through.
     refused = await http.post(route, json={**body, "network": True}, headers=auth("alice"))
-    granted = await http.post(route, json={**body, "network": True}, headers=auth("carol"))
+    # carol works in a workspace of her own: "ws" is alice's once her request below claims it.
+    granted = await http.post(route, json={**body, "network": True, "workspace": "ws-carol"}, headers=auth("carol"))
     without = await http.post(route, json=body, headers=auth("alice"))
 
     assert "network scope" in assert_problem(refused, 403)["detail"]
