@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 import uuid
@@ -41,6 +42,22 @@ def agentrt_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         for name in ("AGENTRT_CONFIG", "AGENTRT_DATABASE_URL", "AGENTRT_PAYLOAD_DRIVER", "AGENTRT_PAYLOAD_PATH"):
             patch.delenv(name, raising=False)
         yield home
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """The ``agentrt`` and ``temporalio`` loggers as they were before the test: a command run
+    in-process (``agentrt run``) sends them to a file and stops their propagation, which would
+    hide a later test's records from ``caplog``."""
+    loggers = [logging.getLogger(name) for name in ("agentrt", "temporalio")]
+    kept = [(logger, logger.propagate, list(logger.handlers), logger.level) for logger in loggers]
+    yield
+    for logger, propagate, handlers, level in kept:
+        for handler in logger.handlers:
+            if handler not in handlers:
+                handler.close()
+        logger.propagate, logger.handlers[:] = propagate, handlers
+        logger.setLevel(level)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -354,6 +354,7 @@ class AgentrtConfig:
         config.skill_paths = _skill_paths(data.get("skills", {}), file)
         config.agent_modules = _agent_modules(data.get("worker", {}), file)
         config.secrets = _secrets_config(data.get("secrets", {}), file)
+        config.quotas = quota_policy(data.get("quotas", {}), data.get("tenants", {}), file)
         config.egress_allow = _egress_allow(data.get("sandbox", {}), file)
         config.sandbox_cgroup = _sandbox_cgroup(data.get("sandbox", {}), file)
         config.gateway = gateway_config(data.get("gateway", {}), file, env)

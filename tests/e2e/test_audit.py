@@ -162,7 +162,7 @@ async def test_task_controls_are_recorded(harness: Harness, workspace: Path, tmp
     await rig.client.nudge_task(task_id, reason="try again now")
     await checkpoints(rig, task_id, 2)
     await rig.wait_status(task_id, "waiting")
-    await rig.as_principal(OPERATOR).pause_task(task_id, reason="maintenance window")
+    await rig.as_principal(OPERATOR, operators=[OPERATOR]).pause_task(task_id, reason="maintenance window")
     await rig.client.resume_task(task_id)
     await rig.client.amend_task_goal(task_id, "build the smaller thing", reason="scope cut")
     await rig.client.raise_task_budget(task_id, Budget(max_tokens=10**6), reason="more room")
