@@ -14,6 +14,7 @@ import typer
 
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._render import printable
+from agentrt.client import default_principal
 from agentrt.schemas import AuditEntry
 from agentrt.store import MAX_AUDIT_LIMIT
 from agentrt.worker import open_store
@@ -57,14 +58,18 @@ def audit(
 ) -> None:
     """List the audit log, newest first: every act of a principal on a session, task, graph or memory
     (approve, deny, edit, cancel, archive, reconcile, raise a budget, pause, decide a memory, ...),
-    with who, when and the reason given, whatever carried it (client, CLI, HTTP or the Temporal UI)."""
+    with who, when and the reason given, whatever carried it (client, CLI, HTTP or the Temporal UI).
+    An operator ([principals] operators) reads every act; any other principal (AGENTRT_PRINCIPAL, or
+    the user's name) only the acts on what it owns, as AgentClient.audit answers."""
     config = load_config()
+    reader = default_principal()
+    owner = None if reader in config.operators else reader
     after = parse_since(since, datetime.now(timezone.utc)) if since is not None else None
 
     async def go() -> list[AuditEntry]:
         with open_store(config) as store:
             return await asyncio.to_thread(
-                store.audit, principal=principal, target=target, action=action, since=after, limit=limit
+                store.audit, principal=principal, target=target, action=action, owner=owner, since=after, limit=limit
             )
 
     entries = run_command(go)

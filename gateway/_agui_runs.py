@@ -104,7 +104,7 @@ async def session_config_for(
     named: dict[str, Any] = {"profile": agent} if is_app else {"agent": agent}
     return client.new_config(
         await gateway.workspace_for(caller, workspace), session_id=session_id, **named,
-        script=gateway.confined(script, "script", directory=False) if script else None, idempotency_key=idempotency_key,
+        script=await gateway.script_for(caller, script) if script else None, idempotency_key=idempotency_key,
         operators=list(client.operators), tool_task_queue=client.tool_task_queue,
     )
 

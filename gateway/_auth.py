@@ -95,6 +95,18 @@ class Gateway:
             raise Problem(422, "invalid-request", f"workspace {shown!r} is not an existing directory under the gateway's workspace root")
         return real
 
+    async def script_for(self, caller: "Caller", path: str, what: str = "script") -> str:
+        """``confined(path, what, directory=False)`` for ``caller``: a file in a workspace another
+        principal owns raises the ``Problem`` 422 of a file that does not exist, word for word (a
+        model script is read, and its parse errors quoted, by the session it starts)."""
+        real = self.confined(path, what, directory=False)
+        if self._claims is None:
+            self._claims = WorkspaceClaims(self.client.store)
+        if await self._claims.inside_another_s(real, caller.principal):
+            shown = path if len(path) <= 200 else path[:200] + "…"
+            raise Problem(422, "invalid-request", f"{what} {shown!r} is not an existing file under the gateway's workspace root")
+        return real
+
     def confined(self, path: str, what: str, *, directory: bool) -> str:
         """``path`` (relative to the workspace root, or absolute) resolved, symbolic links
         followed, as an absolute path; ``Problem`` 422 unless it is an existing directory (or,

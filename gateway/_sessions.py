@@ -79,7 +79,7 @@ def session_routes() -> APIRouter:
         gateway = gateway_of(request)
         caller.check_sandbox(body.sandbox, body.network)
         workspace = await gateway.workspace_for(caller, body.workspace)
-        script = gateway.confined(body.script, "script", directory=False) if body.script else None
+        script = await gateway.script_for(caller, body.script) if body.script else None
         profile = body.profile or ("scripted" if script else caller.client.default_profile)
         if body.profile is not None or script is None:
             gateway.check_profile(profile)

@@ -65,7 +65,7 @@ def task_routes() -> APIRouter:
         gateway = gateway_of(request)
         caller.check_sandbox(body.sandbox, body.network)
         workspace = await gateway.workspace_for(caller, body.workspace)
-        script = gateway.confined(body.script, "script", directory=False) if body.script else None
+        script = await gateway.script_for(caller, body.script) if body.script else None
         if body.profile is not None or script is None:
             gateway.check_profile(body.profile or caller.client.default_profile)
         gateway.check_profile(body.reviewer_profile, "reviewer_profile")
@@ -145,11 +145,11 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
         profile = app or body.profile
         caller.check_sandbox(body.sandbox, body.network)
         workspace = await gateway.workspace_for(caller, body.workspace)
-        script = gateway.confined(body.script, "script", directory=False) if body.script else None
+        script = await gateway.script_for(caller, body.script) if body.script else None
         graph = body.graph
         if graph is not None:
             graph = graph.model_copy(update={"nodes": [
-                n.model_copy(update={"script": gateway.confined(n.script, f"node {n.id!r} script", directory=False)}) if n.script else n
+                n.model_copy(update={"script": await gateway.script_for(caller, n.script, f"node {n.id!r} script")}) if n.script else n
                 for n in graph.nodes
             ]})
         if profile is not None or (script is None and graph is None):

@@ -92,3 +92,15 @@ class WorkspaceClaims:
                     return False
             self._memory.setdefault(path, principal)
             return True
+
+    async def inside_another_s(self, path: str, principal: str) -> bool:
+        """Whether ``path`` (a real, absolute path) is, or lies inside, a workspace another principal
+        than ``principal`` owns."""
+        if self._store is not None:
+            return await asyncio.to_thread(self._store.inside_workspace_of_another, path, principal)
+        async with self._lock:
+            mine = PurePosixPath(path)
+            return any(
+                owner != principal and (PurePosixPath(claimed) == mine or PurePosixPath(claimed) in mine.parents)
+                for claimed, owner in self._memory.items()
+            )

@@ -42,6 +42,15 @@ class WorkspaceOwners(StoreBase):
             owner = conn.execute(select(c.principal).where(c.path_sha256 == _digest(path))).scalar_one()
         return owner == principal
 
+    def inside_workspace_of_another(self, path: str, principal: str) -> bool:
+        """Whether ``path`` (absolute and real: a file or directory) is a workspace another principal
+        than ``principal`` claimed, or lies inside one."""
+        c = workspace_owners.c
+        ancestors = [_digest(str(p)) for p in (PurePosixPath(path), *PurePosixPath(path).parents)]
+        others = select(c.principal).where(c.principal != principal, c.path_sha256.in_(ancestors)).limit(1)
+        with self._engine.connect() as conn:
+            return conn.execute(others).first() is not None
+
     def workspace_owner(self, path: str) -> str | None:
         """The principal that claimed exactly ``path``, or None."""
         c = workspace_owners.c

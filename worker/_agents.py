@@ -100,7 +100,9 @@ def worker_registry(
     deps: Callable[[], Any] | None = None,
 ) -> ToolRegistry:
     """``registry`` (default ``default_registry()``, the built-in tools) with ``agents`` and their
-    tools, ``tools``, and the agents and tools of ``modules`` (``agents_in``) added; ``deps``,
+    tools, ``tools``, and the agents and tools of ``modules`` (``agents_in``) added. An agent's
+    tools (a module's ``@tool`` an agent there uses included) are offered to that agent's sessions
+    only; ``tools`` and a module's ``@tool`` no agent uses, to every session. ``deps``,
     when given, else the ``deps()`` a module defines (``deps_in``), becomes its runtime's
     dependency factory (``ToolContext.deps``). Raises ``ConfigurationError`` for two tools or two
     agents of one name, or for ``deps`` given while a module defines one too."""
@@ -112,13 +114,17 @@ def worker_registry(
             f"deps is given and module {module_deps.__module__!r} defines {DEPS_NAME}() too; a worker has one: keep one"
         )
     deps = deps if deps is not None else module_deps
-    for tool in [*tools, *found_tools, *(t for a in [*agents, *found_agents] for t in a.function_tools)]:
+    agent_tools = [t for a in [*agents, *found_agents] for t in a.function_tools]
+    # A module's @tool an agent uses is that agent's: offered to its sessions only (ToolRegistry).
+    shared = [*tools, *(t for t in found_tools if not any(t is a for a in agent_tools))]
+    for tool in [*shared, *agent_tools]:
         if tool.name in registry.names() and registry.get(tool.name) is not tool:
             raise ConfigurationError(
                 f"tool {tool.name!r} ({_origin(tool)}) has the name of another tool of the worker "
                 f"({_origin(registry.get(tool.name))}); name it otherwise (@tool(name=...))"
             )
-        registry.register(tool)
+        if any(tool is t for t in shared):
+            registry.register(tool)
     for agent in [*agents, *found_agents]:
         registry.register_agent(agent.spec(), agent.function_tools)
     if deps is not None:

@@ -263,12 +263,16 @@ class CrashToRetry(Exception):
 
 class ToolRegistry:
     """Tools by name, in registration order; validates and runs ``ToolCall``s. Also the worker's
-    named agents (``AgentSpec`` by name) and its ``runtime`` (``ToolRuntime``: deps, async tools)."""
+    named agents (``AgentSpec`` by name) and its ``runtime`` (``ToolRuntime``: deps, async tools).
+    A tool registered only through an agent (``register_agent``) is offered to the sessions that
+    name it (the agent's), never to a session that names no tools (``specs(None)``): its
+    secrets and effects are the agent's, not every session's on the worker."""
 
     def __init__(self, tools: list[Tool] | None = None, *, runtime: ToolRuntime | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._specs: dict[str, ToolSpec] = {}  # built once: a JSON Schema costs milliseconds, every model call asks
         self._agents: dict[str, AgentSpec] = {}
+        self._agent_only: set[str] = set()  # tools an agent brought that nothing registered on their own
         self.runtime = runtime or ToolRuntime()
         for tool in tools or []:
             self.register(tool)
@@ -278,6 +282,7 @@ class ToolRegistry:
         object: registering the same one again is a no-op, as two agents may share a tool)."""
         if tool.name in self._tools:
             if self._tools[tool.name] is tool:
+                self._agent_only.discard(tool.name)
                 return
             raise ConfigurationError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
@@ -291,7 +296,11 @@ class ToolRegistry:
         if known is not None and known != spec:
             raise ConfigurationError(f"agent {spec.name!r} is already registered")
         for tool in tools:
-            self.register(tool)
+            if tool.name not in self._tools:
+                self.register(tool)
+                self._agent_only.add(tool.name)
+            elif self._tools[tool.name] is not tool:
+                raise ConfigurationError(f"tool {tool.name!r} is already registered")
         self._agents[spec.name] = spec
 
     def agent(self, name: str) -> AgentSpec | None:
@@ -315,9 +324,10 @@ class ToolRegistry:
             raise ToolError(f"unknown tool {name!r}; available: {available}") from None
 
     def specs(self, names: list[str] | None = None) -> tuple[list[ToolSpec], list[str]]:
-        """Specs of ``names`` (every tool when None) and the names that are not registered."""
+        """Specs of ``names`` and the names that are not registered; when None, of every tool but
+        those only an agent brought (a session that names no tools gets none of an agent's)."""
         if names is None:
-            return list(self._specs.values()), []
+            return [spec for name, spec in self._specs.items() if name not in self._agent_only], []
         found = [self._specs[n] for n in names if n in self._specs]
         unknown = [n for n in names if n not in self._tools]
         return found, unknown

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -138,9 +138,11 @@ class Dev:
     printed: str
 
 
-@pytest.fixture(scope="module")
-async def dev(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dev]:
-    home = tmp_path_factory.mktemp("dev-home")
+@asynccontextmanager
+async def agentrt_dev(home: Path) -> AsyncIterator[tuple[str, str, str]]:
+    """`agentrt dev` as a process in ``home`` (its AGENTRT_HOME and working directory), on free ports,
+    until its worker polls: its Temporal address, its UI's URL and what it printed by then. Stopped
+    with SIGTERM, as Ctrl-C would, when the block ends."""
     # An explicit UI port, not --port + 1000: only agentrt dev itself can tell where it is.
     port, ui_port = free_port(), free_port()
     process = await asyncio.create_subprocess_exec(
@@ -154,12 +156,19 @@ async def dev(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dev]:
     try:
         await asyncio.wait_for(line_with(process.stderr, "worker polling", seen), 120)
         drain = asyncio.ensure_future(process.stderr.read())  # its log goes on: keep the pipe from filling
-        yield Dev(home, f"127.0.0.1:{port}", f"http://localhost:{ui_port}", "".join(seen))
+        yield f"127.0.0.1:{port}", f"http://localhost:{ui_port}", "".join(seen)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 60)
         if drain is not None:
             await drain
+
+
+@pytest.fixture(scope="module")
+async def dev(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dev]:
+    home = tmp_path_factory.mktemp("dev-home")
+    async with agentrt_dev(home) as (address, ui_url, printed):
+        yield Dev(home, address, ui_url, printed)
 
 
 async def test_dev_on_another_port_prints_the_export_line_another_shell_needs(dev: Dev, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ says loudly that history is in clear, and one with the machine's keys does not."
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import signal
@@ -16,7 +15,7 @@ import sqlite3
 import stat
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +27,9 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
-from agentrt.worker import DevServer, ensure_home_keys, free_port, temporal_binary
-from tests.cli.test_cli_process import agentrt, line_with, user_env
-from tests.e2e._support import write_script
+from agentrt.worker import DevServer, ensure_home_keys, temporal_binary
+from tests.cli.test_cli_process import agentrt, agentrt_dev, line_with, user_env
+from tests.e2e._support import data_fields, write_script
 
 SECRET = f"sk-live-{uuid.uuid4().hex}"
 
@@ -50,24 +49,8 @@ class Dev:
 async def dev(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dev]:
     """`agentrt dev` with a home of its own and no agentrt setting, as a newcomer starts it."""
     home = tmp_path_factory.mktemp("dev-home")
-    port, ui_port = free_port(), free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentrt.cli", "dev", "--port", str(port), "--ui-port", str(ui_port),
-        cwd=home, env=user_env(home), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True,
-    )
-    assert process.stderr is not None
-    seen: list[str] = []
-    drain: asyncio.Task[bytes] | None = None
-    try:
-        await asyncio.wait_for(line_with(process.stderr, "worker polling", seen), 120)
-        drain = asyncio.ensure_future(process.stderr.read())
-        yield Dev(home, f"127.0.0.1:{port}", f"http://localhost:{ui_port}", "".join(seen))
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        await asyncio.wait_for(process.wait(), 60)
-        if drain is not None:
-            await drain
+    async with agentrt_dev(home) as (address, ui_url, printed):
+        yield Dev(home, address, ui_url, printed)
 
 
 @dataclass
@@ -94,22 +77,6 @@ async def env_session(dev: Dev, tmp_path_factory: pytest.TempPathFactory) -> Env
     )
     assert run.returncode == 0, run.stdout + run.stderr
     return EnvSession(session_id, run)
-
-
-def data_fields(node: Any) -> Iterator[bytes]:
-    """The base64-decoded ``data`` of every payload in a history's proto3 JSON."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "data" and isinstance(value, str):
-                try:
-                    yield base64.b64decode(value, validate=True)
-                except ValueError:
-                    pass
-            else:
-                yield from data_fields(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from data_fields(item)
 
 
 async def test_dev_makes_the_machine_s_keys_with_mode_600_and_says_so(dev: Dev) -> None:

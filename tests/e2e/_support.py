@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -89,3 +90,19 @@ def kill_hard(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker's whole process group, as a crash would, and reap it."""
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def data_fields(node: Any) -> Iterator[bytes]:
+    """The base64-decoded ``data`` of every payload in a history's proto3 JSON."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "data" and isinstance(value, str):
+                try:
+                    yield base64.b64decode(value, validate=True)
+                except ValueError:
+                    pass
+            else:
+                yield from data_fields(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from data_fields(item)

@@ -252,6 +252,9 @@ async def test_the_cli_approves_and_agentrt_audit_lists_it(harness: Harness, wor
     [row] = json.loads(listed.stdout)
     assert (row["principal"], row["action"], row["target_id"], row["reason"]) == (OWNER, "approve", sid, "from the shell")
     assert f"{OWNER}  approve  session {sid} req-1  reason: from the shell" in shown.stdout
+    # A stranger's `agentrt audit` answers another owner's session as `session state` does: nothing.
+    stranger = await agentrt(harness, "audit", "--target", sid, "--json", cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
+    assert (stranger.returncode, json.loads(stranger.stdout)) == (0, [])
 
 
 async def test_an_approval_over_http_is_listed_by_get_v1_audit_to_an_admin_token_only(

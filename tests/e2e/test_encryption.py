@@ -57,7 +57,7 @@ from agentrt.worker import (
     temporal_binary,
 )
 from tests.conftest import OWNER
-from tests.e2e._support import session_config, write_script
+from tests.e2e._support import data_fields, session_config, write_script
 
 KEY = generate_codec_key()
 OTHER_KEY = generate_codec_key()
@@ -114,22 +114,6 @@ def encrypted_payloads(history: History) -> list[Payload]:
 # Markers the SDK writes for itself: a patch's id, a local activity's seq, type, attempt and times
 # (its result is in details[result], encrypted).
 SDK_BOOKKEEPING = re.compile(r"\.marker_recorded_event_attributes\.details\[(patch-data|data)\]\.payloads\[0\]$")
-
-
-def data_fields(node: Any) -> Iterator[bytes]:
-    """The base64-decoded ``data`` of every payload in a history's proto3 JSON."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "data" and isinstance(value, str):
-                try:
-                    yield base64.b64decode(value, validate=True)
-                except ValueError:
-                    pass
-            else:
-                yield from data_fields(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from data_fields(item)
 
 
 @dataclass

@@ -62,3 +62,25 @@ async def test_the_owner_of_a_workspace_is_kept_in_the_store_across_gateways(
         assert_problem(await start_as(second, "mallory", "ws", script), 422)
         (workspace / "link").symlink_to(workspace / "src")
         assert_problem(await start_as(second, "mallory", "ws/link", script), 422)  # by its real path
+
+
+async def test_a_script_in_another_principal_s_workspace_is_answered_as_a_missing_file(
+    harness: Harness, http: httpx.AsyncClient, workspace: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    # A script is read by the session it starts, and its text (or a parse error quoting it) comes
+    # back as the model's answer: alice's notes.json must not be mallory's model script.
+    script = write_script(tmp_path, [{"text": "done"}])
+    await create_session(harness, http, script)  # ws is alice's
+    (workspace / "notes.json").write_text('{"turns": [{"text": "ALICE PRIVATE NOTE"}]}')
+    mine = own_workspace(tmp_path, "mallory")
+    nodes = {"nodes": [{"id": "a", "prompt": "x", "script": "ws/notes.json"}]}
+
+    stolen = assert_problem(await start_as(http, "mallory", mine, "ws/notes.json"), 422)["detail"]
+    missing = assert_problem(await start_as(http, "mallory", mine, "ws/no-such.json"), 422)["detail"]
+    graph = await http.post("/v1/runs", json={"workspace": mine, "graph": nodes, "approve_plan": "auto"}, headers=auth("mallory"))
+
+    assert stolen == missing.replace("no-such.json", "notes.json")
+    assert "node 'a' script 'ws/notes.json' is not an existing file" in assert_problem(graph, 422)["detail"]
+    ok = await start_as(http, "alice", "ws", "ws/notes.json")  # the owner's own script
+    assert ok.status_code == 201, ok.text
+    harness.session_ids.append(ok.json()["session_id"])

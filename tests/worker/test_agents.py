@@ -20,6 +20,21 @@ def test_a_module_s_agents_and_tools_are_registered_beside_the_built_ins() -> No
     assert registry.runtime.deps() == "db"
 
 
+def test_an_agent_s_tools_are_offered_to_its_sessions_only_and_a_module_s_other_tools_to_every_session() -> None:
+    # A session that names no tools (a plain session, a gateway session, a graph node) must not get
+    # the support agent's refund and its secrets; an explicit tool list still reaches them.
+    from tests.e2e import agent_tools
+
+    registry = worker_registry(modules=["tests.e2e.agent_tools"], tools=[agent_tools.whoami])
+
+    offered = {spec.name for spec in registry.specs(None)[0]}
+
+    assert {"lookup_order", "refund", "flaky_charge", "slow_payout"}.isdisjoint(offered)
+    assert {"whoami", "fs.read", "shell.run"} <= offered  # given as a tool of the worker: every session's
+    assert [spec.name for spec in registry.specs(["refund", "lookup_order"])[0]] == ["refund", "lookup_order"]
+    assert "refund" in registry.names()
+
+
 @pytest.mark.parametrize(
     ("module", "problem"),
     [
