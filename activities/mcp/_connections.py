@@ -145,6 +145,11 @@ class Connections:
             conn = srv.conn
             if conn is not None and not conn.ended.is_set():
                 return conn
+            if srv.starting is not None and srv.starting.done() and srv.owner is not None and not srv.owner.done():
+                # It started and its connection has ended since: its owner is winding down. Awaiting
+                # the done start again would not yield, and this loop would hold the event loop.
+                await asyncio.wait({srv.owner})
+                continue
             if srv.starting is None:
                 if srv.owner is not None and not srv.owner.done():
                     # The previous connection is still winding down (its process exiting).
