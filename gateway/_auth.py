@@ -83,16 +83,20 @@ class Gateway:
     _streams: Counter[str] = field(default_factory=Counter)
     _claims: WorkspaceClaims | None = None
 
+    @property
+    def claims(self) -> WorkspaceClaims:
+        """Which principal owns each workspace under the root (made on first use)."""
+        if self._claims is None:
+            self._claims = WorkspaceClaims(self.client.store)
+        return self._claims
+
     async def workspace_for(self, caller: "Caller", path: str) -> str:
         """``confined(path, "workspace", directory=True)``, claimed for ``caller`` (``WorkspaceClaims``):
         a workspace another principal owns (or one inside or above it) raises the ``Problem`` 422
         of a directory that does not exist, word for word."""
         real = self.confined(path, "workspace", directory=True)
-        if self._claims is None:
-            self._claims = WorkspaceClaims(self.client.store)
-        if not await self._claims.claim(real, caller.principal):
-            shown = path if len(path) <= 200 else path[:200] + "…"
-            raise Problem(422, "invalid-request", f"workspace {shown!r} is not an existing directory under the gateway's workspace root")
+        if not await self.claims.claim(real, caller.principal):
+            raise _missing(path, "workspace", directory=True)
         return real
 
     async def script_for(self, caller: "Caller", path: str, what: str = "script") -> str:
@@ -100,31 +104,26 @@ class Gateway:
         principal owns raises the ``Problem`` 422 of a file that does not exist, word for word (a
         model script is read, and its parse errors quoted, by the session it starts)."""
         real = self.confined(path, what, directory=False)
-        if self._claims is None:
-            self._claims = WorkspaceClaims(self.client.store)
-        if await self._claims.inside_another_s(real, caller.principal):
-            shown = path if len(path) <= 200 else path[:200] + "…"
-            raise Problem(422, "invalid-request", f"{what} {shown!r} is not an existing file under the gateway's workspace root")
+        if await self.claims.inside_another_s(real, caller.principal):
+            raise _missing(path, what, directory=False)
         return real
 
     def confined(self, path: str, what: str, *, directory: bool) -> str:
         """``path`` (relative to the workspace root, or absolute) resolved, symbolic links
         followed, as an absolute path; ``Problem`` 422 unless it is an existing directory (or,
         ``directory`` False, regular file) under the root."""
-        shown = path if len(path) <= 200 else path[:200] + "…"
-        kind = "directory" if directory else "file"
         if "\x00" in path:
-            raise Problem(422, "invalid-request", f"{what} {shown!r} holds a NUL character")
+            raise Problem(422, "invalid-request", f"{what} {_shown(path)!r} holds a NUL character")
         candidate = path if os.path.isabs(path) else os.path.join(self.workspace_root, path)
         real = Path(os.path.realpath(candidate))
         if real != self.workspace_root and self.workspace_root not in real.parents:
-            raise Problem(422, "invalid-request", f"{what} {shown!r} is not under the gateway's workspace root")
+            raise Problem(422, "invalid-request", f"{what} {_shown(path)!r} is not under the gateway's workspace root")
         try:
             found = real.is_dir() if directory else real.is_file()
         except OSError:
             found = False
         if not found:
-            raise Problem(422, "invalid-request", f"{what} {shown!r} is not an existing {kind} under the gateway's workspace root")
+            raise _missing(path, what, directory=directory)
         return str(real)
 
     def check_profile(self, profile: str | None, what: str = "profile") -> None:
@@ -289,3 +288,14 @@ def idempotency_key(
     if problem is not None:
         raise Problem(400, "bad-request", f"Idempotency-Key: {problem}")
     return {"idempotency_key": idempotency_key}
+
+
+def _shown(path: str) -> str:
+    """``path`` as a message shows it: its first 200 characters."""
+    return path if len(path) <= 200 else path[:200] + "…"
+
+
+def _missing(path: str, what: str, *, directory: bool) -> Problem:
+    """The 422 of a path that is not there: also what another principal's workspace or file answers."""
+    kind = "directory" if directory else "file"
+    return Problem(422, "invalid-request", f"{what} {_shown(path)!r} is not an existing {kind} under the gateway's workspace root")
