@@ -106,3 +106,12 @@ def data_fields(node: Any) -> Iterator[bytes]:
     elif isinstance(node, list):
         for item in node:
             yield from data_fields(item)
+
+
+def shell_round_script(tmp_path: Path, commands: list[str]) -> str:
+    """A model script (``write_script``) whose first reply runs each of ``commands`` with
+    ``shell.run``, all in one round, and whose second answers "done": a hostile model's attacks."""
+    return write_script(tmp_path, [
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": c}} for c in commands]},
+        {"text": "done"},
+    ])

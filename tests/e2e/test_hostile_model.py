@@ -25,7 +25,7 @@ from agentrt.schemas import (
 )
 from agentrt.workflows.session import SessionWorkflow
 from tests.conftest import Harness
-from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
+from tests.e2e._support import ALLOW_ALL, session_config, shell_round_script, wait_for_event, write_script
 
 # Every call runs without asking (as `agentrt run --approve auto` would grant them): only the
 # sandbox and the tools themselves stand between the model and the worker.
@@ -64,10 +64,7 @@ async def test_shell_commands_of_a_hostile_model_reach_no_secret_file_port_or_la
         f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {temporal_port}), timeout=2); print(\"CONNECTED\")'",
         "(setsid sleep 613.5 &); nohup sleep 613.75 >/dev/null 2>&1 & echo detached",
     ]
-    script = write_script(tmp_path, [
-        {"tool_calls": [{"name": "shell.run", "arguments": {"command": c}} for c in attacks]},
-        {"text": "done"},
-    ])
+    script = shell_round_script(tmp_path, attacks)
     sid = harness.new_session_id()
     started = await harness.client.start(session_config(harness.client, sid, workspace, script, approval=AUTO), "attack")
 

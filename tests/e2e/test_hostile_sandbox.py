@@ -13,7 +13,7 @@ from pathlib import Path
 from agentrt.schemas import ApprovalPolicy
 from tests._loopback_http import BODY, loopback_http
 from tests.conftest import Harness
-from tests.e2e._support import session_config, write_script
+from tests.e2e._support import session_config, shell_round_script
 
 AUTO = ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow", destructive="allow", network="allow")
 REACHED = BODY.decode().strip()
@@ -38,10 +38,7 @@ async def test_a_hostile_model_granted_network_reaches_no_loopback_service_of_th
             SOCKET_PROBE.format(port=5432),
             f"curl -sS -m 5 http://127.0.0.1:{allowed_port}/",
         ]
-        script = write_script(tmp_path, [
-            {"tool_calls": [{"name": "shell.run", "arguments": {"command": c}} for c in attacks]},
-            {"text": "done"},
-        ])
+        script = shell_round_script(tmp_path, attacks)
         sid = operator_allows.new_session_id()
         async with operator_allows.worker():
             client = operator_allows.client
@@ -71,10 +68,7 @@ async def test_a_hostile_model_s_disk_memory_and_keyring_grabs_are_refused_and_t
         KEYCTL,
         "echo still-serving",
     ]
-    script = write_script(tmp_path, [
-        {"tool_calls": [{"name": "shell.run", "arguments": {"command": c}} for c in attacks]},
-        {"text": "done"},
-    ])
+    script = shell_round_script(tmp_path, attacks)
     sid = harness.new_session_id()
     started = await harness.client.start(session_config(harness.client, sid, workspace, script, approval=AUTO), "attack")
 
