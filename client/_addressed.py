@@ -28,6 +28,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._patience import Patience, is_unprocessed_update
 from agentrt.client._queries import query_workflow
 from agentrt.client._starts import (
     IDEMPOTENCY_MEMO,
@@ -39,6 +40,7 @@ from agentrt.client._starts import (
     started_with,
 )
 from agentrt.client._turns import update_failure_cause
+from agentrt.client._updates import UPDATE_PATIENCE_SECONDS
 from agentrt.client._visibility import claim_id, taken_reason
 from agentrt.client._workers import check_payload_storage
 from agentrt.schemas import (
@@ -108,18 +110,26 @@ class WorkflowKind:
         self, handle: WorkflowHandle[Any, Any], item_id: str, update: str, argument: BaseModel, result_type: type[Any]
     ) -> Any:
         """Execute ``update``; raises ``RequestRejected`` (refused, or the workflow ended), the
-        kind's not-found error, or ``WorkerUnavailable``."""
-        try:
-            return await handle.execute_update(update, argument, result_type=result_type)
-        except WorkflowUpdateFailedError as err:
-            raise self.rejected(item_id, update, update_failure_cause(err)) from err
-        except WorkflowUpdateRPCTimeoutOrCancelledError as err:
-            raise_if_cancelled(err)
-            raise self.no_worker(item_id, f"no worker answered update {update}") from err
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise await self._closed_or_missing(handle, item_id, update) from err
-            raise self.error(item_id, err) from err
+        kind's not-found error, or ``WorkerUnavailable``. An update the server rejected because the
+        worker that took it did not process it (``is_unprocessed_update``) is asked again under its
+        id, for up to ``UPDATE_PATIENCE_SECONDS``."""
+        update_id = f"{update}-{uuid.uuid4().hex}"
+        patience = Patience(item_id, f"update {update}", UPDATE_PATIENCE_SECONDS)
+        while True:
+            try:
+                return await handle.execute_update(update, argument, result_type=result_type, id=update_id)
+            except WorkflowUpdateFailedError as err:
+                if not is_unprocessed_update(err) or patience.spent():
+                    raise self.rejected(item_id, update, update_failure_cause(err)) from err
+                await patience.pause(err)
+                continue
+            except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+                raise_if_cancelled(err)
+                raise self.no_worker(item_id, f"no worker answered update {update}") from err
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    raise await self._closed_or_missing(handle, item_id, update) from err
+                raise self.error(item_id, err) from err
 
     async def _closed_or_missing(self, handle: WorkflowHandle[Any, Any], item_id: str, update: str) -> Exception:
         """An update to a closed workflow fails NOT_FOUND: say it ended instead of 'not found'."""

@@ -27,7 +27,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._patience import Patience, failure_text, is_refused_while_failing, is_transient
+from agentrt.client._patience import Patience, failure_text, is_refused_while_failing, is_transient, is_unprocessed_update
 from agentrt.client._start_failures import start_failure
 from agentrt.client._starts import raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
@@ -120,6 +120,10 @@ class _Delivery:
             try:
                 return await self.patience.watched(self._attempt(), self.handle)
             except WorkflowUpdateFailedError as err:
+                if is_unprocessed_update(err):  # the session never saw it: send it again, same id
+                    self._send_again()
+                    await self.patience.pause(err)
+                    continue
                 typed = await start_failure(self.handle)  # the session failed at its start (an unknown agent, say)
                 if typed is not None:
                     raise typed from err

@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import PendingWorkflowTaskState
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.schemas import ServerUnavailable
@@ -43,6 +44,19 @@ def is_transient(err: BaseException) -> bool:
     return isinstance(err, RPCError) and (err.status in TRANSIENT_STATUSES or "operation was canceled" in err.message)
 
 
+# The failure type the server rejects an update with when a worker completed the workflow task
+# that carried it without accepting or rejecting it (temporalio/temporal, service/history/workflow/
+# update: "Workflow Update is rejected because it wasn't processed by worker"). The workflow never
+# saw the update, so asking again under the same update id is safe.
+UNPROCESSED_UPDATE = "UnprocessedUpdate"
+
+
+def is_unprocessed_update(err: BaseException | None) -> bool:
+    """True for an update the server rejected because no worker processed it (``UNPROCESSED_UPDATE``)."""
+    cause = err.cause if isinstance(err, WorkflowUpdateFailedError) else None
+    return isinstance(cause, ApplicationError) and cause.type == UNPROCESSED_UPDATE
+
+
 def is_refused_while_failing(err: BaseException | None) -> bool:
     """True for the server's refusal of an update while the workflow's task keeps failing (it takes
     updates again once a worker runs the task)."""
@@ -68,6 +82,11 @@ class Patience:
     def remaining(self) -> float | None:
         """Seconds to the deadline (<= 0 once it passed), None without one."""
         return None if self.deadline is None else self.deadline - self._loop.time()
+
+    def spent(self) -> bool:
+        """Whether the deadline has passed (never without one)."""
+        remaining = self.remaining()
+        return remaining is not None and remaining <= 0
 
     def warn(self, reason: str) -> None:
         """Log ``reason`` as a warning naming the session, unless one was logged less than
@@ -157,6 +176,8 @@ async def stuck_reason(handle: WorkflowHandle[Any, Any]) -> str | None:
 
 def failure_reason(err: BaseException | None) -> str:
     """What a failure that is asked again after says about the wait (for its warning)."""
+    if is_unprocessed_update(err):
+        return "the worker that took the update's workflow task did not process it; it is asked again"
     if is_refused_while_failing(err):
         return f"its workflow task keeps failing, so the server refuses updates ({failure_text(err)})"
     return f"the Temporal server does not answer ({failure_text(err)})"

@@ -18,7 +18,7 @@ from agentrt.client import _starts as starts
 from agentrt.client._connection import Connection
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._outcomes import message_outcome
-from agentrt.client._patience import Patience
+from agentrt.client._patience import Patience, is_unprocessed_update
 from agentrt.client._quotas import Quotas
 from agentrt.client._queries import query_workflow
 from agentrt.client._session_calls import SessionCalls, query_failed
@@ -113,16 +113,19 @@ class Sessions:
         """
         await Quotas(self._connection).check_start()
         message = await starts.first_message(self._connection, config.session_id, text, "send_message", idempotency_key, output)
+        update_id = starts.message_update_id("send_message", message)
         try:
             result = await starts.start_session(
                 self._connection, config, idempotency_key,
                 lambda operation: self._connection.temporal.execute_update_with_start_workflow(
-                    SessionHandlers.send_message, message, start_workflow_operation=operation,
-                    id=starts.message_update_id("send_message", message),
+                    SessionHandlers.send_message, message, start_workflow_operation=operation, id=update_id,
                 ),
             )
         except WorkflowUpdateFailedError as err:
-            raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
+            if not is_unprocessed_update(err):
+                raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
+            # Started, but the worker that took the message did not process it: send it again.
+            result = await self._calls.execute(config.session_id, "send_message", SessionHandlers.send_message, message, update_id)
         return StartedSession(config.session_id, result.turn_id, session_workflow_id(config.session_id))
 
     async def start_and_wait(

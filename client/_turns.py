@@ -16,7 +16,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._patience import Patience
+from agentrt.client._patience import Patience, is_unprocessed_update
 from agentrt.client._queries import query_workflow
 from agentrt.client._start_failures import start_failure
 from agentrt.schemas import (
@@ -86,6 +86,9 @@ async def wait_for_turn(
             )
             outcome = await patience.watched(waiting, handle)
         except WorkflowUpdateFailedError as err:
+            if is_unprocessed_update(err):  # the session never saw this wait: ask again
+                await patience.pause(err)
+                continue
             if FORGOTTEN_TURN in update_failure_cause(err) and store is not None and not forgotten:
                 forgotten = True
                 continue  # the store may have it meanwhile

@@ -2,8 +2,9 @@
 
 Every ask of one update carries the same update id, so Temporal applies it once however often
 it is asked (within the run; ids are remembered per workflow run). While the server restarts
-(a transient RPC failure) or no worker answers, the update is asked again, for at most
-``UPDATE_PATIENCE_SECONDS``.
+(a transient RPC failure), no worker answers, or the server rejects it because the worker that
+took its workflow task did not process it (``UnprocessedUpdate``: the workflow never saw it), the
+update is asked again, for at most ``UPDATE_PATIENCE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
-from agentrt.client._patience import Patience, failure_text, is_transient
+from agentrt.client._patience import Patience, failure_text, is_transient, is_unprocessed_update
 from agentrt.client._starts import raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
 from agentrt.schemas import RequestRejected, ServerUnavailable, WorkerUnavailable
@@ -47,10 +48,12 @@ async def execute_session_update(
         try:
             return await handle.execute_update(update, argument, id=update_id)
         except WorkflowUpdateFailedError as err:
-            raise RequestRejected(session_id, name, update_failure_cause(err)) from err
+            if not is_unprocessed_update(err) or patience.spent():
+                raise RequestRejected(session_id, name, update_failure_cause(err)) from err
+            await patience.pause(err)
         except WorkflowUpdateRPCTimeoutOrCancelledError as err:
             raise_if_cancelled(err)
-            if _spent(patience):
+            if patience.spent():
                 raise WorkerUnavailable(
                     session_id, f"no worker answered update {name} within {UPDATE_PATIENCE_SECONDS:.0f} s"
                 ) from err
@@ -58,11 +61,7 @@ async def execute_session_update(
         except RPCError as err:
             if not is_transient(err):
                 raise await translate(err) from err
-            if _spent(patience):
+            if patience.spent():
                 raise ServerUnavailable(address, failure_text(err)) from err
             await patience.pause(err)
 
-
-def _spent(patience: Patience) -> bool:
-    remaining = patience.remaining()
-    return remaining is not None and remaining <= 0
