@@ -282,6 +282,13 @@ async def test_an_archived_session_refuses_messages(harness: Harness, http: http
 # ---------------------------------------------------------------- runs
 
 
+async def created_run(http: httpx.AsyncClient, tmp_path: Path) -> str:
+    """The id of a graph run alice created (the gateway's answer in the failure when it did not)."""
+    created = await http.post("/v1/runs", json=graph_body(tmp_path), headers=auth("alice"))
+    assert created.status_code == 201, created.text
+    return created.json()["run_id"]
+
+
 def graph_body(tmp_path: Path, **fields: Any) -> dict[str, Any]:
     """A run of the three-node graph of the graph CLI's tests (scripts named relative to the workspace root)."""
     graph = json.loads(write_graph(tmp_path).read_text())
@@ -309,7 +316,7 @@ async def test_a_run_waits_for_its_plan_to_be_approved_over_http_and_then_comple
 
 
 async def test_a_rejected_run_ends_cancelled(http: httpx.AsyncClient, tmp_path: Path) -> None:
-    run_id = (await http.post("/v1/runs", json=graph_body(tmp_path), headers=auth("alice"))).json()["run_id"]
+    run_id = await created_run(http, tmp_path)
     await until(http, f"/v1/runs/{run_id}", lambda r: r["status"] == "pending_approval")
 
     rejected = await http.post(f"/v1/runs/{run_id}/reject", json={"reason": "not now"}, headers=auth("alice"))
@@ -321,7 +328,7 @@ async def test_a_rejected_run_ends_cancelled(http: httpx.AsyncClient, tmp_path: 
 
 
 async def test_another_principal_finds_no_run_to_read_or_approve(http: httpx.AsyncClient, tmp_path: Path) -> None:
-    run_id = (await http.post("/v1/runs", json=graph_body(tmp_path), headers=auth("alice"))).json()["run_id"]
+    run_id = await created_run(http, tmp_path)
     await until(http, f"/v1/runs/{run_id}", lambda r: r["status"] == "pending_approval")
 
     for method, path in (("GET", f"/v1/runs/{run_id}"), ("POST", f"/v1/runs/{run_id}/approve"), ("POST", f"/v1/runs/{run_id}/cancel")):
