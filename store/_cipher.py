@@ -4,7 +4,9 @@ a sealed value sits in a text column.
 A store opened with a cipher seals what it writes to the columns that hold what a session said
 and did: the transcript (``messages.content_json``), the events (``events.body_json``), token
 deltas (``token_deltas.text``), reasoning blocks (``reasoning.blocks_json``), compaction
-summaries (``context_summaries.text``) and recorded tool results (``effects.result_text``).
+summaries (``context_summaries.text``), recorded tool results (``effects.result_text``), and what
+autonomous tasks and task graphs were asked and did (``tasks.goal``, ``task_events.body_json``,
+``task_checkpoints.body_json``, ``graphs.goal``, ``graph_events.body_json``).
 Every read opens them again, so callers see clear text. A sealed value is one line of ASCII:
 
     agentrt-sealed:<key id>:<base64 of what the cipher sealed>

@@ -1,6 +1,7 @@
 """Task graphs in the store: each graph's row (status, goal, spend) and its events, written by the
 graph workflow's ``graph.record`` and read by the client, so what a graph did can be read without
-its workflow (or a worker to answer a query).
+its workflow (or a worker to answer a query). With a cipher, the goal and events are sealed at rest
+(``store/_cipher.py``).
 
 Every write is idempotent: the row is an upsert and events are kept by (graph_id, seq), so a
 retried ``graph.record`` changes nothing it wrote before.
@@ -32,7 +33,7 @@ class GraphTables(AuditTable):
         row = {
             "graph_id": data.graph_id,
             "owner": text_column(data.owner),
-            "goal": text_column(data.goal),
+            "goal": self._seal(text_column(data.goal), f"graphs/{data.graph_id}"),
             "status": data.status,
             "workspace": text_column(data.workspace),
             "spend_json": data.spend.model_dump_json(),
@@ -43,7 +44,7 @@ class GraphTables(AuditTable):
             conn.execute(self._work_upsert(graphs, "graph_id"), row)
             if data.events:
                 rows = [
-                    {"graph_id": data.graph_id, "seq": e.seq, "type": e.type, "at": e.at, "body_json": e.model_dump_json()}
+                    {"graph_id": data.graph_id, "seq": e.seq, "type": e.type, "at": e.at, "body_json": self._seal(e.model_dump_json(), f"graph_events/{data.graph_id}")}
                     for e in data.events
                 ]
                 conn.execute(self._insert_ignore(graph_events, ["graph_id", "seq"]), rows)
@@ -55,7 +56,7 @@ class GraphTables(AuditTable):
         q = select(c.body_json).where(c.graph_id == graph_id, c.seq > since_seq).order_by(c.seq).limit(limit)
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()
-        return [EVENT_ADAPTER.validate_json(body) for body in bodies]
+        return [EVENT_ADAPTER.validate_json(self._open(body, f"graph_events/{graph_id}")) for body in bodies]
 
     def graph_progress(self, graph_id: str) -> tuple[str, int] | None:
         """The graph's status as last recorded and the highest event ``seq`` stored (0: none yet);

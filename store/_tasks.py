@@ -1,6 +1,7 @@
 """Autonomous tasks in the store: each task's row (status, goal, spend), its events and its
 checkpoints, written by the task workflow's ``task.record`` and read by the client, so what a
-task did over days can be read without its workflow history.
+task did over days can be read without its workflow history. With a cipher, the goal, events
+and checkpoints are sealed at rest (``store/_cipher.py``).
 
 Every write is idempotent: the row is an upsert, events are kept by (task_id, seq) and
 checkpoints by (task_id, number), so a retried ``task.record`` changes nothing it wrote before.
@@ -50,7 +51,7 @@ class TaskTables(AuditTable):
         row = {
             "task_id": data.task_id,
             "owner": text_column(data.owner),
-            "goal": text_column(data.goal),
+            "goal": self._seal(text_column(data.goal), f"tasks/{data.task_id}"),
             "status": data.status,
             "workspace": text_column(data.workspace),
             "spend_json": data.spend.model_dump_json(),
@@ -66,7 +67,7 @@ class TaskTables(AuditTable):
                         "seq": event.seq,
                         "type": event.type,
                         "at": event.at,
-                        "body_json": event.model_dump_json(),
+                        "body_json": self._seal(event.model_dump_json(), f"task_events/{data.task_id}"),
                     }
                     for event in data.events
                 ]
@@ -78,7 +79,7 @@ class TaskTables(AuditTable):
                     {
                         "task_id": data.task_id,
                         "number": data.checkpoint.number,
-                        "body_json": data.checkpoint.model_dump_json(),
+                        "body_json": self._seal(data.checkpoint.model_dump_json(), f"task_checkpoints/{data.task_id}"),
                         "created_at": now,
                     },
                 )
@@ -89,7 +90,7 @@ class TaskTables(AuditTable):
         q = select(c.body_json).where(c.task_id == task_id, c.seq > since_seq).order_by(c.seq).limit(limit)
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()
-        return [EVENT_ADAPTER.validate_json(body) for body in bodies]
+        return [EVENT_ADAPTER.validate_json(self._open(body, f"task_events/{task_id}")) for body in bodies]
 
     def task_checkpoints(self, task_id: str) -> list[TaskCheckpoint]:
         """Every checkpoint of the task, ordered by number."""
@@ -97,13 +98,13 @@ class TaskTables(AuditTable):
         q = select(c.body_json).where(c.task_id == task_id).order_by(c.number)
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()
-        return [TaskCheckpoint.model_validate_json(body) for body in bodies]
+        return [TaskCheckpoint.model_validate_json(self._open(body, f"task_checkpoints/{task_id}")) for body in bodies]
 
     def get_task(self, task_id: str) -> TaskSummary | None:
         """The task's row, or None when the store has none."""
         with self._engine.connect() as conn:
             row = conn.execute(select(tasks).where(tasks.c.task_id == task_id)).mappings().first()
-        return None if row is None else _summary(row)
+        return None if row is None else self._summary(row)
 
     def list_tasks(self, owner: str | None = None, limit: int = 100) -> list[TaskSummary]:
         """Up to ``limit`` tasks (of ``owner`` when given), newest (by ``created_at``) first."""
@@ -113,17 +114,16 @@ class TaskTables(AuditTable):
             q = q.where(c.owner == owner)
         with self._engine.connect() as conn:
             rows = conn.execute(q).mappings().all()
-        return [_summary(row) for row in rows]
+        return [self._summary(row) for row in rows]
 
-
-def _summary(row: Any) -> TaskSummary:
-    return TaskSummary(
-        task_id=row["task_id"],
-        owner=row["owner"],
-        goal=row["goal"],
-        status=row["status"],
-        workspace=row["workspace"],
-        spend=Spend.model_validate_json(row["spend_json"]),
-        created_at=utc(row["created_at"]),  # type: ignore[arg-type]
-        updated_at=utc(row["updated_at"]),  # type: ignore[arg-type]
-    )
+    def _summary(self, row: Any) -> TaskSummary:
+        return TaskSummary(
+            task_id=row["task_id"],
+            owner=row["owner"],
+            goal=self._open(row["goal"], f"tasks/{row['task_id']}"),
+            status=row["status"],
+            workspace=row["workspace"],
+            spend=Spend.model_validate_json(row["spend_json"]),
+            created_at=utc(row["created_at"]),  # type: ignore[arg-type]
+            updated_at=utc(row["updated_at"]),  # type: ignore[arg-type]
+        )

@@ -7,17 +7,24 @@ from __future__ import annotations
 
 import base64
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 from sqlalchemy import text
 
 from agentrt.schemas import (
+    AutonomousTaskCreated,
+    Budget,
     ConfigurationError,
+    GraphRecordInput,
     Message,
     ModelRequestStarted,
     PositionedMessage,
     ReasoningBlock,
     StoreAppendInput,
+    TaskCheckpoint,
+    TaskGraphCreated,
+    TaskRecordInput,
     TurnStarted,
     UserMessageAdded,
 )
@@ -27,6 +34,7 @@ from agentrt.worker import AesGcmStoreCipher, PayloadDecryptionError, generate_c
 K1, K2 = generate_codec_key(), generate_codec_key()
 SECRET = "API_KEY=sk-live-" + uuid.uuid4().hex
 TURN = "t1"
+AT = datetime(2026, 12, 6, 9, 0, tzinfo=timezone.utc)
 # How many of the readers' answers hold the secret (read_session): messages, messages_in, events,
 # turn_events, the stream (an event and a delta), deltas, reasoning, summary, summaries, effects, effect.
 READS = 12
@@ -204,3 +212,34 @@ def test_keys_the_codec_refuses_are_refused_by_the_store_cipher() -> None:
         AesGcmStoreCipher({"k1": b"short"}, "k1")
     with pytest.raises(ConfigurationError, match="not among the keys"):
         AesGcmStoreCipher({"k1": K1}, "k2")
+
+
+def test_what_tasks_and_graphs_were_asked_and_did_is_sealed_and_reads_in_clear(db_url: str) -> None:
+    task_id, graph_id = f"t{uuid.uuid4().hex[:10]}", f"g{uuid.uuid4().hex[:10]}"
+    goal = f"rotate the key {SECRET}"
+    task_events = [AutonomousTaskCreated(
+        seq=1, at=AT, task_id=task_id, owner="alice", goal=goal, max_sessions=3, budget=Budget(), schedule="back to back"
+    )]
+    checkpoint = TaskCheckpoint(number=1, session_id=f"{task_id}-s1", at=AT, session_status="completed", done=f"read {SECRET}")
+    graph_events = [TaskGraphCreated(seq=1, at=AT, graph_id=graph_id, owner="alice", goal=goal, approve_plan="auto")]
+    with Store.open(db_url, cipher=AesGcmStoreCipher({"k1": K1}, "k1")) as store:
+        store.record_task(TaskRecordInput(
+            task_id=task_id, owner="alice", goal=goal, status="running", workspace="/srv/ws", events=task_events, checkpoint=checkpoint,
+        ))
+        store.record_graph(GraphRecordInput(graph_id=graph_id, owner="alice", goal=goal, status="planning", workspace="/srv/ws", events=graph_events))
+        with store.engine.connect() as conn:
+            raw = [
+                *conn.execute(text("SELECT goal FROM tasks WHERE task_id = :i"), {"i": task_id}).scalars(),
+                *conn.execute(text("SELECT body_json FROM task_events WHERE task_id = :i"), {"i": task_id}).scalars(),
+                *conn.execute(text("SELECT body_json FROM task_checkpoints WHERE task_id = :i"), {"i": task_id}).scalars(),
+                *conn.execute(text("SELECT goal FROM graphs WHERE graph_id = :i"), {"i": graph_id}).scalars(),
+                *conn.execute(text("SELECT body_json FROM graph_events WHERE graph_id = :i"), {"i": graph_id}).scalars(),
+            ]
+        assert len(raw) == 5 and all(value.startswith(f"{SEALED_PREFIX}k1:") for value in raw), raw
+        assert store.task_events(task_id) == task_events and store.graph_events(graph_id) == graph_events
+        assert store.task_checkpoints(task_id) == [checkpoint]
+        assert store.get_task(task_id).goal == goal  # type: ignore[union-attr]
+        assert [t.goal for t in store.list_tasks("alice") if t.task_id == task_id] == [goal]
+
+    with Store.open(db_url) as keyless, pytest.raises(ConfigurationError, match="codec key 'k1'"):
+        keyless.task_events(task_id)
