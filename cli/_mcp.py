@@ -1,4 +1,5 @@
-"""`agentrt mcp ...`: the MCP servers of agentrt.toml, their state as workers saw it, and their tools."""
+"""`agentrt mcp ...`: the MCP servers of agentrt.toml, their state as workers saw it, their tools,
+and operators' decisions on how far each is trusted."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import typer
 
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._render import printable
-from agentrt.schemas import ConfigurationError, McpServerConfig, McpServerEvent
+from agentrt.schemas import ConfigurationError, McpServerConfig, McpServerEvent, McpTrustDecision
 from agentrt.store import agentrt_home
 from agentrt.worker import open_store
 
@@ -26,13 +27,14 @@ def _where(server: McpServerConfig) -> str:
     return " ".join([server.command or "", *server.args])
 
 
-def _server_row(server: McpServerConfig, event: McpServerEvent | None) -> dict[str, Any]:
+def _server_row(server: McpServerConfig, event: McpServerEvent | None, decision: McpTrustDecision | None) -> dict[str, Any]:
     return {
         "name": server.name,
         "transport": server.transport,
         "target": _where(server),
         "start": server.start,
-        "trust": server.trust,
+        "trust": decision.trust if decision is not None else server.trust,
+        "trust_decision": decision.model_dump(mode="json") if decision is not None else None,
         "sandbox": server.sandbox if server.transport == "stdio" else None,
         "state": STATES[event.type] if event is not None else "not started",
         "tools": event.tools if event is not None and event.type == "McpServerReady" else None,
@@ -45,13 +47,15 @@ def _server_row(server: McpServerConfig, event: McpServerEvent | None) -> dict[s
 @mcp_app.command("list")
 def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object: {\"servers\": \\[...]}.")) -> None:
     """The configured MCP servers (tables mcp.servers.NAME of agentrt.toml), each with its latest state in a worker
-    (from the store: starting, ready with its tool count, stopped, failed with why). Needs no server."""
+    (from the store: starting, ready with its tool count, stopped, failed with why) and its trust (an operator's
+    latest decision, with who, when and why, else agentrt.toml's). Needs no server."""
     config = load_config()
 
     async def go() -> None:
         with open_store(config) as store:
             latest = await asyncio.to_thread(store.latest_mcp_server_events)
-        rows = [_server_row(server, latest.get(name)) for name, server in sorted(config.mcp_servers.items())]
+            decisions = {name: await asyncio.to_thread(store.mcp_trust, name) for name in config.mcp_servers}
+        rows = [_server_row(server, latest.get(name), decisions[name]) for name, server in sorted(config.mcp_servers.items())]
         if as_json:
             typer.echo(json.dumps({"servers": rows}, indent=2))
             return
@@ -65,6 +69,9 @@ def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object
             typer.echo(f"{'':<16} {printable(row['target'])[:200]}")
             if row["diagnostic"]:
                 typer.echo(f"{'':<16} {printable(row['diagnostic'])[:500]}")
+            if row["trust_decision"]:
+                d = row["trust_decision"]
+                typer.echo(f"{'':<16} {d['trust']} by {printable(d['principal'])} at {d['at']}: {printable(d['reason'])[:500]}")
 
     run_command(go)
 
@@ -110,5 +117,30 @@ def mcp_tools(
             typer.echo(f"{printable(tool.qualified_name):<{width}}  {tool.risk:<10}  {printable(tool.risk_reason)}")
         offered = sum(1 for t in listing.tools if not t.skipped)
         typer.echo(f"{offered} tools offered as {name}.<tool>" + (f", {len(listing.tools) - offered} skipped" if offered != len(listing.tools) else ""))
+
+    run_command(go)
+
+
+@mcp_app.command("trust")
+def mcp_trust(
+    name: str = typer.Argument(..., help="The server's name (its table mcp.servers.NAME)."),
+    trust: str = typer.Argument(..., help="trusted (the policy decides by risk class) or untrusted (every call needs an approval)."),
+    reason: str = typer.Option(..., "--reason", help="Why (recorded with who and when, in the audit log too)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the recorded decision as one JSON object."),
+) -> None:
+    """Decide how far server NAME is trusted (operators only, as $AGENTRT_PRINCIPAL): every worker applies it from
+    its next listing of the server's tools on, whatever agentrt.toml says. Needs the store, no Temporal server."""
+    from agentrt.client import decide_mcp_trust, default_principal
+
+    config = load_config()
+
+    async def go() -> None:
+        with open_store(config) as store:
+            decision = await decide_mcp_trust(store, default_principal(), config.operators, name, trust, reason)
+        if as_json:
+            typer.echo(decision.model_dump_json())
+            return
+        configured = "" if name in config.mcp_servers else " (not configured here: workers that configure it apply it)"
+        typer.echo(f"MCP server {name} is {decision.trust} from each worker's next listing of its tools{configured}")
 
     run_command(go)

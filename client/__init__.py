@@ -20,6 +20,7 @@ from agentrt.client._connection import Connection, connect
 from agentrt.client._decisions import Decisions
 from agentrt.client._filters import SessionListing
 from agentrt.client._graphs import GRAPH_STATUSES, GraphListing, Graphs, load_graph_file
+from agentrt.client._mcp_trust import TRUST_LEVELS, decide_mcp_trust
 from agentrt.client._memories import Memories
 from agentrt.client._health import MAX_EXAMINED, failing_workflow_task, find_stuck_workflows
 from agentrt.client._patience import Patience
@@ -54,12 +55,14 @@ __all__ = [
     "StartedSession",
     "StepDiff",
     "TASK_STATUSES",
+    "TRUST_LEVELS",
     "TaskListing",
     "Tasks",
     "Trajectories",
     "TrajectoryDiff",
     "TurnDiff",
     "connect",
+    "decide_mcp_trust",
     "default_principal",
     "diff_lines",
     "diff_trajectories",

@@ -14,6 +14,7 @@ from temporalio.client import Client
 from agentrt.client._connection import Connection, connect
 from agentrt.client._decisions import Decisions
 from agentrt.client._graphs import Graphs
+from agentrt.client._mcp_trust import decide_mcp_trust
 from agentrt.client._memories import Memories
 from agentrt.client._quotas import Quotas
 from agentrt.client._session_calls import SessionCalls
@@ -22,7 +23,7 @@ from agentrt.client._tasks import Tasks
 from agentrt.client._trajectories import Trajectories
 from agentrt.client._visibility import may_read
 from agentrt.client._workers import workflow_pollers
-from agentrt.schemas import AdvisorPolicy, AuditEntry, QuotaPolicy, ServerUnavailable
+from agentrt.schemas import AdvisorPolicy, AuditEntry, McpTrustDecision, QuotaPolicy, ServerUnavailable
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -64,7 +65,8 @@ class AgentClient:
     ``start_graph`` / ``graph_status`` / ``graph_events`` / ``list_graphs`` / ``wait_graph`` /
     ``approve_graph`` / ``reject_graph`` / ``cancel_graph`` the ``graphs`` ones.
 
-    ``audit`` lists the audit log: who did what, on what, when and why.
+    ``audit`` lists the audit log: who did what, on what, when and why. ``trust_mcp_server``:
+    an operator's decision on how far an MCP server is trusted.
 
     ``advisor`` and ``mcp_servers``: the ``AdvisorPolicy`` and MCP servers of the sessions ``new_config``
     makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``). ``default_profile``,
@@ -168,6 +170,16 @@ class AgentClient:
         return await asyncio.to_thread(
             store.audit, principal=principal, target=target, action=action, owner=owner, since=since, limit=limit
         )
+
+    async def trust_mcp_server(self, server: str, trust: str, *, reason: str) -> McpTrustDecision:
+        """Set how far MCP server ``server`` is trusted, ``trusted`` (the policy decides by risk
+        class) or ``untrusted`` (every call needs an approval), from every worker's next listing of
+        its tools on, whatever agentrt.toml says (docs/mcp.md); recorded with this principal, the time
+        and ``reason``, in the audit log too. Operators only (``[principals] operators``). Raises
+        ``RequestRejected`` for another principal, an empty reason, another ``trust`` or a name that
+        is no server name; ``ConfigurationError`` without a store."""
+        store = self.connection.needs_store("trust_mcp_server")
+        return await decide_mcp_trust(store, self.principal, self.operators, server, trust, reason)
 
     async def may_read(self, workflow_id: str) -> bool:
         """True when the workflow ``workflow_id`` (``session-ID``, ``task-ID``, ``graph-ID``) exists and

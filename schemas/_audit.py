@@ -30,10 +30,12 @@ AuditAction = Literal[
     "accept_memory", "reject_memory", "forget_memory",
     # a tenant
     "raise_quota",
+    # an MCP server
+    "trust_mcp_server",
 ]
 AUDIT_ACTIONS: tuple[str, ...] = AuditAction.__args__  # type: ignore[attr-defined]
 
-AuditTargetKind = Literal["session", "task", "graph", "memory", "tenant"]
+AuditTargetKind = Literal["session", "task", "graph", "memory", "tenant", "mcp_server"]
 
 
 class AuditEntry(Model):

@@ -31,6 +31,7 @@ __all__ = [
     "McpServerEvent",
     "McpServerState",
     "McpToolInfo",
+    "McpTrustDecision",
     "SECRET_REFERENCE",
     "SERVER_NAME_PATTERN",
     "VARIABLE_REFERENCE",
@@ -248,3 +249,17 @@ class McpServerEvent(Model):
     tools: int | None = None
     diagnostic: str | None = None
     protocol_version: str | None = None
+
+
+class McpTrustDecision(Model):
+    """An operator's decision on how far an MCP server is trusted (``agentrt mcp trust``), kept in
+    the store's ``mcp_trust_decisions`` table and the audit log. The latest decision on ``server``
+    overrides its ``trust`` in agentrt.toml from the next tool listing of every worker on: ``trusted``
+    (the policy decides by risk class) or ``untrusted`` (every call needs an approval).
+    ``principal``: who decided; ``reason``: why; ``at``: when (UTC)."""
+
+    server: str = Field(pattern=SERVER_NAME_PATTERN)
+    trust: Literal["trusted", "untrusted"]
+    principal: str
+    reason: str
+    at: datetime

@@ -1,15 +1,17 @@
-"""MCP servers' connection events (per worker process) and the tool listings turns offered."""
+"""MCP servers' connection events (per worker process), the tool listings turns offered, and
+operators' trust decisions on servers (each in the audit log too)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 
-from sqlalchemy import Connection, RowMapping, func, select
+from sqlalchemy import Connection, RowMapping, func, insert, select
 
-from agentrt.schemas import McpServerEvent, ToolSpec
-from agentrt.store._base import StoreBase, text_column, utc
-from agentrt.store._models import mcp_server_events, tool_listings
+from agentrt.schemas import McpServerEvent, McpTrustDecision, ToolSpec
+from agentrt.store._audit import AuditTable
+from agentrt.store._base import text_column, utc
+from agentrt.store._models import mcp_server_events, mcp_trust_decisions, tool_listings
 
 # Rows of mcp_server_events kept per server: older ones are pruned as new ones come.
 MAX_SERVER_EVENTS_PER_SERVER = 1000
@@ -29,8 +31,8 @@ def _digest(data: str) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
-class McpTables(StoreBase):
-    """Tables ``mcp_server_events`` and ``tool_listings``."""
+class McpTables(AuditTable):
+    """Tables ``mcp_server_events``, ``tool_listings`` and ``mcp_trust_decisions``."""
 
     def record_mcp_server_event(self, event: McpServerEvent, *, conn: Connection | None = None) -> None:
         """Append one server event; keeps the latest ``MAX_SERVER_EVENTS_PER_SERVER`` per server."""
@@ -86,6 +88,40 @@ class McpTables(StoreBase):
         if data is None:
             return None
         return [ToolSpec.model_validate(item) for item in json.loads(data)]
+
+
+    def decide_mcp_trust(self, server: str, trust: str, principal: str, reason: str) -> McpTrustDecision:
+        """Record that ``principal`` set how far MCP server ``server`` is trusted (``trusted`` or
+        ``untrusted``) because of ``reason``, with an audit row (action ``trust_mcp_server``), in one
+        transaction; the latest decision holds. Raises ``ValueError`` (pydantic's) for a server name
+        that is not ``SERVER_NAME_PATTERN``, another ``trust`` or an empty reason."""
+        if not reason.strip():
+            raise ValueError("a trust decision needs a reason")
+        decision = McpTrustDecision(server=server, trust=trust, principal=principal, reason=reason, at=self._now())  # type: ignore[arg-type]
+        with self.transaction() as conn:
+            row = conn.execute(insert(mcp_trust_decisions).values(
+                server=server, trust=trust, principal=principal, reason=reason, created_at=decision.at,
+            ))
+            decision_id = row.inserted_primary_key[0] if row.inserted_primary_key is not None else decision.at.isoformat()
+            self.record_act(
+                principal, "trust_mcp_server", "mcp_server", server, reason=reason, detail={"trust": trust},
+                key=f"mcp_server:{server}:trust:{decision_id}", at=decision.at, conn=conn,
+            )
+        return decision
+
+    def mcp_trust(self, server: str) -> McpTrustDecision | None:
+        """The latest trust decision on ``server``, or None when no operator decided (its
+        agentrt.toml ``trust`` holds)."""
+        c = mcp_trust_decisions.c
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                select(mcp_trust_decisions).where(c.server == server).order_by(c.id.desc()).limit(1)
+            ).mappings().first()
+        if row is None:
+            return None
+        return McpTrustDecision(
+            server=row["server"], trust=row["trust"], principal=row["principal"], reason=row["reason"], at=utc(row["created_at"]),
+        )
 
 
 def _event(row: RowMapping) -> McpServerEvent:

@@ -38,6 +38,7 @@ __all__ = [
     "graph_events",
     "graphs",
     "mcp_server_events",
+    "mcp_trust_decisions",
     "memories",
     "messages",
     "metadata",
@@ -268,6 +269,21 @@ mcp_server_events = Table(
     Column("diagnostic", Text, nullable=True),
     Column("protocol_version", String(32), nullable=True),
     Column("at", DateTime(timezone=True), nullable=False),
+    Index(None, "server", "id"),
+)
+
+# Operators' decisions on how far an MCP server is trusted (migration 0016): one row per
+# decision; the latest row of a server overrides its ``trust`` in agentrt.toml.
+mcp_trust_decisions = Table(
+    "mcp_trust_decisions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("server", String(64), nullable=False),
+    Column("trust", String(16), nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("trust IN ('trusted', 'untrusted')", name="trust"),
     Index(None, "server", "id"),
 )
 

@@ -82,6 +82,7 @@ class McpManager:
         self._launcher = Launcher(
             self._configs, home=Path(home), env=os.environ if env is None else env, vault=vault, egress_allow=egress_allow
         )
+        self._store = store
         self._events = ServerEvents(store, worker)
         self._connections = Connections(servers, launcher=self._launcher, events=self._events)
         self._ttl = listing_ttl_seconds
@@ -116,11 +117,23 @@ class McpManager:
 
     async def list_tools(self, server: str, *, refresh: bool = False) -> McpListing:
         """The tools of ``server``, from a listing at most ``listing_ttl_seconds`` old unless
-        ``refresh``; starts the server if needed. Bounded by its ``timeout_seconds``.
+        ``refresh``; starts the server if needed. Bounded by its ``timeout_seconds``. Its specs
+        are ``untrusted`` as the latest operator's decision in the store says (``agentrt mcp
+        trust``), else as its ``trust`` in agentrt.toml does, read at every listing.
 
         Raises ``McpServerUnavailable`` (not configured, cannot start, broke, listing failed or
         timed out).
         """
+        listing = await self._listing(server, refresh)
+        if self._store is None:
+            return listing
+        decision = await asyncio.to_thread(self._store.mcp_trust, server)
+        if decision is None:
+            return listing
+        untrusted = decision.trust == "untrusted"
+        return McpListing(tools=listing.tools, specs=[spec.model_copy(update={"untrusted": untrusted}) for spec in listing.specs])
+
+    async def _listing(self, server: str, refresh: bool) -> McpListing:
         srv = self._connections.server(server)
         loop = asyncio.get_running_loop()
         timeout = srv.config.timeout_seconds
