@@ -30,6 +30,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from agentrt.activities import _attempts
 from agentrt.activities._advisor import _verdict_objects, ask_model
 from agentrt.activities._model import _keep_heartbeating
+from agentrt.activities._owners import claim_workflow_id
 from agentrt.activities.providers import redact
 from agentrt.activities.tools import CommandRun, ToolContext, redact_secrets, run_command
 from agentrt.schemas import (
@@ -49,6 +50,7 @@ from agentrt.schemas import (
     TriggerVerdict,
     cut_middle,
     shorten,
+    task_workflow_id,
 )
 
 if TYPE_CHECKING:
@@ -126,7 +128,11 @@ class TaskActivities:
     @activity.defn(name=TASK_RECORD)
     def record(self, input: TaskRecordInput) -> None:
         """Write the task's row, its new events and a checkpoint (``Store.record_task``; a retried
-        write changes nothing it wrote before)."""
+        write changes nothing it wrote before). Claims the task's id for its owner first
+        (``Store.claim_owner``): an id another owner has used (a start that went around the client,
+        or after Temporal forgot the first task) raises the non-retryable
+        ``ApplicationError(type="TaskIdTaken")`` and writes nothing."""
+        claim_workflow_id(self._store, task_workflow_id(input.task_id), input.owner, "task", input.task_id, "TaskIdTaken")
         self._store.record_task(input)
 
     @activity.defn(name=TASK_NEXT_WAKE)

@@ -35,6 +35,7 @@ from agentrt.activities._autonomy import (
     parse_review_verdict,
 )
 from agentrt.activities._model import _keep_heartbeating
+from agentrt.activities._owners import claim_workflow_id
 from agentrt.activities.tools import format_validation_error
 from agentrt.schemas import (
     DELEGATE_TOOL,
@@ -54,6 +55,7 @@ from agentrt.schemas import (
     ToolRisk,
     ToolSpec,
     cut_middle,
+    graph_workflow_id,
     shorten,
     validate_graph,
 )
@@ -136,7 +138,9 @@ class GraphActivities:
     @activity.defn(name=GRAPH_RECORD)
     def record(self, input: GraphRecordInput) -> None:
         """Write the graph's row and its new events (``Store.record_graph``; a retried write changes
-        nothing it wrote before)."""
+        nothing it wrote before). Claims the graph's id for its owner first: an id another owner
+        has used raises the non-retryable ``ApplicationError(type="GraphIdTaken")`` and writes nothing."""
+        claim_workflow_id(self._store, graph_workflow_id(input.graph_id), input.owner, "task graph", input.graph_id, "GraphIdTaken")
         self._store.record_graph(input)
 
     @activity.defn(name=GRAPH_PLAN)

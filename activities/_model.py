@@ -21,6 +21,7 @@ from agentrt.activities import _attempts
 from agentrt.activities._call_context import CallContext, takes_reasoning_back
 from agentrt.activities._call_gate import CallGate
 from agentrt.activities._output import checked_answer, with_output_tool
+from agentrt.activities._owners import claim_workflow_id
 from agentrt.activities._system_prompt import budget_section
 from agentrt.activities._telemetry import ModelCall, model_call
 from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
@@ -170,12 +171,7 @@ class ModelActivities:
         )
 
     def _claim(self, session_id: str, owner: str) -> None:
-        if self._store.claim_owner(session_workflow_id(session_id), owner) != owner:
-            raise ApplicationError(
-                f"session {session_id}: this id was used by another owner; session ids are never reused "
-                "(start a new session with another id)",
-                type="SessionIdTaken", non_retryable=True,
-            )
+        claim_workflow_id(self._store, session_workflow_id(session_id), owner, "session", session_id, "SessionIdTaken")
 
     @activity.defn(name=PROFILES_DESCRIBE)
     def describe(self, input: DescribeProfileInput) -> ProfileLookup:

@@ -17,6 +17,7 @@ import pytest
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.client import AgentClient, create_app
@@ -186,6 +187,43 @@ async def test_an_id_reused_after_retention_never_passes_to_another_owner_nor_sh
         missing = await http.get(f"/v1/sessions/{sid}x", headers=as_alice)
         assert hidden.status_code == missing.status_code == 404
         assert hidden.json()["detail"] == missing.json()["detail"].replace(f"{sid}x", sid)
+
+
+@pytest.mark.parametrize("kind", ["task", "graph"])
+async def test_a_task_or_graph_id_reused_after_retention_is_refused_by_the_worker_and_the_store_keeps_the_first_owner_s(
+    harness: Harness, workspace: Path, tmp_path: Path, kind: str
+) -> None:
+    alice = AgentClient(harness.temporal, task_queue=harness.task_queue, principal="alice", store=harness.store)
+    around = AgentClient(harness.temporal, task_queue=harness.task_queue, principal="mallory")  # no store: it cannot refuse
+    script = write_script(tmp_path, [{"text": "x"}])
+    if kind == "task":
+        item = await alice.start_task("alice's goal", workspace=str(workspace), every_seconds=3600, max_sessions=1, script=script)
+        workflow_id, events = f"task-{item}", harness.store.task_events
+    else:
+        item = await alice.start_graph(goal="alice's goal", workspace=str(workspace), script=script, approve_plan="ask")
+        workflow_id, events = f"graph-{item}", harness.store.graph_events
+    for _ in range(600):
+        if events(item):
+            break
+        await asyncio.sleep(0.1)
+    first = events(item)
+    assert first and harness.store.workflow_owner(workflow_id) == "alice"
+    await forget(harness, workflow_id)
+
+    if kind == "task":
+        await around.start_task("mallory's goal", workspace=str(workspace), task_id=item, every_seconds=3600, max_sessions=1, script=script)
+    else:
+        await around.start_graph(goal="mallory's goal", workspace=str(workspace), graph_id=item, script=script, approve_plan="ask")
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(harness.temporal.get_workflow_handle(workflow_id).result(), 60)
+    cause = failed.value.cause
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.__cause__ or getattr(cause, "cause", None)
+    assert isinstance(cause, ApplicationError) and cause.type == f"{kind.capitalize()}IdTaken", failed.value
+    assert "used by another owner" in cause.message and "never reused" in cause.message and "alice" not in cause.message
+    assert events(item) == first and harness.store.workflow_owner(workflow_id) == "alice"
+    if kind == "task":
+        assert harness.store.get_task(item).owner == "alice"  # type: ignore[union-attr]
 
 
 async def test_a_stranger_on_the_gateway_gets_what_a_missing_id_gets_and_lists_nothing(
