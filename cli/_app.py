@@ -107,6 +107,14 @@ COMMANDS: dict[str, LazyCommand] = {
         "and what to do. Exit status 0 when none is stuck, 1 when some are, 2 on an error.",
         _attribute("agentrt.cli._doctor", "doctor"),
     ),
+    "replay": LazyCommand(
+        "Replay workflow histories against the workflow code installed here (with the worker's own\n"
+        "plugin: its converter, codec keys and payload storage) and say which do not replay, naming the\n"
+        "workflow and the first event and command that differ. Exit status 0 when every history\n"
+        "replays, 1 when one does not (deploying this code would fail that run), 2 on an error. Put it\n"
+        "in CI before a deploy, over exported histories or the live namespace (docs/deployment.md).",
+        _attribute("agentrt.cli._replay", "replay"),
+    ),
     "audit": LazyCommand(
         "List the audit log, newest first: every act of a principal on a session, task, graph or memory\n"
         "(approve, deny, edit, cancel, archive, reconcile, raise a budget, pause, decide a memory, ...),\n"

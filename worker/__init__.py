@@ -58,6 +58,15 @@ if TYPE_CHECKING:
         workflow_runner,
     )
     from agentrt.worker._query_guard import LegacyQueryGuard
+    from agentrt.worker._replay import (
+        DEFAULT_REPLAY_QUERY,
+        HistorySource,
+        ReplayOutcome,
+        histories_in_files,
+        histories_in_namespace,
+        quiet_runtime,
+        replay_histories,
+    )
     from agentrt.worker._resume import ResumeInterceptor
     from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
     from agentrt.worker._stuck_watch import STUCK_CHECK_SECONDS, StuckWatch
@@ -81,6 +90,7 @@ __all__ = [
     "AgentrtWorkerPlugin",
     "CodecConfig",
     "DEFAULT_ADDRESS",
+    "DEFAULT_REPLAY_QUERY",
     "DIRECTORY_DRIVER_NAME",
     "DevServer",
     "DirectoryPayloadDriver",
@@ -90,6 +100,7 @@ __all__ = [
     "GatewayToken",
     "HEARTBEAT_THROTTLE",
     "HOME_KEYS_FILE",
+    "HistorySource",
     "LegacyQueryGuard",
     "MissingSearchAttributes",
     "PASSTHROUGH_MODULES",
@@ -100,6 +111,7 @@ __all__ = [
     "PayloadNotFound",
     "PayloadStorage",
     "PayloadStorageError",
+    "ReplayOutcome",
     "ResumeInterceptor",
     "SEARCH_ATTRIBUTES",
     "STICKY_SCHEDULE_TO_START",
@@ -126,6 +138,8 @@ __all__ = [
     "flush_telemetry",
     "free_port",
     "generate_codec_key",
+    "histories_in_files",
+    "histories_in_namespace",
     "home_keys_file",
     "new_codec_key_id",
     "open_store",
@@ -133,6 +147,8 @@ __all__ = [
     "payload_storage",
     "plugin_of",
     "port_is_open",
+    "quiet_runtime",
+    "replay_histories",
     "running_worker",
     "setup_telemetry",
     "temporal_binary",
@@ -165,6 +181,13 @@ EXPORTS = {
     "GatewayToken": "agentrt.worker._gateway_config",
     "HEARTBEAT_THROTTLE": "agentrt.worker._worker",
     "LegacyQueryGuard": "agentrt.worker._query_guard",
+    "DEFAULT_REPLAY_QUERY": "agentrt.worker._replay",
+    "HistorySource": "agentrt.worker._replay",
+    "ReplayOutcome": "agentrt.worker._replay",
+    "histories_in_files": "agentrt.worker._replay",
+    "histories_in_namespace": "agentrt.worker._replay",
+    "replay_histories": "agentrt.worker._replay",
+    "quiet_runtime": "agentrt.worker._replay",
     "MissingSearchAttributes": "agentrt.worker._startup",
     "PASSTHROUGH_MODULES": "agentrt.worker._plugin",
     "PAYLOADS_IDENTITY_KEY": "agentrt.worker._client_plugin",
