@@ -144,6 +144,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "trajectory": LazyCommand(
         "Compare trajectories: what turns did, step by step.", _attribute("agentrt.cli._trajectory", "trajectory_app")
     ),
+    "store": LazyCommand(
+        "The application store: its schema, migrated on its own.", _attribute("agentrt.cli._store", "store_app")
+    ),
     "quota": LazyCommand(
         "Tenant quotas: concurrent sessions, and tokens, dollars and tool calls per UTC day.",
         _attribute("agentrt.cli._quota", "quota_app"),

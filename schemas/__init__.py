@@ -329,6 +329,7 @@ __all__ = [
     "SkillNotFound",
     "Spend",
     "StoreAppendInput",
+    "StoreUnavailable",
     "StuckCause",
     "StuckWorkflow",
     "SwitchModelInput",

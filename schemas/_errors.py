@@ -75,6 +75,7 @@ __all__ = [
     "ServerUnavailable",
     "SessionNotFound",
     "SessionStuck",
+    "StoreUnavailable",
     "TaskNotFound",
     "ToolNotRegistered",
     "TurnNotFound",
@@ -158,6 +159,16 @@ class ServerUnavailable(ClientError):
         self.address = address
         self.reason = reason
         super().__init__(f"no Temporal server answers at {address}: {reason}")
+
+
+class StoreUnavailable(ClientError):
+    """The application store does not answer at ``url`` (its password hidden): ``reason`` is the
+    driver's first line (connection refused, authentication failed, a file that cannot be opened)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"the store does not answer at {url}: {reason}")
 
 
 class SessionStuck(ClientError):

@@ -8,7 +8,7 @@ from agentrt.store._base import text_column
 from agentrt.store._cipher import CLEAR_PREFIX, SEALED_PREFIX, StoreCipher, is_sealed
 from agentrt.store._deltas import TokenDelta
 from agentrt.store._effects import EffectRecord
-from agentrt.store._engine import agentrt_home, database_url
+from agentrt.store._engine import agentrt_home, database_url, head_revision, schema_revision
 from agentrt.store._mcp import listing_digest
 from agentrt.store._payloads import get_payloads, put_payloads
 from agentrt.store._store import Store
@@ -50,10 +50,12 @@ __all__ = [
     "agentrt_home",
     "database_url",
     "get_payloads",
+    "head_revision",
     "is_sealed",
     "listing_digest",
     "parse_stream_id",
     "put_payloads",
+    "schema_revision",
     "stream_id",
     "text_column",
     "webhook_watch_id",

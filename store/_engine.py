@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
@@ -118,3 +118,28 @@ def upgrade(engine: Engine) -> None:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK})
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
+
+
+def schema_revision(url: str | None = None) -> str | None:
+    """The Alembic revision the store at ``database_url(url)`` is at (``"0016"``), without
+    migrating it; None for a database no migration has touched yet."""
+    engine = make_engine(database_url(url))
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("alembic_version"):
+                return None
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    finally:
+        engine.dispose()
+
+
+def head_revision() -> str:
+    """The latest migration this code has (what ``Store.open`` brings a store to)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None
+    return head

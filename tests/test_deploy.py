@@ -585,8 +585,8 @@ def migration_command() -> list[str]:
     (job,) = [spec for where, spec in pod_specs() if where == "Job/agentrt-migrate"]
     argv = job["containers"][0]["args"]
     assert argv == services()["migrate"]["command"], "Compose and Kubernetes migrate the store alike"
-    assert argv[:2] == ["python", "-c"]
-    return [sys.executable, *argv[1:]]
+    assert argv == ["agentrt", "store", "migrate"]
+    return [str(Path(sys.executable).parent / "agentrt"), *argv[1:]]
 
 
 @pytest.fixture
@@ -627,8 +627,9 @@ def test_the_migration_job_fails_when_the_database_cannot_be_reached(tmp_path: P
         "AGENTRT_DATABASE_URL": f"postgresql+psycopg://agentrt@127.0.0.1:{closed_port}/agentrt?connect_timeout=5",
     }
     result = subprocess.run(migration_command(), env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0
-    assert "OperationalError" in result.stderr and "schema is current" not in result.stdout
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"the store does not answer at postgresql+psycopg://agentrt@127.0.0.1:{closed_port}/agentrt" in result.stderr
+    assert "schema" not in result.stdout
 
 
 def test_the_search_attribute_job_and_the_compose_setup_run_the_images_setup_script() -> None:
