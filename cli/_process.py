@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import tempfile
+from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
     from agentrt.worker import WorkerRole
 
 log = logging.getLogger("agentrt.worker")
+
+# How long `agentrt worker` lets running calls finish when it is stopped (seconds): a tool call's
+# default timeout (SessionConfig.tool_timeout_seconds).
+DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 300.0
 
 
 def _log_to_stderr() -> None:
@@ -227,6 +232,11 @@ def worker(
         [], "--agents", metavar="MODULE",
         help="Register the Agents and @tools of this Python module (repeatable; adds to [worker] agents).",
     ),
+    graceful_shutdown: float = typer.Option(
+        DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, "--graceful-shutdown", metavar="SECONDS", min=0, max=86_400,
+        help="On SIGTERM or Ctrl-C, stop polling and let running model and tool calls finish for up to this long "
+        "before cancelling them (default: a tool call's default timeout). Keep the pod's termination grace above it.",
+    ),
 ) -> None:
     """Run a worker for the configured task queue until Ctrl-C.
 
@@ -252,7 +262,8 @@ def worker(
         try:
             plugin = AgentrtPlugin(config, store)
             temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
-            async with running_worker(temporal, config, store, role=role) as running:
+            shutdown = timedelta(seconds=graceful_shutdown)
+            async with running_worker(temporal, config, store, role=role, graceful_shutdown=shutdown) as running:
                 log.info(
                     "worker polling %r at %s (namespace %r) for %s; Ctrl-C stops it",
                     running.task_queue, config.temporal_address, config.namespace,

@@ -234,8 +234,8 @@ def test_every_depends_on_in_the_compose_file_names_one_of_its_services() -> Non
 def test_the_worker_and_the_tools_worker_each_run_two_replicas() -> None:
     assert services()["worker"]["deploy"]["replicas"] == 2
     assert services()["tools-worker"]["deploy"]["replicas"] == 2
-    assert services()["worker"]["command"] == ["agentrt", "worker", "--models-only"]
-    assert services()["tools-worker"]["command"] == ["agentrt", "worker", "--tools-only"]
+    assert services()["worker"]["command"][:3] == ["agentrt", "worker", "--models-only"]
+    assert services()["tools-worker"]["command"][:3] == ["agentrt", "worker", "--tools-only"]
 
 
 def test_the_temporal_ui_decodes_payloads_through_the_codec_servers_published_port() -> None:
@@ -456,7 +456,7 @@ def test_the_hpa_scales_the_worker_deployment_on_cpu() -> None:
     target = hpa["spec"]["scaleTargetRef"]
     assert (target["apiVersion"], target["kind"]) == ("apps/v1", "Deployment")
     worker = objects("Deployment")[target["name"]]
-    assert worker["spec"]["template"]["spec"]["containers"][0]["args"] == ["agentrt", "worker", "--models-only"]
+    assert worker["spec"]["template"]["spec"]["containers"][0]["args"][:3] == ["agentrt", "worker", "--models-only"]
     assert [m["resource"]["name"] for m in hpa["spec"]["metrics"] if m["type"] == "Resource"] == ["cpu"]
     assert hpa["spec"]["minReplicas"] >= 2
     # Replicas belong to the HPA: a count in the Deployment would reset it on every apply.
@@ -809,3 +809,24 @@ def test_the_dockerfile_bakes_in_no_secret() -> None:
                 assert not any(SECRET_NAME.search(name.upper()) for name in names), f"{instruction} {args}"
             if instruction in ("COPY", "ADD"):
                 assert ".env" not in args.split() and "secret" not in args.lower(), f"{instruction} {args}"
+
+
+def _graceful_shutdown(argv: list[str]) -> float:
+    assert "--graceful-shutdown" in argv, f"{argv}: a worker lets running calls finish when it is stopped"
+    return float(argv[argv.index("--graceful-shutdown") + 1])
+
+
+def test_every_worker_lets_running_calls_finish_within_the_time_its_stop_allows() -> None:
+    workers = 0
+    for where, spec in pod_specs():
+        [one] = spec["containers"]
+        if one["args"][:2] == ["agentrt", "worker"]:
+            workers += 1
+            assert _graceful_shutdown(one["args"]) < spec["terminationGracePeriodSeconds"], where
+    for name, service in services().items():
+        command = service.get("command")
+        if isinstance(command, list) and command[:2] == ["agentrt", "worker"]:
+            workers += 1
+            grace = float(str(service["stop_grace_period"]).removesuffix("s"))
+            assert _graceful_shutdown(command) < grace, name
+    assert workers == 4

@@ -111,6 +111,7 @@ def build_worker(
     agents: Sequence[Agent] = (),
     tools: Sequence[Tool] = (),
     deps: Callable[[], Any] | None = None,
+    graceful_shutdown: timedelta = timedelta(0),
 ) -> AgentrtWorker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
@@ -146,6 +147,11 @@ def build_worker(
 
     With ``[codec]`` keys, a ``store`` opened without a cipher gets theirs (``encrypt_store``): the
     worker never writes a session's content to the store in clear while it encrypts history.
+
+    ``graceful_shutdown`` (Temporal's ``graceful_shutdown_timeout``): on shutdown the worker stops
+    polling and lets the model and tool calls it runs finish for up to this long before it cancels
+    them (their retries then run on another worker; an effectful one asks for a reconcile). Zero,
+    the default, cancels them at once.
     """
     encrypt_store(store, config.codec)
     connected = plugin_of(client)
@@ -189,6 +195,7 @@ def build_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_workflow_task_external_storage_concurrency=EXTERNAL_STORAGE_CONCURRENCY,
+        graceful_shutdown_timeout=graceful_shutdown,
         # A client connected with the light AgentrtClientPlugin (agentrt.client.connect) lacks the worker's part.
         plugins=[] if isinstance(connected, AgentrtPlugin) else [AgentrtWorkerPlugin(config, store)],
     )
@@ -198,6 +205,7 @@ def build_worker(
 async def running_worker(
     client: Client, config: AgentrtConfig, store: Store | None = None, registry: ToolRegistry | None = None,
     *, role: WorkerRole = "all", agents: Sequence[Agent] = (), tools: Sequence[Tool] = (), deps: Callable[[], Any] | None = None,
+    graceful_shutdown: timedelta = timedelta(0),
 ) -> AsyncIterator[Worker]:
     """Run a worker in this process for the duration of the ``async with`` block.
 
@@ -205,14 +213,17 @@ async def running_worker(
     missing ones; ``MissingSearchAttributes`` when it cannot), then polls. The worker logs
     where it stores and reads big payloads, and whether the OS sandbox (bubblewrap) runs here.
     Once it has stopped, it flushes the process's telemetry (``flush_telemetry``) and stops the
-    event loop of its async tools. ``agents``, ``tools``, ``deps``: as ``build_worker`` takes them.
+    event loop of its async tools. ``agents``, ``tools``, ``deps``, ``graceful_shutdown``: as
+    ``build_worker`` takes them.
     """
     plugin = plugin_of(client)
     own_store = store is None
     store = store or open_store(config)
     try:
         await ensure_search_attributes(client)
-        worker = build_worker(client, config, store, registry, role=role, agents=agents, tools=tools, deps=deps)
+        worker = build_worker(
+            client, config, store, registry, role=role, agents=agents, tools=tools, deps=deps, graceful_shutdown=graceful_shutdown
+        )
     except BaseException:
         if own_store:
             store.close()
