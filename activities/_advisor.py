@@ -12,6 +12,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities._model import _keep_heartbeating, _provider_failure
+from agentrt.activities._telemetry import model_call
 from agentrt.activities.providers import provider_for
 from agentrt.schemas import (
     ADVISOR_REVIEW,
@@ -94,14 +95,16 @@ def _verdict_objects(text: str) -> list[dict[str, Any]]:
 async def ask_model(
     models: ModelActivities, profile_name: str, script: str | None, *, max_output_tokens: int, system: str, prompt: str,
     purpose: Literal["advisor", "review", "plan"], review_index: int | None,
-    script_node: str | None = None, script_session: int | None = None,
+    script_node: str | None = None, script_session: int | None = None, conversation_id: str | None = None,
 ) -> tuple[ModelProfile, ModelResponse]:
     """One model call of a second opinion (an advisor review, a task's acceptance review, a task
     graph's plan or node review): profile ``profile_name`` (``script`` overriding its script) with
     at most ``max_output_tokens`` output tokens, ``system`` and one user message ``prompt``.
     ``review_index``, ``script_node`` and ``script_session`` pick the scripted model's answer (see
     ``ModelRequest``). Returns the profile used and the response. Raises ``ApplicationError``:
-    non-retryable for a configuration mistake, per status for a provider failure (``_provider_failure``)."""
+    non-retryable for a configuration mistake, per status for a provider failure (``_provider_failure``).
+    Traced and measured as every model call is (``model_call``: a ``chat {model}`` span with
+    ``agentrt.model_call.purpose`` ``purpose``; ``conversation_id``: the session, task or graph it is for)."""
     try:
         profile = models._profile(profile_name, script)
         profile = profile.model_copy(update={"max_output_tokens": min(profile.max_output_tokens, max_output_tokens)})
@@ -112,12 +115,16 @@ async def ask_model(
         profile=profile, system=system, messages=[Message(role="user", text=prompt)], purpose=purpose, review_index=review_index,
         script_node=script_node, script_session=script_session,
     )
-    try:
-        return profile, await provider.complete(request, None)
-    except ProviderError as err:
-        raise _provider_failure(err, profile) from None
-    except ConfigurationError as err:
-        raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+    with model_call(conversation_id, activity.info().attempt, purpose=purpose) as call:
+        call.request(profile)
+        try:
+            response = await provider.complete(request, None)
+        except ProviderError as err:
+            raise _provider_failure(err, profile) from None
+        except ConfigurationError as err:
+            raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+        call.reply(response.usage, response.stop_reason, profile)
+    return profile, response
 
 
 def parse_review(text: str) -> AdvisorReviewResult:
@@ -201,6 +208,7 @@ class AdvisorActivities:
             profile, response = await ask_model(
                 self._models, input.profile, input.script, max_output_tokens=ADVISOR_OUTPUT_TOKENS,
                 system=ADVISOR_SYSTEM, prompt=review_prompt(input), purpose="advisor", review_index=input.review_index,
+                conversation_id=input.session_id,
             )
         finally:
             beating.cancel()

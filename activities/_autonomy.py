@@ -239,6 +239,7 @@ class TaskActivities:
             profile, response = await ask_model(
                 self._models, input.profile, input.script, max_output_tokens=REVIEW_OUTPUT_TOKENS,
                 system=REVIEW_SYSTEM, prompt=review_prompt(input), purpose="review", review_index=input.review_index,
+                conversation_id=task_workflow_id(input.task_id),
             )
         finally:
             beating.cancel()

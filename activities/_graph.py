@@ -178,7 +178,7 @@ class GraphActivities:
             profile, response = await ask_model(
                 self._models, input.profile, input.script, max_output_tokens=PLAN_OUTPUT_TOKENS, system=PLANNER_SYSTEM,
                 prompt=plan_prompt(input.goal, input.workspace, specs, input.max_parallel), purpose="plan",
-                review_index=input.plan_index,
+                review_index=input.plan_index, conversation_id=graph_workflow_id(input.graph_id),
             )
         finally:
             beating.cancel()
@@ -207,6 +207,7 @@ class GraphActivities:
                 self._models, input.profile, input.script, max_output_tokens=REVIEW_OUTPUT_TOKENS,
                 system=NODE_REVIEW_SYSTEM, prompt=node_review_prompt(input), purpose="review",
                 review_index=input.attempt - 1, script_node=input.node_id, script_session=input.attempt,
+                conversation_id=graph_workflow_id(input.graph_id),
             )
         finally:
             beating.cancel()

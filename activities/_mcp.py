@@ -21,6 +21,7 @@ from temporalio import activity
 
 from agentrt.activities import _attempts
 from agentrt.activities._model import _keep_heartbeating
+from agentrt.activities._telemetry import tool_call
 from agentrt.activities._tools import finish_call, ledger_outcome
 from agentrt.activities.providers import redact
 from agentrt.activities.tools import checked_workspace, redact_secrets
@@ -105,15 +106,18 @@ class McpActivities:
         results with ``ok=False`` the model sees. ``input_required``: the server asked the user
         something ``input.answers`` holds no answer for; nothing is stored. Raises
         ``ApplicationError(type="EffectOutcomeUnknown", non_retryable=True)`` for an effectful
-        call an earlier attempt claimed and never recorded.
+        call an earlier attempt claimed and never recorded. Traced as every tool call is
+        (``tool_call``: an ``execute_tool <server>.<tool>`` span).
         """
         beating = asyncio.create_task(_keep_heartbeating())
         try:
-            if input.store_writes is not None:
-                await asyncio.to_thread(self._store.append, input.store_writes)
-            if input.risk != "effectful":
-                return await self._call(input)
-            return await self._call_at_most_once(input)
+            with tool_call(input, activity.info().attempt, local=False) as call:
+                if input.store_writes is not None:
+                    await asyncio.to_thread(self._store.append, input.store_writes)
+                result = await (self._call(input) if input.risk != "effectful" else self._call_at_most_once(input))
+                if result.input_required is None:
+                    call.result(result)
+                return result
         finally:
             beating.cancel()
 

@@ -158,17 +158,19 @@ class ModelCall:
 
 @contextmanager
 def model_call(
-    session_id: str, attempt: int, *, turn_id: str | None = None, round: int | None = None, purpose: str = "reply"
+    session_id: str | None, attempt: int, *, turn_id: str | None = None, round: int | None = None, purpose: str = "reply"
 ) -> Iterator[ModelCall]:
     """The span ``chat {model}`` (kind CLIENT) of one model call attempt, current for the block,
     and its duration in ``gen_ai.client.operation.duration``. Attributes: ``gen_ai.operation.name``
     ``chat``, ``gen_ai.conversation.id`` and ``agentrt.session.id`` (the session), ``agentrt.turn.id``,
     ``agentrt.round``, ``agentrt.attempt`` (the activity's attempt, from 1) and
-    ``agentrt.model_call.purpose`` (``reply`` or ``summary``); the rest through ``ModelCall``. An
-    exception leaving the block sets status ERROR and ``error.type``."""
-    attributes: dict[str, str | int] = {
-        OPERATION: "chat", CONVERSATION_ID: session_id, SESSION_ID: session_id, ATTEMPT: attempt, PURPOSE: purpose,
-    }
+    ``agentrt.model_call.purpose`` (``reply`` or ``summary`` for a session's call; ``advisor``,
+    ``review`` or ``plan`` for a second opinion, whose ``session_id`` may be a task's or a graph's
+    workflow id, or None); the rest through ``ModelCall``. An exception leaving the block sets
+    status ERROR and ``error.type``."""
+    attributes: dict[str, str | int] = {OPERATION: "chat", ATTEMPT: attempt, PURPOSE: purpose}
+    if session_id is not None:
+        attributes[CONVERSATION_ID] = attributes[SESSION_ID] = session_id
     if turn_id is not None:
         attributes[TURN_ID] = turn_id
     if round is not None:

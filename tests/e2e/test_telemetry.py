@@ -26,7 +26,7 @@ from temporalio.worker import Replayer
 
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient, connect
-from agentrt.schemas import ModelPrice, ModelProfile, PermissionRequested
+from agentrt.schemas import McpServerConfig, ModelPrice, ModelProfile, PermissionRequested
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, TelemetryConfig, build_worker, setup_telemetry
 from tests.activities.providers._loopback import LoopbackServer, Reply, sse_data
@@ -34,6 +34,7 @@ from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, worker_process, write_script
 from tests.e2e._tasks import TaskRig, write_task_script
 from tests.e2e.conftest import KEY_ENV
+from tests.mcp_servers import time_stdio
 from tests.worker.test_telemetry import measured, nothing_installed, reset_opentelemetry
 
 PRICE = ModelPrice(input_usd_per_mtok=3.0, output_usd_per_mtok=15.0)
@@ -80,17 +81,22 @@ class Traced:
 
 
 @asynccontextmanager
-async def traced(server: DevServer, store: Store, store_url: str, *, enabled: bool = True, **profiles: ModelProfile) -> AsyncIterator[Traced]:
-    """A client and a worker, on a fresh task queue, connected with a plugin whose telemetry is ``enabled``."""
+async def traced(
+    server: DevServer, store: Store, store_url: str, *, enabled: bool = True,
+    mcp_servers: dict[str, McpServerConfig] | None = None, **profiles: ModelProfile,
+) -> AsyncIterator[Traced]:
+    """A client and a worker, on a fresh task queue, connected with a plugin whose telemetry is
+    ``enabled`` (the worker runs ``mcp_servers``; the client's sessions use them)."""
     config = AgentrtConfig(
         temporal_address=server.address, task_queue=f"tq-otel-{uuid.uuid4().hex[:8]}", database_url=store_url,
-        telemetry=TelemetryConfig(enabled=enabled),
+        telemetry=TelemetryConfig(enabled=enabled), mcp_servers=mcp_servers or {},
     )
     config.profiles["priced"] = ModelProfile(name="priced", provider="scripted", model="scripted", price=PRICE)
     config.profiles.update(profiles)
     temporal = await connect(server.address, plugin=AgentrtPlugin(config, store))
     async with build_worker(temporal, config, store, default_registry()):
-        yield Traced(temporal, AgentClient(temporal, task_queue=config.task_queue, principal=OWNER), config)
+        client = AgentClient(temporal, task_queue=config.task_queue, principal=OWNER, mcp_servers=sorted(config.mcp_servers))
+        yield Traced(temporal, client, config)
 
 
 def describe(spans: list[ReadableSpan]) -> str:
@@ -206,6 +212,42 @@ async def test_an_autonomous_task_in_the_workflow_sandbox_traces_itself_and_its_
     [start] = otel.named("StartWorkflow:AutonomousTaskWorkflow")
     for name in ("RunWorkflow:AutonomousTaskWorkflow", "StartChildWorkflow:SessionWorkflow", "RunWorkflow:SessionWorkflow", "chat scripted"):
         assert [s.context.trace_id for s in otel.named(name)] == [start.context.trace_id], name
+
+
+async def test_a_task_s_acceptance_review_is_a_chat_span_of_its_own_purpose_under_its_activity(
+    otel: Telemetry, temporal_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_task_script(tmp_path, [[{"text": "all done"}]], reviews=[{"verdict": "pass", "summary": "met"}])
+    async with traced(temporal_server, store, store_url) as t:
+        rig = TaskRig.create(t.temporal, store, t.config.task_queue)
+        task_id = await rig.start(rig.config(workspace, script, approval=ALLOW_ALL, max_sessions=1))
+        assert (await rig.wait(task_id)).status == "completed"
+
+    spans = otel.finished()
+    [review] = [s for s in otel.named("chat scripted") if (s.attributes or {}).get("agentrt.model_call.purpose") == "review"]
+    assert parent_of(review, spans).name == "RunActivity:task.review"
+    attributes = dict(review.attributes or {})
+    assert attributes["gen_ai.conversation.id"] == f"task-{task_id}" and attributes["agentrt.attempt"] == 1
+    assert attributes["gen_ai.provider.name"] == "scripted" and int(attributes["gen_ai.usage.output_tokens"]) > 0
+
+
+async def test_an_mcp_tool_call_is_an_execute_tool_span_under_its_activity(
+    otel: Telemetry, temporal_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "time.get_current_time", "arguments": {"timezone": "UTC"}}]}, {"text": "noon"},
+    ])
+    async with traced(temporal_server, store, store_url, mcp_servers={"time": time_stdio(tmp_path)}) as t:
+        sid = uuid.uuid4().hex[:12]
+        started = await t.client.start(session_config(t.client, sid, workspace, script, approval=ALLOW_ALL), "time?")
+        assert (await t.client.wait(sid, started.turn_id)).status == "completed"
+
+    [tool] = otel.named("execute_tool time.get_current_time")
+    assert parent_of(tool, otel.finished()).name == "RunActivity:mcp.call_tool"
+    attributes = dict(tool.attributes or {})
+    assert (attributes["gen_ai.tool.name"], attributes["agentrt.session.id"], attributes["agentrt.tool.outcome"]) == (
+        "time.get_current_time", sid, "ok",
+    )
 
 
 async def test_replaying_a_traced_session_exports_no_span(
