@@ -226,7 +226,8 @@ class PayloadStorageMismatch(ClientError):
             f"{client_storage} ({client_fingerprint}), which no worker on task queue {task_queue!r} reads "
             f"(worker {workers}; a worker logs the location of each at start). Give this client the "
             "workers' payload storage: the same AGENTRT_HOME, or the same [store] url / AGENTRT_DATABASE_URL "
-            "(driver \"store\"), or the same [payloads] path / AGENTRT_PAYLOAD_PATH (driver \"directory\")."
+            "(driver \"store\"), or the same [payloads] path / AGENTRT_PAYLOAD_PATH (driver \"directory\"), or the same "
+            "[payloads] bucket and endpoint_url / AGENTRT_PAYLOAD_BUCKET and AGENTRT_PAYLOAD_ENDPOINT_URL (driver \"s3\")."
         )
 
 
