@@ -46,8 +46,9 @@
         ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
         ├── OutputInvalid           a turn's last allowed answer did not match its output schema
         ├── PayloadDecryptionError  an encrypted payload under a key this process lacks, or tampered (worker/_codec.py)
-        └── PayloadStorageError     an externally stored payload could not be read back (worker/_payloads.py)
-            └── PayloadNotFound     no payload under that key: reader and writer use different storage
+        └── PayloadStorageError     an externally stored payload could not be stored or read back (worker/_payload_errors.py)
+            ├── PayloadNotFound     no payload under that key: reader and writer use different storage
+            └── PayloadStorageUnavailable  the storage refused or did not answer (an S3 bucket, credentials, endpoint)
 
 The ``RunError`` branch is defined in ``_run_errors``; the payload and search-attribute errors
 where they are raised (``worker/``).
