@@ -25,7 +25,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
@@ -71,9 +70,10 @@ class LazyAioboto3Client(S3StorageDriverClient):
 
     async def _open(self) -> tuple[AsyncExitStack, S3StorageDriverClient]:
         import aioboto3  # imported on first use: a process without the s3 driver never loads it
+        from aiobotocore.config import AioConfig
         from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
 
-        config = Config(
+        config = AioConfig(
             connect_timeout=CONNECT_TIMEOUT_SECONDS,
             read_timeout=READ_TIMEOUT_SECONDS,
             retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
