@@ -46,8 +46,9 @@
         ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
         ├── OutputInvalid           a turn's last allowed answer did not match its output schema
         ├── PayloadDecryptionError  an encrypted payload under a key this process lacks, or tampered (worker/_codec.py)
-        └── PayloadStorageError     an externally stored payload could not be read back (worker/_payloads.py)
-            └── PayloadNotFound     no payload under that key: reader and writer use different storage
+        └── PayloadStorageError     an externally stored payload could not be stored or read back (worker/_payload_errors.py)
+            ├── PayloadNotFound     no payload under that key: reader and writer use different storage
+            └── PayloadStorageUnavailable  the storage refused or did not answer (an S3 bucket, credentials, endpoint)
 
 The ``RunError`` branch is defined in ``_run_errors``; the payload and search-attribute errors
 where they are raised (``worker/``).
@@ -226,7 +227,8 @@ class PayloadStorageMismatch(ClientError):
             f"{client_storage} ({client_fingerprint}), which no worker on task queue {task_queue!r} reads "
             f"(worker {workers}; a worker logs the location of each at start). Give this client the "
             "workers' payload storage: the same AGENTRT_HOME, or the same [store] url / AGENTRT_DATABASE_URL "
-            "(driver \"store\"), or the same [payloads] path / AGENTRT_PAYLOAD_PATH (driver \"directory\")."
+            "(driver \"store\"), or the same [payloads] path / AGENTRT_PAYLOAD_PATH (driver \"directory\"), or the same "
+            "[payloads] bucket and endpoint_url / AGENTRT_PAYLOAD_BUCKET and AGENTRT_PAYLOAD_ENDPOINT_URL (driver \"s3\")."
         )
 
 

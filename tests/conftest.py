@@ -39,7 +39,10 @@ def agentrt_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTRT_HOME", str(home))
         patch.setenv("AGENTRT_ENCRYPTION", "off")
-        for name in ("AGENTRT_CONFIG", "AGENTRT_DATABASE_URL", "AGENTRT_PAYLOAD_DRIVER", "AGENTRT_PAYLOAD_PATH"):
+        for name in (
+            "AGENTRT_CONFIG", "AGENTRT_DATABASE_URL", "AGENTRT_PAYLOAD_DRIVER", "AGENTRT_PAYLOAD_PATH",
+            "AGENTRT_PAYLOAD_BUCKET", "AGENTRT_PAYLOAD_ENDPOINT_URL", "AGENTRT_PAYLOAD_REGION",
+        ):
             patch.delenv(name, raising=False)
         yield home
 

@@ -34,16 +34,17 @@ if TYPE_CHECKING:
         generate_codec_key,
         new_codec_key_id,
     )
-    from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig, PayloadConfig, config_file
+    from agentrt.worker._config import DEFAULT_ADDRESS, AgentrtConfig, config_file
     from agentrt.worker._devserver import SEARCH_ATTRIBUTES, DevServer, free_port, port_is_open, temporal_binary
     from agentrt.worker._gateway_config import GATEWAY_SCOPES, GatewayConfig, GatewayToken, token_sha256
+    from agentrt.worker._payload_config import PayloadConfig
+    from agentrt.worker._payload_errors import PayloadNotFound, PayloadStorageError, PayloadStorageUnavailable
+    from agentrt.worker._s3_payloads import S3_DRIVER_NAME, S3PayloadDriver
     from agentrt.worker._payloads import (
         DIRECTORY_DRIVER_NAME,
         STORE_DRIVER_NAME,
         DirectoryPayloadDriver,
-        PayloadNotFound,
         PayloadStorage,
-        PayloadStorageError,
         StorePayloadDriver,
         build_data_converter,
         driver_fingerprint,
@@ -111,8 +112,11 @@ __all__ = [
     "PayloadNotFound",
     "PayloadStorage",
     "PayloadStorageError",
+    "PayloadStorageUnavailable",
     "ReplayOutcome",
     "ResumeInterceptor",
+    "S3PayloadDriver",
+    "S3_DRIVER_NAME",
     "SEARCH_ATTRIBUTES",
     "STICKY_SCHEDULE_TO_START",
     "STORE_DRIVER_NAME",
@@ -192,12 +196,15 @@ EXPORTS = {
     "PASSTHROUGH_MODULES": "agentrt.worker._plugin",
     "PAYLOADS_IDENTITY_KEY": "agentrt.worker._client_plugin",
     "PayloadCodecMismatch": "agentrt.worker._codec",
-    "PayloadConfig": "agentrt.worker._config",
+    "PayloadConfig": "agentrt.worker._payload_config",
     "PayloadDecryptionError": "agentrt.worker._codec",
-    "PayloadNotFound": "agentrt.worker._payloads",
+    "PayloadNotFound": "agentrt.worker._payload_errors",
     "PayloadStorage": "agentrt.worker._payloads",
-    "PayloadStorageError": "agentrt.worker._payloads",
+    "PayloadStorageError": "agentrt.worker._payload_errors",
+    "PayloadStorageUnavailable": "agentrt.worker._payload_errors",
     "ResumeInterceptor": "agentrt.worker._resume",
+    "S3PayloadDriver": "agentrt.worker._s3_payloads",
+    "S3_DRIVER_NAME": "agentrt.worker._s3_payloads",
     "SEARCH_ATTRIBUTES": "agentrt.worker._devserver",
     "STICKY_SCHEDULE_TO_START": "agentrt.worker._worker",
     "STORE_DRIVER_NAME": "agentrt.worker._payloads",

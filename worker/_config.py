@@ -7,7 +7,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args
+from typing import Any, Mapping
 
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
@@ -26,6 +26,7 @@ from agentrt.store import agentrt_home
 from agentrt.worker._at_rest import encryption_setting, home_codec
 from agentrt.worker._codec import CodecConfig, codec_config
 from agentrt.worker._gateway_config import GatewayConfig, gateway_config
+from agentrt.worker._payload_config import PAYLOAD_KEYS, PayloadConfig, payload_config, payload_env
 from agentrt.worker._quota_config import quota_policy
 from agentrt.worker._telemetry import TelemetryConfig, telemetry_config
 
@@ -37,58 +38,12 @@ TOP_LEVEL_KEYS = {
     "default_profile", "profiles", "temporal", "store", "payloads", "principals", "advisor", "mcp", "skills",
     "gateway", "telemetry", "codec", "worker", "secrets", "sandbox", "quotas", "tenants",
 }
-PAYLOAD_KEYS = {"driver", "path", "threshold_bytes"}
 ADVISOR_KEYS = {"mode", "profile", "timeout_seconds"}
-
-PayloadDriverName = Literal["store", "directory", "none"]
-PAYLOAD_DRIVERS: tuple[str, ...] = get_args(PayloadDriverName)
-# The SDK's default; the server rejects a single payload above 2 MiB and a gRPC message above 4 MB.
-DEFAULT_PAYLOAD_THRESHOLD_BYTES = 256 * 1024
 
 # Always available: the offline scripted model (a script file is given per session with --script).
 BUILTIN_PROFILES = {
     "scripted": ModelProfile(name="scripted", provider="scripted", model="scripted", context_window=200_000),
 }
-
-
-@dataclass
-class PayloadConfig:
-    """The ``[payloads]`` section: where Temporal payloads at or above ``threshold_bytes`` go.
-
-    ``driver`` is ``"store"`` (the ``payloads`` table of the application store),
-    ``"directory"`` (one file per payload under ``path``, default ``$AGENTRT_HOME/payloads``;
-    a relative ``path`` in agentrt.toml is taken from the file's directory, one in
-    ``AGENTRT_PAYLOAD_PATH`` from the working directory) or ``"none"`` (payloads stay
-    inline in workflow history).
-    ``threshold_bytes`` is the serialized payload size (bytes) from which a payload is
-    stored externally. Every client and worker of a task queue must use the same settings.
-    """
-
-    driver: PayloadDriverName = "store"
-    path: str = field(default_factory=lambda: str(agentrt_home() / "payloads"))
-    threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES
-
-
-def _payload_driver(value: object, where: str) -> PayloadDriverName:
-    if value not in PAYLOAD_DRIVERS:
-        raise ConfigurationError(f"{where}: payload driver must be one of {', '.join(PAYLOAD_DRIVERS)}, not {value!r}")
-    return value  # type: ignore[return-value]
-
-
-def _payload_config(raw: Mapping[str, Any], file: Path | None, home: Path) -> PayloadConfig:
-    config = PayloadConfig(path=str(home / "payloads"))
-    if "driver" in raw:
-        config.driver = _payload_driver(raw["driver"], f"{file}: [payloads] driver")
-    if "path" in raw:
-        if not isinstance(raw["path"], str) or not raw["path"]:
-            raise ConfigurationError(f"{file}: [payloads] path must be a non-empty string, not {raw['path']!r}")
-        config.path = str(_beside(file, Path(raw["path"]).expanduser()))
-    if "threshold_bytes" in raw:
-        threshold = raw["threshold_bytes"]
-        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
-            raise ConfigurationError(f"{file}: [payloads] threshold_bytes must be an integer >= 0, not {threshold!r}")
-        config.threshold_bytes = threshold
-    return config
 
 
 def _problems(err: ValidationError, where: str) -> str:
@@ -230,7 +185,8 @@ class AgentrtConfig:
     ``$AGENTRT_CONFIG``, ``./agentrt.toml``, ``$AGENTRT_HOME/agentrt.toml``; see
     ``config_file``), then environment variables ``AGENTRT_TEMPORAL_ADDRESS``,
     ``AGENTRT_NAMESPACE``, ``AGENTRT_TASK_QUEUE``, ``AGENTRT_TOOL_TASK_QUEUE``, ``AGENTRT_DATABASE_URL``,
-    ``AGENTRT_DEFAULT_PROFILE``, ``AGENTRT_PAYLOAD_DRIVER``, ``AGENTRT_PAYLOAD_PATH``.
+    ``AGENTRT_DEFAULT_PROFILE``, ``AGENTRT_PAYLOAD_DRIVER``, ``AGENTRT_PAYLOAD_PATH``,
+    ``AGENTRT_PAYLOAD_BUCKET``, ``AGENTRT_PAYLOAD_ENDPOINT_URL``, ``AGENTRT_PAYLOAD_REGION``.
 
     ``AgentrtConfig.load()`` always sets ``database_url`` (default
     ``sqlite:///$AGENTRT_HOME/agentrt.db``); a config built directly may leave it None, which
@@ -325,7 +281,7 @@ class AgentrtConfig:
         if unknown:
             raise ConfigurationError(
                 f"{file}: unknown setting(s) {', '.join(unknown)}; known: default_profile, [profiles.NAME], "
-                "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes, "
+                "[temporal] address/namespace/task_queue/tool_task_queue, [store] url, [payloads] driver/path/threshold_bytes/bucket/endpoint_url/region, "
                 "[principals] operators, [advisor] mode/profile/timeout_seconds, [mcp.servers.NAME], [skills] paths, "
                 "[worker] agents, [gateway], [telemetry], [codec], [secrets], "
                 "[sandbox] egress_allow/cgroup, [quotas], [tenants]"
@@ -339,7 +295,7 @@ class AgentrtConfig:
         file_url = data.get("store", {}).get("url")
         config.database_url = _store_url_beside(file, file_url) if file_url else None
         config.default_profile = data.get("default_profile", config.default_profile)
-        config.payloads = _payload_config(data.get("payloads", {}), file, home)
+        config.payloads = payload_config(data.get("payloads", {}), file, home)
         operators = data.get("principals", {}).get("operators", [])
         if not isinstance(operators, list) or not all(isinstance(o, str) and o.strip() for o in operators):
             raise ConfigurationError(f"{file}: [principals] operators must be a list of principal names, not {operators!r}")
@@ -371,8 +327,5 @@ class AgentrtConfig:
             env.get("AGENTRT_DATABASE_URL") or config.database_url or f"sqlite:///{home / 'agentrt.db'}"
         )
         config.default_profile = env.get("AGENTRT_DEFAULT_PROFILE", config.default_profile)
-        if "AGENTRT_PAYLOAD_DRIVER" in env:
-            config.payloads.driver = _payload_driver(env["AGENTRT_PAYLOAD_DRIVER"], "AGENTRT_PAYLOAD_DRIVER")
-        if env.get("AGENTRT_PAYLOAD_PATH"):
-            config.payloads.path = env["AGENTRT_PAYLOAD_PATH"]
+        config.payloads = payload_env(config.payloads, env, file)
         return config

@@ -51,18 +51,17 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from agentrt.schemas import RunError
 from agentrt.store import Store, database_url, get_payloads, put_payloads
 from agentrt.worker._codec import AesGcmCodec, KeylessCodec, PayloadCodecMismatch, codec_fingerprints
 from agentrt.worker._config import AgentrtConfig
+from agentrt.worker._payload_errors import PayloadNotFound, PayloadStorageError
+from agentrt.worker._s3_payloads import S3PayloadDriver
 
 __all__ = [
     "DIRECTORY_DRIVER_NAME",
     "STORE_DRIVER_NAME",
     "DirectoryPayloadDriver",
-    "PayloadNotFound",
     "PayloadStorage",
-    "PayloadStorageError",
     "StorePayloadDriver",
     "build_data_converter",
     "driver_fingerprint",
@@ -134,34 +133,6 @@ def _shared_payload_converter(cls: type[PayloadConverter]) -> PayloadConverter:
 @functools.cache
 def _shared_failure_converter(cls: type[FailureConverter]) -> FailureConverter:
     return cls()
-
-
-class PayloadStorageError(RunError):
-    """An externally stored payload could not be read back: a malformed claim or bytes that do
-    not match their key. Fields: ``driver`` (driver name), ``key`` (SHA-256 hex), ``location``
-    (database URL without password, or directory), ``reason``."""
-
-    def __init__(self, driver: str, key: str, location: str, reason: str) -> None:
-        self.driver = driver
-        self.key = key
-        self.location = location
-        self.reason = reason
-        super().__init__(f"payload {key!r} in {driver} ({location}): {reason}")
-
-
-class PayloadNotFound(PayloadStorageError):
-    """A reference in workflow history names a payload this driver does not hold.
-
-    Usually the process reading it is configured with another database or directory than
-    the one that wrote it.
-    """
-
-    def __init__(self, driver: str, key: str, location: str) -> None:
-        super().__init__(
-            driver, key, location,
-            "not found; every client and worker must use the same payload storage "
-            "([payloads] and [store] url in agentrt.toml, AGENTRT_PAYLOAD_* and AGENTRT_DATABASE_URL)",
-        )
 
 
 def payload_key(payload: Payload) -> tuple[str, bytes]:
@@ -323,9 +294,9 @@ class DirectoryPayloadDriver(StorageDriver):
 
 def driver_location(driver: StorageDriver) -> str | None:
     """Where ``driver`` keeps payloads, for people and fingerprints: the database URL (password
-    hidden) of a store driver, the directory of a directory driver, None for other drivers
-    (their claims carry the location, e.g. the S3 bucket)."""
-    if isinstance(driver, StorePayloadDriver):
+    hidden) of a store driver, the directory of a directory driver, ``s3://<bucket>`` (and the
+    endpoint) of the configured s3 driver, None for other drivers."""
+    if isinstance(driver, (StorePayloadDriver, S3PayloadDriver)):
         return driver.location
     if isinstance(driver, DirectoryPayloadDriver):
         return str(driver.root)
@@ -442,18 +413,25 @@ def payload_storage(
     config: AgentrtConfig | None = None, store: Store | None = None, *, driver: StorageDriver | None = None
 ) -> PayloadStorage:
     """The drivers and codec ``build_data_converter`` uses for ``config``, ``store`` and ``driver``
-    (same rules); ``ConfigurationError`` for bad ``[codec]`` keys."""
+    (same rules); ``ConfigurationError`` for bad ``[codec]`` keys or ``[payloads]`` settings
+    (``PayloadConfig.check``: ``driver = "s3"`` without a bucket)."""
     config = config or AgentrtConfig()
     settings = config.payloads
+    settings.check("[payloads]")
     store_driver = StorePayloadDriver(store) if store is not None else StorePayloadDriver(url=config.database_url)
     directory_driver = DirectoryPayloadDriver(settings.path)
-    readers: list[StorageDriver] = [store_driver, directory_driver]
+    s3_driver = (
+        S3PayloadDriver(settings.bucket, endpoint_url=settings.endpoint_url, region=settings.region)
+        if settings.bucket
+        else None
+    )
+    readers: list[StorageDriver] = [store_driver, directory_driver] + ([s3_driver] if s3_driver is not None else [])
     writer: StorageDriver | None
     if driver is not None:
         writer = driver
-        readers.insert(0, driver)
+        readers = [driver] + [d for d in readers if d.name() != driver.name()]
     else:
-        writer = {"store": store_driver, "directory": directory_driver, "none": None}[settings.driver]
+        writer = {"store": store_driver, "directory": directory_driver, "s3": s3_driver, "none": None}[settings.driver]
     return PayloadStorage(
         readers=tuple(readers), writer=writer, threshold_bytes=settings.threshold_bytes, codec=config.codec.codec()
     )
@@ -468,13 +446,14 @@ def build_data_converter(
 
     ``config`` defaults to ``AgentrtConfig()`` (built-in defaults, no file or environment).
     ``store`` is used by the store driver when given (it must be the database at
-    ``config.database_url``); otherwise that database is opened on first use. ``driver``, a
-    driver of your own such as ``temporalio.contrib.aws.s3driver.S3StorageDriver``, stores
-    instead of the configured one.
+    ``config.database_url``); otherwise that database is opened on first use. ``driver = "s3"``
+    stores in ``config.payloads.bucket`` through the SDK's ``S3StorageDriver`` (``S3PayloadDriver``).
+    ``driver``, a driver of your own, stores instead of the configured one.
 
-    Both agentrt drivers are always registered for reading, so references written before a
-    change of ``[payloads] driver`` (or with ``driver = "none"``) stay readable; neither
-    touches its database or directory until a reference or a big payload needs it.
+    The store and directory drivers are always registered for reading, and the s3 driver whenever
+    a bucket is configured, so references written before a change of ``[payloads] driver`` (or
+    with ``driver = "none"``) stay readable; none touches its database, directory or bucket
+    until a reference or a big payload needs it.
     ``AgentrtPlugin`` carries this converter for clients, workers and replayers.
     """
     return payload_storage(config, store, driver=driver).data_converter()

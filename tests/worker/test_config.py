@@ -167,8 +167,8 @@ def test_a_misspelt_payloads_setting_is_an_error(tmp_path: Path) -> None:
 
 
 def test_an_unknown_payload_driver_is_an_error_in_the_file_and_in_the_environment(tmp_path: Path) -> None:
-    path = write(tmp_path, '[payloads]\ndriver = "s3"\n')
-    with pytest.raises(ConfigurationError, match="payload driver must be one of store, directory, none, not 's3'"):
+    path = write(tmp_path, '[payloads]\ndriver = "gcs"\n')
+    with pytest.raises(ConfigurationError, match="payload driver must be one of store, directory, s3, none, not 'gcs'"):
         AgentrtConfig.load(path, env={})
     with pytest.raises(ConfigurationError, match="AGENTRT_PAYLOAD_DRIVER: payload driver must be one of"):
         AgentrtConfig.load(write(tmp_path, ""), env={"AGENTRT_PAYLOAD_DRIVER": "disk"})
@@ -356,3 +356,35 @@ def test_a_bad_quota_setting_is_a_configuration_error_naming_it(tmp_path: Path, 
     path.write_text(toml)
     with pytest.raises(ConfigurationError, match=problem):
         AgentrtConfig.load(path, env={})
+
+
+def test_the_s3_payload_settings_are_read_from_the_file_and_the_environment_wins(tmp_path: Path) -> None:
+    path = write(tmp_path, '[payloads]\ndriver = "s3"\nbucket = "payloads-a"\nendpoint_url = "http://127.0.0.1:9000"\nregion = "eu-west-1"\n')
+    read = AgentrtConfig.load(path, env={}).payloads
+    assert (read.driver, read.bucket, read.endpoint_url, read.region) == ("s3", "payloads-a", "http://127.0.0.1:9000", "eu-west-1")
+    overridden = AgentrtConfig.load(path, env={
+        "AGENTRT_PAYLOAD_BUCKET": "payloads-b", "AGENTRT_PAYLOAD_ENDPOINT_URL": "https://s3.example.test", "AGENTRT_PAYLOAD_REGION": "us-east-2",
+    }).payloads
+    assert (overridden.driver, overridden.bucket, overridden.endpoint_url, overridden.region) == (
+        "s3", "payloads-b", "https://s3.example.test", "us-east-2"
+    )
+    from_env = AgentrtConfig.load(write(tmp_path, ""), env={"AGENTRT_PAYLOAD_DRIVER": "s3", "AGENTRT_PAYLOAD_BUCKET": "payloads-c"}).payloads
+    assert (from_env.driver, from_env.bucket, from_env.endpoint_url) == ("s3", "payloads-c", None)
+
+
+def test_the_s3_driver_without_a_bucket_is_an_error_naming_both_settings(tmp_path: Path) -> None:
+    path = write(tmp_path, '[payloads]\ndriver = "s3"\nendpoint_url = "http://127.0.0.1:9000"\n')
+    with pytest.raises(ConfigurationError) as raised:
+        AgentrtConfig.load(path, env={})
+    assert str(raised.value) == f'{path}: [payloads] driver = "s3" needs a bucket: set [payloads] bucket or AGENTRT_PAYLOAD_BUCKET'
+    with pytest.raises(ConfigurationError, match=r'\[payloads\] driver = "s3" needs a bucket'):
+        AgentrtConfig.load(write(tmp_path, ""), env={"AGENTRT_PAYLOAD_DRIVER": "s3"})
+
+
+def test_an_s3_setting_of_the_wrong_kind_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"\[payloads\] bucket must be a non-empty string, not 7"):
+        AgentrtConfig.load(write(tmp_path, '[payloads]\ndriver = "s3"\nbucket = 7\n'), env={})
+    with pytest.raises(ConfigurationError, match=r"\[payloads\] endpoint_url must be an http:// or https:// URL, not 'localhost:9000'"):
+        AgentrtConfig.load(write(tmp_path, '[payloads]\ndriver = "s3"\nbucket = "b-1"\nendpoint_url = "localhost:9000"\n'), env={})
+    with pytest.raises(ConfigurationError, match=r"unknown setting\(s\) payloads.key_prefix;.*bucket/endpoint_url/region"):
+        AgentrtConfig.load(write(tmp_path, '[payloads]\nbucket = "b-1"\nkey_prefix = "p/"\n'), env={})

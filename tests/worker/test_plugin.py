@@ -3,6 +3,8 @@ workflows, sandbox and failure policy; workers advertise their payload storage."
 
 from __future__ import annotations
 
+import dataclasses
+
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -115,6 +117,11 @@ def test_fingerprints_differ_for_different_stores_and_directories_and_match_for_
     assert fingerprint(payloads=directory).startswith("agentrt.directory@")
     assert fingerprint(payloads=directory) != fingerprint(payloads=other)
     assert fingerprint(payloads=PayloadConfig(driver="none")) is None
+    bucket_a = PayloadConfig(driver="s3", bucket="bucket-a", endpoint_url="http://127.0.0.1:9000")
+    assert fingerprint(payloads=bucket_a).startswith("aws.s3driver@")
+    assert fingerprint(payloads=bucket_a) == fingerprint(payloads=dataclasses.replace(bucket_a, region="eu-west-1"))
+    assert fingerprint(payloads=bucket_a) != fingerprint(payloads=dataclasses.replace(bucket_a, bucket="bucket-b"))
+    assert fingerprint(payloads=bucket_a) != fingerprint(payloads=dataclasses.replace(bucket_a, endpoint_url="http://127.0.0.1:9001"))
 
 
 def test_a_postgresql_fingerprint_does_not_depend_on_the_password() -> None:
