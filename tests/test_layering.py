@@ -264,10 +264,12 @@ def test_importing_agentrt_loads_a_name_s_package_only_when_asked_for() -> None:
 
 
 # Module name prefixes `import agentrt.client` must not load: the gateway and the command line,
-# their libraries, MCP, the model providers, the tools, the activities and the workflow classes.
+# their libraries, MCP, the model providers, the tools, the activities and the workflow classes,
+# and the AWS SDK the s3 payload driver brings (loaded only where a bucket is configured).
 HEAVY_MODULES = (
     "agentrt.activities", "agentrt.cli", "agentrt.gateway", "agentrt.workflows", "agentrt.worker._plugin",
-    "agentrt.worker._worker", "ag_ui", "click", "fastapi", "fastapi_offline", "mcp", "starlette", "typer", "uvicorn",
+    "agentrt.worker._worker", "agentrt.worker._s3_payloads", "ag_ui", "aioboto3", "aiobotocore", "botocore",
+    "click", "fastapi", "fastapi_offline", "mcp", "starlette", "typer", "uvicorn",
 )
 
 IMPORT_CLIENT = """

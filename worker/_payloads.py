@@ -55,7 +55,6 @@ from agentrt.store import Store, database_url, get_payloads, put_payloads
 from agentrt.worker._codec import AesGcmCodec, KeylessCodec, PayloadCodecMismatch, codec_fingerprints
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._payload_errors import PayloadNotFound, PayloadStorageError
-from agentrt.worker._s3_payloads import S3PayloadDriver
 
 __all__ = [
     "DIRECTORY_DRIVER_NAME",
@@ -296,11 +295,10 @@ def driver_location(driver: StorageDriver) -> str | None:
     """Where ``driver`` keeps payloads, for people and fingerprints: the database URL (password
     hidden) of a store driver, the directory of a directory driver, ``s3://<bucket>`` (and the
     endpoint) of the configured s3 driver, None for other drivers."""
-    if isinstance(driver, (StorePayloadDriver, S3PayloadDriver)):
-        return driver.location
     if isinstance(driver, DirectoryPayloadDriver):
         return str(driver.root)
-    return None
+    location = getattr(driver, "location", None)  # StorePayloadDriver, S3PayloadDriver (not imported: botocore)
+    return location if isinstance(location, str) else None
 
 
 def driver_fingerprint(driver: StorageDriver) -> str:
@@ -420,11 +418,11 @@ def payload_storage(
     settings.check("[payloads]")
     store_driver = StorePayloadDriver(store) if store is not None else StorePayloadDriver(url=config.database_url)
     directory_driver = DirectoryPayloadDriver(settings.path)
-    s3_driver = (
-        S3PayloadDriver(settings.bucket, endpoint_url=settings.endpoint_url, region=settings.region)
-        if settings.bucket
-        else None
-    )
+    s3_driver: StorageDriver | None = None
+    if settings.bucket:
+        from agentrt.worker._s3_payloads import S3PayloadDriver  # botocore, loaded only where a bucket is set
+
+        s3_driver = S3PayloadDriver(settings.bucket, endpoint_url=settings.endpoint_url, region=settings.region)
     readers: list[StorageDriver] = [store_driver, directory_driver] + ([s3_driver] if s3_driver is not None else [])
     writer: StorageDriver | None
     if driver is not None:
