@@ -232,6 +232,14 @@ def worker(
         [], "--agents", metavar="MODULE",
         help="Register the Agents and @tools of this Python module (repeatable; adds to [worker] agents).",
     ),
+    deployment: Optional[str] = typer.Option(
+        None, "--deployment", metavar="NAME", envvar="AGENTRT_DEPLOYMENT",
+        help="Poll as a version of this Worker Deployment (with --build-id): every session, task and graph this "
+        "worker starts stays pinned to its build (docs/deployment.md, \"Versioned deploys\").",
+    ),
+    build_id: Optional[str] = typer.Option(
+        None, "--build-id", metavar="ID", envvar="AGENTRT_BUILD_ID", help="This worker's build (with --deployment), e.g. the image tag.",
+    ),
     graceful_shutdown: float = typer.Option(
         DEFAULT_GRACEFUL_SHUTDOWN_SECONDS, "--graceful-shutdown", metavar="SECONDS", min=0, max=86_400,
         help="On SIGTERM or Ctrl-C, stop polling and let running model and tool calls finish for up to this long "
@@ -245,10 +253,14 @@ def worker(
     command that does), then polls. By default one worker runs sessions, model calls and tool
     calls; `--models-only` and `--tools-only` split them (docs/worker.md).
     """
+    from temporalio.worker import WorkerDeploymentVersion
+
     from agentrt.worker import AgentrtPlugin, check_role, running_worker
 
     if tools_only and models_only:
         raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
+    if (deployment is None) != (build_id is None) or (deployment is not None and not (deployment.strip() and build_id and build_id.strip())):
+        raise typer.BadParameter("give --deployment and --build-id together (both non-empty), or neither", param_hint="--deployment")
     role: WorkerRole = "tools" if tools_only else "models" if models_only else "all"
     config = _with_agent_modules(load_config(), agents)
     try:
@@ -263,11 +275,15 @@ def worker(
             plugin = AgentrtPlugin(config, store)
             temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
             shutdown = timedelta(seconds=graceful_shutdown)
-            async with running_worker(temporal, config, store, role=role, graceful_shutdown=shutdown) as running:
+            version = None if deployment is None else WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id or "")
+            async with running_worker(
+                temporal, config, store, role=role, graceful_shutdown=shutdown, deployment=version
+            ) as running:
                 log.info(
-                    "worker polling %r at %s (namespace %r) for %s; Ctrl-C stops it",
+                    "worker polling %r at %s (namespace %r) for %s%s; Ctrl-C stops it",
                     running.task_queue, config.temporal_address, config.namespace,
                     {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
+                    "" if version is None else f" as version {version.deployment_name}.{version.build_id} (runs pinned)",
                 )
                 if config.agent_modules:
                     registry = getattr(running, "registry", None)
@@ -344,7 +360,7 @@ def dev(
         if ui_codec_endpoint is not None or not config.codec.enabled:
             await serve(ui_codec_endpoint)
             return
-        async with local_codec_server(ui_port) as endpoint:
+        async with local_codec_server(ui_port, config.codec) as endpoint:
             typer.echo(
                 f"codec server for the UI at {endpoint} (keys {config.codec.keys_file or 'from the environment'}; "
                 f"log {state_dir() / 'codec-server.log'})", err=True,

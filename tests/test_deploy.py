@@ -33,7 +33,6 @@ import kubernetes_validate
 import psycopg
 import pytest
 import yaml
-from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
 import agentrt.store
@@ -608,7 +607,7 @@ def test_the_migration_job_brings_a_new_postgres_database_to_the_latest_schema(
     env = {**os.environ, "AGENTRT_CONFIG": str(configmap_toml(tmp_path)), "AGENTRT_DATABASE_URL": fresh_postgres}
     result = subprocess.run(migration_command(), env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    head = ScriptDirectory(str(Path(agentrt.store.__file__).parent / "migrations")).get_current_head()
+    head = agentrt.store.head_revision()
     engine = create_engine(fresh_postgres)
     try:
         with engine.connect() as conn:

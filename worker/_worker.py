@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, AsyncIterator
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.common import VersioningBehavior
+from temporalio.worker import Worker, WorkerDeploymentConfig, WorkerDeploymentVersion
 
 from agentrt.activities import WORKER_PROCESS, WorkerRole, build_activities
 from agentrt.activities.mcp import McpManager
@@ -112,6 +113,7 @@ def build_worker(
     tools: Sequence[Tool] = (),
     deps: Callable[[], Any] | None = None,
     graceful_shutdown: timedelta = timedelta(0),
+    deployment: WorkerDeploymentVersion | None = None,
 ) -> AgentrtWorker:
     """A worker for ``task_queue`` (default ``config.task_queue``) running the activities for
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
@@ -152,6 +154,11 @@ def build_worker(
     polling and lets the model and tool calls it runs finish for up to this long before it cancels
     them (their retries then run on another worker; an effectful one asks for a reconcile). Zero,
     the default, cancels them at once.
+
+    ``deployment`` (Temporal's Worker Deployment Versioning, a deployment name and a build id):
+    the worker polls as that version, and every session, task and graph it starts is ``PINNED`` to
+    it: the run lives on the build that started it, whatever version is made current later, so a
+    deploy never changes the code under a running agent (docs/deployment.md). None: unversioned.
     """
     encrypt_store(store, config.codec)
     connected = plugin_of(client)
@@ -196,6 +203,9 @@ def build_worker(
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_workflow_task_external_storage_concurrency=EXTERNAL_STORAGE_CONCURRENCY,
         graceful_shutdown_timeout=graceful_shutdown,
+        deployment_config=None if deployment is None else WorkerDeploymentConfig(
+            version=deployment, use_worker_versioning=True, default_versioning_behavior=VersioningBehavior.PINNED,
+        ),
         # A client connected with the light AgentrtClientPlugin (agentrt.client.connect) lacks the worker's part.
         plugins=[] if isinstance(connected, AgentrtPlugin) else [AgentrtWorkerPlugin(config, store)],
     )
@@ -205,7 +215,7 @@ def build_worker(
 async def running_worker(
     client: Client, config: AgentrtConfig, store: Store | None = None, registry: ToolRegistry | None = None,
     *, role: WorkerRole = "all", agents: Sequence[Agent] = (), tools: Sequence[Tool] = (), deps: Callable[[], Any] | None = None,
-    graceful_shutdown: timedelta = timedelta(0),
+    graceful_shutdown: timedelta = timedelta(0), deployment: WorkerDeploymentVersion | None = None,
 ) -> AsyncIterator[Worker]:
     """Run a worker in this process for the duration of the ``async with`` block.
 
@@ -213,8 +223,8 @@ async def running_worker(
     missing ones; ``MissingSearchAttributes`` when it cannot), then polls. The worker logs
     where it stores and reads big payloads, and whether the OS sandbox (bubblewrap) runs here.
     Once it has stopped, it flushes the process's telemetry (``flush_telemetry``) and stops the
-    event loop of its async tools. ``agents``, ``tools``, ``deps``, ``graceful_shutdown``: as
-    ``build_worker`` takes them.
+    event loop of its async tools. ``agents``, ``tools``, ``deps``, ``graceful_shutdown``,
+    ``deployment``: as ``build_worker`` takes them.
     """
     plugin = plugin_of(client)
     own_store = store is None
@@ -222,7 +232,8 @@ async def running_worker(
     try:
         await ensure_search_attributes(client)
         worker = build_worker(
-            client, config, store, registry, role=role, agents=agents, tools=tools, deps=deps, graceful_shutdown=graceful_shutdown
+            client, config, store, registry, role=role, agents=agents, tools=tools, deps=deps,
+            graceful_shutdown=graceful_shutdown, deployment=deployment,
         )
     except BaseException:
         if own_store:

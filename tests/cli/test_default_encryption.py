@@ -8,6 +8,7 @@ says loudly that history is in clear, and one with the machine's keys does not."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -233,3 +234,23 @@ async def test_a_worker_with_the_machine_s_keys_does_not_warn(tmp_path: Path, te
     printed = await worker_lines(tmp_path, temporal_server)
 
     assert "history is in clear" not in printed
+
+
+async def test_two_dev_servers_started_at_once_each_show_their_ui_a_codec_server_with_their_own_keys(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # Both want port 8081 for their codec server and make their keys in the same second (one id,
+    # two keys): each must print the endpoint of a server that holds its own keys.
+    homes = [tmp_path_factory.mktemp(f"dev-{n}") for n in (1, 2)]
+    async with contextlib.AsyncExitStack() as stack:
+        started = await asyncio.gather(*(stack.enter_async_context(agentrt_dev(home)) for home in homes))
+        endpoints = [printed.split("codec server for the UI at ")[1].split()[0] for _, _, printed in started]
+        assert endpoints[0] != endpoints[1]
+        probe = Payload(metadata={"encoding": b"json/plain"}, data=b'"probe"')
+        for home, endpoint in zip(homes, endpoints):
+            codec, made = ensure_home_keys({"AGENTRT_HOME": str(home)})
+            assert not made and codec.codec() is not None  # the keys that dev made
+            async with httpx.AsyncClient(timeout=30) as http:
+                answer = await http.post(f"{endpoint}/encode", json={"payloads": [json_format.MessageToDict(probe)]})
+            encoded = [json_format.ParseDict(p, Payload()) for p in answer.json()["payloads"]]
+            assert [p.data for p in await codec.codec().decode(encoded)] == [probe.data]  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ from typing import AsyncIterator
 import pytest
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient, connect
@@ -31,6 +32,12 @@ from tests.e2e._support import kill_hard, session_config, worker_process, write_
 from tests.e2e.test_encryption import payloads_in
 
 THRESHOLD = 4096
+
+
+def s3_session_id() -> str:
+    """A session id left out of the run's closing replay (tests/test_replay.py), whose replayer
+    has no bucket and no S3 server once this module is done: these tests replay their own."""
+    return uuid.uuid4().hex[:12]
 REFERENCE = b"json/protobuf"
 
 
@@ -86,7 +93,7 @@ async def test_a_big_message_goes_to_the_bucket_history_keeps_a_reference_and_th
 ) -> None:
     canary = f"s3-canary-{uuid.uuid4().hex}"
     script = write_script(tmp_path, [{"text": "got it"}])
-    sid = harness.new_session_id()
+    sid = s3_session_id()
     big = f"{canary} " + "x" * (4 * THRESHOLD)
 
     _, outcome = await s3_worker.start_and_wait(session_config(s3_worker, sid, workspace, script), big)
@@ -99,6 +106,10 @@ async def test_a_big_message_goes_to_the_bucket_history_keeps_a_reference_and_th
     assert {c["key"] for c in claims} <= set(keys)
     assert any(canary.encode() in s3_server.read(bucket, key) for key in keys)
     assert canary.encode() not in (await raw_history(harness, sid)).SerializeToString()
+    # A replayer with the same [payloads] reads the references back from the bucket.
+    config = s3_config(harness, "replay", bucket, s3_server.endpoint_url)
+    history = await s3_worker.temporal.get_workflow_handle(f"session-{sid}").fetch_history()
+    await Replayer(workflows=[], plugins=[AgentrtPlugin(config, harness.store)]).replay_workflow(history)
 
 
 async def test_a_worker_started_after_one_was_killed_reads_the_payloads_the_history_references(
@@ -112,7 +123,7 @@ async def test_a_worker_started_after_one_was_killed_reads_the_payloads_the_hist
     }
     client = await s3_client(harness, s3_config(harness, task_queue, bucket, s3_server.endpoint_url), wait_for_worker=False)
     script = write_script(tmp_path, [{"text": "first"}, {"text": "after the crash", "delay_seconds": 0}])
-    sid = harness.new_session_id()
+    sid = s3_session_id()
     big = "y" * (4 * THRESHOLD)
     log = tmp_path / "worker.log"
     with worker_process(harness, log, env=env) as first:
@@ -135,7 +146,7 @@ async def test_a_client_writing_to_another_bucket_than_the_workers_read_is_refus
     other = s3_server.create_bucket(f"agentrt-other-{uuid.uuid4().hex[:8]}")
     stranger = await s3_client(harness, s3_config(harness, s3_worker.task_queue, other, s3_server.endpoint_url))
     script = write_script(tmp_path, [{"text": "small one answered"}])
-    sid = harness.new_session_id()
+    sid = s3_session_id()
 
     with pytest.raises(PayloadStorageMismatch) as raised:
         await stranger.start(session_config(stranger, sid, workspace, script), "z" * (4 * THRESHOLD))
@@ -157,7 +168,7 @@ async def test_a_bucket_that_does_not_exist_is_a_typed_error_and_no_session_star
 ) -> None:
     missing = f"agentrt-missing-{uuid.uuid4().hex[:8]}"
     client = await s3_client(harness, s3_config(harness, f"s3-{uuid.uuid4().hex[:8]}", missing, s3_server.endpoint_url), wait_for_worker=False)
-    sid = harness.new_session_id()
+    sid = s3_session_id()
 
     with pytest.raises(PayloadStorageUnavailable) as raised:
         await client.start(session_config(client, sid, workspace, write_script(tmp_path, [])), "w" * (4 * THRESHOLD))
@@ -174,7 +185,7 @@ async def test_an_endpoint_that_does_not_answer_is_a_typed_error_within_seconds(
     harness: Harness, s3_server: S3Server, closed_port_url: str, workspace: Path, tmp_path: Path  # noqa: F811
 ) -> None:
     client = await s3_client(harness, s3_config(harness, f"s3-{uuid.uuid4().hex[:8]}", "agentrt-any", closed_port_url), wait_for_worker=False)
-    sid = harness.new_session_id()
+    sid = s3_session_id()
     began = time.monotonic()
 
     with pytest.raises(PayloadStorageUnavailable) as raised:

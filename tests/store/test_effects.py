@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, insert, select, text
 
 import agentrt.store._engine as engine_module
-from agentrt.store import EffectRecord, Store, UsageReceipt
+from agentrt.store import EffectRecord, Store, UsageReceipt, head_revision
 from agentrt.store._models import metadata
 from agentrt.store._models import sessions as sessions_table
 
@@ -498,17 +498,3 @@ def test_a_streamed_delta_with_a_nul_character_is_stored(store: Store) -> None:
     store.append_deltas("s-nul-delta", "turn-1", 1, 1, ["a\x00b"], 0)
 
     assert [d.text for d in store.deltas("s-nul-delta")] == ["a\ufffdb"]
-
-
-def head_revision() -> str:
-    """The newest revision of the store's migrations (the one ``Store.open`` brings a database to)."""
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
-    from agentrt.store._engine import MIGRATIONS_DIR
-
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    head = ScriptDirectory.from_config(config).get_current_head()
-    assert head is not None
-    return head
