@@ -56,11 +56,16 @@ async def test_a_folder_with_one_changed_history_fails_naming_it_and_the_differe
     ]
 
 
-async def test_every_committed_history_replays_through_the_command(harness: Harness, tmp_path: Path) -> None:
-    result = await agentrt(harness, "replay", str(HISTORIES), "--json", cwd=tmp_path, timeout=600)
+async def test_a_session_a_task_and_a_graph_replay_through_the_command(harness: Harness, tmp_path: Path) -> None:
+    # Every committed history replays in tests/test_replay.py; one of each workflow kind here.
+    folder = tmp_path / "kinds"
+    folder.mkdir()
+    for name in ("approval-granted", "autonomous-v1-task-three-sessions-completed", "console-v1-graph-direct-answer"):
+        shutil.copy(HISTORIES / f"{name}.json", folder)
+    result = await agentrt(harness, "replay", str(folder), "--json", cwd=tmp_path, timeout=600)
     body = json.loads(result.stdout)
     assert result.returncode == 0 and body["failed"] == 0, [o for o in body["outcomes"] if not o["replayed"]]
-    assert body["replayed"] == len(list(HISTORIES.glob("*.json")))
+    assert sorted(o["workflow_type"] for o in body["outcomes"]) == ["AutonomousTaskWorkflow", "SessionWorkflow", "TaskGraphWorkflow"]
 
 
 async def test_what_is_not_a_history_is_a_clear_error(harness: Harness, tmp_path: Path) -> None:
