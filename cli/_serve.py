@@ -97,7 +97,14 @@ def serve(
                     "Ctrl-C stops it",
                     err=True,
                 )
-            await serving
+            try:
+                await asyncio.shield(serving)
+            except asyncio.CancelledError:
+                # Ctrl-C or SIGTERM: uvicorn stops accepting, gives open requests up to
+                # timeout_graceful_shutdown and runs the app's shutdown, instead of being cut mid-loop.
+                server.should_exit = True
+                await serving
+                raise
         finally:
             store.close()
 
