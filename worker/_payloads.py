@@ -329,6 +329,14 @@ class PayloadStorage:
     threshold_bytes: int
     codec: AesGcmCodec | None = None
 
+    async def aclose(self) -> None:
+        """Close what the drivers opened for the running event loop (the s3 driver's client);
+        a later use opens it again."""
+        for driver in self.readers:
+            close = getattr(driver, "aclose", None)
+            if close is not None:
+                await close()
+
     def data_converter(self) -> DataConverter:
         """Pydantic JSON with this external storage, encrypted by ``codec`` when there is one.
 

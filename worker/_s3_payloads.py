@@ -93,6 +93,11 @@ class LazyAioboto3Client(S3StorageDriverClient):
                 opening = self._opened[loop] = loop.create_task(self._open())
         return (await asyncio.shield(opening))[1]
 
+    def is_open(self) -> bool:
+        """Whether an aioboto3 client is open (or opening) for the running loop."""
+        with self._lock:
+            return asyncio.get_running_loop() in self._opened
+
     async def aclose(self) -> None:
         """Close the aioboto3 client of the running loop, if one was opened."""
         with self._lock:
@@ -170,6 +175,10 @@ class S3PayloadDriver(S3StorageDriver):
         self.endpoint_url = endpoint_url
         self.client = LazyAioboto3Client(endpoint_url=endpoint_url, region=region)
         super().__init__(client=self.client, bucket=bucket, driver_name=S3_DRIVER_NAME)
+
+    async def aclose(self) -> None:
+        """Close this loop's S3 client (``LazyAioboto3Client.aclose``); the next use opens another."""
+        await self.client.aclose()
 
     @property
     def location(self) -> str:

@@ -95,6 +95,9 @@ class AgentrtWorker(Worker):
             if watch is not None:
                 watch.cancel()
             await self.mcp.close()
+            plugin = plugin_of(self.client)
+            if plugin is not None:
+                await plugin.payload_storage.aclose()  # e.g. the s3 driver's client of this loop
 
 
 def build_worker(

@@ -25,7 +25,7 @@ from temporalio.worker import Replayer
 from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient, connect
 from agentrt.schemas import PayloadStorageMismatch, SessionNotFound
-from agentrt.worker import AgentrtConfig, AgentrtPlugin, PayloadConfig, PayloadStorageUnavailable, build_worker
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, PayloadConfig, PayloadStorageUnavailable, S3PayloadDriver, build_worker, plugin_of
 from tests._s3 import S3Server, s3_server  # noqa: F401 (a fixture)
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import kill_hard, session_config, worker_process, write_script
@@ -199,3 +199,20 @@ async def test_an_endpoint_that_does_not_answer_is_a_typed_error_within_seconds(
     assert "AGENTRT_PAYLOAD_ENDPOINT_URL" in str(raised.value)
     with pytest.raises(SessionNotFound):
         await client.events(sid)
+
+
+async def test_a_worker_that_stops_closes_the_s3_client_it_opened(
+    harness: Harness, s3_server: S3Server, bucket: str, workspace: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    config = s3_config(harness, f"s3-{uuid.uuid4().hex[:8]}", bucket, s3_server.endpoint_url)
+    client = await s3_client(harness, config, wait_for_worker=False)
+    plugin = plugin_of(client.temporal)
+    assert plugin is not None
+    [driver] = [d for d in plugin.payload_storage.readers if isinstance(d, S3PayloadDriver)]
+    sid = s3_session_id()
+    async with build_worker(client.temporal, config, harness.store, default_registry(), task_queue=config.task_queue):
+        _, outcome = await client.start_and_wait(
+            session_config(client, sid, workspace, write_script(tmp_path, [{"text": "ok"}])), "z" * (4 * THRESHOLD)
+        )
+        assert outcome.status == "completed" and driver.client.is_open()
+    assert not driver.client.is_open()
