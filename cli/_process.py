@@ -253,9 +253,11 @@ def worker(
     command that does), then polls. By default one worker runs sessions, model calls and tool
     calls; `--models-only` and `--tools-only` split them (docs/worker.md).
     """
+    import temporalio.runtime
     from temporalio.worker import WorkerDeploymentVersion
 
-    from agentrt.worker import AgentrtPlugin, check_role, running_worker
+    from agentrt.store import Store
+    from agentrt.worker import AgentrtPlugin, check_role, running_worker, sdk_metrics_runtime
 
     if tools_only and models_only:
         raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
@@ -272,25 +274,27 @@ def worker(
     async def go() -> None:
         store = open_store(config)
         try:
-            plugin = AgentrtPlugin(config, store)
-            temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin])
-            shutdown = timedelta(seconds=graceful_shutdown)
-            version = None if deployment is None else WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id or "")
-            async with running_worker(
-                temporal, config, store, role=role, graceful_shutdown=shutdown, deployment=version
-            ) as running:
-                log.info(
-                    "worker polling %r at %s (namespace %r) for %s%s; Ctrl-C stops it",
-                    running.task_queue, config.temporal_address, config.namespace,
-                    {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
-                    "" if version is None else f" as version {version.deployment_name}.{version.build_id} (runs pinned)",
-                )
-                if config.agent_modules:
-                    registry = getattr(running, "registry", None)
-                    log.info("agents: %s", ", ".join(registry.agent_names()) if registry is not None else "?")
-                await asyncio.Event().wait()
+            plugin = AgentrtPlugin(config, store)  # with [telemetry] on, installs the meter provider first
+            async with sdk_metrics_runtime(config.telemetry) as runtime:
+                await serve(store, plugin, runtime)
         finally:
             store.close()
+
+    async def serve(store: Store, plugin: AgentrtPlugin, runtime: temporalio.runtime.Runtime | None) -> None:
+        temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin], runtime=runtime)
+        shutdown = timedelta(seconds=graceful_shutdown)
+        version = None if deployment is None else WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id or "")
+        async with running_worker(temporal, config, store, role=role, graceful_shutdown=shutdown, deployment=version) as running:
+            log.info(
+                "worker polling %r at %s (namespace %r) for %s%s; Ctrl-C stops it",
+                running.task_queue, config.temporal_address, config.namespace,
+                {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
+                "" if version is None else f" as version {version.deployment_name}.{version.build_id} (runs pinned)",
+            )
+            if config.agent_modules:
+                registry = getattr(running, "registry", None)
+                log.info("agents: %s", ", ".join(registry.agent_names()) if registry is not None else "?")
+            await asyncio.Event().wait()
 
     run_command(go, service=True)
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         workflow_runner,
     )
     from agentrt.worker._query_guard import LegacyQueryGuard
+    from agentrt.worker._sdk_metrics import sdk_metrics_runtime
     from agentrt.worker._replay import (
         DEFAULT_REPLAY_QUERY,
         HistorySource,
@@ -154,6 +155,7 @@ __all__ = [
     "quiet_runtime",
     "replay_histories",
     "running_worker",
+    "sdk_metrics_runtime",
     "setup_telemetry",
     "temporal_binary",
     "token_sha256",
@@ -192,6 +194,7 @@ EXPORTS = {
     "histories_in_namespace": "agentrt.worker._replay",
     "replay_histories": "agentrt.worker._replay",
     "quiet_runtime": "agentrt.worker._replay",
+    "sdk_metrics_runtime": "agentrt.worker._sdk_metrics",
     "MissingSearchAttributes": "agentrt.worker._startup",
     "PASSTHROUGH_MODULES": "agentrt.worker._plugin",
     "PAYLOADS_IDENTITY_KEY": "agentrt.worker._client_plugin",

@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, Plugin
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.schemas import SEARCH_ATTRIBUTE_KEYS, ConfigurationError
@@ -101,18 +102,20 @@ async def connect_when_ready(
     first_delay: float = 1.0,
     max_delay: float = 30.0,
     attempts: int | None = None,
+    runtime: Runtime | None = None,
 ) -> Client:
     """``Client.connect`` that waits for the server: retries with exponential backoff
     (``first_delay`` doubling up to ``max_delay`` seconds), logging
     ``waiting for Temporal at HOST:PORT (attempt N, next in Xs): reason`` before each wait.
 
     ``attempts`` bounds the tries (None: until it answers or the task is cancelled); the last
-    failure is raised as the SDK's ``RuntimeError``.
+    failure is raised as the SDK's ``RuntimeError``. ``runtime``: the Temporal runtime to connect
+    with (``sdk_metrics_runtime``'s; None: the SDK's default).
     """
     attempt, delay = 1, first_delay
     while True:
         try:
-            return await Client.connect(address, namespace=namespace, plugins=list(plugins))
+            return await Client.connect(address, namespace=namespace, plugins=list(plugins), runtime=runtime)
         except RuntimeError as err:
             if attempts is not None and attempt >= attempts:
                 raise

@@ -388,3 +388,5 @@ async def test_an_agentrt_worker_process_with_telemetry_on_sends_spans_and_metri
     sent = [ExportMetricsServiceRequest.FromString(r.body) for r in collector.requests if r.path == "/v1/metrics"]
     measured_names = {m.name for req in sent for rm in req.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert {"agentrt.turns", "agentrt.tool_calls", "gen_ai.client.token.usage"} <= measured_names
+    # The SDK's own worker metrics (sdk-core's temporal_*), through the same meter provider.
+    assert {"temporal_workflow_task_execution_latency", "temporal_activity_execution_latency"} <= measured_names, sorted(measured_names)
