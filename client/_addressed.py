@@ -122,7 +122,6 @@ class WorkflowKind:
                 if not is_unprocessed_update(err) or patience.spent():
                     raise self.rejected(item_id, update, update_failure_cause(err)) from err
                 await patience.pause(err)
-                continue
             except WorkflowUpdateRPCTimeoutOrCancelledError as err:
                 raise_if_cancelled(err)
                 raise self.no_worker(item_id, f"no worker answered update {update}") from err

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from typing import get_args
 
-from agentrt.schemas import SERVER_NAME_PATTERN, McpTrustDecision, RequestRejected
+from agentrt.schemas import SERVER_NAME_PATTERN, McpTrust, McpTrustDecision, RequestRejected
 from agentrt.store import Store
 
 __all__ = ["TRUST_LEVELS", "decide_mcp_trust"]
 
-TRUST_LEVELS = ("trusted", "untrusted")
+TRUST_LEVELS: tuple[str, ...] = get_args(McpTrust)
 
 
 async def decide_mcp_trust(

@@ -196,6 +196,7 @@ __all__ = [
     "McpToolError",
     "McpToolInfo",
     "McpToolsListed",
+    "McpTrust",
     "McpTrustDecision",
     "MemoryAccepted",
     "MemoryAlreadyDecided",

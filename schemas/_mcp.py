@@ -31,6 +31,7 @@ __all__ = [
     "McpServerEvent",
     "McpServerState",
     "McpToolInfo",
+    "McpTrust",
     "McpTrustDecision",
     "SECRET_REFERENCE",
     "SERVER_NAME_PATTERN",
@@ -51,6 +52,8 @@ SECRET_REFERENCE = re.compile(r"\$\{secret:([A-Za-z_][A-Za-z0-9_]*)\}")
 RESERVED_SERVER_NAMES = frozenset({"fs", "shell", "memory", "skill", "mcp", "delegate", "agentrt"})
 
 McpRisk = Literal["read_only", "idempotent", "effectful"]
+# How far an MCP server is trusted: agentrt.toml's ``trust``, or an operator's decision.
+McpTrust = Literal["trusted", "untrusted"]
 McpServerState = Literal["starting", "ready", "stopped", "failed"]
 
 
@@ -85,7 +88,7 @@ class McpServerConfig(Model):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     start: Literal["lazy", "eager"] = "lazy"
-    trust: Literal["trusted", "untrusted"] = "trusted"
+    trust: McpTrust = "trusted"
     risk: dict[str, McpRisk] = Field(default_factory=dict)
     sandbox: Literal["read_only", "workspace_write", "none"] = "workspace_write"
     read_paths: list[str] = Field(default_factory=list)
@@ -259,7 +262,7 @@ class McpTrustDecision(Model):
     ``principal``: who decided; ``reason``: why; ``at``: when (UTC)."""
 
     server: str = Field(pattern=SERVER_NAME_PATTERN)
-    trust: Literal["trusted", "untrusted"]
+    trust: McpTrust
     principal: str
     reason: str
     at: datetime
