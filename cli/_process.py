@@ -261,8 +261,12 @@ def worker(
 
     if tools_only and models_only:
         raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
-    if (deployment is None) != (build_id is None) or (deployment is not None and not (deployment.strip() and build_id and build_id.strip())):
-        raise typer.BadParameter("give --deployment and --build-id together (both non-empty), or neither", param_hint="--deployment")
+    if not (deployment or "").strip() and (build_id or "").strip():
+        raise typer.BadParameter("a build id needs a deployment name (--deployment or AGENTRT_DEPLOYMENT)", param_hint="--build-id")
+    if (deployment is not None or build_id is not None) and not ((deployment or "").strip() and (build_id or "").strip()):
+        raise typer.BadParameter(
+            "a deployment needs a non-empty build id (--build-id or AGENTRT_BUILD_ID)", param_hint="--deployment"
+        )
     role: WorkerRole = "tools" if tools_only else "models" if models_only else "all"
     config = _with_agent_modules(load_config(), agents)
     try:

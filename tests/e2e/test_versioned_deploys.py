@@ -5,6 +5,8 @@ version was made current goes on on the build that started it, new ones start on
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -68,3 +70,14 @@ async def test_a_session_stays_on_the_build_that_started_it_and_new_ones_start_o
             again = await client.send(old, "second")
             assert (await client.wait(old, again.turn_id, timeout_seconds=WAIT)).answer == "two"
             assert (await pinned_build(client, old), await pinned_build(client, new)) == ("build-a", "build-b")
+
+
+def test_a_deployment_and_a_build_id_are_given_together_or_the_worker_names_the_missing_one(tmp_path: Path) -> None:
+    agentrt = str(Path(sys.executable).parent / "agentrt")
+    for args, said in (
+        (["--deployment", "agentrt"], "Invalid value for --deployment: a deployment needs a non-empty build id"),
+        (["--build-id", "b1"], "Invalid value for --build-id: a build id needs a deployment name"),
+        (["--deployment", "agentrt", "--build-id", " "], "a deployment needs a non-empty build id"),
+    ):
+        result = subprocess.run([agentrt, "worker", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and said in " ".join(result.stderr.replace("│", " ").split()), result.stderr
