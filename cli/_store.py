@@ -8,7 +8,7 @@ import json
 
 import typer
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from agentrt.cli._common import load_config, run_command
 from agentrt.schemas import StoreUnavailable
@@ -25,7 +25,11 @@ def store_migrate(as_json: bool = typer.Option(False, "--json", help="One JSON o
     on a failed migration instead of crash-looping every pod."""
     config = load_config()
     url = database_url(config.database_url)
-    shown = make_url(url).render_as_string(hide_password=True)
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        typer.echo("error: the store URL ([store] url / AGENTRT_DATABASE_URL) is not a database URL", err=True)
+        raise typer.Exit(2) from None
 
     async def go() -> tuple[str | None, str]:
         def migrate() -> tuple[str | None, str]:

@@ -15,6 +15,8 @@ from agentrt.store import Store
 __all__ = ["TRUST_LEVELS", "decide_mcp_trust"]
 
 TRUST_LEVELS: tuple[str, ...] = get_args(McpTrust)
+# The longest reason a decision keeps (characters): what the audit log keeps of any reason.
+MAX_TRUST_REASON_CHARS = 2_000
 
 
 async def decide_mcp_trust(
@@ -23,7 +25,7 @@ async def decide_mcp_trust(
     """Record ``principal``'s decision that MCP server ``server`` is ``trust`` (``TRUST_LEVELS``)
     because of ``reason`` (``Store.decide_mcp_trust``: a row and an audit entry). Raises
     ``RequestRejected`` (its ``session_id`` field holds the server) when ``principal`` is not one
-    of ``operators``, the reason is empty, ``trust`` is neither level or ``server`` no server name."""
+    of ``operators``, the reason is empty or over ``MAX_TRUST_REASON_CHARS``, ``trust`` is neither level or ``server`` no server name."""
     problem = None
     if principal not in operators:
         problem = f"{principal} is not an operator ([principals] operators)"
@@ -31,6 +33,8 @@ async def decide_mcp_trust(
         problem = f"trust is 'trusted' or 'untrusted', not {trust!r}"
     elif not reason.strip():
         problem = "a trust decision needs a reason"
+    elif len(reason) > MAX_TRUST_REASON_CHARS:
+        problem = f"a reason is at most {MAX_TRUST_REASON_CHARS} characters, not {len(reason)}"
     elif not re.fullmatch(SERVER_NAME_PATTERN, server):
         problem = f"{server[:64]!r} is not a server name ({SERVER_NAME_PATTERN})"
     if problem is not None:

@@ -38,6 +38,11 @@ __all__ = [
 DEFAULT_REPLAY_QUERY = (
     f"WorkflowType IN ('{SESSION_WORKFLOW}', '{AUTONOMOUS_TASK_WORKFLOW}', '{TASK_GRAPH_WORKFLOW}')"
 )
+# The largest history file read (bytes): over Temporal's own limit on a history (50 MiB by
+# default, history.historySizeLimitError), with room for JSON's overhead.
+MAX_HISTORY_FILE_BYTES = 128 * 1024 * 1024
+# The workflow types this code runs; a history of another type cannot replay here.
+KNOWN_WORKFLOW_TYPES = frozenset({SESSION_WORKFLOW, AUTONOMOUS_TASK_WORKFLOW, TASK_GRAPH_WORKFLOW})
 # How sdk-core's wrapped failure quotes the workflow's own message.
 _WRAPPED_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
 # What a non-determinism error says (sdk-core's error code, and its words).
@@ -89,6 +94,8 @@ def histories_in_files(paths: Iterable[Path]) -> Iterator[HistorySource]:
             files = sorted(p for p in path.glob("*.json") if p.is_file())
         elif path.is_file():
             files = [path]
+        elif path.exists():
+            raise ConfigurationError(f"{path}: not a regular file or a directory")
         else:
             raise ConfigurationError(f"{path}: no such file or directory")
         for file in files:
@@ -97,8 +104,11 @@ def histories_in_files(paths: Iterable[Path]) -> Iterator[HistorySource]:
 
 def _read_history(file: Path) -> WorkflowHistory:
     try:
+        size = file.stat().st_size
+        if size > MAX_HISTORY_FILE_BYTES:
+            raise ConfigurationError(f"{file}: {size} bytes, more than a Temporal history holds ({MAX_HISTORY_FILE_BYTES} bytes read at most)")
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ConfigurationError(f"{file}: not a JSON history ({err})") from None
     if not isinstance(data, dict) or not isinstance(data.get("events"), list) or not data["events"]:
         raise ConfigurationError(f"{file}: not a workflow history (no \"events\" list; export one with `temporal workflow show --output json`)")
@@ -133,6 +143,12 @@ async def replay_histories(sources: AsyncIterator[HistorySource], replayer: Repl
         started = history.events[0].workflow_execution_started_event_attributes
         run_id = started.original_execution_run_id or ""
         error: str | None = None
+        if started.workflow_type.name not in KNOWN_WORKFLOW_TYPES:
+            outcomes.append(ReplayOutcome(
+                workflow_id=history.workflow_id, run_id=run_id, workflow_type=started.workflow_type.name, origin=source.origin,
+                error=f"workflow type {started.workflow_type.name[:200]!r} is not one this code runs ({', '.join(sorted(KNOWN_WORKFLOW_TYPES))})",
+            ))
+            continue
         try:
             async with replayer.workflow_replay_iterator(_one(history)) as results:
                 async for result in results:

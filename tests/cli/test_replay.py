@@ -5,9 +5,14 @@ and command that differ, and the command exits 1."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
+import pytest
+
+from agentrt.schemas import ConfigurationError
+from agentrt.worker import histories_in_files
 from tests.cli.test_cli import agentrt
 from tests.conftest import Harness
 from tests.e2e._support import session_config, write_script
@@ -71,8 +76,12 @@ async def test_a_session_a_task_and_a_graph_replay_through_the_command(harness: 
 async def test_what_is_not_a_history_is_a_clear_error(harness: Harness, tmp_path: Path) -> None:
     (tmp_path / "notes.json").write_text('{"events": "no"}')
     (tmp_path / "garbage.json").write_text("not json")
+    (tmp_path / "deep.json").write_text('{"events": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    os.mkfifo(tmp_path / "fifo.json")
     for path, said in (
         (tmp_path / "missing", "missing: no such file or directory"),
+        (tmp_path / "fifo.json", "fifo.json: not a regular file or a directory"),
+        (tmp_path / "deep.json", "deep.json: not a JSON history"),
         (tmp_path / "notes.json", 'not a workflow history (no "events" list'),
         (tmp_path / "garbage.json", "not a JSON history"),
     ):
@@ -90,3 +99,19 @@ async def test_the_runs_of_the_namespace_a_query_finds_replay(harness: Harness, 
     body = json.loads(result.stdout)
     assert result.returncode == 0, result.stderr
     assert [(o["workflow_id"], o["replayed"], o["origin"]) for o in body["outcomes"]] == [(f"session-{sid}", True, "namespace default")]
+
+
+async def test_a_history_of_a_workflow_type_this_code_does_not_run_fails_the_check(harness: Harness, tmp_path: Path) -> None:
+    data = json.loads((HISTORIES / "approval-denied.json").read_text())
+    data["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"] = "NoSuchWorkflow"
+    (tmp_path / "other.json").write_text(json.dumps(data))
+    result = await agentrt(harness, "replay", str(tmp_path / "other.json"), cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "failed: workflow type 'NoSuchWorkflow' is not one this code runs" in result.stdout
+
+
+def test_a_history_file_larger_than_a_history_can_be_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agentrt.worker._replay.MAX_HISTORY_FILE_BYTES", 1000)
+    (tmp_path / "big.json").write_text('{"events": [' + ", ".join(["{}"] * 1000) + "]}")
+    with pytest.raises(ConfigurationError, match=r"big.json: \d+ bytes, more than a Temporal history holds \(1000 bytes"):
+        list(histories_in_files([tmp_path / "big.json"]))

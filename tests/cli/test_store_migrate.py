@@ -46,3 +46,9 @@ def test_a_store_that_does_not_answer_is_one_line_with_its_password_hidden(tmp_p
     assert result.returncode == 2
     assert result.stderr.startswith("error: the store does not answer at postgresql+psycopg://agentrt:***@127.0.0.1:1/agentrt")
     assert "hunter2" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_store_url_that_is_no_url_is_one_line() -> None:
+    result = migrate("notaurl")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "error: the store URL ([store] url / AGENTRT_DATABASE_URL) is not a database URL" in result.stderr

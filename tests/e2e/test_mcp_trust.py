@@ -70,6 +70,7 @@ async def test_an_operator_marks_a_trusted_server_untrusted_and_its_next_call_as
         (OWNER, "docs-{u}", "untrusted", "mine now", f"{OWNER} is not an operator"),
         (OPS, "docs-{u}", "sort-of", "why not", "trust is 'trusted' or 'untrusted', not 'sort-of'"),
         (OPS, "docs-{u}", "trusted", "   ", "a trust decision needs a reason"),
+        (OPS, "docs-{u}", "trusted", "x" * 10_000_000, "a reason is at most 2000 characters, not 10000000"),
         (OPS, "../etc/{u}" + "x" * 500, "trusted", "path", "is not a server name"),
     ],
 )
