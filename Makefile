@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck docs install dev worker chaos clean
+.PHONY: demo test typecheck docs install dev worker chaos bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ docs: $(STAMP)
 # The big chaos run, by hand (15-25 minutes): 50 sessions, 200 worker kills, 10 server restarts.
 chaos: $(STAMP)
 	$(BIN)/python -m bench.chaos --sessions 50 --kills 200 --server-restarts 10
+
+# The short form of every performance benchmark and one table of their results, by hand (about 10 minutes).
+bench: $(STAMP)
+	$(BIN)/python -m bench.suite
 
 dev: $(STAMP)
 	$(BIN)/agentrt dev

@@ -39,7 +39,9 @@ __all__ = [
 ]
 
 
-WorkerRole = Literal["all", "models", "tools"]
+# all: everything; models: all but tool calls; tools: tool calls only; workflows: all but model
+# and tool calls; providers: model calls only (docs/worker.md, "Three pools").
+WorkerRole = Literal["all", "models", "tools", "workflows", "providers"]
 
 
 def build_activities(
@@ -52,8 +54,13 @@ def build_activities(
     acceptance reviews and cron times, and task graphs' plans and node reviews: ``graph.plan``,
     ``graph.review``), ``tools`` (what runs processes only: ``tool.execute`` and autonomous
     tasks' ``task.check_command`` and ``task.evaluate_trigger``, for a worker on a
-    ``tool_task_queue``). ``mcp``: the worker's ``McpManager``; with it, ``mcp.list_tools`` and
-    ``mcp.call_tool`` run where tool calls run (MCP servers live beside the tools). The secrets
+    ``tool_task_queue``), ``providers`` (what calls a model provider only: ``provider.complete``,
+    ``context.compact``, ``advisor.review``, ``task.review``, ``graph.plan``, ``graph.review``, for
+    a worker on a ``model_task_queue``), ``workflows`` (what ``models`` runs but the calls
+    ``providers`` runs: the store, tool listing, a session's preparation, reconciliation, memory
+    decisions, tasks' and graphs' records and cron times). ``mcp``: the worker's ``McpManager``;
+    with it, ``mcp.list_tools`` and ``mcp.call_tool`` run where tool calls run (MCP servers live
+    beside the tools). The secrets
     tools declare are read from the configuration's ``secrets`` (``SecretsConfig``; default: the
     worker's environment)."""
     models = ModelActivities(config, store, registry)
@@ -75,11 +82,21 @@ def build_activities(
         tool_side += [servers.list_tools, servers.call_tool]
     if role == "tools":
         return tool_side
-    session_side = [
-        models.complete, models.compact, models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append,
-        advisor.review, memory.decide, tasks.record, tasks.review, tasks.next_wake, graphs.plan, graphs.review, graphs.record,
+    # What sends a request to a model provider: the only activities that need provider keys.
+    model_side: list[Callable[..., Any]] = [
+        models.complete, models.compact, advisor.review, tasks.review, graphs.plan, graphs.review,
     ]
-    return session_side if role == "models" else [*session_side, *tool_side]
+    if role == "providers":
+        return model_side
+    workflow_side: list[Callable[..., Any]] = [
+        models.describe, models.prepare, tools.list_tools, tools.reconcile, writes.append, memory.decide,
+        tasks.record, tasks.next_wake, graphs.record,
+    ]
+    if role == "workflows":
+        return workflow_side
+    if role == "models":
+        return [*workflow_side, *model_side]
+    return [*workflow_side, *model_side, *tool_side]
 
 
 def configured_keys(config: ProfileSource) -> list[str]:

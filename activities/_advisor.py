@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentrt.activities._model import _keep_heartbeating, _provider_failure
+from agentrt.activities import _attempts
+from agentrt.activities._model import _provider_failure
 from agentrt.activities._telemetry import model_call
 from agentrt.activities.providers import provider_for
 from agentrt.schemas import (
@@ -108,7 +109,7 @@ async def ask_model(
     try:
         profile = models._profile(profile_name, script)
         profile = profile.model_copy(update={"max_output_tokens": min(profile.max_output_tokens, max_output_tokens)})
-        provider = provider_for(profile)
+        provider = provider_for(profile, client=models.clients.client(profile))
     except ConfigurationError as err:
         raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
     request = ModelRequest(
@@ -201,8 +202,7 @@ class AdvisorActivities:
         (``ProviderHTTPError`` ..., retryable per status) or a configuration mistake
         (non-retryable); the workflow approves the batch when the review fails for good.
         """
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with _attempts.heartbeating():
             if input.store_writes is not None:
                 await asyncio.to_thread(self._store.append, input.store_writes)
             profile, response = await ask_model(
@@ -210,8 +210,6 @@ class AdvisorActivities:
                 system=ADVISOR_SYSTEM, prompt=review_prompt(input), purpose="advisor", review_index=input.review_index,
                 conversation_id=input.session_id,
             )
-        finally:
-            beating.cancel()
         result = parse_review(response.text)
         if result.error is not None:
             activity.logger.warning("advisor review of %s/%s: %s", input.session_id, input.turn_id, result.error)

@@ -29,7 +29,6 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from agentrt.activities import _attempts
 from agentrt.activities._advisor import _verdict_objects, ask_model
-from agentrt.activities._model import _keep_heartbeating
 from agentrt.activities._owners import claim_workflow_id
 from agentrt.activities.providers import redact
 from agentrt.activities.tools import CommandRun, ToolContext, redact_secrets, run_command
@@ -234,15 +233,12 @@ class TaskActivities:
         review). ``usage`` is the call's and ``cost_usd`` its price by the profile's ``price``
         (0 without one). Raises ``ApplicationError`` for a provider failure (``ProviderHTTPError``
         ..., retryable per status) or a configuration mistake (non-retryable)."""
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with _attempts.heartbeating():
             profile, response = await ask_model(
                 self._models, input.profile, input.script, max_output_tokens=REVIEW_OUTPUT_TOKENS,
                 system=REVIEW_SYSTEM, prompt=review_prompt(input), purpose="review", review_index=input.review_index,
                 conversation_id=task_workflow_id(input.task_id),
             )
-        finally:
-            beating.cancel()
         verdict = await asyncio.to_thread(parse_review_verdict, response.text)  # off the event loop
         if not verdict.passed and verdict.findings and verdict.findings[0].startswith(UNREADABLE):
             activity.logger.warning("task %s: review of %s: %s", input.task_id, input.session_id, verdict.findings[0])

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentrt.activities import _attempts
 from agentrt.activities._advisor import ask_model
 from agentrt.activities._autonomy import (
     _VERDICT_MENTION,
@@ -34,7 +35,6 @@ from agentrt.activities._autonomy import (
     _review_word,
     parse_review_verdict,
 )
-from agentrt.activities._model import _keep_heartbeating
 from agentrt.activities._owners import claim_workflow_id
 from agentrt.activities.tools import format_validation_error
 from agentrt.schemas import (
@@ -173,15 +173,12 @@ class GraphActivities:
                 raise InvalidGraph(["the plan input holds neither a goal nor a graph"], "plan")
         except InvalidGraph as err:
             raise _invalid(err, input.graph_id) from None
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with _attempts.heartbeating():
             profile, response = await ask_model(
                 self._models, input.profile, input.script, max_output_tokens=PLAN_OUTPUT_TOKENS, system=PLANNER_SYSTEM,
                 prompt=plan_prompt(input.goal, input.workspace, specs, input.max_parallel), purpose="plan",
                 review_index=input.plan_index, conversation_id=graph_workflow_id(input.graph_id),
             )
-        finally:
-            beating.cancel()
         cost = profile.price.cost(response.usage) if profile.price is not None else 0.0
         try:
             planned = await asyncio.to_thread(parse_plan, response.text, input.max_parallel)  # off the event loop
@@ -201,16 +198,13 @@ class GraphActivities:
         the call's (tokens) and ``cost_usd`` its price by the profile's ``price`` (0 without one).
         Raises ``ApplicationError`` for a provider failure (``ProviderHTTPError`` ..., retryable
         per status) or a configuration mistake (non-retryable): the workflow decides."""
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with _attempts.heartbeating():
             profile, response = await ask_model(
                 self._models, input.profile, input.script, max_output_tokens=REVIEW_OUTPUT_TOKENS,
                 system=NODE_REVIEW_SYSTEM, prompt=node_review_prompt(input), purpose="review",
                 review_index=input.attempt - 1, script_node=input.node_id, script_session=input.attempt,
                 conversation_id=graph_workflow_id(input.graph_id),
             )
-        finally:
-            beating.cancel()
         verdict = await asyncio.to_thread(parse_review_verdict, response.text)  # off the event loop
         unreadable = not verdict.passed and verdict.findings and verdict.findings[0].startswith(UNREADABLE)
         stated = await asyncio.to_thread(stated_failure, response.text) if unreadable else None

@@ -20,7 +20,6 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from agentrt.activities import _attempts
-from agentrt.activities._model import _keep_heartbeating
 from agentrt.activities._telemetry import tool_call
 from agentrt.activities._tools import finish_call, ledger_outcome
 from agentrt.activities.providers import redact
@@ -71,14 +70,11 @@ class McpActivities:
         out) is in ``failures`` with why; the others' tools are listed all the same. Raises only
         when the store cannot be written (retried by Temporal).
         """
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with _attempts.heartbeating():
             if input.store_writes is not None:
                 await asyncio.to_thread(self._store.append, input.store_writes)
             servers = list(dict.fromkeys(input.servers))
             listings = await asyncio.gather(*(self._listing(name) for name in servers))
-        finally:
-            beating.cancel()
         specs: list[ToolSpec] = []
         failures: dict[str, str] = {}
         secrets = self._all_secrets()
@@ -109,8 +105,7 @@ class McpActivities:
         call an earlier attempt claimed and never recorded. Traced as every tool call is
         (``tool_call``: an ``execute_tool <server>.<tool>`` span).
         """
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with _attempts.heartbeating():
             with tool_call(input, activity.info().attempt, local=False) as call:
                 if input.store_writes is not None:
                     await asyncio.to_thread(self._store.append, input.store_writes)
@@ -118,8 +113,6 @@ class McpActivities:
                 if result.input_required is None:
                     call.result(result)
                 return result
-        finally:
-            beating.cancel()
 
     async def _call_at_most_once(self, input: McpCallInput) -> McpCallResult:
         claimed, record = await asyncio.to_thread(

@@ -24,7 +24,7 @@ from agentrt.activities._output import checked_answer, with_output_tool
 from agentrt.activities._owners import claim_workflow_id
 from agentrt.activities._system_prompt import budget_section
 from agentrt.activities._telemetry import ModelCall, model_call
-from agentrt.activities.providers import application_error_from, bounded_message, provider_for, redact
+from agentrt.activities.providers import ProviderClients, application_error_from, bounded_message, provider_for, redact
 from agentrt.activities.tools import discover_skills
 from agentrt.schemas import (
     CONTEXT_COMPACT,
@@ -81,7 +81,7 @@ MAX_CACHED_LISTINGS = 256
 
 # How often a model activity heartbeats while it waits for the provider, and when it first
 # does (seconds).
-HEARTBEAT_SECONDS = 0.5
+HEARTBEAT_SECONDS = _attempts.HEARTBEAT_SECONDS
 
 
 class ProfileSource(Protocol):
@@ -102,6 +102,7 @@ class ModelActivities:
         self.context = CallContext(store)
         self.gate = CallGate(store, config)  # the session's budget and the worker's [quotas]
         self._listings: OrderedDict[str, list[ToolSpec]] = OrderedDict()
+        self.clients = ProviderClients()  # one HTTP client per profile, reused by every call
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
         """The profile called ``name``; with a session ``script`` it becomes a scripted profile
@@ -141,7 +142,11 @@ class ModelActivities:
         claims the id for the owner first (``Store.claim_owner``): an id another owner has used (a
         start that went around the client, or after Temporal forgot the first session) raises the
         non-retryable ``ApplicationError(type="SessionIdTaken")``, so no stored transcript of that
-        owner reaches this session's model."""
+        owner reaches this session's model. Heartbeats while it runs (``_attempts.beating``)."""
+        with _attempts.beating():
+            return self._prepare(input)
+
+    def _prepare(self, input: PrepareSessionInput) -> PrepareSessionResult:
         if input.session_id is not None and input.owner is not None:
             self._claim(input.session_id, input.owner)
         names, profile, agent = input.tools, input.profile, None
@@ -225,19 +230,16 @@ class ModelActivities:
         ``BudgetExceeded`` or ``QuotaExceeded`` for a call its ``CallGate`` refuses (not sent).
         """
         # From the start: a store write that waits on a busy database must not look like a dead worker.
-        beating = asyncio.create_task(_keep_heartbeating())
-        try:
+        async with _attempts.heartbeating():
             with model_call(input.session_id, activity.info().attempt, turn_id=input.turn_id, round=input.round) as call:
                 return await self._complete(input, call)
-        finally:
-            beating.cancel()
 
     async def _complete(self, input: ModelCallInput, call: ModelCall) -> ModelCallResult:
         info = activity.info()
         try:
             profile = self._profile(input.profile, input.script)
             call.request(profile)
-            provider = provider_for(profile)
+            provider = provider_for(profile, client=self.clients.client(profile))
         except ConfigurationError as err:
             if input.store_writes is not None:
                 await asyncio.to_thread(self._store.append, input.store_writes)
@@ -274,7 +276,8 @@ class ModelActivities:
             buffer.append(text)
             if loop.time() - began >= HEARTBEAT_SECONDS:
                 _attempts.heartbeat()
-            if len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
+            # The first at once (the time to first token a user sees), then in batches.
+            if not written or len(buffer) >= DELTA_FLUSH_COUNT or loop.time() - last_flush >= DELTA_FLUSH_SECONDS:
                 await flush()
 
         async def end(
@@ -405,7 +408,7 @@ class ModelActivities:
             profile = self._profile(input.profile, input.script)
             profile = profile.model_copy(update={"max_output_tokens": input.max_summary_tokens})
             call.request(profile)
-            provider = provider_for(profile)
+            provider = provider_for(profile, client=self.clients.client(profile))
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         previous = None
@@ -416,16 +419,14 @@ class ModelActivities:
         request = ModelRequest(
             profile=profile, system=SUMMARY_SYSTEM, messages=[Message(role="user", text=prompt)], purpose="summary"
         )
-        beating = asyncio.create_task(_keep_heartbeating())
         try:
-            response = await provider.complete(request, None)
+            async with _attempts.heartbeating():
+                response = await provider.complete(request, None)
         except ProviderError as err:
             # A summary is an optimisation: never wait long on a provider's Retry-After for it.
             raise _provider_failure(err, profile, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from None
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        finally:
-            beating.cancel()
         call.reply(response.usage, response.stop_reason, profile)
         text = truncate_middle(response.text.strip(), input.max_summary_tokens * BYTES_PER_TOKEN) or "(nothing to summarise)"
         await asyncio.to_thread(
@@ -475,14 +476,3 @@ def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_m
         lines.append(f"[{position}] {label}: {text}{calls}")
     parts.append("New messages:\n" + "\n".join(lines))
     return "\n\n".join(parts)
-
-
-async def _keep_heartbeating() -> None:
-    """Heartbeat every ``HEARTBEAT_SECONDS`` until cancelled: a provider may be silent for long,
-    and a cancel reaches an activity only in the answer to a heartbeat (the worker sends them
-    at most once per ``max_heartbeat_throttle_interval``). The first after ``HEARTBEAT_SECONDS``:
-    a call that ends sooner sends none, and the server records no heartbeat for it. Each
-    names this worker process (``_attempts.WORKER_PROCESS``) for a retry to read."""
-    while True:
-        await asyncio.sleep(HEARTBEAT_SECONDS)
-        _attempts.heartbeat()

@@ -11,10 +11,7 @@ Risk classes decide the protocol of ``tool.execute``:
 
 from __future__ import annotations
 
-import contextvars
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +19,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
-from agentrt.activities._model import HEARTBEAT_SECONDS
 from agentrt.activities._telemetry import tool_call
 from agentrt.activities.providers import redact
 from agentrt.activities.tools import (
@@ -118,7 +114,7 @@ class ToolActivities:
                 raise ApplicationError(message, type="ToolCrashed") from None
 
     def _execute(self, input: ToolExecuteInput) -> ToolExecuteResult:
-        with _heartbeating():
+        with _attempts.beating():
             effectful = self._is_effectful(input.call.name)
             # A fast read-only tool (its spec says ``local_activity``; local or not) is short: its
             # staged writes go with its result, in one transaction. Any other call writes them
@@ -171,7 +167,7 @@ class ToolActivities:
         return self._finish(input, ok, text, error_type, keys, memory=memory)
 
     def _context(self, input: ToolExecuteInput, secrets: SecretValues | None = None) -> ToolContext:
-        # No heartbeat hook: ``_heartbeating`` beats for the whole call, the tool's own calls add nothing.
+        # No heartbeat hook: ``_attempts.beating`` beats for the whole call, the tool's own calls add nothing.
         info = activity.info()
         retry = info.retry_policy
         return ToolContext(
@@ -292,27 +288,3 @@ def finish_call(
         state_keys=state_keys,
         memory=memory,
     )
-
-
-@contextmanager
-def _heartbeating() -> Iterator[None]:
-    """Heartbeat every ``HEARTBEAT_SECONDS`` from a side thread while the block runs, the first
-    after ``HEARTBEAT_SECONDS`` (a call that ends sooner sends none): a store write waiting on
-    a busy database, or a tool working for long, must not look like a dead worker (the
-    session's heartbeat timeout is a few seconds), and a cancel reaches the call in the answer
-    to a heartbeat. A local activity cannot heartbeat: nothing is started for one."""
-    if activity.info().is_local:
-        yield
-        return
-    done = threading.Event()
-    context = contextvars.copy_context()  # the activity's context, for activity.heartbeat()
-
-    def beat() -> None:
-        while not done.wait(HEARTBEAT_SECONDS):
-            context.run(_attempts.heartbeat)
-
-    threading.Thread(target=beat, name="tool-heartbeat", daemon=True).start()
-    try:
-        yield
-    finally:
-        done.set()

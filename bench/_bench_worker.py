@@ -2,7 +2,7 @@
 
     python -m bench._bench_worker agentrt|floor --address HOST:PORT --task-queue Q
         [--database-url URL] [--max-concurrent-activities 32] [--max-cached-workflows 1000]
-        [--sticky-timeout 3] [--ready-file PATH]
+        [--sticky-timeout 3] [--max-concurrent-workflow-tasks N] [--ready-file PATH]
 
 ``agentrt``: the agentrt worker as ``agentrt worker`` builds it (``worker.build_worker``: the
 session workflow, every activity, the default tool registry, a client connected with
@@ -12,23 +12,32 @@ converter and sandbox), with the same activity slots and sticky cache. One modul
 so the two systems are started, configured and measured the same way.
 
 ``--ready-file`` is created once the worker polls. The parent (``WorkerProcess``) starts the
-process in a session of its own and stops it with SIGKILL on its process group.
+process in a session of its own and stops it with SIGKILL on its process group. SIGUSR1 makes the
+worker run a full garbage collection (``WorkerProcess.collect_garbage``), so a reading of its
+memory does not count cycles the collector has not reached yet.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from datetime import timedelta
 from pathlib import Path
 
 from agentrt.worker import STICKY_SCHEDULE_TO_START
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from agentrt.store import Store
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MAX_CONCURRENT_ACTIVITIES = 32  # build_worker's default
@@ -50,20 +59,41 @@ class WorkerSettings:
       a workflow task pending on the dead worker's sticky queue waits this long.
     - ``database_url``: agentrt's store (SQLite or PostgreSQL); the floor keeps nothing outside
       history.
+    - ``max_concurrent_workflow_tasks``: workflow task slots (None: the SDK's default).
     """
 
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES
     max_cached_workflows: int = DEFAULT_MAX_CACHED_WORKFLOWS
     database_url: str = ""
     sticky_timeout_seconds: float = DEFAULT_STICKY_TIMEOUT_SECONDS
+    max_concurrent_workflow_tasks: int | None = None
 
     def describe(self) -> str:
         return (
             f"max_concurrent_activities={self.max_concurrent_activities} "
             f"(agentrt: also its activity threads), max_cached_workflows={self.max_cached_workflows} (sticky cache), "
             f"sticky_queue_schedule_to_start_timeout={self.sticky_timeout_seconds:g} s; "
-            "SDK defaults otherwise: max_concurrent_workflow_tasks, 5 workflow and 5 activity pollers"
+            + ("SDK defaults otherwise: max_concurrent_workflow_tasks, " if self.max_concurrent_workflow_tasks is None
+               else f"max_concurrent_workflow_tasks={self.max_concurrent_workflow_tasks}; SDK defaults otherwise: ")
+            + "5 workflow and 5 activity pollers"
         )
+
+
+async def agentrt_connection(address: str, database_url: str) -> tuple[Store, Client]:
+    """The store at ``database_url`` and a client of the server at ``address`` connected with
+    ``AgentrtPlugin`` on it, as a benchmark's driver uses them; the caller closes the store (closed
+    here when the connection fails)."""
+    from agentrt.client import connect
+    from agentrt.store import Store
+    from agentrt.worker import AgentrtConfig, AgentrtPlugin
+
+    store = await asyncio.to_thread(Store.open, database_url)
+    try:
+        config = AgentrtConfig(temporal_address=address, database_url=database_url)
+        return store, await connect(address, plugin=AgentrtPlugin(config, store))
+    except BaseException:
+        store.close()
+        raise
 
 
 def cpu_seconds(pid: int) -> float:
@@ -79,6 +109,15 @@ def peak_rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident set size now (``VmRSS``, MiB), from /proc/<pid>/status."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -112,7 +151,8 @@ class WorkerProcess:
             "--max-cached-workflows", str(self.settings.max_cached_workflows),
             "--sticky-timeout", str(self.settings.sticky_timeout_seconds),
             "--ready-file", str(ready_file),
-        ]
+        ] + ([] if self.settings.max_concurrent_workflow_tasks is None
+             else ["--max-concurrent-workflow-tasks", str(self.settings.max_concurrent_workflow_tasks)])
 
     async def start(self, timeout: float = 60.0) -> WorkerProcess:
         """Spawn the process and return once it polls; raises ``RuntimeError`` if it dies or hangs first."""
@@ -147,6 +187,13 @@ class WorkerProcess:
     def peak_rss_mb(self) -> float:
         return peak_rss_mb(self.pid)
 
+    def rss_mb(self) -> float:
+        return rss_mb(self.pid)
+
+    def collect_garbage(self) -> None:
+        """Ask the worker for a full garbage collection (SIGUSR1); it runs at the event loop's next turn."""
+        os.kill(self.pid, signal.SIGUSR1)
+
     def kill(self) -> None:
         """SIGKILL the process group, as a crash would, and reap it."""
         if self.process is None or self.process.poll() is not None:
@@ -173,6 +220,7 @@ async def _agentrt_worker(args: argparse.Namespace):  # type: ignore[no-untyped-
     return build_worker(
         client, config, store, default_registry(),
         max_concurrent_activities=args.max_concurrent_activities,
+        max_concurrent_workflow_tasks=args.max_concurrent_workflow_tasks,
         max_cached_workflows=args.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=args.sticky_timeout),
     )
@@ -191,12 +239,14 @@ async def _floor_worker(args: argparse.Namespace):  # type: ignore[no-untyped-de
         workflows=[FloorAgentWorkflow],
         activities=FLOOR_ACTIVITIES,
         max_concurrent_activities=args.max_concurrent_activities,
+        max_concurrent_workflow_tasks=args.max_concurrent_workflow_tasks,
         max_cached_workflows=args.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=args.sticky_timeout),
     )
 
 
 async def _main(args: argparse.Namespace) -> None:
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, gc.collect)
     worker = await (_agentrt_worker(args) if args.system == "agentrt" else _floor_worker(args))
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.3)  # validation (a namespace describe) and the first polls
@@ -216,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-concurrent-activities", type=int, default=DEFAULT_MAX_CONCURRENT_ACTIVITIES)
     parser.add_argument("--max-cached-workflows", type=int, default=DEFAULT_MAX_CACHED_WORKFLOWS)
     parser.add_argument("--sticky-timeout", type=float, default=DEFAULT_STICKY_TIMEOUT_SECONDS)
+    parser.add_argument("--max-concurrent-workflow-tasks", type=int, default=None)
     parser.add_argument("--ready-file", default="")
     args = parser.parse_args(argv)
     try:

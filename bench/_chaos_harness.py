@@ -72,6 +72,7 @@ from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, connect_when_ready
 from agentrt.workflows.session import workflow_id_for
 from bench._chaos_worker import MARK
+from bench._turn_checks import count_lost, open_reconciles, read_lines
 from bench._chaos_zygote import ForkedWorker, WorkerForks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -288,6 +289,8 @@ class _Chaos:
             "AGENTRT_TASK_QUEUE": self.task_queue,
             "AGENTRT_DATABASE_URL": self.store_url,
             "CHAOS_APPEND_RISK": self.append_risk,
+            # In clear, as the harness's client: the machine's own keys (made by `agentrt dev` or `make demo`) stay out.
+            "AGENTRT_ENCRYPTION": "off",
         }
         env.pop("AGENTRT_CONFIG", None)
         return env
@@ -660,7 +663,7 @@ class _Chaos:
     async def _reconcile(self, session: _Session, request: Any) -> None:
         assert self.client is not None
         line = str((request.arguments or {}).get("line", ""))
-        lines = await asyncio.to_thread(_read_lines, session.file)
+        lines = await asyncio.to_thread(read_lines, session.file)
         outcome = "applied" if line in lines else "not_applied"
         reconcile = getattr(self.client, "reconcile", None)
         if reconcile is None:
@@ -711,7 +714,7 @@ class _Chaos:
         report = self.report
         for session in self.sessions:
             sid = session.session_id
-            lines = await asyncio.to_thread(_read_lines, session.file)
+            lines = await asyncio.to_thread(read_lines, session.file)
             counts = collections.Counter(lines)
             for line, n in sorted(counts.items()):
                 if n > 1:
@@ -740,12 +743,12 @@ class _Chaos:
 
             # Turns go one at a time: the first turn without an outcome is the one that did not finish
             # (the later ones were never sent).
-            open_reconciles = _open_reconciles(events)
+            open_requests = open_reconciles(events)
             unfinished = next((t for t in session.turns if t.outcome is None), None)
             if unfinished is not None:
-                if open_reconciles:
+                if open_requests:
                     report.awaiting_reconcile += 1
-                    self.problem(f"{sid}: turn {unfinished.number} waits for reconcile {sorted(open_reconciles)}")
+                    self.problem(f"{sid}: turn {unfinished.number} waits for reconcile {sorted(open_requests)}")
                 else:
                     report.stuck += 1
                     self.problem(f"{sid}: turn {unfinished.number} ({unfinished.turn_id or 'not sent'}) not finished by the deadline")
@@ -756,88 +759,7 @@ class _Chaos:
         self, session: _Session, events: list[Any], stored_events: list[Any], messages: list[tuple[int, Any]],
         counts: collections.Counter[str],
     ) -> int:
-        sid = session.session_id
-        lost = 0
-
-        def bad(text: str) -> None:
-            nonlocal lost
-            lost += 1
-            self.problem(f"{sid}: LOST {text}")
-
-        # (1) acknowledged user messages: exactly once in the transcript
-        user_texts = collections.Counter(m.text for _, m in messages if m.role == "user")
-        for turn in session.turns:
-            if turn.turn_id is None:
-                continue
-            if user_texts[turn.text] != 1:
-                bad(f"user message of turn {turn.number} is in the transcript {user_texts[turn.text]} times")
-
-        if not events:
-            return lost + 1 if any(t.turn_id for t in session.turns) else lost
-
-        # (2) positions named by events <-> stored messages
-        by_position = dict(messages)
-        named: dict[int, str] = {}
-        for event in events:
-            position = getattr(event, "position", None)
-            if position is None:
-                continue
-            role = {"UserMessageAdded": "user", "AssistantMessageCompleted": "assistant"}.get(event.type, "tool")
-            if position in named:
-                bad(f"position {position} named twice ({named[position]}, {event.type})")
-            named[position] = role
-        for position, role in sorted(named.items()):
-            message = by_position.get(position)
-            if message is None:
-                bad(f"position {position} ({role}) is not in the store")
-            elif message.role != role:
-                bad(f"position {position} holds a {message.role} message, events say {role}")
-        for position in sorted(set(by_position) - set(named)):
-            bad(f"stored position {position} is named by no event")
-
-        # (3) stored events == workflow events, seq 1..last
-        last = events[-1].seq
-        if [e.seq for e in events] != list(range(1, last + 1)):
-            bad(f"workflow event seqs are not 1..{last}")
-        stored = {e.seq: e for e in stored_events}
-        if sorted(stored) != list(range(1, last + 1)):
-            missing = sorted(set(range(1, last + 1)) - set(stored))
-            extra = sorted(set(stored) - set(range(1, last + 1)))
-            bad(f"stored event seqs differ from 1..{last}: missing {missing[:10]} extra {extra[:10]}")
-        for event in events:
-            if event.seq in stored and stored[event.seq].type != event.type:
-                bad(f"event {event.seq} is {stored[event.seq].type} in the store, {event.type} in the workflow")
-
-        # (4) completed chaos.append calls: the line is in the file; (5) one final result per call
-        requested: dict[tuple[str, str], Any] = {}
-        finals: collections.Counter[tuple[str, str]] = collections.Counter()
-        completed: list[tuple[str, str]] = []
-        ended: collections.Counter[str] = collections.Counter()
-        for event in events:
-            if event.type == "ModelToolCallRequested":
-                requested[(event.turn_id, event.call.id)] = event.call
-            elif event.type == "ToolInvocationCompleted":
-                finals[(event.turn_id, event.call_id)] += 1
-                completed.append((event.turn_id, event.call_id))
-            elif event.type == "ToolInvocationFailed" and event.reason != "outcome_unknown":
-                finals[(event.turn_id, event.call_id)] += 1
-            elif event.type == "TurnEnded":
-                ended[event.turn_id] += 1
-        for key in completed:
-            call = requested.get(key)
-            if call is None or call.name != "chaos.append":
-                continue
-            line = (call.arguments or {}).get("line")
-            if counts[line] == 0:
-                bad(f"{key[0]} {key[1]} completed but its line {line!r} is not in the file")
-        for key in requested:
-            if key[0] in ended and finals[key] != 1:
-                bad(f"{key[0]} {key[1]} has {finals[key]} final results")
-        # (6) one TurnEnded per turn that has an outcome
-        for turn in session.turns:
-            if turn.outcome is not None and ended[turn.turn_id] != 1:
-                bad(f"{turn.turn_id} has {ended[turn.turn_id]} TurnEnded events")
-        return lost
+        return count_lost(session.session_id, session.turns, events, stored_events, messages, counts, "chaos.append", self.problem)
 
     async def replay(self) -> None:
         assert self.temporal is not None
@@ -923,25 +845,6 @@ class _Chaos:
                 self.store.close()
             self.report.elapsed_seconds = self.elapsed()
         return self.report
-
-
-def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text().splitlines()
-    except FileNotFoundError:
-        return []
-
-
-def _open_reconciles(events: list[Any]) -> set[str]:
-    """Reconcile requests with no later event naming their request id."""
-    open_: set[str] = set()
-    for event in events:
-        request = getattr(event, "request", None)
-        if event.type == "PermissionRequested" and getattr(request, "kind", "tool_call") == "reconcile":
-            open_.add(request.request_id)
-        elif getattr(event, "request_id", None) in open_ and event.type != "PermissionDecisionIgnored":
-            open_.discard(event.request_id)
-    return open_
 
 
 async def run_chaos(

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
+
+
+def counts(text: str) -> list[int]:
+    """An argparse ``type``: comma-separated integers (``"100,300,1000"``)."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
 
 
 def print_progress(text: str) -> None:

@@ -35,7 +35,10 @@ What is measured per system and N:
   worker CPU seconds (user + system over the burst) and CPU % (CPU seconds / wall time;
   100 % is one core); the same CPU % for the dev server and this client, since all three
   share the machine;
-- agentrt/floor: the ratio of their rounds/s at the same N.
+- agentrt/floor: the ratio of their rounds/s at the same N;
+- with a PostgreSQL store (``--database-url postgresql://...``), what agentrt's bursts wrote
+  there per round (``bench._pg_stats``): commits (its reads included), rows written, WAL bytes
+  and the database's growth, read once the killed worker's connections have closed.
 
 Then the steady-arrival phase, on a fresh agentrt worker: first ``LONE_WARM_RUNS`` (10) lone
 sessions from an idle server, then ``--lone-runs`` (5) more one after the other (their
@@ -92,13 +95,14 @@ from typing import Self
 
 from temporalio.client import Client
 
-from agentrt.client import AgentClient, connect
+from agentrt.client import AgentClient
 from agentrt.schemas import TurnOutcome, WaitTurnInput
 from agentrt.store import Store
-from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer
-from bench._bench_worker import WorkerProcess, WorkerSettings, cpu_seconds
-from bench._cli import print_progress, run_and_exit
+from agentrt.worker import DevServer
+from bench._bench_worker import WorkerProcess, WorkerSettings, agentrt_connection, cpu_seconds
+from bench._cli import counts, print_progress, run_and_exit
 from bench._floor import FloorAgentWorkflow, FloorInput
+from bench._pg_stats import PgCounters, pg_counters
 from bench.history import TOOL, prepare_workload
 
 DEFAULT_SESSIONS = (100, 300, 1000)
@@ -166,6 +170,7 @@ class Burst:
     worker_cpu_seconds: float
     server_cpu_seconds: float | None
     client_cpu_seconds: float
+    store: PgCounters | None = None  # what the burst wrote to a PostgreSQL store
 
     @property
     def completed(self) -> int:
@@ -294,6 +299,15 @@ class ConcurrencyReport:
                 f"agentrt/floor rounds/s at N={n}: {self.ratio(n):.2f} (medians: agentrt "
                 f"{self.rounds_per_second('agentrt', n):.1f}, floor {self.rounds_per_second('floor', n):.1f})"
             )
+        for b in self.bursts:
+            if b.store is not None and b.completed:
+                per = b.completed * b.rounds
+                lines.append(
+                    f"{b.system} N={b.sessions} rep {b.repeat} store (PostgreSQL): {b.store.commits / per:.2f} commits, "
+                    f"{b.store.rows_written / per:.1f} rows written, {b.store.wal_bytes / per:,.0f} WAL bytes, "
+                    f"{b.store.database_bytes / per:,.0f} database bytes per round "
+                    "(client reads and the sessions' starts and ends included)"
+                )
         for b in self.bursts:
             failures = b.failures()
             if failures:
@@ -444,9 +458,7 @@ class _Bench:
         self.floor_client: Client | None = None
 
     async def __aenter__(self) -> Self:
-        self.store = await asyncio.to_thread(Store.open, self.settings.database_url)
-        config = AgentrtConfig(temporal_address=self.address, database_url=self.settings.database_url)
-        self.agentrt_client = await connect(self.address, plugin=AgentrtPlugin(config, self.store))
+        self.store, self.agentrt_client = await agentrt_connection(self.address, self.settings.database_url)
         self.floor_client = await Client.connect(self.address)
         return self
 
@@ -479,6 +491,7 @@ class _Bench:
             slots = asyncio.Semaphore(self.start_concurrency)
             timeout = _turn_timeout(sessions)
             cpu0, server0, client0 = worker.cpu_seconds(), self._server_cpu(), time.process_time()
+            store0 = await asyncio.to_thread(pg_counters, self.settings.database_url) if system == "agentrt" else None
             first = time.monotonic()
             turns = await asyncio.gather(*(driver.turn(slots, timeout) for _ in range(sessions)))  # type: ignore[attr-defined]
             last = max(t.ended for t in turns)
@@ -492,6 +505,10 @@ class _Bench:
             )
         finally:
             worker.kill()
+        if store0 is not None:
+            await asyncio.sleep(1.0)  # the killed worker's backends have exited and published their counts
+            store1 = await asyncio.to_thread(pg_counters, self.settings.database_url)
+            burst.store = store1 - store0 if store1 is not None else None
         self.say(
             f"{system} N={sessions} (repetition {repeat}): {burst.completed}/{sessions} completed in {burst.wall_seconds:.1f} s, "
             f"{burst.rounds_per_second:.1f} rounds/s, p50 {burst.latency(50):.2f} s, p95 {burst.latency(95):.2f} s, "
@@ -615,16 +632,9 @@ async def run_benchmark(*, workdir: Path | None = None, progress: Progress = _qu
 # ---------------------------------------------------------------------------- command line
 
 
-def _counts(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=_counts, default=list(DEFAULT_SESSIONS),
+    parser.add_argument("--sessions", type=counts, default=list(DEFAULT_SESSIONS),
                         help="comma-separated session counts, one burst each (default 100,300,1000)")
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
                         help="bursts per system and N, the order alternating; rates are medians (default 3)")

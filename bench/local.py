@@ -31,6 +31,7 @@ class LocalStack:
     store: Store
     temporal: Client
     client: AgentClient
+    config: AgentrtConfig
 
 
 @asynccontextmanager
@@ -57,7 +58,7 @@ async def local_stack(
                 temporal = await connect(server.address, plugin=AgentrtPlugin(config, store))
                 client = AgentClient(temporal, task_queue=config.task_queue, principal=owner, store=store)
                 async with build_worker(temporal, config, store, agents=agents):
-                    yield LocalStack(root=root, server=server, store=store, temporal=temporal, client=client)
+                    yield LocalStack(root=root, server=server, store=store, temporal=temporal, client=client, config=config)
             finally:
                 store.close()
         finally:

@@ -46,6 +46,11 @@ Measured per run, reported per system and R as the median over the repeats that 
 - history bytes: the server's ``history_size_bytes`` summed over those runs (agentrt: once
   the session's history has stopped changing for a second after the turn).
 
+- where a round's time goes (``SPANS``, at the largest R): from the history's event times, the
+  workflow tasks' wait to be taken and their run, the activities' wait to start and their run,
+  and the rest; and the share of activities dispatched eagerly (started within
+  ``EAGER_SECONDS`` of being scheduled).
+
 A run that fails (a workflow terminated at the server's history limit, a timeout) is
 reported with its reason and left out of the medians.
 
@@ -161,6 +166,8 @@ class Sample:
     history_events: int = 0
     runs: int = 0
     breakdown: dict[str, int] = field(default_factory=dict)
+    eager_activities: int = 0
+    spans: dict[str, float] = field(default_factory=dict)  # SPANS, seconds over the run
     note: str | None = None
 
     @property
@@ -277,6 +284,7 @@ class OverheadReport:
             if done and done[-1].breakdown:
                 parts = ", ".join(f"{name} {size:,}" for name, size in done[-1].breakdown.items())
                 lines.append(f"{system} history bytes by source at R={largest}: {parts}")
+        lines += self.spans_table()
         for system, why in self.unavailable.items():
             lines.append(f"note: {system}: n/a, {why}")
         for (system, r), samples in self.samples.items():
@@ -284,6 +292,27 @@ class OverheadReport:
                 if s.note:
                     lines.append(f"note: {system} R={r}: {s.note}")
         return "\n".join(lines)
+
+    def spans_table(self) -> list[str]:
+        """Where a round's time goes at the largest R: ms per round in each of ``SPANS`` (medians over
+        the completed repeats), and the share of activities dispatched eagerly."""
+        largest = max(self.rounds)
+        measured = [s for s in self.systems if s not in self.unavailable and any(x.spans for x in self.completed(s, largest))]
+        if not measured:
+            return []
+        lines = ["", f"where a round's time goes at R={largest} (ms per round, from history event times):"]
+        lines.append(f"  {'system':<14}" + "".join(f"{name:>10}" for name in SPANS) + f"{'eager act.':>12}")
+        for system in measured:
+            cells = "".join(
+                f"{v:>10.1f}" if (v := self.per_round(system, largest, lambda x, n=name: x.spans.get(n, 0.0) * 1000)) is not None
+                else f"{'n/a':>10}"
+                for name in SPANS
+            )
+            done = self.completed(system, largest)
+            eager = sum(x.eager_activities for x in done) / max(1, sum(x.activities for x in done))
+            lines.append(f"  {system:<14}{cells}{eager:>11.0%}")
+        lines += [f"  {name}: {what}" for name, what in SPANS.items()]
+        return lines
 
     def line(self) -> str:
         """The last line: × floor at the largest R of agentrt, pai and oai (two decimals or n/a)."""
@@ -299,6 +328,17 @@ class OverheadReport:
 # ---------------------------------------------------------------------------- history reading
 
 
+# Where a run's time goes, from its history's event times (seconds, summed over the run):
+SPANS = {
+    "wft wait": "workflow task scheduled -> started (matching, a poller taking it)",
+    "wft run": "workflow task started -> completed (the worker runs the workflow code, then answers)",
+    "act wait": "activity scheduled -> started (0 when eagerly dispatched with the workflow task's answer)",
+    "act run": "activity started -> closed (the activity's own work and its answer)",
+    "other": "the rest of the span: between an activity's end and the next workflow task, the start",
+}
+EAGER_SECONDS = 0.001  # an activity started this soon after it was scheduled came with the task's answer
+
+
 @dataclass
 class _HistoryFacts:
     started: datetime | None = None
@@ -306,13 +346,38 @@ class _HistoryFacts:
     workflow_tasks: int = 0
     activities: int = 0
     local_activities: int = 0
+    eager_activities: int = 0
+    spans: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SPANS, 0.0))
+
+
+def _tally_span(facts: _HistoryFacts, event: Any, times: dict[int, float]) -> None:
+    """Add ``event``'s share to ``facts.spans`` (``times``: event id -> event time, so far)."""
+    at = event.event_time.ToMicroseconds() / 1e6
+    times[event.event_id] = at
+    kind = event.event_type
+    if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+        facts.spans["wft wait"] += at - times.get(event.workflow_task_started_event_attributes.scheduled_event_id, at)
+    elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+        facts.spans["wft run"] += at - times.get(event.workflow_task_completed_event_attributes.started_event_id, at)
+    elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+        waited = at - times.get(event.activity_task_started_event_attributes.scheduled_event_id, at)
+        facts.spans["act wait"] += waited
+        facts.eager_activities += waited < EAGER_SECONDS
+    elif kind in (EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED):
+        attributes = (
+            event.activity_task_completed_event_attributes if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+            else event.activity_task_failed_event_attributes
+        )
+        facts.spans["act run"] += at - times.get(attributes.started_event_id, at)
 
 
 async def _history_facts(temporal: Client, workflow_id: str, run_ids: list[str]) -> _HistoryFacts:
     """Counts over the runs' events, the first run's start time and the last run's completion time."""
     facts = _HistoryFacts()
     for run_id in run_ids:
+        times: dict[int, float] = {}
         async for event in temporal.get_workflow_handle(workflow_id, run_id=run_id).fetch_history_events():
+            _tally_span(facts, event, times)
             kind = event.event_type
             if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
                 facts.workflow_tasks += 1
@@ -341,9 +406,12 @@ async def _fill_from_history(
     sample.workflow_tasks = facts.workflow_tasks
     sample.activities = facts.activities
     sample.local_activities = facts.local_activities
+    sample.eager_activities = facts.eager_activities
     end = end or facts.completed
     if end is not None and facts.started is not None:
         sample.history_seconds = (end - facts.started).total_seconds()
+        sample.spans = dict(facts.spans)
+        sample.spans["other"] = max(0.0, sample.history_seconds - sum(facts.spans.values()))
     if end is not None and sample.client_seconds is not None:
         sample.client_seconds = sample.client_seconds - end.timestamp()
     else:

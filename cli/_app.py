@@ -5,7 +5,8 @@ The commands live beside this module: `_cli_process` (run, worker, dev, demo),
 `skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_graph` (the `graph`
 group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group),
 `_cli_serve` (`serve`: the HTTP gateway), `_quota` (the `quota` group: tenant quotas), `_cli_codec` (`codec-server`), `_cli_doctor`
-(`doctor`: stuck workflows), `_cli_audit` (`audit`: the audit log) and `_cli_common` (what they share); this module assembles them
+(`doctor`: stuck workflows), `_cli_audit` (`audit`: the audit log), `_pause` (`pause`, `resume` and
+`session|graph pause|resume`: the kill switch) and `_cli_common` (what they share); this module assembles them
 and is the console script's entry point. A reader that stops reading a command's output
 (`agentrt session list | head -1`) ends it quietly, with exit code 0.
 """
@@ -69,12 +70,25 @@ def _attribute(module: str, name: str) -> Callable[[], Any]:
 
 
 def _session_group() -> typer.Typer:
+    from agentrt.cli._pause import session_command
     from agentrt.cli._session import session_app
     from agentrt.cli._trajectory import session_trajectory
 
     if not any(info.name == "trajectory" for info in session_app.registered_commands):
         session_app.command("trajectory")(session_trajectory)
+        session_app.command("pause")(session_command(True))
+        session_app.command("resume")(session_command(False))
     return session_app
+
+
+def _graph_group() -> typer.Typer:
+    from agentrt.cli._graph import graph_app
+    from agentrt.cli._pause import graph_command
+
+    if not any(info.name == "pause" for info in graph_app.registered_commands):
+        graph_app.command("pause")(graph_command(True))
+        graph_app.command("resume")(graph_command(False))
+    return graph_app
 
 
 # The commands, in the order `agentrt --help` lists them.
@@ -121,6 +135,15 @@ COMMANDS: dict[str, LazyCommand] = {
         "with who, when and the reason given, whatever carried it (client, CLI, HTTP or the Temporal UI).",
         _attribute("agentrt.cli._audit", "audit"),
     ),
+    "pause": LazyCommand(
+        "Pause every running session, task and graph of one owner (found by AgentOwner): no model or\n"
+        "tool call starts in any until `agentrt resume --owner`.",
+        _attribute("agentrt.cli._pause", "pause"),
+    ),
+    "resume": LazyCommand(
+        "Resume every paused session, task and graph of one owner, each where it stopped.",
+        _attribute("agentrt.cli._pause", "resume"),
+    ),
     "session": LazyCommand("Inspect and steer existing sessions.", _session_group),
     "memory": LazyCommand(
         "Memories your sessions wrote: list them, accept or reject the proposed ones.",
@@ -139,7 +162,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "graph": LazyCommand(
         "Task graphs: a goal planned into a DAG of agent tasks, approved once, run in parallel and reviewed.",
-        _attribute("agentrt.cli._graph", "graph_app"),
+        _graph_group,
     ),
     "trajectory": LazyCommand(
         "Compare trajectories: what turns did, step by step.", _attribute("agentrt.cli._trajectory", "trajectory_app")

@@ -60,7 +60,7 @@ def audit(
     (approve, deny, edit, cancel, archive, reconcile, raise a budget, pause, decide a memory, ...),
     with who, when and the reason given, whatever carried it (client, CLI, HTTP or the Temporal UI).
 
-    An operator ([principals] operators) reads every act; any other principal (AGENTRT_PRINCIPAL, or
+    An operator (\\[principals] operators) reads every act; any other principal (AGENTRT_PRINCIPAL, or
     the user's name) only the acts on what it owns, as AgentClient.audit answers."""
     config = load_config()
     reader = default_principal()

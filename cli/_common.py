@@ -35,6 +35,7 @@ from agentrt.schemas import (
     WorkerUnavailable,
     session_workflow_id,
 )
+from agentrt.store import StreamWakeups
 from agentrt.worker import AgentrtConfig
 
 T = TypeVar("T")
@@ -91,7 +92,15 @@ def run_command(
             task.cancel()
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
-        return await task
+        try:
+            return await task
+        except Exception:
+            # A call cancelled by Ctrl-C or SIGTERM may end with an error of its own (a Temporal update
+            # wait ends WorkflowUpdateRPCTimeoutOrCancelledError): it is the interruption all the same.
+            current = asyncio.current_task()
+            if stopped_by_sigterm or (current is not None and current.cancelling()):
+                raise asyncio.CancelledError() from None
+            raise
 
     try:
         return asyncio.run(main())
@@ -151,6 +160,9 @@ async def drive_turn(
     prompts: list[asyncio.Task[None]] = []
     reported_failures: set[tuple[str, int]] = set()
     polls = 0
+    # A write heard (this process, or PostgreSQL) ends the wait; at most one look per 0.05 s.
+    wakeups = StreamWakeups(rt.store.changes, min_interval=0.05)
+    wakeups.watch(session_id)
     try:
         while True:
             ended = False
@@ -203,8 +215,9 @@ async def drive_turn(
                 out.flush()
                 return await client.wait(session_id, turn_id)
             out.flush()
-            await asyncio.sleep(0.2)
+            await wakeups.wait(session_id, 0.2)
     finally:
+        wakeups.close()
         for task in prompts:
             task.cancel()
 

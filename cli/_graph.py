@@ -54,6 +54,7 @@ class GraphStatusOption(str, Enum):
     failed = "failed"
     rejected = "rejected"
     cancelled = "cancelled"
+    paused = "paused"
 
 
 class PlanApprovalOption(str, Enum):

@@ -23,6 +23,8 @@ from agentrt.schemas import (
     TaskGraphCompleted,
     TaskGraphCreated,
     TaskGraphFailed,
+    TaskGraphPaused,
+    TaskGraphResumed,
     TaskGraphResult,
     TaskPlanApproved,
     TaskPlanRejected,
@@ -172,6 +174,8 @@ def next_steps(snapshot: GraphSnapshot) -> list[str]:
         steps += [f"agentrt graph approve {gid}", f"agentrt graph approve {gid} --reject --reason WHY"]
     elif snapshot.status in ("planning", "approved", "executing"):
         steps += [f"agentrt graph events {gid}", f"agentrt graph wait {gid}", f"agentrt graph cancel {gid}"]
+    elif snapshot.status == "paused":
+        steps += [f"agentrt graph resume {gid}", f"agentrt graph cancel {gid}"]
     running = [n for n in snapshot.nodes if n.session_id and n.status in ("delegated", "reviewing", "retrying")]
     failed = [n for n in snapshot.nodes if n.status == "failed" and n.session_ids]
     for node in (running or failed)[:3]:
@@ -201,6 +205,9 @@ def graph_lines(snapshot: GraphSnapshot) -> list[str]:
     ]
     if s.workspace:
         lines.append(f"workspace  {s.workspace}")
+    if s.paused is not None:
+        why = f": {cut(s.paused.reason, 200)}" if s.paused.reason else ""
+        lines.append(f"paused     by {s.paused.principal} since {s.paused.since:%Y-%m-%d %H:%M:%S} UTC{why}")
     lines = [printable(line) for line in lines]
     lines.append(f"nodes      {len(s.nodes)}" + (f" ({_counts(s.nodes)})" if s.nodes else ""))
     lines += plan_lines(s)[2:] if s.status == "pending_approval" else dag_lines(s)
@@ -271,6 +278,10 @@ def graph_event_text(event: Event) -> str:
         case TaskCancelled():
             what = f"node {event.node_id}" if event.node_id else "graph"
             return f"{what} cancelled" + _by(event.principal, event.reason)
+        case TaskGraphPaused():
+            return "graph paused" + _by(event.principal, event.reason) + "; no node starts, its sessions pause"
+        case TaskGraphResumed():
+            return "graph resumed" + _by(event.principal, event.reason) + f" after {event.paused_seconds:.1f} s paused"
         case TaskGraphCompleted():
             return f"graph completed · spent {spend_text(event.spend)}"
         case TaskGraphFailed():

@@ -223,14 +223,23 @@ def run(
 
 def worker(
     tools_only: bool = typer.Option(
-        False, "--tools-only", help="Run only tool calls, on [temporal] tool_task_queue: start it without provider keys."
+        False, "--tools-only", help="Run only tool calls, on \\[temporal] tool_task_queue: start it without provider keys."
     ),
     models_only: bool = typer.Option(
-        False, "--models-only", help="Run sessions and model calls, not tool calls (needs [temporal] tool_task_queue)."
+        False, "--models-only", help="Run sessions and model calls, not tool calls (needs \\[temporal] tool_task_queue)."
+    ),
+    workflows_only: bool = typer.Option(
+        False, "--workflows-only",
+        help="Run sessions, tasks and graphs, not model or tool calls (needs \\[temporal] tool_task_queue and "
+        "model_task_queue): start it without provider keys.",
+    ),
+    providers_only: bool = typer.Option(
+        False, "--providers-only",
+        help="Run only model calls, on \\[temporal] model_task_queue: the only workers that need provider keys.",
     ),
     agents: list[str] = typer.Option(
         [], "--agents", metavar="MODULE",
-        help="Register the Agents and @tools of this Python module (repeatable; adds to [worker] agents).",
+        help="Register the Agents and @tools of this Python module (repeatable; adds to \\[worker] agents).",
     ),
     deployment: Optional[str] = typer.Option(
         None, "--deployment", metavar="NAME", envvar="AGENTRT_DEPLOYMENT",
@@ -251,28 +260,42 @@ def worker(
     Waits (with backoff) for a Temporal server that is not up yet, registers the search
     attributes sessions write when the namespace lacks them (or exits with code 2 and the
     command that does), then polls. By default one worker runs sessions, model calls and tool
-    calls; `--models-only` and `--tools-only` split them (docs/worker.md).
+    calls; `--models-only` and `--tools-only` split them in two, `--workflows-only`, `--providers-only`
+    and `--tools-only` in three (docs/worker.md).
     """
     import temporalio.runtime
     from temporalio.worker import WorkerDeploymentVersion
 
     from agentrt.store import Store
-    from agentrt.worker import AgentrtPlugin, check_role, running_worker, sdk_metrics_runtime
+    from agentrt.worker import AgentrtPlugin, check_deployment_version, check_role, running_worker, sdk_metrics_runtime
 
-    if tools_only and models_only:
-        raise typer.BadParameter("choose one of --tools-only and --models-only", param_hint="--tools-only")
+    chosen = [flag for flag, on in (
+        ("--tools-only", tools_only), ("--models-only", models_only), ("--workflows-only", workflows_only),
+        ("--providers-only", providers_only),
+    ) if on]
+    if len(chosen) > 1:
+        raise typer.BadParameter(f"choose one of {' and '.join(chosen)}", param_hint=chosen[0])
     if not (deployment or "").strip() and (build_id or "").strip():
         raise typer.BadParameter("a build id needs a deployment name (--deployment or AGENTRT_DEPLOYMENT)", param_hint="--build-id")
     if (deployment is not None or build_id is not None) and not ((deployment or "").strip() and (build_id or "").strip()):
         raise typer.BadParameter(
             "a deployment needs a non-empty build id (--build-id or AGENTRT_BUILD_ID)", param_hint="--deployment"
         )
-    role: WorkerRole = "tools" if tools_only else "models" if models_only else "all"
+    version = None if deployment is None else WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id or "")
+    if version is not None:
+        try:
+            check_deployment_version(version)
+        except ConfigurationError as err:
+            raise typer.BadParameter(str(err), param_hint="--deployment / --build-id") from None
+    roles: dict[str, WorkerRole] = {
+        "--tools-only": "tools", "--models-only": "models", "--workflows-only": "workflows", "--providers-only": "providers",
+    }
+    role: WorkerRole = roles[chosen[0]] if chosen else "all"
     config = _with_agent_modules(load_config(), agents)
     try:
         check_role(config, role)  # before waiting for a server
     except ConfigurationError as err:
-        raise typer.BadParameter(str(err), param_hint="--models-only") from None
+        raise typer.BadParameter(str(err), param_hint=chosen[0] if chosen else None) from None
     _log_to_stderr()
 
     async def go() -> None:
@@ -287,13 +310,16 @@ def worker(
     async def serve(store: Store, plugin: AgentrtPlugin, runtime: temporalio.runtime.Runtime | None) -> None:
         temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin], runtime=runtime)
         shutdown = timedelta(seconds=graceful_shutdown)
-        version = None if deployment is None else WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id or "")
         async with running_worker(temporal, config, store, role=role, graceful_shutdown=shutdown, deployment=version) as running:
             log.info(
-                "worker polling %r at %s (namespace %r) for %s%s; Ctrl-C stops it",
+                "worker polling %r at %s (namespace %r) for %s%s, %d activity slots, a cache of %d sessions; Ctrl-C stops it",
                 running.task_queue, config.temporal_address, config.namespace,
-                {"all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only"}[role],
+                {
+                    "all": "sessions, models and tools", "models": "sessions and models", "tools": "tools only",
+                    "workflows": "sessions, not model or tool calls", "providers": "model calls only",
+                }[role],
                 "" if version is None else f" as version {version.deployment_name}.{version.build_id} (runs pinned)",
+                config.max_concurrent_activities, config.max_cached_workflows,
             )
             if config.agent_modules:
                 registry = getattr(running, "registry", None)
@@ -344,13 +370,13 @@ def dev(
     ),
     agents: list[str] = typer.Option(
         [], "--agents", metavar="MODULE",
-        help="Register the Agents and @tools of this Python module on the worker (repeatable; adds to [worker] agents).",
+        help="Register the Agents and @tools of this Python module on the worker (repeatable; adds to \\[worker] agents).",
     ),
     no_encryption: bool = no_encryption_option(),
 ) -> None:
     """Start the embedded Temporal dev server and a worker; Ctrl-C stops both.
 
-    Encrypts history and the store: with the [codec] keys, else the machine's own
+    Encrypts history and the store: with the \\[codec] keys, else the machine's own
     ($AGENTRT_HOME/codec-keys.toml, made on first use), and runs `agentrt codec-server
     --insecure-no-auth` on loopback so that the UI shows payloads in clear (--no-encryption: neither).
 

@@ -36,6 +36,8 @@ from agentrt.schemas import (
     PermissionRequest,
     PermissionRequested,
     SessionArchived,
+    SessionPaused,
+    SessionResumed,
     SessionCancelled,
     SessionContinuedAsNew,
     SessionDelegated,
@@ -130,7 +132,8 @@ def describe(event: Event) -> str:
         case ModelProfileSwitchFailed():
             return f"switch to {event.profile} by {event.principal} failed: {_short(event.error)}"
         case SessionContinuedAsNew():
-            return f"continued as new: run {event.run} (previous run {event.history_events} events, {event.history_bytes} bytes)"
+            why = " onto the deployment's new current build" if event.reason == "new_build" else ""
+            return f"continued as new{why}: run {event.run} (previous run {event.history_events} events, {event.history_bytes} bytes)"
         case AssistantMessageCompleted():
             calls = f" + {event.tool_calls} tool call(s)" if event.tool_calls else ""
             reasoning = f" (after {event.reasoning_chars} characters of reasoning)" if event.reasoning_chars else ""
@@ -186,6 +189,11 @@ def describe(event: Event) -> str:
             return "turn cancelled" + (f" by {event.principal}" if event.principal else "") + (f": {event.reason}" if event.reason else "")
         case SessionArchived():
             return f"session archived by {event.principal}"
+        case SessionPaused():
+            return f"session paused by {event.principal}" + (f": {_short(event.reason)}" if event.reason else "") + "; no model or tool call starts"
+        case SessionResumed():
+            why = f": {_short(event.reason)}" if event.reason else ""
+            return f"session resumed by {event.principal}{why} after {event.paused_seconds:.1f} s paused"
         case AdvisorReviewStarted():
             calls = f"{len(event.call_ids)} call{'' if len(event.call_ids) == 1 else 's'}"
             why = event.reason if event.reason.startswith(f"{event.mode}:") else f"{event.mode}: {event.reason}".rstrip(": ")

@@ -12,6 +12,7 @@ import typer
 
 from agentrt.cli._common import load_config, run_command
 from agentrt.cli._render import printable
+from agentrt.schemas import ConfigurationError
 from agentrt.worker import (
     DEFAULT_REPLAY_QUERY,
     HistorySource,
@@ -68,5 +69,11 @@ def replay(
 
 
 async def _files(paths: list[Path]) -> AsyncIterator[HistorySource]:
+    found = False
     for source in histories_in_files(paths):
+        found = True
         yield source
+    if not found:  # a check before a deploy that read nothing must not pass
+        raise ConfigurationError(
+            f"no history in {', '.join(printable(str(p)) for p in paths)}: export some with `temporal workflow show --output json`"
+        )

@@ -165,6 +165,9 @@ async def runtime(
             if config.tool_task_queue and config.tool_task_queue != config.task_queue:
                 # Its sessions send tool calls there: serve them too, or they would wait for a tools worker.
                 await stack.enter_async_context(running_worker(temporal, config, store, role="tools"))
+            if config.model_task_queue and config.model_task_queue != config.task_queue:
+                # And model calls there: serve them too.
+                await stack.enter_async_context(running_worker(temporal, config, store, role="providers"))
         yield Runtime(
             client=client, config=config, store=store, embedded_server=server, ui_url=server.ui_url if server else None,
             worker_in_process=worker_in_process,

@@ -83,6 +83,10 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         agent = f" agent {view.agent}" if view.agent else ""
         typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}{agent}")
         typer.echo(f"workspace {view.workspace}")
+        if view.paused is not None:
+            why = f": {view.paused.reason}" if view.paused.reason else ""
+            typer.echo(f"paused    by {view.paused.principal} since {view.paused.since:%Y-%m-%d %H:%M:%S} UTC{why} "
+                       f"(`agentrt session resume {view.session_id}`)")
         network = "network on" if view.network else "no network"
         typer.echo(f"policy    sandbox {view.sandbox}, {network}; approval mode {view.approval_mode}")
         active = f"{view.active_turn_id} (round {view.current_round})" if view.active_turn_id else "-"

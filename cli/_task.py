@@ -271,8 +271,12 @@ def _control_command(action: str, done: str, doc: str) -> Callable[..., None]:
     return command
 
 
-task_app.command("pause")(_control_command("pause", "paused", "Pause a task: no new session starts (a running one finishes) until `task resume`."))
-task_app.command("resume")(_control_command("resume", "resumed", "Resume a paused task."))
+task_app.command("pause")(_control_command(
+    "pause", "paused",
+    "Pause a task: no session and no acceptance check starts, and its running session pauses (no model or tool call\n"
+    "starts) until `task resume`. Pausing a paused task is no error.",
+))
+task_app.command("resume")(_control_command("resume", "resumed", "Resume a paused task: its session goes on where it stopped."))
 task_app.command("nudge")(_control_command("nudge", "nudged", "Wake a sleeping task now instead of at its next wake."))
 task_app.command("cancel")(_control_command("cancel", "cancel requested", "Cancel a task: its running session is cancelled and the task ends."))
 

@@ -24,11 +24,11 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._patience import Patience, is_unprocessed_update
+from agentrt.client._patience import Patience, is_aborted_update, is_unprocessed_update
 from agentrt.client._queries import query_workflow
 from agentrt.client._starts import (
     IDEMPOTENCY_MEMO,
@@ -111,8 +111,9 @@ class WorkflowKind:
     ) -> Any:
         """Execute ``update``; raises ``RequestRejected`` (refused, or the workflow ended), the
         kind's not-found error, or ``WorkerUnavailable``. An update the server rejected because the
-        worker that took it did not process it (``is_unprocessed_update``) is asked again under its
-        id, for up to ``UPDATE_PATIENCE_SECONDS``."""
+        worker that took it did not process it (``is_unprocessed_update``), or aborted because its
+        workflow task failed (``is_aborted_update``), is asked again under its id, for up to
+        ``UPDATE_PATIENCE_SECONDS``."""
         update_id = f"{update}-{uuid.uuid4().hex}"
         patience = Patience(item_id, f"update {update}", UPDATE_PATIENCE_SECONDS)
         while True:
@@ -126,6 +127,9 @@ class WorkflowKind:
                 raise_if_cancelled(err)
                 raise self.no_worker(item_id, f"no worker answered update {update}") from err
             except RPCError as err:
+                if is_aborted_update(err) and not patience.spent():
+                    await patience.pause(err)  # the workflow never saw it: ask again, same id
+                    continue
                 if err.status == RPCStatusCode.NOT_FOUND:
                     raise await self._closed_or_missing(handle, item_id, update) from err
                 raise self.error(item_id, err) from err
@@ -159,10 +163,11 @@ class WorkflowKind:
     async def start(
         self, temporal: Client, workflow_type: str, argument: BaseModel, item_id: str, *, workflow_id: str, task_queue: str,
         owner: str, status: str, summary: str, details: str, idempotency_key: str | None = None,
-        store: Store | None = None,
+        store: Store | None = None, priority: Priority = Priority.default,
     ) -> None:
         """Start the workflow: its id never reused (REJECT_DUPLICATE), the client's workflow task
-        timeout, static summary and details, and ``AgentOwner``/``AgentSessionStatus`` set once here
+        timeout, static summary and details, its lane (``priority``: ``Connection.lane``), and
+        ``AgentOwner``/``AgentSessionStatus`` set once here
         (the workflow writes them only when they change). Raises ``RequestRejected`` (request
         ``start``) when the id is taken: to its owner saying whether that workflow runs or has ended, to
         anyone else as ``taken_reason`` words it, which never names the owner. With ``store``, an id
@@ -195,6 +200,7 @@ class WorkflowKind:
                     [SearchAttributePair(SESSION_OWNER, owner), SearchAttributePair(SESSION_STATUS, status)]
                 ),
                 memo=memo,
+                priority=priority,
             )
         except WorkflowAlreadyStartedError as err:
             try:

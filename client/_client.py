@@ -16,6 +16,7 @@ from agentrt.client._decisions import Decisions
 from agentrt.client._graphs import Graphs
 from agentrt.client._mcp_trust import decide_mcp_trust
 from agentrt.client._memories import Memories
+from agentrt.client._owner_pause import change_owner
 from agentrt.client._quotas import Quotas
 from agentrt.client._session_calls import SessionCalls
 from agentrt.client._sessions import Sessions
@@ -23,7 +24,7 @@ from agentrt.client._tasks import Tasks
 from agentrt.client._trajectories import Trajectories
 from agentrt.client._visibility import may_read
 from agentrt.client._workers import workflow_pollers
-from agentrt.schemas import AdvisorPolicy, AuditEntry, McpTrustDecision, QuotaPolicy, ServerUnavailable
+from agentrt.schemas import AdvisorPolicy, AuditEntry, Lanes, McpTrustDecision, OwnerPauseReport, QuotaPolicy, ServerUnavailable
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -45,13 +46,14 @@ class AgentClient:
     principal, store):
 
     - ``sessions``: ``new_config``, ``start``, ``start_and_wait``, ``send``, ``send_and_wait``,
-      ``wait``, ``cancel``, ``archive``, ``state``, ``switch_model``, ``raise_budget``, ``compact``,
-      ``events``, ``all_events``, ``follow``, ``deltas``, ``list``;
+      ``wait``, ``cancel``, ``archive``, ``pause``, ``resume``, ``state``, ``switch_model``,
+      ``raise_budget``, ``compact``, ``events``, ``all_events``, ``follow``, ``deltas``, ``list``;
     - ``decisions``: ``approve``, ``deny``, ``reconcile``, ``questions``, ``answer``;
     - ``memories``: ``list``, ``decide``, ``forget``; ``trajectories``: ``get``;
     - ``tasks``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``pause``, ``resume``,
       ``nudge``, ``cancel``, ``amend_goal``, ``raise_budget``;
-    - ``graphs``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``approve``, ``reject``, ``cancel``;
+    - ``graphs``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``approve``, ``reject``, ``cancel``,
+      ``pause``, ``resume``;
     - ``quotas``: ``show``, ``raise_quota`` (and ``check_start``, which every start asks first).
 
     The flat methods of earlier releases are aliases of those (the same bound methods):
@@ -65,24 +67,33 @@ class AgentClient:
     ``start_graph`` / ``graph_status`` / ``graph_events`` / ``list_graphs`` / ``wait_graph`` /
     ``approve_graph`` / ``reject_graph`` / ``cancel_graph`` the ``graphs`` ones.
 
-    ``audit`` lists the audit log: who did what, on what, when and why. ``trust_mcp_server``:
+    ``pause_owner`` and ``resume_owner``: the kill switch, every running session, task and graph of
+    one owner at once. ``audit`` lists the audit log: who did what, on what, when and why. ``trust_mcp_server``:
     an operator's decision on how far an MCP server is trusted.
 
     ``advisor`` and ``mcp_servers``: the ``AdvisorPolicy`` and MCP servers of the sessions ``new_config``
     makes (``for_config``: the configuration's, every ``[mcp.servers.NAME]``). ``default_profile``,
     ``operators`` and ``tool_task_queue``: the profile (when none is given), operators and tool task
-    queue of the tasks and graphs it starts (``for_config``: the configuration's). ``quotas``: the
-    tenants' quotas its starts are checked against (``for_config``: ``[quotas]`` and ``[tenants]``)."""
+    queue of the tasks and graphs it starts (``for_config``: the configuration's). ``model_task_queue``:
+    where the sessions, tasks and graphs it starts send their model calls (``for_config``: the
+    configuration's; ``new_config`` sets it, as it sets ``tool_task_queue``). ``quotas``: the
+    tenants' quotas its starts are checked against (``for_config``: ``[quotas]`` and ``[tenants]``).
+    ``lanes``: the Temporal priority and fairness key of what it starts (``for_config``: ``[lanes]``;
+    default ``Lanes()``: sessions 2, tasks 3, graphs 4, the owner's tenant as the fairness key)."""
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
         advisor: AdvisorPolicy | None = None, mcp_servers: list[str] | None = None, default_profile: str = "default",
         operators: list[str] | None = None, tool_task_queue: str | None = None, quotas: QuotaPolicy | None = None,
+        model_task_queue: str | None = None,
+        lanes: Lanes | None = None,
     ) -> None:
         self.connection = Connection(
             temporal=temporal, task_queue=task_queue, principal=principal or default_principal(), store=store,
             advisor=advisor or AdvisorPolicy(), mcp_servers=list(mcp_servers or []), default_profile=default_profile,
             operators=list(operators or []), tool_task_queue=tool_task_queue, quotas=quotas or QuotaPolicy(),
+            model_task_queue=model_task_queue,
+            lanes=lanes or Lanes(),
         )
         calls = SessionCalls(self.connection)
         self.sessions = Sessions(self.connection, calls)
@@ -134,11 +145,12 @@ class AgentClient:
         cls, temporal: Client, config: AgentrtConfig, *, principal: str | None = None, store: Store | None = None
     ) -> "AgentClient":
         """A client on ``temporal`` with ``config``'s task queue, advisor, MCP servers, default profile,
-        operators, tool task queue and quotas (every client the CLI makes)."""
+        operators, tool and model task queues, quotas and lanes (every client the CLI makes)."""
         return cls(
             temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor,
             mcp_servers=sorted(config.mcp_servers), default_profile=config.default_profile, operators=config.operators,
-            tool_task_queue=config.tool_task_queue, quotas=config.quotas,
+            tool_task_queue=config.tool_task_queue, quotas=config.quotas, model_task_queue=config.model_task_queue,
+            lanes=config.lanes,
         )
 
     def with_principal(self, principal: str) -> "AgentClient":
@@ -148,7 +160,7 @@ class AgentClient:
         return type(self)(
             c.temporal, task_queue=c.task_queue, principal=principal, store=c.store, advisor=c.advisor,
             mcp_servers=c.mcp_servers, default_profile=c.default_profile, operators=c.operators,
-            tool_task_queue=c.tool_task_queue, quotas=c.quotas,
+            tool_task_queue=c.tool_task_queue, quotas=c.quotas, model_task_queue=c.model_task_queue, lanes=c.lanes,
         )
 
     async def audit(
@@ -170,6 +182,25 @@ class AgentClient:
         return await asyncio.to_thread(
             store.audit, principal=principal, target=target, action=action, owner=owner, since=since, limit=limit
         )
+
+    async def pause_owner(self, owner: str, reason: str | None = None) -> OwnerPauseReport:
+        """Pause every running session, task and graph of ``owner`` (its ``AgentOwner``): no model or
+        tool call starts in any of them until ``resume_owner`` (or a resume of each). Their child
+        sessions pause with them. The owner itself, or one of the client's ``operators`` with a
+        ``reason`` (each workflow checks its own operators too); raises ``PauseNotAllowed`` otherwise,
+        pausing nothing. What each workflow did is in the report: ``paused``, ``already`` (paused
+        before), ``refused`` (with why), ``gone`` (ended meanwhile) or ``failed`` (no worker answered)."""
+        return await change_owner(self.connection, owner, reason, paused=True, changes=self._pause_calls(True))
+
+    async def resume_owner(self, owner: str, reason: str | None = None) -> OwnerPauseReport:
+        """Resume every paused session, task and graph of ``owner`` (``AgentSessionStatus`` ``paused``),
+        as ``pause_owner`` paused them; each goes on where it stopped. Raises ``PauseNotAllowed`` as
+        ``pause_owner`` does."""
+        return await change_owner(self.connection, owner, reason, paused=False, changes=self._pause_calls(False))
+
+    def _pause_calls(self, paused: bool) -> dict:
+        kinds = {"session": self.sessions, "task": self.tasks, "graph": self.graphs}
+        return {kind: getattr(calls, "pause" if paused else "resume") for kind, calls in kinds.items()}
 
     async def trust_mcp_server(self, server: str, trust: str, *, reason: str) -> McpTrustDecision:
         """Set how far MCP server ``server`` is trusted, ``trusted`` (the policy decides by risk
@@ -230,3 +261,7 @@ class AgentClient:
     @property
     def tool_task_queue(self) -> str | None:
         return self.connection.tool_task_queue
+
+    @property
+    def model_task_queue(self) -> str | None:
+        return self.connection.model_task_queue

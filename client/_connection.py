@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from temporalio.client import Client
+from temporalio.common import Priority
 
-from agentrt.schemas import AdvisorPolicy, ConfigurationError, QuotaPolicy
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, LaneKind, Lanes, QuotaPolicy
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -26,10 +27,12 @@ class Connection:
     """What the sub-clients of one ``AgentClient`` share: the Temporal client, the task queue its
     sessions, tasks and graphs start on, the principal it acts as, the store (None: the query paths
     only), and the settings of what it starts (the sessions' ``advisor`` and ``mcp_servers``; the
-    tasks' and graphs' ``default_profile``, ``operators`` and ``tool_task_queue``).
+    tasks' and graphs' ``default_profile``, ``operators`` and ``tool_task_queue``; the
+    ``model_task_queue`` of all it starts).
     ``readable``: the running workflows (sessions, tasks, graphs) this principal was found allowed
     to see, by workflow id, until when (``time.monotonic()``) that answer is believed (``check_visible``).
-    ``quotas``: the tenants' quotas every start is checked against (``[quotas]``, ``[tenants]``)."""
+    ``quotas``: the tenants' quotas every start is checked against (``[quotas]``, ``[tenants]``).
+    ``lanes``: the priority and fairness key every start sets (``[lanes]``; ``lane``)."""
 
     temporal: Client
     task_queue: str
@@ -40,8 +43,16 @@ class Connection:
     default_profile: str
     operators: list[str]
     tool_task_queue: str | None
+    model_task_queue: str | None = None
     readable: dict[str, float] = field(default_factory=dict)
     quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
+    lanes: Lanes = field(default_factory=Lanes)
+
+    def lane(self, kind: LaneKind, owner: str) -> Priority:
+        """The Temporal priority of a start of ``kind`` (``interactive``, ``task``, ``graph``) owned by
+        ``owner``: its lane's priority key, and ``owner``'s tenant (``[tenants]``) or ``owner`` as the
+        fairness key, as ``lanes`` says."""
+        return self.lanes.priority(kind, owner, self.quotas.tenant_of(owner))
 
     def needs_store(self, method: str) -> Store:
         """The store; ``ConfigurationError`` naming ``AgentClient.<method>`` when the client has none."""

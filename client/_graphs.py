@@ -287,12 +287,14 @@ class Graphs:
             budget=budget,
             operators=list(self._connection.operators),
             tool_task_queue=self._connection.tool_task_queue,
+            model_task_queue=self._connection.model_task_queue,
         )
         await GRAPH.start(
             self._connection.temporal, TASK_GRAPH_WORKFLOW, TaskGraphInput(config=config), graph_id,
             workflow_id=graph_workflow_id(graph_id), task_queue=self._connection.task_queue,
             owner=config.owner, status="planning", summary=graph_summary(config), details=graph_details(config),
             idempotency_key=idempotency_key, store=self._connection.store,
+            priority=self._connection.lane("graph", config.owner),
         )
         return graph_id
 
@@ -360,6 +362,19 @@ class Graphs:
         answers once it has. The owner, or an operator with a ``reason``."""
         await self._check_visible(graph_id)
         return await self._update(graph_id, "cancel", GraphControlInput(principal=self._connection.principal, reason=reason))
+
+    async def pause(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
+        """Update ``pause``: no node, retry or review starts and the running nodes' sessions pause (a
+        model or tool call in flight finishes) until ``resume``. Returns the snapshot (status
+        ``paused``). A pause of a paused graph changes nothing. The owner, or an operator with a ``reason``."""
+        await self._check_visible(graph_id)
+        return await self._update(graph_id, "pause", GraphControlInput(principal=self._connection.principal, reason=reason))
+
+    async def resume(self, graph_id: str, reason: str | None = None) -> GraphSnapshot:
+        """Update ``resume``: the paused sessions go on and ready nodes start. A resume of a graph that
+        is not paused changes nothing."""
+        await self._check_visible(graph_id)
+        return await self._update(graph_id, "resume", GraphControlInput(principal=self._connection.principal, reason=reason))
 
     # ------------------------------------------------------------ plumbing
 

@@ -27,7 +27,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentrt.client._patience import Patience, failure_text, is_refused_while_failing, is_transient, is_unprocessed_update
+from agentrt.client._patience import (
+    Patience,
+    failure_text,
+    is_aborted_update,
+    is_refused_while_failing,
+    is_transient,
+    is_unprocessed_update,
+)
 from agentrt.client._start_failures import start_failure
 from agentrt.client._starts import raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
@@ -137,6 +144,9 @@ class _Delivery:
                 elif err.status == RPCStatusCode.NOT_FOUND:
                     self.missing, self.update = err, None
                     await self.patience.pause(err, "the Temporal server does not have the update")
+                elif is_aborted_update(err) and not is_refused_while_failing(err):  # never seen: send again, same id
+                    self._send_again()
+                    await self.patience.pause(err)
                 elif is_refused_while_failing(err):
                     # Not taken now; one sent before may still be: ask for it by id (then send again if keyed).
                     self.refused, self.update = err, None

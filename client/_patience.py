@@ -57,6 +57,22 @@ def is_unprocessed_update(err: BaseException | None) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == UNPROCESSED_UPDATE
 
 
+# The failure detail of an update the server aborted before the workflow took it, because the
+# workflow task carrying it failed while being completed (a persistence timeout under load, a
+# completion the server refused): temporalio/temporal#7296 (1.27+) answers FAILED_PRECONDITION
+# "Unable to perform workflow execution update due to unexpected workflow task failure" with this.
+WORKFLOW_NOT_READY = "temporal.api.errordetails.v1.WorkflowNotReadyFailure"
+
+
+def is_aborted_update(err: BaseException | None) -> bool:
+    """True for an update the server aborted before the workflow took it (``WORKFLOW_NOT_READY``):
+    the workflow never saw it, so sending it again under the same update id is safe."""
+    if not isinstance(err, RPCError) or err.status != RPCStatusCode.FAILED_PRECONDITION or is_refused_while_failing(err):
+        return False  # a task that keeps failing refuses updates: that is said, not asked again
+    status = err.grpc_status
+    return any(detail.type_url.endswith(WORKFLOW_NOT_READY) for detail in status.details) if status else False
+
+
 def is_refused_while_failing(err: BaseException | None) -> bool:
     """True for the server's refusal of an update while the workflow's task keeps failing (it takes
     updates again once a worker runs the task)."""
@@ -180,6 +196,8 @@ def failure_reason(err: BaseException | None) -> str:
         return "the worker that took the update's workflow task did not process it; it is asked again"
     if is_refused_while_failing(err):
         return f"its workflow task keeps failing, so the server refuses updates ({failure_text(err)})"
+    if is_aborted_update(err):
+        return "the workflow task that carried it failed before the workflow saw it; it is sent again"
     return f"the Temporal server does not answer ({failure_text(err)})"
 
 

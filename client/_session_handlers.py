@@ -26,6 +26,7 @@ from agentrt.schemas import (
     EventsPage,
     EventsQuery,
     MemoryDecision,
+    PauseInput,
     PermissionDecision,
     RaiseBudgetInput,
     ReconcileDecision,
@@ -33,6 +34,9 @@ from agentrt.schemas import (
     SendMessageResult,
     SessionResult,
     SessionStateView,
+    SET_PAUSED_SIGNAL,
+    UPGRADE_SIGNAL,
+    SetPausedInput,
     SwitchModelInput,
     SwitchModelResult,
     TurnOutcome,
@@ -103,6 +107,14 @@ class SessionHandlers:
     def cancel(self, input: CancelTurnInput) -> None:
         _declared()
 
+    @workflow.update
+    async def pause(self, input: PauseInput) -> SessionStateView:
+        _declared()
+
+    @workflow.update
+    async def resume(self, input: PauseInput) -> SessionStateView:
+        _declared()
+
     @workflow.signal
     def permission_decision(self, input: PermissionDecision) -> None:
         _declared()
@@ -121,6 +133,14 @@ class SessionHandlers:
 
     @workflow.signal(name=CHILD_SPEND_SIGNAL)
     def child_spend(self, input: ChildSpendReport) -> None:
+        _declared()
+
+    @workflow.signal(name=SET_PAUSED_SIGNAL)
+    async def set_paused(self, input: SetPausedInput) -> None:
+        _declared()
+
+    @workflow.signal(name=UPGRADE_SIGNAL)
+    def upgrade(self) -> None:
         _declared()
 
     @workflow.query

@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from typing import AsyncIterator
 
 from pydantic import ValidationError
-from temporalio.client import RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import RPCError, WorkflowExecutionStatus, WorkflowQueryFailedError, WorkflowUpdateFailedError
 
 from agentrt.client import _starts as starts
 from agentrt.client._connection import Connection
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._outcomes import message_outcome
-from agentrt.client._patience import Patience, is_unprocessed_update
+from agentrt.client._patience import Patience, is_aborted_update, is_unprocessed_update
 from agentrt.client._quotas import Quotas
 from agentrt.client._queries import query_workflow
 from agentrt.client._session_calls import SessionCalls, query_failed
 from agentrt.client._session_handlers import SessionHandlers
 from agentrt.client._turns import update_failure_cause as _cause
-from agentrt.client._turns import wait_for_turn
+from agentrt.client._turns import outcome_from_store, wait_for_turn
 from agentrt.schemas import (
     ArchiveInput,
     Budget,
@@ -35,6 +35,7 @@ from agentrt.schemas import (
     EventsPage,
     EventsQuery,
     OutputSpec,
+    PauseInput,
     RaiseBudgetInput,
     RequestRejected,
     SendMessageResult,
@@ -45,9 +46,15 @@ from agentrt.schemas import (
     TurnOutcome,
     session_workflow_id,
 )
-from agentrt.store import TokenDelta
+from agentrt.store import StreamWakeups, TokenDelta
 
 __all__ = ["Sessions", "StartedSession"]
+
+# How often ``deltas`` also asks whether the session's workflow still runs (seconds): the store
+# says when a turn ends; a workflow that ended without writing it (terminated) only Temporal does.
+ASK_SESSION_SECONDS = 2.0
+# Delta rows ``Sessions.deltas`` reads from the store at once.
+_DELTA_PAGE = 1000
 
 
 @dataclass
@@ -84,11 +91,13 @@ class Sessions:
         no symlink on its path; tools refuse it once it resolves elsewhere); ``advisor`` and ``mcp_servers``
         default to the client's (``connect``: the config's). ``session_id``: default derived from
         ``idempotency_key`` (the same on every retry), else new and random. ``agent``: the name of
-        an agent the task queue's workers registered (``SessionConfig.agent``, docs/agents.md)."""
+        an agent the task queue's workers registered (``SessionConfig.agent``, docs/agents.md).
+        ``model_task_queue`` defaults to the client's (where its model calls run)."""
         if agent is not None:
             fields["agent"] = agent
         fields.setdefault("advisor", self._connection.advisor)
         fields.setdefault("mcp_servers", self._connection.mcp_servers)
+        fields.setdefault("model_task_queue", self._connection.model_task_queue)
         return SessionConfig(
             session_id=session_id or starts.new_session_id(self._connection.principal, idempotency_key),
             owner=self._connection.principal,
@@ -125,6 +134,11 @@ class Sessions:
             if not is_unprocessed_update(err):
                 raise RequestRejected(config.session_id, "send_message", _cause(err)) from err
             # Started, but the worker that took the message did not process it: send it again.
+            result = await self._calls.execute(config.session_id, "send_message", SessionHandlers.send_message, message, update_id)
+        except RPCError as err:
+            if not is_aborted_update(err):
+                raise
+            # Started, but the message's workflow task failed before the session saw it: send it again.
             result = await self._calls.execute(config.session_id, "send_message", SessionHandlers.send_message, message, update_id)
         return StartedSession(config.session_id, result.turn_id, session_workflow_id(config.session_id))
 
@@ -247,6 +261,23 @@ class Sessions:
         self._calls.forget(session_id)
         return view
 
+    async def pause(self, session_id: str, reason: str | None = None) -> SessionStateView:
+        """Pause the session: no model or tool call starts (one in flight finishes) until ``resume``;
+        messages sent meanwhile queue, decisions and cancels are taken. Returns its state (status
+        ``paused``, ``paused``: who, why, since when). A pause of a paused session changes nothing.
+        Raises ``SessionNotFound`` (a stranger's call too), ``RequestRejected`` for an operator without
+        a ``reason`` or an archived session."""
+        return await self._calls.execute(
+            session_id, "pause", SessionHandlers.pause, PauseInput(principal=self._connection.principal, reason=reason)
+        )
+
+    async def resume(self, session_id: str, reason: str | None = None) -> SessionStateView:
+        """Resume a paused session where it stopped: the call it held, then the queued messages. A
+        resume of a session that is not paused changes nothing. Raises as ``pause`` does."""
+        return await self._calls.execute(
+            session_id, "resume", SessionHandlers.resume, PauseInput(principal=self._connection.principal, reason=reason)
+        )
+
     async def state(self, session_id: str) -> SessionStateView:
         await self._calls.check_visible(session_id)
         try:
@@ -336,28 +367,51 @@ class Sessions:
                 await asyncio.sleep(poll_seconds)
 
     async def deltas(
-        self, session_id: str, turn_id: str | None = None, poll_seconds: float = 0.1
+        self, session_id: str, turn_id: str | None = None, poll_seconds: float = 0.05
     ) -> AsyncIterator[TokenDelta]:
         """Stream the model's token deltas (text chunks) from the store as they are written.
 
-        Stops when ``turn_id`` (or, without one, the session's active turn) has ended.
-        Needs the client to be built with the worker's ``store``; raises ``ConfigurationError``
-        otherwise. Deltas never enter workflow history.
+        Stops when ``turn_id`` (or, without one, the session's active turn) has ended, or the
+        session's workflow has (terminated). Reads as soon as the store says the session's stream
+        grew (a write in this process, or any on PostgreSQL; at most one read per 0.05 s), else
+        every ``poll_seconds`` (seconds). Needs the client to be built with the worker's
+        ``store``; raises ``ConfigurationError`` otherwise. Deltas never enter workflow history.
         """
         store = self._connection.needs_store("deltas")
         await self._calls.check_visible(session_id)
         if turn_id is None:
             turn_id = (await self.state(session_id)).active_turn_id
         after = 0
-        while True:
-            done = turn_id is None or (await query_workflow(self._calls.handle(session_id), SessionHandlers.turn, turn_id)) is not None
-            for delta in await asyncio.to_thread(store.deltas, session_id, after):
-                after = delta.id
-                if turn_id is None or delta.turn_id == turn_id:
-                    yield delta
-            if done:
-                return
-            await asyncio.sleep(poll_seconds)
+        loop = asyncio.get_running_loop()
+        asked_at = loop.time()  # when Temporal was last asked whether the session's workflow runs
+        # A write heard (this process, or PostgreSQL) ends the wait; at most one read per 0.05 s.
+        wakeups = StreamWakeups(store.changes, min_interval=0.05)
+        wakeups.watch(session_id)
+        try:
+            done = False
+            while True:
+                # Read first (a woken wait means deltas to show now), every row there is, page by
+                # page; once the turn is known to have ended, one more read takes all it wrote,
+                # however many rows of earlier turns come before them.
+                while True:
+                    page = await asyncio.to_thread(store.deltas, session_id, after, _DELTA_PAGE)
+                    for delta in page:
+                        after = delta.id
+                        if turn_id is None or delta.turn_id == turn_id:
+                            yield delta
+                    if len(page) < _DELTA_PAGE:
+                        break
+                if done:
+                    return
+                done = turn_id is None or await asyncio.to_thread(outcome_from_store, store, session_id, turn_id) is not None
+                if not done and loop.time() - asked_at >= ASK_SESSION_SECONDS:
+                    # The store says when a turn ends while the session runs; a run that closed may not have.
+                    asked_at = loop.time()
+                    done = (await self._calls.handle(session_id).describe()).status != WorkflowExecutionStatus.RUNNING
+                if not done:
+                    await wakeups.wait(session_id, poll_seconds)
+        finally:
+            wakeups.close()
 
     async def list(
         self, query: str | None = None, limit: int = 50, *, include_archived: bool = False

@@ -21,6 +21,7 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.common import (
+    Priority,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
@@ -35,6 +36,7 @@ from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
+    LaneKind,
     OutputSpec,
     RequestRejected,
     SendMessageInput,
@@ -76,9 +78,11 @@ def start_operation(
     task_queue: str,
     memo: dict[str, Any] | None = None,
     conflict: WorkflowIDConflictPolicy = WorkflowIDConflictPolicy.USE_EXISTING,
+    priority: Priority = Priority.default,
 ) -> WithStartWorkflowOperation:
-    """The session's start, for update-with-start: its id, search attributes, summaries, ``memo``
-    and what it does when the session already runs (``conflict``: by default the update goes to it).
+    """The session's start, for update-with-start: its id, search attributes, summaries, ``memo``,
+    its lane (``priority``: ``Connection.lane``) and what it does when the session already runs
+    (``conflict``: by default the update goes to it).
     Raises ``RequestRejected`` (nothing started) for a session id too long for a workflow id."""
     if len(session_workflow_id(config.session_id)) > MAX_WORKFLOW_ID_CHARS:
         limit = MAX_WORKFLOW_ID_CHARS - len(session_workflow_id(""))
@@ -104,6 +108,7 @@ def start_operation(
             [SearchAttributePair(SESSION_OWNER, config.owner), SearchAttributePair(SESSION_STATUS, "idle")]
         ),
         memo=memo,
+        priority=priority,
     )
 
 
@@ -155,14 +160,15 @@ async def start_session(
         owner = None if found is None else found.typed_search_attributes.get(SESSION_OWNER)
         if owner is not None and owner != client.principal:
             raise RequestRejected(session_id, "start", taken_reason("session"))
+    lane = client.lane("interactive", config.owner)
     if idempotency_key is None:
-        operation = start_operation(config, client.task_queue)
+        operation = start_operation(config, client.task_queue, priority=lane)
         try:
             return await call(operation)
         except WorkflowAlreadyStartedError as err:
             raise await ended_session(session_id, operation) from err
     memo = start_memo(client.principal, idempotency_key, config)
-    first = start_operation(config, client.task_queue, memo, WorkflowIDConflictPolicy.FAIL)
+    first = start_operation(config, client.task_queue, memo, WorkflowIDConflictPolicy.FAIL, lane)
     description = await _described(client.temporal, session_id)
     if description is None:
         try:
@@ -173,7 +179,7 @@ async def start_session(
             await _check_retry(await _described(client.temporal, session_id), config, memo, idempotency_key, err)
     else:
         await _check_retry(description, config, memo, idempotency_key, None)
-    again = start_operation(config, client.task_queue, memo)  # a retry: the update goes to the first start's session
+    again = start_operation(config, client.task_queue, memo, priority=lane)  # a retry: the update goes to the first start's session
     try:
         return await call(again)
     except WorkflowAlreadyStartedError as err:
@@ -297,6 +303,8 @@ class Sender(Protocol):
     task_queue: str
     principal: str
     store: Store | None
+
+    def lane(self, kind: LaneKind, owner: str) -> Priority: ...
 
 
 async def message_input(

@@ -217,6 +217,7 @@ class Tasks:
             approval=approval if approval is not None else ApprovalPolicy(mode="never"),
             mcp_servers=list(self._connection.mcp_servers),
             tool_task_queue=self._connection.tool_task_queue,
+            model_task_queue=self._connection.model_task_queue,
             operators=list(self._connection.operators),
             title=title,
             agent=agent,
@@ -226,6 +227,7 @@ class Tasks:
             workflow_id=task_workflow_id(task_id), task_queue=self._connection.task_queue,
             owner=config.owner, status="waiting", summary=task_summary(config), details=task_details(config),
             idempotency_key=idempotency_key, store=self._connection.store,
+            priority=self._connection.lane("task", config.owner),
         )
         return task_id
 

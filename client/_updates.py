@@ -16,7 +16,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
-from agentrt.client._patience import Patience, failure_text, is_transient, is_unprocessed_update
+from agentrt.client._patience import Patience, failure_text, is_aborted_update, is_transient, is_unprocessed_update
 from agentrt.client._starts import raise_if_cancelled
 from agentrt.client._turns import update_failure_cause
 from agentrt.schemas import RequestRejected, ServerUnavailable, WorkerUnavailable
@@ -59,7 +59,7 @@ async def execute_session_update(
                 ) from err
             await patience.pause(err, f"no answer to update {name} yet")
         except RPCError as err:
-            if not is_transient(err):
+            if not (is_transient(err) or is_aborted_update(err)):
                 raise await translate(err) from err
             if patience.spent():
                 raise ServerUnavailable(address, failure_text(err)) from err

@@ -27,7 +27,9 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
+from agentrt.client._patience import is_transient
 from agentrt.schemas import PayloadStorageMismatch
 from agentrt.worker import PayloadCodecMismatch, PayloadStorage, driver_location, payload_fingerprints_of, plugin_of
 
@@ -47,16 +49,28 @@ ADVERTISED_TTL_SECONDS = 5.0
 Advertised = dict[str, list[str]]  # worker identity -> the payload fingerprints it advertises
 
 
+# A loaded server may cancel a DescribeTaskQueue ("operation was canceled"): a read, asked again.
+DESCRIBE_ATTEMPTS = 4
+DESCRIBE_RETRY_SECONDS = 0.25
+
+
 async def workflow_pollers(temporal: Client, task_queue: str) -> list[PollerInfo]:
-    """The workers the server has seen polling ``task_queue`` for workflow tasks recently."""
-    response = await temporal.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=temporal.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
+    """The workers the server has seen polling ``task_queue`` for workflow tasks recently. A call
+    that fails transiently (``_patience.is_transient``: cancelled, timed out, unavailable, ...) is
+    asked again, ``DESCRIBE_ATTEMPTS`` times in all (``DESCRIBE_RETRY_SECONDS`` apart, then the SDK's
+    own retries); raises the last ``RPCError``."""
+    request = DescribeTaskQueueRequest(
+        namespace=temporal.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     )
-    return list(response.pollers)
+    for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
+        try:
+            response = await temporal.workflow_service.describe_task_queue(request, retry=True)
+            return list(response.pollers)
+        except RPCError as err:
+            if not is_transient(err) or attempt == DESCRIBE_ATTEMPTS:
+                raise
+            await asyncio.sleep(DESCRIBE_RETRY_SECONDS * attempt)
+    raise AssertionError("unreachable")
 
 
 async def _advertised(temporal: Client, task_queue: str) -> Advertised:

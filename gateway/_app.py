@@ -8,15 +8,16 @@ Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>`
     GET  /docs · /redoc · /openapi.json                         no authentication (gateway/_docs.py)
     GET  /v1/sessions · POST /v1/sessions                       scope sessions
     GET  /v1/sessions/{id} · POST …/messages · GET …/turns/{turn_id}?wait= · GET …/events · GET …/stream
-    POST …/cancel · POST …/archive · POST …/approvals/{request_id} · POST …/approvals/{request_id}/reconcile
-    POST …/answers/{request_id}
+    POST …/cancel · POST …/pause · POST …/resume · POST …/archive · POST …/approvals/{request_id}
+    POST …/approvals/{request_id}/reconcile · POST …/answers/{request_id}
     POST /v1/agents/{agent}/ag-ui                               scope sessions: one AG-UI run (gateway/_agui_runs.py)
     GET  /v1/tasks · POST /v1/tasks · GET /v1/tasks/{id} · GET …/events · POST …/cancel|pause|resume   scope tasks
-    GET  /v1/graphs · POST /v1/graphs · GET /v1/graphs/{id} · GET …/events · POST …/approve|reject|cancel   scope runs
+    GET  /v1/graphs · POST /v1/graphs · GET /v1/graphs/{id} · GET …/events · POST …/approve|reject|cancel|pause|resume   scope runs
     the same task-graph routes under /v1/runs (an alias), /apps/{app}/graphs and its alias /apps/{app}/runs (the app is the profile of
     the graphs it creates)
     GET  /v1/health/stuck                                       scope admin
     GET  /v1/audit                                              scope admin (gateway/_audit.py)
+    POST /v1/pause · POST /v1/resume                            scope admin: everything of one owner (gateway/_pause.py)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from agentrt.gateway._errors import MAX_BODY_BYTES, BodyLimit, Problem, ProblemB
 from agentrt.gateway._audit import audit_routes
 from agentrt.gateway._health import health_routes
 from agentrt.gateway._models import Health
+from agentrt.gateway._pause import pause_routes
 from agentrt.gateway._tasks_graphs import graph_routes, task_routes
 from agentrt.gateway._sessions import session_routes
 from agentrt.gateway._stream import StreamHub
@@ -59,7 +61,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ProblemBody, "description": description}
     for status, description in (
         (401, "No bearer token, or one the gateway does not know (`WWW-Authenticate: Bearer`)."),
-        (403, "The token's scopes do not cover this route."),
+        (403, "The token's scopes do not cover this route, or its principal may not pause that owner's work."),
         (404, "No such session, task or run, or one of another principal."),
         (409, "The session, task or run refused the request in its present state, or the id is taken."),
         (413, "The request body is longer than the gateway reads."),
@@ -273,5 +275,6 @@ def create_app(
     app.include_router(graph_routes("/apps/{app}/runs", "runs"), responses=ERROR_RESPONSES)  # an alias
     app.include_router(health_routes(), responses=ERROR_RESPONSES)
     app.include_router(audit_routes(), responses=ERROR_RESPONSES)
+    app.include_router(pause_routes(), responses=ERROR_RESPONSES)
     install_docs(app)
     return app

@@ -8,7 +8,8 @@ bodies are bounded before any route reads them.
                                                   without authentication, a Host that is not loopback
     401     urn:agentrt:problem:unauthenticated   no bearer token, or one the gateway does not know
     403     urn:agentrt:problem:forbidden         the token's scopes do not cover the route; without
-                                                  authentication, a request of a page not on a loopback origin
+                                                  authentication, a request of a page not on a loopback origin;
+                                                  PauseNotAllowed (an owner-wide pause by a stranger)
     404     urn:agentrt:problem:not-found         SessionNotFound, TaskNotFound, GraphNotFound, TurnNotFound,
                                                   an unknown turn, an id that cannot name anything, another
                                                   principal's work
@@ -53,6 +54,7 @@ from agentrt.schemas import (
     InvalidStreamCursor,
     MemoryAlreadyDecided,
     MemoryNotFound,
+    PauseNotAllowed,
     PayloadStorageMismatch,
     QuotaExceeded,
     RequestRejected,
@@ -124,6 +126,8 @@ def problem_for(err: Exception) -> Problem:
     module's table). Details of server-side trouble are logged, not sent."""
     if isinstance(err, (SessionNotFound, TaskNotFound, GraphNotFound, TurnNotFound, MemoryNotFound)):
         return Problem(404, "not-found", str(err))
+    if isinstance(err, PauseNotAllowed):
+        return Problem(403, "forbidden", str(err))
     if isinstance(err, InvalidStreamCursor):
         return Problem(400, "bad-request", str(err))
     if isinstance(err, InvalidGraph):

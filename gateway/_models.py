@@ -21,6 +21,7 @@ from agentrt.schemas import (
     GraphStatus,
     NodeView,
     OutputSpec,
+    PauseState,
     PlanApprovalMode,
     RiskLevel,
     SandboxPolicy,
@@ -52,13 +53,13 @@ NewId = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=MAX_NEW_
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
 Reason = Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)]
 FilePath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS)]
-RunStatus = Literal["planning", "pending_approval", "running", "completed", "failed", "cancelled"]
+RunStatus = Literal["planning", "pending_approval", "running", "paused", "completed", "failed", "cancelled"]
 
 # A graph's status as the runs API says it: approved and executing graphs are running, a plan
 # its approver rejected is cancelled (``graph_status`` keeps the graph's own word).
 RUN_STATUS: dict[str, RunStatus] = {
     "planning": "planning", "pending_approval": "pending_approval", "approved": "running", "executing": "running",
-    "completed": "completed", "failed": "failed", "rejected": "cancelled", "cancelled": "cancelled",
+    "completed": "completed", "failed": "failed", "rejected": "cancelled", "cancelled": "cancelled", "paused": "paused",
 }
 
 
@@ -272,8 +273,16 @@ class TaskCreated(BaseModel):
 
 
 class ControlRequest(Body):
-    """A change to a task or a run: the owner's, or an operator's with a ``reason``."""
+    """A change to a session (pause, resume), a task or a run: the owner's, or an operator's with a ``reason``."""
 
+    reason: Reason | None = None
+
+
+class OwnerPauseRequest(Body):
+    """``POST /v1/pause`` and ``/v1/resume``: every running session, task and graph of ``owner``; the
+    caller must be that owner or one of the gateway's operators, and an operator gives a ``reason``."""
+
+    owner: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     reason: Reason | None = None
 
 
@@ -342,9 +351,10 @@ class RunCreated(BaseModel):
 
 class RunView(BaseModel):
     """A run: ``status`` in the runs API's words (``planning``, ``pending_approval``, ``running``,
-    ``completed``, ``failed``, ``cancelled``), ``graph_status`` in the graph's own (``approved``,
-    ``executing``, ``rejected`` ...), its nodes in dependency order with their status, and its
-    answer or failure. ``run_id`` is ``graph_id`` under the runs API's name."""
+    ``paused``, ``completed``, ``failed``, ``cancelled``), ``graph_status`` in the graph's own
+    (``approved``, ``executing``, ``rejected`` ...), its nodes in dependency order with their status,
+    and its answer or failure; ``paused``: who paused it, why and since when, while it is paused.
+    ``run_id`` is ``graph_id`` under the runs API's name."""
 
     graph_id: str
     run_id: str
@@ -364,6 +374,7 @@ class RunView(BaseModel):
     failure_reason: str | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    paused: PauseState | None = None
 
 
 class RunSummary(BaseModel):

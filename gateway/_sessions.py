@@ -1,6 +1,6 @@
 """The gateway's session routes (``/v1/sessions``, scope ``sessions``): create a session with its
 first message, send, read state, wait for a turn, read and stream events, decide approvals,
-reconciles and questions, cancel and archive, each as the token's principal."""
+reconciles and questions, cancel, pause, resume and archive, each as the token's principal."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from agentrt.gateway._models import (
     ApprovalDecisionRequest,
     ArchiveRequest,
     CancelRequest,
+    ControlRequest,
     DecisionAccepted,
     MessageCreate,
     MessageQueued,
@@ -185,6 +186,23 @@ def session_routes() -> APIRouter:
     async def archive(request: Request, session_id: SessionId, caller: SessionsCaller, body: ArchiveRequest | None = None) -> Any:
         gateway, _ = await visible_session(request, caller, session_id)
         state = await gateway.in_time(caller.client.archive(session_id, (body or ArchiveRequest()).reason))
+        gateway.wake_stream(session_id)
+        return state
+
+    @router.post(
+        "/{session_id}/pause", response_model=SessionStateView,
+        summary="Pause a session: no model or tool call starts until it is resumed (messages queue)",
+    )
+    async def pause(request: Request, session_id: SessionId, caller: SessionsCaller, body: ControlRequest | None = None) -> Any:
+        gateway, _ = await visible_session(request, caller, session_id)
+        state = await gateway.in_time(caller.client.sessions.pause(session_id, (body or ControlRequest()).reason))
+        gateway.wake_stream(session_id)
+        return state
+
+    @router.post("/{session_id}/resume", response_model=SessionStateView, summary="Resume a paused session where it stopped")
+    async def resume(request: Request, session_id: SessionId, caller: SessionsCaller, body: ControlRequest | None = None) -> Any:
+        gateway, _ = await visible_session(request, caller, session_id)
+        state = await gateway.in_time(caller.client.sessions.resume(session_id, (body or ControlRequest()).reason))
         gateway.wake_stream(session_id)
         return state
 

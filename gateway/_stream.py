@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from agentrt.gateway._agui import AguiEncoder
 from agentrt.schemas import InvalidStreamCursor
-from agentrt.store import SessionStream, Store, StreamEntry, StreamKey
+from agentrt.store import SessionStream, Store, StreamEntry, StreamKey, on_loop
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,16 @@ class _Failed:
         self.error = error
 
 
+# The most a poller waits on SQLite while a model call is open (seconds): a first token written
+# by a worker in another process, which SQLite cannot announce, reaches readers this late at most.
+SQLITE_CALL_POLL_SECONDS = 0.05
+# The same on PostgreSQL, whose NOTIFY announces every write: a backstop for a listening
+# connection that went silent (until its ping finds out, ``agentrt.store._changes.PING_SECONDS``).
+POSTGRES_CALL_POLL_SECONDS = 0.5
+# The least time between the starts of two reads of one poller woken by writes (seconds): a model
+# streaming many small chunks (or a storm of writes) costs at most one read per this.
+MIN_READ_GAP_SECONDS = 0.02
+
 _END = object()
 _LAGGED = object()
 
@@ -123,17 +133,25 @@ class _Feed:
     closed: bool = False
     quiet: int = 0  # reads in a row that found nothing new
     woken: asyncio.Event = field(default_factory=asyncio.Event)
+    grew: bool = False  # the store said the stream grew since the poller's last read began
+    read_at: float = 0.0  # when the poller's last read began (the event loop's clock)
 
 
 class StreamHub:
     """Streams sessions' items from ``store`` to any number of subscribers.
 
     Per session one poller reads the store while the session has subscribers, and hands each
-    read to all of them. It reads every ``poll_seconds`` (seconds) while reads bring something
-    new (at once again after a read that filled its page of ``page_events`` events); each read
-    that brings nothing doubles its wait, up to ``max_poll_seconds``, so an idle session costs
-    one read per ``max_poll_seconds``. New rows, a subscriber joining (a new or a resumed
-    stream) and ``wake`` put it back to ``poll_seconds``. A subscriber first reads its own
+    read to all of them. It reads at once when the store says the session's stream grew
+    (``Store.changes``: a write in this process, or any process on PostgreSQL), and besides
+    every ``poll_seconds`` (seconds) while reads bring something new (at once again after a
+    read that filled its page of ``page_events`` events); each read that brings nothing doubles
+    its wait, up to ``max_poll_seconds``, so an idle session costs one read per
+    ``max_poll_seconds``. While a model call is open the wait stays at most ``call_poll_seconds``
+    (default: ``SQLITE_CALL_POLL_SECONDS`` on SQLite, whose writers in other processes are not
+    heard, so a first token waits for no back-off; ``POSTGRES_CALL_POLL_SECONDS`` on PostgreSQL,
+    which tells of every process's writes: a backstop). Reads woken by writes start at least
+    ``MIN_READ_GAP_SECONDS`` apart. New rows, a subscriber joining (a new or a resumed stream) and
+    ``wake`` put it back to ``poll_seconds``. A subscriber first reads its own
     backlog from the store (from its position up to the poller's), then takes the poller's
     reads; one that falls ``max_queue`` items behind goes back to reading the store itself, so
     a slow client holds no more than that in memory. Store reads run in threads
@@ -147,16 +165,21 @@ class StreamHub:
         poll_seconds: float = 0.1,
         *,
         max_poll_seconds: float = 2.0,
+        call_poll_seconds: float | None | Literal["default"] = "default",
         page_events: int = 200,
         max_queue: int = 10_000,
     ) -> None:
         self._store = store
         self._poll_seconds = poll_seconds
         self._max_poll_seconds = max(poll_seconds, max_poll_seconds)
+        if call_poll_seconds == "default":
+            call_poll_seconds = POSTGRES_CALL_POLL_SECONDS if store.changes.crosses_processes else min(poll_seconds, SQLITE_CALL_POLL_SECONDS)
+        self._call_poll_seconds = call_poll_seconds
         self._page_events = page_events
         self._max_queue = max_queue
         self._feeds: dict[str, _Feed] = {}
         self.store_reads = 0  # reads of the store by pollers and by subscribers' backlogs
+        self._unlisten: Callable[[], None] | None = None
 
     @property
     def pollers(self) -> int:
@@ -285,10 +308,20 @@ class StreamHub:
         return [native_item(entry)] if encoder is None else agui_items(entry, encoder)
 
     def _start(self, session_id: str, reader: SessionStream) -> _Feed:
+        if self._unlisten is None:
+            self._unlisten = self._store.changes.listen(on_loop(asyncio.get_running_loop(), self._heard, self._feeds.__contains__))
         feed = _Feed(session_id, reader, reader.position, self._poll_seconds)
         self._feeds[session_id] = feed
         feed.task = asyncio.create_task(self._poll(feed), name=f"agentrt-stream-{session_id}")
         return feed
+
+    def _heard(self, session_id: str | None) -> None:
+        """The store says ``session_id``'s stream grew (None: any session's may have)."""
+        feeds = list(self._feeds.values()) if session_id is None else [self._feeds.get(session_id)]
+        for feed in feeds:
+            if feed is not None and not feed.closed:
+                feed.grew = True
+                self._hasten(feed)
 
     def _leave(self, feed: _Feed, sub: _Subscriber) -> None:
         feed.subscribers.discard(sub)
@@ -307,10 +340,14 @@ class StreamHub:
         try:
             while feed.subscribers:
                 self.store_reads += 1
+                feed.grew = False
+                feed.read_at = asyncio.get_running_loop().time()
                 entries = await asyncio.to_thread(feed.reader.read, self._page_events)
                 feed.quiet = 0 if entries or feed.woken.is_set() else feed.quiet + 1  # (woken during the read)
                 feed.woken.clear()
                 feed.interval = min(self._poll_seconds * 2 ** min(feed.quiet, 30), self._max_poll_seconds)
+                if feed.reader.in_model_call and self._call_poll_seconds is not None:
+                    feed.interval = min(feed.interval, self._call_poll_seconds)
                 if entries:
                     feed.position = entries[-1].key
                     for sub in list(feed.subscribers):
@@ -338,14 +375,18 @@ class StreamHub:
     @staticmethod
     async def _wait(feed: _Feed) -> None:
         """Wait ``feed.interval`` seconds; when woken meanwhile (``_hasten``), wait the new
-        interval from then instead."""
-        while True:
+        interval from then instead; once the store said the stream grew, only until
+        ``MIN_READ_GAP_SECONDS`` after the last read began."""
+        while not feed.grew:
             try:
                 async with asyncio.timeout(feed.interval):
                     await feed.woken.wait()
             except TimeoutError:
                 return
             feed.woken.clear()
+        gap = feed.read_at + MIN_READ_GAP_SECONDS - asyncio.get_running_loop().time()
+        if gap > 0:
+            await asyncio.sleep(gap)
 
     def _hasten(self, feed: _Feed) -> None:
         """Back to reading every ``poll_seconds``, from now."""
@@ -354,7 +395,10 @@ class StreamHub:
         feed.woken.set()
 
     async def aclose(self) -> None:
-        """Stop every poller; their subscribers' streams end."""
+        """Stop every poller (and listening to the store); their subscribers' streams end."""
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         for feed in list(self._feeds.values()):
             for sub in feed.subscribers:
                 sub.queue.put_nowait(_END)

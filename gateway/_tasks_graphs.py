@@ -189,6 +189,14 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
     async def cancel_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
         return run_view(await caller.client.cancel_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
+    @router.post("/{run_id}/pause", response_model=RunView, summary="Pause a task graph: no node starts, its sessions pause")
+    async def pause_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return run_view(await caller.client.graphs.pause(path_id(run_id, "run"), (body or ControlRequest()).reason))
+
+    @router.post("/{run_id}/resume", response_model=RunView, summary="Resume a paused task graph")
+    async def resume_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return run_view(await caller.client.graphs.resume(path_id(run_id, "run"), (body or ControlRequest()).reason))
+
     return router
 
 
@@ -200,4 +208,5 @@ def run_view(snapshot: GraphSnapshot) -> RunView:
         risk_reasons=snapshot.risk_reasons, approved_by=snapshot.approved_by, nodes=snapshot.nodes,
         running_nodes=snapshot.running, spend=snapshot.spend, answer=snapshot.answer, failure=snapshot.failure,
         failure_reason=snapshot.failure_reason, started_at=snapshot.started_at, ended_at=snapshot.ended_at,
+        paused=snapshot.paused,
     )

@@ -14,6 +14,7 @@ from agentrt.schemas._base import *
 from agentrt.schemas._budget import *
 from agentrt.schemas._config import *
 from agentrt.schemas._context import *
+from agentrt.schemas._contract import *
 from agentrt.schemas._errors import *
 from agentrt.schemas._events import *
 from agentrt.schemas._events_graph import *
@@ -24,11 +25,13 @@ from agentrt.schemas._events_tools import *
 from agentrt.schemas._graph import *
 from agentrt.schemas._graph_state import *
 from agentrt.schemas._health import *
+from agentrt.schemas._lanes import *
 from agentrt.schemas._mcp import *
 from agentrt.schemas._memory import *
 from agentrt.schemas._messages import *
 from agentrt.schemas._names import *
 from agentrt.schemas._output import *
+from agentrt.schemas._pause import *
 from agentrt.schemas._quotas import *
 from agentrt.schemas._run_errors import *
 from agentrt.schemas._secrets import *
@@ -42,6 +45,9 @@ from agentrt.schemas._turns import *
 from agentrt.schemas._validation import *
 
 __all__ = [
+    "ACTIVITY_CONTRACT",
+    "ACTIVITY_CONTRACT_HEADER",
+    "ACTIVITY_CONTRACT_OLDEST",
     "ADVISOR_REQUEST_CHARS",
     "ADVISOR_REVIEW",
     "AGENT_KIND",
@@ -49,6 +55,8 @@ __all__ = [
     "AUDIT_ACTIONS",
     "AUTONOMOUS_TASK_WORKFLOW",
     "AcceptanceCheck",
+    "ActivityContract",
+    "ActivityContractMismatch",
     "AdvisorMode",
     "AdvisorPolicy",
     "AdvisorReviewCompleted",
@@ -136,6 +144,7 @@ __all__ = [
     "Event",
     "EventsPage",
     "EventsQuery",
+    "FAIRNESS_SOURCES",
     "FailurePolicy",
     "FileTooLargeError",
     "GRAPH_ID_PREFIX",
@@ -160,11 +169,15 @@ __all__ = [
     "InvalidScriptError",
     "InvalidStreamCursor",
     "InvalidTrajectoryFile",
+    "LANE_KINDS",
+    "LaneKind",
+    "Lanes",
     "ListToolsInput",
     "ListToolsResult",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
     "MAX_ARGUMENT_DEPTH",
     "MAX_DEAD_MEMORIES_PER_OWNER",
+    "MAX_FAIRNESS_KEY_BYTES",
     "MAX_GRAPH_ID_BYTES",
     "MAX_GRAPH_NODES",
     "MAX_IDEMPOTENCY_KEY_CHARS",
@@ -241,10 +254,17 @@ __all__ = [
     "OutputInvalid",
     "OutputSpec",
     "OutputValidationFailed",
+    "OwnerPauseReport",
     "PENDING_APPROVALS",
     "PROFILES_DESCRIBE",
     "PROTECTED_FILE_PATTERN",
     "PROVIDER_COMPLETE",
+    "PauseInput",
+    "PauseItem",
+    "PauseItemKind",
+    "PauseNotAllowed",
+    "PauseOutcome",
+    "PauseState",
     "PayloadStorageMismatch",
     "PermissionDecision",
     "PermissionDecisionIgnored",
@@ -292,6 +312,7 @@ __all__ = [
     "SESSION_PREPARE",
     "SESSION_STATUS",
     "SESSION_WORKFLOW",
+    "SET_PAUSED_SIGNAL",
     "SKILL_ACTIVATE",
     "SKILL_DEACTIVATE",
     "SKILL_NAME_PATTERN",
@@ -317,12 +338,15 @@ __all__ = [
     "SessionInput",
     "SessionNotFound",
     "SessionParent",
+    "SessionPaused",
     "SessionResult",
+    "SessionResumed",
     "SessionState",
     "SessionStateView",
     "SessionStatus",
     "SessionStuck",
     "SessionTemplate",
+    "SetPausedInput",
     "SkillActivated",
     "SkillDeactivated",
     "SkillDiscovered",
@@ -361,7 +385,9 @@ __all__ = [
     "TaskGraphCreated",
     "TaskGraphFailed",
     "TaskGraphInput",
+    "TaskGraphPaused",
     "TaskGraphResult",
+    "TaskGraphResumed",
     "TaskNotFound",
     "TaskPlanApproved",
     "TaskPlanRejected",
@@ -399,6 +425,7 @@ __all__ = [
     "TurnStarted",
     "TurnStatus",
     "TurnTrajectory",
+    "UPGRADE_SIGNAL",
     "UnknownProfileError",
     "Usage",
     "UsageReceipt",
@@ -418,6 +445,7 @@ __all__ = [
     "code_span",
     "cut_middle",
     "delegated_session_id",
+    "fairness_key",
     "format_seconds",
     "graph_node_session_id",
     "graph_workflow_id",

@@ -22,7 +22,7 @@ __all__ = [
 AuditAction = Literal[
     # a session
     "approve", "deny", "edit", "reconcile", "answer", "cancel", "archive", "raise_budget", "switch_model",
-    # an autonomous task (also "cancel" and "raise_budget")
+    # an autonomous task (also "cancel" and "raise_budget"); "pause" and "resume" a session and a graph too
     "pause", "resume", "nudge", "amend_goal",
     # a task graph (also "cancel")
     "approve_plan", "reject_plan",

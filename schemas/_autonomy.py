@@ -116,6 +116,7 @@ class AcceptanceCheck(Model):
 # The flat ``TaskConfig`` fields a ``SessionTemplate`` holds too (``TaskConfig.session`` sets them).
 TASK_TEMPLATE_FIELDS = (
     "profile", "script", "tools", "approval", "sandbox", "network", "mcp_servers", "tool_task_queue", "operators", "agent",
+    "model_task_queue",
 )
 
 
@@ -133,7 +134,8 @@ class TaskConfig(Model):
       time); crossing one stops the task at ``budget_exceeded`` until ``raise_budget``.
     - ``profile`` / ``script``: the sessions' model (as for a session); ``tools``, ``approval``,
       ``sandbox``, ``network``, ``mcp_servers``, ``tool_task_queue``: the sessions' grants;
-      ``agent``: the registered agent the sessions run as (docs/agents.md). No
+      ``agent``: the registered agent the sessions run as (docs/agents.md); ``model_task_queue``:
+      where the sessions' model calls and the task's acceptance review run (None: the task's queue). No
       person answers a task's sessions: by default (``approval.mode = "never"``) a call the OS
       sandbox confines runs and a destructive or network one is denied; with another mode a call
       the policy would ask about is denied (``no_interactive_route``).
@@ -141,7 +143,7 @@ class TaskConfig(Model):
     - ``session``: the template every session of the task is made from (``SessionTemplate``:
       system prompt, advisor, timeouts, local tools ... as well). Given, its values replace the
       flat ``profile``, ``script``, ``tools``, ``approval``, ``sandbox``, ``network``,
-      ``mcp_servers``, ``tool_task_queue``, ``operators`` and ``agent``; None makes it from those
+      ``mcp_servers``, ``tool_task_queue``, ``operators``, ``agent`` and ``model_task_queue``; None makes it from those
       (``template()``). A session still gets ``max_rounds_per_session`` rounds, what is left of the
       task's budget, and no person to ask (``interactive`` false).
     """
@@ -169,6 +171,7 @@ class TaskConfig(Model):
     title: str | None = None
     # The registered agent every session of the task runs as (``SessionConfig.agent``); left out when None.
     agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    model_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # Left out when None: a worker of an earlier version still reads the config.
     session: SessionTemplate | None = Field(default=None, exclude_if=lambda v: v is None)
 

@@ -207,6 +207,9 @@ class SessionConfig(Model):
     - ``tool_task_queue``: the task queue of the workers that run this session's tool calls
       (``agentrt worker --tools-only``: no provider keys in their environment); None runs them
       on the session's own task queue. With it, no tool runs as a local activity.
+    - ``model_task_queue``: the task queue of the workers that run this session's model calls
+      (its turns' calls, compaction and advisor reviews; ``agentrt worker --providers-only``, the
+      only workers that need provider keys); None runs them on the session's own task queue.
     - ``interactive``: whether a person can answer this session's approvals; when False
       (a session run by an autonomous task, say) a call that needs one is denied with
       ``no_interactive_route`` instead of waiting forever.
@@ -255,6 +258,7 @@ class SessionConfig(Model):
     interactive: bool = Field(default=True, exclude_if=lambda v: v is True)
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     tool_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    model_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     advisor: AdvisorPolicy = Field(default_factory=AdvisorPolicy, exclude_if=lambda v: v == AdvisorPolicy())
     mcp_servers: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)

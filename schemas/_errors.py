@@ -25,9 +25,11 @@
     │   ├── TurnNotFound            the session has no such turn (or no trajectory of it)
     │   ├── TaskNotFound            no autonomous task workflow with that id
     │   ├── GraphNotFound           no task graph workflow with that id
+    │   ├── PauseNotAllowed         an owner-wide pause or resume by a principal that is neither the owner nor an operator
     │   └── InvalidStreamCursor     a stream position (Last-Event-ID) that is no item of the session's stream
     ├── WebhookSignatureInvalid     a webhook request whose signature, timestamp or headers do not check out
     └── RunError                    something failed while work was running
+        ├── ActivityContractMismatch  an activity call from a build more than one activity contract apart
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
         │   ├── ProviderTransportError  no HTTP answer (connect, read, stream cut)
@@ -71,6 +73,7 @@ __all__ = [
     "MemoryAlreadyDecided",
     "MemoryNotFound",
     "NodeCannotDecompose",
+    "PauseNotAllowed",
     "PayloadStorageMismatch",
     "RequestRejected",
     "ServerUnavailable",
@@ -277,6 +280,19 @@ class GraphNotFound(ClientError):
     def __init__(self, graph_id: str) -> None:
         self.graph_id = graph_id
         super().__init__(f"no task graph {graph_id!r} (workflow id graph-{graph_id})")
+
+
+class PauseNotAllowed(ClientError):
+    """An owner-wide pause or resume (``AgentClient.pause_owner``, ``agentrt pause --owner``) that
+    ``principal`` may not ask for: it is neither ``owner`` nor one of the client's operators, or it
+    is an operator and gave no reason. Nothing was paused or resumed. HTTP: 403."""
+
+    def __init__(self, principal: str, owner: str, action: str, reason: str) -> None:
+        self.principal = principal
+        self.owner = owner
+        self.action = action
+        self.reason = reason
+        super().__init__(f"principal {principal!r} may not {action} the work of owner {owner!r}: {reason}")
 
 
 class InvalidStreamCursor(ClientError):

@@ -21,6 +21,8 @@ __all__ = [
     "TaskGraphCompleted",
     "TaskGraphCreated",
     "TaskGraphFailed",
+    "TaskGraphPaused",
+    "TaskGraphResumed",
     "TaskPlanApproved",
     "TaskPlanRejected",
     "TaskRetried",
@@ -156,3 +158,21 @@ class TaskGraphFailed(EventBase):
     reason: str
     error: str = ""
     spend: Spend = Field(default_factory=Spend)
+
+
+class TaskGraphPaused(EventBase):
+    """``pause`` of the graph: no node, retry or review starts until ``TaskGraphResumed``; its
+    running child sessions are paused too."""
+
+    type: Literal["TaskGraphPaused"] = "TaskGraphPaused"
+    principal: str
+    reason: str | None = None
+
+
+class TaskGraphResumed(EventBase):
+    """``resume`` of the graph: its child sessions go on and ready nodes start, after ``paused_seconds`` paused."""
+
+    type: Literal["TaskGraphResumed"] = "TaskGraphResumed"
+    principal: str
+    reason: str | None = None
+    paused_seconds: float = 0.0

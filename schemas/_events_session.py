@@ -34,6 +34,8 @@ __all__ = [
     "SessionContinuedAsNew",
     "SessionDelegated",
     "SessionInitialized",
+    "SessionPaused",
+    "SessionResumed",
     "TurnEnded",
     "TurnStarted",
     "UserMessageAdded",
@@ -213,13 +215,16 @@ class SessionContinuedAsNew(EventBase):
 
     ``history_events`` and ``history_bytes`` describe the run that ended. Nothing the user
     sees is lost: state, queued messages and the context pointer carry over; the whole
-    transcript and every event stay in the store.
+    transcript and every event stay in the store. ``reason``: ``history`` when Temporal
+    suggested it (the history's size), ``new_build`` when a newer build of the session's Worker
+    Deployment became current (the next run runs on it).
     """
 
     type: Literal["SessionContinuedAsNew"] = "SessionContinuedAsNew"
     run: int
     history_events: int
     history_bytes: int
+    reason: Literal["history", "new_build"] = "history"
 
 
 class SessionArchived(EventBase):
@@ -229,6 +234,24 @@ class SessionArchived(EventBase):
     type: Literal["SessionArchived"] = "SessionArchived"
     principal: str
     reason: str | None = None
+
+
+class SessionPaused(EventBase):
+    """``pause`` (or signal ``set_paused`` from the task, graph or session that started it): from now
+    on no model or tool call starts until ``SessionResumed``; a call in flight finishes."""
+
+    type: Literal["SessionPaused"] = "SessionPaused"
+    principal: str
+    reason: str | None = None
+
+
+class SessionResumed(EventBase):
+    """``resume``: the session goes on where it stopped, after ``paused_seconds`` paused."""
+
+    type: Literal["SessionResumed"] = "SessionResumed"
+    principal: str
+    reason: str | None = None
+    paused_seconds: float = 0.0
 
 
 class BudgetExceededEvent(EventBase):

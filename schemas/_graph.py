@@ -24,6 +24,7 @@ from agentrt.schemas._budget import Budget, Spend
 from agentrt.schemas._config import ApprovalPolicy, SandboxPolicy
 from agentrt.schemas._errors import InvalidGraph, NodeCannotDecompose
 from agentrt.schemas._messages import Usage
+from agentrt.schemas._pause import PauseState
 from agentrt.schemas._template import SessionTemplate
 
 __all__ = [
@@ -60,7 +61,11 @@ __all__ = [
     "validate_graph",
 ]
 
-GraphStatus = Literal["planning", "pending_approval", "approved", "executing", "completed", "failed", "rejected", "cancelled"]
+# ``paused`` is never a graph's own status: its snapshot and ``AgentSessionStatus`` show it while
+# the graph is paused (``GraphSnapshot.paused``), its own status under it.
+GraphStatus = Literal[
+    "planning", "pending_approval", "approved", "executing", "completed", "failed", "rejected", "cancelled", "paused"
+]
 TERMINAL_GRAPH_STATUSES: tuple[str, ...] = ("completed", "failed", "rejected", "cancelled")
 NodeStatus = Literal["pending", "delegated", "reviewing", "retrying", "completed", "failed", "blocked", "cancelled"]
 TERMINAL_NODE_STATUSES: tuple[str, ...] = ("completed", "failed", "blocked", "cancelled")
@@ -202,7 +207,9 @@ def validate_graph(spec: GraphSpec, *, granted: list[str] | None = None, source:
 
 
 # The flat ``GraphConfig`` fields a ``SessionTemplate`` holds too (``GraphConfig.session`` sets them).
-GRAPH_TEMPLATE_FIELDS = ("profile", "script", "tools", "approval", "sandbox", "network", "tool_task_queue", "operators")
+GRAPH_TEMPLATE_FIELDS = (
+    "profile", "script", "tools", "approval", "sandbox", "network", "tool_task_queue", "operators", "model_task_queue",
+)
 
 
 class GraphConfig(Model):
@@ -230,7 +237,8 @@ class GraphConfig(Model):
     - ``session``: the template every node's session is made from (``SessionTemplate``: system
       prompt, advisor, timeouts, MCP servers, budget ... as well). Given, its values replace the
       flat ``profile``, ``script``, ``tools``, ``approval``, ``sandbox``, ``network``,
-      ``tool_task_queue`` and ``operators``; None makes it from those (``template()``). A node's
+      ``tool_task_queue``, ``operators`` and ``model_task_queue`` (where the nodes' model calls, the
+      planner and the reviewer run; None: the graph's queue); None makes it from those (``template()``). A node's
       session still gets its grant (tools, sandbox, network), its node's model when the node names
       one, ``max_rounds_per_node`` rounds and no person to ask (``interactive`` false).
     """
@@ -256,6 +264,7 @@ class GraphConfig(Model):
     max_rounds_per_node: int = Field(default=50, ge=1)
     operators: list[str] = Field(default_factory=list)
     tool_task_queue: str | None = None
+    model_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     title: str | None = None
     # Left out when None: a worker of an earlier version still reads the config.
     session: SessionTemplate | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -390,7 +399,7 @@ class ApprovePlanInput(Model):
 
 
 class GraphControlInput(Model):
-    """Update ``cancel``: who asks and why (an operator must give a reason)."""
+    """Updates ``cancel``, ``pause`` and ``resume``: who asks and why (an operator must give a reason)."""
 
     principal: str
     reason: str | None = None
@@ -444,6 +453,8 @@ class GraphSnapshot(Model):
     # The graph's budget and what is left of it (``GraphConfig.budget``); left out when it has none.
     budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
     remaining: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
+    # While the graph is paused (status ``paused``): who paused it, why and since when.
+    paused: PauseState | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class TaskGraphResult(Model):

@@ -10,6 +10,7 @@ from pydantic import Field
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Spend
 from agentrt.schemas._events import Event
+from agentrt.schemas._pause import PauseState
 from agentrt.schemas._graph import (
     CapabilityToken,
     GraphConfig,
@@ -52,12 +53,17 @@ class GraphState(Model):
     events: list[Event] = Field(default_factory=list)
     # The events not yet in the store (``graph.record``; ``frame-v1``).
     unflushed_events: list[Event] = Field(default_factory=list)
+    # Who paused the graph (update ``pause``), while it is paused.
+    paused: PauseState | None = None
 
 
 class TaskGraphInput(Model):
-    """Input of ``TaskGraphWorkflow.run``."""
+    """Input of ``TaskGraphWorkflow.run``. ``state``: what a run that continued as new carries
+    (a graph moving to its deployment's new current build after its running nodes); None for a
+    new graph."""
 
     config: GraphConfig
+    state: GraphState | None = None
 
 
 class GraphRecordInput(Model):

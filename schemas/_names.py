@@ -46,6 +46,7 @@ __all__ = [
     "TASK_REVIEW",
     "TOOLS_LIST",
     "TOOL_EXECUTE",
+    "UPGRADE_SIGNAL",
     "delegated_session_id",
     "graph_node_session_id",
     "graph_workflow_id",
@@ -84,6 +85,9 @@ TASK_GRAPH_WORKFLOW: Final = "TaskGraphWorkflow"
 # Signal every workflow that starts child sessions (session, task, graph) takes: a child session
 # that ends cancelled reports its spend (``ChildSpendReport``) to its parent first.
 CHILD_SPEND_SIGNAL: Final = "child_spend"
+# Signal a pinned session or task takes from the workers of a newer current build of its Worker
+# Deployment: it wakes an idle run, which continues as new onto that build (no input).
+UPGRADE_SIGNAL: Final = "upgrade"
 
 # Search attributes sessions, tasks and graphs upsert (the Temporal UI's filters and saved views);
 # the worker checks the namespace has them at start, the dev server registers them.

@@ -8,6 +8,7 @@ from datetime import datetime
 from agentrt.schemas._errors import AgentrtError
 
 __all__ = [
+    "ActivityContractMismatch",
     "BudgetExceeded",
     "EffectOutcomeUnknown",
     "EmptyResponseError",
@@ -38,6 +39,28 @@ __all__ = [
 
 class RunError(AgentrtError):
     """A failure while work was running (provider, tool, policy, budget, effect)."""
+
+
+class ActivityContractMismatch(RunError):
+    """A worker refused an activity call from a build outside its activity contract's window
+    (schemas/_contract.py): the two builds are more than one contract apart, so neither may read
+    what the other writes. Raised before the activity runs (nothing done), as a non-retryable
+    ``ApplicationError`` of this type; the other build's workers, or the end of the rollout, serve it.
+
+    Fields: ``activity`` (its name), ``worker`` and ``caller`` (``(version, oldest)`` of each side's
+    contract; the caller's is None when its header did not parse).
+    """
+
+    def __init__(self, activity: str, worker: tuple[int, int], caller: tuple[int, int] | None) -> None:
+        self.activity = activity
+        self.worker = worker
+        self.caller = caller
+        theirs = "unreadable" if caller is None else f"{caller[0]} (back to {caller[1]})"
+        super().__init__(
+            f"activity {activity}: this worker's activity contract is {worker[0]} (back to {worker[1]}), the calling "
+            f"workflow's is {theirs}: builds more than one contract apart do not run each other's activities; "
+            "the caller's own build must run it (finish or roll back the rollout: deploy/RUNBOOK.md, \"Upgrades\")"
+        )
 
 
 class ProviderError(RunError):

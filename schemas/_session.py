@@ -19,6 +19,7 @@ from agentrt.schemas._mcp import ElicitationAnswer
 from agentrt.schemas._memory import MemoryProposal
 from agentrt.schemas._messages import PositionedMessage, ToolSpec, Usage
 from agentrt.schemas._output import OutputSpec
+from agentrt.schemas._pause import PauseState
 from agentrt.schemas._run_errors import OutputInvalid
 from agentrt.schemas._skills import SkillInfo
 from agentrt.schemas._turns import PermissionRequest, TurnStatus
@@ -50,7 +51,7 @@ __all__ = [
     "idempotency_key_problem",
 ]
 
-SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived", "failed"]
+SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived", "failed", "paused"]
 
 T = TypeVar("T")
 
@@ -368,6 +369,8 @@ class SessionState(Model):
     # Messages sent with an idempotency key, by ``idempotency_digest(principal, key)``, oldest first;
     # at most MAX_SENT_KEYS of them (workflows/_idempotency.py). Left out when empty.
     sent_keys: dict[str, SentMessage] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    # Who paused the session (update ``pause``), while it is paused; left out otherwise.
+    paused: PauseState | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class SessionInput(Model):
@@ -423,4 +426,6 @@ class SessionStateView(Model):
     budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
     spend: Spend | None = Field(default=None, exclude_if=lambda v: v is None)
     remaining: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
+    # While the session is paused (status ``paused``): who paused it, why and since when.
+    paused: PauseState | None = Field(default=None, exclude_if=lambda v: v is None)
 

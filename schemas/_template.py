@@ -43,7 +43,7 @@ class SessionTemplate(Model):
     """The sessions a task, a graph or a delegating session starts, as ``SessionConfig`` has each
     field (same meanings, same defaults): model (``profile``, ``script``, ``system_prompt`` and its
     mode), grants (``tools``, ``sandbox``, ``network``, ``mcp_servers``, ``local_tools``,
-    ``tool_task_queue``), approvals (``approval``, ``approval_timeout_seconds``, ``interactive``,
+    ``tool_task_queue``, ``model_task_queue``), approvals (``approval``, ``approval_timeout_seconds``, ``interactive``,
     ``operators``, ``advisor``), timeouts in seconds (model, tool, heartbeat), rounds per turn,
     ``budget`` and ``agent`` (a registered agent's name). A starter may override any of them per child (a task's remaining budget, a graph
     node's grant)."""
@@ -65,6 +65,7 @@ class SessionTemplate(Model):
     interactive: bool = Field(default=True, exclude_if=lambda v: v is True)
     operators: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     tool_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    model_task_queue: str | None = Field(default=None, exclude_if=lambda v: v is None)
     advisor: AdvisorPolicy = Field(default_factory=AdvisorPolicy, exclude_if=lambda v: v == AdvisorPolicy())
     mcp_servers: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -5,6 +5,7 @@ resumable stream. With a cipher (``Store.open(url, cipher=...)``) a session's co
 
 from agentrt.store._audit import MAX_AUDIT_LIMIT
 from agentrt.store._base import text_column
+from agentrt.store._changes import StreamChanges, StreamWakeups, on_loop
 from agentrt.store._cipher import CLEAR_PREFIX, SEALED_PREFIX, StoreCipher, is_sealed
 from agentrt.store._deltas import TokenDelta
 from agentrt.store._effects import EffectRecord
@@ -38,10 +39,12 @@ __all__ = [
     "Store",
     "StoreCipher",
     "StreamCall",
+    "StreamChanges",
     "StreamDelta",
     "StreamEntry",
     "StreamKey",
     "StreamOpenText",
+    "StreamWakeups",
     "TaskSummary",
     "TokenDelta",
     "UsageReceipt",
@@ -53,6 +56,7 @@ __all__ = [
     "head_revision",
     "is_sealed",
     "listing_digest",
+    "on_loop",
     "parse_stream_id",
     "put_payloads",
     "schema_revision",

@@ -36,7 +36,11 @@ from agentrt.schemas import (
     PermissionGranted,
     SessionArchived,
     SessionCancelled,
+    SessionPaused,
+    SessionResumed,
     TaskCancelled,
+    TaskGraphPaused,
+    TaskGraphResumed,
     TaskPlanApproved,
     TaskPlanRejected,
     ToolCallEdited,
@@ -170,6 +174,10 @@ def session_acts(session_id: str, events: list[Event]) -> list[Act]:
                 acts.append(_act(prefix, str(e.seq), e, e.principal, "raise_budget", e.reason, budget=e.budget.model_dump(mode="json", exclude_none=True)))
             case ModelProfileSwitched():
                 acts.append(_act(prefix, str(e.seq), e, e.principal, "switch_model", None, from_profile=e.from_profile, profile=e.profile))
+            case SessionPaused():
+                acts.append(_act(prefix, str(e.seq), e, e.principal, "pause", e.reason))
+            case SessionResumed():
+                acts.append(_act(prefix, str(e.seq), e, e.principal, "resume", e.reason, paused_seconds=round(e.paused_seconds, 3)))
             case _:
                 pass
     for e in events:
@@ -220,7 +228,7 @@ def task_acts(task_id: str, events: list[Event]) -> list[Act]:
 
 def graph_acts(graph_id: str, events: list[Event]) -> list[Act]:
     """The acts among a task graph's ``events`` (a batch ``graph.record`` writes): a plan approved
-    or rejected by a principal, and the graph cancelled. A plan the graph approved itself
+    or rejected by a principal, the graph paused or resumed, and the graph cancelled. A plan the graph approved itself
     (``approve_plan = "auto"``) and the cancel of each node that a graph's cancel (or a failed
     node) ends are not acts."""
     prefix = f"graph:{graph_id}"
@@ -237,6 +245,10 @@ def graph_acts(graph_id: str, events: list[Event]) -> list[Act]:
                 acts.append(_act(prefix, what, e, e.principal, "reject_plan", e.reason))
             case TaskCancelled() if e.node_id is None and e.principal is not None:
                 acts.append(_act(prefix, what, e, e.principal, "cancel", e.reason))
+            case TaskGraphPaused():
+                acts.append(_act(prefix, what, e, e.principal, "pause", e.reason))
+            case TaskGraphResumed():
+                acts.append(_act(prefix, what, e, e.principal, "resume", e.reason, paused_seconds=round(e.paused_seconds, 3)))
             case _:
                 pass
     return acts

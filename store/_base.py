@@ -15,7 +15,11 @@ from typing import Any, overload
 from sqlalchemy import ColumnElement, Connection, Engine, Table, func
 from sqlalchemy.dialects import postgresql, sqlite
 
+from agentrt.store._changes import NOTIFY, StreamChanges, stream_changes
 from agentrt.store._cipher import StoreCipher, open_text, seal_text
+
+# ``Connection.info`` key: the sessions whose streams the connection's transaction wrote to.
+_CHANGED = "agentrt_stream_changes"
 
 
 @overload
@@ -47,6 +51,7 @@ class StoreBase:
         # Statements built once per store: building an upsert (its ``excluded`` columns) costs
         # more CPU than running it; execute them with parameters.
         self._statements: dict[str, Any] = {}
+        self._changes = stream_changes(engine)
 
     @property
     def engine(self) -> Engine:
@@ -78,14 +83,39 @@ class StoreBase:
         """A connection whose transactions take the write lock up front (SQLite ``BEGIN IMMEDIATE``)."""
         return self._write_engine.connect()
 
+    @property
+    def changes(self) -> StreamChanges:
+        """Who is told when a session's stream (events, token deltas) grows in this database."""
+        return self._changes
+
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """One write transaction: pass the connection as ``conn=`` to the store's write methods
         (``append``, ``put_message``, ``record_usage``, ``append_deltas``) to commit them together,
         one lock and one commit instead of one each, and to its reads (``messages``,
-        ``messages_in``, ``summary``) to see those writes. Rolls back when the block raises."""
-        with self._write() as conn, conn.begin():
-            yield conn
+        ``messages_in``, ``summary``) to see those writes. Rolls back when the block raises.
+        After the commit, ``changes`` tells its listeners of the sessions whose streams grew."""
+        with self._write() as conn:
+            conn.info[_CHANGED] = set()
+            try:
+                with conn.begin():
+                    yield conn
+                changed = conn.info.pop(_CHANGED, None)
+            finally:
+                conn.info.pop(_CHANGED, None)
+        if changed:
+            self._changes.publish(changed)
+
+    def _stream_grew(self, conn: Connection, session_id: str) -> None:
+        """Mark ``session_id``'s stream as grown by ``conn``'s transaction: its listeners in this
+        process hear it once a ``transaction()`` commits, and every process's on PostgreSQL
+        (``NOTIFY``, delivered at commit). A connection from elsewhere gets the ``NOTIFY`` only."""
+        changed: set[str] | None = conn.info.get(_CHANGED)
+        if changed is None or session_id not in changed:
+            if changed is not None:
+                changed.add(session_id)
+            if self._dialect == "postgresql":  # the payload, a session id of at most 255 characters, fits NOTIFY's 8,000 bytes
+                conn.execute(NOTIFY, {"session_id": session_id})
 
     def _writing(self, conn: Connection | None) -> AbstractContextManager[Connection]:
         """``conn`` when the caller holds a ``transaction()``, else a transaction of its own."""

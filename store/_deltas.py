@@ -54,6 +54,7 @@ class DeltaTable(StoreBase):
         ]
         with self._writing(conn) as conn:
             conn.execute(self._statement("insert token_deltas", lambda: insert(token_deltas)), rows)
+            self._stream_grew(conn, session_id)
 
     def deltas(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[TokenDelta]:
         """The session's deltas with ``id > after_id``, in id order, at most ``limit``."""

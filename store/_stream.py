@@ -179,6 +179,12 @@ class SessionStream:
         self._call: _Call | None = _Call(call) if call is not None else None
         self._fresh: _Fresh | None = None
 
+    @property
+    def in_model_call(self) -> bool:
+        """Whether the last event read started a model call (``ModelRequestStarted``): its token
+        deltas may come next."""
+        return self._call is not None
+
     # ---------------------------------------------------------------- opening
 
     @classmethod

@@ -88,6 +88,7 @@ class TranscriptTables(AuditTable):
                     for ev in data.events
                 ]
                 conn.execute(self._insert_ignore(events, ["session_id", "seq"]), rows)
+                self._stream_grew(conn, sid)
                 self._audit_session(conn, sid, data.config, data.events)
             # Row counts of multi-row INSERT .. ON CONFLICT are not reported on PostgreSQL (-1),
             # so any batch with content marks the session as updated.

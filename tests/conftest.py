@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 import sys
@@ -172,6 +173,22 @@ async def harness(
     async with h.worker():
         yield h
     RECORDED_HISTORIES.extend(h.handle(s) for s in h.session_ids)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def garbage_collected_and_frozen() -> None:
+    """Before each module: what the modules before left is collected and the rest frozen, so that a
+    full collection in a workflow thread scans only what this module made (see below)."""
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built (thousands of test items, every imported module) is moved out of the
+    garbage collector's reach: a full collection that scanned it from a workflow thread on a loaded
+    machine took over the SDK's 2 s deadlock bound (TMPRL1101, seen in a query of a graph)."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -50,12 +50,14 @@ from agentrt.schemas import (
     WaitTurnInput,
     session_workflow_id,
 )
+from agentrt.worker import AgentrtConfig, build_worker
 from agentrt.workflows.session import SessionWorkflow
 from bench.local import local_stack
 from tests.e2e._graphs import PASS as NODE_PASS
 from tests.e2e._graphs import GraphRig, answer, fail, write_graph_script
 from tests.e2e._support import ALLOW_ALL, wait_for_event
 from tests.e2e._tasks import TaskRig, write_file, write_task_script
+from tests.e2e._versions import make_current, settled_on, versioned_worker
 from tests.e2e.agent_tools import order_desk, support
 from tests.mcp_servers import everything_stdio, probe_stdio
 
@@ -66,10 +68,11 @@ Scenario = Callable[["Recorder"], Awaitable[dict[str, WorkflowHandle]]]
 
 
 class Recorder:
-    def __init__(self, temporal: Client, client: AgentClient, root: Path) -> None:
+    def __init__(self, temporal: Client, client: AgentClient, root: Path, config: AgentrtConfig) -> None:
         self.temporal = temporal
         self.client = client
         self.root = root
+        self.config_of_worker = config
         assert client.store is not None
         # Autonomous tasks start on a virtual clock (days of timers pass at once).
         self.tasks = TaskRig.create(temporal, client.store, client.task_queue)
@@ -1026,8 +1029,157 @@ async def names_not_registered(r: Recorder) -> dict[str, WorkflowHandle]:
     return handles
 
 
+# ---------------------------------------------------------------- versioned deploys
+
+
+async def upgraded_to_new_build(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Build A serves an idle session, a session whose turn waits for an approval and a task asleep
+    after its first session; build B is made current. The idle session and the task, woken by B's
+    workers, continue as new onto B at once; the waiting turn ends on A once approved, then that
+    session moves. Each first run (on A) and second run (on B, with a turn or a session there)."""
+    queue, deployment = f"{r.client.task_queue}-versioned", f"recorded-{uuid.uuid4().hex[:6]}"
+    client = AgentClient(r.temporal, task_queue=queue, principal=OWNER, store=r.client.store)
+    tasks = TaskRig.create(r.temporal, r.tasks.store, queue)
+
+    def worker(build_id: str):  # type: ignore[no-untyped-def]
+        assert r.client.store is not None
+        return versioned_worker(r.temporal, r.config_of_worker, r.client.store, queue, deployment, build_id)
+
+    idle = r.config([{"text": "one"}, {"text": "two"}])
+    busy = r.config([write_file("notes.md", "once"), {"text": "written"}, {"text": "next"}])
+    run_dir, ws = r.task_dir()
+    task = tasks.config(
+        ws, write_task_script(run_dir, [[write_file("one.txt", "1"), {"text": "first"}], [write_file("two.txt", "2"), {"text": "second"}]]),
+        acceptance={"command": "test -f two.txt"}, schedule={"every_seconds": DAY}, approval=ALLOW_ALL,
+    )
+    first_runs: dict[str, str] = {}
+    async with worker("build-a"):
+        await make_current(r.temporal, deployment, "build-a")
+        _, outcome = await client.start_and_wait(idle, "first")
+        assert outcome.answer == "one", outcome
+        started = await client.start(busy, "write it")
+        asked = await wait_for_event(client, busy.session_id, lambda e: isinstance(e, PermissionRequested))
+        assert isinstance(asked, PermissionRequested)
+        await tasks.start(task, skipping=False)
+        await tasks.wait_stored(task.task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed))
+        for workflow_id in (session_workflow_id(idle.session_id), session_workflow_id(busy.session_id), f"task-{task.task_id}"):
+            first_runs[workflow_id] = (await r.temporal.get_workflow_handle(workflow_id).describe()).run_id or ""
+        async with worker("build-b"):
+            await make_current(r.temporal, deployment, "build-b")
+            await settled_on(r.temporal, session_workflow_id(idle.session_id), "build-b")
+            await settled_on(r.temporal, f"task-{task.task_id}", "build-b")
+            await client.approve(busy.session_id, asked.request.request_id)
+            assert (await client.wait(busy.session_id, started.turn_id)).answer == "written"
+            await settled_on(r.temporal, session_workflow_id(busy.session_id), "build-b")
+            for session in (idle, busy):
+                assert (await client.send_and_wait(session.session_id, "again")).status == "completed"
+                await client.archive(session.session_id)
+            await tasks.client.nudge_task(task.task_id, reason="recorded")
+            assert (await tasks.wait(task.task_id, timeout=120)).status == "completed"
+    handles: dict[str, WorkflowHandle] = {}
+    for name, workflow_id in (("idle-session", session_workflow_id(idle.session_id)), ("approval-waiting-session", session_workflow_id(busy.session_id)), ("asleep-task", f"task-{task.task_id}")):
+        handles[f"{name}-first-run-on-a"] = r.temporal.get_workflow_handle(workflow_id, run_id=first_runs[workflow_id])
+        handles[f"{name}-second-run-on-b"] = r.temporal.get_workflow_handle(workflow_id)
+    return handles
+# ---------------------------------------------------------------- pause and resume
+
+_SLOW_LISTING: dict[str, Any] = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}], "delay_seconds": 1.5}
+
+
+async def _state_until(r: Recorder, session_id: str, holds: Callable[[Any], bool]) -> None:
+    while not holds(await r.client.state(session_id)):
+        await asyncio.sleep(0.05)
+
+
+async def session_paused_with_a_queued_message(r: Recorder) -> dict[str, WorkflowHandle]:
+    """An idle session paused (and paused again: no change); a message sent meanwhile waits as its
+    turn, which starts no model call; resumed, the turn runs; then archived."""
+    config = r.config([{"text": "one"}, {"text": "two"}])
+    sid = config.session_id
+    started = await r.client.start(config, "one")
+    await r.wait_turn(sid, started.turn_id)
+    await r.client.sessions.pause(sid, reason="recorded")
+    await r.client.sessions.pause(sid)
+    sent = await r.client.send(sid, "two")
+    await _state_until(r, sid, lambda s: s.active_turn_id == sent.turn_id)
+    await r.client.sessions.resume(sid, reason="recorded")
+    await r.wait_turn(sid, sent.turn_id)
+    await r.client.archive(sid)
+    return {"session-paused-with-a-queued-message": r.handle(sid)}
+
+
+async def session_paused_during_an_approval_wait(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A session paused while a write waits for approval: the grant is taken, the call waits until
+    the resume, then runs; then archived."""
+    config = r.config([{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]}, {"text": "done"}])
+    sid = config.session_id
+    started = await r.client.start(config, "write a file")
+    requested = await wait_for_event(r.client, sid, lambda e: isinstance(e, PermissionRequested))
+    await r.client.sessions.pause(sid, reason="recorded")
+    await r.client.approve(sid, requested.request.request_id)
+    await _state_until(r, sid, lambda s: not s.pending_approvals)
+    await r.client.sessions.resume(sid)
+    await r.wait_turn(sid, started.turn_id)
+    await r.client.archive(sid)
+    return {"session-paused-during-an-approval-wait": r.handle(sid)}
+
+
+async def graph_paused_with_a_running_node(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A graph paused during its first node's model call: the node's session pauses (the listing it
+    asked for waits), no other node starts; resumed, both nodes complete."""
+    run_dir, ws = r.task_dir()
+    spec = GraphSpec.model_validate({"nodes": [{"id": "a", "prompt": "list"}, {"id": "b", "prompt": "then", "depends_on": ["a"]}]})
+    script = write_graph_script(run_dir, {
+        "a": [{"turns": [_SLOW_LISTING, answer("listed")], "review": NODE_PASS}],
+        "b": [{"turns": [answer("b done")], "review": NODE_PASS}],
+    })
+    graph_id = await r.graphs.start(r.graphs.config(ws, script, graph=spec, approve_plan="auto", tools=["fs.list"]))
+    await r.graphs.wait_until(graph_id, lambda v: v.running == 1)
+    session_id = (await r.graphs.session_ids(graph_id))[0]
+    await wait_for_event(r.client, session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await r.graphs.handle(graph_id).execute_update("pause", GraphControlInput(principal=OWNER, reason="recorded"), result_type=GraphSnapshot)
+    await wait_for_event(r.client, session_id, lambda e: e.type == "AssistantMessageCompleted")
+    await r.graphs.handle(graph_id).execute_update("resume", GraphControlInput(principal=OWNER), result_type=GraphSnapshot)
+    assert (await r.graphs.wait(graph_id)).status == "completed"
+    return await _graph_histories(r, graph_id, "graph-paused-with-a-running-node")
+
+
+async def task_paused_during_a_session(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task paused during its first session's model call (pause-v1): the session pauses too (the
+    listing it asked for waits); resumed, the session ends, its review fails, the second passes."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [[_SLOW_LISTING, {"text": "half done"}], [{"text": "all done"}]], reviews=[FAIL, PASS])
+    task_id = await r.tasks.start(r.tasks.config(ws, script, schedule={"every_seconds": DAY}))
+    session_id = await r.tasks.session_id(task_id, 1)
+    await wait_for_event(r.client, session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await r.tasks.client.pause_task(task_id, reason="recorded")
+    await wait_for_event(r.client, session_id, lambda e: e.type == "AssistantMessageCompleted")
+    await r.tasks.client.resume_task(task_id)
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 2, result
+    return {"task-paused-during-a-session": r.tasks.handle(task_id), "task-paused-during-a-session-child": r.tasks.session_handle(task_id, 1)}
+
+
 def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
+
+
+async def model_queue_session(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Model calls on a queue of their own (``model_task_queue``), run by a providers-only worker."""
+    queue = f"{r.client.task_queue}-models"
+    assert r.client.store is not None
+    providers = build_worker(
+        r.temporal, AgentrtConfig(task_queue=r.client.task_queue, model_task_queue=queue), r.client.store, role="providers"
+    )
+    config = r.config(
+        [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]}, {"text": "done"}],
+        approval=ALLOW_ALL, model_task_queue=queue,
+    )
+    async with providers:
+        started = await r.client.start(config, "write a file")
+        await r.wait_turn(config.session_id, started.turn_id)
+        await r.client.archive(config.session_id)
+    return {"model-calls-on-their-own-queue-then-archived": r.handle(config.session_id)}
 
 
 SCENARIOS: list[Scenario] = [
@@ -1082,6 +1234,12 @@ SCENARIOS: list[Scenario] = [
     agent_session,
     agent_output,
     names_not_registered,
+    upgraded_to_new_build,
+    session_paused_with_a_queued_message,
+    session_paused_during_an_approval_wait,
+    graph_paused_with_a_running_node,
+    task_paused_during_a_session,
+    model_queue_session,
 ]
 
 
@@ -1093,7 +1251,7 @@ async def record(out: Path, prefix: str, only: list[str] | None = None) -> list[
         "--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true",  # tasks' virtual clocks
     ]
     async with local_stack(OWNER, server_args, mcp_servers=_mcp_servers, agents=[support, order_desk]) as stack:
-        recorder = Recorder(stack.temporal, stack.client, stack.root)
+        recorder = Recorder(stack.temporal, stack.client, stack.root, stack.config)
         for scenario in SCENARIOS:
             if only and scenario.__name__ not in only:
                 continue

@@ -2,8 +2,12 @@
 schema, every Kubernetes manifest against the API schema of a pinned Kubernetes version (strict: an
 unknown field is an error), the Dockerfile's stages and user, and what the files must mean to run:
 names that resolve, secrets referenced and never written, probes, non-root pods, the sandbox's
-relaxations on the tools worker alone, agentrt commands the CLI accepts. The one-shot jobs (store
-migration, Temporal setup) run for real, against PostgreSQL and a Temporal dev server.
+relaxations on the tools worker alone, agentrt commands the CLI accepts. The Kubernetes workers are
+per build: deploy/scripts/worker-build.sh renders them for two builds side by side, as during a
+rollout, and each build's objects are checked with the shared ones (versioned pods, selectors that
+keep the builds apart, an HPA and PodDisruptionBudgets per build). The one-shot jobs (store migration,
+Temporal setup) run for real, against PostgreSQL and a Temporal dev server; the `temporal` commands
+the runbook gives are ones the installed CLI accepts.
 
 The Compose schema is the one the ``check-jsonschema`` package vendors (compose-spec/compose-spec's
 ``schema/compose-spec.json``); the Kubernetes schemas are ``kubernetes-validate``'s offline ones.
@@ -48,8 +52,20 @@ DEPLOY = REPO_ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 DOCKERFILE = DEPLOY / "Dockerfile"
 SETUP_SCRIPT = DEPLOY / "scripts" / "temporal-setup.sh"
+WORKER_BUILD_SCRIPT = DEPLOY / "scripts" / "worker-build.sh"
+WORKER_BUILD = K8S / "worker-build"
+RUNBOOK = DEPLOY / "RUNBOOK.md"
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 AGENTRT_IMAGE = f"agentrt:{VERSION}"
+# The Worker Deployment the workers poll as a version of (AGENTRT_DEPLOYMENT), as the runbook names it.
+WORKER_DEPLOYMENT = "agentrt"
+VERSION_LABEL = "app.kubernetes.io/version"
+# Two builds live at once, as in a rollout: the release, and a next one whose id is not a name as it is
+# (upper case, '_' and '.': its objects' names use it lower-cased, with '-').
+BUILDS = {
+    VERSION: f"registry.example.com/team/agentrt:{VERSION}",
+    "2026.12.06_RC1": "registry.example.com/team/agentrt@sha256:" + "0" * 64,
+}
 
 # Environment variables whose value is a secret: passwords, tokens, keys.
 SECRET_NAME = re.compile(r"PASSWORD|PASSWD|_PWD$|TOKEN|SECRET|API_KEY|_KEYS?$|CREDENTIAL")
@@ -120,8 +136,8 @@ def resolved_environment(service: dict[str, Any], **given: str) -> dict[str, str
     return {name: pattern.sub(value, raw) for name, raw in environment(service).items()}
 
 
-def manifests() -> list[tuple[Path, dict[str, Any]]]:
-    """Every Kubernetes object of deploy/k8s (the kustomization aside), with its file."""
+def base_manifests() -> list[tuple[Path, dict[str, Any]]]:
+    """Every Kubernetes object of deploy/k8s that every build shares (the kustomization aside), with its file."""
     found = []
     for path in sorted(K8S.glob("*.yaml")):
         if path.name == "kustomization.yaml":
@@ -130,15 +146,59 @@ def manifests() -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
+def run_worker_build(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/sh", str(WORKER_BUILD_SCRIPT), *args], capture_output=True, text=True, timeout=60)
+
+
+@cache
+def _rendered_build(build_id: str, image: str) -> str:
+    result = run_worker_build(build_id, image)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def build_manifests(build_id: str) -> list[dict[str, Any]]:
+    """The objects of one build's workers, as ``worker-build.sh BUILD_ID IMAGE`` prints them for kubectl."""
+    return [doc for doc in yaml.safe_load_all(_rendered_build(build_id, BUILDS[build_id])) if doc]
+
+
+def manifests() -> list[tuple[Path, dict[str, Any]]]:
+    """Every Kubernetes object of a deployment with the workers of two builds (``BUILDS``), with its
+    file (the script's, for the builds' objects)."""
+    return base_manifests() + [(WORKER_BUILD_SCRIPT, doc) for build in BUILDS for doc in build_manifests(build)]
+
+
 def objects(kind: str) -> dict[str, dict[str, Any]]:
     return {doc["metadata"]["name"]: doc for _, doc in manifests() if doc["kind"] == kind}
 
 
-def pod_specs() -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(kind/name, pod spec)`` of every Deployment and Job."""
+def pods() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """``(kind/name, component, pod spec)`` of every Deployment and Job."""
     for _, doc in manifests():
         if doc["kind"] in ("Deployment", "Job"):
-            yield f"{doc['kind']}/{doc['metadata']['name']}", doc["spec"]["template"]["spec"]
+            where = f"{doc['kind']}/{doc['metadata']['name']}"
+            yield where, doc["metadata"]["labels"]["app.kubernetes.io/component"], doc["spec"]["template"]["spec"]
+
+
+def pod_specs() -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(kind/name, pod spec)`` of every Deployment and Job."""
+    for where, _, spec in pods():
+        yield where, spec
+
+
+def workers(build_id: str) -> dict[str, dict[str, Any]]:
+    """``{component: Deployment}`` of one build's workers (``worker``, ``tools-worker``)."""
+    return {
+        doc["metadata"]["labels"]["app.kubernetes.io/component"]: doc
+        for doc in build_manifests(build_id)
+        if doc["kind"] == "Deployment"
+    }
+
+
+def env_values(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The first container's environment: ``{name: value}``, or the ``valueFrom`` of those that have one."""
+    (one,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {variable["name"]: variable.get("value", variable.get("valueFrom")) for variable in one.get("env", [])}
 
 
 def container(kind: str, name: str) -> dict[str, Any]:
@@ -405,14 +465,20 @@ def test_the_kustomization_lists_every_manifest_and_only_those() -> None:
     assert objects("Namespace").keys() == {namespace}
 
 
-def test_every_image_is_the_released_agentrt_version() -> None:
+def test_every_image_is_the_released_agentrt_version_and_each_builds_workers_run_the_builds_image() -> None:
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     (image,) = kustomization["images"]
     assert image["name"] == "agentrt" and image["newTag"] == VERSION
-    for where, spec in pod_specs():
-        for one in spec["containers"]:
-            assert one["image"] == AGENTRT_IMAGE, where
-            assert one["imagePullPolicy"] == "IfNotPresent", where
+    for path, doc in base_manifests():
+        if doc["kind"] in ("Deployment", "Job"):
+            for one in doc["spec"]["template"]["spec"]["containers"]:
+                assert one["image"] == AGENTRT_IMAGE, path.name
+                assert one["imagePullPolicy"] == "IfNotPresent", path.name
+    for build_id, build_image in BUILDS.items():
+        for component, deployment in workers(build_id).items():
+            for one in deployment["spec"]["template"]["spec"]["containers"]:
+                assert one["image"] == build_image, f"{build_id} {component}"
+                assert one["imagePullPolicy"] == "IfNotPresent", f"{build_id} {component}"
 
 
 def test_every_pod_runs_as_a_numeric_non_root_user_without_privileges() -> None:
@@ -429,10 +495,10 @@ def test_every_pod_runs_as_a_numeric_non_root_user_without_privileges() -> None:
 
 
 def test_the_sandbox_relaxations_apply_to_the_kubernetes_tools_worker_alone() -> None:
-    for where, spec in pod_specs():
+    for where, component, spec in pods():
         seccomp = spec["securityContext"]["seccompProfile"]["type"]
         proc_mount = spec["containers"][0]["securityContext"].get("procMount", "Default")
-        if where == "Deployment/agentrt-tools-worker":
+        if component == "tools-worker":
             assert seccomp == "Unconfined" and spec["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
             # An unmasked /proc is only allowed, and only safe, in a user namespace of the pod's own.
             assert proc_mount == "Unmasked" and spec["hostUsers"] is False
@@ -450,19 +516,23 @@ def test_the_gateway_and_the_codec_server_are_probed_on_healthz_at_a_declared_po
             assert one[probe]["httpGet"]["port"] in ports, name
 
 
-def test_the_hpa_scales_the_worker_deployment_on_cpu() -> None:
-    (hpa,) = objects("HorizontalPodAutoscaler").values()
+@pytest.mark.parametrize("build_id", sorted(BUILDS))
+def test_each_build_has_an_hpa_that_scales_its_own_worker_deployment_on_cpu(build_id: str) -> None:
+    (hpa,) = [doc for doc in build_manifests(build_id) if doc["kind"] == "HorizontalPodAutoscaler"]
     target = hpa["spec"]["scaleTargetRef"]
     assert (target["apiVersion"], target["kind"]) == ("apps/v1", "Deployment")
-    worker = objects("Deployment")[target["name"]]
+    worker = workers(build_id)["worker"]
+    assert target["name"] == worker["metadata"]["name"]
     assert worker["spec"]["template"]["spec"]["containers"][0]["args"][:3] == ["agentrt", "worker", "--models-only"]
     assert [m["resource"]["name"] for m in hpa["spec"]["metrics"] if m["type"] == "Resource"] == ["cpu"]
     assert hpa["spec"]["minReplicas"] >= 2
     # Replicas belong to the HPA: a count in the Deployment would reset it on every apply.
     assert "replicas" not in worker["spec"]
+    assert [h for h in objects("HorizontalPodAutoscaler").values() if h["spec"]["scaleTargetRef"] == target] == [hpa]
 
 
-def test_each_pod_disruption_budget_covers_exactly_one_worker_deployment() -> None:
+def test_each_pod_disruption_budget_covers_the_workers_or_tools_workers_of_exactly_one_build() -> None:
+    # A drain must leave each build a poller: a session pinned to one build cannot run on another's.
     deployments = objects("Deployment")
     covered = []
     for name, pdb in objects("PodDisruptionBudget").items():
@@ -470,8 +540,10 @@ def test_each_pod_disruption_budget_covers_exactly_one_worker_deployment() -> No
             d for d, dep in deployments.items() if selects(pdb["spec"]["selector"]["matchLabels"], pod_labels(dep))
         ]
         assert len(matched) == 1, f"{name} selects {matched}"
+        assert pdb["spec"]["maxUnavailable"] == 1, name
         covered += matched
-    assert sorted(covered) == ["agentrt-tools-worker", "agentrt-worker"]
+    expected = [w["metadata"]["name"] for build in BUILDS for w in workers(build).values()]
+    assert sorted(covered) == sorted(expected) and len(expected) == 2 * len(BUILDS)
 
 
 def test_each_service_selects_the_pods_of_one_deployment_on_a_named_port() -> None:
@@ -483,9 +555,156 @@ def test_each_service_selects_the_pods_of_one_deployment_on_a_named_port() -> No
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports, name
 
 
-def test_every_deployment_selects_its_own_pods() -> None:
-    for name, deployment in objects("Deployment").items():
-        assert selects(deployment["spec"]["selector"]["matchLabels"], pod_labels(deployment)), name
+def test_every_deployment_selects_only_its_own_pods_so_two_builds_stay_apart() -> None:
+    deployments = objects("Deployment")
+    for name, deployment in deployments.items():
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        selected = [d for d, dep in deployments.items() if selects(selector, pod_labels(dep))]
+        assert selected == [name], f"{name} selects the pods of {selected}"
+
+
+# --- the workers of each build -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("build_id", sorted(BUILDS))
+def test_every_object_of_a_build_is_valid_for_the_pinned_kubernetes_version(build_id: str) -> None:
+    documents = build_manifests(build_id)
+    templates = sorted(WORKER_BUILD.glob("*.yaml"))
+    assert len(documents) == len(templates), "worker-build.sh prints every template of deploy/k8s/worker-build once"
+    for doc in documents:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    kinds = sorted((doc["kind"], doc["metadata"]["labels"]["app.kubernetes.io/component"]) for doc in documents)
+    assert kinds == [
+        ("Deployment", "tools-worker"),
+        ("Deployment", "worker"),
+        ("HorizontalPodAutoscaler", "worker"),
+        ("PodDisruptionBudget", "tools-worker"),
+        ("PodDisruptionBudget", "worker"),
+    ]
+
+
+def test_the_worker_build_script_fills_in_every_placeholder_of_the_templates() -> None:
+    placeholders = set()
+    for template in WORKER_BUILD.glob("*.yaml"):
+        placeholders |= set(re.findall(r"__[A-Z_]+__", template.read_text()))
+    assert placeholders == {"__BUILD_ID__", "__BUILD_NAME__", "__IMAGE__"}
+    for build_id, image in BUILDS.items():
+        rendered = _rendered_build(build_id, image)
+        assert not re.search(r"__[A-Z_]+__", rendered), build_id
+
+
+@pytest.mark.parametrize("build_id", sorted(BUILDS))
+def test_each_builds_workers_poll_as_that_version_of_the_agentrt_worker_deployment(build_id: str) -> None:
+    name = build_id.lower().replace(".", "-").replace("_", "-")
+    namespace = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
+    found = workers(build_id)
+    assert sorted(found) == ["tools-worker", "worker"]
+    for component, deployment in found.items():
+        assert deployment["metadata"]["name"] == f"agentrt-{component}-{name}"
+        assert deployment["metadata"]["namespace"] == namespace, "kubectl apply -f puts it beside the shared objects"
+        env = env_values(deployment)
+        assert env["AGENTRT_DEPLOYMENT"] == WORKER_DEPLOYMENT and env["AGENTRT_BUILD_ID"] == build_id, component
+        assert env["OTEL_RESOURCE_ATTRIBUTES"] == f"service.version={build_id}"
+        for labels in (
+            deployment["metadata"]["labels"],
+            deployment["spec"]["selector"]["matchLabels"],
+            pod_labels(deployment),
+        ):
+            assert labels[VERSION_LABEL] == build_id, component
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "--deployment" not in args and "--build-id" not in args, "the version comes from the environment alone"
+    for doc in build_manifests(build_id):
+        assert doc["metadata"]["namespace"] == namespace
+        assert doc["metadata"]["name"].endswith(f"-{name}")
+
+
+def test_a_builds_label_finds_every_object_of_the_build_and_nothing_that_builds_share() -> None:
+    # The runbook removes a drained build with `kubectl delete deployment,hpa,pdb -l
+    # app.kubernetes.io/name=agentrt,app.kubernetes.io/version=OLD`.
+    for build_id in BUILDS:
+        selector = {"app.kubernetes.io/name": "agentrt", VERSION_LABEL: build_id}
+        found = sorted(
+            (doc["kind"], doc["metadata"]["name"])
+            for _, doc in manifests()
+            if doc["kind"] in ("Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget")
+            and selects(selector, doc["metadata"]["labels"])
+        )
+        assert found == sorted((doc["kind"], doc["metadata"]["name"]) for doc in build_manifests(build_id))
+    for path, doc in base_manifests():
+        assert VERSION_LABEL not in doc["metadata"].get("labels", {}), f"{path.name} is shared by every build"
+
+
+@pytest.mark.parametrize(
+    ("build_id", "said"),
+    [
+        pytest.param("", "is not 1 to 63 letters", id="empty"),
+        pytest.param("-0.2.0", "is not 1 to 63 letters", id="leading-dash"),
+        pytest.param("0.2.0.", "is not 1 to 63 letters", id="trailing-dot"),
+        pytest.param("0.2.0 rc1", "is not 1 to 63 letters", id="space"),
+        pytest.param("0.2.0\nrc1", "is not 1 to 63 letters", id="newline"),
+        pytest.param("0.2.0/rc1", "is not 1 to 63 letters", id="slash"),
+        pytest.param("b" * 64, "longer than 63 characters", id="too-long"),
+    ],
+)
+def test_the_worker_build_script_refuses_a_build_id_that_cannot_label_its_objects(build_id: str, said: str) -> None:
+    result = run_worker_build(build_id, "registry.example.com/team/agentrt:0.2.0")
+    assert result.returncode == 2 and said in result.stderr and result.stdout == ""
+
+
+def test_the_worker_build_script_refuses_an_image_that_is_not_an_image_reference_and_wrong_arguments() -> None:
+    for image in ("", "registry.example.com/agentrt:0.2.0|x", "agentrt:0.2.0 --privileged", "a&b"):
+        result = run_worker_build("0.2.0", image)
+        assert result.returncode == 2 and "is not an image reference" in result.stderr, image
+    for args in ((), ("0.2.0",), ("0.2.0", "agentrt:0.2.0", "extra")):
+        result = run_worker_build(*args)
+        assert result.returncode == 2 and result.stderr.startswith("usage:"), args
+
+
+# --- the runbook's temporal commands --------------------------------------------------------------------
+
+
+def runbook_temporal_commands() -> list[tuple[str, list[str]]]:
+    """``(subcommand, [--flags])`` of every `temporal ...` command in the runbook's code (fenced blocks
+    and inline code), continuation lines joined."""
+    text = RUNBOOK.read_text()
+    fenced = re.compile(r"```[a-z]*\n(.*?)```", re.S)
+    inline = re.findall(r"`([^`]+)`", fenced.sub("", text))
+    code = fenced.findall(text) + [" ".join(span.split()) for span in inline]
+    found: dict[str, set[str]] = {}
+    for block in code:
+        block = re.sub(r"\s*\\\n\s*", " ", block)
+        for line in block.splitlines():
+            for match in re.finditer(r"(?:^|[\s$(])temporal((?: [a-z][a-z-]*)+)([^|;)`]*)", line):
+                command = match.group(1).strip()
+                found.setdefault(command, set()).update(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", match.group(2)))
+    return sorted((command, sorted(flags)) for command, flags in found.items())
+
+
+def test_the_runbook_gives_the_worker_deployment_commands_of_a_rollout() -> None:
+    commands = dict(runbook_temporal_commands())
+    for command in ("describe-version", "set-current-version", "set-ramping-version"):
+        assert f"worker deployment {command}" in commands, command
+    assert {"--deployment-name", "--build-id", "--yes"} <= set(commands["worker deployment set-current-version"])
+    # The drainage statuses `describe-version` reports: draining while runs pinned to the version are
+    # open, then drained (a dev server with two builds of `agentrt worker` said so, text and JSON).
+    text = " ".join(RUNBOOK.read_text().split())
+    assert "`DrainageStatus draining`" in text and "`drained`" in text
+    assert 'jq -r .drainageInfo.drainageStatus)" = drained' in text
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"), runbook_temporal_commands(), ids=lambda v: v if isinstance(v, str) else "_"
+)
+def test_every_temporal_command_of_the_runbook_is_one_the_cli_accepts(command: str, flags: list[str]) -> None:
+    temporal = str(Path(sys.executable).parent / "temporal")
+    helped = subprocess.run([temporal, *command.split(), "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0, helped.stderr
+    # An unknown subcommand prints its parent's help: the usage line names the command itself.
+    assert re.search(rf"^  temporal {re.escape(command)} \[", helped.stdout, re.M), f"no command `temporal {command}`"
+    global_flags = subprocess.run([temporal, "options"], capture_output=True, text=True, timeout=60).stdout
+    for flag in flags:
+        known = re.search(rf"(?<![\w-]){flag}(?![\w-])", helped.stdout + global_flags)
+        assert known, f"`temporal {command}` has no {flag}"
 
 
 def test_every_container_has_resource_requests_and_limits() -> None:
@@ -520,9 +739,9 @@ def test_only_the_kubernetes_worker_gets_the_provider_keys(tmp_path: Path) -> No
     config = AgentrtConfig.load(configmap_toml(tmp_path), env={**CODEC_ENV})
     keys = {profile.api_key_env for profile in config.profiles.values() if profile.api_key_env}
     assert keys
-    for where, spec in pod_specs():
+    for where, component, spec in pods():
         names = {variable["name"] for one in spec["containers"] for variable in one.get("env", [])}
-        if where == "Deployment/agentrt-worker":
+        if component == "worker":
             assert keys <= names
         else:
             assert not keys & names, f"{where} gets a provider key"
@@ -575,9 +794,15 @@ def agentrt_commands() -> list[list[str]]:
 def test_every_agentrt_command_of_the_deployment_is_one_the_cli_accepts(argv: list[str]) -> None:
     # --help is eager: the command line is parsed (an unknown option fails), nothing runs.
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "agentrt"), *argv[1:], "--help"], capture_output=True, text=True, timeout=120
+        [str(Path(sys.executable).parent / "agentrt"), *argv[1:], "--help"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"},
     )
     assert result.returncode == 0, f"{shlex.join(argv)}: {result.stderr or result.stdout}"
+    if argv[1] == "worker":
+        # The Kubernetes workers give their version in these variables alone (no --deployment, --build-id).
+        versioned = {name for build in BUILDS for w in workers(build).values() for name in env_values(w)}
+        for variable in ("AGENTRT_DEPLOYMENT", "AGENTRT_BUILD_ID"):
+            assert variable in versioned and f"[env var: {variable}]" in result.stdout, variable
 
 
 def migration_command() -> list[str]:
@@ -816,16 +1041,16 @@ def _graceful_shutdown(argv: list[str]) -> float:
 
 
 def test_every_worker_lets_running_calls_finish_within_the_time_its_stop_allows() -> None:
-    workers = 0
+    counted = 0
     for where, spec in pod_specs():
         [one] = spec["containers"]
         if one["args"][:2] == ["agentrt", "worker"]:
-            workers += 1
+            counted += 1
             assert _graceful_shutdown(one["args"]) < spec["terminationGracePeriodSeconds"], where
     for name, service in services().items():
         command = service.get("command")
         if isinstance(command, list) and command[:2] == ["agentrt", "worker"]:
-            workers += 1
+            counted += 1
             grace = float(str(service["stop_grace_period"]).removesuffix("s"))
             assert _graceful_shutdown(command) < grace, name
-    assert workers == 4
+    assert counted == 2 * len(BUILDS) + 2

@@ -281,6 +281,16 @@ async def run_read_from(harness: Harness, workspace: Path, tmp_path: Path, capsy
     assert everything[0] == "1" and capsys.readouterr().out.split() == everything[3:]
 
 
+@runs("streaming.md", "wait_for_growth")
+async def run_wait_for_growth(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    waiting = asyncio.ensure_future(snippet("streaming.md", "wait_for_growth")(harness.store, "grows"))
+    for idx in range(100):  # a write once the wait hears wakes it, long before its 30 s
+        await asyncio.to_thread(harness.store.append_deltas, "grows", "t1", 1, 1, ["a token"], idx)
+        if (await asyncio.wait({waiting}, timeout=0.1))[0]:
+            break
+    assert waiting.done() and waiting.result() is True
+
+
 @runs("telemetry.md", "traced")
 async def run_traced(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     async def work(plugin: AgentrtPlugin) -> None:

@@ -22,8 +22,10 @@ HISTORIES = Path(__file__).parent / "histories"
 
 def replayer(store_url: str | None = None) -> Replayer:
     """The worker's plugin in a replayer (workflows, sandbox, converter), reading externally
-    stored payloads from the store at ``store_url``."""
-    return Replayer(workflows=[], plugins=[AgentrtPlugin(AgentrtConfig(database_url=store_url))])
+    stored payloads from the store at ``store_url``. In debug mode, which turns off the SDK's 2 s
+    deadlock bound: what a replay checks is the commands, and on a loaded machine a garbage
+    collection in the workflow thread once took longer (TMPRL1101 in a committed history's replay)."""
+    return Replayer(workflows=[], plugins=[AgentrtPlugin(AgentrtConfig(database_url=store_url))], debug_mode=True)
 
 
 async def record_one_session(harness: Harness, tmp_path: Path) -> None:
@@ -68,8 +70,9 @@ async def test_histories_recorded_by_this_run_replay(
     assert failures == {}
     if os.environ.get("AGENTRT_RECORD_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
-        for history in histories:
-            (HISTORIES / f"{history.workflow_id}.json").write_text(history.to_json())
+        for history in histories:  # named by workflow id and run: a recording may hold several runs of one
+            run_id = history.events[0].workflow_execution_started_event_attributes.original_execution_run_id
+            (HISTORIES / f"{history.workflow_id}-{run_id[:8]}.json").write_text(history.to_json())
 
 
 def committed_histories() -> list[Path]:

@@ -69,7 +69,9 @@ if TYPE_CHECKING:
         quiet_runtime,
         replay_histories,
     )
+    from agentrt.worker._contract import ActivityContractInterceptor
     from agentrt.worker._resume import ResumeInterceptor
+    from agentrt.worker._signal_guard import SignalArityGuard
     from agentrt.worker._startup import MissingSearchAttributes, connect_when_ready, ensure_search_attributes
     from agentrt.worker._stuck_watch import STUCK_CHECK_SECONDS, StuckWatch
     from agentrt.worker._telemetry import TelemetryConfig, TelemetryHandle, flush_telemetry, setup_telemetry
@@ -78,11 +80,13 @@ if TYPE_CHECKING:
         STICKY_SCHEDULE_TO_START,
         AgentrtWorker,
         build_worker,
+        check_deployment_version,
         check_role,
         running_worker,
     )
 
 __all__ = [
+    "ActivityContractInterceptor",
     "AesGcmCodec",
     "AesGcmStoreCipher",
     "AgentrtClientPlugin",
@@ -122,6 +126,7 @@ __all__ = [
     "STICKY_SCHEDULE_TO_START",
     "STORE_DRIVER_NAME",
     "STUCK_CHECK_SECONDS",
+    "SignalArityGuard",
     "StorePayloadDriver",
     "StuckWatch",
     "TelemetryConfig",
@@ -131,6 +136,7 @@ __all__ = [
     "agents_in",
     "build_data_converter",
     "build_worker",
+    "check_deployment_version",
     "check_role",
     "config_file",
     "connect_when_ready",
@@ -206,6 +212,8 @@ EXPORTS = {
     "PayloadStorageError": "agentrt.worker._payload_errors",
     "PayloadStorageUnavailable": "agentrt.worker._payload_errors",
     "ResumeInterceptor": "agentrt.worker._resume",
+    "SignalArityGuard": "agentrt.worker._signal_guard",
+    "ActivityContractInterceptor": "agentrt.worker._contract",
     "S3PayloadDriver": "agentrt.worker._s3_payloads",
     "S3_DRIVER_NAME": "agentrt.worker._s3_payloads",
     "SEARCH_ATTRIBUTES": "agentrt.worker._devserver",
@@ -222,6 +230,7 @@ EXPORTS = {
     "deps_in": "agentrt.worker._agents",
     "build_data_converter": "agentrt.worker._payloads",
     "build_worker": "agentrt.worker._worker",
+    "check_deployment_version": "agentrt.worker._worker",
     "check_role": "agentrt.worker._worker",
     "config_file": "agentrt.worker._config",
     "connect_when_ready": "agentrt.worker._startup",

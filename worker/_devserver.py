@@ -28,6 +28,19 @@ SEARCH_ATTRIBUTES = {key.name: search_attribute_type_name(key.indexed_value_type
 # is listed at once, and `agentrt doctor` judges by its own threshold which of them are stuck.
 REPORTED_PROBLEMS_CONFIG = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"
 REPORTED_PROBLEMS_AFTER = 1
+# Task queue fairness: among tasks of one priority, the server dispatches each fairness key (a
+# client's start sets its tenant, docs/lanes.md) in proportion to its weight, not in arrival order.
+FAIRNESS_CONFIG = "matching.enableFairness"
+# New tasks go to one partition of each task queue (the server's default is 4), where priority and
+# fairness order all of them: with four, a task waits behind its partition's backlog, which another
+# tenant's flood fills as well (a tenant's turn waited seconds, bench/fairness.py). Polls still
+# read every partition (numTaskqueueReadPartitions stays 4), so tasks a server with four write
+# partitions left (its database kept by `agentrt dev`) are still dispatched.
+WRITE_PARTITIONS_CONFIG = "matching.numTaskqueueWritePartitions"
+# Dynamic configuration every embedded server gets unless ``extra_args`` sets the same key.
+DEFAULT_DYNAMIC_CONFIG = {
+    REPORTED_PROBLEMS_CONFIG: str(REPORTED_PROBLEMS_AFTER), FAIRNESS_CONFIG: "true", WRITE_PARTITIONS_CONFIG: "1",
+}
 
 
 class _ServerExited(ConfigurationError):
@@ -81,7 +94,10 @@ class DevServer:
     ``db_file`` keeps workflow histories across restarts (SQLite); ``ui_port`` None runs headless.
     ``search_attributes`` registers the ones agentrt's workflows write at start (False leaves the
     namespace without them, as a fresh production cluster is). ``ui_codec_endpoint`` (a URL,
-    e.g. an ``agentrt codec-server``) is the remote codec the UI decodes payloads with. Use
+    e.g. an ``agentrt codec-server``) is the remote codec the UI decodes payloads with. Its dynamic
+    configuration turns task queue fairness on and writes each task queue's tasks to one partition
+    (``DEFAULT_DYNAMIC_CONFIG``; ``extra_args`` may set another value, as
+    ``--dynamic-config-value matching.enableFairness=false``). Use
     ``await server.start()`` / ``server.stop()`` or ``async with``.
     """
 
@@ -133,8 +149,9 @@ class DevServer:
             args += ["--db-filename", str(self.db_file)]
         for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             args += ["--search-attribute", f"{name}={kind}"]
-        if not any(arg.startswith(f"{REPORTED_PROBLEMS_CONFIG}=") for arg in self.extra_args):
-            args += ["--dynamic-config-value", f"{REPORTED_PROBLEMS_CONFIG}={REPORTED_PROBLEMS_AFTER}"]
+        for key, value in DEFAULT_DYNAMIC_CONFIG.items():
+            if not any(arg.startswith(f"{key}=") for arg in self.extra_args):
+                args += ["--dynamic-config-value", f"{key}={value}"]
         return args + self.extra_args
 
     async def start(self, timeout: float = 60.0) -> "DevServer":

@@ -51,6 +51,8 @@ from agentrt.worker._client_plugin import (
     plugin_of,
 )
 from agentrt.worker._config import AgentrtConfig
+from agentrt.worker._contract import ActivityContractInterceptor
+from agentrt.worker._signal_guard import SignalArityGuard
 from agentrt.worker._payloads import PayloadStorage
 from agentrt.worker._query_guard import LegacyQueryGuard
 from agentrt.worker._resume import ResumeInterceptor
@@ -172,10 +174,19 @@ class AgentrtWorkerPlugin(SimplePlugin):
         given = list(given or [])
         return given + [w for w in WORKFLOWS if w not in given]
 
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """See ``SimplePlugin``; also ``SignalArityGuard``: a replay drops the signals the worker dropped."""
+        config = super().configure_replayer(config)
+        config["interceptors"] = _with_signal_guard(config.get("interceptors"), config.get("workflows"))
+        return config
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """See ``SimplePlugin``. Also puts the runner of unsandboxed workflows inside ``LegacyQueryGuard``
         (the sandboxed one is there already), adds ``ResumeInterceptor`` (a call retried after a dead
-        worker frees its session from that worker's sticky queue), appends ``agentrt-payloads=...`` to the worker's identity,
+        worker frees its session from that worker's sticky queue) and ``ActivityContractInterceptor``
+        (activity calls carry this build's activity contract; one from a build outside it is refused;
+        an interceptor of that class given to the worker is kept instead) and ``SignalArityGuard`` (a
+        signal whose arguments its handler cannot take is dropped, not retried forever), appends ``agentrt-payloads=...`` to the worker's identity,
         gives a worker that runs the plugin's (synchronous) activities a thread pool for them
         when it has no activity executor, and adds no workflows to a worker given activities only."""
         adds_activities = not config.get("activities") and bool(self._activities)
@@ -197,7 +208,10 @@ class AgentrtWorkerPlugin(SimplePlugin):
         client = config.get("client")
         interceptors = list(config.get("interceptors") or [])
         if client is not None and not any(isinstance(i, ResumeInterceptor) for i in interceptors):
-            config["interceptors"] = [*interceptors, ResumeInterceptor(client)]
+            interceptors.append(ResumeInterceptor(client))
+        if not any(isinstance(i, ActivityContractInterceptor) for i in interceptors):
+            interceptors.append(ActivityContractInterceptor())  # activity calls across builds (_contract.py)
+        config["interceptors"] = _with_signal_guard(interceptors, config.get("workflows"))
         storage = self.payload_storage
         if storage is None and client is not None:
             connected = plugin_of(client)
@@ -278,6 +292,15 @@ class AgentrtPlugin(AgentrtClientPlugin):
 
 # What a session runs as local activities, on the worker that runs its workflow task.
 LOCAL_ACTIVITY_NAMES = (STORE_APPEND, TOOLS_LIST, PROFILES_DESCRIBE, EFFECTS_RECONCILE, TOOL_EXECUTE, MEMORY_DECIDE)
+
+
+def _with_signal_guard(interceptors: Sequence[Any] | None, workflows: Sequence[type] | None) -> list[Any]:
+    """``interceptors`` with a ``SignalArityGuard`` of ``workflows`` (a signal its handler cannot take
+    is dropped, _signal_guard.py), unless one is there already."""
+    given = list(interceptors or [])
+    if any(isinstance(i, SignalArityGuard) for i in given):
+        return given
+    return given + [SignalArityGuard(list(workflows or []))]
 
 
 def _warn_without_local_activities(config: WorkerConfig) -> None:

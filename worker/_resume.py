@@ -11,8 +11,8 @@ while the attempt runs, and the attempt's result waits for that (at most ``RESET
 so the next workflow task goes to the task queue at once. A reset session replays its
 history on the worker that takes the task, which costs that worker a replay and nothing
 else; a call that failed before its first heartbeat (half a second) resets on its retry
-too, since nothing says where it ran. Only the session's model and tool calls
-(``RESUMING_ACTIVITIES``) of ``SessionWorkflow`` are looked at.
+too, since nothing says where it ran. Only the session's calls that heartbeat (model and tool
+calls, store writes, its preparation: ``RESUMING_ACTIVITIES``) of ``SessionWorkflow`` are looked at.
 """
 
 from __future__ import annotations
@@ -29,20 +29,27 @@ from temporalio.client import Client
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from agentrt.activities import previous_attempt_elsewhere
-from agentrt.schemas import CONTEXT_COMPACT, PROVIDER_COMPLETE, SESSION_WORKFLOW, TOOL_EXECUTE
+from agentrt.schemas import (
+    CONTEXT_COMPACT,
+    PROVIDER_COMPLETE,
+    SESSION_PREPARE,
+    SESSION_WORKFLOW,
+    STORE_APPEND,
+    TOOL_EXECUTE,
+)
 
 __all__ = ["ResumeInterceptor"]
 
 logger = logging.getLogger(__name__)
 
 # The session's calls that heartbeat (with the worker process's id) and so can tell a dead worker.
-RESUMING_ACTIVITIES = frozenset({PROVIDER_COMPLETE, TOOL_EXECUTE, CONTEXT_COMPACT})
+RESUMING_ACTIVITIES = frozenset({PROVIDER_COMPLETE, TOOL_EXECUTE, CONTEXT_COMPACT, STORE_APPEND, SESSION_PREPARE})
 # How long the reset may take; past it the call's result goes out anyway.
 RESET_TIMEOUT = timedelta(seconds=1)
 
 
 class ResumeInterceptor(Interceptor):
-    """Resets a session's sticky queue while a retried model or tool call runs whose previous
+    """Resets a session's sticky queue while a retried model, tool or store call runs whose previous
     attempt ran in another (possibly dead) worker process or sent no heartbeat. Activities of
     other workflows, first attempts and local activities pass untouched. ``client`` is the
     worker's client (its namespace)."""

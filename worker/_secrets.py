@@ -27,6 +27,6 @@ def check_secrets(registry: ToolRegistry, config: AgentrtConfig, role: WorkerRol
     """Raise ``SecretsMissing`` (a ``ConfigurationError``) when a secret that a tool or MCP server
     declares is in none of ``config.secrets``' sources, and ``ConfigurationError`` when a source
     fails (an insecure or unreadable secrets file, a hook that raises or does not answer in time).
-    A models-only worker runs no tool, so it checks nothing."""
-    if role != "models":
+    A worker that runs no tool (models-, workflows- or providers-only) checks nothing."""
+    if role in ("all", "tools"):
         SecretVault(config.secrets).missing(declared_secrets(registry, config))

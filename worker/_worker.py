@@ -23,12 +23,13 @@ from agentrt.schemas import ConfigurationError
 from agentrt.store import Store, agentrt_home
 from agentrt.worker._agents import worker_registry
 from agentrt.worker._at_rest import encrypt_store, open_store
-from agentrt.worker._config import AgentrtConfig
+from agentrt.worker._config import DEFAULT_STICKY_SCHEDULE_TO_START_SECONDS, AgentrtConfig
 from agentrt.worker._plugin import LOCAL_ACTIVITY_SLOTS, WORKFLOWS, AgentrtPlugin, AgentrtWorkerPlugin, plugin_of
 from agentrt.worker._secrets import check_secrets
 from agentrt.worker._startup import ensure_search_attributes
 from agentrt.worker._stuck_watch import StuckWatch
 from agentrt.worker._telemetry import flush_telemetry
+from agentrt.worker._upgrades import Upgrades
 
 log = logging.getLogger("agentrt.worker")
 
@@ -44,8 +45,8 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 # default is 10 s), unless the call that schedules it was retried after the dead worker
 # (``ResumeInterceptor`` resets the sticky queue then). A live worker takes its sticky tasks
 # within milliseconds; one so loaded that it does not within this bound lets another worker
-# replay the session instead.
-STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
+# replay the session instead. ``[worker] sticky_schedule_to_start_seconds`` sets it.
+STICKY_SCHEDULE_TO_START = timedelta(seconds=DEFAULT_STICKY_SCHEDULE_TO_START_SECONDS)
 
 
 # Payloads of one workflow task stored or read one after another. Above 1 the SDK visits each
@@ -65,19 +66,64 @@ CLEAR_HISTORY_WARNING = (
 
 def check_role(config: AgentrtConfig, role: WorkerRole) -> None:
     """Raise ``ConfigurationError`` when ``config`` cannot serve a worker of ``role``: a
-    models-only worker needs ``tool_task_queue``, where its sessions' tool calls go."""
-    if role == "models" and not config.tool_task_queue:
+    models-only or workflows-only worker needs ``tool_task_queue``, where its sessions' tool calls
+    go; a workflows-only or providers-only worker needs ``model_task_queue``, where their model
+    calls go (a distinct one: the workflows-only worker's own queue would get them back)."""
+    if role in ("models", "workflows") and not config.tool_task_queue:
         raise ConfigurationError(
-            "a models-only worker needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE): "
+            f"a {role}-only worker needs [temporal] tool_task_queue (or AGENTRT_TOOL_TASK_QUEUE): "
             "the task queue its sessions' tool calls go to, served by `agentrt worker --tools-only`"
         )
+    if role in ("workflows", "providers") and not config.model_task_queue:
+        raise ConfigurationError(
+            f"a {role}-only worker needs [temporal] model_task_queue (or AGENTRT_MODEL_TASK_QUEUE): "
+            "the task queue its sessions' model calls go to, served by `agentrt worker --providers-only`"
+        )
+    if role in ("workflows", "providers") and config.model_task_queue == config.task_queue:
+        raise ConfigurationError(
+            f"[temporal] model_task_queue is the task queue itself ({config.task_queue!r}): give model calls a queue "
+            "of their own for `agentrt worker --providers-only`"
+        )
+
+
+# Temporal's limit on a deployment name's and a build id's size (bytes; the server's default), and
+# the build id it keeps for unversioned workers.
+MAX_DEPLOYMENT_NAME_BYTES = 255
+UNVERSIONED_BUILD_ID = "__unversioned__"
+
+
+def check_deployment_version(version: WorkerDeploymentVersion) -> None:
+    """Raise ``ConfigurationError`` for a deployment name or build id Temporal would not register
+    (a worker polling as it would never take a run): empty, over ``MAX_DEPLOYMENT_NAME_BYTES``, a
+    ``.`` in the name or a leading ``__`` (Temporal's reserved names), the build id ``__unversioned__``; or that agentrt cannot put in a
+    visibility query (a backslash) or a log line (a control character, surrounding spaces)."""
+    for what, value in (("deployment name", version.deployment_name), ("build id", version.build_id)):
+        problem = (
+            "is empty" if not value
+            else f"is longer than {MAX_DEPLOYMENT_NAME_BYTES} bytes" if len(value.encode()) > MAX_DEPLOYMENT_NAME_BYTES
+            else "holds a backslash" if "\\" in value
+            else "holds a control character" if any(ord(c) < 32 or ord(c) == 127 for c in value)
+            else "begins or ends with a space" if value != value.strip()
+            else None
+        )
+        if problem is not None:
+            raise ConfigurationError(f"{what} {value[:80]!r} {problem}")
+    if "." in version.deployment_name:
+        raise ConfigurationError(f"deployment name {version.deployment_name!r} holds a '.': Temporal does not allow one")
+    if version.build_id == UNVERSIONED_BUILD_ID:
+        raise ConfigurationError(f"build id {UNVERSIONED_BUILD_ID!r} is Temporal's name for unversioned workers")
+    if version.deployment_name.startswith("__"):
+        # The server refuses it ("WorkerDeploymentName cannot start with '__'"): the version is never registered.
+        raise ConfigurationError(f"deployment name {version.deployment_name[:80]!r} begins with '__': Temporal reserves such names")
 
 
 class AgentrtWorker(Worker):
     """A Temporal ``Worker`` that owns the process's MCP servers (``mcp``, an ``McpManager``):
     ``run()`` (and ``async with``) starts the eager ones first and stops every server the
     worker started once it has shut down. A worker that runs workflows also logs the ones of its
-    task queue that are stuck on a failing workflow task (``StuckWatch``)."""
+    task queue that are stuck on a failing workflow task (``StuckWatch``) and, when it is a
+    Worker Deployment Version, wakes the runs pinned to older builds while its own is current
+    (``Upgrades``)."""
 
     def __init__(self, *args: Any, mcp: McpManager, registry: ToolRegistry, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,13 +132,16 @@ class AgentrtWorker(Worker):
 
     async def run(self) -> None:
         await self.mcp.start()
-        watch = None
+        watches: list[asyncio.Task[None]] = []
         if self.config().get("workflows"):
-            watch = asyncio.create_task(StuckWatch(self.client, self.task_queue).run())
+            watches.append(asyncio.create_task(StuckWatch(self.client, self.task_queue).run()))
+            deployment = self.config().get("deployment_config")
+            if deployment is not None:
+                watches.append(asyncio.create_task(Upgrades(self.client, deployment.version).run()))
         try:
             await super().run()
         finally:
-            if watch is not None:
+            for watch in watches:
                 watch.cancel()
             await self.mcp.close()
             plugin = plugin_of(self.client)
@@ -107,9 +156,10 @@ def build_worker(
     registry: ToolRegistry | None = None,
     *,
     task_queue: str | None = None,
-    max_concurrent_activities: int = 32,
-    max_cached_workflows: int = 1000,
-    sticky_queue_schedule_to_start_timeout: timedelta = STICKY_SCHEDULE_TO_START,
+    max_concurrent_activities: int | None = None,
+    max_concurrent_workflow_tasks: int | None = None,
+    max_cached_workflows: int | None = None,
+    sticky_queue_schedule_to_start_timeout: timedelta | None = None,
     role: WorkerRole = "all",
     mcp: McpManager | None = None,
     agents: Sequence[Agent] = (),
@@ -122,16 +172,24 @@ def build_worker(
     ``config``, ``store`` and ``registry`` (default ``default_registry()``).
 
     ``max_concurrent_activities`` bounds the activities running at once and sizes the thread
-    pool of the synchronous ones (tools, tool listing); ``max_cached_workflows`` is the
-    sticky cache (the SDK's default, 1000): a session evicted from it replays its history
-    on its next workflow task. ``sticky_queue_schedule_to_start_timeout`` (default
-    ``STICKY_SCHEDULE_TO_START``) is how long a session's next workflow task waits for this
-    worker before any worker may take it (and replay the session).
+    pool of the synchronous ones (tools, tool listing) (None: ``config.max_concurrent_activities``,
+    32 unless ``[worker]`` says otherwise); ``max_concurrent_workflow_tasks`` bounds
+    the workflow tasks it holds at once (None: ``config.max_concurrent_workflow_tasks``, else the SDK's default, 100): they share one Python
+    process, so a worker that holds fewer leaves the rest waiting on the server's task queue, where
+    lanes order them (docs/lanes.md); ``max_cached_workflows`` is the
+    sticky cache (None: ``config.max_cached_workflows``, 1000 unless ``[worker]`` says otherwise): a
+    session evicted from it replays its history on its next workflow task. ``sticky_queue_schedule_to_start_timeout`` (default
+    ``config.sticky_schedule_to_start_seconds``, 3 s) is how long a session's next workflow task
+    waits for this worker before any worker may take it (and replay the session): after this
+    worker dies, how long its sessions wait at most before another worker takes them on.
 
     ``role``: ``all`` runs sessions and every activity; ``models`` runs sessions and every
     activity but their tool calls, for sessions whose ``tool_task_queue`` is served elsewhere
     (``ConfigurationError`` when ``config.tool_task_queue`` is not set); ``tools`` runs only
-    tool calls, on ``config.tool_task_queue`` (default ``task_queue``), and no workflow.
+    tool calls, on ``config.tool_task_queue`` (default ``task_queue``), and no workflow;
+    ``providers`` runs only model calls, on ``config.model_task_queue``, and no workflow;
+    ``workflows`` runs sessions, tasks and graphs and every activity but model and tool calls
+    (``check_role`` says what each role needs configured).
 
     ``client`` must be connected with ``AgentrtPlugin`` or ``AgentrtClientPlugin``
     (``agentrt.client.connect`` uses the latter): the worker inherits from it the data converter
@@ -162,7 +220,10 @@ def build_worker(
     the worker polls as that version, and every session, task and graph it starts is ``PINNED`` to
     it: the run lives on the build that started it, whatever version is made current later, so a
     deploy never changes the code under a running agent (docs/deployment.md). None: unversioned.
+    ``ConfigurationError`` for a name or build id Temporal would not register (``check_deployment_version``).
     """
+    if deployment is not None:
+        check_deployment_version(deployment)
     encrypt_store(store, config.codec)
     connected = plugin_of(client)
     if connected is None:
@@ -177,11 +238,14 @@ def build_worker(
         registry = connected.worker_plugin.registry
     registry = worker_registry(registry, agents=agents, tools=tools, modules=config.agent_modules, deps=deps)
     check_secrets(registry, config, role)
-    queue = task_queue or ((config.tool_task_queue or config.task_queue) if role == "tools" else config.task_queue)
+    own_queue = {"tools": config.tool_task_queue or config.task_queue, "providers": config.model_task_queue}.get(role)
+    queue = task_queue or own_queue or config.task_queue
+    if max_concurrent_activities is None:
+        max_concurrent_activities = config.max_concurrent_activities
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrent_activities + LOCAL_ACTIVITY_SLOTS)
     if mcp is None:
-        # A models-only worker runs no tool call, so it starts no server (not even an eager one).
-        servers = {} if role == "models" else config.mcp_servers
+        # A worker that runs no tool call starts no server (not even an eager one).
+        servers = config.mcp_servers if role in ("all", "tools") else {}
         mcp = McpManager(
             servers,
             store=store,
@@ -195,13 +259,17 @@ def build_worker(
         mcp=mcp,
         registry=registry,
         task_queue=queue,
-        workflows=[] if role == "tools" else WORKFLOWS,
+        workflows=[] if role in ("tools", "providers") else WORKFLOWS,
         activities=build_activities(config, store, registry, role, mcp=mcp),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=(
+            max_concurrent_workflow_tasks if max_concurrent_workflow_tasks is not None else config.max_concurrent_workflow_tasks
+        ),
         max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,
-        max_cached_workflows=max_cached_workflows,
-        sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
+        max_cached_workflows=max_cached_workflows if max_cached_workflows is not None else config.max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout
+        or timedelta(seconds=config.sticky_schedule_to_start_seconds),
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_workflow_task_external_storage_concurrency=EXTERNAL_STORAGE_CONCURRENCY,
@@ -245,10 +313,10 @@ async def running_worker(
     if plugin is not None:
         log.info("payload storage: %s", plugin.payload_storage.describe())
     keys = [p.api_key_env for p in config.profiles.values() if p.api_key_env and os.environ.get(p.api_key_env)]
-    if role == "tools" and keys:
+    if role in ("tools", "workflows") and keys:
         log.warning(
-            "this tools-only worker's environment holds provider keys (%s): run it without them, so that no tool "
-            "call can reach them", ", ".join(sorted(set(keys))),
+            "this %s-only worker's environment holds provider keys (%s): it sends no model call, so run it without them%s",
+            role, ", ".join(sorted(set(keys))), ", so that no tool call can reach them" if role == "tools" else "",
         )
     if not config.codec.enabled:
         log.warning(CLEAR_HISTORY_WARNING)

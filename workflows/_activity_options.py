@@ -120,7 +120,9 @@ class ActivityConfig:
 
     - ``start_to_close``: fixed bound on one attempt (seconds); None when the session gives it.
     - ``heartbeats``: the activity heartbeats, so a lost worker is noticed within the
-      session's ``heartbeat_timeout_seconds`` and a cancel reaches it.
+      session's ``heartbeat_timeout_seconds`` and a cancel reaches it. A session's store writes
+      and its preparation heartbeat too (with the 30 s bound alone, a write its worker took down
+      was retried 30 s later, and the session waited that long: ``python -m bench.fleet``).
     - ``cancellable``: the workflow waits for the activity to acknowledge a cancel
       (``WAIT_CANCELLATION_COMPLETED``), so nothing of a cancelled call runs after the turn ends.
     """
@@ -205,10 +207,10 @@ MODEL_CALL = ActivityConfig(PROVIDER_COMPLETE, MODEL_RETRY, heartbeats=True, can
 COMPACTION = ActivityConfig(CONTEXT_COMPACT, COMPACT_RETRY, heartbeats=True)
 DESCRIBE_PROFILE = ActivityConfig(PROFILES_DESCRIBE, MODEL_RETRY, start_to_close=30)
 LIST_TOOLS = ActivityConfig(TOOLS_LIST, TOOLS_LIST_RETRY, start_to_close=30)
-PREPARE_SESSION = ActivityConfig(SESSION_PREPARE, TOOLS_LIST_RETRY, start_to_close=30)
+PREPARE_SESSION = ActivityConfig(SESSION_PREPARE, TOOLS_LIST_RETRY, start_to_close=30, heartbeats=True)
 TOOL_CALL = ActivityConfig(TOOL_EXECUTE, TOOL_RETRY, heartbeats=True, cancellable=True)
 RECONCILE_EFFECT = ActivityConfig(EFFECTS_RECONCILE, STORE_RETRY, start_to_close=30)
-STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30)
+STORE_WRITE = ActivityConfig(STORE_APPEND, STORE_RETRY, start_to_close=30, heartbeats=True)
 ADVISOR = ActivityConfig(ADVISOR_REVIEW, ADVISOR_RETRY, heartbeats=True, cancellable=True, whole_bound=True)
 DECIDE_MEMORY = ActivityConfig(MEMORY_DECIDE, MEMORY_DECIDE_RETRY, start_to_close=30)
 # A listing starts a server that is not running yet: bounded by the server's own connect

@@ -27,6 +27,7 @@ from temporalio.exceptions import CancelledError, ChildWorkflowError, FailureErr
 
 from agentrt.schemas import (
     CHILD_SPEND_SIGNAL,
+    SET_PAUSED_SIGNAL,
     SESSION_OWNER,
     SESSION_STATUS,
     SESSION_WORKFLOW,
@@ -35,6 +36,7 @@ from agentrt.schemas import (
     SessionConfig,
     SessionInput,
     SessionResult,
+    SetPausedInput,
     Spend,
     session_workflow_id,
 )
@@ -115,6 +117,8 @@ class ChildSessions:
         self.task_timeout = task_timeout
         self.running: dict[str, workflow.ChildWorkflowHandle] = {}
         self._reported: dict[str, Spend] = {}  # what running children reported as they ended cancelled
+        # Set by a parent that pauses: the pause a child started meanwhile is told at once (``set_paused``).
+        self.pause_of: Callable[[], SetPausedInput | None] | None = None
 
     def record(self, report: ChildSpendReport) -> None:
         """Keep what a running child reported it spent (signal ``child_spend``), for ``wait``; a
@@ -144,7 +148,17 @@ class ChildSessions:
             search_attributes=TypedSearchAttributes(attributes),
         )
         self.running[config.session_id] = handle
+        paused = self.pause_of() if self.pause_of is not None else None
+        if paused is not None:  # the parent was paused while the child started
+            await self.set_paused(paused, [handle])
         return handle
+
+    async def set_paused(self, paused: SetPausedInput, handles: list[workflow.ChildWorkflowHandle] | None = None) -> None:
+        """Signal ``set_paused`` to every running child (or ``handles``) at once; one that has ended
+        meanwhile is passed over."""
+        targets = list(self.running.values()) if handles is None else handles
+        if targets:
+            await asyncio.gather(*(h.signal(SET_PAUSED_SIGNAL, paused) for h in targets), return_exceptions=True)
 
     async def wait(
         self, session_id: str, handle: workflow.ChildWorkflowHandle, *, cancel_when: Callable[[], bool] | None = None,

@@ -31,6 +31,7 @@ from agentrt.schemas import (
     SESSION_STATUS,
     SPEND_USD,
     BudgetCrossing,
+    PauseState,
     PermissionRequest,
     code_span,
 )
@@ -205,15 +206,19 @@ def session_details(
     turns: int,
     pending: Sequence[PermissionRequest] = (),
     spend_usd: float | None = None,
+    paused: PauseState | None = None,
 ) -> str:
-    """Markdown for a session's current details: its status line and, for each request waiting
-    for a decision (at most ``SHOWN_REQUESTS``), how to decide it from the UI and the CLI."""
+    """Markdown for a session's current details: its status line, who paused it and how to resume
+    it (while ``paused``) and, for each request waiting for a decision (at most ``SHOWN_REQUESTS``),
+    how to decide it from the UI and the CLI."""
     head = [f"**{status}**", f"owner {code(owner)}", f"profile {code(profile)}", f"{turns} turns"]
     if spend_usd is not None:
         head.append(f"${spend_usd:.4f}")
     if pending:
         head.insert(1, f"{len(pending)} waiting for a decision")
     sections = [" · ".join(head)]
+    if paused is not None:
+        sections.append(block(pause_lines(workflow_id, "session", session_id, owner, paused)))
     for request in list(pending)[:SHOWN_REQUESTS]:
         sections.append(block(_request_lines(workflow_id, session_id, owner, request)))
     if len(pending) > SHOWN_REQUESTS:
@@ -250,6 +255,13 @@ def raise_budget_lines(workflow_id: str, task_id: str, owner: str, crossing: Bud
 def task_control_lines(workflow_id: str, task_id: str, owner: str, update: str, label: str) -> list[str]:
     """How to ``update`` (``resume``, ``nudge``, ``cancel``, ``pause``) a task as its owner."""
     return how_to(workflow_id, update, {"principal": owner}, ["agentrt", "task", update, task_id], label=label)
+
+
+def pause_lines(workflow_id: str, kind: Kind, item_id: str, owner: str, paused: PauseState) -> list[str]:
+    """Who paused a session, task or graph and why, and how to resume it as its owner."""
+    why = f": {code(paused.reason)}" if paused.reason else ""
+    head = f"paused by {code(paused.principal)} at {paused.since:%Y-%m-%d %H:%M:%S} UTC{why}; no model or tool call starts"
+    return [head, *how_to(workflow_id, "resume", {"principal": owner}, ["agentrt", kind, "resume", item_id], label="Resume")]
 
 
 def plan_approval_lines(workflow_id: str, graph_id: str, owner: str) -> list[str]:

@@ -44,7 +44,6 @@ from agentrt.workflows._errors import (
     error_text,
     error_type,
 )
-from agentrt.workflows._generation import Generation
 from agentrt.workflows._session_run import SessionRun
 
 
@@ -88,7 +87,7 @@ class Context:
             if prepared.agent is not None:
                 self._apply_agent(prepared.agent)
                 config = run.config
-            if listed.unknown and Generation.registered_tools():
+            if listed.unknown and self.run.gen.registered_tools():
                 # Sessions recorded before registered-tools-v1 went on without the unknown tools.
                 error = ToolNotRegistered(listed.unknown, prepared.task_queue or "")
                 raise ApplicationError(
@@ -197,6 +196,10 @@ class Context:
         )
         if isinstance(plan, CompactOutcome):
             return plan
+        if self.run.state.paused is not None:  # a summary is a model call: none while the session is paused
+            await self.run.hold_while_paused()
+            if self.run.ending():
+                return CompactOutcome(compacted=False, reason="the session ended first", tokens_before=plan.tokens_before)
         self.run.set_status("running")
         workflow.set_current_details(f"compacting the context ({reason}) with `{plan.summarizer}`")
         self.run.emit(
@@ -223,6 +226,7 @@ class Context:
                         summary_id=new_id,
                     ),
                     result_type=CompactResult,
+                    task_queue=self.run.config.model_task_queue,
                     **options.COMPACTION.options(
                         summary=f"compact {start}-{end} with {plan.summarizer} ({index + 1}/{len(plan.chunks)})",
                         start_to_close=self.run.config.model_timeout_seconds,

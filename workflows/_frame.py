@@ -1,11 +1,14 @@
 """The frame a task and a graph workflow share: the check of their own workflow id, the status
-board (current details and search attributes) and the standing check of update validators.
+board (current details and search attributes), the standing check of update validators and when
+a run continues as new (``NextRun``; a session's ``Continuation`` asks the same of its run).
 
 Workflow code only (``workflow.info``, ``workflow.patched``, upserts); each piece is an object the
 workflow holds, given what it uses when it is made.
 """
 
 from __future__ import annotations
+
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -14,6 +17,93 @@ from agentrt.schemas import SESSION_STATUS
 from agentrt.workflows import _console as console
 from agentrt.workflows._approvals import standing_refusal
 from agentrt.workflows._errors import rejected
+
+
+# upgrade-at-turn-boundary-v1: a pinned run whose Worker Deployment has a newer current build
+# continues as new onto it at its next boundary (a session between turns, a task between sessions).
+# Asked at every run's start: the step comes when a deploy does, in any task.
+UPGRADE_PATCH = "upgrade-at-turn-boundary-v1"
+
+
+def started_pinned() -> bool:
+    """The run's first workflow task was completed by a worker of a Worker Deployment version (a
+    pinned run). Temporal records the version with each completed task and
+    ``workflow.info().get_current_deployment_version()`` reads it back on replay ("deterministic and
+    safe to use for branching"); an unversioned worker's task reads back with no deployment name,
+    only the SDK's own build id. Asked in the run's first activation."""
+    version = workflow.info().get_current_deployment_version()
+    return version is not None and bool(version.deployment_name)
+
+
+class Patches:
+    """The ``workflow.patched`` answers of one run, made in its first activation.
+
+    A run that started on a versioned (pinned) worker has every patch's behaviour and asks none
+    (``latest``): it lives on the build that started it, or moves to a newer one by continuing as
+    new (a new history), so no history recorded before reaches it live. One can only be replayed
+    there: a run an earlier build recorded pinned, moved by hand (``temporal workflow
+    update-options``), or ``agentrt replay``. Such a history holds the marker of ``probe`` (a patch
+    every run of the generation before asked first, at its start), which a replay reads without
+    recording anything; a live run never asks it. A run started unversioned asks each patch, on
+    any worker (tests/histories/README.md, "When each patch retires")."""
+
+    def __init__(self, probe: str) -> None:
+        self.latest = started_pinned() and not (workflow.unsafe.is_replaying() and workflow.patched(probe))
+
+    def has(self, patch_id: str) -> bool:
+        """True where the run has ``patch_id``'s behaviour: always for ``latest``, else asked."""
+        return self.latest or workflow.patched(patch_id)
+
+
+def frame_patches() -> Patches:
+    """The patches of a task's or a graph's run, probed with ``console-v1``: the first patch both
+    asked (their status board is made first) since before Worker Versioning."""
+    return Patches(console.CONSOLE_PATCH)
+
+
+def target_build_changed(upgrades: bool) -> bool:
+    """``upgrades`` (the run has ``upgrade-at-turn-boundary-v1``) and another version of the run's
+    Worker Deployment is current: Temporal says so in each workflow task of a pinned run
+    (``WorkflowTaskStarted``); never for an unversioned worker."""
+    return upgrades and workflow.info().is_target_worker_deployment_version_changed()
+
+
+class BuildWatch:
+    """``target_build_changed`` for a run, asked only after its first workflow task: in the first
+    task of a run that continued as new onto the new build, Temporal may still say another version
+    is current (a graph was seen to move twice). Made in the run's first activation. Sessions,
+    tasks and graphs ask through it; a move comes in a later task anyway (a turn's end, a wake)."""
+
+    def __init__(self, upgrades: bool) -> None:
+        self.upgrades = upgrades
+        self.first_task = workflow.info().get_current_history_length()
+
+    def changed(self) -> bool:
+        return workflow.info().get_current_history_length() > self.first_task and target_build_changed(self.upgrades)
+
+
+def next_run_behavior(upgrade: bool) -> workflow.ContinueAsNewVersioningBehavior | None:
+    """The next run's first task goes to the deployment's current build (``AUTO_UPGRADE``; the run
+    is pinned there) when ``upgrade``, else where this run is (None: Temporal's default)."""
+    return workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE if upgrade else None
+
+
+class NextRun:
+    """When a task's run continues as new: Temporal suggests it (the history's size), or a newer
+    build is current. Asks ``upgrade-at-turn-boundary-v1`` of ``patches`` when made (the run's first task)."""
+
+    def __init__(self, patches: Patches) -> None:
+        self.build = BuildWatch(patches.has(UPGRADE_PATCH))
+
+    def new_build(self) -> bool:
+        return self.build.changed()
+
+    def due(self) -> bool:
+        return workflow.info().is_continue_as_new_suggested() or self.new_build()
+
+    def go(self, input: Any) -> NoReturn:
+        """Continue as new with ``input``: onto the current build when a newer one is (``AUTO_UPGRADE``)."""
+        workflow.continue_as_new(input, initial_versioning_behavior=next_run_behavior(self.new_build()))
 
 
 def require_workflow_id(kind: console.Kind, object_id: str, expected: str) -> None:
@@ -31,16 +121,16 @@ def require_workflow_id(kind: console.Kind, object_id: str, expected: str) -> No
 class StatusBoard:
     """What the Temporal UI shows of one workflow: its current details and its search attributes.
 
-    Asks ``console-v1`` once, when it is made (in the run's first workflow task): with it, every
-    attribute of ``console.Listing`` is written when its value changes; before it,
+    Asks ``console-v1`` of ``patches`` once, when it is made (in the run's first workflow task):
+    with it, every attribute of ``console.Listing`` is written when its value changes; before it,
     ``AgentSessionStatus`` alone, when the status changes.
     """
 
-    def __init__(self, kind: console.Kind, owner: str, profile: str) -> None:
+    def __init__(self, kind: console.Kind, owner: str, profile: str, patches: Patches) -> None:
         self.kind: console.Kind = kind
         self.owner = owner
         self.profile = profile
-        self.console = workflow.patched(console.CONSOLE_PATCH)
+        self.console = patches.has(console.CONSOLE_PATCH)
         self._written: str | None = None
 
     def show(self, details: str) -> None:

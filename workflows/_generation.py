@@ -13,7 +13,9 @@ takes the step. ``console-v1`` too is asked where its step first comes, a run's 
 activity or status: each answer True also upserts ``TemporalChangeVersion``, and an update
 accepted in the run's first workflow task comes in history before that upsert.
 
-``tests/histories/README.md`` says, for each id, which build retires it. Workflow code only.
+A run started on a versioned worker (pinned) asks none of them: ``Generation.for_run`` gives it
+``LATEST``, every new branch taken (``_frame.Patches``). ``tests/histories/README.md`` says, for
+each id, which build retires it. Workflow code only.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 from agentrt.workflows import _activity_options as options
-from agentrt.workflows import _console as console
+from agentrt.workflows import _console as console, _frame
 
 # context-window-v1: context planning, compaction, model switching and continue-as-new.
 CONTEXT_PATCH = "context-window-v1"
@@ -77,11 +79,17 @@ STRUCTURED_OUTPUT_PATCH = "structured-output-v1"
 # registered-tools-v1: a session whose tools (its own or its agent's) are not all registered on
 # the worker fails at its start (ToolNotRegistered); runs recorded before it went on without them.
 REGISTERED_TOOLS_PATCH = "registered-tools-v1"
+# upgrade-at-turn-boundary-v1: a pinned run whose deployment has a newer current build continues
+# as new onto it between turns (_continuation).
+UPGRADE_PATCH = _frame.UPGRADE_PATCH
 
 
 @dataclass(frozen=True)
 class Generation:
-    """The generations of one session run: True where the run has the patch's behaviour."""
+    """The generations of one session run: True where the run has the patch's behaviour.
+
+    ``latest``: every patch's behaviour, no patch asked (``Generation.for_run`` of a run that
+    started on a versioned worker). Otherwise each is asked of history as before."""
 
     lean_start: bool  # lean-start-v1 (implies context, turn_control and lean_rounds)
     context: bool  # context-window-v1; a continued run always has it
@@ -89,6 +97,16 @@ class Generation:
     lean_rounds: bool  # lean-rounds-v1
     trajectories: bool  # trajectory-v1
     local_activities: bool  # NOT regular-activities-v1: steps marked local run as local activities
+    upgrades: bool  # upgrade-at-turn-boundary-v1
+    latest: bool = False
+
+    @classmethod
+    def for_run(cls, *, carried: bool) -> Generation:
+        """The generation of this run, in its first activation: ``LATEST`` for a run that started
+        on a versioned (pinned) worker, which asks none of the patches below; else ``ask``
+        (``_frame.Patches``, probing with ``lean-start-v1``, which every session run asked first
+        since before Worker Versioning)."""
+        return LATEST if _frame.Patches(LEAN_START_PATCH).latest else cls.ask(carried=carried)
 
     @classmethod
     def ask(cls, *, carried: bool) -> Generation:
@@ -106,54 +124,56 @@ class Generation:
         # the one holding its marker.
         trajectories = workflow.patched(TRAJECTORY_PATCH)
         local_activities = not workflow.patched(REGULAR_ACTIVITIES_PATCH)
+        upgrades = workflow.patched(UPGRADE_PATCH)
         return cls(
             lean_start=lean_start, context=context, turn_control=turn_control, lean_rounds=lean_rounds,
-            trajectories=trajectories, local_activities=local_activities,
+            trajectories=trajectories, local_activities=local_activities, upgrades=upgrades,
         )
 
     # Patches asked where the step they change is first taken (the SDK keeps the first answer).
 
-    @staticmethod
-    def console() -> bool:
+    def _has(self, patch_id: str) -> bool:
+        return self.latest or workflow.patched(patch_id)
+
+    def console(self) -> bool:
         """console-v1, asked at a run's first activity or status (both in its first workflow task)."""
-        return workflow.patched(CONSOLE_PATCH)
+        return self._has(CONSOLE_PATCH)
 
-    @staticmethod
-    def round_limit_message() -> bool:
+    def round_limit_message(self) -> bool:
         """round-limit-message-v1, asked when a turn reaches its round limit."""
-        return workflow.patched(ROUND_LIMIT_MESSAGE_PATCH)
+        return self._has(ROUND_LIMIT_MESSAGE_PATCH)
 
-    @staticmethod
-    def principal_required() -> bool:
+    def principal_required(self) -> bool:
         """principal-required-v1, asked when a ``cancel_turn`` signal comes without a principal."""
-        return workflow.patched(PRINCIPAL_PATCH)
+        return self._has(PRINCIPAL_PATCH)
 
-    @staticmethod
-    def stranger_limit() -> bool:
+    def stranger_limit(self) -> bool:
         """stranger-limit-v1, asked when a run's strangers pass the recorded limit."""
-        return workflow.patched(STRANGER_LIMIT_PATCH)
+        return self._has(STRANGER_LIMIT_PATCH)
 
-    @staticmethod
-    def policy_v2() -> bool:
+    def policy_v2(self) -> bool:
         """policy-sandbox-v1, asked at a run's first batch of tool calls."""
-        return workflow.patched(POLICY_PATCH)
+        return self._has(POLICY_PATCH)
 
-    @staticmethod
-    def effect_key_position() -> bool:
+    def effect_key_position(self) -> bool:
         """effect-key-position-v1, asked by the first call that goes through the effect ledger."""
-        return workflow.patched(EFFECT_KEY_PATCH)
+        return self._has(EFFECT_KEY_PATCH)
 
-    @staticmethod
-    def structured_output() -> bool:
+    def structured_output(self) -> bool:
         """structured-output-v1, asked when a turn with an output spec starts."""
-        return workflow.patched(STRUCTURED_OUTPUT_PATCH)
+        return self._has(STRUCTURED_OUTPUT_PATCH)
 
-    @staticmethod
-    def child_spend_report() -> bool:
+    def child_spend_report(self) -> bool:
         """child-spend-v1, asked when a child session ends cancelled."""
-        return workflow.patched(CHILD_SPEND_PATCH)
+        return self._has(CHILD_SPEND_PATCH)
 
-    @staticmethod
-    def registered_tools() -> bool:
+    def registered_tools(self) -> bool:
         """registered-tools-v1, asked when a session's listing names tools the worker lacks."""
-        return workflow.patched(REGISTERED_TOOLS_PATCH)
+        return self._has(REGISTERED_TOOLS_PATCH)
+
+
+# Every patch's behaviour, none asked: the generation of a run started on a versioned worker.
+LATEST = Generation(
+    lean_start=True, context=True, turn_control=True, lean_rounds=True, trajectories=True,
+    local_activities=False, upgrades=True, latest=True,
+)

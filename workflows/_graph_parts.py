@@ -12,6 +12,7 @@ from agentrt.schemas import (
     DELEGATE_TOOL,
     NODE_ANSWER_CHARS,
     RISK_ORDER,
+    TERMINAL_GRAPH_STATUSES,
     Budget,
     BudgetCrossing,
     CapabilityToken,
@@ -20,10 +21,12 @@ from agentrt.schemas import (
     GraphSnapshot,
     GraphSpec,
     GraphState,
+    GraphStatus,
     NodeGrant,
     NodeView,
     RiskLevel,
     Spend,
+    TaskGraphResult,
     ToolRisk,
     graph_workflow_id,
 )
@@ -208,7 +211,7 @@ def snapshot(config: GraphConfig, state: GraphState, now: datetime) -> GraphSnap
             )
     spend = graph_spend(state, now)
     return GraphSnapshot(
-        graph_id=config.graph_id, owner=config.owner, status=state.status, goal=config.goal, workspace=config.workspace,
+        graph_id=config.graph_id, owner=config.owner, status=shown_status(state), goal=config.goal, workspace=config.workspace,
         risk_level=state.risk_level, risk_reasons=list(state.risk_reasons), approve_plan=config.approve_plan,
         approved_by=state.token.approved_by if state.token is not None else None,
         token_id=state.token.token_id if state.token is not None else None,
@@ -217,7 +220,32 @@ def snapshot(config: GraphConfig, state: GraphState, now: datetime) -> GraphSnap
         spend=spend, answer=state.answer, failure=state.failure,
         failure_reason=state.failure_reason, started_at=state.started_at, ended_at=state.ended_at,
         budget=config.budget, remaining=config.budget.remaining(spend) if config.budget is not None else None,
+        paused=state.paused if shown_status(state) == "paused" else None,
     )
+
+
+def result(config: GraphConfig, state: GraphState, now: datetime) -> TaskGraphResult:
+    """What the graph's workflow returns as it ends."""
+    return TaskGraphResult(
+        graph_id=config.graph_id, status=state.status, nodes={n: state.nodes[n].status for n in state.order},
+        answer=state.answer, spend=graph_spend(state, now), failure=state.failure, failure_reason=state.failure_reason,
+    )
+
+
+def decided_text(config: GraphConfig, state: GraphState) -> str:
+    """Why a plan cannot be decided now: decided already (by whom), or not planned yet, or ended."""
+    graph, status, token = config.graph_id, state.status, state.token
+    if token is not None:
+        return f"the plan of graph {graph} was approved already by {token.approved_by} (token {token.token_id}); the graph is {status}"
+    if status == "planning":
+        return f"graph {graph} is still planning: there is no plan to decide yet"
+    return f"graph {graph} is {status}: only a plan pending approval can be decided"
+
+
+def shown_status(state: GraphState) -> GraphStatus:
+    """The status a graph shows (snapshot, ``AgentSessionStatus``, its store row): ``paused`` while it
+    is paused and has not ended, else its own."""
+    return "paused" if state.paused is not None and state.status not in TERMINAL_GRAPH_STATUSES else state.status
 
 
 def graph_spend(state: GraphState, now: datetime | None) -> Spend:
@@ -272,7 +300,7 @@ def max_parallel(config: GraphConfig, state: GraphState) -> int:
 def current_details(config: GraphConfig, state: GraphState) -> str:
     """Markdown for the Temporal UI's current details: where the graph is and how to steer it."""
     graph = config.graph_id
-    lines = [f"**{state.status}** · owner {console.code(config.owner)} · profile {console.code(config.profile)}"]
+    lines = [f"**{shown_status(state)}** · owner {console.code(config.owner)} · profile {console.code(config.profile)}"]
     if state.plan is not None:
         counts: dict[str, int] = {}
         for node in state.nodes.values():
@@ -289,6 +317,8 @@ def current_details(config: GraphConfig, state: GraphState) -> str:
         lines.append(f"failed: {console.code(state.failure, 300)}")
     sections = [console.block(lines)]
     workflow_id = graph_workflow_id(graph)
+    if state.paused is not None and state.status not in TERMINAL_GRAPH_STATUSES:
+        sections.append(console.block(console.pause_lines(workflow_id, "graph", graph, config.owner, state.paused)))
     if state.status == "pending_approval":
         sections.append(console.block(console.plan_approval_lines(workflow_id, graph, config.owner)))
     if state.status in ("approved", "executing", "planning", "pending_approval"):

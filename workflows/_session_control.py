@@ -21,6 +21,7 @@ from agentrt.schemas import (
     CancelIgnored,
     CancelRequested,
     CancelTurnInput,
+    CompactRequest,
     ElicitationAnswer,
     Event,
     MemoryAccepted,
@@ -35,6 +36,9 @@ from agentrt.schemas import (
     SendMessageInput,
     SessionStateView,
     StoreAppendInput,
+    SwitchModelInput,
+    TurnOutcome,
+    WaitTurnInput,
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows._approvals import Standing, ignored_text, standing
@@ -42,6 +46,8 @@ from agentrt.workflows._errors import error_text, rejected
 from agentrt.workflows._idempotency import key_reused_text
 from agentrt.workflows._session_run import SessionRun
 
+# The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
+MAX_WAIT_TURN_SECONDS = 10 * 365 * 24 * 3600
 # A stranger's ignored decisions and cancels recorded as events per run (stranger-limit-v1); the rest are counted.
 MAX_RECORDED_STRANGER_EVENTS = 20
 
@@ -84,6 +90,30 @@ class SessionControl:
             raise rejected(f"session {session} is ending: its workflow was cancelled")
         if principal != run.config.owner:
             raise rejected(f"principal {principal!r} may not {verb} session {session}: not its owner")
+
+    def validate_switch_model(self, input: SwitchModelInput) -> None:
+        self.validate_operation(input.principal, "switch the model of")
+        if not input.profile.strip():
+            raise rejected("profile name is empty")
+        if not self.run.gen.context:
+            raise rejected(f"session {self.run.config.session_id} predates model switching; start a new session")
+
+    def validate_compact(self, input: CompactRequest) -> None:
+        self.validate_operation(input.principal, "compact")
+        if not self.run.gen.context:
+            raise rejected(f"session {self.run.config.session_id} predates compaction; start a new session")
+
+    def validate_wait_turn(self, input: WaitTurnInput) -> None:
+        if input.timeout_seconds is not None and input.timeout_seconds < 0:
+            raise rejected(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
+        if input.timeout_seconds is not None and input.timeout_seconds > MAX_WAIT_TURN_SECONDS:
+            raise rejected(
+                f"timeout_seconds must be at most {MAX_WAIT_TURN_SECONDS} (ten years), got {input.timeout_seconds:g}; "
+                "leave it out to wait without a bound"
+            )
+        why = self.run.inbox.unknown_or_forgotten(input.turn_id)
+        if why is not None:
+            raise rejected(why)
 
     # ---------------------------------------------------------------- messages and operations
 
@@ -249,8 +279,27 @@ class SessionControl:
             return f"nothing to cancel in session {session}: no turn is running or queued"
         return None
 
-    def archive(self, input: ArchiveInput) -> SessionStateView:
-        """Record the archive (the running turn's cancel too); the state the update answers."""
+    def validate_cancel(self, input: CancelTurnInput) -> None:
+        why = self.cancel_refusal(input)
+        if why is not None:
+            raise rejected(why)
+
+    def turn_outcome(self, turn_id: str) -> TurnOutcome | None:
+        """Query ``turn``: the outcome, None while queued or running; ``ValueError`` for an unknown turn."""
+        why = self.run.inbox.unknown_or_forgotten(turn_id)
+        if why is not None:
+            raise ValueError(why)
+        return self.run.inbox.outcome(turn_id)
+
+    async def archive(self, input: ArchiveInput) -> SessionStateView:
+        """Record the archive (the running turn's cancel too); the state the update answers: an idle
+        session's once its end is in the store (``regular-activities-v1``)."""
+        view = self._archive(input)
+        if not self.run.gen.local_activities and self.run.turn is None:
+            await workflow.wait_condition(lambda: self.run.end_written)
+        return view
+
+    def _archive(self, input: ArchiveInput) -> SessionStateView:
         run = self.run
         if input.principal != run.config.owner:
             run.emit(OperatorActed(principal=input.principal, action="archive", reason=input.reason or ""))

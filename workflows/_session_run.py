@@ -87,7 +87,7 @@ class SessionRun:
             window, max_output = DEFAULT_PROFILE_LIMITS
             self.state.profile = ProfileInfo(name=config.profile, provider="", context_window=window, max_output_tokens=max_output)
         # Asked here, not in run(): update validators of the first activation run before run() does.
-        self.gen = Generation.ask(carried=self.carried)
+        self.gen = Generation.for_run(carried=self.carried)
         self.config_unwritten = False  # lean-start-v1: the config travels with the first write
         self.end_written = False  # the session's end is in the store (archive answers then)
         self.owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
@@ -144,8 +144,19 @@ class SessionRun:
         """
         if not self.gen.lean_rounds:
             await self.flush()
+        await self.hold_while_paused()
         if self.stop_after_step():
             raise TurnCancelled()
+
+    async def hold_while_paused(self) -> None:
+        """While the session is paused (``pause``), write what is staged and wait: no model or tool
+        call starts. A resume goes on; a cancel, an archive or the workflow's cancellation ends the
+        wait at once (the caller meets it next). Nothing, not even an await, when not paused."""
+        if self.state.paused is None:
+            return
+        self.show_details()
+        await self.flush()
+        await workflow.wait_condition(lambda: self.state.paused is None or self.cancel_requested() or self.ending())
 
     def cancel_reason(self) -> tuple[str | None, str | None]:
         """(principal, reason) of the cancel that ends the active turn."""
@@ -302,8 +313,11 @@ class SessionRun:
     ) -> Any:
         """Run activity ``config.name`` with ``arg``: a local activity when ``local`` (in runs from
         before ``regular-activities-v1`` only), else a regular one (on ``task_queue`` when given,
-        else the workflow's)."""
+        else the workflow's). One that heartbeats gets the session's heartbeat timeout unless
+        ``heartbeat_timeout`` is given."""
         self.gen.console()  # a new session's first command is an activity: the patch is asked before it
+        if config.heartbeats and heartbeat_timeout is None:
+            heartbeat_timeout = self.config.heartbeat_timeout_seconds
         return await config.execute(
             arg,
             local=local and self.gen.local_activities,
@@ -347,13 +361,17 @@ class SessionRun:
             if updates:
                 workflow.upsert_search_attributes(updates)
         else:
-            attributes = [SESSION_STATUS.value_set(status)]
+            attributes = [SESSION_STATUS.value_set(self.shown_status())]
             if with_owner or self.owner_unwritten or not self.gen.lean_rounds:
                 attributes.append(SESSION_OWNER.value_set(self.config.owner))
                 self.owner_unwritten = False
             workflow.upsert_search_attributes(attributes)
-        if status != "running":
+        if status != "running" or self.state.paused is not None:
             self.show_details()  # a running turn's steps write their own (model, tool, advisor)
+
+    def shown_status(self) -> SessionStatus:
+        """The status the session shows: ``paused`` while it is paused (and not archived), else its own."""
+        return "paused" if self.state.paused is not None and self.status != "archived" else self.status
 
     def listing(self) -> console.Listing:
         """The session's search attribute values: spend where the session counts it (a budget, or a
@@ -361,7 +379,7 @@ class SessionRun:
         return console.Listing(
             kind="session",
             owner=self.config.owner,
-            status=self.status,
+            status=self.shown_status(),
             profile=self.config.profile,
             pending_approvals=len(self.approvals.undecided()),
             spend_usd=console.spend_or_none(self.state.cost_usd) if self.tracks_spend() else None,
@@ -376,10 +394,11 @@ class SessionRun:
                 workflow_id=workflow.info().workflow_id,
                 session_id=self.config.session_id,
                 owner=self.config.owner,
-                status=self.status,
+                status=self.shown_status(),
                 profile=self.config.profile,
                 turns=self.state.turns_completed,
                 pending=self.approvals.undecided() if self.status == "awaiting_approval" else (),
+                paused=self.state.paused,
                 spend_usd=listing.spend_usd,
             )
         )
@@ -412,7 +431,7 @@ class SessionRun:
     def view(self) -> SessionStateView:
         """What the ``state`` query answers."""
         turn = self.turn
-        status = "cancelling" if turn is not None and self.cancel_requested() else self.status
+        status = "cancelling" if turn is not None and self.cancel_requested() else self.shown_status()
         if self.failure is not None:
             status = "failed"
         fields: dict[str, Any] = {}
@@ -456,5 +475,6 @@ class SessionRun:
             compactions=self.state.context.compactions,
             run=self.state.run,
             first_seq_in_run=self.journal.first_seq,
+            paused=self.state.paused,
             **fields,
         )

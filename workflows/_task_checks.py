@@ -151,6 +151,7 @@ class TaskChecks:
                     goal=self._state.goal, criteria=criteria, answer=answer, review_index=index,
                 ),
                 result_type=ReviewVerdict,
+                task_queue=self._config.model_task_queue,
                 **options.TASK_REVIEW.options(
                     summary=f"acceptance review of session {number}", start_to_close=REVIEW_SECONDS,
                     heartbeat_timeout=COMMAND_HEARTBEAT_SECONDS,

@@ -16,6 +16,7 @@ from agentrt.schemas import (
     TERMINAL_TASK_STATUSES,
     AmendGoalInput,
     AutonomousTaskFailed,
+    AutonomousTaskResult,
     RaiseBudgetInput,
     Spend,
     TaskCheckpoint,
@@ -99,6 +100,11 @@ def failed(state: TaskState, reason: str, error: str) -> AutonomousTaskFailed:
     return AutonomousTaskFailed(reason=reason, error=error, sessions=state.sessions_started)
 
 
+def out_of_sessions(state: TaskState) -> AutonomousTaskFailed:
+    """End the task ``failed`` (``max_sessions``): every session it may run ran, the goal not accepted."""
+    return failed(state, "max_sessions", f"all {state.max_sessions} sessions ran and the goal was not accepted")
+
+
 def add_receipt(state: TaskState, receipt: UsageReceipt, now: datetime) -> None:
     """Roll ``receipt``'s spend up into the task's (tokens, cost, tool calls add; wall time is the task's own)."""
     state.receipts.append(receipt)
@@ -114,6 +120,15 @@ def wall_seconds(state: TaskState, now: datetime) -> float:
 def spend_now(state: TaskState, now: datetime) -> Spend:
     """The task's spend with its wall time measured at ``now`` (a copy; the state keeps its own)."""
     return state.spend.model_copy(update={"wall_seconds": wall_seconds(state, now)})
+
+
+def result(config: TaskConfig, state: TaskState, now: datetime) -> AutonomousTaskResult:
+    """What the task's workflow returns as it ends."""
+    return AutonomousTaskResult(
+        task_id=config.task_id, status=state.status, sessions=state.sessions_started,
+        spend=spend_now(state, now), checkpoint=state.checkpoints[-1] if state.checkpoints else None,
+        failure=state.failure, failure_reason=state.failure_reason,
+    )
 
 
 def keep_checkpoint(state: TaskState, checkpoint: TaskCheckpoint) -> None:
@@ -213,17 +228,16 @@ def control_refusal(
     *, cancelling: bool, waking: bool,
 ) -> str | None:
     """Why the task may not take control ``update`` (``CONTROL_VERBS``) now, whoever asks: it has
-    ended or is being ``cancelling``, or its state does not allow it (a pause when paused, a nudge
-    while ``waking`` ...); None when it may."""
+    ended or is being ``cancelling``, or its state does not allow it (a resume of a task stopped by
+    its budget, a nudge while ``waking`` ...); None when it may. A pause of a paused task and a
+    resume of one that is not paused change nothing and are no error."""
     task = config.task_id
     if state.status in TERMINAL_TASK_STATUSES:
         return f"task {task} has ended ({state.status}): it cannot {CONTROL_VERBS[update][1]}"
     if cancelling:
         return f"task {task} is being cancelled"
-    if update == "pause" and state.status == "paused":
-        return f"task {task} is already paused"
-    if update == "resume" and state.status != "paused":
-        return f"task {task} is not paused (it is {state.status})"
+    if update == "resume" and state.status == "budget_exceeded":
+        return f"task {task} is not paused (it is budget_exceeded): raise its budget to go on"
     if update == "nudge" and state.status != "waiting":
         return f"task {task} is {state.status}: only a waiting task can be nudged"
     if update == "nudge" and waking:

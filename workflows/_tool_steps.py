@@ -205,6 +205,7 @@ class ToolCalls:
                 summary=f"advisor {profile} · {turn_id} · round {round_number} · {len(calls)} calls",
                 start_to_close=policy.timeout_seconds,
                 heartbeat_timeout=self.run.config.heartbeat_timeout_seconds,
+                task_queue=self.run.config.model_task_queue,
             )
             self.run.call_wrote(writes)
         except ActivityError as err:
@@ -291,6 +292,10 @@ class ToolCalls:
     async def _execute_tool(self, turn: Turn, round_number: int, call: ToolCall, note: str | None = None) -> None:
         """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
         turn_id = turn.id
+        if self.run.state.paused is not None:  # paused: the call neither starts nor is said to start
+            await self.run.hold_while_paused()
+            if self.run.stop_after_step():
+                raise TurnCancelled()
         position = self.run.journal.take_position()
         spec = self.run.tools.get(call.name)
         idempotency_key = self._idempotency_key(turn_id, call.id, position, ledger=spec is None or spec.risk != "read_only")

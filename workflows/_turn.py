@@ -194,6 +194,7 @@ class TurnLoop:
 
     async def _run(self, turn: Turn) -> TurnOutcome:
         run, turn_id = self.run, turn.id
+        await run.hold_while_paused()  # paused: the turn starts on resume (a cancel still ends it)
         run.set_status("running")
         run.emit(TurnStarted(turn_id=turn_id))
         if run.gen.trajectories:
@@ -394,6 +395,7 @@ class TurnLoop:
                     script_node=config.parent.node if config.parent is not None else None,
                 ),
                 result_type=ModelCallResult,
+                task_queue=config.model_task_queue,
                 **options.MODEL_CALL.options(
                     summary=f"model {config.profile} · {turn_id} · round {round_number}",
                     start_to_close=config.model_timeout_seconds,

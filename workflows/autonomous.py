@@ -10,7 +10,7 @@ One workflow per task (id ``task-<task_id>``). Its loop:
 Every session's spend rolls up into the task's (``UsageReceipt``s); a task whose spend reaches its
 budget stops at ``budget_exceeded`` until ``raise_budget``. ``pause``, ``resume``, ``nudge``,
 ``cancel``, ``amend_goal`` and ``raise_budget`` are updates (owner, or an operator with a reason);
-``status`` and ``events`` are queries. It continues as new when Temporal suggests it (one ``TaskState``).
+``status`` and ``events`` are queries. It continues as new with one ``TaskState`` (``_frame.NextRun``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from agentrt.schemas import (
     MAX_TASK_INTERVAL_SECONDS,
     MIN_DEFER_SECONDS,
     TERMINAL_TASK_STATUSES,
+    UPGRADE_SIGNAL,
     AmendGoalInput,
     AutonomousTaskBudgetExceeded,
     AutonomousTaskBudgetRaised,
@@ -37,9 +38,7 @@ from agentrt.schemas import (
     AutonomousTaskGoalAmended,
     AutonomousTaskInput,
     AutonomousTaskNudged,
-    AutonomousTaskPaused,
     AutonomousTaskResult,
-    AutonomousTaskResumed,
     AutonomousTaskSessionEnded,
     AutonomousTaskSessionStarted,
     AutonomousTaskWaiting,
@@ -69,8 +68,9 @@ from agentrt.schemas import (
 from agentrt.workflows import _activity_options as options, _task_parts as parts
 from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
 from agentrt.workflows._errors import rejected
-from agentrt.workflows._frame import Standing, StatusBoard, require_workflow_id
+from agentrt.workflows._frame import NextRun, Standing, StatusBoard, frame_patches, require_workflow_id
 from agentrt.workflows._journal import Journal
+from agentrt.workflows._pause import TaskPause
 from agentrt.workflows._task_checks import TaskChecks
 
 __all__ = ["AutonomousTaskWorkflow"]
@@ -95,14 +95,17 @@ class AutonomousTaskWorkflow:
         self._checkpoint_unwritten: TaskCheckpoint | None = None
         # console-v1 (asked by the board, in the run's first workflow task): every search attribute
         # of the task kept current, child sessions started with their kind and profile.
-        self._board = StatusBoard("task", config.owner, config.profile)
+        self._patches = frame_patches()  # none asked by a run started pinned
+        self._board = StatusBoard("task", config.owner, config.profile, self._patches)
         # regular-activities-v1: the task's store writes and cron lookups are regular activities, not
         # local ones (the SDK's local-activity/query race: options.REGULAR_ACTIVITIES_PATCH).
-        self._local_activities = not workflow.patched(options.REGULAR_ACTIVITIES_PATCH)
+        self._local_activities = not self._patches.has(options.REGULAR_ACTIVITIES_PATCH)
         self._checks = TaskChecks(config, self._state, self._journal, local_activities=self._local_activities)
         # frame-v1: a task that closes asks its running session to end (ParentClosePolicy.REQUEST_CANCEL).
-        close = workflow.ParentClosePolicy.REQUEST_CANCEL if workflow.patched(FRAME_PATCH) else workflow.ParentClosePolicy.TERMINATE
+        close = workflow.ParentClosePolicy.REQUEST_CANCEL if self._patches.has(FRAME_PATCH) else workflow.ParentClosePolicy.TERMINATE
+        self._next_run = NextRun(self._patches)  # asks upgrade-at-turn-boundary-v1: a newer build takes the next run
         self._children = ChildSessions(config.owner, parent_close=close, console=self._board.console)
+        self._hold = TaskPause(self._state, self._children, self._patches)  # pause-v1: the session pauses with the task
         self._standing = Standing(config.owner, config.operators, f"task {config.task_id}")
         self._write_lock = asyncio.Lock()  # one store write at a time: the run's and the updates' (_answer)
 
@@ -126,7 +129,7 @@ class AutonomousTaskWorkflow:
                     await self._checks.next_cron_time()  # a cron that never fires fails the task before any session
             await self._flush()
             while self._state.status not in TERMINAL_TASK_STATUSES and self._cancel is None:
-                if workflow.info().is_continue_as_new_suggested():
+                if self._next_run.due():
                     await self._continue_as_new()
                 if self._state.status in ("paused", "budget_exceeded"):
                     await self._wait_while_stopped()
@@ -141,7 +144,7 @@ class AutonomousTaskWorkflow:
         if self._cancel is not None:
             await self._end_cancelled(self._cancel)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._result()
+        return parts.result(self._config, self._state, workflow.now())
 
     async def _wake(self) -> None:
         """One wake: decide, then run a session (or schedule the next wake)."""
@@ -167,9 +170,11 @@ class AutonomousTaskWorkflow:
         if self._budget_crossed():
             return
         if self._state.sessions_started >= self._state.max_sessions:
-            self._fail("max_sessions", f"all {self._state.max_sessions} sessions ran and the goal was not accepted")
+            self._emit(parts.out_of_sessions(self._state))
             await self._flush()
             return
+        if self._hold.holds():
+            return  # paused while it woke (pause-v1): no session starts; the next wake after resume asks again
         await self._run_session()
 
     # ---------------------------------------------------------------- waiting
@@ -181,8 +186,8 @@ class AutonomousTaskWorkflow:
                 return False
             if self._nudged is not None:
                 return True
-            if workflow.info().is_continue_as_new_suggested():
-                return False  # continue as new first (updates during a long sleep grow the history)
+            if self._next_run.due():
+                return False  # continue as new first (updates during a long sleep grow the history; a new build)
             wake = self._state.next_wake
             now = workflow.now()
             if wake is None or wake <= now:
@@ -196,7 +201,8 @@ class AutonomousTaskWorkflow:
                     lambda: self._cancel is not None
                     or self._nudged is not None
                     or self._state.status != "waiting"
-                    or bool(self._state.unflushed_events),
+                    or bool(self._state.unflushed_events)
+                    or self._next_run.new_build(),
                     timeout=delay,
                     timeout_summary=summary,
                 )
@@ -212,7 +218,7 @@ class AutonomousTaskWorkflow:
             lambda: self._cancel is not None
             or self._state.status != stopped
             or bool(self._state.unflushed_events)
-            or workflow.info().is_continue_as_new_suggested()
+            or self._next_run.due()
         )
         await self._flush()
 
@@ -267,6 +273,8 @@ class AutonomousTaskWorkflow:
             return  # the task is ending: its cancel records the rest
         answer = end.answer or ""
         accepted, remaining = False, ""
+        if not await self._hold.wait_for_resume(lambda: self._cancel is not None):
+            return  # cancelled while paused: its cancel records the rest
         if status == "completed" or (status in ("round_limit", "failed") and self._config.acceptance.command):
             # A session that stopped early may still have done the work: the command can tell.
             accepted, remaining = await self._checks.acceptance(number, session_id, answer, reviewed=status == "completed")
@@ -286,11 +294,11 @@ class AutonomousTaskWorkflow:
             self._state.status = "completed"
             self._emit(AutonomousTaskCompleted(sessions=number, spend=self._spend_now()))
         elif status == "cancelled":
-            self._pause(None, f"session {session_id} was cancelled")
+            self._emit(self._hold.mark_paused(None, f"session {session_id} was cancelled"))
         elif self._budget_crossed(end.crossing):
             pass
         elif self._state.sessions_started >= self._state.max_sessions:
-            self._fail("max_sessions", f"all {self._state.max_sessions} sessions ran and the goal was not accepted")
+            self._emit(parts.out_of_sessions(self._state))
         else:
             if self._state.status == "running":
                 self._state.status = "waiting"  # a pause that came during the session stays
@@ -309,7 +317,7 @@ class AutonomousTaskWorkflow:
     def _budget_crossed(self, refused: BudgetCrossing | None = None) -> bool:
         """Stop at ``budget_exceeded`` at a limit the spend reached, or a session's call was ``refused`` at (refused-call-v1)."""
         crossing = self._state.budget.crossed(self._spend_now())
-        if crossing is None and refused is not None and workflow.patched(parts.REFUSED_CALL_PATCH):
+        if crossing is None and refused is not None and self._patches.has(parts.REFUSED_CALL_PATCH):
             crossing = refused
         if crossing is None:
             return False
@@ -318,13 +326,6 @@ class AutonomousTaskWorkflow:
         self._emit(AutonomousTaskBudgetExceeded(crossing=crossing))
         return True
 
-    def _fail(self, reason: str, error: str) -> None:
-        self._emit(parts.failed(self._state, reason, error))
-
-    def _pause(self, principal: str | None, reason: str | None) -> None:
-        self._state.status = "paused"
-        self._state.paused_by = principal or "session cancelled"
-        self._emit(AutonomousTaskPaused(principal=principal, reason=reason))
 
     async def _end_cancelled(self, request: TaskControlInput) -> None:
         """Cancel the running session (waiting for it to end), record the cancel and write it all."""
@@ -339,13 +340,6 @@ class AutonomousTaskWorkflow:
             )
         self._state.running_session = None
         await self._flush()
-
-    def _result(self) -> AutonomousTaskResult:
-        return AutonomousTaskResult(
-            task_id=self._config.task_id, status=self._state.status, sessions=self._state.sessions_started,
-            spend=self._spend_now(), checkpoint=self._state.checkpoints[-1] if self._state.checkpoints else None,
-            failure=self._state.failure, failure_reason=self._state.failure_reason,
-        )
 
     def _emit(self, event: Event) -> None:
         self._journal.emit(event, workflow.now())
@@ -380,7 +374,7 @@ class AutonomousTaskWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._flush()
         self._state.run += 1
-        workflow.continue_as_new(AutonomousTaskInput(config=self._config, state=self._state))
+        self._next_run.go(AutonomousTaskInput(config=self._config, state=self._state))
 
     # ---------------------------------------------------------------- updates
 
@@ -406,8 +400,11 @@ class AutonomousTaskWorkflow:
 
     @workflow.update
     async def pause(self, input: TaskControlInput) -> TaskStatusView:
-        """Start no further session (a running one finishes and checkpoints) until ``resume``."""
-        self._pause(input.principal, input.reason)
+        """Start no session and no check until ``resume``; a running session pauses too (pause-v1). Idempotent."""
+        if self._state.status == "paused":
+            return self._view()
+        self._emit(self._hold.mark_paused(input.principal, input.reason))
+        await self._hold.tell_session(input, paused=True)
         return await self._answer()
 
     @pause.validator
@@ -416,10 +413,11 @@ class AutonomousTaskWorkflow:
 
     @workflow.update
     async def resume(self, input: TaskControlInput) -> TaskStatusView:
-        """Go on after a pause: the next session runs at the scheduled wake (now, if that has passed)."""
-        self._state.status = "waiting"
-        self._state.paused_by = None
-        self._emit(AutonomousTaskResumed(principal=input.principal, reason=input.reason))
+        """Go on after a pause: a paused session goes on, the next one runs at the scheduled wake (now, if passed)."""
+        if self._state.status != "paused":
+            return self._view()
+        self._emit(self._hold.mark_resumed(input))
+        await self._hold.tell_session(input, paused=False)
         return await self._answer()
 
     @resume.validator
@@ -489,9 +487,11 @@ class AutonomousTaskWorkflow:
     def child_spend(self, input: ChildSpendReport) -> None:
         self._children.record(input)  # a child session's, as it ends cancelled
 
-    # ---------------------------------------------------------------- queries
+    @workflow.signal(name=UPGRADE_SIGNAL)
+    def upgrade(self) -> None:
+        """A newer build is current (its workers say so): wakes a sleeping run, which continues as new onto it."""
 
-    @workflow.query
+    @workflow.query  # the queries: status and events
     def status(self) -> TaskStatusView:
         return self._view()
 

@@ -13,7 +13,8 @@ One workflow per graph (id ``graph-<graph_id>``):
 
 ``cancel`` (update, or Temporal's cancel) cancels every running child and waits for it; queries
 ``snapshot`` (the graph with each node's status) and ``events``. A graph's history is bounded
-by its nodes and retries (``MAX_GRAPH_NODES``, ``MAX_NODE_RETRIES``), so it does not continue as new.
+by its nodes and retries (``MAX_GRAPH_NODES``, ``MAX_NODE_RETRIES``): it continues as new only
+to move to its deployment's newer current build, once no node runs (``_move``; pinned runs).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 from agentrt.schemas import (
     CHILD_SPEND_SIGNAL,
+    UPGRADE_SIGNAL,
     TASK_GRAPH_WORKFLOW,
     TERMINAL_GRAPH_STATUSES,
     AgentTaskCompleted,
@@ -43,9 +45,7 @@ from agentrt.schemas import (
     InvalidGraph,
     NodeState,
     ReviewVerdict,
-    SessionParent,
     Spend,
-    TaskBlocked,
     TaskCancelled,
     TaskDecomposed,
     TaskGraphCompleted,
@@ -57,7 +57,6 @@ from agentrt.schemas import (
     TaskPlanRejected,
     TaskRetried,
     TaskReviewed,
-    child_config,
     code_span,
     graph_node_session_id,
     graph_workflow_id,
@@ -67,8 +66,9 @@ from agentrt.workflows import _graph_parts as parts
 from agentrt.workflows import _graph_steps as steps
 from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
 from agentrt.workflows._errors import error_text, error_type, rejected
-from agentrt.workflows._frame import Standing, StatusBoard, require_workflow_id
+from agentrt.workflows._frame import BuildWatch, Standing, StatusBoard, frame_patches, next_run_behavior, require_workflow_id
 from agentrt.workflows._journal import Journal
+from agentrt.workflows._pause import GraphPause
 
 __all__ = ["TaskGraphWorkflow"]
 
@@ -82,19 +82,24 @@ class TaskGraphWorkflow:
     @workflow.init
     def __init__(self, input: TaskGraphInput) -> None:
         self._config: GraphConfig = input.config
-        self._state = GraphState()
+        self._carried = input.state is not None  # continued as new onto a newer build (_move)
+        self._state = input.state or GraphState()
         self._journal = Journal(self._state, self._state.events)
         self._cancel: GraphControlInput | None = None
         self._halting = False  # fail_fast after a node failed for good: start nothing more
         # console-v1 (asked by the board, in the run's first workflow task): every search attribute
         # of the graph kept current, child sessions started with their kind and profile.
-        self._board = StatusBoard("graph", self._config.owner, self._config.profile)
-        # frame-v1: the graph's events and row are written to the store (graph.record), and a graph
-        # that closes asks its running sessions to end (ParentClosePolicy.REQUEST_CANCEL).
-        self._recorded = workflow.patched(FRAME_PATCH)
+        # A run started pinned asks none (Patches). frame-v1: the graph's events and row are written to the
+        # store (graph.record), and a graph that closes asks its running sessions to end (REQUEST_CANCEL).
+        self._board = StatusBoard("graph", self._config.owner, self._config.profile, patches := frame_patches())
+        self._recorded = patches.has(FRAME_PATCH)
+        self._moves = BuildWatch(patches.latest)  # a run started pinned moves to a newer build after its running nodes
         close = workflow.ParentClosePolicy.REQUEST_CANCEL if self._recorded else workflow.ParentClosePolicy.TERMINATE
         self._children = ChildSessions(self._config.owner, parent_close=close, console=self._board.console)
         self._standing = Standing(self._config.owner, self._config.operators, f"graph {self._config.graph_id}")
+        self._pauses = GraphPause(
+            self._config.graph_id, self._state, self._children, self._standing, self._emit, lambda: self._set_status(self._state.status)
+        )
         self._record = steps.GraphRecord(self._config, self._state, self._journal)
 
     # ---------------------------------------------------------------- run
@@ -103,8 +108,9 @@ class TaskGraphWorkflow:
     async def run(self, input: TaskGraphInput) -> TaskGraphResult:
         config = self._config
         require_workflow_id("graph", config.graph_id, graph_workflow_id(config.graph_id))
-        self._state.started_at = workflow.now()
-        self._emit(TaskGraphCreated(graph_id=config.graph_id, owner=config.owner, goal=config.goal, approve_plan=config.approve_plan))
+        if not self._carried:
+            self._state.started_at = workflow.now()
+            self._emit(TaskGraphCreated(graph_id=config.graph_id, owner=config.owner, goal=config.goal, approve_plan=config.approve_plan))
         if self._recorded:
             self._record.start()
         try:
@@ -117,21 +123,23 @@ class TaskGraphWorkflow:
             raise
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._record.close()
-        return self._result()
+        return parts.result(self._config, self._state, workflow.now())
 
     async def _run_graph(self) -> None:
-        self._set_status("planning")
-        if not await self._plan():
-            return
-        if self._state.status != "completed":
-            await self._approve()
+        if not self._carried:
+            self._set_status("planning")
+            if not await self._plan():
+                return
+            if self._state.status != "completed":
+                await self._approve()
         if self._cancel is not None:
             await self._end_cancelled(self._cancel)
             return
         if self._state.status in TERMINAL_GRAPH_STATUSES:
             return
         self._set_status("executing")
-        await self._execute()
+        if await self._execute():
+            await self._move()
         if self._cancel is not None:
             await self._end_cancelled(self._cancel)
             return
@@ -204,51 +212,51 @@ class TaskGraphWorkflow:
 
     # ---------------------------------------------------------------- execution
 
-    async def _execute(self) -> None:
-        """Run ready nodes, at most ``max_parallel`` at once, until none is ready or running."""
+    async def _execute(self) -> bool:
+        """Run ready nodes, at most ``max_parallel`` at once, until none is ready or running. True: a
+        newer build is current and no node runs any more (none starts meanwhile): the graph moves."""
         limit = parts.max_parallel(self._config, self._state)
         tasks: dict[str, asyncio.Task[None]] = {}
         while True:
-            if self._cancel is None and not self._halting:
+            if not tasks and self._cancel is None and self._moves.changed():
+                return True
+            if self._cancel is None and not self._halting and not self._pauses.paused and not self._moves.changed():
                 for node_id in parts.ready_nodes(self._config, self._state, workflow.now()):
                     if len(tasks) >= limit:
                         break
                     self._state.nodes[node_id].status = "delegated"  # taken: not ready again
                     tasks[node_id] = asyncio.create_task(self._run_node(node_id))
-            if not tasks:
-                return
-            await workflow.wait_condition(lambda: any(t.done() for t in tasks.values()) or self._cancel is not None)
+            if not tasks and (self._halting or not self._pauses.paused):
+                return False
+            resumes = self._pauses.resumes  # a resume wakes the wait: ready nodes start
+            await workflow.wait_condition(
+                lambda: any(t.done() for t in tasks.values()) or self._cancel is not None or self._pauses.resumes != resumes
+                or (not tasks and self._moves.changed())
+            )
             if self._cancel is not None:
                 self._children.cancel_all()
                 for node_id, task in tasks.items():
                     if self._state.nodes[node_id].status == "reviewing":
                         task.cancel()  # cancels its review call; the node ends cancelled
                 await asyncio.gather(*tasks.values(), return_exceptions=True)
-                return
+                return False
             for node_id in [n for n, t in tasks.items() if t.done()]:
                 tasks.pop(node_id).result()
                 if self._state.nodes[node_id].status == "failed":
                     self._after_failure(node_id)
 
+    async def _move(self) -> None:
+        """Continue as new onto the deployment's current build (``AUTO_UPGRADE``), carrying the state,
+        once the staged events are stored and every handler has finished."""
+        await self._record.close()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(TaskGraphInput(config=self._config, state=self._state), initial_versioning_behavior=next_run_behavior(True))
+
     def _after_failure(self, node_id: str) -> None:
-        policy = self._config.failure_policy
-        assert self._state.plan is not None
-        if policy == "allow_orphans":
-            return
-        for dependant in parts.dependants(self._state.plan, node_id):
-            node = self._state.nodes[dependant]
-            if node.status == "pending":
-                node.status = "blocked"
-                node.blocked_by = node_id
-                self._emit(TaskBlocked(node_id=dependant, blocked_by=node_id))
-        if policy == "fail_fast" and not self._halting:
+        """Block the dependants of a node that failed for good; under ``fail_fast``, halt the graph."""
+        if steps.after_failure(self._config, self._state, node_id, self._emit, halting=self._halting):
             self._halting = True
             self._children.cancel_all()
-            for other in self._state.order:
-                node = self._state.nodes[other]
-                if node.status == "pending":
-                    node.status = "cancelled"
-                    self._emit(TaskCancelled(node_id=other, principal="agentrt", reason=f"fail_fast: node {node_id} failed"))
 
     async def _run_node(self, node_id: str) -> None:
         """Attempts of one node until the reviewer passes it, it fails for good, or it is cancelled."""
@@ -258,6 +266,8 @@ class TaskGraphWorkflow:
         node.started_at = workflow.now()
         feedback = ""
         while True:
+            if not await self._held(node_id):
+                return
             node.attempts += 1
             attempt = node.attempts
             node.status = "delegated"
@@ -275,6 +285,8 @@ class TaskGraphWorkflow:
                 return
             answer = end.answer or ""
             if end.status == "completed" and answer.strip():
+                if not await self._held(node_id):
+                    return
                 verdict = await self._review(node_id, session_id, attempt, answer)
                 if self._cancel is not None or self._halting:
                     self._node_cancelled(node_id)
@@ -305,29 +317,9 @@ class TaskGraphWorkflow:
 
     async def _run_session(self, node_id: str, session_id: str, attempt: int, feedback: str) -> ChildEnd:
         """Start attempt ``attempt`` of ``node_id`` as a child session and wait for its end."""
-        assert self._state.plan is not None and self._state.token is not None
-        config = self._config
-        spec = self._state.plan.node(node_id)
-        grant = self._state.token.grants[node_id]
-        session_config = child_config(
-            config.template(),
-            session_id=session_id,
-            owner=config.owner,
-            workspace=config.workspace,
-            profile=spec.profile or config.profile,
-            script=spec.script or config.script,
-            tools=list(grant.tools),
-            max_rounds_per_turn=config.max_rounds_per_node,
-            sandbox=grant.sandbox,
-            network=grant.network,
-            interactive=False,
-            title=f"graph {config.graph_id} · {node_id} · attempt {attempt}",
-            prompt=parts.node_prompt(config, self._state, spec, attempt, feedback),
-            ends_after_turn=True,
-            parent=SessionParent(kind="graph", id=config.graph_id, number=attempt, node=node_id),
-            **parts.node_budget(config, self._state, workflow.now()),
-            **({"agent": spec.agent} if spec.agent is not None else {}),
-        )
+        assert self._state.plan is not None
+        config, spec = self._config, self._state.plan.node(node_id)
+        session_config = steps.node_session(config, self._state, node_id, session_id, attempt, feedback, workflow.now())
         try:
             handle = await self._children.start(
                 session_config,
@@ -354,6 +346,16 @@ class TaskGraphWorkflow:
             )
         )
         return verdict
+
+    async def _held(self, node_id: str) -> bool:
+        """Wait while paused (no attempt or review starts); False: a cancel or ``fail_fast`` ended the node."""
+        if not self._pauses.paused:
+            return True
+        await self._pauses.hold(lambda: self._cancel is not None or self._halting)
+        if self._cancel is not None or self._halting:
+            self._node_cancelled(node_id)
+            return False
+        return True
 
     def _node_cancelled(self, node_id: str) -> None:
         node = self._state.nodes[node_id]
@@ -402,13 +404,6 @@ class TaskGraphWorkflow:
         self._set_status("cancelled")
         self._emit(TaskCancelled(principal=request.principal, reason=request.reason))
 
-    def _result(self) -> TaskGraphResult:
-        return TaskGraphResult(
-            graph_id=self._config.graph_id, status=self._state.status,
-            nodes={n: self._state.nodes[n].status for n in self._state.order}, answer=self._state.answer,
-            spend=self._snapshot().spend, failure=self._state.failure, failure_reason=self._state.failure_reason,
-        )
-
     def _emit(self, event: Event) -> None:
         self._journal.emit(event, workflow.now())
         self._board.show(parts.current_details(self._config, self._state))
@@ -418,7 +413,8 @@ class TaskGraphWorkflow:
         (its plan approval counted as one waiting)."""
         self._state.status = status
         details = parts.current_details(self._config, self._state)
-        self._board.set(status, details, cost_usd=self._state.spend.cost_usd, pending_approvals=int(status == "pending_approval"))
+        shown = parts.shown_status(self._state)
+        self._board.set(shown, details, cost_usd=self._state.spend.cost_usd, pending_approvals=int(status == "pending_approval"))
 
     def _snapshot(self) -> GraphSnapshot:
         return parts.snapshot(self._config, self._state, workflow.now())
@@ -430,7 +426,7 @@ class TaskGraphWorkflow:
         """Approve the plan (mint the capability token; the nodes run) or reject it (the graph ends
         ``rejected``). Atomic: of concurrent approvals one mints the token, the others fail."""
         if self._state.token is not None or self._state.status != "pending_approval":
-            raise rejected(self._decided_text())
+            raise rejected(parts.decided_text(self._config, self._state))
         if input.approve:
             self._mint(input.principal, input.reason, automatic=False)
         else:
@@ -441,22 +437,13 @@ class TaskGraphWorkflow:
             self._emit(TaskPlanRejected(principal=input.principal, reason=input.reason))
         return self._snapshot()
 
-    def _decided_text(self) -> str:
-        """Why a plan cannot be decided now: decided already (by whom), or not planned yet, or ended."""
-        graph, status, token = self._config.graph_id, self._state.status, self._state.token
-        if token is not None:
-            return f"the plan of graph {graph} was approved already by {token.approved_by} (token {token.token_id}); the graph is {status}"
-        if status == "planning":
-            return f"graph {graph} is still planning: there is no plan to decide yet"
-        return f"graph {graph} is {status}: only a plan pending approval can be decided"
-
     @approve_plan.validator
     def _validate_approve_plan(self, input: ApprovePlanInput) -> None:
         self._standing.check(input.principal, input.reason, "approve the plan of" if input.approve else "reject the plan of")
         if self._cancel is not None:
             raise rejected(f"graph {self._config.graph_id} is being cancelled")
         if self._state.status != "pending_approval":
-            raise rejected(self._decided_text())
+            raise rejected(parts.decided_text(self._config, self._state))
 
     @workflow.update
     async def cancel(self, input: GraphControlInput) -> GraphSnapshot:
@@ -474,9 +461,33 @@ class TaskGraphWorkflow:
         if self._cancel is not None:
             raise rejected(f"graph {self._config.graph_id} is being cancelled")
 
+    @workflow.update
+    async def pause(self, input: GraphControlInput) -> GraphSnapshot:
+        """Start no node, retry or review until ``resume``; running child sessions pause too. Idempotent."""
+        await self._pauses.apply(input, paused=True)
+        return self._snapshot()
+
+    @pause.validator
+    def _validate_pause(self, input: GraphControlInput) -> None:
+        self._pauses.validate(input, "pause", cancelling=self._cancel is not None)
+
+    @workflow.update
+    async def resume(self, input: GraphControlInput) -> GraphSnapshot:
+        """Go on: paused child sessions go on and ready nodes start. Idempotent."""
+        await self._pauses.apply(input, paused=False)
+        return self._snapshot()
+
+    @resume.validator
+    def _validate_resume(self, input: GraphControlInput) -> None:
+        self._pauses.validate(input, "resume", cancelling=self._cancel is not None)
+
     @workflow.signal(name=CHILD_SPEND_SIGNAL)
     def child_spend(self, input: ChildSpendReport) -> None:
         self._children.record(input)  # a child session's, as it ends cancelled
+
+    @workflow.signal(name=UPGRADE_SIGNAL)
+    def upgrade(self) -> None:
+        """A newer build is current: wakes a run with no node running, which moves to it (``_move``)."""
 
     # ---------------------------------------------------------------- queries
 

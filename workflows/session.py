@@ -9,7 +9,7 @@ One workflow per session (id ``session-<session_id>``). Messages arrive through 
 It holds one ``SessionState`` and continues as new with it. ``@workflow.init`` builds the run
 (``SessionRun``: config, state, journal, inbox, approvals, status, generation) and the steps over
 it (``TurnLoop`` with a ``Turn`` per turn, ``ToolCalls``, ``Mcp``, ``Delegations``, ``Context``,
-``SessionControl``); this module keeps the run loop, continue-as-new and the handlers, which
+``SessionControl``, ``Continuation``); this module keeps the run loop and the handlers, which
 delegate to those steps. Content lives in the store; activities get positions, not content.
 """
 
@@ -25,6 +25,8 @@ from agentrt.schemas import (
     CHILD_SPEND_SIGNAL,
     SEARCH_ATTRIBUTE_KEYS,
     SESSION_WORKFLOW,
+    SET_PAUSED_SIGNAL,
+    UPGRADE_SIGNAL,
     ArchiveInput,
     CancelTurnInput,
     ChildSpendReport,
@@ -34,6 +36,7 @@ from agentrt.schemas import (
     EventsPage,
     EventsQuery,
     MemoryDecision,
+    PauseInput,
     PermissionDecision,
     QueuedOperation,
     RaiseBudgetInput,
@@ -41,10 +44,10 @@ from agentrt.schemas import (
     SendMessageInput,
     SendMessageResult,
     SessionArchived,
-    SessionContinuedAsNew,
     SessionInput,
     SessionResult,
     SessionStateView,
+    SetPausedInput,
     SwitchModelInput,
     SwitchModelResult,
     TurnOutcome,
@@ -54,21 +57,20 @@ from agentrt.schemas import (
 from agentrt.workflows import _compaction as compaction
 from agentrt.workflows._children import report_cancelled
 from agentrt.workflows._context_steps import Context
+from agentrt.workflows._continuation import Continuation
 from agentrt.workflows._delegate_steps import Delegations
-from agentrt.workflows._errors import rejected
 from agentrt.workflows._inbox import FORGOTTEN_TURN, RECENT_OUTCOMES
 from agentrt.workflows._mcp_steps import Mcp
-from agentrt.workflows._session_control import SessionControl
+from agentrt.workflows._pause import SessionPause
+from agentrt.workflows._session_control import MAX_WAIT_TURN_SECONDS, SessionControl
 from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_steps import ToolCalls
 from agentrt.workflows._turn import TurnLoop
 
-# The longest ``wait_turn`` timeout (seconds, ten years): a longer one fits no timer.
-MAX_WAIT_TURN_SECONDS = 10 * 365 * 24 * 3600
 # The reason of the SessionArchived that ends an ``ends_after_turn`` session after its turn.
 ENDED_AFTER_TURN = "ended after its turn"
 
-__all__ = ["FORGOTTEN_TURN", "RECENT_OUTCOMES", "SEARCH_ATTRIBUTE_KEYS", "SessionWorkflow", "workflow_id_for"]
+__all__ = ["FORGOTTEN_TURN", "MAX_WAIT_TURN_SECONDS", "RECENT_OUTCOMES", "SEARCH_ATTRIBUTE_KEYS", "SessionWorkflow", "workflow_id_for"]
 
 workflow_id_for = session_workflow_id
 
@@ -89,7 +91,8 @@ class SessionWorkflow:
         self._turns = TurnLoop(run, self._tool_calls, self._mcp)
         self._context = Context(run)
         self._control = SessionControl(run)
-        self._draining = False  # continue-as-new is due: wait_turn calls answer "ask again"
+        self._continuation = Continuation(run, self._delegations)  # wait_turn answers "ask again" while it drains
+        self._pause = SessionPause(run, self._control, self._delegations.children)
 
     # ---------------------------------------------------------------- run
 
@@ -110,12 +113,12 @@ class SessionWorkflow:
         try:
             await self._initialize()
             while True:
-                await workflow.wait_condition(lambda: bool(run.inbox) or run.ending() or self._may_continue_as_new())
+                await workflow.wait_condition(lambda: bool(run.inbox) or run.ending() or self._continuation.due())
                 if run.ending():
                     break
-                if self._may_continue_as_new():
-                    if await self._drain_handlers():
-                        self._continue_as_new()
+                if self._continuation.due():
+                    if await self._continuation.drain_handlers(self._run_operation):
+                        self._continuation.continue_as_new()
                     elif run.inbox and not run.ending():
                         # A model switch or compaction waits behind this message: it runs first.
                         await self._run_operation(run.inbox.pop())
@@ -218,63 +221,6 @@ class SessionWorkflow:
             spend=run.spend() if run.tracks_spend() else None,
         )
 
-    # ---------------------------------------------------------------- continue-as-new
-
-    def _may_continue_as_new(self) -> bool:
-        """Temporal suggests continue-as-new and nothing holds it back (handlers are drained first;
-        a delegated session still running keeps this run: its handle cannot travel to the next)."""
-        run = self._run
-        return (
-            run.gen.context
-            and run.archive_request is None
-            and workflow.info().is_continue_as_new_suggested()
-            and (run.gen.turn_control or workflow.all_handlers_finished())
-            and not self._delegations.running()
-        )
-
-    async def _drain_handlers(self) -> bool:
-        """Let every update handler finish before continue-as-new; False if the session was archived
-        meanwhile, or if a queued model switch or compaction waits behind a message.
-
-        Model switches and compactions at the head of the queue run (their callers wait for
-        them); one behind a message keeps its place, so that message runs first, in this run
-        (the caller runs it when this returns False); queued messages with no operation behind
-        them travel to the next run. Only then, with continue-as-new at hand, do waiting
-        ``wait_turn`` calls answer ``pending`` with ``ask_again`` (a client asks again at once).
-        """
-        try:
-            while not workflow.all_handlers_finished() and not self._run.ending():
-                operation = self._run.inbox.pop_leading_operation()
-                if operation is not None:
-                    self._draining = False
-                    await self._run_operation(operation)
-                    continue
-                if self._run.inbox.has_operation():
-                    return False  # behind a message: the turn runs first, in arrival order
-                self._draining = True
-                await workflow.wait_condition(
-                    lambda: workflow.all_handlers_finished() or self._run.inbox.has_operation() or self._run.ending()
-                )
-        finally:
-            self._draining = False
-        return not self._run.ending()
-
-    def _continue_as_new(self) -> None:
-        """Continue as a new run carrying ``SessionState`` as it is.
-
-        Synchronous on purpose: between the check that no handler runs and the
-        continue-as-new there is no await, so no update or signal can arrive in between and
-        be left behind. Events not yet in the store travel in the state; the new run writes
-        them first.
-        """
-        info, run = workflow.info(), self._run
-        run.emit(SessionContinuedAsNew(
-            run=run.state.run + 1, history_events=info.get_current_history_length(), history_bytes=info.get_current_history_size(),
-        ))
-        run.state.run += 1
-        workflow.continue_as_new(SessionInput(config=run.config, state=run.state))
-
-
     # ---------------------------------------------------------------- updates
 
     @workflow.update
@@ -302,7 +248,7 @@ class SessionWorkflow:
         turn_id = self._control.queue_message(input)
         if input.idempotency_key is not None and (inbox.outcome(turn_id) is None and inbox.is_forgotten_turn(turn_id)):
             return TurnOutcome(turn_id=turn_id, status="pending", ask_again=True)
-        await workflow.wait_condition(lambda: inbox.outcome(turn_id) is not None or self._draining)
+        await workflow.wait_condition(lambda: inbox.outcome(turn_id) is not None or self._continuation.draining)
         return inbox.outcome(turn_id) or TurnOutcome(turn_id=turn_id, status="pending", ask_again=True)
 
     @send_and_wait.validator
@@ -320,7 +266,7 @@ class SessionWorkflow:
         timeout = timedelta(seconds=input.timeout_seconds) if input.timeout_seconds is not None else None
         try:
             await workflow.wait_condition(
-                lambda: inbox.outcome(input.turn_id) is not None or self._draining,
+                lambda: inbox.outcome(input.turn_id) is not None or self._continuation.draining,
                 timeout=timeout,
                 timeout_summary=f"wait for {input.turn_id} (at most {input.timeout_seconds or 0:g} s)" if timeout else None,
             )
@@ -331,27 +277,14 @@ class SessionWorkflow:
 
     @wait_turn.validator
     def _validate_wait_turn(self, input: WaitTurnInput) -> None:
-        if input.timeout_seconds is not None and input.timeout_seconds < 0:
-            raise rejected(f"timeout_seconds must be >= 0, got {input.timeout_seconds:g}")
-        if input.timeout_seconds is not None and input.timeout_seconds > MAX_WAIT_TURN_SECONDS:
-            raise rejected(
-                f"timeout_seconds must be at most {MAX_WAIT_TURN_SECONDS} (ten years), got {input.timeout_seconds:g}; "
-                "leave it out to wait without a bound"
-            )
-        why = self._run.inbox.unknown_or_forgotten(input.turn_id)
-        if why is not None:
-            raise rejected(why)
+        self._control.validate_wait_turn(input)
 
     @workflow.update
     async def archive(self, input: ArchiveInput) -> SessionStateView:
         """End the session: the running turn is cancelled, queued ones too. An idle session answers
         once its end is in the store and its workflow ends with the answer (``regular-activities-v1``;
         before it, a local store write held the answer back as long); a busy one answers at once."""
-        run = self._run
-        view = self._control.archive(input)
-        if not run.gen.local_activities and run.turn is None:
-            await workflow.wait_condition(lambda: run.end_written)
-        return view
+        return await self._control.archive(input)
 
     @archive.validator
     def _validate_archive(self, input: ArchiveInput) -> None:
@@ -383,11 +316,7 @@ class SessionWorkflow:
 
     @switch_model.validator
     def _validate_switch_model(self, input: SwitchModelInput) -> None:
-        self._control.validate_operation(input.principal, "switch the model of")
-        if not input.profile.strip():
-            raise rejected("profile name is empty")
-        if not self._run.gen.context:
-            raise rejected(f"session {self._run.config.session_id} predates model switching; start a new session")
+        self._control.validate_switch_model(input)
 
     @workflow.update
     async def compact(self, input: CompactRequest) -> CompactOutcome:
@@ -400,9 +329,7 @@ class SessionWorkflow:
 
     @compact.validator
     def _validate_compact(self, input: CompactRequest) -> None:
-        self._control.validate_operation(input.principal, "compact")
-        if not self._run.gen.context:
-            raise rejected(f"session {self._run.config.session_id} predates compaction; start a new session")
+        self._control.validate_compact(input)
 
     @workflow.update
     def decide(self, input: PermissionDecision) -> None:
@@ -453,11 +380,31 @@ class SessionWorkflow:
 
     @cancel.validator
     def _validate_cancel(self, input: CancelTurnInput) -> None:
-        why = self._control.cancel_refusal(input)
-        if why is not None:
-            raise rejected(why)
+        self._control.validate_cancel(input)
+
+    @workflow.update
+    async def pause(self, input: PauseInput) -> SessionStateView:
+        """Start no model or tool call (one in flight finishes) until ``resume``; messages queue meanwhile."""
+        return await self._pause.apply(input, paused=True)
+
+    @pause.validator
+    def _validate_pause(self, input: PauseInput) -> None:
+        self._pause.validate(input, "pause")
+
+    @workflow.update
+    async def resume(self, input: PauseInput) -> SessionStateView:
+        """Go on where the session stopped (workflows/_pause.py); neither update is an error when it changes nothing."""
+        return await self._pause.apply(input, paused=False)
+
+    @resume.validator
+    def _validate_resume(self, input: PauseInput) -> None:
+        self._pause.validate(input, "resume")
 
     # ---------------------------------------------------------------- signals
+
+    @workflow.signal(name=SET_PAUSED_SIGNAL)
+    async def set_paused(self, input: SetPausedInput) -> None:
+        await self._pause.signalled(input)  # a task's, a graph's or a delegating session's pause of this one
 
     @workflow.signal
     def permission_decision(self, input: PermissionDecision) -> None:
@@ -477,6 +424,11 @@ class SessionWorkflow:
     def cancel_turn(self, input: CancelTurnInput) -> None:
         self._control.cancel_turn(input)
 
+    @workflow.signal(name=UPGRADE_SIGNAL)
+    def upgrade(self) -> None:
+        """A newer build of the session's deployment is current (its workers say so): this wakes an
+        idle run, which continues as new onto it (workflows/_continuation.py)."""
+
     @workflow.signal(name=CHILD_SPEND_SIGNAL)
     def child_spend(self, input: ChildSpendReport) -> None:
         self._delegations.children.record(input)  # a delegated session's, as it ends cancelled
@@ -494,7 +446,4 @@ class SessionWorkflow:
     @workflow.query
     def turn(self, turn_id: str) -> TurnOutcome | None:
         """The turn's outcome, or None while it is queued or running; fails for an unknown turn."""
-        why = self._run.inbox.unknown_or_forgotten(turn_id)
-        if why is not None:
-            raise ValueError(why)
-        return self._run.inbox.outcome(turn_id)
+        return self._control.turn_outcome(turn_id)

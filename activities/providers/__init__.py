@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+import httpx
+
 from agentrt.activities.providers._base import OnDelta, Provider, ToolNames, tool_call_from_text, uses_output_tool
+from agentrt.activities.providers._clients import ProviderClients
 from agentrt.activities.providers._errors import application_error_from, bounded_message, redact, retry_after_seconds
 from agentrt.activities.providers.anthropic import AnthropicProvider
 from agentrt.activities.providers.openai import OpenAIProvider
@@ -27,6 +30,7 @@ __all__ = [
     "OpenAIProvider",
     "OpenAIResponsesProvider",
     "Provider",
+    "ProviderClients",
     "ScriptedProvider",
     "ToolNames",
     "application_error_from",
@@ -39,8 +43,11 @@ __all__ = [
 ]
 
 
-def provider_for(profile: ModelProfile, *, env: Mapping[str, str] | None = None) -> Provider:
-    """The adapter for ``profile``, with its API key read from ``env`` (default ``os.environ``).
+def provider_for(
+    profile: ModelProfile, *, env: Mapping[str, str] | None = None, client: httpx.AsyncClient | None = None
+) -> Provider:
+    """The adapter for ``profile``, with its API key read from ``env`` (default ``os.environ``),
+    sending on ``client`` (a ``ProviderClients`` pool's; None: a new client per call).
 
     The key is ``env[profile.api_key_env]``. Raises ``ConfigurationError`` when:
     ``api_key_env`` is named but unset or empty in ``env``; ``api_key_env`` is None for the
@@ -70,9 +77,9 @@ def provider_for(profile: ModelProfile, *, env: Mapping[str, str] | None = None)
     elif profile.base_url is None:
         raise ConfigurationError(f"{configured} calls the {profile.provider} API but sets no api_key_env")
     if profile.provider == "openai":
-        return OpenAIProvider(profile, api_key)
+        return OpenAIProvider(profile, api_key, client=client)
     if profile.provider == "openai-responses":
-        return OpenAIResponsesProvider(profile, api_key)
+        return OpenAIResponsesProvider(profile, api_key, client=client)
     if profile.provider == "anthropic":
-        return AnthropicProvider(profile, api_key)
+        return AnthropicProvider(profile, api_key, client=client)
     raise ConfigurationError(f"{configured} names an unknown provider {profile.provider!r}")

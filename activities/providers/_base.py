@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.cookiejar
 import json
 import re
 import secrets
@@ -77,6 +78,10 @@ MAX_ERROR_BODY_BYTES = 64 * 1024
 # the whole output; a 128k-token answer streams as about 50 MB of events.
 MAX_LINE_CHARS = 16 * 1024 * 1024
 MAX_STREAM_CHARS = 256 * 1024 * 1024
+
+# The most a stream's end is waited for after its reader has what it needs (seconds): providers
+# end the response right after ``[DONE]`` (or ``message_stop``).
+DRAIN_SECONDS = 0.5
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each non-empty piece of assistant text as it streams in, in order."""
@@ -273,10 +278,14 @@ def check_api_key(profile: ModelProfile, api_key: str | None) -> None:
 
 
 def new_client(timeout_seconds: float) -> httpx.AsyncClient:
-    """An AsyncClient with no retries of its own: Temporal's retry policy is the only retry loop."""
+    """An AsyncClient with no retries of its own (Temporal's retry policy is the only retry loop),
+    no bound on connections (the worker's activity slots bound its calls; a pool bound would
+    queue a call behind others for up to its whole timeout) and no cookies: a client is shared by
+    every session of a profile, so nothing one response sets may ride on another session's request."""
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout_seconds),
-        transport=httpx.AsyncHTTPTransport(retries=0),
+        transport=httpx.AsyncHTTPTransport(retries=0, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)),
+        cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
     )
 
 
@@ -305,8 +314,14 @@ async def stream_sse(
             if not response.is_success:
                 text = (await _read_at_most(response, MAX_ERROR_BODY_BYTES)).decode("utf-8", errors="replace")
                 raise ProviderHTTPError(response.status_code, url, text, retry_after_seconds(response.headers))
-            async for event in EventSource(_BoundedText(response, url)).aiter_sse():  # type: ignore[arg-type]
-                yield event
+            events = EventSource(_BoundedText(response, url)).aiter_sse()  # type: ignore[arg-type]
+            try:
+                async for event in events:
+                    yield event
+            except GeneratorExit:
+                if not owned:
+                    await _read_to_end(events)
+                raise
     except SSEError as e:  # before RequestError: httpx-sse derives it from httpx.TransportError
         raise ProviderTransportError(url, f"response is not an event stream: {e}") from e
     except httpx.TimeoutException as e:
@@ -319,6 +334,20 @@ async def stream_sse(
     finally:
         if owned:
             await http.aclose()
+
+
+async def _read_to_end(events: AsyncIterator[ServerSentEvent]) -> None:
+    """The rest of a stream whose reader stopped early (at ``[DONE]``, or ``message_stop``), for at
+    most ``DRAIN_SECONDS``: a response read to its end leaves its connection to the client's pool
+    for the next call; one closed early closes the connection. Errors are dropped, and so is a
+    cancellation meanwhile (the call's ``deadline`` passing): the answer is whole, and a call that
+    has its answer is not failed, and billed again, for the rest of a connection."""
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in events:
+                pass
+    except (Exception, asyncio.CancelledError):  # noqa: BLE001 - only the connection is lost
+        pass
 
 
 class _BoundedText:

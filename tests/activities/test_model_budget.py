@@ -68,7 +68,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def recording(monkeypatch: pytest.MonkeyPatch) -> Recording:
     provider = Recording()
-    monkeypatch.setattr(model, "provider_for", lambda profile: provider)
+    monkeypatch.setattr(model, "provider_for", lambda profile, **_: provider)
     return provider
 
 

@@ -175,7 +175,7 @@ def _call(**fields: object) -> ModelCallInput:
 def test_a_call_broken_by_an_unexpected_error_keeps_what_streamed_and_is_marked_interrupted(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(model, "provider_for", lambda profile: _BrokenAfterStreaming())
+    monkeypatch.setattr(model, "provider_for", lambda profile, **_: _BrokenAfterStreaming())
     activities = ModelActivities(Profiles({"scripted": ModelProfile(name="scripted", provider="scripted", model="m", script="x")}), store, default_registry())
     with pytest.raises(ApplicationError) as caught:
         asyncio.run(ActivityEnvironment().run(activities.complete, _call()))
@@ -231,7 +231,7 @@ def test_an_unexpected_error_quoting_the_api_key_keeps_it_out_of_the_failure_and
     store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("AGENTRT_TEST_KEY", "sk-live-0123456789abcdef")
-    monkeypatch.setattr(model, "provider_for", lambda profile: _EchoesTheKey())
+    monkeypatch.setattr(model, "provider_for", lambda profile, **_: _EchoesTheKey())
     profile = ModelProfile(name="scripted", provider="scripted", model="m", script="x", api_key_env="AGENTRT_TEST_KEY")
     activities = ModelActivities(Profiles({"scripted": profile}), store, default_registry())
     with pytest.raises(ApplicationError) as caught:
@@ -259,7 +259,7 @@ def test_a_call_offers_the_turn_s_mcp_tools_by_digest_and_lists_the_skills_in_th
     from agentrt.schemas import SkillInfo, ToolSpec
 
     provider = _Capturing()
-    monkeypatch.setattr(model, "provider_for", lambda profile: provider)
+    monkeypatch.setattr(model, "provider_for", lambda profile, **_: provider)
     profiles = Profiles({"scripted": ModelProfile(name="scripted", provider="scripted", model="m", script="x")})
     activities = ModelActivities(profiles, store, default_registry())
     mcp_tool = ToolSpec(name="srv.echo", description="echoes", risk="read_only", source="mcp:srv")

@@ -6,11 +6,14 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.service import RPCError
 
 from agentrt.cli import _app
 from tests._cli_processes import cli_processes
@@ -141,6 +144,8 @@ async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harn
         (["session", "list", "-q", "ExecutionStatus = 'Running' ORDER BY StartTime"], "Temporal refused it"),
         (["worker", "--tools-only", "--models-only"], "choose one of --tools-only and --models-only"),
         (["worker", "--models-only"], "needs [temporal] tool_task_queue"),
+        (["worker", "--workflows-only", "--providers-only"], "choose one of --workflows-only and --providers-only"),
+        (["worker", "--providers-only"], "needs [temporal] model_task_queue"),
     ],
 )
 async def test_invalid_arguments_are_rejected_with_the_reason(harness: Harness, tmp_path: Path, args: list[str], message: str) -> None:
@@ -334,6 +339,33 @@ def test_agentrt_help_lists_each_command_with_the_first_paragraph_of_its_own_hel
     assert _app.COMMANDS[name].summary == (command.help or "").split("\n\n")[0]
 
 
+def _help_texts(command: object, path: str) -> list[tuple[str, str]]:
+    """Every help text of ``command`` and its subcommands: its own, and each option's."""
+    import click
+
+    texts = [(path, getattr(command, "help", None) or "")]
+    texts += [(f"{path} {param.name}", getattr(param, "help", None) or "") for param in getattr(command, "params", [])]
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            texts += _help_texts(sub, f"{path} {name}")
+    return texts
+
+
+@pytest.mark.parametrize("name", sorted(_app.COMMANDS))
+def test_a_config_table_named_in_help_is_shown_not_eaten_as_rich_markup(name: str) -> None:
+    """``[codec]`` in a help text is a Rich markup tag: typer prints nothing for it unless escaped
+    (``\\[codec]``), which left `agentrt dev --help` saying "with the  keys"."""
+    unescaped = re.compile(r"(?<!\\)\[[a-z_.]+\]")
+    eaten = [(where, found) for where, text in _help_texts(_app.load_command(name), name) for found in unescaped.findall(text)]
+    assert eaten == []
+
+
+def test_the_dev_commands_help_names_the_codec_table() -> None:
+    result = subprocess.run([sys.executable, "-m", "agentrt.cli", "dev", "--help"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert "with the [codec] keys" in result.stdout and "adds to [worker] agents" in result.stdout
+
+
 async def test_run_of_an_agent_no_worker_registered_exits_2_naming_it_instead_of_waiting(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
@@ -370,3 +402,39 @@ async def test_run_with_agents_beside_a_running_worker_says_the_module_reaches_n
     said = plain(result.stderr)
     assert f"a worker already polls task queue {harness.task_queue!r}, so --agents registers tests.e2e.agent_tools on no worker" in said
     assert f"a session of an agent needs every worker polling {harness.task_queue!r} to register it" in said
+
+
+async def test_ctrl_c_while_run_waits_for_its_first_message_to_be_taken_exits_130_without_a_traceback(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """A versioned worker takes no run until a version is current: `agentrt run` waits on its start's
+    update, and Ctrl-C there ended the update wait with an error of its own, printed as a traceback
+    with exit 1 instead of the interruption it is."""
+    from tests.e2e._versions import versioned_worker
+
+    queue = f"{harness.task_queue}-noversion"
+    script = write_script(tmp_path, [{"text": "never"}])
+    env = {
+        **os.environ, "AGENTRT_TEMPORAL_ADDRESS": harness.server.address, "AGENTRT_TASK_QUEUE": queue,
+        "AGENTRT_DATABASE_URL": harness.config.database_url or "", "AGENTRT_PRINCIPAL": "alice",
+    }
+    env.pop("AGENTRT_CONFIG", None)
+    async with versioned_worker(harness.temporal, harness.config, harness.store, queue, f"nover-{queue}", "b1"):
+        sid = uuid.uuid4().hex[:12]  # not among the harness's recorded sessions: no workflow task ever runs
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentrt.cli", "run", "hello", "--workspace", str(workspace), "--script", str(script),
+            "--session-id", sid,
+            cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(600):  # until its start is sent: the session's workflow exists, waiting for a worker
+            try:
+                await harness.temporal.get_workflow_handle(f"session-{sid}").describe()
+                break
+            except RPCError:
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(1)
+        assert process.returncode is None
+        process.send_signal(signal.SIGINT)
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    text = stderr.decode()
+    assert process.returncode == 130 and "interrupted" in text and "Traceback" not in text, text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentrt.cli._graph_render import graph_event_text
 from agentrt.cli._render import QUIET_LIVE_EVENTS, describe
 from agentrt.schemas import (
     AdvisorReviewCompleted,
@@ -11,6 +12,10 @@ from agentrt.schemas import (
     MemoryProposed,
     MemoryRejected,
     PermissionRequested,
+    SessionPaused,
+    SessionResumed,
+    TaskGraphPaused,
+    TaskGraphResumed,
     TrajectoryStepRecorded,
 )
 
@@ -67,3 +72,14 @@ def test_a_reconcile_answer_says_who_answered_what_about_which_call() -> None:
     event = EffectReconciled(request_id="req-2", call_id="call_1_0", outcome="not_applied", principal="alice", note="the service dedups")
 
     assert describe(event) == "req-2: alice says call_1_0's effect was not applied: the service dedups"
+
+
+def test_a_pause_and_a_resume_say_who_why_and_how_long() -> None:
+    assert describe(SessionPaused(principal="ops", reason="incident 42")) == (
+        "session paused by ops: incident 42; no model or tool call starts"
+    )
+    assert describe(SessionResumed(principal="alice", paused_seconds=61.25)) == "session resumed by alice after 61.2 s paused"
+    assert graph_event_text(TaskGraphPaused(principal="alice", reason="hold")) == (
+        "graph paused by alice: hold; no node starts, its sessions pause"
+    )
+    assert graph_event_text(TaskGraphResumed(principal="alice", paused_seconds=2)) == "graph resumed by alice after 2.0 s paused"

@@ -78,7 +78,9 @@ async def test_what_is_not_a_history_is_a_clear_error(harness: Harness, tmp_path
     (tmp_path / "garbage.json").write_text("not json")
     (tmp_path / "deep.json").write_text('{"events": ' + "[" * 200_000 + "]" * 200_000 + "}")
     os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "empty").mkdir()
     for path, said in (
+        (tmp_path / "empty", "empty: export some with"),  # an empty export must not pass a check before a deploy
         (tmp_path / "missing", "missing: no such file or directory"),
         (tmp_path / "fifo.json", "fifo.json: not a regular file or a directory"),
         (tmp_path / "deep.json", "deep.json: not a JSON history"),

@@ -214,3 +214,34 @@ async def test_starts_at_the_same_moment_share_one_question_to_the_server(
 
     assert [s.session_id for s in started] == sids
     assert counted.asked == [harness.task_queue]
+
+
+async def test_a_describe_the_server_cancels_is_asked_again_and_another_error_is_not() -> None:
+    """A loaded dev server answered DescribeTaskQueue "operation was canceled" under a client's start
+    (a clean-clone test run): the read is asked again; an error that is not transient is raised at once."""
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
+    from temporalio.service import RPCError, RPCStatusCode
+
+    class Service:
+        def __init__(self, errors: list[tuple[RPCStatusCode, str]]) -> None:
+            self.errors, self.calls = errors, 0
+
+        async def describe_task_queue(self, request: object, retry: bool = False) -> DescribeTaskQueueResponse:
+            self.calls += 1
+            if self.errors:
+                status, message = self.errors.pop(0)
+                raise RPCError(message, status, b"")
+            return DescribeTaskQueueResponse()
+
+    class Temporal:
+        namespace = "default"
+
+        def __init__(self, service: Service) -> None:
+            self.workflow_service = service
+
+    cancelled = Service([(RPCStatusCode.CANCELLED, "operation was canceled")] * 2)
+    assert await workflow_pollers(Temporal(cancelled), "q") == [] and cancelled.calls == 3  # type: ignore[arg-type]
+    denied = Service([(RPCStatusCode.PERMISSION_DENIED, "Request unauthorized.")])
+    with pytest.raises(RPCError):
+        await workflow_pollers(Temporal(denied), "q")  # type: ignore[arg-type]
+    assert denied.calls == 1

@@ -29,6 +29,7 @@ from agentrt.schemas import (
     Event,
     ModelRequestStarted,
     RequestRejected,
+    SessionPaused,
     TaskNotFound,
     UserMessageAdded,
 )
@@ -143,28 +144,35 @@ async def test_a_task_paused_while_it_sleeps_starts_no_session_until_it_is_resum
     ]
 
 
-async def test_a_task_paused_during_a_session_lets_it_finish_and_starts_no_other_until_resumed(
+async def test_a_task_paused_during_a_session_pauses_it_and_starts_no_call_check_or_session_until_resumed(
     rig: TaskRig, workspace: Path, tmp_path: Path
 ) -> None:
-    script = write_task_script(
-        tmp_path, [[{"text": "half done", "delay_seconds": 2.5}], [{"text": "all done"}]], reviews=[FAIL, PASS]
-    )
+    listing = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}], "delay_seconds": 2.0}
+    script = write_task_script(tmp_path, [[listing, {"text": "half done"}], [{"text": "all done"}]], reviews=[FAIL, PASS])
     task_id = await rig.start(rig.config(workspace, script, schedule={"every_seconds": DAY}))
     session_id = await rig.session_id(task_id, 1)
     await _session_event(rig, session_id, lambda e: isinstance(e, ModelRequestStarted))
 
-    paused = await rig.client.pause_task(task_id)
+    paused = await rig.client.pause_task(task_id, reason="hold on")
     assert (paused.status, paused.running_session) == ("paused", session_id)
-    checkpoint = await rig.wait_stored(task_id, lambda e: isinstance(e, AutonomousTaskCheckpointed))
-    assert checkpoint.checkpoint.session_status == "completed"
-    await asyncio.sleep(1.0)  # on a skipping clock the day's wake would come at once
+    again = await rig.client.pause_task(task_id)  # a pause of a paused task is no error and changes nothing
+    assert (again.status, again.paused_by) == ("paused", OWNER)
+    # The session pauses with the task: its model call in flight ends, the tool call it asked for waits.
+    pause = await _session_event(rig, session_id, lambda e: isinstance(e, SessionPaused))
+    assert isinstance(pause, SessionPaused) and (pause.principal, pause.reason) == (OWNER, "hold on")
+    await _session_event(rig, session_id, lambda e: e.type == "AssistantMessageCompleted")
+    state = await rig.client.state(session_id)
+    assert state.status == "paused" and state.active_turn_id is not None
+    assert not [e for e in (await rig.client.events(session_id)).events if e.type == "ToolInvocationStarted"]
     view = await rig.client.task_status(task_id)
-    assert (view.status, view.sessions, view.running_session) == ("paused", 1, None)
-    assert await _status_of(rig, task_id, 2) is None
+    assert (view.status, view.sessions, view.running_session, view.checkpoint) == ("paused", 1, session_id, None)
 
-    await rig.client.resume_task(task_id)
+    resumed = await rig.client.resume_task(task_id)
+    assert resumed.status == "running"  # its session goes on
     result = await rig.wait(task_id)
     assert result.status == "completed" and result.sessions == 2
+    types = [e.type for e in rig.stored_events(task_id)]
+    assert types.count("AutonomousTaskPaused") == 1 and types.index("AutonomousTaskResumed") < types.index("AutonomousTaskCheckpointed")
 
 
 async def test_a_worker_killed_while_a_task_sleeps_is_replaced_and_each_session_runs_once(

@@ -137,10 +137,19 @@ async def test_a_session_id_another_owner_used_is_refused_as_a_taken_id(
 
 
 async def forget(harness: Harness, workflow_id: str) -> None:
-    """Delete the workflow from Temporal, as its namespace's retention does, and wait until it is gone."""
-    await harness.temporal.workflow_service.delete_workflow_execution(DeleteWorkflowExecutionRequest(
+    """Delete the workflow from Temporal, as its namespace's retention does, and wait until it is gone.
+    A loaded dev server may cancel the delete ("operation was canceled"): it is asked again."""
+    request = DeleteWorkflowExecutionRequest(
         namespace=harness.temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=workflow_id),
-    ))
+    )
+    for attempt in range(1, 6):
+        try:
+            await harness.temporal.workflow_service.delete_workflow_execution(request, retry=True)
+            break
+        except RPCError as err:
+            if err.status != RPCStatusCode.CANCELLED or attempt == 5:
+                raise
+            await asyncio.sleep(0.25 * attempt)
     for _ in range(600):
         try:
             await harness.temporal.get_workflow_handle(workflow_id).describe()

@@ -233,7 +233,9 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert patches == ["lean-start-v1", "trajectory-v1", "regular-activities-v1", "console-v1", "policy-sandbox-v1"]
+    assert patches == [
+        "lean-start-v1", "trajectory-v1", "regular-activities-v1", "upgrade-at-turn-boundary-v1", "console-v1", "policy-sandbox-v1",
+    ]
 
 
 async def test_a_failed_model_call_leaves_the_turn_complete_in_the_store(

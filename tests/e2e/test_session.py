@@ -294,6 +294,20 @@ async def test_sessions_run_concurrently(harness: Harness, workspace: Path, tmp_
     assert (await harness.client.wait(slow_id, slow.turn_id)).answer == "slow one"
 
 
+async def test_following_a_turn_s_deltas_ends_when_its_session_is_terminated_mid_turn(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    # No TurnEnded is ever written; the session's closed run still answers the query with the turn running.
+    script = write_script(tmp_path, [{"text": "never shown", "delay_seconds": 60}])
+    client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
+    sid = harness.new_session_id()
+    started = await client.start(session_config(client, sid, workspace, script), "go")
+    await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted))
+    await harness.handle(sid).terminate("an operator ended it")
+    async with asyncio.timeout(30):
+        assert [d async for d in client.deltas(sid, started.turn_id)] == []
+
+
 async def test_token_deltas_stream_from_the_store_and_join_to_the_answer(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
@@ -306,3 +320,18 @@ async def test_token_deltas_stream_from_the_store_and_join_to_the_answer(
     assert len(chunks) > 1
     assert "".join(chunks) == answer
     assert "ModelTokenDelta" not in event_types((await client.events(sid)).events)
+
+
+async def test_a_finished_turn_s_deltas_come_whole_after_earlier_turns_streamed_more_than_a_page(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    long_answer = " ".join(f"w{i}" for i in range(3300))  # 1,100 deltas of three words: more than one store page
+    answer = "one two three four five six seven eight nine ten"
+    script = write_script(tmp_path, [{"text": long_answer}, {"text": answer}])
+    client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
+    sid = harness.new_session_id()
+    started = await client.start(session_config(client, sid, workspace, script), "long")
+    await client.wait(sid, started.turn_id)
+    second = await client.send(sid, "short")
+    await client.wait(sid, second.turn_id)
+    assert "".join([d.text async for d in client.deltas(sid, second.turn_id)]) == answer

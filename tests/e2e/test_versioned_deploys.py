@@ -1,6 +1,7 @@
 """Versioned deploys (Temporal's Worker Deployment Versioning): workers started with a deployment
 version run every session they start pinned to their build; a session started before a new
-version was made current goes on on the build that started it, new ones start on the new build."""
+version was made current finishes its turn on the build that started it, then continues as new
+onto the new build (an idle one at once: the new build's workers wake it); new ones start there."""
 
 from __future__ import annotations
 
@@ -10,39 +11,21 @@ import sys
 import uuid
 from pathlib import Path
 
-from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
-from temporalio.client import Client
-from temporalio.service import RPCError
-from temporalio.worker import WorkerDeploymentVersion
-
-from agentrt.activities.tools import default_registry
 from agentrt.client import AgentClient
 from agentrt.worker import build_worker
-from tests.conftest import OWNER, Harness
-from tests.e2e._support import session_config, write_script
+from agentrt.schemas import GraphSpec, PermissionRequested, SessionContinuedAsNew, graph_workflow_id, task_workflow_id
+from tests.conftest import OWNER, RECORDED_HISTORIES, Harness
+from tests.e2e._graphs import PASS, GraphRig, answer, write_graph_script
+from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
+from tests.e2e._tasks import TaskRig, write_file, write_task_script
+from tests.e2e._versions import WAIT, make_current, patch_markers, pinned_build, run_handles, settled_on, versioned_worker
 
-WAIT = 60  # seconds: only so that a broken session fails the test instead of hanging it
-
-
-async def make_current(temporal: Client, deployment: str, build_id: str) -> None:
-    """Make ``build_id`` the current version of ``deployment`` (as `temporal worker deployment
-    set-current-version` does), once its workers' first poll has registered it."""
-    request = SetWorkerDeploymentCurrentVersionRequest(
-        namespace=temporal.namespace, deployment_name=deployment, build_id=build_id, identity="test",
-    )
-    for _ in range(300):
-        try:
-            await temporal.workflow_service.set_worker_deployment_current_version(request)
-            return
-        except RPCError:
-            await asyncio.sleep(0.1)  # the version is not registered yet
-    await temporal.workflow_service.set_worker_deployment_current_version(request)
+def session_wf(session_id: str) -> str:
+    return f"session-{session_id}"
 
 
-async def pinned_build(client: AgentClient, session_id: str) -> str:
-    info = (await client.temporal.get_workflow_handle(f"session-{session_id}").describe()).raw_description.workflow_execution_info
-    assert info.versioning_info.behavior == 1, info.versioning_info  # VERSIONING_BEHAVIOR_PINNED
-    return info.versioning_info.deployment_version.build_id
+async def continued(client: AgentClient, session_id: str) -> list[str]:
+    return [e.reason for e in (await client.events(session_id)).events if isinstance(e, SessionContinuedAsNew)]
 
 
 async def test_a_session_stays_on_the_build_that_started_it_and_new_ones_start_on_the_current_build(
@@ -53,23 +36,131 @@ async def test_a_session_stays_on_the_build_that_started_it_and_new_ones_start_o
     script = write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
 
     def worker(build_id: str):  # type: ignore[no-untyped-def]
-        version = WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id)
-        return build_worker(harness.temporal, harness.config, harness.store, default_registry(), task_queue=queue, deployment=version)
+        return versioned_worker(harness.temporal, harness.config, harness.store, queue, deployment, build_id)
 
     old, new = harness.new_session_id(), harness.new_session_id()
     async with worker("build-a"):
         await make_current(harness.temporal, deployment, "build-a")
         first = await client.start(session_config(client, old, workspace, script), "first")
         assert (await client.wait(old, first.turn_id, timeout_seconds=WAIT)).status == "completed"
-        assert await pinned_build(client, old) == "build-a"
+        assert await pinned_build(harness.temporal, session_wf(old)) == "build-a"
 
         async with worker("build-b"):
             await make_current(harness.temporal, deployment, "build-b")
             started = await client.start(session_config(client, new, workspace, script), "first")
             assert (await client.wait(new, started.turn_id, timeout_seconds=WAIT)).status == "completed"
+            # The idle session was woken by build B's workers and continued as new onto B.
+            await settled_on(harness.temporal, session_wf(old), "build-b")
             again = await client.send(old, "second")
             assert (await client.wait(old, again.turn_id, timeout_seconds=WAIT)).answer == "two"
-            assert (await pinned_build(client, old), await pinned_build(client, new)) == ("build-a", "build-b")
+            assert (await pinned_build(harness.temporal, session_wf(old)), await pinned_build(harness.temporal, session_wf(new))) == ("build-b", "build-b")
+            assert await continued(client, old) == ["new_build"]
+            assert (await client.state(old)).turns_completed == 2
+    # Runs started pinned ask none of the patches (workflows/_generation.py: LATEST).
+    RECORDED_HISTORIES.extend(await run_handles(harness.temporal, session_wf(old)))
+    assert await patch_markers(harness.temporal, session_wf(old)) == [[], []]
+    assert await patch_markers(harness.temporal, session_wf(new)) == [[]]
+
+
+async def test_a_session_started_unversioned_keeps_its_patches_when_a_versioned_build_takes_it_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """The move from unversioned workers: a run they started goes to the current version at its next
+    workflow task, whose worker replays it with the patches its history recorded."""
+    queue, deployment = f"{harness.task_queue}-versioned", f"agentrt-{uuid.uuid4().hex[:8]}"
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER, store=harness.store)
+    script = write_script(tmp_path, [{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    sid = harness.new_session_id()
+    async with build_worker(harness.temporal, harness.config, harness.store, task_queue=queue):
+        first = await client.start(session_config(client, sid, workspace, script), "first")
+        assert (await client.wait(sid, first.turn_id, timeout_seconds=WAIT)).answer == "one"
+    async with versioned_worker(harness.temporal, harness.config, harness.store, queue, deployment, "build-a"):
+        await make_current(harness.temporal, deployment, "build-a")
+        assert (await client.send_and_wait(sid, "second")).answer == "two"
+        assert (await client.send_and_wait(sid, "third")).answer == "three"
+        assert (await client.state(sid)).turns_completed == 3
+    RECORDED_HISTORIES.extend(await run_handles(harness.temporal, session_wf(sid)))
+    markers = await patch_markers(harness.temporal, session_wf(sid))
+    assert "lean-start-v1" in markers[0] and all(run == [] for run in markers[1:]), markers
+
+
+async def test_a_turn_waiting_for_approval_across_a_deploy_ends_on_its_build_and_the_session_then_moves(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    queue, deployment = f"{harness.task_queue}-versioned", f"agentrt-{uuid.uuid4().hex[:8]}"
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER, store=harness.store)
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "notes.md", "content": "once\n"}}]},
+        {"text": "written"},
+        {"text": "next"},
+    ])
+
+    def worker(build_id: str):  # type: ignore[no-untyped-def]
+        return versioned_worker(harness.temporal, harness.config, harness.store, queue, deployment, build_id)
+
+    sid = harness.new_session_id()
+    async with worker("build-a"):
+        await make_current(harness.temporal, deployment, "build-a")
+        started = await client.start(session_config(client, sid, workspace, script), "write it")
+        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested), timeout=WAIT)
+        async with worker("build-b"):
+            await make_current(harness.temporal, deployment, "build-b")
+            await asyncio.sleep(4)  # B's workers look for pinned runs every 3 s: the waiting turn stays
+            assert await pinned_build(harness.temporal, session_wf(sid)) == "build-a"
+            await client.approve(sid, asked.request.request_id)
+            outcome = await client.wait(sid, started.turn_id, timeout_seconds=WAIT)
+            assert (outcome.status, outcome.answer) == ("completed", "written")
+            # Sent at once: it meets the run continuing as new onto B (the server aborts an update
+            # that arrives then, WorkflowNotReady; the client sends it again).
+            assert (await client.send_and_wait(sid, "and then")).answer == "next"
+            assert await pinned_build(harness.temporal, session_wf(sid)) == "build-b"
+            assert await continued(client, sid) == ["new_build"]
+    assert (workspace / "notes.md").read_text() == "once\n"
+    RECORDED_HISTORIES.extend(await run_handles(harness.temporal, session_wf(sid)))
+    assert await patch_markers(harness.temporal, session_wf(sid)) == [[], []]
+
+
+
+async def test_a_task_asleep_between_sessions_moves_to_the_new_build_and_its_next_session_runs_there(
+    harness: Harness, tmp_path: Path
+) -> None:
+    queue, deployment = f"{harness.task_queue}-versioned", f"agentrt-{uuid.uuid4().hex[:8]}"
+    rig = TaskRig.on(harness, queue)
+    (tmp_path / "ws").mkdir()
+    script = write_task_script(tmp_path, [
+        [write_file("one.txt", "1"), {"text": "first part"}],
+        [write_file("two.txt", "2"), {"text": "second part"}],
+    ])
+    config = rig.config(
+        tmp_path / "ws", script, acceptance={"command": "test -f two.txt"}, schedule={"every_seconds": 3600.0},
+        approval=ALLOW_ALL,
+    )
+    workflow_id = task_workflow_id(config.task_id)
+
+    def worker(build_id: str):  # type: ignore[no-untyped-def]
+        return versioned_worker(harness.temporal, harness.config, harness.store, queue, deployment, build_id)
+
+    async with worker("build-a"):
+        await make_current(harness.temporal, deployment, "build-a")
+        await rig.start(config, skipping=False)  # on the wall clock: it sleeps an hour after its first session
+        await rig.wait_stored(config.task_id, lambda e: e.type == "AutonomousTaskCheckpointed", WAIT)
+        assert await pinned_build(harness.temporal, workflow_id) == "build-a"
+        async with worker("build-b"):
+            await make_current(harness.temporal, deployment, "build-b")
+            await settled_on(harness.temporal, workflow_id, "build-b")
+            status = await rig.client.task_status(config.task_id)
+            assert (status.status, status.sessions) == ("waiting", 1)
+            await rig.client.nudge_task(config.task_id, reason="go on")
+            result = await rig.wait(config.task_id, timeout=WAIT)
+            assert (result.status, result.sessions) == ("completed", 2)
+            second = rig.session_ids(config.task_id)[2]
+            assert await pinned_build(harness.temporal, session_wf(second)) == "build-b"
+    assert await patch_markers(harness.temporal, workflow_id) == [[], []]  # none asked by a pinned run
+    RECORDED_HISTORIES.extend(await run_handles(harness.temporal, workflow_id))
+    for session_id in rig.session_ids(config.task_id).values():
+        RECORDED_HISTORIES.extend(await run_handles(harness.temporal, session_wf(session_id)))
+        assert await patch_markers(harness.temporal, session_wf(session_id)) == [[]]
+    assert (tmp_path / "ws" / "one.txt").read_text() == "1" and (tmp_path / "ws" / "two.txt").read_text() == "2"
 
 
 def test_a_deployment_and_a_build_id_are_given_together_or_the_worker_names_the_missing_one(tmp_path: Path) -> None:
@@ -78,6 +169,46 @@ def test_a_deployment_and_a_build_id_are_given_together_or_the_worker_names_the_
         (["--deployment", "agentrt"], "Invalid value for --deployment: a deployment needs a non-empty build id"),
         (["--build-id", "b1"], "Invalid value for --build-id: a build id needs a deployment name"),
         (["--deployment", "agentrt", "--build-id", " "], "a deployment needs a non-empty build id"),
+        (["--deployment", "my.dep", "--build-id", "b1"], "deployment name 'my.dep' holds a '.'"),
     ):
         result = subprocess.run([agentrt, "worker", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and said in " ".join(result.stderr.replace("│", " ").split()), result.stderr
+
+
+async def test_a_graph_moves_to_the_new_build_after_its_running_node_and_runs_the_next_one_there(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    queue, deployment = f"{harness.task_queue}-versioned", f"agentrt-{uuid.uuid4().hex[:8]}"
+    rig = GraphRig(harness.temporal, queue)
+    script = write_graph_script(tmp_path, {
+        "a": [{"turns": [answer("foundation laid", 8.0)], "review": PASS}],
+        "b": [{"turns": [answer("walls up")], "review": PASS}],
+    })
+    spec = GraphSpec.model_validate({"nodes": [
+        {"id": "a", "prompt": "lay the foundation"}, {"id": "b", "prompt": "raise the walls", "depends_on": ["a"]},
+    ]})
+
+    def worker(build_id: str):  # type: ignore[no-untyped-def]
+        return versioned_worker(harness.temporal, harness.config, harness.store, queue, deployment, build_id)
+
+    async with worker("build-a"):
+        await make_current(harness.temporal, deployment, "build-a")
+        graph_id = await rig.start(rig.config(workspace, script, graph=spec, approve_plan="auto", tools=["fs.read"]))
+        await rig.wait_until(graph_id, lambda view: any(n.id == "a" and n.status == "delegated" for n in view.nodes), timeout=WAIT)
+        async with worker("build-b"):
+            await make_current(harness.temporal, deployment, "build-b")
+            result = await rig.wait(graph_id, timeout=WAIT * 2)
+            assert await pinned_build(harness.temporal, graph_workflow_id(graph_id)) == "build-b"
+            sessions = await rig.session_ids(graph_id)
+            assert [await pinned_build(harness.temporal, session_wf(s)) for s in sessions] == ["build-a", "build-b"]
+            events = await rig.events(graph_id)  # a query: a worker answers it
+    assert result.status == "completed" and result.nodes == {"a": "completed", "b": "completed"}
+    assert [e.type for e in events].count("TaskGraphCreated") == 1
+    assert [(e.node_id, e.attempt) for e in events if e.type == "AgentTaskCompleted"] == [("a", 1), ("b", 1)]
+    runs = await run_handles(harness.temporal, graph_workflow_id(graph_id))
+    RECORDED_HISTORIES.extend(runs)
+    for s in sessions:
+        RECORDED_HISTORIES.extend(await run_handles(harness.temporal, session_wf(s)))
+    # Pinned runs ask no patch (workflows/_frame.py: Patches): the graph's two runs, its nodes' sessions.
+    assert len(runs) == 2 and await patch_markers(harness.temporal, graph_workflow_id(graph_id)) == [[], []]
+    assert [await patch_markers(harness.temporal, session_wf(s)) for s in sessions] == [[[]], [[]]]

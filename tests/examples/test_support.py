@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from temporalio.service import RPCError
 
 from agentrt.client import AgentClient
 from agentrt.schemas import OutputValidationFailed, PermissionRequested
@@ -80,8 +81,11 @@ async def first_poll(harness: Harness, queue: str) -> None:
     """Until the worker process's first poll of ``queue`` reaches the server (it imports for a while)."""
     client = harness.client_on(queue)
     for _ in range(600):
-        if await client.has_worker():
-            return
+        try:
+            if await client.has_worker():
+                return
+        except RPCError:  # a loaded dev server cancelled the DescribeTaskQueue call: ask again
+            pass
         await asyncio.sleep(0.1)
     raise AssertionError(f"no worker polled {queue!r}")
 

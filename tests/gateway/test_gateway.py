@@ -30,6 +30,7 @@ from agentrt.schemas import (
     ConfigurationError,
     GraphNotFound,
     InvalidGraph,
+    PauseNotAllowed,
     QuotaExceeded,
     RequestRejected,
     ServerUnavailable,
@@ -53,19 +54,21 @@ ROUTES = {
     ("/v1/sessions/{session_id}/messages", "post"), ("/v1/sessions/{session_id}/turns/{turn_id}", "get"),
     ("/v1/sessions/{session_id}/events", "get"), ("/v1/sessions/{session_id}/stream", "get"),
     ("/v1/sessions/{session_id}/cancel", "post"), ("/v1/sessions/{session_id}/archive", "post"),
+    ("/v1/sessions/{session_id}/pause", "post"), ("/v1/sessions/{session_id}/resume", "post"),
     ("/v1/sessions/{session_id}/approvals/{request_id}", "post"),
     ("/v1/sessions/{session_id}/approvals/{request_id}/reconcile", "post"),
     ("/v1/sessions/{session_id}/answers/{request_id}", "post"),
     ("/v1/agents/{agent}/ag-ui", "post"),
     ("/v1/tasks", "get"), ("/v1/tasks", "post"), ("/v1/tasks/{task_id}", "get"), ("/v1/tasks/{task_id}/events", "get"),
     ("/v1/tasks/{task_id}/cancel", "post"), ("/v1/tasks/{task_id}/pause", "post"), ("/v1/tasks/{task_id}/resume", "post"),
-    ("/v1/health/stuck", "get"), ("/v1/audit", "get"),
+    ("/v1/health/stuck", "get"), ("/v1/audit", "get"), ("/v1/pause", "post"), ("/v1/resume", "post"),
     *{
         (f"{prefix}{path}", method)
         for prefix in ("/v1/graphs", "/v1/runs", "/apps/{app}/graphs", "/apps/{app}/runs")
         for path, method in (
             ("", "get"), ("", "post"), ("/{run_id}", "get"), ("/{run_id}/events", "get"),
             ("/{run_id}/approve", "post"), ("/{run_id}/reject", "post"), ("/{run_id}/cancel", "post"),
+            ("/{run_id}/pause", "post"), ("/{run_id}/resume", "post"),
         )
     },
 }
@@ -356,6 +359,7 @@ async def test_a_graph_with_a_cycle_is_invalid(http: httpx.AsyncClient) -> None:
         (TaskNotFound("t1"), 404, "not-found"),
         (GraphNotFound("g1"), 404, "not-found"),
         (RequestRejected("s1", "send_message", "the session is archived"), 409, "request-rejected"),
+        (PauseNotAllowed("mallory", "alice", "pause", "it is neither that owner nor an operator"), 403, "forbidden"),
         (InvalidGraph(["a cycle: a -> b -> a"]), 422, "invalid-graph"),
         (UnknownProfileError("gpt9", ["scripted"]), 422, "invalid-request"),
         (WorkerUnavailable("s1", "no poller seen"), 503, "unavailable"),
@@ -427,7 +431,7 @@ async def test_v1_graphs_is_the_task_graph_route_and_v1_runs_its_alias(http: htt
     schema = (await http.get("/openapi.json")).json()
     graphs = {path.removeprefix("/v1/graphs"): ops for path, ops in schema["paths"].items() if path.startswith("/v1/graphs")}
     runs = {path.removeprefix("/v1/runs"): ops for path, ops in schema["paths"].items() if path.startswith("/v1/runs")}
-    assert graphs.keys() == runs.keys() and len(graphs) == 6
+    assert graphs.keys() == runs.keys() and len(graphs) == 8
     for path in graphs:
         assert graphs[path].keys() == runs[path].keys()
         for method in graphs[path]:

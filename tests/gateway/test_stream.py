@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrt.gateway._stream import StreamHub, StreamItem, StreamSubscription
+from agentrt.gateway._stream import SQLITE_CALL_POLL_SECONDS, StreamHub, StreamItem, StreamSubscription
 from agentrt.schemas import (
     AssistantMessageCompleted,
     Event,
@@ -156,7 +156,7 @@ async def stop(*tasks: asyncio.Future[list[StreamItem]]) -> None:
 
 
 async def test_an_idle_session_s_poller_reads_the_store_less_and_less_often(store: Store, events: Events) -> None:
-    hub = StreamHub(store, poll_seconds=0.01, max_poll_seconds=0.08)
+    hub = StreamHub(store, poll_seconds=0.01, max_poll_seconds=0.08, call_poll_seconds=None)
     items, waiting = await following(hub, events)
     loop = asyncio.get_running_loop()
     start, reads = loop.time(), hub.store_reads
@@ -172,7 +172,7 @@ async def test_an_idle_session_s_poller_reads_the_store_less_and_less_often(stor
 
 
 async def test_new_rows_put_an_idle_poller_back_to_poll_seconds(store: Store, events: Events) -> None:
-    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5)
+    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5, call_poll_seconds=None)
     items, waiting = await following(hub, events)
     await until(lambda: hub.poll_interval(SID) == 0.5)
     events.deltas(1, 1, "new")
@@ -183,7 +183,7 @@ async def test_new_rows_put_an_idle_poller_back_to_poll_seconds(store: Store, ev
 
 
 async def test_a_subscriber_joining_puts_an_idle_poller_back_to_poll_seconds(store: Store, events: Events) -> None:
-    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5)
+    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5, call_poll_seconds=None)
     first, waiting = await following(hub, events)
     await until(lambda: hub.poll_interval(SID) == 0.5)
     resumed = await hub.subscribe(SID, "2")
@@ -198,7 +198,7 @@ async def test_a_subscriber_joining_puts_an_idle_poller_back_to_poll_seconds(sto
 
 
 async def test_waking_a_session_puts_its_idle_poller_back_to_poll_seconds(store: Store, events: Events) -> None:
-    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5)
+    hub = StreamHub(store, poll_seconds=0.25, max_poll_seconds=0.5, call_poll_seconds=None)
     items, waiting = await following(hub, events)
     await until(lambda: hub.poll_interval(SID) == 0.5)
     hub.wake(SID)
@@ -316,3 +316,28 @@ async def test_a_part_id_that_names_no_item_is_an_invalid_stream_cursor_in_the_a
 async def test_an_unknown_encoding_is_refused(hub: StreamHub) -> None:
     with pytest.raises(ValueError, match="unknown stream encoding"):
         await hub.subscribe(SID, None, "xml")  # type: ignore[arg-type]
+
+
+async def test_a_write_in_this_process_is_read_at_once_not_at_the_next_poll(store: Store, events: Events) -> None:
+    # A ten-minute poll: only being told of the write can bring the delta within the test.
+    hub = StreamHub(store, poll_seconds=600, call_poll_seconds=None)
+    items, waiting = await following(hub, events)
+    reads = hub.store_reads
+    events.deltas(1, 1, "first token")
+    assert ids(await waiting) == ["3.1.0"]
+    assert hub.store_reads == reads + 1
+    await items.aclose()
+    await hub.aclose()
+
+
+async def test_on_sqlite_a_poller_does_not_back_off_while_a_model_call_is_open(store: Store, events: Events) -> None:
+    # A writer in another process is not heard on SQLite: the first token must not wait out a back-off.
+    hub = StreamHub(store, poll_seconds=0.1, max_poll_seconds=60)
+    items, waiting = await following(hub, events)
+    reads = hub.store_reads
+    await until(lambda: hub.store_reads >= reads + 5)
+    assert hub.poll_interval(SID) == SQLITE_CALL_POLL_SECONDS < 0.1
+    events.turn_end()  # the call ended: an idle stream backs off again (here it ends, archived)
+    assert ids(await waiting) == ["4"]
+    await items.aclose()
+    await hub.aclose()

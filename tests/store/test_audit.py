@@ -29,9 +29,13 @@ from agentrt.schemas import (
     SessionArchived,
     SessionCancelled,
     SessionConfig,
+    SessionPaused,
+    SessionResumed,
     Spend,
     StoreAppendInput,
     TaskCancelled,
+    TaskGraphPaused,
+    TaskGraphResumed,
     TaskPlanApproved,
     TaskPlanRejected,
     TaskRecordInput,
@@ -229,6 +233,21 @@ def test_graph_plan_decisions_and_cancel_are_acts_and_automatic_ones_are_not(sto
     ]
     store.record_graph(GraphRecordInput(graph_id="g1", owner="alice", goal="g", status="cancelled", workspace="/w", events=events))
     assert [e.action for e in store.audit(target="g1")] == ["cancel", "reject_plan", "approve_plan"]
+
+
+def test_a_pause_and_a_resume_of_a_session_and_of_a_graph_are_acts(store: Store) -> None:
+    append(
+        store,
+        SessionPaused(seq=4, at=AT, principal="ops", reason="incident 42"),
+        SessionResumed(seq=5, at=AT, principal="alice", paused_seconds=61.25),
+    )
+    store.record_graph(GraphRecordInput(graph_id="g1", owner="alice", goal="g", status="executing", workspace="/w", events=[
+        TaskGraphPaused(seq=2, at=AT, principal="alice", reason="hold"), TaskGraphResumed(seq=3, at=AT, principal="alice"),
+    ]))
+    session = store.audit(target="s1")
+    assert [(e.action, e.principal, e.reason) for e in session] == [("resume", "alice", None), ("pause", "ops", "incident 42")]
+    assert session[0].detail["paused_seconds"] == 61.25 and session[1].detail["as"] == "operator"
+    assert [(e.action, e.target_kind) for e in store.audit(target="g1")] == [("resume", "graph"), ("pause", "graph")]
 
 
 def test_a_memory_decision_and_forget_on_the_store_are_recorded(store: Store) -> None:

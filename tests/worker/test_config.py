@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 
-from agentrt.schemas import AdvisorPolicy, ConfigurationError, UnknownProfileError
-from agentrt.worker import AgentrtConfig, PayloadConfig
+from agentrt.schemas import AdvisorPolicy, ConfigurationError, Lanes, UnknownProfileError
+from agentrt.store import Store
+from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, PayloadConfig, build_worker
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -388,3 +390,103 @@ def test_an_s3_setting_of_the_wrong_kind_is_an_error(tmp_path: Path) -> None:
         AgentrtConfig.load(write(tmp_path, '[payloads]\ndriver = "s3"\nbucket = "b-1"\nendpoint_url = "localhost:9000"\n'), env={})
     with pytest.raises(ConfigurationError, match=r"unknown setting\(s\) payloads.key_prefix;.*bucket/endpoint_url/region"):
         AgentrtConfig.load(write(tmp_path, '[payloads]\nbucket = "b-1"\nkey_prefix = "p/"\n'), env={})
+
+
+def test_the_model_task_queue_is_read_and_the_environment_wins(tmp_path: Path) -> None:
+    path = write(tmp_path, '[temporal]\ntask_queue = "agents"\ntool_task_queue = "agents-tools"\nmodel_task_queue = "agents-models"\n')
+    assert AgentrtConfig.load(path, env={}).model_task_queue == "agents-models"
+    assert AgentrtConfig.load(path, env={"AGENTRT_MODEL_TASK_QUEUE": "m2"}).model_task_queue == "m2"
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).model_task_queue is None
+
+
+def test_the_sticky_timeout_is_three_seconds_unless_the_worker_table_or_the_environment_says_otherwise(tmp_path: Path) -> None:
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).sticky_schedule_to_start_seconds == 3.0
+    path = write(tmp_path, "[worker]\nsticky_schedule_to_start_seconds = 1.5\n")
+    assert AgentrtConfig.load(path, env={}).sticky_schedule_to_start_seconds == 1.5
+    env = {"AGENTRT_STICKY_SCHEDULE_TO_START_SECONDS": "10"}
+    assert AgentrtConfig.load(path, env=env).sticky_schedule_to_start_seconds == 10.0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "61", '"3"', "true"])
+def test_a_sticky_timeout_out_of_bounds_is_a_configuration_error_naming_it(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, f"[worker]\nsticky_schedule_to_start_seconds = {value}\n")
+    with pytest.raises(ConfigurationError, match="sticky_schedule_to_start_seconds must be a number of seconds above 0"):
+        AgentrtConfig.load(path, env={})
+
+
+def test_a_sticky_timeout_in_the_environment_that_is_not_a_number_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="AGENTRT_STICKY_SCHEDULE_TO_START_SECONDS must be a number"):
+        AgentrtConfig.load(env={"AGENTRT_STICKY_SCHEDULE_TO_START_SECONDS": "soon"})
+
+
+def test_the_workflow_task_slots_are_the_sdks_unless_the_worker_table_or_the_environment_says_otherwise(tmp_path: Path) -> None:
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).max_concurrent_workflow_tasks is None
+    path = write(tmp_path, "[worker]\nmax_concurrent_workflow_tasks = 8\n")
+    assert AgentrtConfig.load(path, env={}).max_concurrent_workflow_tasks == 8
+    env = {"AGENTRT_MAX_CONCURRENT_WORKFLOW_TASKS": "16"}
+    assert AgentrtConfig.load(path, env=env).max_concurrent_workflow_tasks == 16
+
+
+@pytest.mark.parametrize("value", ["1", "1001", "2.5", '"8"', "false"])
+def test_workflow_task_slots_out_of_bounds_are_a_configuration_error_naming_them(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, f"[worker]\nmax_concurrent_workflow_tasks = {value}\n")
+    with pytest.raises(ConfigurationError, match="max_concurrent_workflow_tasks must be a whole number from 2 to 1000"):
+        AgentrtConfig.load(path, env={})
+
+
+def test_the_activity_slots_are_32_unless_the_worker_table_or_the_environment_says_otherwise(tmp_path: Path) -> None:
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).max_concurrent_activities == 32
+    path = write(tmp_path, "[worker]\nmax_concurrent_activities = 400\n")
+    assert AgentrtConfig.load(path, env={}).max_concurrent_activities == 400
+    assert AgentrtConfig.load(path, env={"AGENTRT_MAX_CONCURRENT_ACTIVITIES": "800"}).max_concurrent_activities == 800
+
+
+@pytest.mark.parametrize("value", ["0", "5001", "2.5", '"8"', "true"])
+def test_activity_slots_out_of_bounds_are_a_configuration_error_naming_them(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, f"[worker]\nmax_concurrent_activities = {value}\n")
+    with pytest.raises(ConfigurationError, match="max_concurrent_activities must be a whole number from 1 to 5000"):
+        AgentrtConfig.load(path, env={})
+
+
+def test_the_sticky_cache_is_the_sdks_unless_the_worker_table_or_the_environment_says_otherwise(tmp_path: Path) -> None:
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).max_cached_workflows == 1000
+    path = write(tmp_path, "[worker]\nmax_cached_workflows = 100\n")
+    assert AgentrtConfig.load(path, env={}).max_cached_workflows == 100
+    assert AgentrtConfig.load(path, env={"AGENTRT_MAX_CACHED_WORKFLOWS": "0"}).max_cached_workflows == 0
+    with pytest.raises(ConfigurationError, match="max_cached_workflows must be a whole number from 0 to 100000"):
+        AgentrtConfig.load(write(tmp_path, "[worker]\nmax_cached_workflows = -1\n"), env={})
+
+
+async def test_a_worker_runs_as_many_activities_at_once_as_its_configuration_says(temporal_server: DevServer, tmp_path: Path) -> None:
+    config = AgentrtConfig.load(write(tmp_path, "[worker]\nmax_concurrent_activities = 7\nmax_cached_workflows = 50\n"), env={})
+    with Store.open(f"sqlite:///{tmp_path / 'agentrt.db'}") as store:
+        client = await Client.connect(temporal_server.address, plugins=[AgentrtPlugin(config, store)])
+        worker = build_worker(client, config, store, task_queue="q")
+        assert worker.config()["max_concurrent_activities"] == 7
+        assert worker.config()["max_cached_workflows"] == 50
+
+
+def test_the_lanes_are_read_from_their_table_and_default_to_sessions_first(tmp_path: Path) -> None:
+    assert AgentrtConfig.load(write(tmp_path, ""), env={}).lanes == Lanes()
+    path = write(tmp_path, '[lanes]\ninteractive = 1\ngraph = 5\nfairness = "owner"\n\n[lanes.weights]\nacme = 4.0\n')
+
+    lanes = AgentrtConfig.load(path, env={}).lanes
+
+    assert (lanes.interactive, lanes.task, lanes.graph, lanes.fairness, lanes.weights) == (1, 3, 5, "owner", {"acme": 4.0})
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        ("[lanes]\ninteractive = 7\n", r"\[lanes\] is invalid: interactive: .*priority key is an integer from 1 \(runs first\) to 5"),
+        ("[lanes]\ntask = 0\n", r"\[lanes\] is invalid: task: .*from 1 \(runs first\) to 5 \(runs last\), not 0"),
+        ("[lanes]\ngraph = 2.5\n", r"\[lanes\] is invalid: graph: .*not 2.5"),
+        ('[lanes]\nfairness = "team"\n', r"\[lanes\] is invalid: fairness: Input should be 'tenant', 'owner' or 'off'"),
+        ("[lanes.weights]\nacme = 5000\n", r"\[lanes\] is invalid: weights: .*the weight of 'acme' is from 0.001 to 1000"),
+        ("[lanes]\nbatch = 5\n", r"\[lanes\] has unknown setting\(s\) batch; known: enabled, interactive, task, graph"),
+        ("lanes = 3\n", r"lanes must be a table \(\[lanes\]\)"),
+    ],
+)
+def test_a_bad_lane_setting_is_a_configuration_error_naming_it(tmp_path: Path, toml: str, problem: str) -> None:
+    with pytest.raises(ConfigurationError, match=problem):
+        AgentrtConfig.load(write(tmp_path, toml), env={})

@@ -38,3 +38,11 @@ async def test_a_server_on_free_ports_whose_http_port_was_taken_since_starts_on_
             assert "address already in use" in (tmp_path / "server" / "temporal.log").read_text()
         finally:
             server.stop()
+
+
+def test_an_embedded_server_has_task_queue_fairness_on_unless_told_otherwise(tmp_path: Path) -> None:
+    assert "matching.enableFairness=true" in DevServer(port=free_port(), ui_port=None).command()
+
+    command = DevServer(port=free_port(), ui_port=None, extra_args=["--dynamic-config-value", "matching.enableFairness=false"]).command()
+
+    assert "matching.enableFairness=true" not in command and command[-1] == "matching.enableFairness=false"

@@ -97,12 +97,19 @@ def test_options_of_a_heartbeating_activity_without_a_heartbeat_timeout_raise() 
 
 
 def test_a_fixed_bound_is_used_when_the_call_gives_none() -> None:
-    result = options.STORE_WRITE.options(summary="store 1 message")
+    result = options.RECONCILE_EFFECT.options(summary="reconcile")
     assert result == {
         "start_to_close_timeout": timedelta(seconds=30),
         "retry_policy": options.STORE_RETRY,
-        "summary": "store 1 message",
+        "summary": "reconcile",
     }
+
+
+def test_a_store_write_heartbeats_so_a_dead_workers_write_is_retried_after_the_heartbeat_timeout() -> None:
+    result = options.STORE_WRITE.options(summary="store 1 message", heartbeat_timeout=3)
+    assert result["start_to_close_timeout"] == timedelta(seconds=30)
+    assert result["heartbeat_timeout"] == timedelta(seconds=3)
+    assert options.PREPARE_SESSION.options(summary="prepare", heartbeat_timeout=3)["heartbeat_timeout"] == timedelta(seconds=3)
 
 
 def test_a_per_call_bound_overrides_the_fixed_one() -> None:

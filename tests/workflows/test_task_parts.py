@@ -129,11 +129,24 @@ def test_a_control_update_is_refused_when_the_task_ended_or_its_state_does_not_a
     st = state(cfg)
     ask = TaskControlInput(principal="alice")
     assert parts.control_refusal("pause", cfg, st, ask, cancelling=False, waking=False) is None
-    assert "is not paused" in (parts.control_refusal("resume", cfg, st, ask, cancelling=False, waking=False) or "")
+    st.status = "budget_exceeded"
+    assert "raise its budget" in (parts.control_refusal("resume", cfg, st, ask, cancelling=False, waking=False) or "")
+    st.status = "waiting"
     assert "already waking" in (parts.control_refusal("nudge", cfg, st, ask, cancelling=False, waking=True) or "")
     assert "being cancelled" in (parts.control_refusal("pause", cfg, st, ask, cancelling=True, waking=False) or "")
     st.status = "completed"
     assert "cannot be paused" in (parts.control_refusal("pause", cfg, st, ask, cancelling=False, waking=False) or "")
+
+
+def test_a_pause_of_a_paused_task_and_a_resume_of_a_running_one_are_no_error() -> None:
+    cfg = config()
+    st = state(cfg)
+    ask = TaskControlInput(principal="alice")
+    st.status = "paused"
+    assert parts.control_refusal("pause", cfg, st, ask, cancelling=False, waking=False) is None
+    for status in ("waiting", "running"):
+        st.status = status
+        assert parts.control_refusal("resume", cfg, st, ask, cancelling=False, waking=False) is None
 
 
 def test_raise_budget_may_not_lower_a_limit_or_max_sessions() -> None:
