@@ -46,6 +46,12 @@ async def pinned_build(temporal: Client, workflow_id: str) -> str:
     return info.versioning_info.deployment_version.build_id
 
 
+async def pinned_run_build(handle: WorkflowHandle) -> str:
+    """The build one run (``handle`` names its run id) was pinned to."""
+    info = (await handle.describe()).raw_description.workflow_execution_info
+    return info.versioning_info.deployment_version.build_id
+
+
 async def settled_on(temporal: Client, workflow_id: str, build_id: str) -> None:
     """Wait until the latest run of ``workflow_id`` is pinned to ``build_id`` (bounded by WAIT)."""
     for _ in range(WAIT * 10):

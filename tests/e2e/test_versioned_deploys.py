@@ -18,7 +18,9 @@ from tests.conftest import OWNER, RECORDED_HISTORIES, Harness
 from tests.e2e._graphs import PASS, GraphRig, answer, write_graph_script
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
 from tests.e2e._tasks import TaskRig, write_file, write_task_script
-from tests.e2e._versions import WAIT, make_current, patch_markers, pinned_build, run_handles, settled_on, versioned_worker
+from tests.e2e._versions import (
+    WAIT, make_current, patch_markers, pinned_build, pinned_run_build, run_handles, settled_on, versioned_worker,
+)
 
 def session_wf(session_id: str) -> str:
     return f"session-{session_id}"
@@ -209,6 +211,12 @@ async def test_a_graph_moves_to_the_new_build_after_its_running_node_and_runs_th
     RECORDED_HISTORIES.extend(runs)
     for s in sessions:
         RECORDED_HISTORIES.extend(await run_handles(harness.temporal, session_wf(s)))
-    # Pinned runs ask no patch (workflows/_frame.py: Patches): the graph's two runs, its nodes' sessions.
-    assert len(runs) == 2 and await patch_markers(harness.temporal, graph_workflow_id(graph_id)) == [[], []]
+    # Started a moment after build-a was made current, the graph's first run is sometimes told the
+    # target version changed before its first node (though the deployment's routing update says
+    # COMPLETED): it moves onto build-a itself, and from there to build-b.
+    builds = [await pinned_run_build(run) for run in runs]
+    assert builds[0] == "build-a" and builds[-1] == "build-b" and set(builds[1:-1]) <= {"build-a"}, builds
+    assert len(runs) <= 4, builds  # a move, and a bounded number of hops after it
+    # Pinned runs ask no patch (workflows/_frame.py: Patches): the graph's runs, its nodes' sessions.
+    assert await patch_markers(harness.temporal, graph_workflow_id(graph_id)) == [[]] * len(runs)
     assert [await patch_markers(harness.temporal, session_wf(s)) for s in sessions] == [[[]], [[]]]
