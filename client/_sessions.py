@@ -390,15 +390,14 @@ class Sessions:
         try:
             done = False
             while True:
-                # Read first (a woken wait means deltas to show now), every row there is, page by
-                # page; once the turn is known to have ended, one more read takes all it wrote,
-                # however many rows of earlier turns come before them.
+                # Read first (a woken wait means deltas to show now), every row of the turn there
+                # is, page by page; once the turn is known to have ended, one more read takes all
+                # it wrote. Earlier turns' rows are never read.
                 while True:
-                    page = await asyncio.to_thread(store.deltas, session_id, after, _DELTA_PAGE)
+                    page = await asyncio.to_thread(store.deltas, session_id, after, _DELTA_PAGE, turn_id=turn_id)
                     for delta in page:
                         after = delta.id
-                        if turn_id is None or delta.turn_id == turn_id:
-                            yield delta
+                        yield delta
                     if len(page) < _DELTA_PAGE:
                         break
                 if done:

@@ -56,15 +56,15 @@ class DeltaTable(StoreBase):
             conn.execute(self._statement("insert token_deltas", lambda: insert(token_deltas)), rows)
             self._stream_grew(conn, session_id)
 
-    def deltas(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[TokenDelta]:
-        """The session's deltas with ``id > after_id``, in id order, at most ``limit``."""
+    def deltas(self, session_id: str, after_id: int = 0, limit: int = 1000, *, turn_id: str | None = None) -> list[TokenDelta]:
+        """The session's deltas with ``id > after_id`` (of turn ``turn_id`` only, when given: read
+        through the (session, turn) index, so a long session's earlier turns cost nothing), in id
+        order, at most ``limit``."""
         c = token_deltas.c
-        q = (
-            select(c.id, c.turn_id, c.round, c.attempt, c.idx, c.text)
-            .where(c.session_id == session_id, c.id > after_id)
-            .order_by(c.id)
-            .limit(limit)
-        )
+        q = select(c.id, c.turn_id, c.round, c.attempt, c.idx, c.text).where(c.session_id == session_id, c.id > after_id)
+        if turn_id is not None:
+            q = q.where(c.turn_id == turn_id)
+        q = q.order_by(c.id).limit(limit)
         with self._engine.connect() as conn:
             rows = conn.execute(q).all()
         context = f"token_deltas/{session_id}"

@@ -196,6 +196,17 @@ def test_deltas_after_id_returns_only_newer_ones(store: Store) -> None:
     assert [d.text for d in store.deltas("s1", after_id=first[-1].id)] == ["b", "c"]
 
 
+def test_deltas_of_one_turn_skip_the_earlier_turns_rows_and_page_by_id(store: Store) -> None:
+    store.append_deltas("s1", "t1", round=1, attempt=1, texts=[f"old{i}" for i in range(50)], start_idx=0)
+    store.append_deltas("s1", "t2", round=1, attempt=1, texts=["a", "b"], start_idx=0)
+    store.append_deltas("s2", "t2", round=1, attempt=1, texts=["other session"], start_idx=0)
+    store.append_deltas("s1", "t2", round=2, attempt=1, texts=["c"], start_idx=0)
+    first = store.deltas("s1", limit=2, turn_id="t2")
+    assert [d.text for d in first] == ["a", "b"]
+    assert [(d.turn_id, d.round, d.text) for d in store.deltas("s1", after_id=first[-1].id, turn_id="t2")] == [("t2", 2, "c")]
+    assert store.deltas("s1", turn_id="t3") == []
+
+
 def test_deltas_keep_turn_round_and_attempt(store: Store) -> None:
     store.append_deltas("s1", "t9", round=3, attempt=2, texts=["x"], start_idx=5)
     [delta] = store.deltas("s1")
