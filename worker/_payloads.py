@@ -34,6 +34,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import make_url
 from temporalio.api.common.v1 import Payload
@@ -54,6 +55,7 @@ from temporalio.converter import (
 from agentrt.store import Store, database_url, get_payloads, put_payloads
 from agentrt.worker._codec import AesGcmCodec, KeylessCodec, PayloadCodecMismatch, codec_fingerprints
 from agentrt.worker._config import AgentrtConfig
+from agentrt.worker._input_check import invalid_workflow_input
 from agentrt.worker._payload_errors import PayloadNotFound, PayloadStorageError
 
 __all__ = [
@@ -87,6 +89,16 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
     def __init__(self) -> None:  # nullary, as DataConverter.payload_converter_class needs
         # CompositePayloadConverter's own __init__, with the shared converters (not Pydantic's, which builds new ones).
         super(PydanticPayloadConverter, self).__init__(*_SHARED_PYDANTIC_CONVERTERS)
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
+        """Raises ``InvalidWorkflowInput`` (worker/_input_check.py) for a workflow input that does not validate."""
+        try:
+            return super().from_payloads(payloads, type_hints)
+        except Exception as err:
+            invalid = invalid_workflow_input(err, type_hints)
+            if invalid is None:
+                raise
+            raise invalid from None
 
 
 _SHARED_PYDANTIC_CONVERTERS = tuple(PydanticPayloadConverter().converters.values())

@@ -1,0 +1,93 @@
+"""A session, task or graph started by any Temporal client with an input that does not validate
+ends as a failed workflow that says why (``InvalidWorkflowInput``, worker/_input_check.py), instead
+of a first workflow task that fails at every attempt for as long as the run lives."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from agentrt.schemas import (
+    AUTONOMOUS_TASK_WORKFLOW,
+    SESSION_WORKFLOW,
+    TASK_GRAPH_WORKFLOW,
+    AutonomousTaskInput,
+    GraphConfig,
+    GraphSpec,
+    SessionInput,
+    TaskConfig,
+    TaskGraphInput,
+)
+from tests.conftest import OWNER, Harness
+from tests.e2e._support import session_config, write_script
+
+BOUND = 60  # seconds: only so that a broken run fails the test instead of hanging it
+
+
+async def failed_with(harness: Harness, workflow_type: str, body: dict[str, Any]) -> tuple[ApplicationError, int]:
+    """Start ``workflow_type`` with ``body`` as plain JSON (as `temporal workflow start --input`
+    does); the ApplicationError it failed with, and the number of its failed workflow tasks."""
+    handle = await harness.temporal.start_workflow(
+        workflow_type, body, id=f"invalid-{uuid.uuid4().hex}", task_queue=harness.task_queue
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), BOUND)
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError), cause
+    history = await handle.fetch_history()
+    failed_tasks = sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in history.events)
+    return cause, failed_tasks
+
+
+async def test_a_session_with_an_approval_timeout_of_1e308_fails_naming_the_field_and_the_worker_serves_on(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    client = harness.client_on(harness.task_queue)
+    script = write_script(tmp_path, [{"text": "still here"}])
+    body = SessionInput(config=session_config(client, harness.new_session_id(), workspace, script)).model_dump(mode="json")
+    body["config"]["approval_timeout_seconds"] = 1e308
+
+    error, failed_tasks = await failed_with(harness, SESSION_WORKFLOW, body)
+    assert error.type == "InvalidWorkflowInput" and error.non_retryable
+    assert "not a valid SessionInput: config.approval_timeout_seconds: Input should be less than or equal to" in error.message
+    assert failed_tasks == 0
+    # The worker that refused it serves the next session.
+    good = session_config(client, harness.new_session_id(), workspace, script)
+    started = await client.start(good, "hello")
+    assert (await client.wait(good.session_id, started.turn_id)).answer == "still here"
+
+
+@pytest.mark.parametrize("body", ["not json at all", ["a", "list"], {"config": "a string"}, {}])
+async def test_a_session_whose_input_is_not_an_object_of_its_shape_fails_saying_so(harness: Harness, body: Any) -> None:
+    error, failed_tasks = await failed_with(harness, SESSION_WORKFLOW, body)
+    assert (error.type, failed_tasks) == ("InvalidWorkflowInput", 0)
+    assert error.message.startswith("the workflow's input is not a valid SessionInput: ")
+
+
+async def test_a_task_and_a_graph_with_invalid_inputs_fail_naming_the_fields(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    config = TaskConfig(owner=OWNER, task_id="t-invalid", goal="g", workspace=str(workspace), profile="scripted")
+    task = AutonomousTaskInput(config=config).model_dump(mode="json")
+    task["config"]["max_sessions"] = 0
+    del task["config"]["goal"]
+    error, failed_tasks = await failed_with(harness, AUTONOMOUS_TASK_WORKFLOW, task)
+    assert (error.type, failed_tasks) == ("InvalidWorkflowInput", 0)
+    assert "not a valid AutonomousTaskInput: " in error.message
+    assert "config.max_sessions: Input should be greater than or equal to 1" in error.message
+    assert "config.goal: Field required" in error.message
+
+    spec = GraphSpec.model_validate({"nodes": [{"id": "a", "prompt": "p"}]})
+    graph_config = GraphConfig(owner=OWNER, graph_id="g-invalid", workspace=str(workspace), profile="scripted", graph=spec)
+    graph = TaskGraphInput(config=graph_config).model_dump(mode="json")
+    graph["config"]["graph"]["nodes"] = "a, then b"
+    error, failed_tasks = await failed_with(harness, TASK_GRAPH_WORKFLOW, graph)
+    assert (error.type, failed_tasks) == ("InvalidWorkflowInput", 0)
+    assert error.message.startswith("the workflow's input is not a valid TaskGraphInput: config.graph.nodes: Input should be a valid")
