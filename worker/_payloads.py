@@ -95,7 +95,7 @@ class SharedPydanticPayloadConverter(PydanticPayloadConverter):
         try:
             return super().from_payloads(payloads, type_hints)
         except Exception as err:
-            invalid = invalid_workflow_input(err, type_hints)
+            invalid = invalid_workflow_input(err, payloads, type_hints)
             if invalid is None:
                 raise
             raise invalid from None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from agentrt.schemas import (
@@ -91,3 +91,27 @@ async def test_a_task_and_a_graph_with_invalid_inputs_fail_naming_the_fields(
     error, failed_tasks = await failed_with(harness, TASK_GRAPH_WORKFLOW, graph)
     assert (error.type, failed_tasks) == ("InvalidWorkflowInput", 0)
     assert error.message.startswith("the workflow's input is not a valid TaskGraphInput: config.graph.nodes: Input should be a valid")
+
+
+async def test_a_continuing_runs_state_this_build_cannot_read_waits_for_a_worker_that_can(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """An input with ``state`` is a run continued as new (perhaps by another build): not failed,
+    its workflow task fails and is retried, so a worker that reads it (a rollback) carries on."""
+    client = harness.client_on(harness.task_queue)
+    body = SessionInput(config=session_config(client, harness.new_session_id(), workspace, "unused")).model_dump(mode="json")
+    body["state"] = {"run": "the second", "from": "a build of tomorrow"}
+    handle = await harness.temporal.start_workflow(
+        SESSION_WORKFLOW, body, id=f"invalid-{uuid.uuid4().hex}", task_queue=harness.task_queue
+    )
+    try:
+        async def task_failed() -> None:
+            while not any(
+                e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in (await handle.fetch_history()).events
+            ):
+                await asyncio.sleep(0.1)
+
+        await asyncio.wait_for(task_failed(), BOUND)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    finally:
+        await handle.terminate("test over")
