@@ -18,7 +18,7 @@ import typer
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from agentrt.client import AgentClient, Patience, start_failure
+from agentrt.client import AgentClient, Patience, StoreWait, start_failure
 from agentrt.cli._render import QUIET_LIVE_EVENTS, event_line, printable, usage_text
 from agentrt.cli._runtime import Runtime
 from agentrt.schemas import (
@@ -154,7 +154,13 @@ async def drive_turn(
     """
     client = rt.client
     patience = Patience(session_id, f"turn {turn_id}")
-    delta_after = rt.store.last_delta_id(session_id)
+
+    def say(line: str) -> None:
+        out.write(f"      {line}\n")
+        out.flush()
+
+    store_wait = StoreWait(rt.store, say)  # a store that does not answer is waited out, and said
+    delta_after = await store_wait.read(rt.store.last_delta_id, session_id)
     stream_key: tuple[str, int, int] | None = None
     answered: set[str] = set()
     prompts: list[asyncio.Task[None]] = []
@@ -166,9 +172,9 @@ async def drive_turn(
     try:
         while True:
             ended = False
-            page = await next_events(client, session_id, since_seq, patience)
+            page = await store_wait.call(lambda: next_events(client, session_id, since_seq, patience))
             # Read after the events: a reply's text is printed before the event that completes it.
-            deltas = rt.store.deltas(session_id, delta_after)
+            deltas = await store_wait.read(rt.store.deltas, session_id, delta_after)
 
             def stream(upto: tuple[str, int] | None) -> None:
                 """Print the fetched deltas (only those of rounds up to ``upto`` = (turn, round), when given)."""
@@ -208,12 +214,12 @@ async def drive_turn(
                     failure = await start_failure(client.temporal.get_workflow_handle(f"session-{session_id}"))
                     if failure is not None:
                         raise failure
-                    return await client.wait(session_id, turn_id, timeout_seconds=0)
+                    return await store_wait.call(lambda: client.wait(session_id, turn_id, timeout_seconds=0))
             if ended:
                 if stream_key is not None:
                     out.write("\n")
                 out.flush()
-                return await client.wait(session_id, turn_id)
+                return await store_wait.call(lambda: client.wait(session_id, turn_id))
             out.flush()
             await wakeups.wait(session_id, 0.2)
     finally:

@@ -24,6 +24,7 @@ from agentrt.client._mcp_trust import TRUST_LEVELS, decide_mcp_trust
 from agentrt.client._memories import Memories
 from agentrt.client._health import MAX_EXAMINED, failing_workflow_task, find_stuck_workflows
 from agentrt.client._patience import Patience
+from agentrt.client._store_wait import StoreWait
 from agentrt.client._queries import query_workflow
 from agentrt.client._sessions import Sessions, StartedSession
 from agentrt.client._start_failures import start_failure
@@ -54,6 +55,7 @@ __all__ = [
     "Sessions",
     "StartedSession",
     "StepDiff",
+    "StoreWait",
     "TASK_STATUSES",
     "TRUST_LEVELS",
     "TaskListing",

@@ -23,6 +23,7 @@ from agentrt.client._quotas import Quotas
 from agentrt.client._queries import query_workflow
 from agentrt.client._session_calls import SessionCalls, query_failed
 from agentrt.client._session_handlers import SessionHandlers
+from agentrt.client._store_wait import StoreWait
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import outcome_from_store, wait_for_turn
 from agentrt.schemas import (
@@ -354,10 +355,15 @@ class Sessions:
             since_seq = page.events[-1].seq
 
     async def follow(self, session_id: str, since_seq: int = 0, poll_seconds: float = 0.25) -> AsyncIterator[Event]:
-        """Yield events as they happen, until the session's workflow closes."""
+        """Yield events as they happen, until the session's workflow closes. A store that does not
+        answer (PostgreSQL stopped) is waited out, with a warning of logger ``agentrt.client`` when
+        the wait begins, once a minute and when it ends."""
         handle = self._calls.handle(session_id)
+        store = self._connection.store
+        store_wait = StoreWait(store) if store is not None else None  # a store that does not answer is waited out
         while True:
-            page = await self.events(session_id, since_seq)
+            reading = lambda: self.events(session_id, since_seq)  # noqa: E731
+            page = await (store_wait.call(reading) if store_wait is not None else reading())
             for event in page.events:
                 since_seq = event.seq
                 yield event
@@ -375,7 +381,9 @@ class Sessions:
         session's workflow has (terminated). Reads as soon as the store says the session's stream
         grew (a write in this process, or any on PostgreSQL; at most one read per 0.05 s), else
         every ``poll_seconds`` (seconds). Needs the client to be built with the worker's
-        ``store``; raises ``ConfigurationError`` otherwise. Deltas never enter workflow history.
+        ``store``; raises ``ConfigurationError`` otherwise. A store that does not answer is waited
+        out (``StoreWait``: a warning when the wait begins, once a minute and when it ends).
+        Deltas never enter workflow history.
         """
         store = self._connection.needs_store("deltas")
         await self._calls.check_visible(session_id)
@@ -387,6 +395,7 @@ class Sessions:
         # A write heard (this process, or PostgreSQL) ends the wait; at most one read per 0.05 s.
         wakeups = StreamWakeups(store.changes, min_interval=0.05)
         wakeups.watch(session_id)
+        store_wait = StoreWait(store)  # a store that does not answer is waited out (a warning a minute)
         try:
             done = False
             while True:
@@ -394,7 +403,7 @@ class Sessions:
                 # is, page by page; once the turn is known to have ended, one more read takes all
                 # it wrote. Earlier turns' rows are never read.
                 while True:
-                    page = await asyncio.to_thread(store.deltas, session_id, after, _DELTA_PAGE, turn_id=turn_id)
+                    page = await store_wait.read(store.deltas, session_id, after, _DELTA_PAGE, turn_id=turn_id)
                     for delta in page:
                         after = delta.id
                         yield delta
@@ -402,7 +411,7 @@ class Sessions:
                         break
                 if done:
                     return
-                done = turn_id is None or await asyncio.to_thread(outcome_from_store, store, session_id, turn_id) is not None
+                done = turn_id is None or await store_wait.read(outcome_from_store, store, session_id, turn_id) is not None
                 if not done and loop.time() - asked_at >= ASK_SESSION_SECONDS:
                     # The store says when a turn ends while the session runs; a run that closed may not have.
                     asked_at = loop.time()

@@ -22,6 +22,7 @@ from sse_starlette import EventSourceResponse, JSONServerSentEvent, ServerSentEv
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
+from agentrt.client import StoreWait
 from agentrt.gateway._agui import AguiEncoder
 from agentrt.schemas import InvalidStreamCursor
 from agentrt.store import SessionStream, Store, StreamEntry, StreamKey, on_loop
@@ -337,12 +338,15 @@ class StreamHub:
 
     async def _poll(self, feed: _Feed) -> None:
         """Read the session's store rows for ``feed``'s subscribers until none is left or it ended."""
+        # A store that does not answer (PostgreSQL stopped) is waited out, said in the log; the
+        # subscribers keep their streams and get what was written once it answers again.
+        store_wait = StoreWait(self._store, lambda line: log.warning("stream of session %s: %s", feed.session_id, line))
         try:
             while feed.subscribers:
                 self.store_reads += 1
                 feed.grew = False
                 feed.read_at = asyncio.get_running_loop().time()
-                entries = await asyncio.to_thread(feed.reader.read, self._page_events)
+                entries = await store_wait.read(feed.reader.read, self._page_events)
                 feed.quiet = 0 if entries or feed.woken.is_set() else feed.quiet + 1  # (woken during the read)
                 feed.woken.clear()
                 feed.interval = min(self._poll_seconds * 2 ** min(feed.quiet, 30), self._max_poll_seconds)

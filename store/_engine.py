@@ -53,16 +53,22 @@ def database_url(url: str | None = None) -> str:
     return url
 
 
+PG_CONNECT_TIMEOUT_SECONDS = 10
+
+
 def make_engine(url: str) -> Engine:
     """An engine for the SQLAlchemy ``url`` (taken as given; see ``database_url``).
 
     SQLite: creates the file's directory, waits up to ``SQLITE_BUSY_TIMEOUT_MS`` for locks,
     uses WAL for files, and begins transactions of connections with the execution option
-    ``agentrt_write`` as ``BEGIN IMMEDIATE``. Other backends: a pre-pinged pool.
+    ``agentrt_write`` as ``BEGIN IMMEDIATE``. Other backends: a pre-pinged pool (PostgreSQL: a
+    connect fails after ``PG_CONNECT_TIMEOUT_SECONDS``).
     """
     sa_url = make_url(url)
     if sa_url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        # A connect that gets no answer (a host gone) fails after PG_CONNECT_TIMEOUT_SECONDS instead of hanging.
+        connect_args = {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS} if sa_url.get_backend_name() == "postgresql" else {}
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
 
     database = sa_url.database or ":memory:"
     memory = database == ":memory:"

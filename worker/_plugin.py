@@ -53,6 +53,7 @@ from agentrt.worker._client_plugin import (
 from agentrt.worker._config import AgentrtConfig
 from agentrt.worker._contract import ActivityContractInterceptor
 from agentrt.worker._signal_guard import SignalArityGuard
+from agentrt.worker._store_outage import StoreOutageInterceptor
 from agentrt.worker._payloads import PayloadStorage
 from agentrt.worker._query_guard import LegacyQueryGuard
 from agentrt.worker._resume import ResumeInterceptor
@@ -211,6 +212,8 @@ class AgentrtWorkerPlugin(SimplePlugin):
             interceptors.append(ResumeInterceptor(client))
         if not any(isinstance(i, ActivityContractInterceptor) for i in interceptors):
             interceptors.append(ActivityContractInterceptor())  # activity calls across builds (_contract.py)
+        if self.store is not None and not any(isinstance(i, StoreOutageInterceptor) for i in interceptors):
+            interceptors.append(StoreOutageInterceptor(self.store))  # an unreachable store waited out (_store_outage.py)
         config["interceptors"] = _with_signal_guard(interceptors, config.get("workflows"))
         storage = self.payload_storage
         if storage is None and client is not None:

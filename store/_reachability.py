@@ -1,0 +1,33 @@
+"""Whether a store error means the store does not answer (a PostgreSQL server stopped or
+restarting, a connection cut, a SQLite file that cannot be opened or is locked): what a client
+that follows a turn waits out, instead of failing with a driver traceback."""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+
+__all__ = ["unreachable_reason"]
+
+# SQLite's own words for a file it cannot use now; its other OperationalErrors (``no such table``:
+# a deleted or replaced file) are not waited out.
+_SQLITE_UNREACHABLE = ("unable to open database file", "database is locked", "disk i/o error", "readonly database")
+MAX_REASON_CHARS = 300
+
+
+def unreachable_reason(err: BaseException) -> str | None:
+    """The driver's first line (at most 300 characters) when ``err`` says the store does not answer
+    now, else None: any error of PostgreSQL's driver at the connection level (refused, reset,
+    timed out, the server shutting down) or a SQLite file that cannot be opened, is locked or
+    read-only; or SQLAlchemy's own word that a connection was lost (``DisconnectionError``, as
+    its pool's pre-ping may raise while the server stops)."""
+    if isinstance(err, DisconnectionError):
+        said = str(err).strip()
+        return said.splitlines()[0][:MAX_REASON_CHARS] if said and said != "()" else "the store's connection was lost"
+    if not isinstance(err, DBAPIError):
+        return None
+    reason = (str(err.orig or err).strip().splitlines() or [type(err).__name__])[0][:MAX_REASON_CHARS]
+    if "sqlite" in type(err.orig).__module__:
+        return reason if any(words in reason.lower() for words in _SQLITE_UNREACHABLE) else None
+    if isinstance(err, (OperationalError, InterfaceError)) or err.connection_invalidated:
+        return reason
+    return None

@@ -1,0 +1,44 @@
+"""unreachable_reason: which store errors mean "the store does not answer now" (waited out by
+clients and activities) and which are a store that answers wrongly (raised as they are)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
+
+from agentrt.store import unreachable_reason
+from agentrt.worker import free_port
+
+
+def error_of(url: str, sql: str = "SELECT 1", **connect_args: object) -> DBAPIError:
+    engine = sa.create_engine(url, connect_args=connect_args)
+    with pytest.raises(DBAPIError) as err:
+        with engine.connect() as conn:
+            conn.execute(sa.text(sql))
+    return err.value
+
+
+def test_a_postgresql_server_that_refuses_is_unreachable() -> None:
+    err = error_of(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x", connect_timeout=5)
+    reason = unreachable_reason(err)
+    assert reason is not None and "Connection refused" in reason and len(reason) <= 300
+
+
+def test_a_sqlite_file_that_cannot_be_opened_is_unreachable(tmp_path: Path) -> None:
+    reason = unreachable_reason(error_of(f"sqlite:///{tmp_path}"))  # a directory
+    assert reason == "unable to open database file"
+
+
+def test_a_sqlite_file_without_the_tables_and_bad_sql_are_not_waited_out(tmp_path: Path) -> None:
+    assert unreachable_reason(error_of(f"sqlite:///{tmp_path / 'empty.db'}", "SELECT * FROM sessions")) is None
+    assert unreachable_reason(error_of(f"sqlite:///{tmp_path / 'empty.db'}", "SELEC 1")) is None
+    assert unreachable_reason(ValueError("not a store error")) is None
+
+
+def test_a_connection_the_pool_lost_is_unreachable() -> None:
+    from sqlalchemy.exc import InvalidatePoolError
+
+    assert unreachable_reason(InvalidatePoolError()) == "the store's connection was lost"

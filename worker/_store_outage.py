@@ -1,0 +1,105 @@
+"""StoreOutageInterceptor: an activity attempt that failed because the store does not answer (a
+PostgreSQL server stopped or restarting, a SQLite file that cannot be opened) waits, heartbeating,
+until the store answers again, then fails with a short, retryable ``StoreUnavailable`` error, so
+Temporal retries it at once.
+
+Without it, each attempt of a model or tool call (9 and 5 attempts, backoff from 0.5 s) failed
+within milliseconds during an outage, so a 30 s outage spent a model call's retries and failed
+its turn; and each failure carried the driver's traceback, which the server cuts to "Failure
+exceeds size limit." in the pending activity (its 4 KB per-failure limit), so operators could
+not see why. Now an outage costs one attempt per call that met it, and the failure says what
+happened. The wait ends at the attempt's start-to-close bound (less ``MARGIN_SECONDS``), and a
+cancel of the activity ends it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import text
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+from agentrt.store import Store, unreachable_reason
+
+__all__ = ["STORE_UNAVAILABLE", "StoreOutageInterceptor", "store_unreachable_in"]
+
+log = logging.getLogger("agentrt.worker")
+
+STORE_UNAVAILABLE = "StoreUnavailable"  # the ApplicationError's type
+PROBE_SECONDS = 1.0  # between two probes of the store (and two heartbeats)
+MARGIN_SECONDS = 2.0  # the wait ends this long before the attempt's start-to-close bound
+MAX_WAIT_SECONDS = 300.0  # an attempt without a start-to-close bound waits at most this long
+
+
+def store_unreachable_in(err: BaseException) -> str | None:
+    """``unreachable_reason`` of ``err`` or of an exception in its chain (``__cause__``, ``__context__``)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        reason = unreachable_reason(current)
+        if reason is not None:
+            return reason
+        current = current.__cause__ or current.__context__
+    return None
+
+
+class StoreOutageInterceptor(Interceptor):
+    """Waits out an unreachable ``store`` in any activity attempt that met it (module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _StoreOutageInbound(next, self._store)
+
+
+class _StoreOutageInbound(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, store: Store) -> None:
+        super().__init__(next)
+        self._store = store
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        try:
+            return await self.next.execute_activity(input)
+        except Exception as err:
+            reason = store_unreachable_in(err)
+            if reason is None:
+                raise
+        info = activity.info()
+        url = self._store.engine.url.render_as_string(hide_password=True)
+        log.warning("%s (attempt %d) met a store that does not answer at %s: %s; waiting for it", info.activity_type, info.attempt, url, reason)
+        waited, answered = await self._wait(info, reason)
+        after = f"it answered again after {waited:.1f} s" if answered else f"it still did not after {waited:.1f} s"
+        raise ApplicationError(f"the store does not answer at {url}: {reason}; {after}", type=STORE_UNAVAILABLE) from None
+
+    async def _wait(self, info: activity.Info, reason: str) -> tuple[float, bool]:
+        """Probe the store every ``PROBE_SECONDS``, heartbeating, until it answers or the attempt's
+        bound is near: (seconds waited, whether it answered)."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        limit = MAX_WAIT_SECONDS
+        if info.start_to_close_timeout is not None:
+            used = (datetime.now(timezone.utc) - info.started_time).total_seconds()
+            limit = min(limit, info.start_to_close_timeout.total_seconds() - used - MARGIN_SECONDS)
+        while loop.time() - began < limit:
+            activity.heartbeat(f"{STORE_UNAVAILABLE}: {reason}")
+            await asyncio.sleep(min(PROBE_SECONDS, max(0.0, limit - (loop.time() - began))))
+            if await asyncio.to_thread(self._answers):
+                return loop.time() - began, True
+        return loop.time() - began, False
+
+    def _answers(self) -> bool:
+        try:
+            with self._store.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as err:  # noqa: BLE001 - any failure of the probe means "not yet"
+            if store_unreachable_in(err) is None:
+                log.warning("probing the store failed: %s", err)
+            return False
+        return True
