@@ -354,6 +354,7 @@ __all__ = [
     "SkillNotFound",
     "Spend",
     "StoreAppendInput",
+    "StoreFileChanged",
     "StoreUnavailable",
     "StuckCause",
     "StuckWorkflow",

@@ -47,6 +47,7 @@
         ├── QuotaExceeded           a tenant is at a quota (sessions, or tokens, dollars, tool calls per UTC day)
         ├── EffectOutcomeUnknown    an effect was claimed but its outcome was never recorded
         ├── OutputInvalid           a turn's last allowed answer did not match its output schema
+        ├── StoreFileChanged        the store's SQLite file was deleted or replaced while a process used it (store/_engine.py)
         ├── PayloadDecryptionError  an encrypted payload under a key this process lacks, or tampered (worker/_codec.py)
         └── PayloadStorageError     an externally stored payload could not be stored or read back (worker/_payload_errors.py)
             ├── PayloadNotFound     no payload under that key: reader and writer use different storage

@@ -28,6 +28,7 @@ __all__ = [
     "RunError",
     "ScriptExhaustedError",
     "SkillNotFound",
+    "StoreFileChanged",
     "ToolArgumentsError",
     "ToolCrashedError",
     "ToolError",
@@ -335,6 +336,21 @@ class EffectOutcomeUnknown(RunError):
     def __init__(self, idempotency_key: str) -> None:
         self.idempotency_key = idempotency_key
         super().__init__(f"effect {idempotency_key!r} was claimed but its outcome was never recorded")
+
+
+class StoreFileChanged(RunError):
+    """The store's SQLite file at ``path`` was deleted or replaced (``how``) while this process
+    used it: reading on would give a shorter transcript, or one of another store, and writes
+    would go to a file nobody reads. Every later use of the store raises it; restore the file
+    (or restart with the file meant) and start the process again."""
+
+    def __init__(self, path: str, how: str) -> None:
+        self.path = path
+        self.how = how
+        super().__init__(
+            f"the store's SQLite file {path} was {how} while this process used it; agentrt will not read or write "
+            "another file under its name: put the file back, or restart the process on the file you mean"
+        )
 
 
 class OutputInvalid(RunError):

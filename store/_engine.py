@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
+
+from agentrt.schemas import StoreFileChanged
 
 DATABASE_URL_ENV = "AGENTRT_DATABASE_URL"
 HOME_ENV = "AGENTRT_HOME"
@@ -61,7 +64,8 @@ def make_engine(url: str) -> Engine:
 
     SQLite: creates the file's directory, waits up to ``SQLITE_BUSY_TIMEOUT_MS`` for locks,
     uses WAL for files, and begins transactions of connections with the execution option
-    ``agentrt_write`` as ``BEGIN IMMEDIATE``. Other backends: a pre-pinged pool (PostgreSQL: a
+    ``agentrt_write`` as ``BEGIN IMMEDIATE``; a file deleted or replaced under the engine raises
+    ``StoreFileChanged`` at the next checkout. Other backends: a pre-pinged pool (PostgreSQL: a
     connect fails after ``PG_CONNECT_TIMEOUT_SECONDS``).
     """
     sa_url = make_url(url)
@@ -92,6 +96,9 @@ def make_engine(url: str) -> Engine:
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.close()
 
+    if not memory:
+        _guard_file(engine, Path(database).expanduser())
+
     # Writers take the write lock up front (BEGIN IMMEDIATE) so busy_timeout applies,
     # instead of failing with SQLITE_BUSY when a read transaction is upgraded.
     @event.listens_for(engine, "begin")
@@ -102,6 +109,34 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN")
 
     return engine
+
+
+def _guard_file(engine: Engine, path: Path) -> None:
+    """Raise ``StoreFileChanged`` at every checkout of a connection once the file the engine's
+    first connection opened is gone or another file has its name (another inode): a pooled
+    connection would go on with the unlinked file, and a new one would open the other file or
+    create an empty one, so readers would see a shorter transcript, or another store's."""
+    opened: list[tuple[int, int]] = []  # (device, inode) of the file the first connection opened
+
+    @event.listens_for(engine, "connect")
+    def _remember(_dbapi_conn: Any, _record: Any) -> None:
+        if not opened:
+            # Held open while the engine lives, so the file's inode cannot be reused by a new file.
+            held = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            weakref.finalize(engine, os.close, held)
+            found = os.fstat(held)
+            opened.append((found.st_dev, found.st_ino))
+
+    @event.listens_for(engine, "checkout")
+    def _check(_dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        if not opened:
+            return
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            raise StoreFileChanged(str(path), "deleted") from None
+        if (found.st_dev, found.st_ino) != opened[0]:
+            raise StoreFileChanged(str(path), "replaced")
 
 
 def upgrade(engine: Engine) -> None:

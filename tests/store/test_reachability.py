@@ -42,3 +42,28 @@ def test_a_connection_the_pool_lost_is_unreachable() -> None:
     from sqlalchemy.exc import InvalidatePoolError
 
     assert unreachable_reason(InvalidatePoolError()) == "the store's connection was lost"
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_sqlite_file_deleted_or_replaced_under_a_store_is_a_clear_error_and_never_a_shorter_transcript(
+    tmp_path: Path, how: str
+) -> None:
+    from agentrt.schemas import StoreFileChanged
+    from agentrt.store import Store
+
+    path = tmp_path / "agentrt.db"
+    other = tmp_path / "other.db"
+    with Store.open(f"sqlite:///{other}"):
+        pass  # an agentrt store of its own: the same tables, none of the sessions
+    with Store.open(f"sqlite:///{path}") as store:
+        store.append_deltas("s1", "t1", 1, 1, ["written"], 0)
+        assert [d.text for d in store.deltas("s1")] == ["written"]
+        path.unlink()
+        if how == "replaced":
+            other.rename(path)
+        with pytest.raises(StoreFileChanged) as err:
+            store.deltas("s1")
+        assert str(err.value).startswith(f"the store's SQLite file {path} was {how} while this process used it")
+        assert unreachable_reason(err.value) is None  # not waited out: nothing will bring it back
+        with pytest.raises(StoreFileChanged):
+            store.append_deltas("s1", "t1", 1, 1, ["lost"], 1)
