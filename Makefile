@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck docs install dev worker chaos bench clean
+.PHONY: demo test typecheck docs install dev worker chaos soak bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ docs: $(STAMP)
 # The big chaos run, by hand (15-25 minutes): 50 sessions, 200 worker kills, 10 server restarts.
 chaos: $(STAMP)
 	$(BIN)/python -m bench.chaos --sessions 50 --kills 200 --server-restarts 10
+
+# An hour of sessions with the worker SIGKILLed every 4 minutes, footprints sampled every minute (bench/soak.py);
+# `.venv/bin/python -m bench.soak --minutes 10` is the short form.
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak
 
 # The short form of every performance benchmark and one table of their results, by hand (about 10 minutes).
 bench: $(STAMP)

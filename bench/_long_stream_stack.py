@@ -101,6 +101,18 @@ class Stack:
         self.gateway_url = f"http://127.0.0.1:{int(await self._file_text('gateway', gateway_port))}"
         return self
 
+    async def restart_worker(self) -> None:
+        """Start another worker (after the last one died) and wait until it polls."""
+        log = self.run_dir / "worker.log"
+        before = log.read_text(errors="replace").count("worker polling")
+        self._spawn("worker", ["-m", "agentrt.cli", "worker"])
+        deadline = time.monotonic() + 120
+        while log.read_text(errors="replace").count("worker polling") <= before:
+            self._check_alive("worker")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker not ready after 120 s; see {log}")
+            await asyncio.sleep(0.1)
+
     def _write_config(self, provider_port: int) -> Path:
         assert self.server is not None
         path = self.run_dir / "agentrt.toml"

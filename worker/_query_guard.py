@@ -18,6 +18,16 @@ answering: core then evicts the run and answers the query with ``QUERY_RAN_AHEAD
 caller asks again; agentrt's client does so itself), and the next workflow task replays the
 run from its history, as Temporal recorded it. Any other activation passes untouched.
 
+That rule misses a run ahead whose history ends in a workflow task a dead worker started (and
+which timed out): core then gives the run-ahead activation that task's time, not the last
+one's. So the guard also keeps, after each activation with work, how long a history a later
+workflow task needs to hold the commands it made (the task's completion, one event per
+command, then a new task's scheduled and started events). A workflow task at another workflow
+time with a shorter history comes after commands that never reached the server: the guard fails
+that task (``TASK_BEHIND_RUN``) before the workflow sees it; core evicts the run, and the task,
+retried, replays it from history. (The chaos run of 2026-12-07 left a session stuck that way:
+its task accepted an update after such held commands.)
+
 A local activity's result also comes without a workflow task of its own; a legacy query
 right after one is failed the same way. That costs the caller one retry and the worker one
 replay; nothing else.
@@ -54,6 +64,16 @@ _JOBS_WITHOUT_WORK = frozenset({"query_workflow", "remove_from_cache"})
 # After this long (seconds) since a run's first refusal for a workflow time, no workflow task is
 # coming for it (module docstring); over the 3 s sticky timeout of agentrt's workers and the SDK's 10 s.
 NO_TASK_COMING_SECONDS = 15.0
+# Commands that each become one history event when a workflow task completes with them.
+RECORDED_COMMANDS = frozenset({
+    "start_timer", "schedule_activity", "start_child_workflow_execution", "signal_external_workflow_execution",
+    "upsert_workflow_search_attributes", "modify_workflow_properties",
+})
+# A workflow task after one that completed holds at least its completion, then a new task's
+# scheduled and started events: 3 events more than the first task's history, besides its commands'.
+RECORDED_AT_LEAST = 3
+# The failure of a workflow task that came after the run ran ahead of it (``_GuardedInstance._behind``).
+TASK_BEHIND_RUN = "[agentrt:task-behind-run]"
 # Runs whose first refusal the guard remembers (the oldest is forgotten first).
 REMEMBERED_RUNS = 1000
 
@@ -99,6 +119,9 @@ class _GuardedInstance(WorkflowInstance):
         self.guard = guard
         self.ran_ahead = False
         self._last_time: tuple[int, int] | None = None
+        # (workflow time, least history length): the last activation with work made commands that
+        # become events; a workflow task at another time must have a history at least this long.
+        self._recorded_by: tuple[tuple[int, int], int] | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         if (
@@ -108,11 +131,38 @@ class _GuardedInstance(WorkflowInstance):
             and self.guard.refuses(act.run_id, self._last_time)
         ):
             return self._refuse(act)
-        if any(job.WhichOneof("variant") not in _JOBS_WITHOUT_WORK for job in act.jobs):
-            time = (act.timestamp.seconds, act.timestamp.nanos)
+        has_work = any(job.WhichOneof("variant") not in _JOBS_WITHOUT_WORK for job in act.jobs)
+        time = (act.timestamp.seconds, act.timestamp.nanos)
+        if has_work and not act.is_replaying and self._recorded_by is not None:
+            at, least = self._recorded_by
+            if time != at and act.history_length < least:
+                return self._behind(act, least)
+        if has_work:
             self.ran_ahead = not act.is_replaying and time == self._last_time
             self._last_time = time
-        return self.instance.activate(act)
+        completion = self.instance.activate(act)
+        if has_work and not act.is_replaying:
+            made = _recorded_commands(completion)
+            self._recorded_by = (time, act.history_length + made + RECORDED_AT_LEAST) if made else None
+        return completion
+
+    def _behind(self, act: WorkflowActivation, least: int) -> WorkflowActivationCompletion:
+        """Fail a workflow task whose history lacks the commands this run made before (they never
+        reached the server: the run ran ahead of its task); core evicts the run, and the task,
+        retried, replays it from history."""
+        info = self.instance.get_info()
+        logger.warning(
+            "workflow task of %s (run %s) has %d history events, fewer than the %d the run's last commands need: "
+            "they were never recorded; evicting the run so that the task replays it from history",
+            info.workflow_id, act.run_id, act.history_length, least,
+        )
+        completion = WorkflowActivationCompletion(run_id=act.run_id)
+        completion.failed.failure.message = (
+            f"{TASK_BEHIND_RUN} the run made commands its history does not hold (it ran ahead of its workflow task); "
+            "the worker dropped its copy of the run, the task is retried from history"
+        )
+        completion.failed.failure.application_failure_info.SetInParent()
+        return completion
 
     def _refuse(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         info = self.instance.get_info()
@@ -141,6 +191,14 @@ class _GuardedInstance(WorkflowInstance):
 
     def get_thread_id(self) -> int | None:
         return self.instance.get_thread_id()
+
+
+def _recorded_commands(completion: WorkflowActivationCompletion) -> int:
+    """How many of a successful completion's commands surely become history events once a
+    workflow task completes with them (``RECORDED_COMMANDS``; others may not, so they do not count)."""
+    if not completion.HasField("successful"):
+        return 0
+    return sum(command.WhichOneof("variant") in RECORDED_COMMANDS for command in completion.successful.commands)
 
 
 def _is_legacy_query(act: WorkflowActivation) -> bool:

@@ -175,6 +175,9 @@ async def _race_once(client: Client) -> tuple[str, WorkflowHistory]:
         ("stuck-send-after-turn-end", "session-chaos1-s32", 255, EventType.EVENT_TYPE_MARKER_RECORDED),
         # Not this race: no local activity in it (regular-activities-v1); see docs/durability.md, "Still open".
         ("stuck-update-accepted-after-approval-write", "session-chaos1-s9", 181, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+        # 2026-12-07: a worker died in the task after a tool call's failure; the run ran ahead on a fresh
+        # worker answering a query, and its task then accepted an update after the held commands.
+        ("stuck-update-accepted-after-a-run-ahead-on-a-fresh-worker", "session-chaos1-s15", 581, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
     ],
 )
 async def test_histories_left_stuck_fail_replay_where_their_last_task_took_an_update_late(
