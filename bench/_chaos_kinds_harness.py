@@ -1,0 +1,620 @@
+"""The chaos harness for autonomous tasks and task graphs: both kinds run while workers are
+SIGKILLed and the Temporal server restarts.
+
+The processes are ``bench/_chaos_harness.py``'s (``_Chaos``): its own ``temporal server
+start-dev`` on free ports with a SQLite file in the run directory, worker subprocesses
+(``bench._chaos_worker``: the normal worker plus the effectful tool ``chaos.append``), the chaos
+loop that SIGKILLs the worker's process group (``random`` / ``before`` / ``after`` the effect)
+and stops the server (SIGKILL or SIGTERM) to start it again on the same ports and file.
+
+What runs under it:
+
+- ``tasks`` autonomous tasks (``AgentClient.start_task``), each needing 2 or 3 sessions: the
+  acceptance reviewer fails every session but the last. Session ``k`` of task ``i`` calls
+  ``chaos.append`` with the line ``task<i> session<k>`` (in the task's workspace file) and
+  answers. Between sessions a task sleeps ``every_seconds`` (3-8 s) on a durable timer, so
+  timers fire while workers die and the server is down.
+- ``graphs`` task graphs (``AgentClient.start_graph`` with a goal): the scripted planner answers
+  a graph of 3 or 4 nodes with dependencies (two of them able to run side by side), the plan is
+  approved automatically (``approve_plan="auto"``), each node's child session calls
+  ``chaos.append`` with ``graph<i> node<id>`` (a second attempt: ``graph<i> node<id> a2``) and
+  answers, and the reviewer passes it.
+
+Starts are spread over the time the kills are expected to take, so sessions, acceptance checks,
+timers, plans, reviews and child starts are all in flight when kills land. An effect claimed
+before a kill whose outcome is unknown comes back in the child session as ``PermissionRequested``
+with ``request.kind == "reconcile"``; the harness finds the child sessions of each task
+(``AutonomousTaskSessionStarted``) and graph (``AgentTaskStarted``) and answers like an operator:
+the call's line is in the file -> ``applied``, else ``not_applied``.
+
+Checks (``KindsReport``) run once every task and graph has ended or the bound has passed, the
+worker is up and the store has caught up with each child session; then every task's, graph's
+and child session's history is replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from agentrt.client import AgentClient
+from agentrt.schemas import (
+    AutonomousTaskResult,
+    TaskGraphResult,
+    graph_workflow_id,
+    session_workflow_id,
+    task_workflow_id,
+)
+from agentrt.store import Store
+from agentrt.worker import AgentrtConfig, AgentrtPlugin
+from bench._chaos_harness import LOG_FILE, LONG_PAUSE, OWNER, RPC_TIMEOUT, TOOL_PAUSE, _Chaos
+from bench._kinds_report import KindCounts, KindsReport
+from bench._turn_checks import count_lost, open_reconciles, read_lines
+
+TASK_INTERVAL = (3.0, 8.0)  # seconds a task sleeps between sessions (a durable timer)
+PASS = {"verdict": "pass", "summary": "the goal is met"}
+FAIL = {"verdict": "fail", "findings": ["not finished yet"], "summary": "more to do"}
+# Graph shapes: node id -> the nodes it depends on. Each has two nodes that may run side by side.
+GRAPH_SHAPES: dict[str, dict[str, list[str]]] = {
+    "fan": {"a": [], "b": ["a"], "c": ["a"]},
+    "join": {"a": [], "b": [], "c": ["a", "b"]},
+    "diamond": {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]},
+    "fork-chain": {"a": [], "b": ["a"], "c": ["a"], "d": ["c"]},
+}
+SECONDS_PER_KILL = 4.0  # a kill's wall time: a wait of 0.3-3 s and a worker start
+
+
+@dataclass
+class _Run:
+    """One task or graph: its id, workspace (where ``chaos.append`` writes ``LOG_FILE``), the
+    lines it may write, when it starts, and what became of it."""
+
+    kind: str  # "tasks" or "graphs"
+    index: int
+    run_id: str
+    workspace: Path
+    script: Path
+    start_at: float
+    lines: set[str]
+    sessions: int = 0  # tasks: sessions needed
+    interval: float = 0.0  # tasks: every_seconds
+    shape: str = ""  # graphs
+    nodes: dict[str, list[str]] = field(default_factory=dict)  # graphs: node id -> lines, by attempt
+    started: bool = False
+    result: AutonomousTaskResult | TaskGraphResult | None = None
+    children: dict[str, bool] = field(default_factory=dict)  # child session id -> ended
+    reconciled: dict[str, float] = field(default_factory=dict)
+    approved: dict[str, float] = field(default_factory=dict)
+    pending_since: float | None = None
+    done: bool = False
+
+    @property
+    def file(self) -> Path:
+        return self.workspace / LOG_FILE
+
+    @property
+    def workflow_id(self) -> str:
+        return task_workflow_id(self.run_id) if self.kind == "tasks" else graph_workflow_id(self.run_id)
+
+
+class _KindsChaos(_Chaos):
+    def __init__(
+        self, tasks: int, graphs: int, kills: int, server_restarts: int, seed: int, workdir: Path,
+        deadline_seconds: float, progress: Callable[[str], None], fork_workers: bool, append_risk: str,
+    ) -> None:
+        super().__init__(
+            tasks + graphs, 1, kills, server_restarts, seed, workdir, deadline_seconds, progress,
+            append_risk=append_risk, fork_workers=fork_workers,
+        )
+        self.n_tasks = tasks
+        self.n_graphs = graphs
+        self.task_queue = f"chaos-kinds-{seed}"
+        self.kinds = KindsReport(run_dir=str(self.run_dir))
+        self.runs: list[_Run] = []
+
+    # ------------------------------------------------------------ plans
+
+    def plan_runs(self) -> None:
+        """Scripts, workspaces and start times of every task and graph."""
+        spread = 0.6 * (SECONDS_PER_KILL * self.target_kills + 10.0 * self.target_restarts)
+        for i in range(1, self.n_tasks + 1):
+            self.runs.append(self._plan_task(i, self.rng.uniform(0.0, spread)))
+        for i in range(1, self.n_graphs + 1):
+            self.runs.append(self._plan_graph(i, self.rng.uniform(0.0, spread)))
+
+    def _append(self, line: str) -> dict[str, Any]:
+        pause = LONG_PAUSE if self.rng.random() < 0.15 else TOOL_PAUSE
+        return {
+            "text": "",
+            "tool_calls": [{
+                "name": "chaos.append",
+                "arguments": {
+                    "path": LOG_FILE,
+                    "line": line,
+                    "pause_before_seconds": round(self.rng.uniform(*pause), 2),
+                    "pause_after_seconds": round(self.rng.uniform(*TOOL_PAUSE), 2),
+                },
+            }],
+            "delay_seconds": self._model_delay(),
+        }
+
+    def _answer(self, text: str) -> dict[str, Any]:
+        return {"text": text, "delay_seconds": self._model_delay()}
+
+    def _plan_task(self, i: int, start_at: float) -> _Run:
+        workspace = self.run_dir / "ws" / f"task{i}"
+        workspace.mkdir(parents=True)
+        needed = self.rng.choice([2, 3])
+        sessions = []
+        lines = set()
+        for k in range(1, needed + 1):
+            line = f"task{i} session{k}"
+            lines.add(line)
+            sessions.append({"turns": [self._append(line), self._answer(f"task{i} session{k} done")]})
+        # Sessions past the ones needed (if acceptance were to fail) would write these lines.
+        for k in range(needed + 1, needed + 3):
+            sessions.append({"turns": [self._append(f"task{i} session{k}"), self._answer(f"task{i} session{k} done")]})
+        reviews = [FAIL] * (needed - 1) + [PASS]
+        script = self.run_dir / f"script-task{i}.json"
+        script.write_text(json.dumps({"sessions": sessions, "reviews": reviews}, indent=1))
+        return _Run(
+            kind="tasks", index=i, run_id=f"kinds{self.seed}-task{i}", workspace=workspace, script=script,
+            start_at=start_at, lines=lines, sessions=needed, interval=round(self.rng.uniform(*TASK_INTERVAL), 1),
+        )
+
+    def _plan_graph(self, i: int, start_at: float) -> _Run:
+        workspace = self.run_dir / "ws" / f"graph{i}"
+        workspace.mkdir(parents=True)
+        shape = self.rng.choice(sorted(GRAPH_SHAPES))
+        spec_nodes = []
+        script_nodes: dict[str, list[dict[str, Any]]] = {}
+        lines_by_node: dict[str, list[str]] = {}
+        for node_id, deps in GRAPH_SHAPES[shape].items():
+            spec_nodes.append({
+                "id": node_id, "prompt": f"append the line of node {node_id}", "depends_on": deps,
+                "acceptance": "the node's line is in the file", "tools": ["chaos.append"],
+            })
+            attempts = [f"graph{i} node{node_id}", f"graph{i} node{node_id} a2"]
+            lines_by_node[node_id] = attempts
+            script_nodes[node_id] = [
+                {"turns": [self._append(line), self._answer(f"{line} done")], "review": PASS} for line in attempts
+            ]
+        plan = [{"graph": {"max_parallel": 3, "nodes": spec_nodes}, "delay_seconds": self._model_delay()}]
+        script = self.run_dir / f"script-graph{i}.json"
+        script.write_text(json.dumps({"plan": plan, "nodes": script_nodes}, indent=1))
+        return _Run(
+            kind="graphs", index=i, run_id=f"kinds{self.seed}-graph{i}", workspace=workspace, script=script,
+            start_at=start_at, lines={line for lines in lines_by_node.values() for line in lines},
+            shape=shape, nodes=lines_by_node,
+        )
+
+    # ------------------------------------------------------------ driving
+
+    async def drive(self, run: _Run) -> None:  # type: ignore[override]
+        """Start the run at its time, then wait (bounded) until it ends."""
+        try:
+            await asyncio.sleep(max(0.0, run.start_at - self.elapsed()))
+            if not await self._start(run):
+                return
+            getattr(self.kinds, run.kind).started += 1
+            await self._wait_run(run)
+        finally:
+            run.done = True
+            if all(r.done for r in self.runs) and not self.chaos_done:
+                self.log("every task and graph has ended; the remaining kills hit an idle worker")
+
+    async def _start(self, run: _Run) -> bool:
+        assert self.client is not None
+        while time.monotonic() < self.turn_deadline:
+            try:
+                if run.kind == "tasks":
+                    await asyncio.wait_for(self.client.start_task(
+                        f"append the line of each session of task {run.index}",
+                        workspace=str(run.workspace), task_id=run.run_id, script=str(run.script),
+                        tools=["chaos.append"], every_seconds=run.interval, max_sessions=run.sessions + 2,
+                        max_rounds_per_session=10,
+                    ), RPC_TIMEOUT + 10)
+                else:
+                    await asyncio.wait_for(self.client.start_graph(
+                        goal=f"append the line of each node of graph {run.index}",
+                        workspace=str(run.workspace), graph_id=run.run_id, script=str(run.script),
+                        approve_plan="auto", tools=["chaos.append"], max_retries=1, max_rounds_per_node=10,
+                    ), RPC_TIMEOUT + 10)
+                run.started = True
+                self.log(f"{run.workflow_id} started ({self._describe_plan(run)})")
+                return True
+            except Exception as err:  # noqa: BLE001 - server gone, or an earlier attempt got through
+                exists = await self._exists(run)
+                if exists:
+                    run.started = True
+                    self.log(f"{run.workflow_id} start answered {type(err).__name__}, but it runs")
+                    return True
+                self.log(f"{run.workflow_id}: start failed ({type(err).__name__}: {err}); again")
+                await asyncio.sleep(1.0)
+        self.problem(f"{run.workflow_id}: not started by the deadline")
+        return False
+
+    def _describe_plan(self, run: _Run) -> str:
+        if run.kind == "tasks":
+            return f"{run.sessions} sessions, every {run.interval} s"
+        return f"{run.shape}: {len(run.nodes)} nodes"
+
+    async def _exists(self, run: _Run) -> bool:
+        assert self.temporal is not None
+        try:
+            await asyncio.wait_for(self.temporal.get_workflow_handle(run.workflow_id).describe(), RPC_TIMEOUT)
+            return True
+        except Exception:  # noqa: BLE001 - not there, or not answering
+            return False
+
+    async def _wait_run(self, run: _Run) -> None:
+        assert self.client is not None
+        wait = self.client.wait_task if run.kind == "tasks" else self.client.wait_graph
+        while time.monotonic() < self.turn_deadline:
+            try:
+                left = max(1.0, min(15.0, self.turn_deadline - time.monotonic()))
+                run.result = await asyncio.wait_for(wait(run.run_id), left)
+                self.log(f"{run.workflow_id} {run.result.status}")
+                return
+            except asyncio.TimeoutError:
+                continue
+            except Exception as err:  # noqa: BLE001 - server or worker gone; ask again
+                if "not found" in str(err).lower() and not await self._exists(run):
+                    self.problem(f"{run.workflow_id}: waiting failed: {type(err).__name__}: {err}")
+                await asyncio.sleep(0.5)
+
+    # ------------------------------------------------------------ operating
+
+    async def child_sessions(self, run: _Run) -> list[str]:
+        """The child sessions of ``run`` it has recorded, in order (its events, from the store or the workflow)."""
+        events = await self.run_events(run)
+        kind = "AutonomousTaskSessionStarted" if run.kind == "tasks" else "AgentTaskStarted"
+        ended = {"AutonomousTaskSessionEnded", "AgentTaskCompleted", "AgentTaskFailed"}
+        for event in events:
+            if event.type == kind:
+                run.children.setdefault(event.session_id, False)
+            elif event.type in ended:
+                run.children[event.session_id] = True
+        return list(run.children)
+
+    async def run_events(self, run: _Run) -> list[Any]:
+        assert self.client is not None
+        read = self.client.task_events if run.kind == "tasks" else self.client.graph_events
+        events: list[Any] = []
+        since = 0
+        while True:
+            page = await asyncio.wait_for(read(run.run_id, since_seq=since, limit=1000), RPC_TIMEOUT)
+            events.extend(page.events)
+            if not page.events or page.events[-1].seq >= page.last_seq:
+                return events
+            since = page.events[-1].seq
+
+    async def operate(self, run: _Run) -> None:  # type: ignore[override]
+        """Answer reconcile requests (and any approval) in the run's child sessions, and approve a
+        graph's plan that ``auto`` left waiting, as the owner, until the run has ended."""
+        assert self.client is not None
+        while not run.done:
+            await asyncio.sleep(0.5)
+            if not run.started:
+                continue
+            try:
+                await self.child_sessions(run)
+                if run.kind == "graphs":
+                    await self._approve_plan(run)
+            except Exception:  # noqa: BLE001 - server or worker gone; next round
+                continue
+            for sid, ended in list(run.children.items()):
+                if ended:
+                    continue
+                try:
+                    state = await asyncio.wait_for(self.client.state(sid), RPC_TIMEOUT)
+                except Exception:  # noqa: BLE001
+                    continue
+                for request in state.pending_approvals:
+                    now = time.monotonic()
+                    try:
+                        if getattr(request, "kind", "tool_call") == "reconcile":
+                            if now - run.reconciled.get(request.request_id, -1e9) < 5.0:
+                                continue
+                            await self._reconcile_child(run, sid, request)
+                            run.reconciled[request.request_id] = now
+                        elif now - run.approved.get(request.request_id, -1e9) >= 3.0:
+                            await asyncio.wait_for(self.client.approve(sid, request.request_id), RPC_TIMEOUT)
+                            if request.request_id not in run.approved:
+                                self.log(f"{sid}: approved {request.request_id} ({request.tool})")
+                            run.approved[request.request_id] = now
+                    except Exception as err:  # noqa: BLE001 - retried on the next round
+                        self.log(f"{sid}: answering {request.request_id} failed: {type(err).__name__}: {err}")
+
+    async def _reconcile_child(self, run: _Run, sid: str, request: Any) -> None:
+        assert self.client is not None
+        line = str((request.arguments or {}).get("line", ""))
+        lines = await asyncio.to_thread(read_lines, run.file)
+        outcome = "applied" if line in lines else "not_applied"
+        await asyncio.wait_for(
+            self.client.reconcile(sid, request.request_id, outcome, note=f"chaos harness: line {line!r} {outcome}"),
+            RPC_TIMEOUT,
+        )
+        if request.request_id not in run.reconciled:
+            getattr(self.kinds, run.kind).reconciles += 1
+            self.log(f"{sid}: reconcile {request.request_id} ({line}) -> {outcome}")
+
+    async def _approve_plan(self, run: _Run) -> None:
+        assert self.client is not None
+        view = await asyncio.wait_for(self.client.graph_status(run.run_id), RPC_TIMEOUT)
+        if view.status != "pending_approval":
+            run.pending_since = None
+            return
+        now = time.monotonic()
+        if run.pending_since is None:
+            run.pending_since = now
+        elif now - run.pending_since > 10.0:
+            await asyncio.wait_for(self.client.approve_graph(run.run_id, reason="chaos harness"), RPC_TIMEOUT)
+            self.kinds.plan_approvals += 1
+            self.problem(f"{run.workflow_id}: plan waited {now - run.pending_since:.0f} s for approval; approved by hand")
+            run.pending_since = None
+
+    # ------------------------------------------------------------ checks
+
+    async def settle(self) -> None:
+        """Wait (bounded) until the store holds every event each child session has emitted."""
+        assert self.client is not None and self.store is not None
+        limit = min(self.deadline - 10, time.monotonic() + 30)
+        waiting = []
+        for run in self.runs:
+            if run.started:
+                try:
+                    waiting += await self.child_sessions(run)
+                except Exception as err:  # noqa: BLE001
+                    self.problem(f"{run.workflow_id}: events not read: {type(err).__name__}: {err}")
+        while waiting and time.monotonic() < limit:
+            still = []
+            for sid in waiting:
+                try:
+                    page = await asyncio.wait_for(self.client.events(sid, limit=1), RPC_TIMEOUT)
+                    stored = await asyncio.to_thread(self.store.events, sid, page.last_seq - 1, 10)
+                    if not any(e.seq == page.last_seq for e in stored):
+                        still.append(sid)
+                except Exception:  # noqa: BLE001
+                    still.append(sid)
+            waiting = still
+            if waiting:
+                await asyncio.sleep(0.5)
+
+    async def check(self) -> None:
+        assert self.store is not None
+        for run in self.runs:
+            if not run.started:
+                continue
+            counts = getattr(self.kinds, run.kind)
+            name = run.workflow_id
+            lines = await asyncio.to_thread(read_lines, run.file)
+            seen = collections.Counter(lines)
+            for line, n in sorted(seen.items()):
+                if n > 1:
+                    counts.duplicates += 1
+                    self.problem(f"{name}: DUPLICATE line {line!r} appears {n} times in {run.file}")
+                if line not in run.lines:
+                    self.problem(f"{name}: unexpected line {line!r} in {run.file}")
+            try:
+                events = await self.run_events(run)
+            except Exception as err:  # noqa: BLE001
+                self.problem(f"{name}: events not read: {type(err).__name__}: {err}")
+                events = []
+            if run.result is None:
+                counts.stuck += 1
+                waiting = await self._open_reconciles(run)
+                if waiting:
+                    counts.awaiting_reconcile += 1
+                self.problem(
+                    f"{name}: STUCK, not ended by the deadline"
+                    + (f" (child sessions wait for reconciles: {waiting})" if waiting else "")
+                )
+            elif run.result.status == "completed":
+                counts.completed += 1
+            else:
+                counts.failed += 1
+                self.problem(f"{name}: ended {run.result.status}: {run.result.failure_reason} {run.result.failure}")
+            counts.lost += self._check_run(run, events, seen)
+            counts.child_sessions += len(run.children)
+            for sid in run.children:
+                counts.lost += await self._check_child(sid, seen)
+
+    def _check_run(self, run: _Run, events: list[Any], seen: collections.Counter[str]) -> int:
+        """Lost work of the run itself (see ``KindCounts.lost``)."""
+        lost = 0
+        name = run.workflow_id
+
+        def bad(text: str) -> None:
+            nonlocal lost
+            lost += 1
+            self.problem(f"{name}: LOST {text}")
+
+        completed = run.result is not None and run.result.status == "completed"
+        if run.kind == "tasks":
+            ended = [e for e in events if e.type == "AutonomousTaskSessionEnded"]
+            for event in ended:
+                line = f"task{run.index} session{event.number}"
+                if event.status == "completed" and seen[line] == 0:
+                    bad(f"session {event.number} ({event.session_id}) completed without its line {line!r}")
+            if completed:
+                for k in range(1, run.sessions + 1):
+                    line = f"task{run.index} session{k}"
+                    if seen[line] != 1:
+                        bad(f"completed, but line {line!r} is in the file {seen[line]} times")
+                numbers = sorted(e.number for e in events if e.type == "AutonomousTaskSessionStarted")
+                if numbers != list(range(1, run.sessions + 1)):
+                    self.problem(f"{name}: completed after sessions {numbers}, {run.sessions} planned")
+        else:
+            done = {e.node_id: e.attempt for e in events if e.type == "AgentTaskCompleted"}
+            for node_id, attempt in sorted(done.items()):
+                line = run.nodes[node_id][min(attempt, 2) - 1]
+                if seen[line] != 1:
+                    bad(f"node {node_id} completed (attempt {attempt}), but line {line!r} is in the file {seen[line]} times")
+            if completed:
+                missing = sorted(set(run.nodes) - set(done))
+                if missing:
+                    bad(f"completed, but nodes {missing} have no AgentTaskCompleted")
+                assert isinstance(run.result, TaskGraphResult)
+                not_completed = {n: s for n, s in run.result.nodes.items() if s != "completed"}
+                if not_completed or set(run.result.nodes) != set(run.nodes):
+                    bad(f"completed, but its nodes are {run.result.nodes}")
+        return lost
+
+    async def _check_child(self, sid: str, seen: collections.Counter[str]) -> int:
+        assert self.client is not None and self.store is not None
+        try:
+            events = await self.workflow_events(sid)
+        except Exception as err:  # noqa: BLE001
+            self.problem(f"{sid}: events query failed: {type(err).__name__}: {err}")
+            return 0
+        stored_events = await asyncio.to_thread(self.store.events, sid, 0, 100_000)
+        messages = await asyncio.to_thread(self.store.messages, sid)
+        return count_lost(sid, [], events, stored_events, messages, seen, "chaos.append", self.problem)
+
+    async def _open_reconciles(self, run: _Run) -> list[str]:
+        waiting = []
+        for sid in run.children:
+            try:
+                if open_reconciles(await self.workflow_events(sid)):
+                    waiting.append(sid)
+            except Exception:  # noqa: BLE001
+                pass
+        return waiting
+
+    async def replay(self) -> None:
+        """Replay every task's, graph's and child session's history; keep each under ``histories/``."""
+        assert self.temporal is not None and self.store is not None
+        folder = self.run_dir / "histories"
+        folder.mkdir(exist_ok=True)
+        kind_of: dict[str, str] = {}
+        histories: list[WorkflowHistory] = []
+        for run in self.runs:
+            if not run.started:
+                continue
+            for workflow_id in [run.workflow_id, *(session_workflow_id(s) for s in run.children)]:
+                kind_of[workflow_id] = run.kind
+                try:
+                    handle = self.temporal.get_workflow_handle(workflow_id)
+                    history = await asyncio.wait_for(handle.fetch_history(), 30)
+                    histories.append(history)
+                    (folder / f"{history.workflow_id}.json").write_text(history.to_json())
+                except Exception as err:  # noqa: BLE001
+                    getattr(self.kinds, run.kind).replay_failures += 1
+                    self.problem(f"{workflow_id}: history not fetched: {type(err).__name__}: {err}")
+
+        async def each():  # type: ignore[no-untyped-def]
+            for history in histories:
+                yield history
+
+        plugin = AgentrtPlugin(AgentrtConfig(database_url=self.store_url), self.store)
+        replayer = Replayer(workflows=[], plugins=[plugin])
+        results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
+        for workflow_id, err in results.replay_failures.items():
+            getattr(self.kinds, kind_of.get(workflow_id, "tasks")).replay_failures += 1
+            self.problem(f"{workflow_id}: REPLAY failed: {err}")
+        self.log(f"replayed {len(histories)} histories, {len(results.replay_failures)} failed")
+
+    # ------------------------------------------------------------ the run
+
+    async def run(self) -> KindsReport:  # type: ignore[override]
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            self.plan_runs()
+            await asyncio.to_thread(self.snapshot_source)
+            await self.start_server()
+            self.temporal = await self.connect()
+            self.store = await asyncio.to_thread(Store.open, self.store_url)
+            self.client = AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER, store=self.store)
+            if self.fork_workers:
+                from bench._chaos_zygote import WorkerForks
+
+                self.forks = await WorkerForks.open(self.worker_env(), self.run_dir, self.run_dir / "zygote.log")
+                self.log(f"worker zygote up in {self.forks.startup_seconds:.1f} s; each forked worker waits that long")
+            await self.start_worker()
+            self.log(
+                f"server {self.server.address}, {self.n_tasks} tasks, {self.n_graphs} graphs, "
+                f"{self.target_kills} kills, {self.target_restarts} server restarts, run dir {self.run_dir}"
+            )
+            watcher = asyncio.create_task(self.watch_worker())
+            operators = [asyncio.create_task(self.operate(r)) for r in self.runs]
+            drivers = [asyncio.create_task(self.drive(r)) for r in self.runs]
+            chaos = asyncio.create_task(self.chaos_loop())
+            tasks = [watcher, *operators, *drivers, chaos]
+            await asyncio.gather(chaos, *drivers)
+            self.log("chaos over and every run ended or timed out; settling")
+            async with self.ops:
+                if self.worker is None or self.worker.returncode is not None:
+                    await self.start_worker()
+            await self.settle()
+            for task in operators:
+                task.cancel()
+            await self.check()
+            await self.replay()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.worker is not None and self.worker.returncode is None:
+                await self._kill(self.worker)
+            if self.worker_reader is not None:
+                await asyncio.gather(self.worker_reader, return_exceptions=True)
+            if self.forks is not None:
+                await self.forks.close()
+            await self.stop_server("SIGTERM")
+            if self.store is not None:
+                self.store.close()
+            chaos_report = self.report
+            self.kinds.kills = chaos_report.kills
+            self.kinds.server_restarts = chaos_report.server_restarts
+            self.kinds.kill_phases = dict(chaos_report.kill_phases)
+            self.kinds.worker_starts = chaos_report.worker_starts
+            self.kinds.worker_exits = chaos_report.worker_exits
+            self.kinds.reconnect_failures = chaos_report.reconnect_failures
+            self.kinds.problems = list(chaos_report.problems)
+            self.kinds.elapsed_seconds = self.elapsed()
+        return self.kinds
+
+
+async def run_chaos_kinds(
+    tasks: int,
+    graphs: int,
+    kills: int,
+    server_restarts: int,
+    seed: int,
+    workdir: Path,
+    *,
+    deadline_seconds: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    fork_workers: bool = False,
+    append_risk: str = "effectful",
+) -> KindsReport:
+    """Run ``tasks`` autonomous tasks and ``graphs`` task graphs under ``kills`` worker SIGKILLs
+    and ``server_restarts`` server restarts (see the module docstring); return what was found.
+
+    Everything is bounded by ``deadline_seconds`` (default: a budget from the sizes); runs must
+    end 1/4 of it (at most 30 s) before the deadline, leaving time for the checks and the replay
+    (a run not ended by then is ``stuck``). ``progress`` receives log lines (default: none).
+    ``fork_workers``: each worker is forked from a process with the worker's modules imported
+    (``bench/_chaos_zygote.py``) instead of started as a fresh interpreter. Every process started
+    here is stopped before returning. ``append_risk`` other than ``effectful`` (e.g. ``idempotent``)
+    takes ``chaos.append`` out of the effect ledger, to see the duplicates that come back counted.
+    """
+    if deadline_seconds is None:
+        deadline_seconds = 180 + SECONDS_PER_KILL * kills + 20.0 * server_restarts + 3.0 * (tasks + graphs)
+    chaos = _KindsChaos(
+        tasks, graphs, kills, server_restarts, seed, Path(workdir), deadline_seconds,
+        progress or (lambda _text: None), fork_workers, append_risk,
+    )
+    return await chaos.run()
+
+
+__all__ = ["KindCounts", "KindsReport", "run_chaos_kinds"]

@@ -1,0 +1,97 @@
+"""Chaos for every kind: autonomous tasks and task graphs keep their promises while workers and the server die.
+
+    python -m bench.chaos_kinds [--tasks 10] [--graphs 10] [--kills 40] [--server-restarts 2]
+                                [--seed N] [--workdir DIR] [--deadline SECONDS] [--risk effectful]
+                                [--fork-workers]
+
+``bench.chaos`` covers sessions; this covers the two other kinds of workflow. It starts its own
+Temporal dev server (free ports, headless, SQLite file) and worker subprocesses
+(``bench._chaos_worker``: the effectful tool ``chaos.append`` writes one line to a file through
+the effect ledger), then starts ``--tasks`` autonomous tasks (2 or 3 sessions each, the acceptance
+reviewer passing only the last; a durable timer of 3-8 s between sessions) and ``--graphs`` task
+graphs (a planned graph of 3 or 4 nodes with dependencies, two of them able to run side by side,
+the plan approved automatically, each node's child session reviewed and passed), their starts
+spread over the time the kills take. Every task session and graph node appends its own line
+(``task<i> session<k>``, ``graph<i> node<id>``). Meanwhile the worker's process group is SIGKILLed
+``--kills`` times and the server restarted ``--server-restarts`` times, as in ``bench.chaos``
+(``bench/_chaos_harness.py``). Reconcile requests in child sessions (an effect claimed before a
+kill, outcome unknown) are answered like an operator from the file's contents.
+
+When the chaos stops, every task and graph must end within the bound. Counted per kind
+(``bench/_chaos_kinds_harness.py``, ``KindCounts``): completed, failed, stuck (not ended), duplicated
+effects (a line more than once in its file), lost work (a completed task or graph whose lines are
+not each in the file exactly once, a session or node recorded as completed without its line, a
+child session's durable record broken) and replay failures of the tasks', graphs' and child
+sessions' histories. Progress goes to stdout, then a table per kind; run artefacts (server and
+worker logs, scripts, workspaces, database, histories) stay under ``--workdir`` (default: a new
+temporary directory). The last line is exactly
+
+    chaos_kinds tasks=N graphs=M kills=K server_restarts=R task_duplicates=.. task_lost=.. task_stuck=.. graph_duplicates=.. graph_lost=.. graph_stuck=.. replay_failures=..
+
+Exit status 0 when every duplicate, lost, stuck and replay-failure count is zero, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from bench._chaos_kinds_harness import KindCounts, KindsReport, run_chaos_kinds
+from bench._cli import print_progress, quiet_sdk_logs
+
+__all__ = ["KindCounts", "KindsReport", "main", "run_chaos_kinds"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.chaos_kinds", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--tasks", type=int, default=10, help="autonomous tasks to run, 2 or 3 sessions each (default 10)")
+    parser.add_argument("--graphs", type=int, default=10, help="task graphs to run, 3 or 4 nodes each (default 10)")
+    parser.add_argument("--kills", type=int, default=40, help="SIGKILLs of the worker's process group (default 40)")
+    parser.add_argument("--server-restarts", type=int, default=2, help="stops (SIGKILL or SIGTERM) and starts of the Temporal server (default 2)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the scripts, start times and kill moments (default 1)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the run directory goes (default: a new temporary directory)")
+    parser.add_argument(
+        "--deadline", type=float, default=None,
+        help="overall bound in seconds (default: 180 + 4 per kill + 20 per restart + 3 per task or graph)",
+    )
+    parser.add_argument(
+        "--risk", default="effectful",
+        help="risk class of chaos.append (default effectful; idempotent: no effect ledger, expect duplicates)",
+    )
+    parser.add_argument(
+        "--fork-workers", action="store_true",
+        help="fork each worker from a process with its modules imported (less CPU) instead of a fresh interpreter",
+    )
+    args = parser.parse_args(argv)
+    quiet_sdk_logs()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agentrt-chaos-kinds-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    report = asyncio.run(
+        run_chaos_kinds(
+            tasks=args.tasks,
+            graphs=args.graphs,
+            kills=args.kills,
+            server_restarts=args.server_restarts,
+            seed=args.seed,
+            workdir=workdir,
+            deadline_seconds=args.deadline,
+            progress=print_progress,
+            fork_workers=args.fork_workers,
+            append_risk=args.risk,
+        )
+    )
+    for problem in report.problems:
+        print(f"problem: {problem}", flush=True)
+    print(report.table(), flush=True)
+    print(report.details(), flush=True)
+    print(report.line(), flush=True)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
