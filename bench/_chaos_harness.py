@@ -798,26 +798,49 @@ class _Chaos:
             self.server.address, "default", [plugin], first_delay=0.2, max_delay=2.0, attempts=60
         )
 
+    # The hooks a harness of other workflow kinds overrides (bench/_chaos_kinds_harness.py).
+
+    def plan(self) -> None:
+        """Decide the work before anything starts."""
+        self.plan_sessions()
+
+    def work(self) -> list[Any]:
+        """What the drivers and operators run: one of each per item."""
+        return list(self.sessions)
+
+    def describe(self) -> str:
+        return f"{self.n_sessions} sessions x {self.turns_per_session} turns"
+
+    def make_client(self) -> AgentClient:
+        """The harness's client (its sessions' owner), once connected."""
+        return AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)
+
+    def finish(self) -> None:
+        """After the teardown, whatever happened: the report's last figures."""
+        self.report.elapsed_seconds = self.elapsed()
+
     async def run(self) -> ChaosReport:
+        """The whole run: server, worker, the chaos loop beside the drivers, then the checks and
+        the replays; the teardown runs whatever happened. Returns ``self.report``."""
         tasks: list[asyncio.Task[Any]] = []
         try:
-            self.plan_sessions()
+            self.plan()
             await asyncio.to_thread(self.snapshot_source)
             await self.start_server()
             self.temporal = await self.connect()
-            self.client = AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)
             self.store = await asyncio.to_thread(Store.open, self.store_url)
+            self.client = self.make_client()
             if self.fork_workers:
                 self.forks = await WorkerForks.open(self.worker_env(), self.run_dir, self.run_dir / "zygote.log")
                 self.log(f"worker zygote up in {self.forks.startup_seconds:.1f} s; each forked worker waits that long")
             await self.start_worker()
             self.log(
-                f"server {self.server.address}, {self.n_sessions} sessions x {self.turns_per_session} turns, "
+                f"server {self.server.address}, {self.describe()}, "
                 f"{self.target_kills} kills, {self.target_restarts} server restarts, run dir {self.run_dir}"
             )
             watcher = asyncio.create_task(self.watch_worker())
-            operators = [asyncio.create_task(self.operate(s)) for s in self.sessions]
-            drivers = [asyncio.create_task(self.drive(s)) for s in self.sessions]
+            operators = [asyncio.create_task(self.operate(item)) for item in self.work()]
+            drivers = [asyncio.create_task(self.drive(item)) for item in self.work()]
             chaos = asyncio.create_task(self.chaos_loop())
             tasks = [watcher, *operators, *drivers, chaos]
             await asyncio.gather(chaos, *drivers)
@@ -843,7 +866,7 @@ class _Chaos:
             await self.stop_server("SIGTERM")
             if self.store is not None:
                 self.store.close()
-            self.report.elapsed_seconds = self.elapsed()
+            self.finish()
         return self.report
 
 

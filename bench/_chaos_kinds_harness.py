@@ -525,62 +525,32 @@ class _KindsChaos(_Chaos):
 
     # ------------------------------------------------------------ the run
 
-    async def run(self) -> KindsReport:  # type: ignore[override]
-        tasks: list[asyncio.Task[Any]] = []
-        try:
-            self.plan_runs()
-            await asyncio.to_thread(self.snapshot_source)
-            await self.start_server()
-            self.temporal = await self.connect()
-            self.store = await asyncio.to_thread(Store.open, self.store_url)
-            self.client = AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER, store=self.store)
-            if self.fork_workers:
-                from bench._chaos_zygote import WorkerForks
+    def plan(self) -> None:
+        self.plan_runs()
 
-                self.forks = await WorkerForks.open(self.worker_env(), self.run_dir, self.run_dir / "zygote.log")
-                self.log(f"worker zygote up in {self.forks.startup_seconds:.1f} s; each forked worker waits that long")
-            await self.start_worker()
-            self.log(
-                f"server {self.server.address}, {self.n_tasks} tasks, {self.n_graphs} graphs, "
-                f"{self.target_kills} kills, {self.target_restarts} server restarts, run dir {self.run_dir}"
-            )
-            watcher = asyncio.create_task(self.watch_worker())
-            operators = [asyncio.create_task(self.operate(r)) for r in self.runs]
-            drivers = [asyncio.create_task(self.drive(r)) for r in self.runs]
-            chaos = asyncio.create_task(self.chaos_loop())
-            tasks = [watcher, *operators, *drivers, chaos]
-            await asyncio.gather(chaos, *drivers)
-            self.log("chaos over and every run ended or timed out; settling")
-            async with self.ops:
-                if self.worker is None or self.worker.returncode is not None:
-                    await self.start_worker()
-            await self.settle()
-            for task in operators:
-                task.cancel()
-            await self.check()
-            await self.replay()
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if self.worker is not None and self.worker.returncode is None:
-                await self._kill(self.worker)
-            if self.worker_reader is not None:
-                await asyncio.gather(self.worker_reader, return_exceptions=True)
-            if self.forks is not None:
-                await self.forks.close()
-            await self.stop_server("SIGTERM")
-            if self.store is not None:
-                self.store.close()
-            chaos_report = self.report
-            self.kinds.kills = chaos_report.kills
-            self.kinds.server_restarts = chaos_report.server_restarts
-            self.kinds.kill_phases = dict(chaos_report.kill_phases)
-            self.kinds.worker_starts = chaos_report.worker_starts
-            self.kinds.worker_exits = chaos_report.worker_exits
-            self.kinds.reconnect_failures = chaos_report.reconnect_failures
-            self.kinds.problems = list(chaos_report.problems)
-            self.kinds.elapsed_seconds = self.elapsed()
+    def work(self) -> list[Any]:
+        return list(self.runs)
+
+    def describe(self) -> str:
+        return f"{self.n_tasks} tasks, {self.n_graphs} graphs"
+
+    def make_client(self) -> AgentClient:
+        return AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER, store=self.store)
+
+    def finish(self) -> None:
+        chaos_report = self.report
+        self.kinds.kills = chaos_report.kills
+        self.kinds.server_restarts = chaos_report.server_restarts
+        self.kinds.kill_phases = dict(chaos_report.kill_phases)
+        self.kinds.worker_starts = chaos_report.worker_starts
+        self.kinds.worker_exits = chaos_report.worker_exits
+        self.kinds.reconnect_failures = chaos_report.reconnect_failures
+        self.kinds.problems = list(chaos_report.problems)
+        self.kinds.elapsed_seconds = self.elapsed()
+
+    async def run(self) -> KindsReport:  # type: ignore[override]
+        """The chaos harness's run over tasks and graphs; the per-kind report."""
+        await super().run()
         return self.kinds
 
 

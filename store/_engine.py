@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -115,28 +114,34 @@ def _guard_file(engine: Engine, path: Path) -> None:
     """Raise ``StoreFileChanged`` at every checkout of a connection once the file the engine's
     first connection opened is gone or another file has its name (another inode): a pooled
     connection would go on with the unlinked file, and a new one would open the other file or
-    create an empty one, so readers would see a shorter transcript, or another store's."""
+    create an empty one, so readers would see a shorter transcript, or another store's. Once
+    raised, it is raised at every later checkout (a new file could be given the old inode).
+
+    The engine keeps no descriptor of its own on the file: closing one would drop every POSIX
+    lock the process's SQLite connections hold on it (sqlite.org/howtocorrupt.html, 2.2)."""
     opened: list[tuple[int, int]] = []  # (device, inode) of the file the first connection opened
+    changed: list[str] = []  # how it changed, once seen
 
     @event.listens_for(engine, "connect")
     def _remember(_dbapi_conn: Any, _record: Any) -> None:
         if not opened:
-            # Held open while the engine lives, so the file's inode cannot be reused by a new file.
-            held = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            weakref.finalize(engine, os.close, held)
-            found = os.fstat(held)
+            found = os.stat(path)
             opened.append((found.st_dev, found.st_ino))
 
     @event.listens_for(engine, "checkout")
     def _check(_dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
         if not opened:
             return
-        try:
-            found = os.stat(path)
-        except FileNotFoundError:
-            raise StoreFileChanged(str(path), "deleted") from None
-        if (found.st_dev, found.st_ino) != opened[0]:
-            raise StoreFileChanged(str(path), "replaced")
+        if not changed:
+            try:
+                found = os.stat(path)
+            except FileNotFoundError:
+                changed.append("deleted")
+            else:
+                if (found.st_dev, found.st_ino) != opened[0]:
+                    changed.append("replaced")
+        if changed:
+            raise StoreFileChanged(str(path), changed[0])
 
 
 def upgrade(engine: Engine) -> None:

@@ -8,7 +8,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from agentrt.worker import free_port
 
@@ -66,3 +69,14 @@ class PrivatePostgres:
         if (self.data / "postmaster.pid").exists():
             self.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivatePostgres]:
+    """A started ``PrivatePostgres``, closed after the test (import it into a test module to use it)."""
+    server = PrivatePostgres()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()

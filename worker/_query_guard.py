@@ -156,13 +156,10 @@ class _GuardedInstance(WorkflowInstance):
             "they were never recorded; evicting the run so that the task replays it from history",
             info.workflow_id, act.run_id, act.history_length, least,
         )
-        completion = WorkflowActivationCompletion(run_id=act.run_id)
-        completion.failed.failure.message = (
-            f"{TASK_BEHIND_RUN} the run made commands its history does not hold (it ran ahead of its workflow task); "
-            "the worker dropped its copy of the run, the task is retried from history"
+        return _failed(
+            act, f"{TASK_BEHIND_RUN} the run made commands its history does not hold (it ran ahead of its workflow task); "
+            "the worker dropped its copy of the run, the task is retried from history",
         )
-        completion.failed.failure.application_failure_info.SetInParent()
-        return completion
 
     def _refuse(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         info = self.instance.get_info()
@@ -172,13 +169,10 @@ class _GuardedInstance(WorkflowInstance):
             info.workflow_id,
             act.run_id,
         )
-        completion = WorkflowActivationCompletion(run_id=act.run_id)
-        completion.failed.failure.message = (
-            f"{QUERY_RAN_AHEAD} the query reached the worker before a workflow task it waits behind; "
-            "the worker dropped its copy of the run, ask again"
+        return _failed(
+            act, f"{QUERY_RAN_AHEAD} the query reached the worker before a workflow task it waits behind; "
+            "the worker dropped its copy of the run, ask again",
         )
-        completion.failed.failure.application_failure_info.SetInParent()
-        return completion
 
     def get_serialization_context(self, command_info):  # type: ignore[no-untyped-def]
         return self.instance.get_serialization_context(command_info)
@@ -191,6 +185,14 @@ class _GuardedInstance(WorkflowInstance):
 
     def get_thread_id(self) -> int | None:
         return self.instance.get_thread_id()
+
+
+def _failed(act: WorkflowActivation, message: str) -> WorkflowActivationCompletion:
+    """A failed completion of ``act``: core fails its task (or query) and evicts the run."""
+    completion = WorkflowActivationCompletion(run_id=act.run_id)
+    completion.failed.failure.message = message
+    completion.failed.failure.application_failure_info.SetInParent()
+    return completion
 
 
 def _recorded_commands(completion: WorkflowActivationCompletion) -> int:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from bench import soak
-from bench._long_stream_clients import Tally
+from bench.soak import Tally
 
 
 def sample(minute: float, worker_rss: float, children: int = 0) -> soak.Sample:

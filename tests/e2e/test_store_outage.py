@@ -11,26 +11,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from tests._private_pg import PrivatePostgres
+from tests._private_pg import PrivatePostgres, private_pg  # noqa: F401 - the fixture
 from tests.cli.test_cli_process import user_env
 from tests.e2e._support import write_script
 
 OUTAGE_SECONDS = 25  # longer than a model call's nine attempts take when each fails at once
 BOUND = 240  # seconds: only so that a broken run fails the test instead of hanging it
-
-
-@pytest.fixture
-def private_pg():  # type: ignore[no-untyped-def]
-    server = PrivatePostgres()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
 
 
 async def test_agentrt_run_waits_out_a_stopped_postgresql_and_the_turn_completes_once(

@@ -4,24 +4,11 @@ its stream and gets every item written before and after the outage, once each, i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-
-import pytest
 
 from agentrt.gateway._stream import StreamHub
 from agentrt.store import Store
-from tests._private_pg import PrivatePostgres
+from tests._private_pg import PrivatePostgres, private_pg  # noqa: F401 - the fixture
 from tests.gateway.test_stream import SID, Events, ids, rest, take
-
-
-@pytest.fixture
-def private_pg() -> Iterator[PrivatePostgres]:
-    server = PrivatePostgres()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
 
 
 async def test_a_stream_waits_out_a_stopped_store_and_carries_on(private_pg: PrivatePostgres) -> None:

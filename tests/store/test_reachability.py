@@ -67,3 +67,19 @@ def test_a_sqlite_file_deleted_or_replaced_under_a_store_is_a_clear_error_and_ne
         assert unreachable_reason(err.value) is None  # not waited out: nothing will bring it back
         with pytest.raises(StoreFileChanged):
             store.append_deltas("s1", "t1", 1, 1, ["lost"], 1)
+
+
+def test_the_file_guard_keeps_no_descriptor_of_its_own_on_the_database(tmp_path: Path) -> None:
+    """Closing a second descriptor on a SQLite file drops every POSIX lock the process holds on it
+    (sqlite.org/howtocorrupt.html, 2.2): only SQLite's own connection may have the file open."""
+    import os
+
+    from agentrt.store import Store
+
+    path = tmp_path / "agentrt.db"
+    with Store.open(f"sqlite:///{path}") as store:
+        store.deltas("s1")
+        with store.engine.connect():
+            open_on_file = [fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)]
+            pool = store.engine.pool
+            assert len(open_on_file) == pool.checkedin() + pool.checkedout(), open_on_file  # type: ignore[attr-defined]
