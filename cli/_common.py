@@ -22,6 +22,7 @@ from agentrt.client import AgentClient, Patience, StoreWait, start_failure
 from agentrt.cli._render import QUIET_LIVE_EVENTS, event_line, printable, usage_text
 from agentrt.cli._runtime import Runtime
 from agentrt.schemas import (
+    ActivityWait,
     AgentrtError,
     AssistantMessageCompleted,
     Budget,
@@ -29,6 +30,7 @@ from agentrt.schemas import (
     PermissionRequested,
     RequestRejected,
     ServerUnavailable,
+    SessionNotFound,
     SessionStuck,
     TurnEnded,
     TurnOutcome,
@@ -240,38 +242,25 @@ async def next_events(client: AgentClient, session_id: str, since_seq: int, pati
 
 
 async def retry_lines(client: AgentClient, session_id: str) -> list[tuple[tuple[str, int], str]]:
-    """The session's activities being retried, each as ``((activity id, attempt), line)`` with
-    ``line`` = ``retrying provider.complete (attempt 3 of 9, after 2 s): <last error>``; empty
-    when none is (or the server does not answer)."""
+    """The session's activities that wait for the store or are being retried (``sessions.waits``),
+    each as ``((activity id, attempt), line)``: ``retrying provider.complete (attempt 3 of 9, after
+    2 s): <last error>`` or ``provider.complete waits for the store (since 12:00:01 UTC): <why>``;
+    empty when none does (or the server does not answer)."""
     try:
-        description = await client.temporal.get_workflow_handle(session_workflow_id(session_id)).describe()
-    except RPCError:
+        waits = await client.sessions.waits(session_id)
+    except (RPCError, SessionNotFound):  # not visible yet, or the server is away: nothing to say now
         return []
-    lines = []
-    for pending in description.raw_description.pending_activities:
-        if pending.attempt <= 1 or not pending.last_failure.message:
-            continue
-        of = f" of {pending.maximum_attempts}" if pending.maximum_attempts else ""
-        after = ""
-        interval = pending.current_retry_interval.ToTimedelta().total_seconds() if pending.HasField("current_retry_interval") else 0
-        if 0 < interval < 86_400:  # the server sends no sensible interval for an attempt that timed out
-            after = f", after {round(interval, 1):g} s"
-        message = await _failure_message(client, pending.last_failure)
-        line = f"retrying {pending.activity_type.name} (attempt {pending.attempt}{of}{after}): {message[:300]}"
-        lines.append(((pending.activity_id, pending.attempt), line))
-    return lines
+    return [((wait.activity_id, wait.attempt), wait_line(wait)) for wait in waits]
 
 
-async def _failure_message(client: AgentClient, failure: Any) -> str:
-    """``failure``'s message, decrypted when the payload codec encoded it (history then says ``Encoded failure``)."""
-    if not failure.HasField("encoded_attributes"):
-        return failure.message
-    copy = type(failure)()
-    copy.CopyFrom(failure)
-    try:
-        return str(await client.temporal.data_converter.decode_failure(copy))
-    except Exception:  # a key this client lacks: show what history holds
-        return failure.message
+def wait_line(wait: ActivityWait) -> str:
+    """One line for an ``ActivityWait`` (``retry_lines``)."""
+    if wait.kind == "store_unavailable":
+        since = f" (since {wait.since:%H:%M:%S} UTC)" if wait.since is not None else ""
+        return f"{wait.activity} (attempt {wait.attempt}) waits for the store{since}: {wait.message}"
+    of = f" of {wait.maximum_attempts}" if wait.maximum_attempts else ""
+    after = f", after {wait.retry_in:g} s" if wait.retry_in else ""
+    return f"retrying {wait.activity} (attempt {wait.attempt}{of}{after}): {wait.message}"
 
 
 async def session_closed(client: AgentClient, session_id: str) -> bool:
@@ -284,7 +273,7 @@ async def session_closed(client: AgentClient, session_id: str) -> bool:
 
 
 async def report_retries(client: AgentClient, session_id: str, reported: set[tuple[str, int]], out: Any) -> None:
-    """Print each failed attempt of a pending activity once (``retry_lines``)."""
+    """Print each wait for the store and each failed attempt of a pending activity once (``retry_lines``)."""
     for key, line in await retry_lines(client, session_id):
         if key not in reported:
             reported.add(key)

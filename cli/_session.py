@@ -18,8 +18,8 @@ from agentrt.cli._common import (
     drive_turn,
     load_config,
     print_outcome,
-    retry_lines,
     run_command,
+    wait_line,
 )
 from agentrt.cli._doctor import stuck_session_error
 from agentrt.cli._output import output_attempts_option, output_schema_option, output_spec
@@ -69,14 +69,13 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
     async def go() -> int:
         async with _session_runtime(config) as rt:
             try:
-                view = await rt.client.state(session_id)
+                view = await rt.client.state(session_id, waits=True)
             except (RPCError, RequestRejected, SessionStuck):  # a query fails while the workflow task does
                 problem = await failing_workflow_task(rt.client.temporal, session_workflow_id(session_id))
                 if problem is None:
                     raise
                 typer.echo(stuck_session_error(session_id, problem), err=True)
                 return 1
-            retries = [] if as_json else await retry_lines(rt.client, session_id)
         if as_json:
             typer.echo(view.model_dump_json())
             return 0
@@ -107,8 +106,8 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         typer.echo(f"history   run {view.run}; events from seq {view.first_seq_in_run} held by this run, {view.last_seq} in all")
         for r in view.pending_approvals:
             typer.echo(pending_request_line(view.session_id, r))
-        for _, line in retries:
-            typer.echo(f"retry     {line}")
+        for wait in view.waits:
+            typer.echo(f"{'retry' if wait.kind == 'retrying' else 'store':<9} {wait_line(wait)}")
         return 0
 
     raise typer.Exit(run_command(go))

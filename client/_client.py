@@ -47,7 +47,7 @@ class AgentClient:
 
     - ``sessions``: ``new_config``, ``start``, ``start_and_wait``, ``send``, ``send_and_wait``,
       ``wait``, ``cancel``, ``archive``, ``pause``, ``resume``, ``state``, ``switch_model``,
-      ``raise_budget``, ``compact``, ``events``, ``all_events``, ``follow``, ``deltas``, ``list``;
+      ``raise_budget``, ``compact``, ``events``, ``all_events``, ``follow``, ``deltas``, ``list``, ``waits``;
     - ``decisions``: ``approve``, ``deny``, ``reconcile``, ``questions``, ``answer``;
     - ``memories``: ``list``, ``decide``, ``forget``; ``trajectories``: ``get``;
     - ``tasks``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``pause``, ``resume``,

@@ -26,7 +26,9 @@ from agentrt.client._session_handlers import SessionHandlers
 from agentrt.client._store_wait import StoreWait
 from agentrt.client._turns import update_failure_cause as _cause
 from agentrt.client._turns import outcome_from_store, wait_for_turn
+from agentrt.client._waits import activity_waits
 from agentrt.schemas import (
+    ActivityWait,
     ArchiveInput,
     Budget,
     CancelTurnInput,
@@ -279,14 +281,28 @@ class Sessions:
             session_id, "resume", SessionHandlers.resume, PauseInput(principal=self._connection.principal, reason=reason)
         )
 
-    async def state(self, session_id: str) -> SessionStateView:
+    async def state(self, session_id: str, *, waits: bool = False) -> SessionStateView:
+        """The session's ``SessionStateView`` (its ``state`` query). With ``waits``, also its
+        running activities that wait for the store or are being retried (``view.waits``, from one
+        more server call: ``waits``). Raises ``SessionNotFound`` for a session the caller may not see."""
         await self._calls.check_visible(session_id)
         try:
-            return await query_workflow(self._calls.handle(session_id), SessionHandlers.state)
+            view = await query_workflow(self._calls.handle(session_id), SessionHandlers.state)
         except RPCError as err:
             raise self._calls.error(session_id, err) from err
         except WorkflowQueryFailedError as err:
             raise query_failed(session_id, "state", err) from err
+        if waits:
+            view.waits = await activity_waits(self._connection.temporal, session_workflow_id(session_id))
+        return view
+
+    async def waits(self, session_id: str) -> list[ActivityWait]:
+        """The session's running model, tool and store calls that wait for the store (an attempt met a
+        store that does not answer: ``kind`` ``store_unavailable``, since when) or are being retried
+        (``retrying``, the last failure), read from its workflow's description: the session itself
+        cannot know. Empty when none does. Raises ``SessionNotFound`` for a session the caller may not see."""
+        await self._calls.check_visible(session_id)
+        return await activity_waits(self._connection.temporal, session_workflow_id(session_id))
 
     async def switch_model(self, session_id: str, profile: str) -> SwitchModelResult:
         """Switch the session to ``profile`` once the active and queued turns are done; waits for it.

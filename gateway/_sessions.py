@@ -100,10 +100,14 @@ def session_routes() -> APIRouter:
         await gateway.watch("session", started.session_id, caller.principal)
         return SessionCreated(session_id=started.session_id, turn_id=started.turn_id, workflow_id=started.workflow_id)
 
-    @router.get("/{session_id}", response_model=SessionStateView, summary="Read a session's state")
+    @router.get(
+        "/{session_id}", response_model=SessionStateView, summary="Read a session's state",
+        description="Its status, turns, approvals, usage and context; `waits` lists its running calls that wait for "
+        "the store or are being retried (read from its workflow's description).",
+    )
     async def get_session(request: Request, session_id: SessionId, caller: SessionsCaller) -> Any:
         await visible_session(request, caller, session_id)
-        return await caller.client.state(session_id)
+        return await caller.client.state(session_id, waits=True)
 
     @router.post("/{session_id}/messages", status_code=202, response_model=MessageQueued, summary="Send a message")
     async def send_message(

@@ -8,9 +8,16 @@ from typing import Literal
 from agentrt.schemas._base import Model
 
 __all__ = [
+    "STORE_UNAVAILABLE",
+    "ActivityWait",
+    "ActivityWaitKind",
     "StuckCause",
     "StuckWorkflow",
 ]
+
+# The type of the retryable ``ApplicationError`` an activity attempt raises after it waited out a
+# store that did not answer, and the word that opens the heartbeat it sends while it waits.
+STORE_UNAVAILABLE = "StoreUnavailable"
 
 # Why a workflow task fails: ``nondeterminism`` (the code replaying the history issues other
 # commands than those recorded, ``[TMPRL1100]``), ``bad_update_message`` (the worker answered an
@@ -41,3 +48,30 @@ class StuckWorkflow(Model):
     cause: StuckCause
     message: str
     hint: str
+
+
+# What a running activity waits for: ``store_unavailable`` (its attempt met a store that does not
+# answer and waits, heartbeating, until it does), ``retrying`` (an earlier attempt failed; the
+# message is that failure's).
+ActivityWaitKind = Literal["store_unavailable", "retrying"]
+
+
+class ActivityWait(Model):
+    """A pending activity of a workflow (a model call, a tool call) that is not simply running: read
+    from outside, from the workflow's description (its pending activities' attempts, last failure
+    and last heartbeat), so it is seen while the workflow itself cannot know.
+
+    ``activity``: its type (``provider.complete``); ``attempt``: the attempt under way (1 is the
+    first); ``maximum_attempts``: its retry policy's bound (None: unbounded). ``message``: for
+    ``store_unavailable`` the store's address and why it does not answer, for ``retrying`` the last
+    failure's text. ``since``: when the store wait began (None for ``retrying``). ``retry_in``:
+    seconds until the next attempt, when the server says (``retrying`` only)."""
+
+    activity: str
+    activity_id: str
+    kind: ActivityWaitKind
+    attempt: int
+    maximum_attempts: int | None = None
+    message: str
+    since: datetime | None = None
+    retry_in: float | None = None

@@ -15,6 +15,7 @@ from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
 from agentrt.schemas._config import SessionConfig
 from agentrt.schemas._context import ContextState, ProfileInfo
 from agentrt.schemas._events import Event
+from agentrt.schemas._health import ActivityWait
 from agentrt.schemas._mcp import ElicitationAnswer
 from agentrt.schemas._memory import MemoryProposal
 from agentrt.schemas._messages import PositionedMessage, ToolSpec, Usage
@@ -428,4 +429,7 @@ class SessionStateView(Model):
     remaining: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
     # While the session is paused (status ``paused``): who paused it, why and since when.
     paused: PauseState | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Its running activities that wait for the store or are being retried (``AgentClient.state(...,
+    # waits=True)`` and the gateway fill it in from the workflow's description; the query leaves it empty).
+    waits: list[ActivityWait] = Field(default_factory=list, exclude_if=lambda v: not v)
 

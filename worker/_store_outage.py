@@ -24,16 +24,23 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from agentrt.activities import WORKER_PROCESS
+from agentrt.schemas import STORE_UNAVAILABLE
 from agentrt.store import Store, unreachable_reason
 
-__all__ = ["STORE_UNAVAILABLE", "StoreOutageInterceptor", "store_unreachable_in"]
+__all__ = ["STORE_UNAVAILABLE", "StoreOutageInterceptor", "store_unreachable_in", "store_wait_detail"]
 
 log = logging.getLogger("agentrt.worker")
-
-STORE_UNAVAILABLE = "StoreUnavailable"  # the ApplicationError's type
 PROBE_SECONDS = 1.0  # between two probes of the store (and two heartbeats)
 MARGIN_SECONDS = 2.0  # the wait ends this long before the attempt's start-to-close bound
 MAX_WAIT_SECONDS = 300.0  # an attempt without a start-to-close bound waits at most this long
+
+
+def store_wait_detail(since: datetime, url: str, reason: str) -> str:
+    """The second detail of a heartbeat sent while an attempt waits for the store (the first names
+    the worker process, ``WORKER_PROCESS``, for the retry to read): ``StoreUnavailable since
+    <ISO 8601 UTC>: the store does not answer at <url>: <reason>``. ``AgentClient.waits`` reads it."""
+    return f"{STORE_UNAVAILABLE} since {since.isoformat()}: the store does not answer at {url}: {reason}"
 
 
 def store_unreachable_in(err: BaseException) -> str | None:
@@ -74,13 +81,13 @@ class _StoreOutageInbound(ActivityInboundInterceptor):
         info = activity.info()
         url = self._store.engine.url.render_as_string(hide_password=True)
         log.warning("%s (attempt %d) met a store that does not answer at %s: %s; waiting for it", info.activity_type, info.attempt, url, reason)
-        waited, answered = await self._wait(info, reason)
+        waited, answered = await self._wait(info, store_wait_detail(datetime.now(timezone.utc), url, reason))
         after = f"it answered again after {waited:.1f} s" if answered else f"it still did not after {waited:.1f} s"
         raise ApplicationError(f"the store does not answer at {url}: {reason}; {after}", type=STORE_UNAVAILABLE) from None
 
-    async def _wait(self, info: activity.Info, reason: str) -> tuple[float, bool]:
-        """Probe the store every ``PROBE_SECONDS``, heartbeating, until it answers or the attempt's
-        bound is near: (seconds waited, whether it answered)."""
+    async def _wait(self, info: activity.Info, detail: str) -> tuple[float, bool]:
+        """Probe the store every ``PROBE_SECONDS``, heartbeating ``(WORKER_PROCESS, detail)``, until it
+        answers or the attempt's bound is near: (seconds waited, whether it answered)."""
         loop = asyncio.get_running_loop()
         began = loop.time()
         limit = MAX_WAIT_SECONDS
@@ -88,7 +95,7 @@ class _StoreOutageInbound(ActivityInboundInterceptor):
             used = (datetime.now(timezone.utc) - info.started_time).total_seconds()
             limit = min(limit, info.start_to_close_timeout.total_seconds() - used - MARGIN_SECONDS)
         while loop.time() - began < limit:
-            activity.heartbeat(f"{STORE_UNAVAILABLE}: {reason}")
+            activity.heartbeat(WORKER_PROCESS, detail)
             await asyncio.sleep(min(PROBE_SECONDS, max(0.0, limit - (loop.time() - began))))
             if await asyncio.to_thread(self._answers):
                 return loop.time() - began, True

@@ -210,6 +210,12 @@ async def test_session_state_shows_a_call_being_retried_with_its_cause(
     line = next(l for l in result.stdout.splitlines() if l.startswith("retry "))
     assert re.search(r"retrying provider\.complete \(attempt \d+ of 9", line)
     assert f"{closed_port_url}/v1/chat/completions failed: ConnectError" in line
+    # The same, typed, for a program: the state's waits and the client's.
+    shown = json.loads((await agentrt(harness, "session", "state", sid, "--json", cwd=tmp_path)).stdout)
+    assert [(w["activity"], w["kind"]) for w in shown["waits"]] == [("provider.complete", "retrying")]
+    waits = await harness.client.sessions.waits(sid)
+    assert [(w.activity, w.kind, w.maximum_attempts) for w in waits] == [("provider.complete", "retrying", 9)]
+    assert "ConnectError" in waits[0].message and waits[0].attempt >= 2
     await harness.client.cancel(sid)
 
 

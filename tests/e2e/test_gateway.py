@@ -21,6 +21,7 @@ import pytest
 from httpx_sse import ServerSentEvent, aconnect_sse
 
 from agentrt.client import AgentClient, WebhookDispatcher, create_app
+from agentrt.schemas import ModelProfile
 from agentrt.worker import GatewayConfig, GatewayToken, token_sha256
 from tests.gateway.test_gateway import assert_problem, serving
 from tests.gateway.test_webhooks import Receiver, Target
@@ -98,6 +99,24 @@ async def pending_request(http: httpx.AsyncClient, session_id: str) -> dict[str,
 
 
 # ---------------------------------------------------------------- sessions
+
+
+async def test_a_session_s_state_shows_its_model_call_being_retried_with_the_cause(
+    harness: Harness, http: httpx.AsyncClient, closed_port_url: str
+) -> None:
+    harness.config.profiles["down"] = ModelProfile(name="down", provider="openai", model="m", base_url=f"{closed_port_url}/v1")
+    body = {"text": "hello?", "workspace": "ws", "profile": "down"}
+    response = await http.post("/v1/sessions", json=body, headers=auth("alice"))
+    assert response.status_code == 201, response.text
+    sid = response.json()["session_id"]
+    harness.session_ids.append(sid)
+
+    state = await until(http, f"/v1/sessions/{sid}", lambda s: bool(s.get("waits")), timeout=90)
+
+    [wait] = state["waits"]
+    assert (wait["activity"], wait["kind"], wait["maximum_attempts"]) == ("provider.complete", "retrying", 9)
+    assert wait["attempt"] >= 2 and "ConnectError" in wait["message"]
+    await http.post(f"/v1/sessions/{sid}/cancel", headers=auth("alice"))
 
 
 async def test_a_session_s_approval_granted_over_http_lets_its_turn_complete(

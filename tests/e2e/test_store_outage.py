@@ -1,5 +1,6 @@
 """The store goes away mid-turn (PostgreSQL stopped): `agentrt run` says so, waits and carries on,
-and the turn completes once; the model call that met the outage spends one attempt
+the session's state shows its model call waiting for the store (``sessions.waits``), and the turn
+completes once; the model call that met the outage spends one attempt
 (worker/_store_outage.py), not one per retry while it lasts (a 25 s outage spent 7 of its 9)."""
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+
+from agentrt.client import AgentClient
+from agentrt.schemas import ActivityWait
+from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
 from tests._private_pg import PrivatePostgres, private_pg  # noqa: F401 - the fixture
 from tests.cli.test_cli_process import user_env
@@ -47,8 +52,17 @@ async def test_agentrt_run_waits_out_a_stopped_postgresql_and_the_turn_completes
         line = (await asyncio.wait_for(process.stdout.readline(), BOUND)).decode()
         assert line, "".join(seen)
         seen.append(line)
+    session_id = re.search(r"^session (\S+) \(workflow", "".join(seen), re.MULTILINE).group(1)  # type: ignore[union-attr]
+    config = AgentrtConfig.load(env=env)  # the user's: its codec keys decode what the worker heartbeats
+    temporal = await Client.connect(temporal_server.address, plugins=[AgentrtClientPlugin(config)])
+    client = AgentClient.for_config(temporal, config, principal="alice")
     await asyncio.to_thread(private_pg.stop)
-    await asyncio.sleep(OUTAGE_SECONDS)
+    stopped = asyncio.get_running_loop().time()
+    waits: list[ActivityWait] = []
+    while not waits and asyncio.get_running_loop().time() - stopped < OUTAGE_SECONDS - 1:
+        await asyncio.sleep(0.5)
+        waits = [w for w in await client.sessions.waits(session_id) if w.kind == "store_unavailable"]
+    await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (asyncio.get_running_loop().time() - stopped)))
     await asyncio.to_thread(private_pg.start)
     stdout, stderr = await asyncio.wait_for(process.communicate(), BOUND)
     out, err = "".join(seen) + stdout.decode(), stderr.decode()
@@ -60,9 +74,13 @@ async def test_agentrt_run_waits_out_a_stopped_postgresql_and_the_turn_completes
     assert (workspace / "once.txt").read_text() == "one\n"
     retries = [line for line in out.splitlines() if "retrying provider.complete" in line]
     assert all("StoreUnavailable: the store does not answer" in line for line in retries), retries
+    # While the store was away, the session's state said its model call waited for it (typed).
+    assert [(w.activity, w.attempt) for w in waits] == [("provider.complete", 1)], waits
+    assert f"the store does not answer at {url}" in waits[0].message and waits[0].since is not None
+    # Once it is back, nothing waits.
+    assert await client.sessions.waits(session_id) == []
     # The model call that met the outage spent one attempt on it: its second one answered.
-    session_id = re.search(r"^session (\S+) \(workflow", out, re.MULTILINE).group(1)  # type: ignore[union-attr]
-    history = await (await Client.connect(temporal_server.address)).get_workflow_handle(f"session-{session_id}").fetch_history()
+    history = await temporal.get_workflow_handle(f"session-{session_id}").fetch_history()
     scheduled = {
         e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
         for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
