@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,6 +193,8 @@ class Soak:
         self.report = Report(minutes=args.minutes, sessions=args.sessions)
         self.began = time.monotonic()
         self.completed: dict[str, int] = {}  # session -> turns completed
+        self.ids: list[str] = []  # the sessions, once run has named them
+        self.turn_ends: list[float] = []  # seconds since the start at which each turn completed
         self.followers: list[asyncio.Task[None]] = []
         self.worker_ready = asyncio.Event()  # cleared while a killed worker's successor starts
         self.worker_ready.set()
@@ -238,9 +241,14 @@ class Soak:
             else:
                 self.completed[session_id] = number
                 self.report.turns += 1
+                self.turn_ends.append(self.elapsed())
                 if number == 1:
                     self.follow(session_id, rng)
             await asyncio.sleep(rng.uniform(0.5, 1.5) * self.args.think)
+
+    async def disrupt(self) -> None:
+        """What goes wrong while the sessions run (cancelled when they stop): here, ``kills``."""
+        await self.kills()
 
     async def kills(self) -> None:
         while True:
@@ -304,7 +312,8 @@ class Soak:
     async def run(self) -> Report:
         rng = random.Random(self.args.seed)
         ids = [f"soak-{i:03d}-{uuid.uuid4().hex[:6]}" for i in range(self.args.sessions)]
-        background = [asyncio.create_task(self.sampling()), asyncio.create_task(self.kills())]
+        self.ids = ids
+        background = [asyncio.create_task(self.sampling()), asyncio.create_task(self.disrupt())]
         try:
             await asyncio.gather(*(self.session(sid, random.Random(rng.random())) for sid in ids))
         finally:
@@ -325,7 +334,9 @@ class Soak:
         return self.report
 
 
-async def run_soak(args: argparse.Namespace) -> Report:
+async def run_soak(args: argparse.Namespace, make: Callable[[argparse.Namespace, Stack, AgentClient], Soak] = Soak) -> Report:
+    """Start the stack, run ``make(args, stack, client)`` (a ``Soak``, or one that goes wrong another
+    way) and return its report; the stack is stopped and its temporary directory removed after."""
     own_dir = not args.workdir
     run_dir = Path(tempfile.mkdtemp(prefix="agentrt-soak-")) if own_dir else Path(args.workdir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -338,7 +349,7 @@ async def run_soak(args: argparse.Namespace) -> Report:
             agent = await AgentClient.connect(config, principal=PRINCIPAL, store=store)
             while not await agent.has_worker():
                 await asyncio.sleep(0.1)
-            return await Soak(args, stack, agent).run()
+            return await make(args, stack, agent).run()
     finally:
         stack.stop()
         if own_dir and not args.keep:
