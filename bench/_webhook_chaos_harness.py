@@ -68,6 +68,7 @@ class WebhookChaosReport:
     """The counts. ``notifications``: owed by the store's event logs; ``missing``: owed ids never
     received; ``duplicated``: one owed notification (a session's event seq, a status change's
     number) received under more than one id; ``unexpected``: ids received that nothing owes;
+    ``unanswered``: requests the receiver took but went down before answering;
     ``failed``: deliveries the dispatcher gave up on; ``unended``: work or watches still open at
     the end. ``repeats``: receiver-side repeats of one id (at least once, documented), split by
     cause: ``repeats_unanswered`` (the receiver went down before answering the earlier one) and
@@ -87,6 +88,7 @@ class WebhookChaosReport:
     failed: int = 0
     unended: int = 0
     rejected: int = 0
+    unanswered: int = 0
     repeats: int = 0
     repeats_unanswered: int = 0
     repeats_answered: int = 0
@@ -316,6 +318,7 @@ class _Run:
         report.notifications = len(owed)
         report.receiver_outages = self.receiver.outages
         report.rejected = self.receiver.rejected
+        report.unanswered = sum(not r.answered for r in receipts)
         by_id: dict[str, list[bool]] = collections.defaultdict(list)
         for receipt in receipts:
             by_id[receipt.id].append(receipt.answered)
@@ -362,6 +365,7 @@ async def run_webhook_chaos(
                 await dispatcher.start()
             run.log("chaos over; waiting for every watch to end and every delivery to be made")
             await run.settle(max(30.0, deadline_seconds - (time.monotonic() - run.started)))
+            run.log("settled: no watch active, no delivery pending (or the bound passed)")
             await dispatcher.stop()
             run.count()
         finally:

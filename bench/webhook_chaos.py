@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for problem in report.problems:
         print("problem:", problem)
-    print(f"received={report.received} rejected={report.rejected}")
+    print(f"received={report.received} unanswered={report.unanswered} rejected={report.rejected}")
     print(report.line(), flush=True)
     return 0 if report.ok else 1
 
