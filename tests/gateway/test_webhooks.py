@@ -1038,6 +1038,36 @@ async def test_a_run_that_records_its_statuses_and_is_terminated_ends_with_termi
     assert changes[-1]["previous_status"] == "executing"
 
 
+async def test_a_new_run_s_empty_log_holds_its_watch_until_its_statuses_arrive_from_the_first(
+    db: Store, client: AgentClient, receivers: Receivers, stand_ins: Callable[..., Any]
+) -> None:
+    receiver = receivers()
+    run_id, _ = await stand_ins("run", "executing")  # its first write is under way: no log yet
+
+    async with dispatcher(db, client, Target(receiver.url), log_wait_seconds=30.0) as d:
+        await d.watch("run", run_id, "alice")
+        assert await d.poll() == 0
+        record_statuses(db, "run", run_id, ["planning", "approved", "executing"])
+        await receiver.wait_for(3)
+
+    assert [r.json["data"]["status"] for r in receiver.requests] == ["planning", "approved", "executing"]
+
+
+async def test_a_run_an_older_build_started_is_read_from_its_search_attribute(
+    db: Store, client: AgentClient, receivers: Receivers, stand_ins: Callable[..., Any]
+) -> None:
+    receiver = receivers()
+    run_id, _ = await stand_ins("run", "executing")
+    old = TaskGraphCreated(seq=1, graph_id=run_id, owner="alice")  # no status_events: it records no status
+    db.record_graph(GraphRecordInput(graph_id=run_id, owner="alice", goal="g", status="executing", events=[old]))
+
+    async with dispatcher(db, client, Target(receiver.url), log_wait_seconds=30.0) as d:
+        await d.watch("run", run_id, "alice")
+        await receiver.wait_for(1)
+
+    assert [(r.json["data"]["status"], r.json["data"]["change"]) for r in receiver.requests] == [("executing", 1)]
+
+
 async def test_a_stranger_cannot_watch_another_principal_s_run_but_an_operator_can(
     db: Store, client: AgentClient, stand_ins: Callable[..., Any]
 ) -> None:
