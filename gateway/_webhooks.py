@@ -210,8 +210,9 @@ class WebhookDispatcher:
         target already watched keeps its watch (and its cursor).
 
         ``since_seq`` (sessions): notify about events after this seq (default 0: every turn end and
-        approval request of the session so far). A task or run is notified first with its current
-        status (``previous_status`` null). Raises ``ConfigurationError`` for an unknown ``kind`` or
+        approval request of the session so far). A task or run is notified of every status it has
+        taken, from its first (``previous_status`` null; one that records no status events: its
+        current status first). Raises ``ConfigurationError`` for an unknown ``kind`` or
         a negative ``since_seq``; ``SessionNotFound`` / ``TaskNotFound`` / ``GraphNotFound`` when no
         such workflow exists or ``principal`` may not read it (a session, task or run is its owner's
         and the operators').
