@@ -25,6 +25,7 @@ from agentrt.schemas import (
     TaskGraphFailed,
     TaskGraphPaused,
     TaskGraphResumed,
+    TaskGraphStatusChanged,
     TaskGraphResult,
     TaskPlanApproved,
     TaskPlanRejected,
@@ -282,6 +283,8 @@ def graph_event_text(event: Event) -> str:
             return "graph paused" + _by(event.principal, event.reason) + "; no node starts, its sessions pause"
         case TaskGraphResumed():
             return "graph resumed" + _by(event.principal, event.reason) + f" after {event.paused_seconds:.1f} s paused"
+        case TaskGraphStatusChanged():
+            return f"status {event.status}" + (f" (was {event.previous})" if event.previous else "")
         case TaskGraphCompleted():
             return f"graph completed · spent {spend_text(event.spend)}"
         case TaskGraphFailed():

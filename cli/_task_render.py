@@ -23,6 +23,7 @@ from agentrt.schemas import (
     AutonomousTaskResumed,
     AutonomousTaskSessionEnded,
     AutonomousTaskSessionStarted,
+    AutonomousTaskStatusChanged,
     AutonomousTaskWaiting,
     AutonomyDecision,
     Event,
@@ -118,6 +119,8 @@ def task_event_text(event: Event) -> str:
         case AutonomousTaskBudgetRaised():
             return f"budget raised by {event.principal}: {event.budget.describe()}; at most {event.max_sessions} session(s)" + (
                 f"; why: {cut(event.reason)}" if event.reason else "")
+        case AutonomousTaskStatusChanged():
+            return f"status {event.status}" + (f" (was {event.previous})" if event.previous else "")
         case AutonomousTaskCompleted():
             return f"completed after {event.sessions} session(s) · spent {spend_text(event.spend)}"
         case AutonomousTaskFailed():

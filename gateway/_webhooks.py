@@ -10,8 +10,10 @@ handled. Each target has its own delivery loop: one that is down or slow delays 
 notifications.
 
 Where the changes are read: a session's events from the store's event projection (no worker
-needed); a task's or run's status from its workflow's ``AgentSessionStatus`` search attribute
-(``describe``, no worker needed), which also tells when it closed otherwise (terminated, timed out).
+needed); a task's or run's statuses from the status events of its event log in the store, every
+one however short it lasted, and from its workflow's description (``describe``) only what that log
+cannot tell: that it closed otherwise (terminated, timed out), or the status of a run whose log
+records none (``gateway/_webhook_status.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 import httpx
-from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.gateway._webhook_delivery import Attempt, http_client, post_once, printable, retry_at
@@ -32,16 +34,13 @@ from agentrt.gateway._webhook_notes import (
     Note,
     approval_requested,
     notification_body,
-    status_changed,
     turn_ended,
     webhook_id,
 )
 from agentrt.gateway._webhook_signing import signed_headers
+from agentrt.gateway._webhook_status import StatusReader
 from agentrt.schemas import (
     SESSION_OWNER,
-    SESSION_STATUS,
-    TERMINAL_GRAPH_STATUSES,
-    TERMINAL_TASK_STATUSES,
     AssistantMessageCompleted,
     ConfigurationError,
     Event,
@@ -76,8 +75,6 @@ CLAIM_BATCH = 1
 MAX_WORKFLOW_ID_BYTES = 1_000
 _NOT_FOUND = {"session": SessionNotFound, "task": TaskNotFound, "run": GraphNotFound}
 _WORKFLOW_ID = {"session": session_workflow_id, "task": task_workflow_id, "run": graph_workflow_id}
-_TERMINAL = {"task": TERMINAL_TASK_STATUSES, "run": TERMINAL_GRAPH_STATUSES}
-_INITIAL_STATUS = {"task": "waiting", "run": "planning"}
 
 
 class WebhookTargetLike(Protocol):
@@ -118,6 +115,8 @@ class WebhookDispatcher:
       doubled after each next one, and its cap (a target's Retry-After is honoured up to the cap).
     - ``gap_seconds``: how long a missing event seq holds a session's cursor before it is passed
       over (events reach the store in batches, rarely out of order).
+    - ``log_wait_seconds``: how long a task's or run's empty event log holds its watch before its
+      status is read from its workflow's description instead (a run from before ``frame-v1``).
 
     ``start()`` runs the poll loop and one delivery loop per target; ``stop()`` ends them (an
     attempt cut short is due again at once). Also an async context manager. Raises
@@ -136,12 +135,14 @@ class WebhookDispatcher:
         retry_base_seconds: float = 2.0,
         retry_max_seconds: float = 600.0,
         gap_seconds: float = 30.0,
+        log_wait_seconds: float = 30.0,
     ) -> None:
         if poll_seconds <= 0 or request_timeout_seconds <= 0 or max_attempts < 1:
             raise ConfigurationError("poll_seconds and request_timeout_seconds must be > 0 and max_attempts >= 1")
-        if retry_base_seconds < 0 or retry_max_seconds < retry_base_seconds or gap_seconds < 0:
+        if retry_base_seconds < 0 or retry_max_seconds < retry_base_seconds or min(gap_seconds, log_wait_seconds) < 0:
             raise ConfigurationError(
-                "retry_base_seconds must be >= 0, retry_max_seconds >= retry_base_seconds and gap_seconds >= 0"
+                "retry_base_seconds must be >= 0, retry_max_seconds >= retry_base_seconds, gap_seconds and"
+                " log_wait_seconds >= 0"
             )
         for target in targets:
             if not target.secret:
@@ -166,6 +167,9 @@ class WebhookDispatcher:
         self._lease_seconds = request_timeout_seconds + 5.0
         self._gaps: dict[str, float] = {}  # watch id -> when a missing seq was first seen (loop time)
         self._closed_checked: dict[str, float] = {}  # watch id -> when its workflow was last described
+        self._statuses = StatusReader(
+            store, self._describe, log_wait_seconds=log_wait_seconds, closed_check_seconds=CLOSED_CHECK_SECONDS
+        )
         self._wakes = {t.url: asyncio.Event() for t in self._targets}
         self._poll_now = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -206,8 +210,9 @@ class WebhookDispatcher:
         target already watched keeps its watch (and its cursor).
 
         ``since_seq`` (sessions): notify about events after this seq (default 0: every turn end and
-        approval request of the session so far). A task or run is notified first with its current
-        status (``previous_status`` null). Raises ``ConfigurationError`` for an unknown ``kind`` or
+        approval request of the session so far). A task or run is notified of every status it has
+        taken, from its first (``previous_status`` null; one that records no status events: its
+        current status first). Raises ``ConfigurationError`` for an unknown ``kind`` or
         a negative ``since_seq``; ``SessionNotFound`` / ``TaskNotFound`` / ``GraphNotFound`` when no
         such workflow exists or ``principal`` may not read it (a session, task or run is its owner's
         and the operators').
@@ -342,23 +347,11 @@ class WebhookDispatcher:
         return not later
 
     async def _poll_status(self, watch: WebhookWatch) -> int:
-        description = await self._describe(_WORKFLOW_ID[watch.kind](watch.target_id))
-        if description is None:
-            log.warning("webhook watch %s %s: its workflow is gone; the watch ends", watch.kind, watch.target_id)
-            await self._advance(watch, [], watch.cursor, watch.last_status, ended=True)
+        step = await self._statuses.step(watch)
+        if step is None:
             return 0
-        status = _status_of(description, _INITIAL_STATUS[watch.kind])
-        closed = description.close_time is not None
-        ended = closed or status in _TERMINAL[watch.kind]
-        notes: list[Note] = []
-        cursor = watch.cursor
-        if status != watch.last_status:
-            cursor += 1
-            owner = description.typed_search_attributes.get(SESSION_OWNER)
-            notes.append(status_changed(watch.kind, watch.target_id, cursor, status, watch.last_status, owner, closed))
-        if notes or ended:
-            await self._advance(watch, notes, cursor, status, ended=ended)
-        return len(notes)
+        await self._advance(watch, step.notes, step.cursor, step.last_status, ended=step.ended)
+        return len(step.notes)
 
     async def _advance(
         self, watch: WebhookWatch, notes: list[Note], cursor: int, last_status: str | None, *, ended: bool
@@ -380,6 +373,7 @@ class WebhookDispatcher:
                 self._wakes[url].set()
             if ended:
                 self._closed_checked.pop(watch.watch_id, None)
+                self._statuses.forget(watch.watch_id)
                 log.info("webhook watch %s %s ended", watch.kind, watch.target_id)
         return moved
 
@@ -473,11 +467,3 @@ class WebhookDispatcher:
             delivery.attempts, self._max_attempts, error, "; giving up" if final else "",
         )
 
-
-def _status_of(description: WorkflowExecutionDescription, initial: str) -> str:
-    """The workflow's ``AgentSessionStatus`` (``initial`` before it set one), or how it closed when
-    it closed otherwise than completing (``terminated``, ``timed_out``, ``failed``, ``canceled``)."""
-    status = description.typed_search_attributes.get(SESSION_STATUS) or initial
-    if description.close_time is not None and description.status not in (None, WorkflowExecutionStatus.COMPLETED):
-        status = description.status.name.lower()
-    return status

@@ -31,6 +31,7 @@ from agentrt.schemas._events_graph import (
     TaskGraphFailed,
     TaskGraphPaused,
     TaskGraphResumed,
+    TaskGraphStatusChanged,
     TaskPlanApproved,
     TaskPlanRejected,
     TaskRetried,
@@ -86,6 +87,7 @@ from agentrt.schemas._events_task import (
     AutonomousTaskResumed,
     AutonomousTaskSessionEnded,
     AutonomousTaskSessionStarted,
+    AutonomousTaskStatusChanged,
     AutonomousTaskWaiting,
     AutonomyDecision,
 )
@@ -192,6 +194,8 @@ Event = Annotated[
         SessionResumed,
         TaskGraphPaused,
         TaskGraphResumed,
+        AutonomousTaskStatusChanged,
+        TaskGraphStatusChanged,
     ],
     Field(discriminator="type"),
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "TaskGraphFailed",
     "TaskGraphPaused",
     "TaskGraphResumed",
+    "TaskGraphStatusChanged",
     "TaskPlanApproved",
     "TaskPlanRejected",
     "TaskRetried",
@@ -31,13 +32,28 @@ __all__ = [
 
 
 class TaskGraphCreated(EventBase):
-    """A task graph started: from a ``goal`` (the planner plans it) or a given graph."""
+    """A task graph started: from a ``goal`` (the planner plans it) or a given graph.
+    ``status_events``: the graph records each status it shows as ``TaskGraphStatusChanged``
+    (``status-events-v1``; False for a graph an older build started)."""
 
     type: Literal["TaskGraphCreated"] = "TaskGraphCreated"
     graph_id: str
     owner: str
     goal: str | None = None
     approve_plan: str = "ask"
+    status_events: bool = False
+
+
+class TaskGraphStatusChanged(EventBase):
+    """The graph's shown status (``paused`` while paused) became ``status``, after ``previous``
+    (None: its first status): its ``change``-th status (1, 2, ...). Every status the graph shows
+    (its ``AgentSessionStatus``, its store row) is recorded so, however short it lasted (``approved``
+    is followed by ``executing`` at once)."""
+
+    type: Literal["TaskGraphStatusChanged"] = "TaskGraphStatusChanged"
+    status: str
+    previous: str | None = None
+    change: int
 
 
 class TaskDecomposed(EventBase):

@@ -26,13 +26,16 @@ __all__ = [
     "AutonomousTaskResumed",
     "AutonomousTaskSessionEnded",
     "AutonomousTaskSessionStarted",
+    "AutonomousTaskStatusChanged",
     "AutonomousTaskWaiting",
     "AutonomyDecision",
 ]
 
 
 class AutonomousTaskCreated(EventBase):
-    """A task started: its goal, criteria, session bound, budget and schedule (as text)."""
+    """A task started: its goal, criteria, session bound, budget and schedule (as text).
+    ``status_events``: the task records each status it takes as ``AutonomousTaskStatusChanged``
+    (``status-events-v1``; False for a task an older build started)."""
 
     type: Literal["AutonomousTaskCreated"] = "AutonomousTaskCreated"
     task_id: str
@@ -42,6 +45,18 @@ class AutonomousTaskCreated(EventBase):
     max_sessions: int
     budget: Budget
     schedule: str
+    status_events: bool = False
+
+
+class AutonomousTaskStatusChanged(EventBase):
+    """The task's status became ``status``, after ``previous`` (None: its first status): its
+    ``change``-th status (1, 2, ... over the task's life, continue-as-new included). Every status the
+    task shows (its ``AgentSessionStatus``, its store row) is recorded so, however short it lasted."""
+
+    type: Literal["AutonomousTaskStatusChanged"] = "AutonomousTaskStatusChanged"
+    status: str
+    previous: str | None = None
+    change: int
 
 
 class AutonomyDecision(EventBase):

@@ -55,6 +55,9 @@ class GraphState(Model):
     unflushed_events: list[Event] = Field(default_factory=list)
     # Who paused the graph (update ``pause``), while it is paused.
     paused: PauseState | None = None
+    # The last status recorded as TaskGraphStatusChanged and how many were (status-events-v1).
+    recorded_status: str | None = None
+    status_changes: int = 0
 
 
 class TaskGraphInput(Model):

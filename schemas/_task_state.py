@@ -49,6 +49,9 @@ class TaskState(Model):
     failure: str | None = None
     failure_reason: str | None = None
     unflushed_events: list[Event] = Field(default_factory=list)
+    # The last status recorded as AutonomousTaskStatusChanged and how many were (status-events-v1).
+    recorded_status: str | None = None
+    status_changes: int = 0
 
 
 class AutonomousTaskInput(Model):

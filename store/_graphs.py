@@ -9,6 +9,7 @@ retried ``graph.record`` changes nothing it wrote before.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, func, select
@@ -50,10 +51,15 @@ class GraphTables(AuditTable):
                 conn.execute(self._insert_ignore(graph_events, ["graph_id", "seq"]), rows)
                 self._audit_graph(conn, data.graph_id, data.owner, data.events)
 
-    def graph_events(self, graph_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
-        """The graph's events with ``seq > since_seq``, ordered by seq, at most ``limit``."""
+    def graph_events(
+        self, graph_id: str, since_seq: int = 0, limit: int = 1000, *, types: Sequence[str] | None = None
+    ) -> list[Event]:
+        """The graph's events with ``seq > since_seq`` (of the ``types`` given, by their
+        ``type`` tag), ordered by seq, at most ``limit``."""
         c = graph_events.c
         q = select(c.body_json).where(c.graph_id == graph_id, c.seq > since_seq).order_by(c.seq).limit(limit)
+        if types is not None:
+            q = q.where(c.type.in_(list(types)))
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()
         return [EVENT_ADAPTER.validate_json(self._open(body, f"graph_events/{graph_id}")) for body in bodies]

@@ -9,6 +9,7 @@ checkpoints by (task_id, number), so a retried ``task.record`` changes nothing i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -84,10 +85,15 @@ class TaskTables(AuditTable):
                     },
                 )
 
-    def task_events(self, task_id: str, since_seq: int = 0, limit: int = 1000) -> list[Event]:
-        """The task's events with ``seq > since_seq``, ordered by seq, at most ``limit``."""
+    def task_events(
+        self, task_id: str, since_seq: int = 0, limit: int = 1000, *, types: Sequence[str] | None = None
+    ) -> list[Event]:
+        """The task's events with ``seq > since_seq`` (of the ``types`` given, by their
+        ``type`` tag), ordered by seq, at most ``limit``."""
         c = task_events.c
         q = select(c.body_json).where(c.task_id == task_id, c.seq > since_seq).order_by(c.seq).limit(limit)
+        if types is not None:
+            q = q.where(c.type.in_(list(types)))
         with self._engine.connect() as conn:
             bodies = conn.execute(q).scalars().all()
         return [EVENT_ADAPTER.validate_json(self._open(body, f"task_events/{task_id}")) for body in bodies]

@@ -34,8 +34,9 @@ def webhook_watch_id(kind: str, target_id: str) -> str:
 @dataclass(frozen=True)
 class WebhookWatch:
     """One watch (``Store.webhook_watch``): ``cursor`` is, for a session, the last event seq turned
-    into notifications, for a task or run the number of status changes seen (``last_status`` the
-    latest); ``state`` ``active`` or ``ended``. Times are timezone-aware UTC."""
+    into notifications; for a task or run, the seq of the last status event notified (or, for one
+    whose event log records no status, the number of status changes its workflow was seen to show),
+    ``last_status`` the latest; ``state`` ``active`` or ``ended``. Times are timezone-aware UTC."""
 
     watch_id: str
     kind: str

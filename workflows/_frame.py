@@ -8,12 +8,13 @@ workflow holds, given what it uses when it is made.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from agentrt.schemas import SESSION_STATUS
+from agentrt.schemas import SESSION_STATUS, Event
 from agentrt.workflows import _console as console
 from agentrt.workflows._approvals import standing_refusal
 from agentrt.workflows._errors import rejected
@@ -23,6 +24,12 @@ from agentrt.workflows._errors import rejected
 # continues as new onto it at its next boundary (a session between turns, a task between sessions).
 # Asked at every run's start: the step comes when a deploy does, in any task.
 UPGRADE_PATCH = "upgrade-at-turn-boundary-v1"
+
+
+# status-events-v1: a task or graph records each status it shows as an event (AutonomousTaskStatusChanged,
+# TaskGraphStatusChanged), so a reader of its events (the webhook dispatcher) sees every one. Asked at
+# every run's start: the events change what the store writes (their seq numbers), not the commands.
+STATUS_EVENTS_PATCH = "status-events-v1"
 
 
 def started_pinned() -> bool:
@@ -104,6 +111,34 @@ class NextRun:
     def go(self, input: Any) -> NoReturn:
         """Continue as new with ``input``: onto the current build when a newer one is (``AUTO_UPGRADE``)."""
         workflow.continue_as_new(input, initial_versioning_behavior=next_run_behavior(self.new_build()))
+
+
+class StatusState(Protocol):
+    """What ``StatusLog`` keeps in a task's or graph's carried state."""
+
+    recorded_status: str | None
+    status_changes: int
+
+
+class StatusLog:
+    """Records each status a task or graph shows as one event, in the order shown, when ``on``
+    (``status-events-v1``): ``seen(status)`` emits ``make(status=, previous=, change=)`` when
+    ``status`` differs from the last one recorded. The last status and the count travel in the
+    carried state, so a continued run goes on counting."""
+
+    def __init__(self, on: bool, state: StatusState, make: Callable[..., Event], emit: Callable[[Event], Any]) -> None:
+        self.on = on
+        self._state = state
+        self._make = make
+        self._emit = emit
+
+    def seen(self, status: str) -> None:
+        state = self._state
+        if not self.on or status == state.recorded_status:
+            return
+        state.status_changes += 1
+        previous, state.recorded_status = state.recorded_status, status
+        self._emit(self._make(status=status, previous=previous, change=state.status_changes))
 
 
 def require_workflow_id(kind: console.Kind, object_id: str, expected: str) -> None:

@@ -133,6 +133,14 @@ def after_failure(config: GraphConfig, state: GraphState, node_id: str, emit: Ca
     return True
 
 
+def cancel_open_nodes(state: GraphState, now: datetime) -> None:
+    """Every node not ended yet (pending, running, in review or waiting for its retry) ends cancelled at ``now``."""
+    for node in state.nodes.values():
+        if node.status in ("pending", "delegated", "reviewing", "retrying"):
+            node.status = "cancelled"
+            node.ended_at = now
+
+
 class GraphRecord:
     """Writes a graph's staged events and its row to the store (``graph.record``) whenever there
     are some, one write at a time, from ``start`` until ``close`` has written the last of them."""

@@ -41,6 +41,7 @@ from agentrt.schemas import (
     AutonomousTaskResult,
     AutonomousTaskSessionEnded,
     AutonomousTaskSessionStarted,
+    AutonomousTaskStatusChanged,
     AutonomousTaskWaiting,
     AutonomyDecision,
     BudgetCrossing,
@@ -68,7 +69,7 @@ from agentrt.schemas import (
 from agentrt.workflows import _activity_options as options, _task_parts as parts
 from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
 from agentrt.workflows._errors import rejected
-from agentrt.workflows._frame import NextRun, Standing, StatusBoard, frame_patches, require_workflow_id
+from agentrt.workflows._frame import STATUS_EVENTS_PATCH, NextRun, Standing, StatusBoard, StatusLog, frame_patches, require_workflow_id
 from agentrt.workflows._journal import Journal
 from agentrt.workflows._pause import TaskPause
 from agentrt.workflows._task_checks import TaskChecks
@@ -97,6 +98,7 @@ class AutonomousTaskWorkflow:
         # of the task kept current, child sessions started with their kind and profile.
         self._patches = frame_patches()  # none asked by a run started pinned
         self._board = StatusBoard("task", config.owner, config.profile, self._patches)
+        self._statuses = StatusLog(self._patches.has(STATUS_EVENTS_PATCH), self._state, AutonomousTaskStatusChanged, self._emit)
         # regular-activities-v1: the task's store writes and cron lookups are regular activities, not
         # local ones (the SDK's local-activity/query race: options.REGULAR_ACTIVITIES_PATCH).
         self._local_activities = not self._patches.has(options.REGULAR_ACTIVITIES_PATCH)
@@ -121,7 +123,7 @@ class AutonomousTaskWorkflow:
                     AutonomousTaskCreated(
                         task_id=self._config.task_id, owner=self._config.owner, goal=self._state.goal,
                         criteria=list(self._state.criteria), max_sessions=self._state.max_sessions,
-                        budget=self._state.budget, schedule=self._config.schedule.describe(),
+                        budget=self._state.budget, schedule=self._config.schedule.describe(), status_events=self._statuses.on,
                     )
                 )
                 self._state.next_wake = workflow.now()
@@ -326,7 +328,6 @@ class AutonomousTaskWorkflow:
         self._emit(AutonomousTaskBudgetExceeded(crossing=crossing))
         return True
 
-
     async def _end_cancelled(self, request: TaskControlInput) -> None:
         """Cancel the running session (waiting for it to end), record the cancel and write it all."""
         await self._children.end_all()
@@ -345,8 +346,9 @@ class AutonomousTaskWorkflow:
         self._journal.emit(event, workflow.now())
 
     def _set_status(self, status: TaskStatus) -> None:
-        """Record ``status``, show the current details and write the search attributes that changed."""
+        """Record ``status`` (an event when it changed), show the details, write the search attributes that changed."""
         self._state.status = status
+        self._statuses.seen(status)
         details = parts.current_details(self._config, self._state, workflow.now())
         self._board.set(status, details, cost_usd=self._state.spend.cost_usd)
 
@@ -359,13 +361,10 @@ class AutonomousTaskWorkflow:
     async def _write(self) -> None:
         self._set_status(self._state.status)
         events = self._journal.take()
-        checkpoint = self._checkpoint_unwritten
-        record = TaskRecordInput(
-            task_id=self._config.task_id, owner=self._config.owner, goal=self._state.goal, status=self._state.status,
-            workspace=self._config.workspace, spend=self._spend_now(), events=events, checkpoint=checkpoint,
-        )
-        summary = f"store {len(events)} task events"
-        await options.TASK_RECORD.execute(record, local=self._local_activities, summary=summary)
+        config, checkpoint = self._config, self._checkpoint_unwritten
+        record = TaskRecordInput(task_id=config.task_id, owner=config.owner, goal=self._state.goal, status=self._state.status,
+                                 workspace=config.workspace, spend=self._spend_now(), events=events, checkpoint=checkpoint)
+        await options.TASK_RECORD.execute(record, local=self._local_activities, summary=f"store {len(events)} task events")
         self._journal.written(events)
         if self._checkpoint_unwritten is checkpoint:
             self._checkpoint_unwritten = None

@@ -53,6 +53,7 @@ from agentrt.schemas import (
     TaskGraphFailed,
     TaskGraphInput,
     TaskGraphResult,
+    TaskGraphStatusChanged,
     TaskPlanApproved,
     TaskPlanRejected,
     TaskRetried,
@@ -66,7 +67,8 @@ from agentrt.workflows import _graph_parts as parts
 from agentrt.workflows import _graph_steps as steps
 from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
 from agentrt.workflows._errors import error_text, error_type, rejected
-from agentrt.workflows._frame import BuildWatch, Standing, StatusBoard, frame_patches, next_run_behavior, require_workflow_id
+from agentrt.workflows._frame import STATUS_EVENTS_PATCH, BuildWatch, Standing, StatusBoard, StatusLog, frame_patches
+from agentrt.workflows._frame import next_run_behavior, require_workflow_id
 from agentrt.workflows._journal import Journal
 from agentrt.workflows._pause import GraphPause
 
@@ -93,6 +95,7 @@ class TaskGraphWorkflow:
         # store (graph.record), and a graph that closes asks its running sessions to end (REQUEST_CANCEL).
         self._board = StatusBoard("graph", self._config.owner, self._config.profile, patches := frame_patches())
         self._recorded = patches.has(FRAME_PATCH)
+        self._statuses = StatusLog(patches.has(STATUS_EVENTS_PATCH), self._state, TaskGraphStatusChanged, self._emit)
         self._moves = BuildWatch(patches.latest)  # a run started pinned moves to a newer build after its running nodes
         close = workflow.ParentClosePolicy.REQUEST_CANCEL if self._recorded else workflow.ParentClosePolicy.TERMINATE
         self._children = ChildSessions(self._config.owner, parent_close=close, console=self._board.console)
@@ -110,7 +113,8 @@ class TaskGraphWorkflow:
         require_workflow_id("graph", config.graph_id, graph_workflow_id(config.graph_id))
         if not self._carried:
             self._state.started_at = workflow.now()
-            self._emit(TaskGraphCreated(graph_id=config.graph_id, owner=config.owner, goal=config.goal, approve_plan=config.approve_plan))
+            self._emit(TaskGraphCreated(graph_id=config.graph_id, owner=config.owner, goal=config.goal,
+                                        approve_plan=config.approve_plan, status_events=self._statuses.on))
         if self._recorded:
             self._record.start()
         try:
@@ -361,8 +365,7 @@ class TaskGraphWorkflow:
         node = self._state.nodes[node_id]
         node.status = "cancelled"
         node.ended_at = workflow.now()
-        who = self._cancel.principal if self._cancel is not None else "agentrt"
-        why = self._cancel.reason if self._cancel is not None else "fail_fast: another node failed"
+        who, why = (self._cancel.principal, self._cancel.reason) if self._cancel else ("agentrt", "fail_fast: another node failed")
         self._emit(TaskCancelled(node_id=node_id, principal=who, reason=why))
 
     # ---------------------------------------------------------------- ending
@@ -395,11 +398,7 @@ class TaskGraphWorkflow:
         await self._children.end_all()
         if self._state.status == "cancelled":
             return
-        for node_id in self._state.order:
-            node = self._state.nodes[node_id]
-            if node.status in ("pending", "delegated", "reviewing", "retrying"):
-                node.status = "cancelled"
-                node.ended_at = workflow.now()
+        steps.cancel_open_nodes(self._state, workflow.now())
         self._state.ended_at = workflow.now()
         self._set_status("cancelled")
         self._emit(TaskCancelled(principal=request.principal, reason=request.reason))
@@ -409,11 +408,12 @@ class TaskGraphWorkflow:
         self._board.show(parts.current_details(self._config, self._state))
 
     def _set_status(self, status: GraphStatus) -> None:
-        """Record ``status``, show the current details and write the search attributes that changed
-        (its plan approval counted as one waiting)."""
+        """Record ``status`` (the shown one as an event when it changed), show the details and write
+        the search attributes that changed (its plan approval counted as one waiting)."""
         self._state.status = status
         details = parts.current_details(self._config, self._state)
         shown = parts.shown_status(self._state)
+        self._statuses.seen(shown)
         self._board.set(shown, details, cost_usd=self._state.spend.cost_usd, pending_approvals=int(status == "pending_approval"))
 
     def _snapshot(self) -> GraphSnapshot:

@@ -20,6 +20,7 @@ from agentrt.schemas import GraphNotFound, GraphSpec
 from agentrt.store import webhook_watch_id
 from tests.conftest import Harness
 from tests.e2e._graphs import answer, write_graph_script
+from tests.e2e._tasks import write_task_script
 from tests.e2e._support import session_config, write_script
 
 SECRET = "e2e-webhook-secret"
@@ -145,10 +146,32 @@ async def test_a_task_graph_posts_its_status_changes_until_it_completes(
     assert {b["type"] for b in notes} == {"run.status"}
     assert {(c["kind"], c["run_id"], c["owner"]) for c in changes} == {("run", graph_id, "alice")}
     statuses = [c["status"] for c in changes]
-    assert "pending_approval" in statuses and statuses[-1] == "completed"
+    assert statuses == ["planning", "pending_approval", "approved", "executing", "completed"]  # approved lasts no time
     assert [c["change"] for c in changes] == list(range(1, len(changes) + 1))
     assert [c["previous_status"] for c in changes] == [None, *statuses[:-1]]
     assert len({b["id"] for b in notes}) == len(changes)
+
+
+async def test_a_task_posts_every_status_it_passed_through_however_short(
+    harness: Harness, receiver: Receiver, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_task_script(tmp_path, [[{"text": "done"}]])
+    task_id = await harness.client.start_task(
+        "say done", workspace=str(workspace), script=script, accept_command="true", max_sessions=1
+    )
+
+    async with dispatcher(harness, receiver) as d:
+        watch = await d.watch("task", task_id, "alice")
+        result = await harness.client.wait_task(task_id)
+        await _until(lambda: harness.store.webhook_watch(watch.watch_id).state == "ended")  # type: ignore[union-attr]
+        await _until(lambda: len(receiver.about(task_id)) == 3)
+
+    changes = [b["data"] for b in receiver.about(task_id)]
+    assert result.status == "completed"
+    assert [(c["status"], c["previous_status"], c["change"]) for c in changes] == [
+        ("waiting", None, 1), ("running", "waiting", 2), ("completed", "running", 3),  # waiting: the task woke at once
+    ]
+    assert {(c["kind"], c["task_id"], c["owner"]) for c in changes} == {("task", task_id, "alice")}
 
 
 async def test_a_stranger_cannot_watch_a_graph_they_do_not_own(

@@ -36,6 +36,9 @@ from agentrt.schemas import (
     SESSION_OWNER,
     SESSION_STATUS,
     AssistantMessageCompleted,
+    AutonomousTaskCreated,
+    AutonomousTaskStatusChanged,
+    Budget,
     ConfigurationError,
     Event,
     GraphNotFound,
@@ -44,7 +47,11 @@ from agentrt.schemas import (
     SessionArchived,
     SessionNotFound,
     StoreAppendInput,
+    GraphRecordInput,
+    TaskGraphCreated,
+    TaskGraphStatusChanged,
     TaskNotFound,
+    TaskRecordInput,
     TurnEnded,
     TurnStarted,
     Usage,
@@ -379,6 +386,7 @@ def dispatcher(db: Store, client: AgentClient, *targets: Target, **options: Any)
     options.setdefault("request_timeout_seconds", 2.0)
     options.setdefault("retry_base_seconds", 0.05)
     options.setdefault("retry_max_seconds", max(0.2, options["retry_base_seconds"]))
+    options.setdefault("log_wait_seconds", 0.0)  # the stand-ins keep no event log: their status is described
     return WebhookDispatcher(db, client, list(targets), **options)
 
 
@@ -940,6 +948,124 @@ async def test_a_terminated_run_is_posted_as_terminated_and_its_watch_ends(
     last = receiver.requests[-1].json["data"]
     assert (last["status"], last["previous_status"], last["closed"]) == ("terminated", "executing", True)
     assert db.webhook_watch(watch.watch_id).state == "ended"  # type: ignore[union-attr]
+
+
+# A task's and a graph's status events as ``task.record`` / ``graph.record`` write them (status-events-v1).
+TASK_STATUSES = ["waiting", "running", "waiting", "running", "paused", "running", "completed"]
+GRAPH_STATUSES = ["planning", "pending_approval", "approved", "executing", "paused", "executing", "completed"]
+
+
+def record_statuses(db: Store, kind: str, target_id: str, statuses: list[str], *, first_change: int = 1) -> None:
+    """One store write (one poll sees it all) of the target's created event and a status event per
+    status; ``first_change`` > 1: only the status events, numbered on from an earlier write."""
+    events: list[Event] = []
+    if first_change == 1:
+        events.append(
+            AutonomousTaskCreated(seq=1, task_id=target_id, owner="alice", goal="g", max_sessions=3, budget=Budget(),
+                                  schedule="once", status_events=True)
+            if kind == "task" else TaskGraphCreated(seq=1, graph_id=target_id, owner="alice", status_events=True)
+        )
+    changed = AutonomousTaskStatusChanged if kind == "task" else TaskGraphStatusChanged
+    previous = None
+    for change, status in enumerate(statuses, start=first_change):
+        events.append(changed(seq=change + 1, status=status, previous=previous, change=change))
+        previous = status
+    if kind == "task":
+        db.record_task(TaskRecordInput(task_id=target_id, owner="alice", goal="g", status=statuses[-1], events=events))  # type: ignore[arg-type]
+    else:
+        db.record_graph(GraphRecordInput(graph_id=target_id, owner="alice", goal="g", status=statuses[-1], events=events))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("kind", "statuses"), [("task", TASK_STATUSES), ("run", GRAPH_STATUSES)])
+async def test_statuses_that_pass_within_one_poll_each_get_a_delivery_in_order_under_their_own_id(
+    db: Store, client: AgentClient, receivers: Receivers, stand_ins: Callable[..., Any], kind: str, statuses: list[str]
+) -> None:
+    receiver = receivers()
+    target_id, _ = await stand_ins(kind, "executing")  # its search attribute shows none of these statuses
+    record_statuses(db, kind, target_id, statuses)  # all of them before the dispatcher's first poll
+
+    async with dispatcher(db, client, Target(receiver.url), poll_seconds=30.0, log_wait_seconds=30.0) as d:
+        watch = await d.watch(kind, target_id, "alice")  # type: ignore[arg-type]
+        await receiver.wait_for(len(statuses))
+        await until(lambda: db.webhook_watch(watch.watch_id).state == "ended")  # type: ignore[union-attr]
+
+    changes = [verify_webhook(SECRET, r.body, r.headers)["data"] for r in receiver.requests]
+    assert [(c["status"], c["previous_status"], c["change"]) for c in changes] == [
+        (status, ([None, *statuses][n]), n + 1) for n, status in enumerate(statuses)
+    ]
+    keys = [f"status:{n}:{status}" for n, status in enumerate(statuses, start=1)]
+    assert receiver.ids() == [webhook_id(watch.watch_id, key) for key in keys]
+    assert [d.webhook_id for d in db.webhook_deliveries(watch_id=watch.watch_id)] == receiver.ids()
+    assert {c["owner"] for c in changes} == {"alice"} and [c["closed"] for c in changes][-1] is True
+
+
+async def test_status_events_written_later_are_delivered_after_the_earlier_ones_once_each(
+    db: Store, client: AgentClient, receivers: Receivers, stand_ins: Callable[..., Any]
+) -> None:
+    receiver = receivers()
+    task_id, _ = await stand_ins("task", "running")
+    record_statuses(db, "task", task_id, ["waiting", "running"])
+
+    async with dispatcher(db, client, Target(receiver.url)) as d:
+        await d.watch("task", task_id, "alice")
+        await receiver.wait_for(2)
+        record_statuses(db, "task", task_id, ["waiting", "running", "completed"], first_change=3)
+        await receiver.wait_for(5)
+        await asyncio.sleep(0.2)  # nothing more comes
+
+    statuses = [r.json["data"]["status"] for r in receiver.requests]
+    assert statuses == ["waiting", "running", "waiting", "running", "completed"]
+    assert len(set(receiver.ids())) == 5
+
+
+async def test_a_run_that_records_its_statuses_and_is_terminated_ends_with_terminated_after_its_last_status(
+    db: Store, client: AgentClient, receivers: Receivers, stand_ins: Callable[..., Any]
+) -> None:
+    receiver = receivers()
+    run_id, handle = await stand_ins("run", "executing")
+    record_statuses(db, "run", run_id, ["planning", "approved", "executing"])
+    await handle.terminate("operator stopped it")  # closed from outside: no final status in its log
+
+    async with dispatcher(db, client, Target(receiver.url)) as d:
+        watch = await d.watch("run", run_id, "alice")
+        await receiver.wait_for(4)
+        await until(lambda: db.webhook_watch(watch.watch_id).state == "ended")  # type: ignore[union-attr]
+
+    changes = [r.json["data"] for r in receiver.requests]
+    assert [(c["status"], c["change"], c["closed"]) for c in changes] == [
+        ("planning", 1, False), ("approved", 2, False), ("executing", 3, False), ("terminated", 4, True),
+    ]
+    assert changes[-1]["previous_status"] == "executing"
+
+
+async def test_a_new_run_s_empty_log_holds_its_watch_until_its_statuses_arrive_from_the_first(
+    db: Store, client: AgentClient, receivers: Receivers, stand_ins: Callable[..., Any]
+) -> None:
+    receiver = receivers()
+    run_id, _ = await stand_ins("run", "executing")  # its first write is under way: no log yet
+
+    async with dispatcher(db, client, Target(receiver.url), log_wait_seconds=30.0) as d:
+        await d.watch("run", run_id, "alice")
+        assert await d.poll() == 0
+        record_statuses(db, "run", run_id, ["planning", "approved", "executing"])
+        await receiver.wait_for(3)
+
+    assert [r.json["data"]["status"] for r in receiver.requests] == ["planning", "approved", "executing"]
+
+
+async def test_a_run_an_older_build_started_is_read_from_its_search_attribute(
+    db: Store, client: AgentClient, receivers: Receivers, stand_ins: Callable[..., Any]
+) -> None:
+    receiver = receivers()
+    run_id, _ = await stand_ins("run", "executing")
+    old = TaskGraphCreated(seq=1, graph_id=run_id, owner="alice")  # no status_events: it records no status
+    db.record_graph(GraphRecordInput(graph_id=run_id, owner="alice", goal="g", status="executing", events=[old]))
+
+    async with dispatcher(db, client, Target(receiver.url), log_wait_seconds=30.0) as d:
+        await d.watch("run", run_id, "alice")
+        await receiver.wait_for(1)
+
+    assert [(r.json["data"]["status"], r.json["data"]["change"]) for r in receiver.requests] == [("executing", 1)]
 
 
 async def test_a_stranger_cannot_watch_another_principal_s_run_but_an_operator_can(
