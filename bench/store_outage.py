@@ -128,12 +128,18 @@ class StoreOutage(Soak):
             await asyncio.sleep(WATCH_SECONDS)
         if line.last_wait is not None:
             line.mark(line.last_wait, f"last call seen waiting for the store (at most {line.waiting_max} sessions at once)")
-        after = [t for t in self.turn_ends if line.back is not None and t >= line.back]
-        if after:
-            line.first_turn_after = after[0]
-            line.mark(after[0], "first turn completed after the store came back")
-        during = [t for t in self.turn_ends if line.gone is not None and line.back is not None and line.gone <= t < line.back]
-        line.mark(line.back or now, f"{len(during)} turn(s) completed while the store was away")
+
+    async def run(self) -> Report:
+        report = await super().run()
+        line = self.timeline
+        if line.gone is not None and line.back is not None:
+            during = [t for t in self.turn_ends if line.gone <= t < line.back]
+            line.mark(line.back, f"{len(during)} turn(s) completed while the store was away")
+            after = [t for t in self.turn_ends if t >= line.back]
+            if after:
+                line.first_turn_after = after[0]
+                line.mark(after[0], "first turn completed after the store came back")
+        return report
 
 
 def summary(line: Timeline, report: Report, args: argparse.Namespace) -> str:

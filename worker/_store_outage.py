@@ -15,6 +15,7 @@ cancel of the activity ends it at once.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from datetime import datetime, timezone
 from typing import Any
@@ -56,6 +57,11 @@ def store_unreachable_in(err: BaseException) -> str | None:
     return None
 
 
+def _is_async(fn: Any) -> bool:
+    """Whether the activity function is a coroutine function (the SDK's own test, temporalio/worker/_activity.py)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
 class StoreOutageInterceptor(Interceptor):
     """Waits out an unreachable ``store`` in any activity attempt that met it (module docstring)."""
 
@@ -81,13 +87,19 @@ class _StoreOutageInbound(ActivityInboundInterceptor):
         info = activity.info()
         url = self._store.engine.url.render_as_string(hide_password=True)
         log.warning("%s (attempt %d) met a store that does not answer at %s: %s; waiting for it", info.activity_type, info.attempt, url, reason)
-        waited, answered = await self._wait(info, store_wait_detail(datetime.now(timezone.utc), url, reason))
+        detail = store_wait_detail(datetime.now(timezone.utc), url, reason)
+        waited, answered = await self._wait(info, detail, threaded=not _is_async(input.fn))
         after = f"it answered again after {waited:.1f} s" if answered else f"it still did not after {waited:.1f} s"
         raise ApplicationError(f"the store does not answer at {url}: {reason}; {after}", type=STORE_UNAVAILABLE) from None
 
-    async def _wait(self, info: activity.Info, detail: str) -> tuple[float, bool]:
+    async def _wait(self, info: activity.Info, detail: str, *, threaded: bool) -> tuple[float, bool]:
         """Probe the store every ``PROBE_SECONDS``, heartbeating ``(WORKER_PROCESS, detail)``, until it
-        answers or the attempt's bound is near: (seconds waited, whether it answered)."""
+        answers or the attempt's bound is near: (seconds waited, whether it answered).
+
+        ``threaded``: the activity is a sync function (run on the worker's thread pool). The SDK then
+        makes its heartbeat a call that hands the heartbeat to the event loop and blocks up to 10 s
+        for it, so it is called from a thread here: called on the loop, it blocked the whole worker
+        for 10 s and then raised ``TimeoutError``."""
         loop = asyncio.get_running_loop()
         began = loop.time()
         limit = MAX_WAIT_SECONDS
@@ -95,7 +107,10 @@ class _StoreOutageInbound(ActivityInboundInterceptor):
             used = (datetime.now(timezone.utc) - info.started_time).total_seconds()
             limit = min(limit, info.start_to_close_timeout.total_seconds() - used - MARGIN_SECONDS)
         while loop.time() - began < limit:
-            activity.heartbeat(WORKER_PROCESS, detail)
+            if threaded:
+                await asyncio.to_thread(activity.heartbeat, WORKER_PROCESS, detail)
+            else:
+                activity.heartbeat(WORKER_PROCESS, detail)
             await asyncio.sleep(min(PROBE_SECONDS, max(0.0, limit - (loop.time() - began))))
             if await asyncio.to_thread(self._answers):
                 return loop.time() - began, True
