@@ -321,7 +321,9 @@ async def answer_approval(client: AgentClient, session_id: str, event: Permissio
         return
     elsewhere = f"agentrt session approve|deny {session_id} {request.request_id}"
     sys.stdout.flush()
-    sys.stderr.write(f"\napprove {request.tool} {json.dumps(request.arguments)[:300]}? [y/N] (or from elsewhere: {elsewhere}) ")
+    arguments = json.dumps(request.arguments)
+    shown = arguments if len(arguments) <= 300 else arguments[:299] + "…"  # cut arguments say so
+    sys.stderr.write(f"\napprove {request.tool} {shown}? [y/N] (or from elsewhere: {elsewhere}) ")
     answer = await read_answer(client, session_id, request.request_id, out, "decided")
     if answer is None:
         return

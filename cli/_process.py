@@ -64,6 +64,7 @@ def _log_to_stderr() -> None:
     """An operator reads a worker's log: INFO and up, with times, on stderr."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per store migration step is noise here
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request (agentrt dev's codec server probe) is noise too
 
 
 def run(

@@ -73,6 +73,8 @@ def serve(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration plugin and step is noise here
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per webhook delivery; failures are logged by the dispatcher
 
     async def go() -> None:
         store = open_store(config)

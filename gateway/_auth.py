@@ -128,7 +128,14 @@ class Gateway:
 
     def check_profile(self, profile: str | None, what: str = "profile") -> None:
         if profile is not None and self.profiles is not None and profile not in self.profiles:
-            raise Problem(422, "invalid-request", f"unknown {what} {profile[:200]!r}; configured profiles: {', '.join(sorted(self.profiles))}")
+            hint = (
+                '; give "script" (a scripted model\'s file under the workspace root) to run the offline scripted model, '
+                "or define the profile in the gateway's agentrt.toml (docs/providers.md)"
+            )
+            raise Problem(
+                422, "invalid-request",
+                f"unknown {what} {profile[:200]!r}; configured profiles: {', '.join(sorted(self.profiles))}{hint}",
+            )
 
     async def ensure_visible(self, caller: "Caller", workflow_id: str, not_found: Exception) -> None:
         """Raise ``not_found`` (404) unless the workflow exists and ``caller`` owns it or is one of

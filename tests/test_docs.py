@@ -357,7 +357,7 @@ async def run_secret_tool(
     assert result == "order A-1: shipped (asked with key [secret:ORDERS_API_KEY])"
 
 
-@runs("agents.md", "lookup_order", "refund", "make_deps", "plugin", "ask_support")
+@runs("agents.md", "lookup_order", "refund", "deps", "plugin", "ask_support")
 async def run_support_agent(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     [example] = [e for e in snippets() if e.page == "agents.md" and "ask_support" in functions(e)]
     module = load(example)

@@ -180,7 +180,10 @@ class DevServer:
 
     async def _start_once(self, timeout: float) -> "DevServer":
         if port_is_open(self.host, self.port):
-            raise ConfigurationError(f"port {self.port} is already in use; pass --port to pick another")
+            raise ConfigurationError(
+                f"port {self.port} is already in use; pass --port to pick another (when it is a Temporal server, "
+                "such as an `agentrt dev` already running, agentrt commands use that one as it is)"
+            )
         if self.ui_port and port_is_open(self.host, self.ui_port):
             raise ConfigurationError(f"UI port {self.ui_port} is already in use; pass --ui-port to pick another")
         if self.log_file:

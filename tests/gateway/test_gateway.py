@@ -270,6 +270,14 @@ async def test_a_huge_field_is_invalid_and_not_echoed(http: httpx.AsyncClient) -
     assert title[:1000] not in response.text and len(response.content) < 5_000
 
 
+async def test_a_session_without_a_script_or_a_configured_profile_says_how_to_run_offline(temporal_client: Client, root: Path) -> None:
+    client = AgentClient(temporal_client, task_queue=f"gw-{uuid.uuid4().hex[:8]}", principal="nobody")
+    async with serving(create_app(client, gateway_config(), workspace_root=root, profiles=AgentrtConfig().profiles)) as http:
+        response = await http.post("/v1/sessions", json={"text": "hi", "workspace": "ws"}, headers=auth("alice"))
+    detail = assert_problem(response, 422)["detail"]
+    assert "unknown profile 'default'; configured profiles: scripted" in detail and 'give "script"' in detail
+
+
 async def test_a_blank_message_is_invalid(http: httpx.AsyncClient) -> None:
     response = await http.post("/v1/sessions", json={"text": "   \n", "workspace": "ws"}, headers=auth("alice"))
     assert "text is empty" in assert_problem(response, 422)["detail"]
