@@ -60,6 +60,8 @@ class Turn:
         self.cancel_request: CancelTurnInput | None = None
         self.cancel_announced = False  # a CancelRequested event was emitted for this turn
         self.round = 0
+        self.usage = Usage()  # tokens of the turn's model calls so far (a cancelled turn's outcome reports them)
+        self.tool_calls = 0  # tool calls its replies asked for so far
         # Trajectory steps under way; a cancel records them as cancelled.
         self.steps_in_flight: list[StepInFlight] = []
         self.tool_listing: str | None = None  # the digest of the turn's MCP tool specs (mcp.list_tools)
@@ -168,7 +170,7 @@ class TurnLoop:
             turn_id=turn.id,
             status="cancelled",
             error=f"cancelled{' by ' + principal if principal else ''}" + (f": {reason}" if reason else ""),
-            rounds=turn.round,
+            rounds=turn.round, tool_calls=turn.tool_calls, usage=turn.usage,
         )
 
     def finish(self, turn: Turn, outcome: TurnOutcome) -> None:
@@ -220,7 +222,7 @@ class TurnLoop:
                     turn_id=turn_id, status="failed", error=failure.error, error_type=failure.error_type,
                     rounds=round_number, tool_calls=calls, usage=usage,
                 )
-            usage = usage + reply.usage
+            usage = turn.usage = usage + reply.usage
             run.add_usage(reply.usage)
             assistant = Message(role="assistant", text=reply.text, tool_calls=reply.tool_calls)
             run.stage_message(reply.position, turn_id, assistant)
@@ -244,6 +246,7 @@ class TurnLoop:
                     turn_id=turn_id, status="completed", answer=reply.text, rounds=round_number, tool_calls=calls, usage=usage
                 )
             calls += len(reply.tool_calls)
+            turn.tool_calls = calls
             run.count_tool_calls(len(reply.tool_calls))
             crossing = run.budget_crossing()
             if crossing is not None:

@@ -94,6 +94,8 @@ async def test_cancel_during_an_approval_wait_ends_the_turn_and_withdraws_the_re
     view = await harness.client.state(sid)
     assert view.pending_approvals == [] and view.status == "idle"
     assert not (workspace / "a.txt").exists()
+    # The cancelled turn reports what its model call spent and the call it asked for, as the session does.
+    assert outcome.usage == view.usage and outcome.usage.input_tokens > 0 and outcome.tool_calls == 1
     with pytest.raises(Exception, match="already decided"):
         await harness.client.approve(sid, requested.request.request_id)
 
