@@ -54,6 +54,7 @@ class Tally:
     mismatched: int = 0  # deltas whose id does not name their own seq, attempt and idx
     drops: int = 0  # connections this follower closed on purpose and resumed
     breaks: int = 0  # connections that broke or were refused and were resumed
+    refused: dict[int, int] = field(default_factory=dict)  # answers other than 200 and 204, by status
     ended: bool = False  # SessionArchived received (sse), every turn followed to its end (python)
     error: str = ""
     delta_keys: set[DeltaKey] = field(default_factory=set)
@@ -163,6 +164,7 @@ async def follow_sse(
                 if status != 200:
                     body = (await source.response.aread()).decode(errors="replace")[:200]
                     tally.breaks += 1
+                    tally.refused[status] = tally.refused.get(status, 0) + 1
                     tally.error = f"HTTP {status}: {body}"
                     await asyncio.sleep(float(source.response.headers.get("retry-after", "1")))
                     continue

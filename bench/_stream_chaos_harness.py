@@ -34,10 +34,10 @@ does not hand out (extras), items out of order, deltas whose payload names anoth
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -72,7 +72,10 @@ class StreamChaosReport:
       item than their id. ``unfinished``: clients that did not reach ``SessionArchived``.
     - ``items``: items received by all clients (repeats included); ``resumes``: connections opened
       again after one broke or was refused; ``drops``: connections a client closed on purpose and
-      resumed; ``retried_calls``: model calls with deltas of more than one attempt in the store.
+      resumed; ``retried_calls``: model calls with deltas of more than one attempt in the store;
+      ``refused``: answers other than 200 and 204 the clients got, by status (404 before a
+      session starts, 503 while the server is down, 429 if the gateway kept a gone client's
+      stream counted).
     - ``lost``, ``replay_failures``, ``reconnect_failures``, ``worker_exits``: the base harness's
       (``ChaosReport``).
     """
@@ -94,6 +97,7 @@ class StreamChaosReport:
     resumes: int = 0
     drops: int = 0
     retried_calls: int = 0
+    refused: dict[int, int] = field(default_factory=dict)
     lost: int = 0
     replay_failures: int = 0
     reconnect_failures: int = 0
@@ -112,7 +116,7 @@ class StreamChaosReport:
     def details(self) -> str:
         return (
             f"sessions={self.sessions} items={self.items} resumes={self.resumes} drops={self.drops} "
-            f"retried_calls={self.retried_calls} extras={self.extras} out_of_order={self.out_of_order} "
+            f"retried_calls={self.retried_calls} refused[{' '.join(f'{k}={v}' for k, v in sorted(self.refused.items()))}] extras={self.extras} out_of_order={self.out_of_order} "
             f"mismatched={self.mismatched} lost={self.lost} replay_failures={self.replay_failures} "
             f"reconnect_failures={self.reconnect_failures} worker_exits={self.worker_exits} "
             f"elapsed={self.elapsed_seconds:.1f}s run_dir={self.run_dir}"
@@ -126,6 +130,23 @@ class StreamChaosReport:
             self.gaps or self.duplicates or self.extras or self.out_of_order or self.mismatched or self.unfinished
             or self.failed_turns or self.lost or self.replay_failures
         )
+
+
+def by_turn(tally: Tally, ref: Reference, turn_of: dict[int, str]) -> tuple[Counter[str], Counter[str]]:
+    """What one SSE client got wrong, by turn id: items of ``ref`` it never received, and distinct
+    items it received that ``ref`` does not hand out. ``turn_of`` maps an event's seq to its turn
+    id (``"-"``: an event outside any turn); a delta's turn is its own."""
+    missing: Counter[str] = Counter()
+    extra: Counter[str] = Counter()
+    for seq in ref.event_seqs - tally.event_seqs:
+        missing[turn_of.get(seq, "-")] += 1
+    for seq in tally.event_seqs - ref.event_seqs:
+        extra[turn_of.get(seq, "?")] += 1
+    for key in ref.handed_out - tally.delta_keys:
+        missing[key[0]] += 1
+    for key in tally.delta_keys - ref.handed_out:
+        extra[key[0]] += 1
+    return missing, extra
 
 
 @dataclass
@@ -142,13 +163,17 @@ class _StreamChaos(_Chaos):
     def __init__(
         self, clients: int, sessions: int, turns: int, gateway_kills: int, worker_kills: int, server_restarts: int,
         seed: int, workdir: Path, deadline_seconds: float, progress: Callable[[str], None], *,
-        chunks: int, chunk_ms: float, drop_seconds: float, fork_workers: bool,
+        chunks: int, chunk_ms: float, drop_seconds: float, fork_workers: bool, database_url: str,
     ) -> None:
         super().__init__(
             sessions, turns, worker_kills, server_restarts, seed, workdir, deadline_seconds, progress,
             fork_workers=fork_workers,
         )
-        self.stack = Stack(self.run_dir, chunks=chunks, chunk_ms=chunk_ms, max_streams_per_principal=2 * clients + 4)
+        self.stack = Stack(
+            self.run_dir, chunks=chunks, chunk_ms=chunk_ms, max_streams_per_principal=2 * clients + 4,
+            database_url=database_url,
+        )
+        self.store_url = self.stack.store_url
         self.task_queue = self.stack.task_queue
         self.n_clients = clients
         self.target_gateway_kills = gateway_kills
@@ -331,16 +356,7 @@ class _StreamChaos(_Chaos):
 
     def _check_follower(self, tally: Tally, session_id: str, ref: Reference, turn_of: dict[int, str]) -> None:
         report = self.streams
-        missing: collections.Counter[str] = collections.Counter()
-        extra: collections.Counter[str] = collections.Counter()
-        for seq in ref.event_seqs - tally.event_seqs:
-            missing[turn_of.get(seq, "-")] += 1
-        for seq in tally.event_seqs - ref.event_seqs:
-            extra[turn_of.get(seq, "?")] += 1
-        for key in ref.handed_out - tally.delta_keys:
-            missing[key[0]] += 1
-        for key in tally.delta_keys - ref.handed_out:
-            extra[key[0]] += 1
+        missing, extra = by_turn(tally, ref, turn_of)
         report.gaps += sum(missing.values())
         report.extras += sum(extra.values())
         report.duplicates += tally.duplicates
@@ -350,6 +366,8 @@ class _StreamChaos(_Chaos):
         report.items += tally.events + tally.deltas
         report.resumes += tally.breaks
         report.drops += tally.drops
+        for status, n in tally.refused.items():
+            report.refused[status] = report.refused.get(status, 0) + n
         for turn, n in sorted(missing.items()):
             self.problem(f"{tally.name} ({session_id}) {turn}: {n} items never received")
         for turn, n in sorted(extra.items()):
@@ -392,6 +410,7 @@ async def run_stream_chaos(
     chunks: int = 40,
     chunk_ms: float = 25.0,
     drop_seconds: float = 8.0,
+    database_url: str = "",
     deadline_seconds: float | None = None,
     progress: Callable[[str], None] | None = None,
     fork_workers: bool = False,
@@ -401,7 +420,8 @@ async def run_stream_chaos(
     ``chunks`` chunks of ``chunk_ms`` milliseconds make each model answer (default 40 of 25 ms: a
     second of streaming per turn). Everything is bounded by ``deadline_seconds`` (default: a budget
     from the sizes); turns end 1/4 of it (at most 30 s) before it. ``fork_workers``: as
-    ``bench.chaos``'s. Every process started here is stopped before returning.
+    ``bench.chaos``'s. ``database_url``: the store (default: SQLite in the run directory; a
+    PostgreSQL database must be empty or this run's). Every process started here is stopped before returning.
     """
     if deadline_seconds is None:
         deadline_seconds = (
@@ -412,6 +432,7 @@ async def run_stream_chaos(
         clients, sessions, turns, gateway_kills, worker_kills, server_restarts, seed, Path(workdir),
         deadline_seconds, progress or (lambda _text: None),
         chunks=chunks, chunk_ms=chunk_ms, drop_seconds=drop_seconds, fork_workers=fork_workers,
+        database_url=database_url,
     )
     return await chaos.run_streams()
 

@@ -3,7 +3,7 @@ the Temporal server are killed and restarted, and each ends with exactly its ses
 
     python -m bench.stream_chaos [--clients 20] [--sessions 4] [--turns 10] [--gateway-kills 10]
                                  [--worker-kills 10] [--server-restarts 10] [--chunks 40]
-                                 [--chunk-ms 25] [--drop-seconds 8] [--seed N] [--workdir DIR]
+                                 [--chunk-ms 25] [--drop-seconds 8] [--database-url URL] [--seed N] [--workdir DIR]
                                  [--deadline SECONDS] [--fork-workers]
 
 Starts its own Temporal dev server (free ports, headless), the paced model (a loopback
@@ -17,7 +17,7 @@ A client whose connection breaks, or that drops it on purpose (mean ``--drop-sec
 with ``Last-Event-ID``. After the chaos each session is archived, each client reads to
 ``SessionArchived``, and what each received is compared, turn by turn, with its session's events
 and deltas as the store's reader hands them out. Progress goes to stdout; run artefacts (server,
-worker, gateway and model logs, the store) stay under ``--workdir`` (default: a new temporary
+worker, gateway and model logs, the SQLite store) stay under ``--workdir`` (default: a new temporary
 directory). The last line is exactly
 
     stream_chaos clients=C turns=T gateway_kills=G worker_kills=W server_restarts=R gaps=0 duplicates=0 unfinished=0 failed_turns=0
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=40, help="chunks per model answer")
     parser.add_argument("--chunk-ms", type=float, default=25.0, help="milliseconds between chunks")
     parser.add_argument("--drop-seconds", type=float, default=8.0, help="mean time before a client drops on purpose (0: never)")
+    parser.add_argument("--database-url", default="", help="the store (default: SQLite in the run directory)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--deadline", type=float, default=None, help="overall bound in seconds (default: from the sizes)")
@@ -59,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         help="fork each worker from a process with its modules imported (less CPU) instead of a fresh interpreter",
     )
     args = parser.parse_args(argv)
+    for name in ("clients", "sessions", "turns", "chunks"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    for name in ("gateway_kills", "worker_kills", "server_restarts", "chunk_ms", "drop_seconds"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must not be negative")
     quiet_sdk_logs()  # this process is ours: the SDK's retry warnings (server restarts) stay out of the log
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="agentrt-stream-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         run_stream_chaos(
             clients=args.clients, sessions=args.sessions, turns=args.turns, gateway_kills=args.gateway_kills,
             worker_kills=args.worker_kills, server_restarts=args.server_restarts, seed=args.seed, workdir=workdir,
-            chunks=args.chunks, chunk_ms=args.chunk_ms, drop_seconds=args.drop_seconds,
+            chunks=args.chunks, chunk_ms=args.chunk_ms, drop_seconds=args.drop_seconds, database_url=args.database_url,
             deadline_seconds=args.deadline, progress=print_progress, fork_workers=args.fork_workers,
         )
     )
