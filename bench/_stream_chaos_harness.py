@@ -17,7 +17,8 @@ turn, its answer streamed), each sending its next message as soon as its turn en
 ``turns`` turns each and until the chaos is over; then each session is archived.
 
 ``clients`` SSE clients (client ``i`` follows session ``i mod sessions``) read
-``GET /v1/sessions/{id}/stream`` from the session's first event (``follow_sse`` of
+``GET /v1/sessions/{id}/stream`` from the session's first event, once its first message was
+accepted (``follow_sse`` of
 ``bench/_long_stream_clients.py``): a connection that breaks (the gateway killed, or refusing
 while it starts, an error answer while the server is down) is opened again after 0.5 s with
 ``Last-Event-ID``, the id of the last item received; besides, each client drops its connection on
@@ -40,7 +41,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable
 
 import httpx
 
@@ -73,9 +74,9 @@ class StreamChaosReport:
     - ``items``: items received by all clients (repeats included); ``resumes``: connections opened
       again after one broke or was refused; ``drops``: connections a client closed on purpose and
       resumed; ``retried_calls``: model calls with deltas of more than one attempt in the store;
-      ``refused``: answers other than 200 and 204 the clients got, by status (404 before a
-      session starts, 503 while the server is down, 429 if the gateway kept a gone client's
-      stream counted).
+      ``refused``: answers other than 200 and 204 the clients got, by status (503 while the server
+      does not answer; a 404 would be a session the gateway lost sight of, a 429 a gone client's
+      stream still counted).
     - ``lost``, ``replay_failures``, ``reconnect_failures``, ``worker_exits``: the base harness's
       (``ChaosReport``).
     """
@@ -183,6 +184,7 @@ class _StreamChaos(_Chaos):
         self.gateway_done = False
         self.http: httpx.AsyncClient | None = None
         self.followers: list[_Follower] = []
+        self.session_started: dict[str, asyncio.Event] = {}
         self.streams = StreamChaosReport(clients=clients, sessions=sessions, run_dir=str(self.run_dir))
 
     @property
@@ -195,6 +197,7 @@ class _StreamChaos(_Chaos):
         for i in range(1, self.n_sessions + 1):
             workspace = self.run_dir / "ws" / f"s{i}"
             workspace.mkdir(parents=True)
+            self.session_started[f"streamchaos{self.seed}-s{i}"] = asyncio.Event()
             self.sessions.append(_Session(
                 index=i, session_id=f"streamchaos{self.seed}-s{i}", workspace=workspace,
                 script=workspace / "unused", ask=False, turns=[],
@@ -238,8 +241,13 @@ class _StreamChaos(_Chaos):
                 follow_sse, self.http, session.session_id, self.stack.token, follower.tally,
                 random.Random(f"{self.seed}-client{i + 1}"), self.drop_seconds,
             )
-            follower.task = asyncio.create_task(guarded(follower.tally, follow))
+            follower.task = asyncio.create_task(guarded(follower.tally, functools.partial(self._follow, session, follow)))
             self.followers.append(follower)
+
+    async def _follow(self, session: _Session, follow: Callable[[], Awaitable[None]]) -> None:
+        """Follow the session once its first message was accepted (before, the gateway answers 404)."""
+        await self.session_started[session.session_id].wait()
+        await follow()
 
     async def stop_services(self) -> None:
         tasks = [f.task for f in self.followers if f.task is not None]
@@ -302,11 +310,14 @@ class _StreamChaos(_Chaos):
                 session.turns.append(turn)
                 if not await self._send(session, turn):
                     break
+                self.session_started[session.session_id].set()
                 self.report.turns_sent += 1
                 if not await self._wait(session, turn):
                     break
-            await self._archive(session)
+            if self.session_started[session.session_id].is_set():
+                await self._archive(session)
         finally:
+            self.session_started[session.session_id].set()  # a client of a session never started: 404s, unfinished
             session.done = True
 
     async def _archive(self, session: _Session) -> None:
