@@ -35,9 +35,10 @@ import tempfile
 from pathlib import Path
 
 from bench._cli import print_progress, quiet_sdk_logs
-from bench._stream_chaos_harness import StreamChaosReport, run_stream_chaos
+from bench._long_stream_clients import Reference, Tally
+from bench._stream_chaos_harness import StreamChaosReport, by_turn, run_stream_chaos
 
-__all__ = ["StreamChaosReport", "main", "run_stream_chaos"]
+__all__ = ["Reference", "StreamChaosReport", "Tally", "by_turn", "main", "run_stream_chaos"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import stream_chaos
-from bench._long_stream_clients import Reference, Tally
-from bench._stream_chaos_harness import by_turn
+from bench.stream_chaos import Reference, Tally, by_turn
 
 
 async def test_sse_clients_resume_through_gateway_worker_and_server_kills_with_every_item_once(tmp_path: Path) -> None:
@@ -56,3 +55,12 @@ def test_options_out_of_range_are_refused(args: list[str], capsys: pytest.Captur
     with pytest.raises(SystemExit) as exit:
         stream_chaos.main(args)
     assert exit.value.code == 2 and "must" in capsys.readouterr().err
+
+
+def test_a_retried_calls_delta_without_retry_and_supersedes_is_mismatched() -> None:
+    tally = Tally("client1", "sse")
+    delta = {"seq": 3, "turn_id": "turn-1", "round": 1, "attempt": 2}
+    tally.take_item("3.2.0", "ModelTokenDelta", {**delta, "idx": 0, "retry": True, "supersedes": [1]})
+    tally.take_item("3.2.1", "ModelTokenDelta", {**delta, "idx": 1})
+
+    assert tally.mismatched == 1
