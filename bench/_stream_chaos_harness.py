@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import random
+import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -55,6 +57,7 @@ from bench._long_stream_stack import PRINCIPAL, PROFILE, Stack
 SECONDS_PER_KILL = 4.0  # a worker kill's wall time: a wait of 0.3-3 s and a worker start
 SECONDS_PER_RESTART = 10.0  # a server restart's: down 0.2-1.5 s, a start, the reconnects
 GATEWAY_GAP = (0.0, 1.0)  # seconds between a gateway's kill and its successor's start
+FREEZE_SECONDS = (2.5, 5.0)  # a worker frozen (SIGSTOP) this long: past its calls' 2 s heartbeat timeout
 FOLLOWERS_BOUND = 90.0  # seconds the clients get to reach SessionArchived once the sessions are archived
 
 
@@ -87,6 +90,7 @@ class StreamChaosReport:
     gateway_kills: int = 0
     worker_kills: int = 0
     server_restarts: int = 0
+    worker_freezes: int = 0
     gaps: int = 0
     duplicates: int = 0
     extras: int = 0
@@ -116,7 +120,7 @@ class StreamChaosReport:
 
     def details(self) -> str:
         return (
-            f"sessions={self.sessions} items={self.items} resumes={self.resumes} drops={self.drops} "
+            f"sessions={self.sessions} worker_freezes={self.worker_freezes} items={self.items} resumes={self.resumes} drops={self.drops} "
             f"retried_calls={self.retried_calls} refused[{' '.join(f'{k}={v}' for k, v in sorted(self.refused.items()))}] extras={self.extras} out_of_order={self.out_of_order} "
             f"mismatched={self.mismatched} lost={self.lost} replay_failures={self.replay_failures} "
             f"reconnect_failures={self.reconnect_failures} worker_exits={self.worker_exits} "
@@ -165,6 +169,7 @@ class _StreamChaos(_Chaos):
         self, clients: int, sessions: int, turns: int, gateway_kills: int, worker_kills: int, server_restarts: int,
         seed: int, workdir: Path, deadline_seconds: float, progress: Callable[[str], None], *,
         chunks: int, chunk_ms: float, drop_seconds: float, fork_workers: bool, database_url: str,
+        worker_freezes: int = 0,
     ) -> None:
         super().__init__(
             sessions, turns, worker_kills, server_restarts, seed, workdir, deadline_seconds, progress,
@@ -182,6 +187,8 @@ class _StreamChaos(_Chaos):
         self.gateway_rng = random.Random(f"{seed}-gateway")
         self.gateway_port = 0
         self.gateway_done = False
+        self.target_freezes = worker_freezes
+        self.freezes_done = False
         self.http: httpx.AsyncClient | None = None
         self.followers: list[_Follower] = []
         self.session_started: dict[str, asyncio.Event] = {}
@@ -189,7 +196,7 @@ class _StreamChaos(_Chaos):
 
     @property
     def chaos_over(self) -> bool:
-        return self.chaos_done and self.gateway_done
+        return self.chaos_done and self.gateway_done and self.freezes_done
 
     # ------------------------------------------------------------ plans and processes
 
@@ -273,7 +280,33 @@ class _StreamChaos(_Chaos):
     # ------------------------------------------------------------ chaos
 
     async def chaos_loop(self) -> None:
-        await asyncio.gather(super().chaos_loop(), self.gateway_loop())
+        await asyncio.gather(super().chaos_loop(), self.gateway_loop(), self.freeze_loop())
+
+    async def freeze_loop(self) -> None:
+        """SIGSTOP the worker's process group ``target_freezes`` times for longer than a heartbeat
+        timeout, then SIGCONT it: its model call's attempt is retried while the frozen one, once
+        thawed, goes on streaming (the abandoned attempt of docs/streaming.md)."""
+        rng = random.Random(f"{self.seed}-freeze")
+        span = SECONDS_PER_KILL * self.target_kills + SECONDS_PER_RESTART * self.target_restarts
+        mean = max(3.0, span / (self.target_freezes + 1))
+        try:
+            for f in range(self.target_freezes):
+                await asyncio.sleep(rng.uniform(0.5, 1.5) * mean)
+                if time.monotonic() >= self.turn_deadline:
+                    self.problem(f"worker freezes stopped at the deadline after {f}")
+                    return
+                async with self.ops:
+                    process = self.worker
+                    if process is None or process.returncode is not None:
+                        continue
+                    seconds = rng.uniform(*FREEZE_SECONDS)
+                    os.killpg(process.pid, signal.SIGSTOP)
+                    await asyncio.sleep(seconds)
+                    os.killpg(process.pid, signal.SIGCONT)
+                self.streams.worker_freezes += 1
+                self.log(f"worker freeze {f + 1}/{self.target_freezes}: {seconds:.1f} s")
+        finally:
+            self.freezes_done = True
 
     async def gateway_loop(self) -> None:
         """SIGKILL the gateway ``target_gateway_kills`` times, spread over the time the worker kills
@@ -422,6 +455,7 @@ async def run_stream_chaos(
     chunk_ms: float = 25.0,
     drop_seconds: float = 8.0,
     database_url: str = "",
+    worker_freezes: int = 0,
     deadline_seconds: float | None = None,
     progress: Callable[[str], None] | None = None,
     fork_workers: bool = False,
@@ -443,7 +477,7 @@ async def run_stream_chaos(
         clients, sessions, turns, gateway_kills, worker_kills, server_restarts, seed, Path(workdir),
         deadline_seconds, progress or (lambda _text: None),
         chunks=chunks, chunk_ms=chunk_ms, drop_seconds=drop_seconds, fork_workers=fork_workers,
-        database_url=database_url,
+        database_url=database_url, worker_freezes=worker_freezes,
     )
     return await chaos.run_streams()
 

@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gateway-kills", type=int, default=10)
     parser.add_argument("--worker-kills", type=int, default=10)
     parser.add_argument("--server-restarts", type=int, default=10)
+    parser.add_argument(
+        "--worker-freezes", type=int, default=0,
+        help="times the worker is stopped (SIGSTOP) past a heartbeat timeout and continued: abandoned attempts that stream on",
+    )
     parser.add_argument("--chunks", type=int, default=40, help="chunks per model answer")
     parser.add_argument("--chunk-ms", type=float, default=25.0, help="milliseconds between chunks")
     parser.add_argument("--drop-seconds", type=float, default=8.0, help="mean time before a client drops on purpose (0: never)")
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("clients", "sessions", "turns", "chunks"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
-    for name in ("gateway_kills", "worker_kills", "server_restarts", "chunk_ms", "drop_seconds"):
+    for name in ("gateway_kills", "worker_kills", "server_restarts", "worker_freezes", "chunk_ms", "drop_seconds"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must not be negative")
     quiet_sdk_logs()  # this process is ours: the SDK's retry warnings (server restarts) stay out of the log
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         run_stream_chaos(
             clients=args.clients, sessions=args.sessions, turns=args.turns, gateway_kills=args.gateway_kills,
             worker_kills=args.worker_kills, server_restarts=args.server_restarts, seed=args.seed, workdir=workdir,
-            chunks=args.chunks, chunk_ms=args.chunk_ms, drop_seconds=args.drop_seconds, database_url=args.database_url,
+            chunks=args.chunks, chunk_ms=args.chunk_ms, drop_seconds=args.drop_seconds, database_url=args.database_url, worker_freezes=args.worker_freezes,
             deadline_seconds=args.deadline, progress=print_progress, fork_workers=args.fork_workers,
         )
     )
