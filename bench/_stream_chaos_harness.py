@@ -10,7 +10,9 @@ stops the server, by SIGKILL or SIGTERM, to start it again on the same ports and
 the whole run). Beside the chaos loop, the gateway loop SIGKILLs the gateway's process group
 ``gateway_kills`` times at random moments spread over the chaos and starts it again on the same
 port. Every kill aims at a random moment: whatever is in flight then (a model call streaming,
-whose retry streams again under the next attempt; a store write; a workflow task; nothing).
+whose retry streams again under the next attempt; a store write; a workflow task; nothing). With
+``worker_freezes``, a freeze loop also stops the worker's process group (SIGSTOP) past its calls'
+heartbeat timeout and continues it (SIGCONT): an abandoned attempt streams on beside its retry.
 
 What runs under it: ``sessions`` sessions of the ``paced`` profile (no tool: one model call per
 turn, its answer streamed), each sending its next message as soon as its turn ended, at least
@@ -66,7 +68,8 @@ class StreamChaosReport:
     """What a stream chaos run did and what its clients got.
 
     - ``gateway_kills``, ``worker_kills``: process groups SIGKILLed (and started again);
-      ``server_restarts``: times the Temporal server was stopped (SIGKILL or SIGTERM) and started.
+      ``server_restarts``: times the Temporal server was stopped (SIGKILL or SIGTERM) and started;
+      ``worker_freezes``: times the worker was stopped (SIGSTOP) and continued.
     - ``turns``: turns sent; ``failed_turns``: those that did not complete (an outcome other than
       ``completed``, or none by the deadline).
     - ``gaps``: items of a client's session (events, and deltas a reader hands out) the client never
