@@ -195,6 +195,11 @@ class _Session:
 
 
 class _Chaos:
+    # Where kills and server stops aim (see the module docstring): a harness whose workers run no
+    # chaos.append aims at random moments only.
+    kill_modes: tuple[str, ...] = ("random", "random", "before", "after")
+    restart_modes: tuple[str, ...] = ("random", "before")
+
     def __init__(
         self,
         sessions: int,
@@ -457,7 +462,7 @@ class _Chaos:
         try:
             while time.monotonic() < self.turn_deadline and (k < kills or pending_restarts > 0):
                 if k < kills:
-                    mode = self.rng.choice(["random", "random", "before", "after"])
+                    mode = self.rng.choice(self.kill_modes)
                     await self._wait_for_kill_point(mode)
                     async with self.ops:
                         phase = await self.kill_worker()
@@ -467,7 +472,7 @@ class _Chaos:
                         await asyncio.sleep(gap)
                         await self.start_worker()
                 if pending_restarts > 0 and (k in restart_after or k >= kills):
-                    mode = self.rng.choice(["random", "before"])
+                    mode = self.rng.choice(self.restart_modes)
                     await self._wait_for_kill_point(mode)
                     how = "SIGKILL" if (restarts - pending_restarts) % 2 == 0 else "SIGTERM"
                     async with self.ops:
@@ -811,6 +816,13 @@ class _Chaos:
     def describe(self) -> str:
         return f"{self.n_sessions} sessions x {self.turns_per_session} turns"
 
+    async def start_services(self) -> None:
+        """After the server, before the first worker: processes and tasks a harness runs beside
+        them (none here). ``stop_services`` ends them, whatever happened."""
+
+    async def stop_services(self) -> None:
+        """In the teardown, before the server stops: end what ``start_services`` started."""
+
     def make_client(self) -> AgentClient:
         """The harness's client (its sessions' owner), once connected."""
         return AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)
@@ -827,6 +839,7 @@ class _Chaos:
             self.plan()
             await asyncio.to_thread(self.snapshot_source)
             await self.start_server()
+            await self.start_services()
             self.temporal = await self.connect()
             self.store = await asyncio.to_thread(Store.open, self.store_url)
             self.client = self.make_client()
@@ -863,6 +876,7 @@ class _Chaos:
                 await asyncio.gather(self.worker_reader, return_exceptions=True)
             if self.forks is not None:
                 await self.forks.close()
+            await self.stop_services()
             await self.stop_server("SIGTERM")
             if self.store is not None:
                 self.store.close()

@@ -1,10 +1,11 @@
 """A benchmark's HTTP gateway in a process of its own, so its memory and CPU can be read from /proc/<pid>.
 
     AGENTRT_CONFIG=agentrt.toml AGENTRT_GATEWAY_TOKEN=... python -m bench._gateway_process
-        --port-file PATH --workspace-root DIR [--max-streams-per-principal 16]
+        --port-file PATH --workspace-root DIR [--port 0] [--max-streams-per-principal 16]
 
 The gateway ``agentrt serve`` runs (``create_app`` on an ``AgentClient`` of the configuration's
-server, task queue and store, under uvicorn on 127.0.0.1, any free port), with two differences:
+server, task queue and store, under uvicorn on 127.0.0.1, on ``--port``: 0, the default, is any free port; a fixed one lets a
+gateway started again after a kill answer its clients where the last one did), with two differences:
 its ``StreamHub`` is made here and handed to ``create_app``, so ``GET /bench/hub`` (no
 authentication, loopback only) can answer what it costs (``store_reads``, ``pollers``); and
 ``--max-streams-per-principal`` is a parameter (``agentrt serve`` keeps ``create_app``'s default).
@@ -42,7 +43,7 @@ async def _serve(args: argparse.Namespace) -> None:
     async def hub_counters() -> dict[str, int]:
         return {"store_reads": hub.store_reads, "pollers": hub.pollers}
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", server_header=False))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", server_header=False))
     serving = asyncio.ensure_future(server.serve())
     while not server.started and not serving.done():
         await asyncio.sleep(0.05)
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench._gateway_process", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port-file", type=Path, required=True)
     parser.add_argument("--workspace-root", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--max-streams-per-principal", type=int, default=16)
     args = parser.parse_args(argv)
     code = 0

@@ -51,9 +51,11 @@ class Tally:
     events: int = 0  # event items received, repeats included
     duplicates: int = 0  # items received more than once (each repeat counts)
     out_of_order: int = 0  # items whose key is not past the one before it
-    mismatched: int = 0  # deltas whose id does not name their own seq, attempt and idx
+    mismatched: int = 0  # deltas whose id does not name their own seq, attempt and idx, or a retry's
+    # delta without "retry": true and "supersedes": [1, ..., attempt - 1]
     drops: int = 0  # connections this follower closed on purpose and resumed
     breaks: int = 0  # connections that broke or were refused and were resumed
+    refused: dict[int, int] = field(default_factory=dict)  # answers other than 200 and 204, by status
     ended: bool = False  # SessionArchived received (sse), every turn followed to its end (python)
     error: str = ""
     delta_keys: set[DeltaKey] = field(default_factory=set)
@@ -69,7 +71,9 @@ class Tally:
         self.last_key = key if self.last_key is None else max(key, self.last_key)
         if event == DELTA:
             self.deltas += 1
-            if (data.get("seq"), data.get("attempt"), data.get("idx")) != key:
+            attempt = key[1]
+            retry = (data.get("retry"), data.get("supersedes")) == (True, list(range(1, attempt))) if attempt > 1 else True
+            if (data.get("seq"), data.get("attempt"), data.get("idx")) != key or not retry:
                 self.mismatched += 1
             self._delta((str(data["turn_id"]), int(data["round"]), int(data["attempt"]), int(data["idx"])))  # type: ignore[arg-type]
         else:
@@ -163,6 +167,7 @@ async def follow_sse(
                 if status != 200:
                     body = (await source.response.aread()).decode(errors="replace")[:200]
                     tally.breaks += 1
+                    tally.refused[status] = tally.refused.get(status, 0) + 1
                     tally.error = f"HTTP {status}: {body}"
                     await asyncio.sleep(float(source.response.headers.get("retry-after", "1")))
                     continue

@@ -83,23 +83,42 @@ class Stack:
             extra += ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={self.suggest_continue_as_new}"]
         self.server = DevServer.on_free_ports(self.run_dir / "server", extra)
         await self.server.start()
+        provider_port = await self.start_provider()
+        self.config_path = self.write_config(provider_port, self.server.address)
+        self._spawn("worker", ["-m", "agentrt.cli", "worker"])
+        await self._log_line("worker", "worker polling")
+        await self.start_gateway()
+        return self
+
+    async def start_provider(self) -> int:
+        """Start the paced model; returns its port once it listens."""
         port_file = self.run_dir / "provider.port"
         self._spawn("provider", [
             "-m", "bench._paced_provider", "--port-file", str(port_file),
             "--chunks", str(self.chunks), "--chunk-ms", str(self.chunk_ms),
         ])
-        provider_port = int(await self._file_text("provider", port_file))
-        self.config_path = self._write_config(provider_port)
-        self._spawn("worker", ["-m", "agentrt.cli", "worker"])
-        await self._log_line("worker", "worker polling")
+        return int(await self._file_text("provider", port_file))
+
+    async def start_gateway(self, port: int = 0) -> None:
+        """Start the gateway on ``port`` (0: any free one) and wait until it listens; sets
+        ``gateway_url``. Needs ``config_path`` (``write_config``)."""
         self.workspace_root.mkdir(parents=True, exist_ok=True)
-        gateway_port = self.run_dir / "gateway.port"
+        port_file = self.run_dir / "gateway.port"
+        port_file.unlink(missing_ok=True)
         self._spawn("gateway", [
-            "-m", "bench._gateway_process", "--port-file", str(gateway_port), "--workspace-root", str(self.workspace_root),
-            "--max-streams-per-principal", str(self.max_streams_per_principal),
+            "-m", "bench._gateway_process", "--port-file", str(port_file), "--workspace-root", str(self.workspace_root),
+            "--port", str(port), "--max-streams-per-principal", str(self.max_streams_per_principal),
         ])
-        self.gateway_url = f"http://127.0.0.1:{int(await self._file_text('gateway', gateway_port))}"
-        return self
+        self.gateway_url = f"http://127.0.0.1:{int(await self._file_text('gateway', port_file))}"
+
+    def kill_gateway(self) -> None:
+        """SIGKILL the gateway's process group and reap it: its open streams break mid-item."""
+        process = self.children["gateway"]
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
 
     async def restart_worker(self) -> None:
         """Start another worker (after the last one died) and wait until it polls."""
@@ -113,8 +132,8 @@ class Stack:
                 raise RuntimeError(f"worker not ready after 120 s; see {log}")
             await asyncio.sleep(0.1)
 
-    def _write_config(self, provider_port: int) -> Path:
-        assert self.server is not None
+    def write_config(self, provider_port: int, temporal_address: str) -> Path:
+        """The run's ``agentrt.toml`` (see the module docstring); sets and returns ``config_path``."""
         path = self.run_dir / "agentrt.toml"
         path.write_text(
             f'default_profile = "{PROFILE}"\n\n'
@@ -123,10 +142,11 @@ class Stack:
             f'base_url = "http://127.0.0.1:{provider_port}"\n'
             "context_window = 2000000\nmax_output_tokens = 8000\ntimeout_seconds = 120\n\n"
             "[temporal]\n"
-            f'address = "{self.server.address}"\ntask_queue = "{self.task_queue}"\n\n'
+            f'address = "{temporal_address}"\ntask_queue = "{self.task_queue}"\n\n'
             f'[store]\nurl = "{self.store_url}"\n\n'
             "[codec]\nencryption = false\n"
         )
+        self.config_path = path
         return path
 
     def env(self) -> dict[str, str]:
