@@ -12,8 +12,8 @@ the gateway follows its stream) with no worker kills. Its disruption is the stor
 - ``postgresql``: the store is a PostgreSQL server of the bench's own (``initdb`` and ``pg_ctl`` on
   a free port, ``bench._private_pg``), stopped (``pg_ctl stop -m fast``) ``--before`` seconds into
   the load and started again ``--outage`` seconds later;
-- ``sqlite``: the store is a SQLite file whose files (database, WAL, shared memory) are made
-  immutable (``chattr +i``: unwritable even for root) for ``--outage`` seconds.
+- ``sqlite``: the store is a SQLite file whose database and WAL are made immutable (``chattr +i``:
+  unwritable even for root) for ``--outage`` seconds; reads still answer.
 
 Every second while the store is away and until no call waits, every session's waits are read
 (``AgentClient.sessions.waits``: the calls waiting for the store, ``store_unavailable``). The
@@ -80,8 +80,10 @@ class StoreOutage(Soak):
         self.pg = pg
 
     def store_files(self) -> list[Path]:
+        """The database and its WAL; not the shared-memory file, which SQLite maps (a mapped page of
+        an immutable file is a SIGBUS in the process, not an error it can wait out)."""
         database = self.stack.run_dir / "agentrt.db"
-        return [p for p in (database, Path(f"{database}-wal"), Path(f"{database}-shm")) if p.exists()]
+        return [p for p in (database, Path(f"{database}-wal")) if p.exists()]
 
     def store_away(self) -> None:
         if self.pg is not None:

@@ -12,7 +12,7 @@ from agentrt.store._effects import EffectRecord
 from agentrt.store._engine import agentrt_home, database_url, head_revision, schema_revision
 from agentrt.store._mcp import listing_digest
 from agentrt.store._payloads import get_payloads, put_payloads
-from agentrt.store._reachability import unreachable_reason
+from agentrt.store._reachability import takes_writes, unreachable_reason
 from agentrt.store._store import Store
 from agentrt.store._stream import (
     SessionStream,
@@ -63,6 +63,7 @@ __all__ = [
     "schema_revision",
     "stream_id",
     "text_column",
+    "takes_writes",
     "unreachable_reason",
     "webhook_watch_id",
 ]

@@ -4,9 +4,10 @@ that follows a turn waits out, instead of failing with a driver traceback."""
 
 from __future__ import annotations
 
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 
-__all__ = ["unreachable_reason"]
+__all__ = ["takes_writes", "unreachable_reason"]
 
 # SQLite's own words for a file it cannot use now; its other OperationalErrors (``no such table``:
 # a deleted or replaced file) are not waited out.
@@ -31,3 +32,12 @@ def unreachable_reason(err: BaseException) -> str | None:
     if isinstance(err, (OperationalError, InterfaceError)) or err.connection_invalidated:
         return reason
     return None
+
+
+def takes_writes(engine: Engine) -> None:
+    """Commit a write that changes nothing (the schema's version row set to itself): returns when the
+    store answers and takes writes; raises the driver's error otherwise. A store that still answers
+    reads can refuse writes (a SQLite file made read-only or immutable, its disk failing), so a
+    probe that only reads would call it back too soon."""
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = version_num"))

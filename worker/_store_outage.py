@@ -1,6 +1,7 @@
 """StoreOutageInterceptor: an activity attempt that failed because the store does not answer (a
-PostgreSQL server stopped or restarting, a SQLite file that cannot be opened) waits, heartbeating,
-until the store answers again, then fails with a short, retryable ``StoreUnavailable`` error, so
+PostgreSQL server stopped or restarting, a SQLite file that cannot be opened or written) waits,
+heartbeating, until the store takes writes again (``takes_writes``: a read-only file still answers
+reads), then fails with a short, retryable ``StoreUnavailable`` error, so
 Temporal retries it at once.
 
 Without it, each attempt of a model or tool call (9 and 5 attempts, backoff from 0.5 s) failed
@@ -20,14 +21,13 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import text
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from agentrt.activities import WORKER_PROCESS
 from agentrt.schemas import STORE_UNAVAILABLE
-from agentrt.store import Store, unreachable_reason
+from agentrt.store import Store, takes_writes, unreachable_reason
 
 __all__ = ["STORE_UNAVAILABLE", "StoreOutageInterceptor", "store_unreachable_in", "store_wait_detail"]
 
@@ -118,8 +118,7 @@ class _StoreOutageInbound(ActivityInboundInterceptor):
 
     def _answers(self) -> bool:
         try:
-            with self._store.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
+            takes_writes(self._store.engine)  # a read would answer while a read-only file refuses every write
         except Exception as err:  # noqa: BLE001 - any failure of the probe means "not yet"
             if store_unreachable_in(err) is None:
                 log.warning("probing the store failed: %s", err)
