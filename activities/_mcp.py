@@ -21,7 +21,7 @@ from temporalio import activity
 
 from agentrt.activities import _attempts
 from agentrt.activities._telemetry import tool_call
-from agentrt.activities._tools import finish_call, ledger_outcome
+from agentrt.activities._tools import finish_call, ledger_outcome, outcome_unknown
 from agentrt.activities.providers import redact
 from agentrt.activities.tools import checked_workspace, redact_secrets
 from agentrt.schemas import (
@@ -31,6 +31,7 @@ from agentrt.schemas import (
     McpCallResult,
     McpListToolsInput,
     McpListToolsResult,
+    McpServerUnavailable,
     ToolError,
     ToolExecuteResult,
     ToolSpec,
@@ -102,7 +103,8 @@ class McpActivities:
         results with ``ok=False`` the model sees. ``input_required``: the server asked the user
         something ``input.answers`` holds no answer for; nothing is stored. Raises
         ``ApplicationError(type="EffectOutcomeUnknown", non_retryable=True)`` for an effectful
-        call an earlier attempt claimed and never recorded. Traced as every tool call is
+        call an earlier attempt claimed and never recorded, and for one whose server died with
+        the call in flight (its claim left open: the session asks a person to reconcile it). Traced as every tool call is
         (``tool_call``: an ``execute_tool <server>.<tool>`` span).
         """
         async with _attempts.heartbeating():
@@ -148,9 +150,17 @@ class McpActivities:
                 on_progress=progress,
                 files_dir=files_dir,
             )
+        except McpServerUnavailable as err:
+            if record_effect and err.in_flight:
+                # The server died with the call in flight: it may have done the call's work. The
+                # claim stays open for a person to reconcile, as after a worker that died
+                # mid-call (never "failed", which a model would answer by calling again under a
+                # new key).
+                detail = redact(redact_secrets(str(err)), self._all_secrets())
+                raise outcome_unknown(input.idempotency_key, f" ({input.call.name}: {detail})") from None
+            return await self._recorded(input, False, text_column(f"error: {err}"), type(err).__name__, record_effect)
         except ToolError as err:
-            # McpServerUnavailable (the connection broke mid-call), McpToolError, a timeout; a
-            # WorkspaceEscapeError before the call (the server was not called).
+            # McpToolError, a timeout; a WorkspaceEscapeError before the call (the server was not called).
             return await self._recorded(input, False, text_column(f"error: {err}"), type(err).__name__, record_effect)
         if outcome.input_required is not None:
             if record_effect:  # the server stopped before any result: the call runs again, with the answer

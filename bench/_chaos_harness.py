@@ -58,7 +58,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -827,6 +827,10 @@ class _Chaos:
         """The harness's client (its sessions' owner), once connected."""
         return AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER)
 
+    def chaos_extras(self) -> list[Coroutine[Any, Any, None]]:
+        """More chaos to run beside the chaos loop and the drivers (each ends by itself)."""
+        return []
+
     def finish(self) -> None:
         """After the teardown, whatever happened: the report's last figures."""
         self.report.elapsed_seconds = self.elapsed()
@@ -855,8 +859,9 @@ class _Chaos:
             operators = [asyncio.create_task(self.operate(item)) for item in self.work()]
             drivers = [asyncio.create_task(self.drive(item)) for item in self.work()]
             chaos = asyncio.create_task(self.chaos_loop())
-            tasks = [watcher, *operators, *drivers, chaos]
-            await asyncio.gather(chaos, *drivers)
+            extras = [asyncio.create_task(extra) for extra in self.chaos_extras()]
+            tasks = [watcher, *operators, *drivers, chaos, *extras]
+            await asyncio.gather(chaos, *drivers, *extras)
             self.log("chaos over and every driver finished; settling")
             async with self.ops:
                 if self.worker is None or self.worker.returncode is not None:

@@ -1,5 +1,5 @@
-"""The chaos harness for autonomous tasks and task graphs: both kinds run while workers are
-SIGKILLed and the Temporal server restarts.
+"""The chaos harness for autonomous tasks, task graphs, delegating sessions and sessions calling a
+stdio MCP server: all run while workers are SIGKILLed and the Temporal server restarts.
 
 The processes are ``bench/_chaos_harness.py``'s (``_Chaos``): its own ``temporal server
 start-dev`` on free ports with a SQLite file in the run directory, worker subprocesses
@@ -20,6 +20,11 @@ What runs under it:
   ``chaos.append`` with ``graph<i> node<id>`` (a second attempt: ``graph<i> node<id> a2``) and
   answers, and the reviewer passes it.
 
+- ``delegations`` and ``mcp``: one-turn sessions, the kinds ``bench/_chaos_session_kinds.py``
+  adds (``SessionKinds``: their scripts, checks, and the MCP server's processes, which
+  ``mcp_chaos`` SIGKILLs mid-call beside the chaos loop). Their turns are sent and waited for as
+  ``_Chaos`` does a session's.
+
 Starts are spread over the time the kills are expected to take, so sessions, acceptance checks,
 timers, plans, reviews and child starts are all in flight when kills land. An effect claimed
 before a kill whose outcome is unknown comes back in the child session as ``PermissionRequested``
@@ -38,9 +43,8 @@ import asyncio
 import collections
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
@@ -49,13 +53,15 @@ from agentrt.client import AgentClient
 from agentrt.schemas import (
     AutonomousTaskResult,
     TaskGraphResult,
+    TurnOutcome,
     graph_workflow_id,
     session_workflow_id,
     task_workflow_id,
 )
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin
-from bench._chaos_harness import LOG_FILE, LONG_PAUSE, OWNER, RPC_TIMEOUT, TOOL_PAUSE, _Chaos
+from bench._chaos_harness import LOG_FILE, LONG_PAUSE, OWNER, RPC_TIMEOUT, TOOL_PAUSE, _Chaos, _Session, _Turn
+from bench._chaos_session_kinds import KindRun, SessionKinds
 from bench._kinds_report import KindCounts, KindsReport
 from bench._turn_checks import count_lost, open_reconciles, read_lines
 
@@ -72,50 +78,24 @@ GRAPH_SHAPES: dict[str, dict[str, list[str]]] = {
 SECONDS_PER_KILL = 4.0  # a kill's wall time: a wait of 0.3-3 s and a worker start
 
 
-@dataclass
-class _Run:
-    """One task or graph: its id, workspace (where ``chaos.append`` writes ``LOG_FILE``), the
-    lines it may write, when it starts, and what became of it."""
-
-    kind: str  # "tasks" or "graphs"
-    index: int
-    run_id: str
-    workspace: Path
-    script: Path
-    start_at: float
-    lines: set[str]
-    sessions: int = 0  # tasks: sessions needed
-    interval: float = 0.0  # tasks: every_seconds
-    shape: str = ""  # graphs
-    nodes: dict[str, list[str]] = field(default_factory=dict)  # graphs: node id -> lines, by attempt
-    started: bool = False
-    result: AutonomousTaskResult | TaskGraphResult | None = None
-    children: dict[str, bool] = field(default_factory=dict)  # child session id -> ended
-    reconciled: dict[str, float] = field(default_factory=dict)
-    approved: dict[str, float] = field(default_factory=dict)
-    pending_since: float | None = None
-    done: bool = False
-
-    @property
-    def file(self) -> Path:
-        return self.workspace / LOG_FILE
-
-    @property
-    def workflow_id(self) -> str:
-        return task_workflow_id(self.run_id) if self.kind == "tasks" else graph_workflow_id(self.run_id)
+_Run = KindRun
 
 
-class _KindsChaos(_Chaos):
+class _KindsChaos(SessionKinds, _Chaos):
     def __init__(
         self, tasks: int, graphs: int, kills: int, server_restarts: int, seed: int, workdir: Path,
         deadline_seconds: float, progress: Callable[[str], None], fork_workers: bool, append_risk: str,
+        delegations: int = 0, mcp: int = 0, mcp_kills: int = 0,
     ) -> None:
         super().__init__(
-            tasks + graphs, 1, kills, server_restarts, seed, workdir, deadline_seconds, progress,
+            tasks + graphs + delegations + mcp, 1, kills, server_restarts, seed, workdir, deadline_seconds, progress,
             append_risk=append_risk, fork_workers=fork_workers,
         )
         self.n_tasks = tasks
         self.n_graphs = graphs
+        self.n_delegations = delegations
+        self.n_mcp = mcp
+        self.mcp_kills_target = mcp_kills if mcp else 0
         self.task_queue = f"chaos-kinds-{seed}"
         self.kinds = KindsReport(run_dir=str(self.run_dir))
         self.runs: list[_Run] = []
@@ -129,6 +109,10 @@ class _KindsChaos(_Chaos):
             self.runs.append(self._plan_task(i, self.rng.uniform(0.0, spread)))
         for i in range(1, self.n_graphs + 1):
             self.runs.append(self._plan_graph(i, self.rng.uniform(0.0, spread)))
+        for i in range(1, self.n_delegations + 1):
+            self.runs.append(self.plan_delegation(i, self.rng.uniform(0.0, spread)))
+        for i in range(1, self.n_mcp + 1):
+            self.runs.append(self.plan_mcp(i, self.rng.uniform(0.0, spread)))
 
     def _append(self, line: str) -> dict[str, Any]:
         pause = LONG_PAUSE if self.rng.random() < 0.15 else TOOL_PAUSE
@@ -202,6 +186,11 @@ class _KindsChaos(_Chaos):
         """Start the run at its time, then wait (bounded) until it ends."""
         try:
             await asyncio.sleep(max(0.0, run.start_at - self.elapsed()))
+            while run.after_kills and not self.chaos_done:
+                await asyncio.sleep(0.5)
+            if run.is_session:
+                await self._drive_session(run)
+                return
             if not await self._start(run):
                 return
             getattr(self.kinds, run.kind).started += 1
@@ -210,6 +199,21 @@ class _KindsChaos(_Chaos):
             run.done = True
             if all(r.done for r in self.runs) and not self.chaos_done:
                 self.log("every task and graph has ended; the remaining kills hit an idle worker")
+
+    async def _drive_session(self, run: _Run) -> None:
+        """A session kind's one turn, as ``_Chaos`` sends and waits for a session's turns."""
+        turn = _Turn(number=1, text=f"{run.kind} {run.index}: do the work", lines=sorted(run.lines))
+        run.session = _Session(
+            index=run.index, session_id=run.run_id, workspace=run.workspace, script=run.script, ask=False,
+            turns=[turn], config=self.session_config(run),
+        )
+        if not await self._send(run.session, turn):
+            return
+        run.started = True
+        getattr(self.kinds, run.kind).started += 1
+        self.log(f"{run.workflow_id} started ({self._describe_plan(run)})")
+        if await self._wait(run.session, turn):
+            run.result = turn.outcome
 
     async def _start(self, run: _Run) -> bool:
         assert self.client is not None
@@ -245,6 +249,10 @@ class _KindsChaos(_Chaos):
     def _describe_plan(self, run: _Run) -> str:
         if run.kind == "tasks":
             return f"{run.sessions} sessions, every {run.interval} s"
+        if run.kind == "delegations":
+            return f"{run.sessions} delegated sessions"
+        if run.kind == "mcp":
+            return f"{len(run.lines)} MCP calls"
         return f"{run.shape}: {len(run.nodes)} nodes"
 
     async def _exists(self, run: _Run) -> bool:
@@ -275,6 +283,10 @@ class _KindsChaos(_Chaos):
 
     async def child_sessions(self, run: _Run) -> list[str]:
         """The child sessions of ``run`` it has recorded, in order (its events, from the store or the workflow)."""
+        if run.is_session:
+            if run.kind == "delegations" and run.started:
+                await self.session_children(run)
+            return list(run.children)
         events = await self.run_events(run)
         kind = "AutonomousTaskSessionStarted" if run.kind == "tasks" else "AgentTaskStarted"
         ended = {"AutonomousTaskSessionEnded", "AgentTaskCompleted", "AgentTaskFailed"}
@@ -287,6 +299,8 @@ class _KindsChaos(_Chaos):
 
     async def run_events(self, run: _Run) -> list[Any]:
         assert self.client is not None
+        if run.is_session:
+            return await self.workflow_events(run.run_id)
         read = self.client.task_events if run.kind == "tasks" else self.client.graph_events
         events: list[Any] = []
         since = 0
@@ -311,9 +325,7 @@ class _KindsChaos(_Chaos):
                     await self._approve_plan(run)
             except Exception:  # noqa: BLE001 - server or worker gone; next round
                 continue
-            for sid, ended in list(run.children.items()):
-                if ended:
-                    continue
+            for sid in self._sessions_of(run, running=True):
                 try:
                     state = await asyncio.wait_for(self.client.state(sid), RPC_TIMEOUT)
                 except Exception:  # noqa: BLE001
@@ -333,6 +345,11 @@ class _KindsChaos(_Chaos):
                             run.approved[request.request_id] = now
                     except Exception as err:  # noqa: BLE001 - retried on the next round
                         self.log(f"{sid}: answering {request.request_id} failed: {type(err).__name__}: {err}")
+
+    def _sessions_of(self, run: _Run, running: bool = False) -> list[str]:
+        """The sessions of ``run``: a session kind's own and its children (``running``: those not ended)."""
+        own = [run.run_id] if run.is_session and not (running and run.result is not None) else []
+        return own + [sid for sid, ended in run.children.items() if not (running and ended)]
 
     async def _reconcile_child(self, run: _Run, sid: str, request: Any) -> None:
         assert self.client is not None
@@ -372,7 +389,8 @@ class _KindsChaos(_Chaos):
         for run in self.runs:
             if run.started:
                 try:
-                    waiting += await self.child_sessions(run)
+                    await self.child_sessions(run)
+                    waiting += self._sessions_of(run)
                 except Exception as err:  # noqa: BLE001
                     self.problem(f"{run.workflow_id}: events not read: {type(err).__name__}: {err}")
         while waiting and time.monotonic() < limit:
@@ -422,8 +440,17 @@ class _KindsChaos(_Chaos):
                 counts.completed += 1
             else:
                 counts.failed += 1
-                self.problem(f"{name}: ended {run.result.status}: {run.result.failure_reason} {run.result.failure}")
-            counts.lost += self._check_run(run, events, seen)
+                why = run.result.error if isinstance(run.result, TurnOutcome) else f"{run.result.failure_reason} {run.result.failure}"
+                self.problem(f"{name}: ended {run.result.status}: {why}")
+            if run.is_session:
+                counts.lost += await self.check_session_run(run, events, seen)
+                counts.call_errors += sum(1 for e in events if e.type == "ToolInvocationFailed" and e.reason != "outcome_unknown")
+                try:
+                    counts.orphaned += await self.count_orphans(run)
+                except Exception as err:  # noqa: BLE001
+                    self.problem(f"{name}: children not described: {type(err).__name__}: {err}")
+            else:
+                counts.lost += self._check_run(run, events, seen)
             counts.child_sessions += len(run.children)
             for sid in run.children:
                 counts.lost += await self._check_child(sid, seen)
@@ -482,7 +509,7 @@ class _KindsChaos(_Chaos):
 
     async def _open_reconciles(self, run: _Run) -> list[str]:
         waiting = []
-        for sid in run.children:
+        for sid in self._sessions_of(run):
             try:
                 if open_reconciles(await self.workflow_events(sid)):
                     waiting.append(sid)
@@ -527,12 +554,26 @@ class _KindsChaos(_Chaos):
 
     def plan(self) -> None:
         self.plan_runs()
+        if self.n_mcp:
+            self.mcp_toml()
 
     def work(self) -> list[Any]:
         return list(self.runs)
 
     def describe(self) -> str:
-        return f"{self.n_tasks} tasks, {self.n_graphs} graphs"
+        return (
+            f"{self.n_tasks} tasks, {self.n_graphs} graphs, {self.n_delegations} delegating sessions, "
+            f"{self.n_mcp} MCP sessions ({self.mcp_kills_target} MCP server kills)"
+        )
+
+    def worker_env(self) -> dict[str, str]:
+        env = super().worker_env()
+        if self.n_mcp:
+            env["AGENTRT_CONFIG"] = str(self.run_dir / "agentrt.toml")
+        return env
+
+    def chaos_extras(self) -> list[Coroutine[Any, Any, None]]:
+        return [self.mcp_chaos()] if self.mcp_kills_target else []
 
     def make_client(self) -> AgentClient:
         return AgentClient(self.temporal, task_queue=self.task_queue, principal=OWNER, store=self.store)
@@ -551,6 +592,9 @@ class _KindsChaos(_Chaos):
     async def run(self) -> KindsReport:  # type: ignore[override]
         """The chaos harness's run over tasks and graphs; the per-kind report."""
         await super().run()
+        if self.n_mcp:
+            await self.count_leaked()
+            self.kinds.problems = list(self.report.problems)
         return self.kinds
 
 
@@ -566,6 +610,9 @@ async def run_chaos_kinds(
     progress: Callable[[str], None] | None = None,
     fork_workers: bool = False,
     append_risk: str = "effectful",
+    delegations: int = 0,
+    mcp: int = 0,
+    mcp_kills: int = 0,
 ) -> KindsReport:
     """Run ``tasks`` autonomous tasks and ``graphs`` task graphs under ``kills`` worker SIGKILLs
     and ``server_restarts`` server restarts (see the module docstring); return what was found.
@@ -579,10 +626,10 @@ async def run_chaos_kinds(
     takes ``chaos.append`` out of the effect ledger, to see the duplicates that come back counted.
     """
     if deadline_seconds is None:
-        deadline_seconds = 180 + SECONDS_PER_KILL * kills + 20.0 * server_restarts + 3.0 * (tasks + graphs)
+        deadline_seconds = 180 + SECONDS_PER_KILL * kills + 20.0 * server_restarts + 3.0 * (tasks + graphs + delegations + mcp)
     chaos = _KindsChaos(
         tasks, graphs, kills, server_restarts, seed, Path(workdir), deadline_seconds,
-        progress or (lambda _text: None), fork_workers, append_risk,
+        progress or (lambda _text: None), fork_workers, append_risk, delegations, mcp, mcp_kills,
     )
     return await chaos.run()
 

@@ -1,10 +1,11 @@
-"""Chaos for every kind: autonomous tasks and task graphs keep their promises while workers and the server die.
+"""Chaos for every kind: tasks, graphs, delegations and MCP calls keep their promises while workers, MCP servers and the server die.
 
-    python -m bench.chaos_kinds [--tasks 10] [--graphs 10] [--kills 40] [--server-restarts 2]
+    python -m bench.chaos_kinds [--tasks 10] [--graphs 10] [--delegations 10] [--mcp 10]
+                                [--kills 40] [--mcp-kills 20] [--server-restarts 2]
                                 [--seed N] [--workdir DIR] [--deadline SECONDS] [--risk effectful]
                                 [--fork-workers]
 
-``bench.chaos`` covers sessions; this covers the two other kinds of workflow. It starts its own
+``bench.chaos`` covers sessions; this covers the other kinds of work. It starts its own
 Temporal dev server (free ports, headless, SQLite file) and worker subprocesses
 (``bench._chaos_worker``: the effectful tool ``chaos.append`` writes one line to a file through
 the effect ledger), then starts ``--tasks`` autonomous tasks (2 or 3 sessions each, the acceptance
@@ -12,7 +13,12 @@ reviewer passing only the last; a durable timer of 3-8 s between sessions) and `
 graphs (a planned graph of 3 or 4 nodes with dependencies, two of them able to run side by side,
 the plan approved automatically, each node's child session reviewed and passed), their starts
 spread over the time the kills take. Every task session and graph node appends its own line
-(``task<i> session<k>``, ``graph<i> node<id>``). Meanwhile the worker's process group is SIGKILLed
+(``task<i> session<k>``, ``graph<i> node<id>``). ``--delegations`` sessions each delegate to 1 or 2
+child sessions (``delegate``, waiting), each child appending ``deleg<i> child<k>``; ``--mcp``
+sessions each call ``chaosmcp.append`` of a stdio MCP server (``bench/_chaos_mcp_server.py``,
+effectful) 1 to 4 times, each call appending ``mcp<i> c<j>``, while the harness SIGKILLs the
+server's process ``--mcp-kills`` times with a call in flight (``bench/_chaos_session_kinds.py``;
+half of the MCP sessions start once the worker kills are over, so that their calls reach a server). Meanwhile the worker's process group is SIGKILLed
 ``--kills`` times and the server restarted ``--server-restarts`` times, as in ``bench.chaos``
 (``bench/_chaos_harness.py``). Reconcile requests in child sessions (an effect claimed before a
 kill, outcome unknown) are answered like an operator from the file's contents.
@@ -21,14 +27,15 @@ When the chaos stops, every task and graph must end within the bound. Counted pe
 (``bench/_chaos_kinds_harness.py``, ``KindCounts``): completed, failed, stuck (not ended), duplicated
 effects (a line more than once in its file), lost work (a completed task or graph whose lines are
 not each in the file exactly once, a session or node recorded as completed without its line, a
-child session's durable record broken) and replay failures of the tasks', graphs' and child
-sessions' histories. Progress goes to stdout, then a table per kind; run artefacts (server and
+delegating turn completed without each child's answer, a session's durable record broken), replay
+failures of every history; for delegations also orphaned children (running after their parent's
+turn ended), for MCP sessions leaked server processes and calls applied but reported failed. Progress goes to stdout, then a table per kind; run artefacts (server and
 worker logs, scripts, workspaces, database, histories) stay under ``--workdir`` (default: a new
 temporary directory). The last line is exactly
 
-    chaos_kinds tasks=N graphs=M kills=K server_restarts=R task_duplicates=.. task_lost=.. task_stuck=.. graph_duplicates=.. graph_lost=.. graph_stuck=.. replay_failures=..
+    chaos_kinds tasks=N graphs=M delegations=D mcp=P kills=K mcp_kills=Q server_restarts=R task_duplicates=.. task_lost=.. task_stuck=.. graph_duplicates=.. graph_lost=.. graph_stuck=.. delegation_duplicates=.. delegation_lost=.. delegation_stuck=.. delegation_orphaned=.. mcp_failed=.. mcp_duplicates=.. mcp_lost=.. mcp_stuck=.. mcp_leaked=.. mcp_applied_but_failed=.. replay_failures=..
 
-Exit status 0 when every duplicate, lost, stuck and replay-failure count is zero, else 1.
+Exit status 0 when every one of those counts (and the delegations' failed turns) is zero, else 1.
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tasks", type=int, default=10, help="autonomous tasks to run, 2 or 3 sessions each (default 10)")
     parser.add_argument("--graphs", type=int, default=10, help="task graphs to run, 3 or 4 nodes each (default 10)")
+    parser.add_argument("--delegations", type=int, default=10, help="sessions delegating to 1 or 2 child sessions (default 10)")
+    parser.add_argument("--mcp", type=int, default=10, help="sessions calling the stdio MCP server 1 to 4 times (default 10)")
+    parser.add_argument("--mcp-kills", type=int, default=20, help="SIGKILLs of the MCP server's processes (default 20)")
     parser.add_argument("--kills", type=int, default=40, help="SIGKILLs of the worker's process group (default 40)")
     parser.add_argument("--server-restarts", type=int, default=2, help="stops (SIGKILL or SIGTERM) and starts of the Temporal server (default 2)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the scripts, start times and kill moments (default 1)")
@@ -83,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
             progress=print_progress,
             fork_workers=args.fork_workers,
             append_risk=args.risk,
+            delegations=args.delegations,
+            mcp=args.mcp,
+            mcp_kills=args.mcp_kills,
         )
     )
     for problem in report.problems:

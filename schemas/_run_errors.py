@@ -233,12 +233,14 @@ class ToolCrashedError(ToolError):
 class McpServerUnavailable(ToolError):
     """An MCP server could not be reached: it failed to start, its connection broke (the call in
     flight fails with this), or the worker has no ``[mcp.servers.NAME]`` for it. ``server``
-    names it, ``diagnostic`` says why. The worker restarts a failed server with backoff on
-    next use."""
+    names it, ``diagnostic`` says why; ``in_flight`` is True when the connection broke while a
+    call was in flight, so the server may have done that call's work (an effectful call's
+    outcome is unknown). The worker restarts a failed server with backoff on next use."""
 
-    def __init__(self, server: str, diagnostic: str) -> None:
+    def __init__(self, server: str, diagnostic: str, *, in_flight: bool = False) -> None:
         self.server = server
         self.diagnostic = diagnostic
+        self.in_flight = in_flight
         super().__init__(f"MCP server {server!r} is unavailable: {diagnostic}")
 
 

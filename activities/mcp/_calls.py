@@ -61,8 +61,9 @@ async def run_call(
     request cancelled at the server). ``answers``, ``request_state`` and ``on_progress`` are
     ``McpManager.call_tool``'s.
 
-    Raises ``McpServerUnavailable`` (the connection broke; with the server's exit status and
-    stderr when they come within ``BROKEN_DIAGNOSTIC_WAIT_SECONDS``), ``McpToolError`` (a
+    Raises ``McpServerUnavailable`` (the connection broke, ``in_flight``: the server may have
+    done the call's work; with the server's exit status and stderr when they come within
+    ``BROKEN_DIAGNOSTIC_WAIT_SECONDS``), ``McpToolError`` (a
     JSON-RPC error, an invalid result, more than ``MAX_INPUT_ROUNDS`` rounds, a request for
     sampling). Cancelling the awaiting task cancels the request at the server.
     """
@@ -79,7 +80,8 @@ async def run_call(
         assert call.question is not None
         return call.question
     except _Broken as broken:
-        raise McpServerUnavailable(srv.config.name, await _broken_diagnostic(srv, broken.reason)) from broken.__cause__
+        diagnostic = await _broken_diagnostic(srv, broken.reason)
+        raise McpServerUnavailable(srv.config.name, diagnostic, in_flight=True) from broken.__cause__
     finally:
         conn.calls.discard(call)
         call.stopped.set()

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -43,6 +44,9 @@ from tests.cli.test_cli import agentrt
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
 from tests.mcp_servers import everything_stdio, probe_stdio, server_processes, time_stdio
+
+# An effectful tool that writes a line and sleeps, marking its phase (the chaos bench's MCP server).
+CHAOS_MCP_SERVER = Path(__file__).resolve().parents[2] / "bench" / "_chaos_mcp_server.py"
 
 
 @asynccontextmanager
@@ -169,6 +173,48 @@ async def test_a_server_killed_mid_call_fails_that_call_and_the_next_call_works(
     assert done.tool == "probe.read_file" and "started" in done.preview  # the restarted server answered
     states = [e.type for e in harness.store.mcp_server_events("probe")]
     assert "McpServerFailed" in states and states.count("McpServerReady") >= 2
+
+
+async def test_an_effectful_call_whose_server_dies_after_its_effect_asks_for_a_reconcile_not_a_failure(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    # The server wrote the line, then died before answering: the call's outcome is unknown. A
+    # failed call would have the model call again under a new key, and the line would be written
+    # twice; the claim stays open instead and an operator says what happened.
+    marks = tmp_path / "marks"
+    out = tmp_path / "effects.txt"
+    server = McpServerConfig(
+        name="chaosmcp", command=sys.executable, args=[str(CHAOS_MCP_SERVER), str(marks)], cwd=str(tmp_path / "cwd"),
+        sandbox="none",
+    )
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "chaosmcp.append", "arguments": {"path": str(out), "line": "once", "pause_after_seconds": 60}}]},
+        {"text": "done"},
+    ])
+    async with mcp_worker(harness, {"chaosmcp": server}) as client:
+        sid, turn = await _run(client, harness, workspace, script)
+        for _ in range(600):
+            if any(m.read_text() == "after" for m in (marks / "inflight").glob("*")):
+                break
+            await asyncio.sleep(0.05)
+        pids = server_processes(str(CHAOS_MCP_SERVER))
+        assert pids and out.read_text() == "once\n"
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        asked = await wait_for_event(
+            client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.kind == "reconcile", timeout=30
+        )
+        assert isinstance(asked, PermissionRequested)
+        await client.reconcile(sid, asked.request.request_id, "applied", note="the line is in the file")
+        outcome = await client.wait(sid, turn)
+    assert outcome.status == "completed", outcome.error
+    assert out.read_text() == "once\n"
+    events = harness.store.events(sid, 0, 1000)
+    [failed] = [e for e in events if isinstance(e, ToolInvocationFailed)]
+    assert failed.reason == "outcome_unknown" and "chaosmcp.append" in failed.error
+    [done] = [e for e in events if isinstance(e, ToolInvocationCompleted)]
+    assert done.tool == "chaosmcp.append" and "applied" in done.preview
 
 
 @pytest.mark.parametrize(
