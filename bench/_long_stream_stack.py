@@ -91,13 +91,13 @@ class Stack:
         provider_port = int(await self._file_text("provider", port_file))
         self.config_path = self._write_config(provider_port)
         self._spawn("worker", ["-m", "agentrt.cli", "worker"])
-        await self._log_line("worker", "worker polling")
         self.workspace_root.mkdir(parents=True, exist_ok=True)
         gateway_port = self.run_dir / "gateway.port"
-        self._spawn("gateway", [
+        self._spawn("gateway", [  # beside the worker: both start at once
             "-m", "bench._gateway_process", "--port-file", str(gateway_port), "--workspace-root", str(self.workspace_root),
             "--max-streams-per-principal", str(self.max_streams_per_principal),
         ])
+        await self._log_line("worker", "worker polling")
         self.gateway_url = f"http://127.0.0.1:{int(await self._file_text('gateway', gateway_port))}"
         return self
 

@@ -203,7 +203,7 @@ class _Run:
         self.headers = {"Authorization": f"Bearer {stack.token}"}
         self.http = httpx.AsyncClient(  # past the gateway's own 60 s bound on an update, so its 503 is what is seen
             base_url=stack.gateway_url, timeout=httpx.Timeout(90.0, connect=10.0),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
+            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),  # a send waits for no other
         )
         self.last_turn: dict[str, tuple[int, str]] = {}  # session id -> (turn number, turn id) of its last send
         self.pending: set[asyncio.Task[None]] = set()
