@@ -12,9 +12,9 @@ paced model (``bench._paced_provider``: OpenAI Chat Completions on loopback, eve
 (``bench._gateway_process``: ``create_app`` under uvicorn as ``agentrt serve`` runs it), on one
 SQLite store (or ``--database-url``).
 
-``--clients`` sessions are started over HTTP (``POST /v1/sessions``, the first turn with it), and
-one SSE client per session follows its stream (``GET /v1/sessions/{id}/stream``, native encoding,
-httpx-sse, a connection each) from its first item to its ``SessionArchived``. Then for
+``--clients`` sessions are started over HTTP, 16 at a time (``POST /v1/sessions``, the first turn
+with it), and one SSE client per session follows its stream (``GET /v1/sessions/{id}/stream``,
+native encoding, httpx-sse, a connection each) from its first item to its ``SessionArchived``. Then for
 ``--minutes`` one ``POST /v1/sessions/{id}/messages`` (with an ``Idempotency-Key``) goes out every
 ``1 / --sends-per-s`` seconds on a fixed schedule, whatever the answers before it (an open loop),
 to the sessions in turn. After the window, the sessions' last turns get up to ``--drain-seconds``
@@ -29,10 +29,11 @@ What is measured:
   or not in that stream; every stream that ended or was refused before its ``SessionArchived``
   (the client resumes it with ``Last-Event-ID`` and counts it) and every client that never got there;
 - **send → accepted**: from just before a send to its 202, in seconds;
-- **delta → client**: from the moment the model sent a delta's chunk to the client parsing it:
-  the model stamps the time its request arrived in an answer's first chunk and sends chunk ``i``
-  ``i × --chunk-ms`` after it, so this is model → worker → store (the worker writes a call's
-  deltas every 0.2 s or 32 chunks) → gateway → client;
+- **delta → client**: from the moment the model sent a delta's chunk to the client parsing it,
+  for the model calls of the window (not the first turns' backlog a client reads when it
+  connects): the model stamps the time its request arrived in an answer's first chunk and sends
+  chunk ``i`` ``i × --chunk-ms`` after it, so this is model → worker → store (the worker writes a
+  call's deltas every 0.2 s or 32 chunks) → gateway → client;
 - the gateway process's RSS when the clients have connected and at the end of the window, and its
   peak; turns ended by status; the load average at the start and the end.
 
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import re
 import shutil
@@ -61,6 +63,7 @@ from pathlib import Path
 import httpx
 
 from agentrt.store import Store
+from bench._bench_worker import cpu_seconds
 from bench._cli import print_progress, run_and_exit
 from bench._long_stream_clients import DELTA, Reference, Tally, follow_sse, guarded, reference
 from bench._long_stream_stack import Stack, load_average, rss_mb
@@ -68,6 +71,7 @@ from bench.concurrency import percentile
 
 __all__ = ["Report", "Settings", "TimedTally", "main", "run_benchmark"]
 
+CREATES_AT_ONCE = 16  # sessions started at a time before the window (each start waits for a worker to take it)
 FOLLOWERS_TIMEOUT = 120.0  # seconds for the clients to read to the end once the sessions are archived
 _ARRIVED = re.compile(r"\[(\d+(?:\.\d+)?)\] ")
 _CHUNK = re.compile(r"t\d+c(\d+) ")
@@ -88,9 +92,12 @@ class Settings:
 @dataclass
 class TimedTally(Tally):
     """A ``Tally`` that also times each delta from the model's chunk to this client
-    (``latencies``, seconds) and keeps the status of each turn that ended (``turns``)."""
+    (``latencies``, seconds) of the model calls that arrived at or after ``since``
+    (``time.time()``: not the backlog a client reads when it connects), and keeps the status of
+    each turn that ended (``turns``)."""
 
     chunk_seconds: float = 0.0
+    since: float = float("inf")
     latencies: list[float] = field(default_factory=list)
     turns: dict[str, str] = field(default_factory=dict)
     arrived: dict[tuple[str, int, int], float] = field(default_factory=dict)
@@ -106,7 +113,7 @@ class TimedTally(Tally):
     def time_delta(self, now: float, call: tuple[str, int, int], text: str) -> None:
         """The delta ``text`` of model call ``call`` parsed at ``now`` (``time.time()``): its
         latency from when the model sent its last chunk (none before the call's first delta)."""
-        if (stamp := _ARRIVED.match(text)) is not None:
+        if (stamp := _ARRIVED.match(text)) is not None and float(stamp.group(1)) >= self.since:
             self.arrived[call] = float(stamp.group(1))
         chunks = _CHUNK.findall(text)
         if call in self.arrived and chunks:
@@ -125,6 +132,7 @@ class Report:
     window_seconds: float = 0.0
     undrained: int = 0  # sessions whose last turn had not ended when the drain ended
     rss: tuple[float, float] = (float("nan"), float("nan"))
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds over the window: gateway, worker, benchmark
     peak_mb: float = float("nan")
     load: tuple[str, str] = ("", "")
     run_dir: str = ""
@@ -175,6 +183,9 @@ class Report:
         received = sum(t.deltas for t in self.tallies), sum(t.events for t in self.tallies)
         rows.append(f"items received: {received[0]:,} deltas, {received[1]:,} events over {len(self.tallies)} streams")
         rows.append(f"gateway RSS MiB: {self.rss[0]:.1f} with the clients connected, {self.rss[1]:.1f} at the window's end; peak {self.peak_mb:.1f}")
+        if self.cpu and self.window_seconds:
+            shares = ", ".join(f"{name} {seconds / self.window_seconds:.0%}" for name, seconds in self.cpu.items())
+            rows.append(f"CPU over the window (of one core): {shares}")
         rows.append(f"load average (1, 5, 15 min): {self.load[0]} at the start, {self.load[1]} at the end")
         return "\n".join(rows)
 
@@ -203,7 +214,8 @@ class _Run:
         self.headers = {"Authorization": f"Bearer {stack.token}"}
         self.http = httpx.AsyncClient(  # past the gateway's own 60 s bound on an update, so its 503 is what is seen
             base_url=stack.gateway_url, timeout=httpx.Timeout(90.0, connect=10.0),
-            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),  # a send waits for no other
+            # a send waits for no other; an idle connection is dropped before uvicorn's 5 s keep-alive ends it under a request
+            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256, keepalive_expiry=3.0),
         )
         self.last_turn: dict[str, tuple[int, str]] = {}  # session id -> (turn number, turn id) of its last send
         self.pending: set[asyncio.Task[None]] = set()
@@ -283,7 +295,15 @@ class _Run:
     async def run(self) -> Report:
         report, s = self.report, self.settings
         report.load = (load_average(), "")
-        started = await asyncio.gather(*(self.create(i) for i in range(s.clients)))
+        starting = asyncio.Semaphore(CREATES_AT_ONCE)
+
+        async def create(i: int) -> str | None:
+            async with starting:
+                return await self.create(i)
+
+        started = await asyncio.gather(*(create(i) for i in range(s.clients)))
+        if report.http_errors:
+            self.say(f"creates refused: {dict(report.http_errors)}")
         session_ids = [sid for sid in started if sid is not None]
         if not session_ids:
             raise RuntimeError(f"no session started: {dict(report.http_errors)}")
@@ -299,7 +319,13 @@ class _Run:
             await asyncio.sleep(0.1)
         rss_start = rss_mb(self.stack.gateway_pid)
         self.say(f"{len(session_ids)} sessions started and followed; gateway RSS {rss_start:.1f} MiB; sending")
+        pids = {"gateway": self.stack.gateway_pid, "worker": self.stack.children["worker"].pid, "benchmark": os.getpid()}
+        cpu_start = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        now = time.time()
+        for tally in report.tallies:
+            tally.since = now
         await self.sends(session_ids)
+        report.cpu = {name: cpu_seconds(pid) - cpu_start[name] for name, pid in pids.items()}
         report.rss = (rss_start, rss_mb(self.stack.gateway_pid))
         report.undrained = await self.drained(followers)
         self.say(f"window over: {report.sends} sends; {report.undrained} sessions not drained; archiving")

@@ -30,11 +30,12 @@ def test_the_short_form_runs_with_no_error_and_gives_every_figure() -> None:
 
 
 def test_a_delta_is_timed_from_the_model_s_schedule_of_its_chunk() -> None:
-    tally = TimedTally("sse-001", "sse", chunk_seconds=0.025)
+    tally = TimedTally("sse-001", "sse", chunk_seconds=0.025, since=99.0)
     call = ("turn-2", 1, 1)
     tally.time_delta(100.1, call, "[100.000000] t2c0 ")
     tally.time_delta(100.3, call, "t2c4 ")
     tally.time_delta(100.3, ("turn-3", 1, 1), "t3c4 ")  # no stamp seen for that call: not timed
+    tally.time_delta(100.3, ("turn-1", 1, 1), "[98.000000] t1c0 ")  # a call from before the window: not timed
     assert tally.latencies == pytest.approx([0.1, 0.2])
 
 
