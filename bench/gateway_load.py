@@ -69,7 +69,7 @@ from bench._long_stream_clients import DELTA, Reference, Tally, follow_sse, guar
 from bench._long_stream_stack import Stack, load_average, rss_mb
 from bench.concurrency import percentile
 
-__all__ = ["Report", "Settings", "TimedTally", "main", "run_benchmark"]
+__all__ = ["Reference", "Report", "Settings", "TimedTally", "main", "run_benchmark"]
 
 CREATES_AT_ONCE = 16  # sessions started at a time before the window (each start waits for a worker to take it)
 FOLLOWERS_TIMEOUT = 120.0  # seconds for the clients to read to the end once the sessions are archived

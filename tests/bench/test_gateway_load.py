@@ -9,8 +9,7 @@ import re
 import pytest
 
 from bench import gateway_load
-from bench._long_stream_clients import Reference
-from bench.gateway_load import Report, Settings, TimedTally
+from bench.gateway_load import Reference, Report, Settings, TimedTally
 
 LINE = re.compile(
     r"gateway_load clients=3 sends_per_s=2 minutes=0\.05 errors=0 send_accepted_p50=\d+\.\d{3} p95=\d+\.\d{3} "
