@@ -48,7 +48,7 @@ chaos: $(STAMP)
 soak: $(STAMP)
 	$(BIN)/python -m bench.soak
 
-# The short form of every performance benchmark and one table of their results, by hand (about 10 minutes).
+# The short form of every performance benchmark and one table of their results, by hand (about 12 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m bench.suite
 

@@ -86,8 +86,7 @@ class Stack:
         provider_port = await self.start_provider()
         self.config_path = self.write_config(provider_port, self.server.address)
         self._spawn("worker", ["-m", "agentrt.cli", "worker"])
-        await self._log_line("worker", "worker polling")
-        await self.start_gateway()
+        await asyncio.gather(self._log_line("worker", "worker polling"), self.start_gateway())  # both start at once
         return self
 
     async def start_provider(self) -> int:

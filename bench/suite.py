@@ -33,6 +33,7 @@ SHORT: dict[str, list[str]] = {
     "idle": ["--sessions", "1000", "--checkpoints", "200,500,1000", "--wakes", "20"],
     "long_stream": ["--minutes", "1", "--clients", "5"],
     "streams": ["--chunks", "12", "--repeats", "1"],
+    "gateway_load": ["--clients", "20", "--sends-per-s", "5", "--minutes", "1"],
 }
 
 

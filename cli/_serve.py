@@ -105,9 +105,22 @@ def serve(
                 # Ctrl-C or SIGTERM: uvicorn stops accepting, gives open requests up to
                 # timeout_graceful_shutdown and runs the app's shutdown, instead of being cut mid-loop.
                 server.should_exit = True
-                await serving
+                await _drained(serving)
                 raise
         finally:
             store.close()
 
     run_command(go, service=True)
+
+
+async def _drained(serving: asyncio.Future[None]) -> None:
+    """Wait for uvicorn's shutdown to end. Another SIGTERM while it drains (a supervisor that
+    repeats its signal; uvicorn's own re-raise of the one it caught) cancels this wait only, never
+    the shutdown: the open requests still get their graceful timeout. A second Ctrl-C still forces
+    the exit, through uvicorn's own handler."""
+    while not serving.done():
+        try:
+            await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            continue
+    await serving  # its own error, if it ended with one

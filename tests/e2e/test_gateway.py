@@ -461,6 +461,58 @@ async def test_agentrt_serve_serves_the_gateway_until_sigterm(
     assert code == 0
 
 
+async def test_a_sigterm_lets_agentrt_serve_finish_its_open_requests_and_exit_without_a_traceback(
+    harness: Harness, workspace: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = {
+        **os.environ, "AGENTRT_HOME": str(tmp_path_factory.mktemp("home")), "AGENTRT_TEMPORAL_ADDRESS": harness.server.address,
+        "AGENTRT_TASK_QUEUE": harness.task_queue, "AGENTRT_DATABASE_URL": harness.config.database_url or "",
+        "AGENTRT_GATEWAY_TOKEN": TOKENS["alice"], "AGENTRT_GATEWAY_PRINCIPAL": "alice",
+    }
+    env.pop("AGENTRT_CONFIG", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentrt.cli", "serve", "--port", "0", "--workspace-root", str(workspace.parent),
+        cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        url = await asyncio.wait_for(_listening_url(process), 60)
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            created = await create_session(harness, http, write_script(tmp_path, [{"text": "drained", "delay_seconds": 4}]))
+            sid, turn = created["session_id"], created["turn_id"]
+            opened = asyncio.Event()
+
+            async def follow() -> list[ServerSentEvent]:
+                received: list[ServerSentEvent] = []
+                async with aconnect_sse(http, "GET", f"/v1/sessions/{sid}/stream", headers=auth("alice")) as source:
+                    async for sse in source.aiter_sse():
+                        if sse.data:
+                            received.append(sse)
+                            opened.set()
+                return received
+
+            stream = asyncio.create_task(follow())
+            await asyncio.wait_for(opened.wait(), 30)
+            waiting = asyncio.create_task(http.get(f"/v1/sessions/{sid}/turns/{turn}?wait=30", headers=auth("alice")))
+            await asyncio.sleep(1)  # the long poll reaches the gateway
+            process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            process.send_signal(signal.SIGTERM)  # a second one (an impatient supervisor) changes nothing
+            outcome = await waiting
+            received = await asyncio.wait_for(stream, 30)
+        code = await asyncio.wait_for(process.wait(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.stderr is not None
+    stderr = (await process.stderr.read()).decode(errors="replace")
+    assert outcome.status_code == 200 and outcome.json()["answer"] == "drained"
+    assert code == 0
+    assert "Traceback" not in stderr and "CancelledError" not in stderr, stderr
+    assert "stopped (SIGTERM)" in stderr and "timeout graceful shutdown exceeded" not in stderr  # nothing was cut
+    assert received and all(sse.id for sse in received)  # it ended cleanly; a client resumes it with Last-Event-ID
+
+
 async def _listening_url(process: asyncio.subprocess.Process) -> str:
     """The URL in the line ``agentrt serve`` prints once it listens."""
     assert process.stderr is not None
