@@ -19,12 +19,13 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DisconnectionError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from agentrt.store import Store, unreachable_reason
+from agentrt.store import Store, raising_engine, unreachable_reason
 
 __all__ = ["STORE_UNAVAILABLE", "StoreOutageInterceptor", "store_unreachable_in"]
 
@@ -36,15 +37,20 @@ MARGIN_SECONDS = 2.0  # the wait ends this long before the attempt's start-to-cl
 MAX_WAIT_SECONDS = 300.0  # an attempt without a start-to-close bound waits at most this long
 
 
-def store_unreachable_in(err: BaseException) -> str | None:
-    """``unreachable_reason`` of ``err`` or of an exception in its chain (``__cause__``, ``__context__``)."""
+def store_unreachable_in(err: BaseException, store: Engine) -> tuple[str, Engine] | None:
+    """``unreachable_reason`` of ``err`` or of an exception in its chain (``__cause__``, ``__context__``)
+    that a store's engine raised (``raising_engine``), with that engine; or of SQLAlchemy's pool
+    losing a connection (``DisconnectionError``, which no engine marks), with ``store``. A database
+    error of any other engine (a user's tool that reads its own database: its error is in the
+    chain of the tool's ``ToolCrashed``) is not the store's: the attempt fails as it failed."""
     seen: set[int] = set()
     current: BaseException | None = err
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        reason = unreachable_reason(current)
-        if reason is not None:
-            return reason
+        engine = store if isinstance(current, DisconnectionError) else raising_engine(current)
+        reason = unreachable_reason(current) if engine is not None else None
+        if reason is not None and engine is not None:
+            return reason, engine
         current = current.__cause__ or current.__context__
     return None
 
@@ -65,41 +71,65 @@ class _StoreOutageInbound(ActivityInboundInterceptor):
         self._store = store
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        met: tuple[str, Engine] | None = None
         try:
             return await self.next.execute_activity(input)
         except Exception as err:
-            reason = store_unreachable_in(err)
-            if reason is None:
+            met = store_unreachable_in(err, self._store.engine)
+            if met is None:
                 raise
+        reason, engine = met
         info = activity.info()
-        url = self._store.engine.url.render_as_string(hide_password=True)
+        url = engine.url.render_as_string(hide_password=True)
         log.warning("%s (attempt %d) met a store that does not answer at %s: %s; waiting for it", info.activity_type, info.attempt, url, reason)
-        waited, answered = await self._wait(info, reason)
+        waited, answered = await self._wait(info, reason, engine, sync=input.executor is not None)
         after = f"it answered again after {waited:.1f} s" if answered else f"it still did not after {waited:.1f} s"
         raise ApplicationError(f"the store does not answer at {url}: {reason}; {after}", type=STORE_UNAVAILABLE) from None
 
-    async def _wait(self, info: activity.Info, reason: str) -> tuple[float, bool]:
-        """Probe the store every ``PROBE_SECONDS``, heartbeating, until it answers or the attempt's
-        bound is near: (seconds waited, whether it answered)."""
+    async def _wait(self, info: activity.Info, reason: str, engine: Engine, *, sync: bool) -> tuple[float, bool]:
+        """Probe ``engine`` (the store's that raised) every ``PROBE_SECONDS``, heartbeating, until it
+        answers or the attempt's bound is near: (seconds waited, whether it answered). Heartbeats go on while a probe hangs
+        (a PostgreSQL host that drops packets: its connect gives up after 10 s, longer than the
+        session's heartbeat timeout). Raises ``CancelledError`` when the activity is cancelled."""
         loop = asyncio.get_running_loop()
         began = loop.time()
         limit = MAX_WAIT_SECONDS
         if info.start_to_close_timeout is not None:
             used = (datetime.now(timezone.utc) - info.started_time).total_seconds()
             limit = min(limit, info.start_to_close_timeout.total_seconds() - used - MARGIN_SECONDS)
+        probe: asyncio.Future[bool] | None = None
         while loop.time() - began < limit:
-            activity.heartbeat(f"{STORE_UNAVAILABLE}: {reason}")
-            await asyncio.sleep(min(PROBE_SECONDS, max(0.0, limit - (loop.time() - began))))
-            if await asyncio.to_thread(self._answers):
-                return loop.time() - began, True
+            await _heartbeat(f"{STORE_UNAVAILABLE}: {reason}", sync=sync)
+            if activity.is_cancelled():  # a sync activity's cancel sets its event; its task is not cancelled
+                raise CancelledError("Cancelled")
+            if probe is None:
+                await asyncio.sleep(min(PROBE_SECONDS, max(0.0, limit - (loop.time() - began))))
+                probe = asyncio.ensure_future(asyncio.to_thread(_answers, engine))
+            done, _ = await asyncio.wait({probe}, timeout=min(PROBE_SECONDS, max(0.0, limit - (loop.time() - began))))
+            if probe in done:
+                if probe.result():
+                    return loop.time() - began, True
+                probe = None
         return loop.time() - began, False
 
-    def _answers(self) -> bool:
-        try:
-            with self._store.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-        except Exception as err:  # noqa: BLE001 - any failure of the probe means "not yet"
-            if store_unreachable_in(err) is None:
-                log.warning("probing the store failed: %s", err)
-            return False
-        return True
+
+def _answers(engine: Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as err:  # noqa: BLE001 - any failure of the probe means "not yet"
+        if store_unreachable_in(err, engine) is None:
+            log.warning("probing the store failed: %s", err)
+        return False
+    return True
+
+
+async def _heartbeat(details: str, *, sync: bool) -> None:
+    """``activity.heartbeat(details)``. For a sync activity the SDK's heartbeat hands the call to the
+    event loop and blocks up to 10 s for it: called on the loop itself, it froze the whole worker
+    (every other activity's heartbeats, every workflow task) for those 10 s and then raised
+    ``TimeoutError``. It is called from a thread for those."""
+    if sync:
+        await asyncio.to_thread(activity.heartbeat, details)
+    else:
+        activity.heartbeat(details)

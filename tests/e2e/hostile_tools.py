@@ -27,7 +27,18 @@ def quit_writer(ctx: ToolContext) -> str:
     sys.exit(2)
 
 
-careless = Agent(name="careless", tools=[measure, quit_writer])
+@tool(risk="read_only")
+def ledger_total(ctx: ToolContext) -> str:
+    """Sum the tool's own ledger: a SQLite database of its own, which cannot be opened (its path is
+    the workspace, a directory), so SQLAlchemy raises OperationalError("unable to open database file")."""
+    import sqlalchemy as sa
+
+    _ran(ctx, "ledger_total")
+    with sa.create_engine(f"sqlite:///{ctx.workspace}").connect() as conn:
+        return str(conn.execute(sa.text("SELECT 1")).scalar())
+
+
+careless = Agent(name="careless", tools=[measure, quit_writer, ledger_total])
 
 
 @tool(risk="read_only", timeout_seconds=2)
@@ -54,3 +65,17 @@ def stuck_charge(ctx: ToolContext, order_id: str) -> str:
 
 
 stuck_desk = Agent(name="stuck-desk", tools=[stuck, measure, stuck_charge])
+
+
+@tool(risk="read_only")
+def gate(ctx: ToolContext) -> str:
+    """Wait until the file ``go`` is in the workspace (a test stops the store meanwhile)."""
+    import time
+
+    _ran(ctx, "gate")
+    while not (ctx.workspace / "go").exists() and not ctx.is_cancelled():
+        time.sleep(0.05)
+    return "went"
+
+
+gatekeeper = Agent(name="gatekeeper", tools=[gate])

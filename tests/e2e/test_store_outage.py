@@ -10,13 +10,19 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
+
+from agentrt.store import Store
+from agentrt.worker import build_worker
+from tests.conftest import Harness
+from tests.e2e.hostile_tools import gatekeeper
 
 from tests._private_pg import PrivatePostgres, private_pg  # noqa: F401 - the fixture
 from tests.cli.test_cli_process import user_env
-from tests.e2e._support import write_script
+from tests.e2e._support import session_config, write_script
 
 OUTAGE_SECONDS = 12  # a model call whose attempts each failed at once spent 4 of its 9 on this
 BOUND = 240  # seconds: only so that a broken run fails the test instead of hanging it
@@ -82,3 +88,46 @@ def test_the_private_postgres_is_its_own(private_pg: PrivatePostgres) -> None:
         capture_output=True, text=True, timeout=60,
     )
     assert result.stdout.strip() == str(private_pg.port), result.stderr
+
+
+async def test_a_tool_call_that_met_a_stopped_postgresql_waits_heartbeating_and_spends_one_attempt(
+    private_pg: PrivatePostgres, harness: Harness, workspace: Path, tmp_path: Path  # noqa: F811 - the fixture
+) -> None:
+    """``tool.execute`` is a sync activity: the SDK's heartbeat for one blocks up to 10 s for the
+    event loop, so the wait's heartbeat, called on the loop, froze the whole worker for 10 s and
+    failed the attempt with ``TimeoutError``; and a cancel of a sync activity only sets its event."""
+    store = Store.open(private_pg.create_database("tools"))
+    queue = f"{harness.task_queue}-pg"
+    try:
+        async with build_worker(harness.temporal, harness.config, store, task_queue=queue, agents=[gatekeeper]):
+            client = harness.client_on(queue)
+            sid = harness.new_session_id()
+            script = write_script(tmp_path, [{"tool_calls": [{"name": "gate", "arguments": {}}]}, {"text": "done"}])
+            started = await client.start(session_config(client, sid, workspace, script, agent="gatekeeper"), "go")
+            handle = harness.temporal.get_workflow_handle(started.workflow_id)
+            while not (workspace / "ran.log").exists():  # the tool runs: its staged writes are in the store
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(private_pg.stop)
+            (workspace / "go").touch()  # the tool returns; writing its result meets the stopped store
+            assert "StoreUnavailable: " in await asyncio.wait_for(heartbeat_details(handle, harness), 30)
+            await asyncio.to_thread(private_pg.start)
+            outcome = await asyncio.wait_for(client.wait(sid, started.turn_id), BOUND)
+            history = await handle.fetch_history()
+    finally:
+        store.close()
+
+    assert outcome.status == "completed"
+    [tool_text] = [m.text for _, m in harness.store.messages(sid) if m.role == "tool"] or [""]
+    started_events = [e.activity_task_started_event_attributes for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    tool_attempts = [(a.attempt, a.last_failure.application_failure_info.type) for a in started_events if a.attempt > 1]
+    assert tool_attempts == [(2, "StoreUnavailable")], tool_attempts
+
+
+async def heartbeat_details(handle: WorkflowHandle[Any, Any], harness: Harness) -> str:
+    """The decoded details of the run's pending activity's last heartbeat, once there is one."""
+    while True:
+        for pending in (await handle.describe()).raw_description.pending_activities:
+            if pending.HasField("heartbeat_details"):
+                decoded = await harness.temporal.data_converter.decode(pending.heartbeat_details.payloads)
+                return " ".join(str(d) for d in decoded)
+        await asyncio.sleep(0.1)
