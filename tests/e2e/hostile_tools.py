@@ -38,7 +38,14 @@ def ledger_total(ctx: ToolContext) -> str:
         return str(conn.execute(sa.text("SELECT 1")).scalar())
 
 
-careless = Agent(name="careless", tools=[measure, quit_writer, ledger_total])
+@tool(risk="read_only")
+def shout(ctx: ToolContext) -> str:
+    """Raise an exception whose message is 3 MB (a response body put in the message, say)."""
+    _ran(ctx, "shout")
+    raise RuntimeError("A" * 3_000_000)
+
+
+careless = Agent(name="careless", tools=[measure, quit_writer, ledger_total, shout])
 
 
 @tool(risk="read_only", timeout_seconds=2)

@@ -147,3 +147,20 @@ async def test_a_tool_whose_own_database_does_not_answer_crashes_as_itself_not_a
     assert failure.application_failure_info.type == "ToolCrashed"
     assert failure.message.startswith("ledger_total raised OperationalError: (sqlite3.OperationalError) unable to open database file")
     assert "met a store that does not answer" not in caplog.text
+
+
+async def test_a_tool_exception_of_three_megabytes_is_retried_with_a_short_failure_and_reported(
+    harness: Harness, desk: AgentClient, workspace: Path, tmp_path: Path
+) -> None:
+    """A failure of 3 MB exceeds the server's limits: the attempt's failure never reached it."""
+    sid = harness.new_session_id()
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "shout", "arguments": {}}]}, {"text": "done"}])
+    started = await desk.start(session_config(desk, sid, workspace, script, agent="careless"), "shout")
+    handle = desk.temporal.get_workflow_handle(started.workflow_id)
+    try:
+        failure = await asyncio.wait_for(pending_failure(handle), 60)
+    finally:
+        await handle.terminate("test over")
+
+    assert failure.application_failure_info.type == "ToolCrashed"
+    assert failure.message.startswith("shout raised RuntimeError: AAAA") and len(failure.message) <= 600
