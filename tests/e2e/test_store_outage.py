@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from temporalio.client import Client, WorkflowHandle
 from agentrt.store import Store
 from agentrt.worker import build_worker
 from tests.conftest import Harness
-from tests.e2e.hostile_tools import gatekeeper
+from tests.e2e.hostile_tools import gatekeeper, silent_desk
 
 from tests._private_pg import PrivatePostgres, private_pg  # noqa: F401 - the fixture
 from tests.cli.test_cli_process import user_env
@@ -146,3 +148,61 @@ async def tool_call_ended(handle: WorkflowHandle[Any, Any]) -> None:
     """Once the run has no pending ``tool.execute``."""
     while any(p.activity_type.name == "tool.execute" for p in (await handle.describe()).raw_description.pending_activities):
         await asyncio.sleep(0.1)
+
+
+class SilentPostgres:
+    """A TCP server on loopback that closes its first connection at once (a store that went away)
+    and holds every later one open without a word (a host that drops packets: a connect waits for
+    its timeout, 10 s)."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            if self.accepted == 1:
+                conn.close()
+            else:
+                self.held.append(conn)
+
+    def close(self) -> None:
+        self.socket.close()
+        for conn in self.held:
+            conn.close()
+
+
+async def test_the_wait_heartbeats_while_a_probe_of_the_store_hangs(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """A probe's connect waits up to 10 s for a silent host; the wait heartbeated only between
+    probes, so a session's heartbeat timeout (here 2 s) ended the attempt during the first one."""
+    silent = SilentPostgres()
+    queue = f"{harness.task_queue}-silent"
+    try:
+        async with build_worker(harness.temporal, harness.config, harness.store, task_queue=queue, agents=[silent_desk]):
+            client = harness.client_on(queue)
+            sid = harness.new_session_id()
+            call = {"name": "silent_store", "arguments": {"port": silent.port}}
+            script = write_script(tmp_path, [{"tool_calls": [call]}, {"text": "done"}])
+            config = session_config(client, sid, workspace, script, agent="silent-desk", heartbeat_timeout_seconds=2.0)
+            started = await client.start(config, "go")
+            handle = harness.temporal.get_workflow_handle(started.workflow_id)
+            while silent.accepted < 2:  # the store went away; the wait's first probe hangs
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(5)  # two and a half heartbeat timeouts, within the probe's 10 s
+            [pending] = [p for p in (await handle.describe()).raw_description.pending_activities if p.activity_type.name == "tool.execute"]
+            await handle.terminate("test over")
+    finally:
+        silent.close()
+
+    assert pending.attempt == 1 and not pending.HasField("last_failure"), pending
+    assert "StoreUnavailable: " in " ".join(str(d) for d in await harness.temporal.data_converter.decode(pending.heartbeat_details.payloads))
