@@ -88,21 +88,14 @@ def gate(ctx: ToolContext) -> str:
 gatekeeper = Agent(name="gatekeeper", tools=[gate])
 
 
-STORE_ENGINES: list[object] = []  # kept alive: the outage wait probes the engine that raised
-
-
 @tool(risk="read_only")
 def silent_store(ctx: ToolContext, port: int) -> str:
-    """Read a store (an engine of ``make_engine``) at ``port`` on loopback, whose server hangs up."""
-    import sqlalchemy as sa
-
-    from agentrt.store._engine import make_engine
+    """Open an agentrt store at ``port`` on loopback, whose server hangs up."""
+    from agentrt.store import Store
 
     _ran(ctx, "silent_store")
-    engine = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{port}/x")
-    STORE_ENGINES.append(engine)
-    with engine.connect() as conn:
-        return str(conn.execute(sa.text("SELECT 1")).scalar())
+    with Store.open(f"postgresql://postgres@127.0.0.1:{port}/x"):
+        return "opened"
 
 
 silent_desk = Agent(name="silent-desk", tools=[silent_store])

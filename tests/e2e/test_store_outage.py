@@ -184,7 +184,8 @@ async def test_the_wait_heartbeats_while_a_probe_of_the_store_hangs(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     """A probe's connect waits up to 10 s for a silent host; the wait heartbeated only between
-    probes, so a session's heartbeat timeout (here 2 s) ended the attempt during the first one."""
+    probes, so a session's heartbeat timeout (here 2 s) ended the attempt during the first one.
+    (The tool opens a store of its own there: its engine's errors are a store's, as the worker's.)"""
     silent = SilentPostgres()
     queue = f"{harness.task_queue}-silent"
     try:
