@@ -18,6 +18,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRule",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
+    "MAX_CALL_TIMEOUT_SECONDS",
     "ModelProfile",
     "PROTECTED_FILE_PATTERN",
     "SandboxPolicy",
@@ -43,6 +44,10 @@ PROTECTED_FILE_PATTERN = (
 # The longest an approval may wait before it is denied: a year (seconds). Finite and bounded so
 # that the workflow's timer is one Temporal accepts (a timer of 1e308 s overflows).
 MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
+# The longest bound on one model or tool call and the longest heartbeat timeout: a year (seconds).
+# A call timeout becomes an activity's ``timedelta``: 1e308 s overflows it, and one of 0 or less
+# is refused by the server; either failed every workflow task of the session from its first call.
+MAX_CALL_TIMEOUT_SECONDS = 366 * 24 * 3600
 
 
 class ModelProfile(Model):
@@ -190,6 +195,8 @@ class SessionConfig(Model):
     - ``approval_timeout_seconds``: a pending approval is denied after this many seconds
       (finite, > 0, at most ``MAX_APPROVAL_TIMEOUT_SECONDS``, a year); None waits forever.
     - ``max_rounds_per_turn``: model calls per turn before the turn ends as ``round_limit``.
+    - ``model_timeout_seconds``, ``tool_timeout_seconds``: the bound on one attempt of a model or
+      tool call (seconds; finite, > 0, at most ``MAX_CALL_TIMEOUT_SECONDS``, a year).
     - ``heartbeat_timeout_seconds``: how soon a dead worker's model or tool call is retried
       elsewhere (seconds). Those activities heartbeat about once a second while they run
       (``HEARTBEAT_THROTTLE``), so a worker whose event loop stalls for longer than this
@@ -246,9 +253,9 @@ class SessionConfig(Model):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     approval_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_SECONDS, allow_inf_nan=False)
     max_rounds_per_turn: int = Field(default=250, ge=1)
-    model_timeout_seconds: float = 600.0
-    tool_timeout_seconds: float = 300.0
-    heartbeat_timeout_seconds: float = 3.0
+    model_timeout_seconds: float = Field(default=600.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
+    tool_timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
+    heartbeat_timeout_seconds: float = Field(default=3.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     title: str | None = None
     # Left out when True (the default): a worker of an earlier version still reads the config.
     local_tools: bool = Field(default=True, exclude_if=lambda v: v is True)

@@ -19,6 +19,7 @@ from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget
 from agentrt.schemas._config import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_CALL_TIMEOUT_SECONDS,
     AdvisorPolicy,
     ApprovalPolicy,
     SandboxPolicy,
@@ -56,9 +57,9 @@ class SessionTemplate(Model):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     approval_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_SECONDS, allow_inf_nan=False)
     max_rounds_per_turn: int = Field(default=250, ge=1)
-    model_timeout_seconds: float = 600.0
-    tool_timeout_seconds: float = 300.0
-    heartbeat_timeout_seconds: float = 3.0
+    model_timeout_seconds: float = Field(default=600.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
+    tool_timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
+    heartbeat_timeout_seconds: float = Field(default=3.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     local_tools: bool = Field(default=True, exclude_if=lambda v: v is True)
     sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
     network: bool = Field(default=False, exclude_if=lambda v: v is False)

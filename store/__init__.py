@@ -12,7 +12,7 @@ from agentrt.store._effects import EffectRecord
 from agentrt.store._engine import agentrt_home, database_url, head_revision, schema_revision
 from agentrt.store._mcp import listing_digest
 from agentrt.store._payloads import get_payloads, put_payloads
-from agentrt.store._reachability import takes_writes, unreachable_reason
+from agentrt.store._reachability import raising_engine, takes_writes, unreachable_reason
 from agentrt.store._store import Store
 from agentrt.store._stream import (
     SessionStream,
@@ -60,6 +60,7 @@ __all__ = [
     "on_loop",
     "parse_stream_id",
     "put_payloads",
+    "raising_engine",
     "schema_revision",
     "stream_id",
     "text_column",

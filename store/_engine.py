@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from agentrt.schemas import StoreFileChanged
+from agentrt.store._reachability import mark_engine_errors
 
 DATABASE_URL_ENV = "AGENTRT_DATABASE_URL"
 HOME_ENV = "AGENTRT_HOME"
@@ -64,14 +65,17 @@ def make_engine(url: str) -> Engine:
     SQLite: creates the file's directory, waits up to ``SQLITE_BUSY_TIMEOUT_MS`` for locks,
     uses WAL for files, and begins transactions of connections with the execution option
     ``agentrt_write`` as ``BEGIN IMMEDIATE``; a file deleted or replaced under the engine raises
-    ``StoreFileChanged`` at the next checkout. Other backends: a pre-pinged pool (PostgreSQL: a
+    ``StoreFileChanged`` at the next checkout. Its database errors are marked as its own
+    (``raising_engine``). Other backends: a pre-pinged pool (PostgreSQL: a
     connect fails after ``PG_CONNECT_TIMEOUT_SECONDS``).
     """
     sa_url = make_url(url)
     if sa_url.get_backend_name() != "sqlite":
         # A connect that gets no answer (a host gone) fails after PG_CONNECT_TIMEOUT_SECONDS instead of hanging.
         connect_args = {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS} if sa_url.get_backend_name() == "postgresql" else {}
-        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        mark_engine_errors(engine)
+        return engine
 
     database = sa_url.database or ":memory:"
     memory = database == ":memory:"
@@ -95,6 +99,7 @@ def make_engine(url: str) -> Engine:
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.close()
 
+    mark_engine_errors(engine)
     if not memory:
         _guard_file(engine, Path(database).expanduser())
 

@@ -4,15 +4,35 @@ that follows a turn waits out, instead of failing with a driver traceback."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, text
+import weakref
+
+from sqlalchemy import Engine, event, text
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 
-__all__ = ["takes_writes", "unreachable_reason"]
+__all__ = ["mark_engine_errors", "raising_engine", "takes_writes", "unreachable_reason"]
 
 # SQLite's own words for a file it cannot use now; its other OperationalErrors (``no such table``:
 # a deleted or replaced file) are not waited out.
 _SQLITE_UNREACHABLE = ("unable to open database file", "database is locked", "disk i/o error", "readonly database")
 MAX_REASON_CHARS = 300
+_ENGINE_MARK = "agentrt_engine"  # on each error an engine of ``mark_engine_errors`` raises: a weak reference to it
+
+
+def mark_engine_errors(engine: Engine) -> None:
+    """Mark every database error ``engine`` raises (connects included) as its own (``raising_engine``)."""
+
+    @event.listens_for(engine, "handle_error")
+    def _mark(context: ExceptionContext) -> None:
+        setattr(context.sqlalchemy_exception, _ENGINE_MARK, weakref.ref(engine))
+
+
+def raising_engine(err: BaseException) -> Engine | None:
+    """The store engine (``make_engine``'s, marked by ``mark_engine_errors``) that raised ``err``;
+    None for any other error, a database error of another engine in the same process included (a
+    user's tool that reads its own database, say)."""
+    ref = getattr(err, _ENGINE_MARK, None)
+    return ref() if isinstance(ref, weakref.ref) else None
 
 
 def unreachable_reason(err: BaseException) -> str | None:

@@ -258,7 +258,11 @@ class CrashToRetry(Exception):
     def __init__(self, tool: str, error: BaseException) -> None:
         self.tool = tool
         self.error = error
-        super().__init__(f"{tool} raised {type(error).__name__}: {error}")
+        # At most 500 characters of the exception's text, as ToolCrashedError: this message is the
+        # attempt's failure, and one of megabytes exceeded the server's limits (the failure was
+        # lost and the attempt ran on to its timeout).
+        text = str(error)
+        super().__init__(f"{tool} raised {type(error).__name__}: {text[:500] if text else '(no message)'}")
 
 
 class ToolRegistry:

@@ -27,7 +27,25 @@ def quit_writer(ctx: ToolContext) -> str:
     sys.exit(2)
 
 
-careless = Agent(name="careless", tools=[measure, quit_writer])
+@tool(risk="read_only")
+def ledger_total(ctx: ToolContext) -> str:
+    """Sum the tool's own ledger: a SQLite database of its own, which cannot be opened (its path is
+    the workspace, a directory), so SQLAlchemy raises OperationalError("unable to open database file")."""
+    import sqlalchemy as sa
+
+    _ran(ctx, "ledger_total")
+    with sa.create_engine(f"sqlite:///{ctx.workspace}").connect() as conn:
+        return str(conn.execute(sa.text("SELECT 1")).scalar())
+
+
+@tool(risk="read_only")
+def shout(ctx: ToolContext) -> str:
+    """Raise an exception whose message is 3 MB (a response body put in the message, say)."""
+    _ran(ctx, "shout")
+    raise RuntimeError("A" * 3_000_000)
+
+
+careless = Agent(name="careless", tools=[measure, quit_writer, ledger_total, shout])
 
 
 @tool(risk="read_only", timeout_seconds=2)
@@ -54,3 +72,30 @@ def stuck_charge(ctx: ToolContext, order_id: str) -> str:
 
 
 stuck_desk = Agent(name="stuck-desk", tools=[stuck, measure, stuck_charge])
+
+
+@tool(risk="read_only")
+def gate(ctx: ToolContext) -> str:
+    """Wait until the file ``go`` is in the workspace (a test stops the store meanwhile)."""
+    import time
+
+    _ran(ctx, "gate")
+    while not (ctx.workspace / "go").exists() and not ctx.is_cancelled():
+        time.sleep(0.05)
+    return "went"
+
+
+gatekeeper = Agent(name="gatekeeper", tools=[gate])
+
+
+@tool(risk="read_only")
+def silent_store(ctx: ToolContext, port: int) -> str:
+    """Open an agentrt store at ``port`` on loopback, whose server hangs up."""
+    from agentrt.store import Store
+
+    _ran(ctx, "silent_store")
+    with Store.open(f"postgresql://postgres@127.0.0.1:{port}/x"):
+        return "opened"
+
+
+silent_desk = Agent(name="silent-desk", tools=[silent_store])

@@ -8,8 +8,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from temporalio.api.failure.v1 import Failure
+from temporalio.client import WorkflowHandle
 
 from agentrt.client import AgentClient
 from agentrt.worker import build_worker
@@ -25,6 +29,15 @@ async def desk(harness: Harness) -> AsyncIterator[AgentClient]:
     worker = build_worker(harness.temporal, harness.config, harness.store, task_queue=queue, agents=[careless])
     async with worker:
         yield harness.client_on(queue)
+
+
+async def pending_failure(handle: WorkflowHandle[Any, Any]) -> Failure:
+    """The last failure of the run's one pending activity, once it has one."""
+    while True:
+        pending = (await handle.describe()).raw_description.pending_activities
+        if pending and pending[0].HasField("last_failure"):
+            return pending[0].last_failure
+        await asyncio.sleep(0.1)
 
 
 def tool_texts(harness: Harness, session_id: str) -> list[str]:
@@ -114,3 +127,40 @@ async def test_an_effectful_sync_tool_stopped_at_its_bound_asks_a_person_what_ha
         outcome = await asyncio.wait_for(desk.wait(sid, started.turn_id), 60)
 
     assert outcome.status == "completed" and ran(workspace) == ["stuck_charge A-1"]
+
+
+async def test_a_tool_whose_own_database_does_not_answer_crashes_as_itself_not_as_the_store(
+    harness: Harness, desk: AgentClient, workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tool's SQLAlchemy ``OperationalError`` is in its ``ToolCrashed``'s chain; the worker's
+    store answers. It was taken for the store's outage: the attempt waited for the store, and failed
+    as ``StoreUnavailable`` with the tool's own error, unredacted, as the store's reason."""
+    sid = harness.new_session_id()
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "ledger_total", "arguments": {}}]}, {"text": "done"}])
+    started = await desk.start(session_config(desk, sid, workspace, script, agent="careless"), "total")
+    handle = desk.temporal.get_workflow_handle(started.workflow_id)
+    try:
+        failure = await asyncio.wait_for(pending_failure(handle), 60)
+    finally:
+        await handle.terminate("test over")
+
+    assert failure.application_failure_info.type == "ToolCrashed"
+    assert failure.message.startswith("ledger_total raised OperationalError: (sqlite3.OperationalError) unable to open database file")
+    assert "met a store that does not answer" not in caplog.text
+
+
+async def test_a_tool_exception_of_three_megabytes_is_retried_with_a_short_failure_and_reported(
+    harness: Harness, desk: AgentClient, workspace: Path, tmp_path: Path
+) -> None:
+    """A failure of 3 MB exceeds the server's limits: the attempt's failure never reached it."""
+    sid = harness.new_session_id()
+    script = write_script(tmp_path, [{"tool_calls": [{"name": "shout", "arguments": {}}]}, {"text": "done"}])
+    started = await desk.start(session_config(desk, sid, workspace, script, agent="careless"), "shout")
+    handle = desk.temporal.get_workflow_handle(started.workflow_id)
+    try:
+        failure = await asyncio.wait_for(pending_failure(handle), 60)
+    finally:
+        await handle.terminate("test over")
+
+    assert failure.application_failure_info.type == "ToolCrashed"
+    assert failure.message.startswith("shout raised RuntimeError: AAAA") and len(failure.message) <= 600

@@ -31,11 +31,13 @@ from tests.e2e._support import session_config, write_script
 BOUND = 60  # seconds: only so that a broken run fails the test instead of hanging it
 
 
-async def failed_with(harness: Harness, workflow_type: str, body: dict[str, Any]) -> tuple[ApplicationError, int]:
+async def failed_with(
+    harness: Harness, workflow_type: str, body: dict[str, Any], workflow_id: str | None = None
+) -> tuple[ApplicationError, int]:
     """Start ``workflow_type`` with ``body`` as plain JSON (as `temporal workflow start --input`
     does); the ApplicationError it failed with, and the number of its failed workflow tasks."""
     handle = await harness.temporal.start_workflow(
-        workflow_type, body, id=f"invalid-{uuid.uuid4().hex}", task_queue=harness.task_queue
+        workflow_type, body, id=workflow_id or f"invalid-{uuid.uuid4().hex}", task_queue=harness.task_queue
     )
     with pytest.raises(WorkflowFailureError) as failed:
         await asyncio.wait_for(handle.result(), BOUND)
@@ -115,3 +117,20 @@ async def test_a_continuing_runs_state_this_build_cannot_read_waits_for_a_worker
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     finally:
         await handle.terminate("test over")
+
+
+@pytest.mark.parametrize(("field", "value"), [("model_timeout_seconds", 1e308), ("heartbeat_timeout_seconds", -1.0)])
+async def test_a_session_with_a_call_timeout_no_activity_can_have_fails_naming_the_field(
+    harness: Harness, workspace: Path, tmp_path: Path, field: str, value: float
+) -> None:
+    """1e308 s overflows the activity's ``timedelta``, and a negative or zero timeout is one the
+    server refuses: either failed every workflow task of the run from its first call on."""
+    client = harness.client_on(harness.task_queue)
+    script = write_script(tmp_path, [{"text": "never"}])
+    sid = harness.new_session_id()
+    body = SessionInput(config=session_config(client, sid, workspace, script, prompt="hi")).model_dump(mode="json")
+    body["config"][field] = value
+
+    error, failed_tasks = await failed_with(harness, SESSION_WORKFLOW, body, workflow_id=f"session-{sid}")
+    assert (error.type, failed_tasks) == ("InvalidWorkflowInput", 0)
+    assert f"config.{field}: Input should be " in error.message

@@ -83,3 +83,19 @@ def test_the_file_guard_keeps_no_descriptor_of_its_own_on_the_database(tmp_path:
             open_on_file = [fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)]
             pool = store.engine.pool
             assert len(open_on_file) == pool.checkedin() + pool.checkedout(), open_on_file  # type: ignore[attr-defined]
+
+
+def test_only_a_store_engine_s_errors_are_marked_as_the_store_s(tmp_path: Path) -> None:
+    """A user's tool that reads its own unreachable database raises the same OperationalError as an
+    unreachable store: only the store's engines (``make_engine``) mark theirs as their own."""
+    from agentrt.store import raising_engine
+    from agentrt.store._engine import make_engine
+
+    store_engine = make_engine(f"sqlite:///{tmp_path}")  # a directory: "unable to open database file"
+    with pytest.raises(DBAPIError) as of_store:
+        with store_engine.connect():
+            pass
+    of_tool = error_of(f"sqlite:///{tmp_path}")
+    assert unreachable_reason(of_store.value) == unreachable_reason(of_tool) == "unable to open database file"
+    assert raising_engine(of_store.value) is store_engine
+    assert raising_engine(of_tool) is None
