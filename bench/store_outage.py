@@ -10,7 +10,7 @@ session sends turns of one sandboxed ``shell.run`` and one effectful ``fs.write`
 the gateway follows its stream) with no worker kills. Its disruption is the store:
 
 - ``postgresql``: the store is a PostgreSQL server of the bench's own (``initdb`` and ``pg_ctl`` on
-  a free port, ``bench._private_pg``), stopped (``pg_ctl stop -m fast``) ``--before`` seconds into
+  a free port, ``bench.private_pg``), stopped (``pg_ctl stop -m fast``) ``--before`` seconds into
   the load and started again ``--outage`` seconds later;
 - ``sqlite``: the store is a SQLite file whose database and WAL are made immutable (``chattr +i``:
   unwritable even for root) for ``--outage`` seconds; reads still answer.
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from agentrt.client import AgentClient
 from bench._long_stream_stack import Stack
-from bench._private_pg import PrivatePostgres
+from bench.private_pg import PrivatePostgres
 from bench.soak import Report, Soak, run_soak
 
 STORES = ("postgresql", "sqlite")

@@ -1,4 +1,4 @@
-"""A PostgreSQL server of a test's own (``bench._private_pg.PrivatePostgres``), so that the test
+"""A PostgreSQL server of a test's own (``bench.private_pg.PrivatePostgres``), so that the test
 can stop and start it without touching the server other tests share."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench._private_pg import PrivatePostgres, pg_bin
+from bench.private_pg import PrivatePostgres, pg_bin
 
 __all__ = ["PrivatePostgres", "pg_bin", "private_pg"]
 

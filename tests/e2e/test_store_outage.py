@@ -132,7 +132,7 @@ async def test_a_tool_call_that_met_a_stopped_postgresql_waits_heartbeating_unti
                 await asyncio.sleep(0.05)
             await asyncio.to_thread(private_pg.stop)
             (workspace / "go").touch()  # the tool returns; writing its result meets the stopped store
-            assert "StoreUnavailable: " in await asyncio.wait_for(heartbeat_details(handle, harness), 30)
+            assert "StoreUnavailable since " in await asyncio.wait_for(heartbeat_details(handle, harness), 30)
             if then == "cancel":
                 await client.cancel(sid)
                 await asyncio.wait_for(tool_call_ended(handle), 30)  # while the store is still stopped
@@ -224,4 +224,4 @@ async def test_the_wait_heartbeats_while_a_probe_of_the_store_hangs(
         silent.close()
 
     assert pending.attempt == 1 and not pending.HasField("last_failure"), pending
-    assert "StoreUnavailable: " in " ".join(str(d) for d in await harness.temporal.data_converter.decode(pending.heartbeat_details.payloads))
+    assert "StoreUnavailable since " in " ".join(str(d) for d in await harness.temporal.data_converter.decode(pending.heartbeat_details.payloads))
