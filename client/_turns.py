@@ -208,8 +208,7 @@ def outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutco
                 error=event.error,
                 error_type=event.error_type,
                 rounds=event.rounds,
-                # As the session reports it: a cancelled turn counts none.
-                tool_calls=0 if event.status == "cancelled" else tool_calls,
+                tool_calls=tool_calls,  # every call its replies asked for, as the session reports it
                 usage=event.usage,
                 output=event.output,
             )

@@ -8,9 +8,9 @@ from typing import Literal
 from agentrt.schemas._base import Model
 
 __all__ = [
-    "STORE_UNAVAILABLE",
     "ActivityWait",
     "ActivityWaitKind",
+    "STORE_UNAVAILABLE",
     "StuckCause",
     "StuckWorkflow",
 ]

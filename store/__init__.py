@@ -63,8 +63,8 @@ __all__ = [
     "raising_engine",
     "schema_revision",
     "stream_id",
-    "text_column",
     "takes_writes",
+    "text_column",
     "unreachable_reason",
     "webhook_watch_id",
 ]

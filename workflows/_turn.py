@@ -232,6 +232,7 @@ class TurnLoop:
                     usage=reply.usage, position=reply.position, reasoning_chars=reply.reasoning_chars,
                 )
             )
+            turn.tool_calls += len(reply.tool_calls)  # asked for: a cancelled turn reports them too
             if reply.tool_calls and run.stop_after_step():
                 for call in reply.tool_calls:
                     turn.fail_call(call, "cancelled", "the turn was cancelled before this call ran")
@@ -246,7 +247,6 @@ class TurnLoop:
                     turn_id=turn_id, status="completed", answer=reply.text, rounds=round_number, tool_calls=calls, usage=usage
                 )
             calls += len(reply.tool_calls)
-            turn.tool_calls = calls
             run.count_tool_calls(len(reply.tool_calls))
             crossing = run.budget_crossing()
             if crossing is not None:

@@ -318,8 +318,10 @@ async def test_a_stranger_cannot_steer_a_task_and_an_operator_must_give_a_reason
 
     paused = await operator.pause_task(task_id, reason="maintenance window")
     assert paused.status == "paused" and paused.paused_by == "ops"
-    last = rig.stored_events(task_id)[-1]
+    stored = rig.stored_events(task_id)
+    last = [e for e in stored if e.type != "AutonomousTaskStatusChanged"][-1]
     assert isinstance(last, AutonomousTaskPaused) and (last.principal, last.reason) == ("ops", "maintenance window")
+    assert [e.status for e in stored if e.type == "AutonomousTaskStatusChanged"][-1] == "paused"  # type: ignore[union-attr]
     await rig.client.cancel_task(task_id)
 
 

@@ -482,7 +482,7 @@ async def test_wait_with_a_store_it_cannot_read_asks_the_session_instead(
         broken.close()
 
 
-async def test_wait_with_a_store_counts_no_tool_calls_for_a_cancelled_turn_as_the_session_does(
+async def test_wait_with_a_store_counts_a_cancelled_turn_s_tool_calls_and_tokens_as_the_session_does(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal=OWNER, store=harness.store)
@@ -498,6 +498,7 @@ async def test_wait_with_a_store_counts_no_tool_calls_for_a_cancelled_turn_as_th
     from_store = await client.wait(sid, started.turn_id)
     assert from_session.status == from_store.status == "cancelled"
     assert from_store == from_session
+    assert from_store.tool_calls == 1 and from_store.usage.input_tokens > 0
 
 
 async def test_a_workflow_whose_id_is_not_its_sessions_fails_and_writes_nothing_into_that_session(
