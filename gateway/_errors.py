@@ -25,7 +25,9 @@ bodies are bounded before any route reads them.
     503     urn:agentrt:problem:unavailable       WorkerUnavailable, ServerUnavailable, Temporal errors,
                                                   PayloadStorageMismatch and PayloadCodecMismatch (details
                                                   logged, not sent), a stream
-                                                  past the gateway's limit of open streams
+                                                  past the gateway's limit of open streams; the store does
+                                                  not answer (``unreachable_reason``; Retry-After) or its
+                                                  SQLite file changed under the gateway (StoreFileChanged)
     500     urn:agentrt:problem:internal          anything else (logged with its traceback)
 """
 
@@ -61,10 +63,12 @@ from agentrt.schemas import (
     ServerUnavailable,
     SessionNotFound,
     SessionStuck,
+    StoreFileChanged,
     TaskNotFound,
     TurnNotFound,
     WorkerUnavailable,
 )
+from agentrt.store import unreachable_reason
 from agentrt.worker import PayloadCodecMismatch
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Problem", "ProblemBody", "install_error_handlers", "problem_for"]
@@ -158,6 +162,13 @@ def problem_for(err: Exception) -> Problem:
     if isinstance(err, RPCError):
         log.error("gateway: Temporal answered %s: %s", err.status.name, err.message)
         return Problem(503, "unavailable", f"the Temporal server answered {err.status.name}", headers={"Retry-After": "5"})
+    store = _store_unreachable(err)
+    if store is not None:
+        log.warning("gateway: the store does not answer: %s", store)
+        return Problem(503, "unavailable", "the store does not answer; try again", headers={"Retry-After": "5"})
+    if isinstance(err, StoreFileChanged):
+        log.error("gateway: %s", err)
+        return Problem(503, "unavailable", "the gateway's store file changed under it; an operator must restart it")
     if isinstance(err, ValidationError):  # a model built from what the caller sent
         where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5])
         return Problem(422, "invalid-request", _cut(where or "invalid"))
@@ -168,6 +179,19 @@ def problem_for(err: Exception) -> Problem:
         return Problem(500, "internal", f"the request failed ({type(err).__name__})")
     log.error("gateway: unexpected %s", type(err).__name__, exc_info=err)
     return Problem(500, "internal", "the request failed; the gateway's log has the cause")
+
+
+def _store_unreachable(err: BaseException) -> str | None:
+    """Why the store does not answer, when ``err`` or an exception in its chain says so."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        reason = unreachable_reason(current)
+        if reason is not None:
+            return reason
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _cut(value: object) -> str:

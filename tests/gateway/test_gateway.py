@@ -36,6 +36,7 @@ from agentrt.schemas import (
     ServerUnavailable,
     SessionNotFound,
     SessionStuck,
+    StoreFileChanged,
     TaskNotFound,
     UnknownProfileError,
     WorkerUnavailable,
@@ -373,6 +374,7 @@ async def test_a_graph_with_a_cycle_is_invalid(http: httpx.AsyncClient) -> None:
         (WorkerUnavailable("s1", "no poller seen"), 503, "unavailable"),
         (ServerUnavailable("temporal.internal:7233", "connection refused"), 503, "unavailable"),
         (RuntimeError("secret internals /srv/db"), 500, "internal"),
+        (StoreFileChanged("/srv/agentrt.db", "deleted"), 503, "unavailable"),
         (PayloadCodecMismatch("s1", "agentrt", None, None, {"1@host-a agentrt-payloads=aes-gcm:k1@abc": ["aes-gcm:k1@abc"]}), 503, "unavailable"),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v),
@@ -388,6 +390,23 @@ def test_a_tenant_over_quota_is_429_with_retry_after_until_the_reset_and_names_t
     assert (problem.status, problem.kind) == (429, "quota-exceeded") and "tokens_per_day" in problem.detail
     assert 7000 <= int(problem.headers["Retry-After"]) <= 7201
     assert "Retry-After" not in problem_for(QuotaExceeded("acme", "concurrent_sessions", 2, 2, None)).headers
+
+
+def test_a_store_that_does_not_answer_is_503_with_retry_after_and_says_nothing_of_where_it_is() -> None:
+    from sqlalchemy import create_engine, text
+
+    from agentrt.worker import free_port
+
+    engine = create_engine(f"postgresql+psycopg://agentrt:hunter2@127.0.0.1:{free_port()}/secretdb?connect_timeout=5")
+    with pytest.raises(Exception) as raised:
+        with engine.connect() as conn:  # a real refused connection, as a stopped PostgreSQL gives
+            conn.execute(text("SELECT 1"))
+    wrapped = RuntimeError("reading the session's events failed")
+    wrapped.__cause__ = raised.value
+    for err in (raised.value, wrapped):
+        problem = problem_for(err)
+        assert (problem.status, problem.kind, problem.headers.get("Retry-After")) == (503, "unavailable", "5")
+        assert "secretdb" not in problem.detail and "hunter2" not in problem.detail and "127.0.0.1" not in problem.detail
 
 
 def test_a_server_side_failure_tells_the_caller_nothing_of_the_server() -> None:
