@@ -68,7 +68,7 @@ from agentrt.schemas import (
     TurnNotFound,
     WorkerUnavailable,
 )
-from agentrt.store import unreachable_reason
+from agentrt.store import error_chain, unreachable_reason
 from agentrt.worker import PayloadCodecMismatch
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Problem", "ProblemBody", "install_error_handlers", "problem_for"]
@@ -183,15 +183,7 @@ def problem_for(err: Exception) -> Problem:
 
 def _store_unreachable(err: BaseException) -> str | None:
     """Why the store does not answer, when ``err`` or an exception in its chain says so."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        reason = unreachable_reason(current)
-        if reason is not None:
-            return reason
-        current = current.__cause__ or current.__context__
-    return None
+    return next((reason for cause in error_chain(err) if (reason := unreachable_reason(cause)) is not None), None)
 
 
 def _cut(value: object) -> str:

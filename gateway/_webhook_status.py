@@ -127,8 +127,7 @@ class StatusReader:
         self._closed_checked[watch.watch_id] = now
         description = await self._describe(_WORKFLOW_ID[watch.kind](watch.target_id))
         if description is None:
-            log.warning("webhook watch %s %s: its workflow is gone; the watch ends", watch.kind, watch.target_id)
-            return StatusStep([], watch.cursor, watch.last_status, ended=True)
+            return _gone(watch)
         if description.close_time is None:
             return None
         if await asyncio.to_thread(self._events, watch, watch.cursor, 1, statuses=True):
@@ -146,8 +145,7 @@ class StatusReader:
         differs from the last one; the cursor counts the changes seen."""
         description = await self._describe(_WORKFLOW_ID[watch.kind](watch.target_id))
         if description is None:
-            log.warning("webhook watch %s %s: its workflow is gone; the watch ends", watch.kind, watch.target_id)
-            return StatusStep([], watch.cursor, watch.last_status, ended=True)
+            return _gone(watch)
         status = _status_of(description, _INITIAL_STATUS[watch.kind])
         closed = description.close_time is not None
         ended = closed or status in _TERMINAL[watch.kind]
@@ -157,6 +155,12 @@ class StatusReader:
         owner = description.typed_search_attributes.get(SESSION_OWNER)
         note = status_changed(watch.kind, watch.target_id, cursor, status, watch.last_status, owner, closed)
         return StatusStep([note], cursor, status, ended=ended)
+
+
+def _gone(watch: WebhookWatch) -> StatusStep:
+    """The watch ends, as it stands: its workflow is gone."""
+    log.warning("webhook watch %s %s: its workflow is gone; the watch ends", watch.kind, watch.target_id)
+    return StatusStep([], watch.cursor, watch.last_status, ended=True)
 
 
 def _status_of(description: WorkflowExecutionDescription, initial: str) -> str:

@@ -466,4 +466,3 @@ class WebhookDispatcher:
             "webhook %s (%s) to %s: attempt %d of %d failed: %s%s", delivery.webhook_id, delivery.type, target.url,
             delivery.attempts, self._max_attempts, error, "; giving up" if final else "",
         )
-

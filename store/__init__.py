@@ -12,7 +12,7 @@ from agentrt.store._effects import EffectRecord
 from agentrt.store._engine import agentrt_home, database_url, head_revision, schema_revision
 from agentrt.store._mcp import listing_digest
 from agentrt.store._payloads import get_payloads, put_payloads
-from agentrt.store._reachability import raising_engine, takes_writes, unreachable_reason
+from agentrt.store._reachability import error_chain, raising_engine, takes_writes, unreachable_reason
 from agentrt.store._store import Store
 from agentrt.store._stream import (
     SessionStream,
@@ -53,6 +53,7 @@ __all__ = [
     "WebhookWatch",
     "agentrt_home",
     "database_url",
+    "error_chain",
     "get_payloads",
     "head_revision",
     "is_sealed",

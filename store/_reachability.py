@@ -5,12 +5,13 @@ that follows a turn waits out, instead of failing with a driver traceback."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 
 from sqlalchemy import Engine, event, text
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 
-__all__ = ["mark_engine_errors", "raising_engine", "takes_writes", "unreachable_reason"]
+__all__ = ["error_chain", "mark_engine_errors", "raising_engine", "takes_writes", "unreachable_reason"]
 
 # SQLite's own words for a file it cannot use now; its other OperationalErrors (``no such table``:
 # a deleted or replaced file) are not waited out.
@@ -61,3 +62,13 @@ def takes_writes(engine: Engine) -> None:
     probe that only reads would call it back too soon."""
     with engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
+
+
+def error_chain(err: BaseException) -> Iterator[BaseException]:
+    """``err``, then each exception in its chain (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

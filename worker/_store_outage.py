@@ -28,7 +28,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from agentrt.activities import WORKER_PROCESS
 from agentrt.schemas import STORE_UNAVAILABLE
-from agentrt.store import Store, raising_engine, takes_writes, unreachable_reason
+from agentrt.store import Store, error_chain, raising_engine, takes_writes, unreachable_reason
 
 __all__ = ["STORE_UNAVAILABLE", "StoreOutageInterceptor", "store_unreachable_in", "store_wait_detail"]
 
@@ -51,15 +51,11 @@ def store_unreachable_in(err: BaseException, store: Engine) -> tuple[str, Engine
     losing a connection (``DisconnectionError``, which no engine marks), with ``store``. A database
     error of any other engine (a user's tool that reads its own database: its error is in the
     chain of the tool's ``ToolCrashed``) is not the store's: the attempt fails as it failed."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in error_chain(err):
         engine = store if isinstance(current, DisconnectionError) else raising_engine(current)
         reason = unreachable_reason(current) if engine is not None else None
         if reason is not None and engine is not None:
             return reason, engine
-        current = current.__cause__ or current.__context__
     return None
 
 
