@@ -287,6 +287,11 @@ async def test_over_http_a_session_pauses_and_resumes_and_an_operator_pauses_an_
               "ops": ("ops-pause-token-0123456789", ("admin", "sessions"))}
     config = GatewayConfig(tokens=[GatewayToken(sha256=token_sha256(t), principal=p, scopes=s) for p, (t, s) in tokens.items()])
     client = AgentClient(harness.temporal, task_queue=harness.task_queue, principal="gateway", store=harness.store, operators=["ops"])
+    # The gateway answers 503 to a session start while the server lists no worker polling its queue.
+    for _ in range(300):
+        if await client.has_worker():
+            break
+        await asyncio.sleep(0.05)
 
     def auth(principal: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {tokens[principal][0]}"}
