@@ -1,7 +1,7 @@
 """What one agent round costs on Temporal: agentrt beside the bare floor and two other agent integrations.
 
     python -m bench.overhead [--rounds 20,100,200] [--repeats 3] [--result-bytes 5120]
-                             [--systems floor,agentrt,agentrt-local,pai,oai] [--workdir DIR]
+                             [--systems floor,agentrt,agentrt-fused,agentrt-local,pai,oai] [--workdir DIR]
 
 Starts one Temporal dev server (free ports, headless, database in a temporary directory)
 and a SQLite store, and runs the same workload on each system, one run at a time, each on
@@ -15,6 +15,9 @@ answers at once (no latency). The systems:
 - ``agentrt``: an agentrt session with the scripted model (``bench.history``'s workload:
   R ``fs.read`` calls of R different workspace files), the tool as a regular activity
   (``local_tools=False`` where ``SessionConfig`` has that field).
+- ``agentrt-fused``: the same with ``fused_rounds=True``: the model call runs the read-only
+  ``fs.read`` calls and calls the model again itself (``fused-rounds-v1``), so a turn of R
+  rounds is one model activity.
 - ``agentrt-local``: the same with ``local_tools=True`` (fast read-only tools as local
   activities); n/a where ``SessionConfig`` has no ``local_tools``.
 - ``pai``: pydantic-ai's Temporal integration (``Agent`` with ``TemporalDurability``,
@@ -56,7 +59,7 @@ reported with its reason and left out of the medians.
 
 Output: one table row per R and system, notes, and as the last line exactly
 
-    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z
+    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z fused_vs_floor=F
 
 with the × floor values at the largest R (two decimals; n/a where not measured).
 
@@ -106,7 +109,7 @@ from bench.history import (
     with_agentrt_plugin,
 )
 
-SYSTEMS = ("floor", "agentrt", "agentrt-local", "pai", "oai")
+SYSTEMS = ("floor", "agentrt", "agentrt-fused", "agentrt-local", "pai", "oai")
 DEFAULT_ROUNDS = (20, 100, 200)
 DEFAULT_REPEATS = 3
 # Every measured workflow runs on a worker that has already run a workflow of WARM_ROUNDS
@@ -315,14 +318,17 @@ class OverheadReport:
         return lines
 
     def line(self) -> str:
-        """The last line: × floor at the largest R of agentrt, pai and oai (two decimals or n/a)."""
+        """The last line: × floor at the largest R of agentrt, pai, oai and agentrt-fused (two decimals or n/a)."""
         largest = max(self.rounds)
 
         def ratio(system: str) -> str:
             value = self.vs_floor(system, largest)
             return "n/a" if value is None else f"{value:.2f}"
 
-        return f"overhead agentrt_vs_floor={ratio('agentrt')} pai_vs_floor={ratio('pai')} oai_vs_floor={ratio('oai')}"
+        return (
+            f"overhead agentrt_vs_floor={ratio('agentrt')} pai_vs_floor={ratio('pai')} oai_vs_floor={ratio('oai')} "
+            f"fused_vs_floor={ratio('agentrt-fused')}"
+        )
 
 
 # ---------------------------------------------------------------------------- history reading
@@ -540,16 +546,17 @@ def _optional_runner(system: str, module: ModuleType) -> Callable[..., Awaitable
     return run
 
 
-def _agentrt_runner(local_tools: bool) -> Callable[..., Awaitable[Sample]]:
+def _agentrt_runner(local_tools: bool, fused: bool = False) -> Callable[..., Awaitable[Sample]]:
     async def run(ctx: _Context, rounds: int, *, breakdown: bool = False) -> Sample:
-        return await run_agentrt(ctx, rounds, local_tools=local_tools, breakdown=breakdown)
+        return await run_agentrt(ctx, rounds, local_tools=local_tools, fused=fused, breakdown=breakdown)
 
     return run
 
 
-async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, breakdown: bool = False) -> Sample:
-    """One agentrt session, one turn of ``rounds`` ``fs.read`` rounds, on an in-process worker of its own."""
-    system = "agentrt-local" if local_tools else "agentrt"
+async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, fused: bool = False, breakdown: bool = False) -> Sample:
+    """One agentrt session, one turn of ``rounds`` ``fs.read`` rounds, on an in-process worker of
+    its own; ``fused``: with ``fused_rounds`` (the model call runs the rounds itself)."""
+    system = "agentrt-fused" if fused else "agentrt-local" if local_tools else "agentrt"
     workspace, script = ctx.workload(rounds)
     temporal = with_agentrt_plugin(ctx.temporal, ctx.store)
     task_queue = f"overhead-{system}-{uuid.uuid4().hex[:8]}"
@@ -557,6 +564,8 @@ async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, breakdow
     fields: dict[str, object] = {"tools": [TOOL], "max_rounds_per_turn": rounds + 5}
     if has_local_tools():
         fields["local_tools"] = local_tools
+    if fused:
+        fields["fused_rounds"] = True
     session = agent.new_config(str(workspace), profile="scripted", script=str(script), **fields)
     sample = Sample(system=system, rounds=rounds, status="completed")
     config = AgentrtConfig(task_queue=task_queue)
@@ -640,6 +649,8 @@ async def measure(
             runners[system] = run_floor
         elif system == "agentrt":
             runners[system] = _agentrt_runner(local_tools=False)
+        elif system == "agentrt-fused":
+            runners[system] = _agentrt_runner(local_tools=False, fused=True)
         elif system == "agentrt-local":
             if has_local_tools():
                 runners[system] = _agentrt_runner(local_tools=True)

@@ -213,6 +213,46 @@ async def read_only_rounds_regular(r: Recorder) -> dict[str, WorkflowHandle]:
     return await _read_only_rounds(r, False, "read-only-rounds-regular-tools")
 
 
+async def fused_rounds(r: Recorder) -> dict[str, WorkflowHandle]:
+    """``fused_rounds`` (``fused-rounds-v1``): read-only rounds run inside the model call, a write
+    that ends them (asked and granted, then run as a tool activity), a read after it; then a turn
+    that reaches its round limit inside one call."""
+    read = {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]}
+    turns = [
+        read,
+        {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}, {"name": "fs.read", "arguments": {"path": "b.txt"}}]},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "c.txt", "content": "c"}}]},
+        read,
+        {"text": "read and wrote"},
+        read, read, read,
+    ]
+    config = r.config(turns, fused_rounds=True, max_rounds_per_turn=3)
+    for file_name in ("a.txt", "b.txt"):
+        (Path(config.workspace) / file_name).write_text(f"content of {file_name}\n" * 20)
+    started = await r.client.start(config, "read and write")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await r.client.approve(config.session_id, requested.request.request_id)
+    await r.wait_turn(config.session_id, started.turn_id)
+    second = await r.client.send(config.session_id, "keep reading")
+    await r.wait_turn(config.session_id, second.turn_id)
+    await r.client.archive(config.session_id)
+    return {"reads-a-write-and-a-round-limit": r.handle(config.session_id)}
+
+
+async def fused_rounds_cancelled(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A cancel while a fused call waits for its follow-up model request, then a turn that answers."""
+    read = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}
+    config = r.config([read, {**read, "delay_seconds": 60}, {"text": "after the cancel"}], fused_rounds=True)
+    started = await r.client.start(config, "list")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await asyncio.sleep(1.0)
+    await r.client.cancel(config.session_id, reason="recorded")
+    await r.wait_turn(config.session_id, started.turn_id)
+    sent = await r.client.send(config.session_id, "answer")
+    await r.wait_turn(config.session_id, sent.turn_id)
+    return {"cancelled-during-a-fused-call": r.handle(config.session_id)}
+
+
 async def compaction_on_demand(r: Recorder) -> dict[str, WorkflowHandle]:
     config = r.config([{"text": f"answer {i} " + "words " * 40} for i in range(1, 4)] + [{"text": "summary"}])
     for n in range(1, 4):
@@ -1240,6 +1280,8 @@ SCENARIOS: list[Scenario] = [
     graph_paused_with_a_running_node,
     task_paused_during_a_session,
     model_queue_session,
+    fused_rounds,
+    fused_rounds_cancelled,
 ]
 
 
