@@ -4,6 +4,7 @@ rounds as its own. The transcript and the event log are the ones the same turn l
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from agentrt.schemas import (
     ToolInvocationFailed,
 )
 from tests.conftest import Harness
-from tests.e2e._support import ALLOW_ALL, session_config, wait_for_event, write_script
+from tests.e2e._support import ALLOW_ALL, kill_hard, session_config, wait_for_event, worker_process, write_script
 
 ROUNDS = 5
 
@@ -191,3 +192,36 @@ async def test_a_cancel_during_a_fused_call_leaves_only_what_the_session_recorde
     assert after.status == "completed"
     positions = [p for p, _ in harness.store.messages(sid)]
     assert positions == sorted(set(positions))
+
+
+async def test_a_worker_killed_during_a_fused_call_leaves_each_round_recorded_once(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "a.txt").write_text("a")
+    read = {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]}
+    script = write_script(tmp_path, [read, {**read, "delay_seconds": 4}, {"text": "read twice", "delay_seconds": 1}])
+    client = harness.client_on(harness.task_queue + "-proc")
+    log = tmp_path / "worker.log"
+    with worker_process(harness, log) as first:
+        sid = harness.new_session_id()
+        config = session_config(client, sid, workspace, script, fused_rounds=True, heartbeat_timeout_seconds=2.0)
+        started = await client.start(config, "read it twice")
+        await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted))
+        await asyncio.sleep(1.5)  # the first round ran; its follow-up request is in flight
+        kill_hard(first)
+    with worker_process(harness, log):
+        outcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=120)
+
+    assert outcome.status == "completed" and outcome.answer == "read twice" and outcome.rounds == 3
+    assert [m.role for _, m in harness.store.messages(sid)] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    events = harness.store.events(sid, 0, 1000)
+    assert [e.round for e in events if isinstance(e, ModelRequestStarted)] == [1, 2, 3]
+    assert len([e for e in events if isinstance(e, ToolInvocationCompleted)]) == 2
+    # The one model call was retried on the new worker, from its first round.
+    history = await harness.handle(sid).fetch_history()
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    assert max(attempts) >= 2 and (await _scheduled(harness, sid))["provider.complete"] == 1
