@@ -24,7 +24,9 @@ phase each kill actually hit is counted in ``ChaosReport.kill_phases``.
 Every turn asks the scripted model for one or two rounds of ``chaos.append`` calls (one
 or two calls each; unique lines ``s<session> t<turn> c<call>``, random pauses before and
 after the effect) and then a final answer; some responses are delayed 0.2-1.5 s so model
-calls are in flight too. Every third session needs approval for ``chaos.append``; the
+calls are in flight too. Every second session has ``fused_rounds``: each of its turns first
+reads the log (``fs.read``) inside its model call (``fused-rounds-v1``), so kills land in fused
+calls too. Every third session needs approval for ``chaos.append``; the
 harness grants what it sees as the owner. Outcome-unknown effects (the effect ledger)
 come back as ``PermissionRequested`` with ``request.kind == "reconcile"``; the harness
 answers like an operator: the call's line is in the file -> ``applied``, else
@@ -184,6 +186,7 @@ class _Session:
     script: Path
     ask: bool
     turns: list[_Turn]
+    fused: bool = False  # fused_rounds: each turn first reads the log inside its model call
     config: SessionConfig | None = None
     approved: dict[str, float] = field(default_factory=dict)
     reconciled: dict[str, float] = field(default_factory=dict)
@@ -510,8 +513,11 @@ class _Chaos:
             workspace.mkdir(parents=True)
             responses: list[dict[str, Any]] = []
             turns: list[_Turn] = []
+            fused = i % 2 == 0
             for t in range(1, self.turns_per_session + 1):
                 lines: list[str] = []
+                if fused:  # a read-only round the model call runs itself (fused-rounds-v1)
+                    responses.append({"text": "", "tool_calls": [{"name": "fs.read", "arguments": {"path": LOG_FILE}}]})
                 for _round in range(self.rng.choice([1, 1, 2])):
                     calls = []
                     for _ in range(self.rng.choice([1, 1, 2])):
@@ -541,6 +547,7 @@ class _Chaos:
                     script=script,
                     ask=i % 3 == 0,
                     turns=turns,
+                    fused=fused,
                 )
             )
 
@@ -555,9 +562,10 @@ class _Chaos:
             session_id=session.session_id,
             profile="scripted",
             script=str(session.script),
-            tools=["chaos.append"],
+            tools=["chaos.append", "fs.read"] if session.fused else ["chaos.append"],
             approval=ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow", tools=tools),
             heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_SECONDS,
+            fused_rounds=session.fused,
         )
 
     async def drive(self, session: _Session) -> None:
