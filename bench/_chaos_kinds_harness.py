@@ -63,6 +63,7 @@ from agentrt.worker import AgentrtConfig, AgentrtPlugin
 from bench._chaos_harness import LOG_FILE, LONG_PAUSE, OWNER, RPC_TIMEOUT, TOOL_PAUSE, _Chaos, _Session, _Turn
 from bench._chaos_session_kinds import KindRun, SessionKinds
 from bench._kinds_report import KindCounts, KindsReport
+from bench._reconciles import is_reconcile, line_in_file
 from bench._turn_checks import count_lost, open_reconciles, read_lines
 
 TASK_INTERVAL = (3.0, 8.0)  # seconds a task sleeps between sessions (a durable timer)
@@ -333,11 +334,9 @@ class _KindsChaos(SessionKinds, _Chaos):
                 for request in state.pending_approvals:
                     now = time.monotonic()
                     try:
-                        if getattr(request, "kind", "tool_call") == "reconcile":
-                            if now - run.reconciled.get(request.request_id, -1e9) < 5.0:
-                                continue
-                            await self._reconcile_child(run, sid, request)
-                            run.reconciled[request.request_id] = now
+                        if is_reconcile(request):
+                            if await self.reconciler.answer(sid, request, line_in_file(run.file)):
+                                getattr(self.kinds, run.kind).reconciles += 1
                         elif now - run.approved.get(request.request_id, -1e9) >= 3.0:
                             await asyncio.wait_for(self.client.approve(sid, request.request_id), RPC_TIMEOUT)
                             if request.request_id not in run.approved:
@@ -350,19 +349,6 @@ class _KindsChaos(SessionKinds, _Chaos):
         """The sessions of ``run``: a session kind's own and its children (``running``: those not ended)."""
         own = [run.run_id] if run.is_session and not (running and run.result is not None) else []
         return own + [sid for sid, ended in run.children.items() if not (running and ended)]
-
-    async def _reconcile_child(self, run: _Run, sid: str, request: Any) -> None:
-        assert self.client is not None
-        line = str((request.arguments or {}).get("line", ""))
-        lines = await asyncio.to_thread(read_lines, run.file)
-        outcome = "applied" if line in lines else "not_applied"
-        await asyncio.wait_for(
-            self.client.reconcile(sid, request.request_id, outcome, note=f"chaos harness: line {line!r} {outcome}"),
-            RPC_TIMEOUT,
-        )
-        if request.request_id not in run.reconciled:
-            getattr(self.kinds, run.kind).reconciles += 1
-            self.log(f"{sid}: reconcile {request.request_id} ({line}) -> {outcome}")
 
     async def _approve_plan(self, run: _Run) -> None:
         assert self.client is not None

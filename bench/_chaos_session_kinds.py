@@ -80,7 +80,6 @@ class KindRun:
     started: bool = False
     result: AutonomousTaskResult | TaskGraphResult | TurnOutcome | None = None
     children: dict[str, bool] = field(default_factory=dict)  # child session id -> ended
-    reconciled: dict[str, float] = field(default_factory=dict)
     approved: dict[str, float] = field(default_factory=dict)
     pending_since: float | None = None
     done: bool = False

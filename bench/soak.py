@@ -10,20 +10,23 @@ Runs a dev server, an agentrt worker (``agentrt worker``, the command) and the g
 it and pause ``--think`` seconds, over and over, until ``--minutes`` have passed. Each turn asks
 the scripted model for one ``shell.run`` (sandboxed: a ``bwrap`` child of the worker) and one
 ``fs.write`` of the turn's line (effectful: the effect ledger), then an answer. Every
-``--kill-every`` seconds the worker's process group gets SIGKILL and a new worker starts.
+``--kill-every`` seconds the worker's process group gets SIGKILL and a new worker starts. A kill
+between an ``fs.write``'s effect-ledger claim and its record leaves the call's outcome unknown:
+the session asks for a reconcile, and the soak answers as an operator would, from the file in
+the session's workspace (``bench/_reconciles.py``: ``applied`` when it holds the call's content).
 
 Sampled every ``--sample-every`` seconds: the worker's and the gateway's resident set size (MiB)
 and open file descriptors, the worker's descendant processes (sandboxes, MCP servers), the
 store's bytes (the SQLite file with its WAL) and the server's, turns done. The table shows every
 sample; the last line is exactly
 
-    soak minutes=M turns=T failed=F lost=L duplicated=D kills=K worker_rss_mb=A->B gateway_rss_mb=A->B worker_fds=A->B gateway_fds=A->B children_max=C leaked_processes=P store_mb=A->B
+    soak minutes=M turns=T failed=F lost=L duplicated=D kills=K reconciles=R worker_rss_mb=A->B gateway_rss_mb=A->B worker_fds=A->B gateway_fds=A->B children_max=C leaked_processes=P store_mb=A->B
 
 (``A->B``: the second sample, after warm-up, and the last), then
 ``stream_duplicates=… stream_out_of_order=… followers_ended=N/M``: each session has a client of the
 gateway following its stream (``GET /v1/sessions/{id}/stream``) from its first turn until it is
 archived at the end, dropping its connection every ``--drop-seconds`` on average and resuming
-with ``Last-Event-ID``. ``lost``: a completed turn whose line
+with ``Last-Event-ID``. ``reconciles``: reconcile requests answered; ``lost``: a completed turn whose line
 is not in its session's file; ``duplicated``: a line written twice; ``leaked_processes``: the
 worker's sandbox processes still alive once every session is idle and the worker stopped. Exit
 status 0 when failed, lost, duplicated, leaked and the streams' duplicates and disorder are 0
@@ -44,21 +47,24 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrt.client import AgentClient
-from agentrt.schemas import ApprovalPolicy, SessionConfig
+from agentrt.schemas import ApprovalPolicy, SessionConfig, TurnOutcome
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig
 import httpx
 
 from bench._long_stream_clients import Tally, follow_sse, guarded
 from bench._long_stream_stack import PRINCIPAL, Stack, load_average, rss_mb
+from bench._reconciles import Reconciler, file_written
 
 ALLOW = ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow")
 SCRIPT_TURNS = 5000  # scripted replies per session: more turns than any soak sends
 TURN_TIMEOUT = 300.0  # seconds a turn may take across kills before it counts as failed
+RECONCILE_AFTER = 5.0  # seconds a turn waits before its session's reconcile requests are looked for, and between looks
 
 
 def open_fds(pid: int) -> int:
@@ -133,6 +139,7 @@ class Report:
     lost: int = 0
     duplicated: int = 0
     kills: int = 0
+    reconciles: int = 0
     leaked: int = 0
     failures: list[str] = field(default_factory=list)
     tallies: list[Tally] = field(default_factory=list)
@@ -151,7 +158,7 @@ class Report:
         last = self.samples[-1]
         return (
             f"soak minutes={self.minutes:g} turns={self.turns} failed={self.failed} lost={self.lost} duplicated={self.duplicated} "
-            f"kills={self.kills} worker_rss_mb={first.worker_rss:.0f}->{last.worker_rss:.0f} "
+            f"kills={self.kills} reconciles={self.reconciles} worker_rss_mb={first.worker_rss:.0f}->{last.worker_rss:.0f} "
             f"gateway_rss_mb={first.gateway_rss:.0f}->{last.gateway_rss:.0f} worker_fds={first.worker_fds}->{last.worker_fds} "
             f"gateway_fds={first.gateway_fds}->{last.gateway_fds} children_max={max(s.children for s in self.samples)} "
             f"leaked_processes={self.leaked} store_mb={first.store_mb:.1f}->{last.store_mb:.1f} "
@@ -196,6 +203,7 @@ class Soak:
         self.ids: list[str] = []  # the sessions, once run has named them
         self.turn_ends: list[float] = []  # seconds since the start at which each turn completed
         self.followers: list[asyncio.Task[None]] = []
+        self.reconciler = Reconciler(agent, "soak", self.say)
         self.worker_ready = asyncio.Event()  # cleared while a killed worker's successor starts
         self.worker_ready.set()
 
@@ -222,15 +230,7 @@ class Soak:
             number += 1
             key = f"{session_id}-turn-{number}"
             try:
-                if number == 1:
-                    _, outcome = await asyncio.wait_for(
-                        self.agent.sessions.start_and_wait(self.config(session_id), f"turn {number}", idempotency_key=key),
-                        TURN_TIMEOUT,
-                    )
-                else:
-                    outcome = await asyncio.wait_for(
-                        self.agent.sessions.send_and_wait(session_id, f"turn {number}", idempotency_key=key), TURN_TIMEOUT
-                    )
+                outcome = await self.turn(session_id, number, key)
             except Exception as err:  # noqa: BLE001 - counted and shown: the soak goes on
                 self.report.failed += 1
                 self.report.failures.append(f"{session_id} turn {number}: {type(err).__name__}: {err}"[:300])
@@ -245,6 +245,27 @@ class Soak:
                 if number == 1:
                     self.follow(session_id, rng)
             await asyncio.sleep(rng.uniform(0.5, 1.5) * self.args.think)
+
+    async def turn(self, session_id: str, number: int, key: str) -> TurnOutcome:
+        """Send turn ``number`` and wait for its outcome, at most ``TURN_TIMEOUT`` seconds; while it
+        takes longer than ``RECONCILE_AFTER`` seconds, answer the reconcile requests the session
+        holds from its workspace's files (a kill between an ``fs.write``'s claim and its record)."""
+        if number == 1:
+            send = self.agent.sessions.start_and_wait(self.config(session_id), f"turn {number}", idempotency_key=key)
+            waiting: asyncio.Task[Any] = asyncio.ensure_future(send)
+        else:
+            waiting = asyncio.ensure_future(self.agent.sessions.send_and_wait(session_id, f"turn {number}", idempotency_key=key))
+        until = time.monotonic() + TURN_TIMEOUT
+        applied = file_written(self.stack.workspace_root / session_id)
+        try:
+            while not (await asyncio.wait({waiting}, timeout=min(RECONCILE_AFTER, max(0.0, until - time.monotonic()))))[0]:
+                if time.monotonic() >= until:
+                    raise TimeoutError(f"no outcome in {TURN_TIMEOUT:g} s")
+                self.report.reconciles += await self.reconciler.answer_pending(session_id, applied)
+        finally:
+            waiting.cancel()
+        result = waiting.result()
+        return result[1] if number == 1 else result
 
     async def disrupt(self) -> None:
         """What goes wrong while the sessions run (cancelled when they stop): here, ``kills``."""

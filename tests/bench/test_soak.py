@@ -37,7 +37,7 @@ def test_the_last_line_compares_the_sample_after_warm_up_with_the_last() -> None
     report = soak.Report(minutes=10, sessions=2, samples=[sample(0, 150), sample(1, 240, 2), sample(10, 246)], turns=500, kills=2)
     report.tallies = [Tally("sse-a", "sse", ended=True), Tally("sse-b", "sse", ended=True)]
     line = report.line()
-    assert line.startswith("soak minutes=10 turns=500 failed=0 lost=0 duplicated=0 kills=2 worker_rss_mb=240->246 ")
+    assert line.startswith("soak minutes=10 turns=500 failed=0 lost=0 duplicated=0 kills=2 reconciles=0 worker_rss_mb=240->246 ")
     assert "children_max=2 leaked_processes=0" in line and line.endswith("followers_ended=2/2")
     assert report.ok
 
