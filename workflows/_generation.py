@@ -5,7 +5,7 @@ replay without the commands it added; every run recorded after it has its marker
 session asks the generations that shape a whole run once, in ``@workflow.init``
 (``Generation.ask``), and holds the answer as a frozen value (``SessionRun.gen``): update
 validators and queries of the first activation run before ``run()`` does and may not ask a
-patch themselves. Seven patches gate a step that most runs never take, and are asked where it
+patch themselves. Eight patches gate a step that most runs never take, and are asked where it
 is first taken (the methods below; the SDK keeps a run's first answer): asked at a run's
 start, a run recorded after the patch but before its step was ever taken would find no
 marker there, replay as the old generation and then diverge from its own history once it
@@ -82,6 +82,10 @@ REGISTERED_TOOLS_PATCH = "registered-tools-v1"
 # upgrade-at-turn-boundary-v1: a pinned run whose deployment has a newer current build continues
 # as new onto it between turns (_continuation).
 UPGRADE_PATCH = _frame.UPGRADE_PATCH
+# history-bound-v1: a run continues as new once its history holds RUN_HISTORY_EVENTS events
+# (_continuation), not only when Temporal suggests it (4,096 by default): a worker that takes
+# sessions over from a dead one replays each history within the workflow task timeout.
+HISTORY_BOUND_PATCH = "history-bound-v1"
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,11 @@ class Generation:
     def registered_tools(self) -> bool:
         """registered-tools-v1, asked when a session's listing names tools the worker lacks."""
         return self._has(REGISTERED_TOOLS_PATCH)
+
+    def history_bound(self) -> bool:
+        """history-bound-v1, asked when a run's history first reaches ``RUN_HISTORY_EVENTS`` at a
+        turn boundary (before Temporal suggests continue-as-new)."""
+        return self._has(HISTORY_BOUND_PATCH)
 
 
 # Every patch's behaviour, none asked: the generation of a run started on a versioned worker.
