@@ -23,12 +23,14 @@ sample; the last line is exactly
     soak minutes=M turns=T failed=F lost=L duplicated=D kills=K reconciles=R worker_rss_mb=A->B gateway_rss_mb=A->B worker_fds=A->B gateway_fds=A->B children_max=C leaked_processes=P store_mb=A->B
 
 (``A->B``: the second sample, after warm-up, and the last), then
-``stream_duplicates=… stream_out_of_order=… followers_ended=N/M``: each session has a client of the
+``stream_duplicates=… stream_out_of_order=… followers_ended=N/M task_timeouts=W``: each session has a client of the
 gateway following its stream (``GET /v1/sessions/{id}/stream``) from its first turn until it is
 archived at the end, dropping its connection every ``--drop-seconds`` on average and resuming
 with ``Last-Event-ID``. ``reconciles``: reconcile requests answered; ``lost``: a completed turn whose line
 is not in its session's file; ``duplicated``: a line written twice; ``leaked_processes``: the
-worker's sandbox processes still alive once every session is idle and the worker stopped. Exit
+worker's sandbox processes still alive once every session is idle and the worker stopped;
+``task_timeouts``: workflow tasks a worker finished after their timeout (a replay too long for
+it: the task ran again, from the start). Exit
 status 0 when failed, lost, duplicated, leaked and the streams' duplicates and disorder are 0
 and every follower ended.
 """
@@ -108,6 +110,16 @@ def sandbox_processes() -> list[int]:
     return pids
 
 
+def task_timeouts(worker_log: Path) -> int:
+    """Workflow tasks that a worker finished after their timeout (the server had given them to
+    another attempt): the SDK's ``Task not found when completing`` lines in ``worker_log``."""
+    try:
+        with open(worker_log, errors="replace") as f:
+            return sum("Task not found when completing" in line for line in f)
+    except FileNotFoundError:
+        return 0
+
+
 def file_mb(*paths: Path) -> float:
     return sum(p.stat().st_size for p in paths if p.exists()) / 2**20
 
@@ -141,6 +153,7 @@ class Report:
     kills: int = 0
     reconciles: int = 0
     leaked: int = 0
+    task_timeouts: int = 0
     failures: list[str] = field(default_factory=list)
     tallies: list[Tally] = field(default_factory=list)
 
@@ -163,7 +176,7 @@ class Report:
             f"gateway_fds={first.gateway_fds}->{last.gateway_fds} children_max={max(s.children for s in self.samples)} "
             f"leaked_processes={self.leaked} store_mb={first.store_mb:.1f}->{last.store_mb:.1f} "
             f"stream_duplicates={self.stream_duplicates} stream_out_of_order={self.stream_out_of_order} "
-            f"followers_ended={sum(t.ended for t in self.tallies)}/{len(self.tallies)}"
+            f"followers_ended={sum(t.ended for t in self.tallies)}/{len(self.tallies)} task_timeouts={self.task_timeouts}"
         )
 
     @property
@@ -343,7 +356,10 @@ class Soak:
         await self.worker_ready.wait()
         self.sample()
         self.check_files()
-        await asyncio.gather(*(self.agent.sessions.archive(sid) for sid in self.completed), return_exceptions=True)
+        archived = await asyncio.gather(*(self.agent.sessions.archive(sid) for sid in self.completed), return_exceptions=True)
+        for sid, result in zip(self.completed, archived):
+            if isinstance(result, BaseException):
+                self.report.failures.append(f"{sid} archive: {type(result).__name__}: {result}"[:300])
         _, pending = await asyncio.wait(self.followers, timeout=120) if self.followers else (set(), set())
         for task in pending:
             task.cancel()
@@ -352,6 +368,7 @@ class Soak:
         worker.wait(timeout=60)
         await asyncio.sleep(1)
         self.report.leaked = len(sandbox_processes())
+        self.report.task_timeouts = task_timeouts(self.stack.run_dir / "worker.log")
         return self.report
 
 
