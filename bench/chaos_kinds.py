@@ -51,10 +51,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench._chaos_budgets import Overspend, largest_call, overspend, small_budget
 from bench._chaos_kinds_harness import KindCounts, KindsReport, run_chaos_kinds
 from bench._cli import print_progress, quiet_sdk_logs
 
-__all__ = ["KindCounts", "KindsReport", "main", "run_chaos_kinds"]
+__all__ = ["KindCounts", "KindsReport", "Overspend", "largest_call", "main", "overspend", "run_chaos_kinds", "small_budget"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,6 @@ from agentrt.schemas import (
     session_workflow_id,
 )
 from agentrt.worker import AgentrtConfig, build_worker
-from agentrt.workflows._continuation import RUN_HISTORY_EVENTS
 from agentrt.workflows.session import SessionWorkflow
 from bench.local import local_stack
 from tests.e2e._graphs import PASS as NODE_PASS
@@ -63,6 +62,7 @@ from tests.e2e.agent_tools import order_desk, support
 from tests.mcp_servers import everything_stdio, probe_stdio
 
 SUGGEST_AFTER_EVENTS = 120
+RUN_HISTORY_EVENTS = 500  # a session run's bound (workflows/_continuation.py)
 OWNER = "alice"
 
 Scenario = Callable[["Recorder"], Awaitable[dict[str, WorkflowHandle]]]

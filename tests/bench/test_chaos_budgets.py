@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from agentrt.schemas import Budget, Spend, Usage
 from agentrt.store import UsageReceipt
-from bench._chaos_budgets import largest_call, overspend, small_budget
+from bench.chaos_kinds import largest_call, overspend, small_budget
 
 
 def spend(tokens: int, tool_calls: int) -> Spend:

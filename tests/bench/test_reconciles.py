@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench._reconciles import file_written, is_reconcile, line_in_file
+from bench.chaos import file_written, is_reconcile, line_in_file
 
 
 def test_a_line_counts_as_applied_only_when_it_is_a_whole_line_of_the_file(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from agentrt.client import AgentClient
 from agentrt.schemas import SessionContinuedAsNew
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, build_worker
-from agentrt.workflows._continuation import RUN_HISTORY_EVENTS
 from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
 
+RUN_HISTORY_EVENTS = 500  # workflows/_continuation.py
 ROUNDS = 45  # read-only rounds in one turn: past RUN_HISTORY_EVENTS (about 12 history events each)
 
 
