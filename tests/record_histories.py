@@ -62,6 +62,7 @@ from tests.e2e.agent_tools import order_desk, support
 from tests.mcp_servers import everything_stdio, probe_stdio
 
 SUGGEST_AFTER_EVENTS = 120
+RUN_HISTORY_EVENTS = 500  # a session run's bound (workflows/_continuation.py)
 OWNER = "alice"
 
 Scenario = Callable[["Recorder"], Awaitable[dict[str, WorkflowHandle]]]
@@ -182,6 +183,25 @@ async def continued_as_new(r: Recorder) -> dict[str, WorkflowHandle]:
     return {
         "continue-as-new-with-waiters-first-run": r.handle(config.session_id, first_run),
         "continue-as-new-second-run": r.handle(config.session_id, second_run),
+    }
+
+
+async def history_bound(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn of 45 read-only rounds takes the run's history past ``RUN_HISTORY_EVENTS``: at the
+    turn's end the session continues as new (``history-bound-v1``); its second run answers the next turn."""
+    rounds = [{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]} for _ in range(45)]
+    config = r.config([*rounds, {"text": "listed 45 times"}, {"text": "second run"}], local_tools=False)
+    started = await r.client.start(config, "list the workspace 45 times")
+    first_run = (await r.handle(config.session_id).describe()).run_id
+    await r.wait_turn(config.session_id, started.turn_id)
+    second = await r.client.send(config.session_id, "once more")
+    await r.wait_turn(config.session_id, second.turn_id)
+    history = await r.handle(config.session_id, first_run).fetch_history()
+    assert len(history.events) >= RUN_HISTORY_EVENTS, len(history.events)
+    completed = history.events[-1].workflow_execution_continued_as_new_event_attributes
+    return {
+        "history-bound-first-run": r.handle(config.session_id, first_run),
+        "history-bound-second-run": r.handle(config.session_id, completed.new_execution_run_id),
     }
 
 
@@ -1235,6 +1255,7 @@ SCENARIOS: list[Scenario] = [
     cancel_with_queued_turns,
     workflow_cancelled,
     continued_as_new,
+    history_bound,
     started_idle_then_message,
     round_limit,
     send_and_wait,
