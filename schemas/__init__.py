@@ -478,6 +478,7 @@ __all__ = [
     "strict_json",
     "task_session_id",
     "task_workflow_id",
+    "title_problem",
     "trajectory_from_events",
     "unsupported_keyword",
     "untrusted_schema_problems",

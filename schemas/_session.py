@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -52,6 +53,7 @@ __all__ = [
     "WaitTurnInput",
     "idempotency_digest",
     "idempotency_key_problem",
+    "title_problem",
 ]
 
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived", "failed", "paused"]
@@ -135,13 +137,19 @@ class RenameInput(Model):
     @field_validator("title")
     @classmethod
     def _title_is_text(cls, title: str | None) -> str | None:
-        if title is None:
-            return None
-        if not title.strip():
-            raise ValueError("a title is not blank (leave it out to clear the title)")
-        if any(ord(c) < 32 or ord(c) == 127 for c in title):
-            raise ValueError("a title holds no control characters (newlines, tabs, escapes)")
+        problem = None if title is None else title_problem(title)
+        if problem is not None:
+            raise ValueError(problem)
         return title
+
+
+def title_problem(title: str) -> str | None:
+    """Why ``title`` cannot be a session's title (blank, or holding a control character), or None."""
+    if not title.strip():
+        return "a title is not blank (leave it out to clear the title)"
+    if any(unicodedata.category(c) == "Cc" for c in title):
+        return "a title holds no control characters (newlines, tabs, escapes)"
+    return None
 
 
 class SendMessageResult(Model):
