@@ -235,6 +235,17 @@ def update_rejection(session_id: str, request: str, err: WorkflowUpdateFailedErr
     )
 
 
+def update_failure_type(err: WorkflowUpdateFailedError) -> str | None:
+    """The type of the innermost ``ApplicationError`` of a failed update (``RequestRejected``,
+    ``RequestExpired`` ...), or None."""
+    found, cause = None, err.cause
+    while cause is not None:
+        if isinstance(cause, ApplicationError):
+            found = cause.type
+        cause = cause.cause if isinstance(cause, FailureError) else None
+    return found
+
+
 def update_failure_cause(err: WorkflowUpdateFailedError) -> str:
     """The innermost message of a failed update (the validator's reason)."""
     cause = err.cause
