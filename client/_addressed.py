@@ -31,6 +31,7 @@ from temporalio.common import Priority, SearchAttributePair, TypedSearchAttribut
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._connection import DECISION_GRACE_SECONDS, DECISION_SECONDS
 from agentrt.client._patience import Patience, is_aborted_update, is_unprocessed_update
 from agentrt.client._queries import query_workflow
 from agentrt.client._starts import (
@@ -56,14 +57,8 @@ from agentrt.schemas import (
 )
 from agentrt.store import Store
 
-__all__ = ["DECISION_GRACE_SECONDS", "DECISION_SECONDS", "IDEMPOTENCY_MEMO", "STUCK_QUERY_SIGNS", "WorkflowKind", "listing_fields", "visibility_literal", "validation_text"]
+__all__ = ["IDEMPOTENCY_MEMO", "STUCK_QUERY_SIGNS", "WorkflowKind", "listing_fields", "visibility_literal", "validation_text"]
 
-
-# How long a task's or graph's update may wait for a worker to take it (seconds): its
-# ``expires_at``. The client waits DECISION_GRACE_SECONDS more for the answer (clock skew, the
-# answer on its way), so it answers within the gateway's bound of a session update (60 s).
-DECISION_SECONDS = 50.0
-DECISION_GRACE_SECONDS = 5.0
 
 # What a query to a workflow whose task keeps failing meets: the server's refusal, or the
 # worker's non-determinism error when the query itself replays the history.
@@ -115,7 +110,8 @@ class WorkflowKind:
             raise self.rejected(item_id, request, validation_text(err)) from err
 
     async def update(
-        self, handle: WorkflowHandle[Any, Any], item_id: str, update: str, argument: BaseModel, result_type: type[Any]
+        self, handle: WorkflowHandle[Any, Any], item_id: str, update: str, argument: BaseModel, result_type: type[Any],
+        decision_seconds: float = DECISION_SECONDS,
     ) -> Any:
         """Execute ``update``; raises ``RequestRejected`` (refused, or the workflow ended), the
         kind's not-found error, or ``WorkerUnavailable``. An update the server rejected because the
@@ -123,7 +119,7 @@ class WorkflowKind:
         workflow task failed (``is_aborted_update``), is asked again under its id.
 
         A decision is never applied behind its caller's back: an ``argument`` with an ``expires_at``
-        field (every task and graph update's) gets ``DECISION_SECONDS`` from now, and this waits for
+        field (every task and graph update's) gets ``decision_seconds`` from now, and this waits for
         the answer at most ``DECISION_GRACE_SECONDS`` longer. No answer by then (no worker took it)
         is ``WorkerUnavailable`` saying it was not applied: a worker that takes the update later
         refuses it (``RequestExpired``), as it does one that comes in the grace (also
@@ -131,12 +127,12 @@ class WorkflowKind:
         update_id = f"{update}-{uuid.uuid4().hex}"
         if "expires_at" in type(argument).model_fields:
             argument = argument.model_copy(
-                update={"expires_at": datetime.now(timezone.utc) + timedelta(seconds=DECISION_SECONDS)}
+                update={"expires_at": datetime.now(timezone.utc) + timedelta(seconds=decision_seconds)}
             )
-        bound = DECISION_SECONDS + DECISION_GRACE_SECONDS
+        bound = decision_seconds + DECISION_GRACE_SECONDS
         patience = Patience(item_id, f"update {update}", bound)
         deadline = asyncio.get_running_loop().time() + bound
-        unanswered = f"no worker took update {update} within {DECISION_SECONDS:g} s; it was not applied and never will be"
+        unanswered = f"no worker took update {update} within {decision_seconds:g} s; it was not applied and never will be"
         accepted: WorkflowUpdateHandle[Any] | None = None
         while True:
             try:
