@@ -281,8 +281,8 @@ class Sessions:
         """Give the session the title ``title`` (1 to ``MAX_TITLE_CHARS`` characters, no control
         characters; None clears it), recorded as ``SessionRenamed`` and in the store's session row
         before this returns. Returns its state (``title``). Raises ``SessionNotFound`` (a stranger's
-        call too), ``RequestRejected`` for a title that is not one, the title it has already, an
-        operator without a ``reason`` or an archived session."""
+        call too), ``RequestRejected`` for a title that is not one, an operator without a ``reason``
+        or an archived session. The title it has already changes nothing (no event)."""
         try:
             request = RenameInput(principal=self._connection.principal, title=title, reason=reason)
         except ValidationError as err:

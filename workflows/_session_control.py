@@ -382,8 +382,11 @@ class SessionControl:
 
     async def rename(self, input: RenameInput) -> SessionStateView:
         """What update ``rename`` does (see it): the new title in the config, ``SessionRenamed``, and
-        both written to the store now (the session row's ``title`` with them)."""
+        both written to the store now (the session row's ``title`` with them). The title it has already
+        changes nothing (no event)."""
         run = self.run
+        if input.title == run.config.title:
+            return run.view()
         if self.standing(input.principal, input.reason) == "operator":
             run.emit(OperatorActed(principal=input.principal, action="rename", reason=input.reason or ""))
         previous = run.config.title
@@ -405,8 +408,6 @@ class SessionControl:
         if run.ending():
             raise rejected(f"session {session} is ending: its workflow was cancelled")
         self.check_owner_or_operator(input.principal, input.reason, "rename")
-        if input.title == run.config.title:
-            raise rejected(f"session {session} is already titled {input.title!r}" if input.title else f"session {session} has no title")
 
     def validate_raise_budget(self, input: RaiseBudgetInput) -> None:
         run, session = self.run, self.run.config.session_id

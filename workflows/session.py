@@ -309,7 +309,7 @@ class SessionWorkflow:
     @workflow.update
     async def rename(self, input: RenameInput) -> SessionStateView:
         """Give the session another title (None clears it): ``SessionRenamed``, written to the store
-        (its session row too) before this answers."""
+        (its session row too) before this answers; the title it has already changes nothing."""
         return await self._control.rename(input)
 
     @rename.validator
