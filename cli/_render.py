@@ -41,6 +41,7 @@ from agentrt.schemas import (
     SessionCancelled,
     SessionContinuedAsNew,
     SessionDelegated,
+    SessionRenamed,
     SessionInitialized,
     SkillActivated,
     SkillDeactivated,
@@ -97,6 +98,9 @@ def describe(event: Event) -> str:
             return f"{event.crossing.text()}; the turn ends"
         case BudgetRaised():
             return f"budget raised by {event.principal} to {event.budget.describe()}"
+        case SessionRenamed():
+            title = repr(_short(event.title, 200)) if event.title else "no title"
+            return f"renamed by {event.principal} to {title}" + (f" (was {_short(event.previous, 200)!r})" if event.previous else "")
         case SessionDelegated():
             how = "waits for its answer" if event.wait else "answer comes later as a message"
             tools = f"; tools: {', '.join(event.tools)}" if event.tools is not None else ""

@@ -1,5 +1,5 @@
 """`agentrt session ...`: inspect and steer existing sessions (list, state, events, send, approvals,
-answers to MCP servers' questions, cancel, compact, switch-model, raise-budget, archive)."""
+answers to MCP servers' questions, cancel, compact, switch-model, raise-budget, rename, archive)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from agentrt.cli._common import (
 from agentrt.cli._doctor import stuck_session_error
 from agentrt.cli._output import output_attempts_option, output_schema_option, output_spec
 from agentrt.client import failing_workflow_task
-from agentrt.cli._render import event_line, pending_request_line, usage_text
+from agentrt.cli._render import event_line, pending_request_line, printable, usage_text
 from agentrt.cli._runtime import runtime
-from agentrt.schemas import RequestRejected, SessionStuck, idempotency_key_problem, session_workflow_id
+from agentrt.schemas import RequestRejected, SessionBusy, SessionStuck, idempotency_key_problem, session_workflow_id
 from agentrt.worker import AgentrtConfig
 
 session_app = typer.Typer(help="Inspect and steer existing sessions.", no_args_is_help=True)
@@ -83,6 +83,8 @@ def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")
         agent = f" agent {view.agent}" if view.agent else ""
         typer.echo(f"session   {view.session_id} ({view.status}) owner {view.owner} profile {view.profile}{agent}")
         typer.echo(f"workspace {view.workspace}")
+        if view.title:
+            typer.echo(f"title     {printable(view.title)}")
         if view.paused is not None:
             why = f": {view.paused.reason}" if view.paused.reason else ""
             typer.echo(f"paused    by {view.paused.principal} since {view.paused.since:%Y-%m-%d %H:%M:%S} UTC{why} "
@@ -153,8 +155,14 @@ def session_send(
     ),
     output_schema: Optional[Path] = output_schema_option(),
     output_attempts: int = output_attempts_option(),
+    if_idle: bool = typer.Option(
+        False, "--if-idle",
+        help="Send only if the session is idle: while a turn runs, a compaction runs or anything is queued, queue "
+        "nothing, say why on stderr and exit 3 (SessionBusy).",
+    ),
 ) -> None:
-    """Send a message; it runs after any active turn (with --output-schema, its answer must match that schema)."""
+    """Send a message; it runs after any active turn (with --output-schema, its answer must match that schema;
+    with --if-idle, only if the session is idle)."""
     if idempotency_key is not None and idempotency_key_problem(idempotency_key):
         raise typer.BadParameter(str(idempotency_key_problem(idempotency_key)), param_hint="--idempotency-key")
     output = output_spec(output_schema, output_attempts)
@@ -163,7 +171,13 @@ def session_send(
     async def go() -> int:
         async with _session_runtime(config) as rt:
             before = (await rt.client.state(session_id)).last_seq
-            sent = await rt.client.send(session_id, text, idempotency_key=idempotency_key, output=output)
+            try:
+                sent = await rt.client.send(session_id, text, idempotency_key=idempotency_key, output=output, if_idle=if_idle)
+            except SessionBusy as err:
+                typer.echo(f"error: {err}", err=True)
+                if as_json:
+                    typer.echo(json.dumps({"session_id": session_id, "busy": err.busy, "turn_id": err.turn_id, "error": str(err)}))
+                return 3
             if not wait:
                 typer.echo(json.dumps({"session_id": session_id, "turn_id": sent.turn_id}) if as_json else sent.turn_id)
                 return 0
@@ -418,6 +432,30 @@ def session_raise_budget(
             return
         left = view.remaining.describe() if view.remaining is not None else "-"
         typer.echo(f"session {session_id} budget raised to {view.budget.describe() if view.budget else '-'}; left {left}")
+
+    run_command(go)
+
+
+@session_app.command("rename")
+def session_rename(
+    session_id: str,
+    title: Optional[str] = typer.Argument(None, help="The new title (at most 200 characters); leave it out with --clear."),
+    clear: bool = typer.Option(False, "--clear", help="Remove the session's title instead."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the change (an operator must give one)."),
+    as_json: bool = typer.Option(False, "--json", help="The session's state afterwards as one JSON object."),
+) -> None:
+    """Give a session another title (recorded as SessionRenamed, shown by `session state` and the store's listing)."""
+    if (title is None) == (not clear):
+        raise typer.BadParameter("give a TITLE, or --clear to remove the title (not both)")
+    config = load_config()
+
+    async def go() -> None:
+        async with _session_runtime(config) as rt:
+            view = await rt.client.sessions.rename(session_id, title, reason)
+        if as_json:
+            typer.echo(view.model_dump_json())
+            return
+        typer.echo(f"session {session_id} renamed to {view.title!r}" if view.title else f"session {session_id} has no title now")
 
     run_command(go)
 

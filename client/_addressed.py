@@ -6,10 +6,11 @@ translation of an RPC failure for every kind."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -22,12 +23,15 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentrt.client._connection import DECISION_GRACE_SECONDS, DECISION_SECONDS
 from agentrt.client._patience import Patience, is_aborted_update, is_unprocessed_update
 from agentrt.client._queries import query_workflow
 from agentrt.client._starts import (
@@ -39,8 +43,7 @@ from agentrt.client._starts import (
     start_memo,
     started_with,
 )
-from agentrt.client._turns import update_failure_cause
-from agentrt.client._updates import UPDATE_PATIENCE_SECONDS
+from agentrt.client._turns import update_failure_cause, update_failure_type
 from agentrt.client._visibility import claim_id, taken_reason
 from agentrt.client._workers import check_payload_storage
 from agentrt.schemas import (
@@ -107,27 +110,61 @@ class WorkflowKind:
             raise self.rejected(item_id, request, validation_text(err)) from err
 
     async def update(
-        self, handle: WorkflowHandle[Any, Any], item_id: str, update: str, argument: BaseModel, result_type: type[Any]
+        self, handle: WorkflowHandle[Any, Any], item_id: str, update: str, argument: BaseModel, result_type: type[Any],
+        decision_seconds: float = DECISION_SECONDS,
     ) -> Any:
         """Execute ``update``; raises ``RequestRejected`` (refused, or the workflow ended), the
         kind's not-found error, or ``WorkerUnavailable``. An update the server rejected because the
         worker that took it did not process it (``is_unprocessed_update``), or aborted because its
-        workflow task failed (``is_aborted_update``), is asked again under its id, for up to
-        ``UPDATE_PATIENCE_SECONDS``."""
+        workflow task failed (``is_aborted_update``), is asked again under its id.
+
+        A decision is never applied behind its caller's back: an ``argument`` with an ``expires_at``
+        field (every task and graph update's) gets ``decision_seconds`` from now, and this waits for
+        the answer at most ``DECISION_GRACE_SECONDS`` longer. No answer by then (no worker took it)
+        is ``WorkerUnavailable`` saying it was not applied: a worker that takes the update later
+        refuses it (``RequestExpired``), as it does one that comes in the grace (also
+        ``WorkerUnavailable``). Clocks of the client and the Temporal server must agree within the grace."""
         update_id = f"{update}-{uuid.uuid4().hex}"
-        patience = Patience(item_id, f"update {update}", UPDATE_PATIENCE_SECONDS)
+        if "expires_at" in type(argument).model_fields:
+            argument = argument.model_copy(
+                update={"expires_at": datetime.now(timezone.utc) + timedelta(seconds=decision_seconds)}
+            )
+        bound = decision_seconds + DECISION_GRACE_SECONDS
+        patience = Patience(item_id, f"update {update}", bound)
+        deadline = asyncio.get_running_loop().time() + bound
+        unanswered = f"no worker took update {update} within {decision_seconds:g} s; it was not applied and never will be"
+        accepted: WorkflowUpdateHandle[Any] | None = None
         while True:
             try:
-                return await handle.execute_update(update, argument, result_type=result_type, id=update_id)
+                if accepted is None:
+                    accepted = await asyncio.wait_for(
+                        handle.start_update(
+                            update, argument, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=result_type, id=update_id
+                        ),
+                        max(deadline - asyncio.get_running_loop().time(), 0.001),
+                    )
+                return await accepted.result()  # taken: its answer, however long it takes (a cancel's)
+            except asyncio.TimeoutError:
+                raise self.no_worker(item_id, unanswered) from None
             except WorkflowUpdateFailedError as err:
+                if update_failure_type(err) == "RequestExpired":
+                    raise self.no_worker(item_id, unanswered) from err
                 if not is_unprocessed_update(err) or patience.spent():
                     raise self.rejected(item_id, update, update_failure_cause(err)) from err
+                accepted = None  # the workflow never saw it: ask again, same id
                 await patience.pause(err)
             except WorkflowUpdateRPCTimeoutOrCancelledError as err:
                 raise_if_cancelled(err)
-                raise self.no_worker(item_id, f"no worker answered update {update}") from err
+                if accepted is not None:
+                    raise self.no_worker(
+                        item_id, f"update {update} was taken and goes on, but its answer did not come; read the {self.noun}'s status"
+                    ) from err
+                if patience.spent():
+                    raise self.no_worker(item_id, unanswered) from err
+                await patience.pause(err, f"no answer to update {update} yet")  # ask again, same id
             except RPCError as err:
                 if is_aborted_update(err) and not patience.spent():
+                    accepted = None
                     await patience.pause(err)  # the workflow never saw it: ask again, same id
                     continue
                 if err.status == RPCStatusCode.NOT_FOUND:

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from temporalio.client import Client
 
-from agentrt.client._connection import Connection, connect
+from agentrt.client._connection import DECISION_SECONDS, MAX_DECISION_SECONDS, Connection, connect
 from agentrt.client._decisions import Decisions
 from agentrt.client._graphs import Graphs
 from agentrt.client._mcp_trust import decide_mcp_trust
@@ -24,7 +24,7 @@ from agentrt.client._tasks import Tasks
 from agentrt.client._trajectories import Trajectories
 from agentrt.client._visibility import may_read
 from agentrt.client._workers import workflow_pollers
-from agentrt.schemas import AdvisorPolicy, AuditEntry, Lanes, McpTrustDecision, OwnerPauseReport, QuotaPolicy, ServerUnavailable
+from agentrt.schemas import AdvisorPolicy, AuditEntry, ConfigurationError, Lanes, McpTrustDecision, OwnerPauseReport, QuotaPolicy, ServerUnavailable
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -79,21 +79,27 @@ class AgentClient:
     configuration's; ``new_config`` sets it, as it sets ``tool_task_queue``). ``quotas``: the
     tenants' quotas its starts are checked against (``for_config``: ``[quotas]`` and ``[tenants]``).
     ``lanes``: the Temporal priority and fairness key of what it starts (``for_config``: ``[lanes]``;
-    default ``Lanes()``: sessions 2, tasks 3, graphs 4, the owner's tenant as the fairness key)."""
+    default ``Lanes()``: sessions 2, tasks 3, graphs 4, the owner's tenant as the fairness key).
+    ``decision_seconds``: how long a decision on a task or graph (approve, reject, cancel, pause,
+    resume, nudge, amend, raise budget) waits for a worker to take it (default ``DECISION_SECONDS``,
+    50; at most ``MAX_DECISION_SECONDS``): past it, and a few seconds of grace, the call raises
+    ``WorkerUnavailable`` and the decision is never applied (docs/python-client.md)."""
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
         advisor: AdvisorPolicy | None = None, mcp_servers: list[str] | None = None, default_profile: str = "default",
         operators: list[str] | None = None, tool_task_queue: str | None = None, quotas: QuotaPolicy | None = None,
         model_task_queue: str | None = None,
-        lanes: Lanes | None = None,
+        lanes: Lanes | None = None, decision_seconds: float = DECISION_SECONDS,
     ) -> None:
+        if not 0 < decision_seconds <= MAX_DECISION_SECONDS:
+            raise ConfigurationError(f"decision_seconds must be over 0 and at most {MAX_DECISION_SECONDS:g}, not {decision_seconds!r}")
         self.connection = Connection(
             temporal=temporal, task_queue=task_queue, principal=principal or default_principal(), store=store,
             advisor=advisor or AdvisorPolicy(), mcp_servers=list(mcp_servers or []), default_profile=default_profile,
             operators=list(operators or []), tool_task_queue=tool_task_queue, quotas=quotas or QuotaPolicy(),
             model_task_queue=model_task_queue,
-            lanes=lanes or Lanes(),
+            lanes=lanes or Lanes(), decision_seconds=decision_seconds,
         )
         calls = SessionCalls(self.connection)
         self.sessions = Sessions(self.connection, calls)
@@ -161,6 +167,7 @@ class AgentClient:
             c.temporal, task_queue=c.task_queue, principal=principal, store=c.store, advisor=c.advisor,
             mcp_servers=c.mcp_servers, default_profile=c.default_profile, operators=c.operators,
             tool_task_queue=c.tool_task_queue, quotas=c.quotas, model_task_queue=c.model_task_queue, lanes=c.lanes,
+            decision_seconds=c.decision_seconds,
         )
 
     async def audit(

@@ -19,7 +19,14 @@ from agentrt.schemas import AdvisorPolicy, ConfigurationError, LaneKind, Lanes, 
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
-__all__ = ["Connection", "connect"]
+__all__ = ["DECISION_GRACE_SECONDS", "DECISION_SECONDS", "MAX_DECISION_SECONDS", "Connection", "connect"]
+
+# How long a task's or graph's update may wait for a worker to take it (seconds), by default: its
+# ``expires_at``. The client waits DECISION_GRACE_SECONDS more for the answer (clock skew, the
+# answer on its way), so by default it answers within the gateway's bound of a session update (60 s).
+DECISION_SECONDS = 50.0
+DECISION_GRACE_SECONDS = 5.0
+MAX_DECISION_SECONDS = 3600.0
 
 
 @dataclass
@@ -32,7 +39,9 @@ class Connection:
     ``readable``: the running workflows (sessions, tasks, graphs) this principal was found allowed
     to see, by workflow id, until when (``time.monotonic()``) that answer is believed (``check_visible``).
     ``quotas``: the tenants' quotas every start is checked against (``[quotas]``, ``[tenants]``).
-    ``lanes``: the priority and fairness key every start sets (``[lanes]``; ``lane``)."""
+    ``lanes``: the priority and fairness key every start sets (``[lanes]``; ``lane``).
+    ``decision_seconds``: how long a decision on a task or graph waits for a worker to take it
+    before it expires, never to be applied (``WorkflowKind.update``)."""
 
     temporal: Client
     task_queue: str
@@ -47,6 +56,7 @@ class Connection:
     readable: dict[str, float] = field(default_factory=dict)
     quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
     lanes: Lanes = field(default_factory=Lanes)
+    decision_seconds: float = DECISION_SECONDS
 
     def lane(self, kind: LaneKind, owner: str) -> Priority:
         """The Temporal priority of a start of ``kind`` (``interactive``, ``task``, ``graph``) owned by

@@ -393,7 +393,9 @@ class Graphs:
         )
 
     async def _update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:
-        return await GRAPH.update(self._handle(graph_id), graph_id, update, argument, GraphSnapshot)
+        return await GRAPH.update(
+            self._handle(graph_id), graph_id, update, argument, GraphSnapshot, self._connection.decision_seconds
+        )
 
     async def _query(self, graph_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
         return await GRAPH.query(self._handle(graph_id), graph_id, query, argument, result_type)

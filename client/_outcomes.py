@@ -37,7 +37,7 @@ from agentrt.client._patience import (
 )
 from agentrt.client._start_failures import start_failure
 from agentrt.client._starts import raise_if_cancelled
-from agentrt.client._turns import update_failure_cause
+from agentrt.client._turns import update_rejection
 from agentrt.schemas import RequestRejected, SessionNotFound, TurnOutcome, session_workflow_id
 
 # Runs of a session (the current one and those before it) searched for an update the current
@@ -134,7 +134,7 @@ class _Delivery:
                 typed = await start_failure(self.handle)  # the session failed at its start (an unknown agent, say)
                 if typed is not None:
                     raise typed from err
-                raise RequestRejected(self.session_id, "send_and_wait", update_failure_cause(err)) from err
+                raise update_rejection(self.session_id, "send_and_wait", err) from err
             except WorkflowUpdateRPCTimeoutOrCancelledError as err:
                 raise_if_cancelled(err)  # otherwise the RPC was cut (timed out, or cancelled by the server)
                 await self.patience.pause(err, "the Temporal server cut the RPC (a restart?)")

@@ -30,6 +30,7 @@ from agentrt.schemas import (
     PermissionDecision,
     RaiseBudgetInput,
     ReconcileDecision,
+    RenameInput,
     SendMessageInput,
     SendMessageResult,
     SessionResult,
@@ -77,6 +78,10 @@ class SessionHandlers:
 
     @workflow.update
     async def raise_budget(self, input: RaiseBudgetInput) -> SessionStateView:
+        _declared()
+
+    @workflow.update
+    async def rename(self, input: RenameInput) -> SessionStateView:
         _declared()
 
     @workflow.update

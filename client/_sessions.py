@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from temporalio.client import RPCError, WorkflowExecutionStatus, WorkflowQueryFailedError, WorkflowUpdateFailedError
 
 from agentrt.client import _starts as starts
+from agentrt.client._addressed import validation_text
 from agentrt.client._connection import Connection
 from agentrt.client._filters import SessionListing, list_session_rows
 from agentrt.client._outcomes import message_outcome
@@ -40,6 +41,7 @@ from agentrt.schemas import (
     OutputSpec,
     PauseInput,
     RaiseBudgetInput,
+    RenameInput,
     RequestRejected,
     SendMessageResult,
     SessionConfig,
@@ -173,14 +175,18 @@ class Sessions:
         return started, await self._settled(config.session_id, outcome)
 
     async def send_and_wait(
-        self, session_id: str, text: str, *, idempotency_key: str | None = None, output: OutputSpec | None = None
+        self, session_id: str, text: str, *, idempotency_key: str | None = None, output: OutputSpec | None = None,
+        if_idle: bool = False,
     ) -> TurnOutcome:
         """Send a message and wait for its turn's outcome in one update (``send_and_wait``); the
         turn id is the outcome's. Waits without a bound, as ``start_and_wait`` does; raises what
-        ``send`` and ``wait`` raise. A repeat with ``idempotency_key`` answers the first message's outcome.
+        ``send`` and ``wait`` raise (``SessionBusy`` with ``if_idle``, as ``send``). A repeat with
+        ``idempotency_key`` answers the first message's outcome.
         Through server restarts it asks again; an update the server lost before the session took it
         is sent again with ``idempotency_key``, else ``RequestRejected`` (``_outcomes.message_outcome``)."""
-        message = await starts.message_input(self._connection, session_id, text, "send_and_wait", idempotency_key, output)
+        message = await starts.message_input(
+            self._connection, session_id, text, "send_and_wait", idempotency_key, output, if_idle
+        )
         await self._calls.check_visible(session_id)
         handle = self._calls.handle(session_id)
         update_id = starts.message_update_id("send_and_wait", message)
@@ -198,9 +204,14 @@ class Sessions:
         return await self.wait(session_id, outcome.turn_id)
 
     async def send(
-        self, session_id: str, text: str, *, idempotency_key: str | None = None, output: OutputSpec | None = None
+        self, session_id: str, text: str, *, idempotency_key: str | None = None, output: OutputSpec | None = None,
+        if_idle: bool = False,
     ) -> SendMessageResult:
         """Queue a message; it runs after the active turn. Returns its turn id.
+
+        ``if_idle``: send only if the session is idle: while a turn runs, a compaction runs or
+        anything is queued, raises ``SessionBusy`` (a ``RequestRejected``; ``busy`` says which,
+        ``turn_id`` names the running turn) and queues nothing.
 
         ``output``: the JSON object this turn's final answer must be (``OutputSpec.from_type(Triage)``);
         overrides the session's ``config.output`` for this turn. The outcome's ``output`` holds the
@@ -212,7 +223,9 @@ class Sessions:
         another text under the same key or a malformed key (docs/idempotency.md).
         Raises ``PayloadStorageMismatch`` (nothing sent) as ``start`` does.
         """
-        message = await starts.message_input(self._connection, session_id, text, "send_message", idempotency_key, output)
+        message = await starts.message_input(
+            self._connection, session_id, text, "send_message", idempotency_key, output, if_idle
+        )
         update_id = starts.message_update_id("send_message", message)
         return await self._calls.execute(session_id, "send_message", SessionHandlers.send_message, message, update_id)
 
@@ -263,6 +276,18 @@ class Sessions:
         )
         self._calls.forget(session_id)
         return view
+
+    async def rename(self, session_id: str, title: str | None, reason: str | None = None) -> SessionStateView:
+        """Give the session the title ``title`` (1 to ``MAX_TITLE_CHARS`` characters, no control
+        characters; None clears it), recorded as ``SessionRenamed`` and in the store's session row
+        before this returns. Returns its state (``title``). Raises ``SessionNotFound`` (a stranger's
+        call too), ``RequestRejected`` for a title that is not one, an operator without a ``reason``
+        or an archived session. The title it has already changes nothing (no event)."""
+        try:
+            request = RenameInput(principal=self._connection.principal, title=title, reason=reason)
+        except ValidationError as err:
+            raise RequestRejected(session_id, "rename", validation_text(err)) from err
+        return await self._calls.execute(session_id, "rename", SessionHandlers.rename, request)
 
     async def pause(self, session_id: str, reason: str | None = None) -> SessionStateView:
         """Pause the session: no model or tool call starts (one in flight finishes) until ``resume``;

@@ -308,16 +308,19 @@ class Sender(Protocol):
 
 
 async def message_input(
-    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None, output: OutputSpec | None = None
+    client: Sender, session_id: str, text: str, request: str, idempotency_key: str | None, output: OutputSpec | None = None,
+    if_idle: bool = False,
 ) -> SendMessageInput:
     """``text`` from the client's principal with its ``idempotency_key`` (and the turn's own
-    ``output`` spec), for update ``request``.
+    ``output`` spec; ``if_idle``: sent only if the session is idle), for update ``request``.
     Raises ``RequestRejected`` for a key that is not one (``check_key``), ``PayloadStorageMismatch``
     (nothing sent) for a message that would leave history for payload storage the task queue's
     workers do not read, ``PayloadCodecMismatch`` (nothing sent) for one they could not decrypt or,
     from a client without codec keys, one they encrypt (``check_payload_storage``)."""
     check_key(session_id, request, idempotency_key)
-    message = SendMessageInput(text=text, principal=client.principal, idempotency_key=idempotency_key, output=output)
+    message = SendMessageInput(
+        text=text, principal=client.principal, idempotency_key=idempotency_key, output=output, if_idle=if_idle
+    )
     await check_payload_storage(client.temporal, client.task_queue, session_id, message)
     return message
 

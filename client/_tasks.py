@@ -316,7 +316,9 @@ class Tasks:
 
     async def _update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
         await self._check_visible(task_id)
-        return await TASK.update(self._handle(task_id), task_id, update, argument, TaskStatusView)
+        return await TASK.update(
+            self._handle(task_id), task_id, update, argument, TaskStatusView, self._connection.decision_seconds
+        )
 
     async def _query(self, task_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:
         await self._check_visible(task_id)

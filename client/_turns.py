@@ -14,6 +14,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.client._patience import Patience, is_unprocessed_update
@@ -22,6 +23,7 @@ from agentrt.client._start_failures import start_failure
 from agentrt.schemas import (
     AssistantMessageCompleted,
     RequestRejected,
+    SessionBusy,
     SessionNotFound,
     TurnEnded,
     TurnOutcome,
@@ -213,6 +215,35 @@ def outcome_from_store(store: Store, session_id: str, turn_id: str) -> TurnOutco
                 output=event.output,
             )
     return None
+
+
+def update_rejection(session_id: str, request: str, err: WorkflowUpdateFailedError) -> RequestRejected:
+    """The session's refusal of update ``request`` as its most specific error: ``SessionBusy`` (its
+    ``busy`` and ``turn_id`` from the failure's details) for a send-only-if-idle message, else
+    ``RequestRejected``; the reason is ``update_failure_cause``'s."""
+    reason = update_failure_cause(err)
+    cause = err.cause
+    while cause is not None and not (isinstance(cause, ApplicationError) and cause.type == "SessionBusy"):
+        cause = cause.cause if isinstance(cause, FailureError) else None
+    if cause is None:
+        return RequestRejected(session_id, request, reason)
+    details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+    busy, turn_id = details.get("busy"), details.get("turn_id")
+    return SessionBusy(
+        session_id, request, reason, busy=busy if isinstance(busy, str) else "turn",
+        turn_id=turn_id if isinstance(turn_id, str) else None,
+    )
+
+
+def update_failure_type(err: WorkflowUpdateFailedError) -> str | None:
+    """The type of the innermost ``ApplicationError`` of a failed update (``RequestRejected``,
+    ``RequestExpired`` ...), or None."""
+    found, cause = None, err.cause
+    while cause is not None:
+        if isinstance(cause, ApplicationError):
+            found = cause.type
+        cause = cause.cause if isinstance(cause, FailureError) else None
+    return found
 
 
 def update_failure_cause(err: WorkflowUpdateFailedError) -> str:

@@ -18,8 +18,8 @@ from temporalio.service import RPCError
 
 from agentrt.client._patience import Patience, failure_text, is_aborted_update, is_transient, is_unprocessed_update
 from agentrt.client._starts import raise_if_cancelled
-from agentrt.client._turns import update_failure_cause
-from agentrt.schemas import RequestRejected, ServerUnavailable, WorkerUnavailable
+from agentrt.client._turns import update_rejection
+from agentrt.schemas import ServerUnavailable, WorkerUnavailable
 
 __all__ = ["UPDATE_PATIENCE_SECONDS", "execute_session_update"]
 
@@ -40,7 +40,8 @@ async def execute_session_update(
 ) -> Any:
     """The session's answer to ``update`` (named ``name``) with ``argument``, under ``update_id``
     (a fresh ``NAME-<hex>`` when None), asked again until ``patience`` runs out (its deadline,
-    e.g. ``UPDATE_PATIENCE_SECONDS``). Raises ``RequestRejected`` when the session refused it,
+    e.g. ``UPDATE_PATIENCE_SECONDS``). Raises ``RequestRejected`` when the session refused it
+    (``SessionBusy`` for a send-only-if-idle message while it is busy),
     ``WorkerUnavailable`` when no worker answered in time, ``ServerUnavailable`` (``address``)
     when the server did not, and ``translate(err)`` of any other RPC failure."""
     update_id = update_id or f"{name}-{uuid.uuid4().hex}"
@@ -49,7 +50,7 @@ async def execute_session_update(
             return await handle.execute_update(update, argument, id=update_id)
         except WorkflowUpdateFailedError as err:
             if not is_unprocessed_update(err) or patience.spent():
-                raise RequestRejected(session_id, name, update_failure_cause(err)) from err
+                raise update_rejection(session_id, name, err) from err
             await patience.pause(err)
         except WorkflowUpdateRPCTimeoutOrCancelledError as err:
             raise_if_cancelled(err)

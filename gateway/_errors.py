@@ -14,6 +14,8 @@ bodies are bounded before any route reads them.
                                                   an unknown turn, an id that cannot name anything, another
                                                   principal's work
     409     urn:agentrt:problem:request-rejected  RequestRejected (the session, task or run refused), an id taken
+    409     urn:agentrt:problem:session-busy      SessionBusy: a send-only-if-idle message while the session is
+                                                  busy (``busy``, ``turn_id``); nothing was queued
     413     urn:agentrt:problem:body-too-large    a body of more than ``MAX_BODY_BYTES``
     422     urn:agentrt:problem:invalid-request   a body or query that does not validate, ConfigurationError,
                                                   a model built from the request that does not validate
@@ -61,6 +63,7 @@ from agentrt.schemas import (
     QuotaExceeded,
     RequestRejected,
     ServerUnavailable,
+    SessionBusy,
     SessionNotFound,
     SessionStuck,
     StoreFileChanged,
@@ -92,7 +95,8 @@ TITLES = {
 class ProblemBody(BaseModel):
     """An error's JSON body (RFC 9457): ``type`` a URN naming the kind of problem, ``title`` its
     short name, ``status`` the HTTP status, ``detail`` what happened to this request. Invalid
-    requests add ``errors`` (where and what), invalid graphs ``problems``."""
+    requests add ``errors`` (where and what), invalid graphs ``problems``, a busy session ``busy``
+    (``turn``, ``compaction``, ``model_switch`` or ``queued``) and ``turn_id`` (the running turn)."""
 
     type: str
     title: str
@@ -100,6 +104,8 @@ class ProblemBody(BaseModel):
     detail: str
     errors: list[dict[str, Any]] | None = None
     problems: list[str] | None = None
+    busy: str | None = None
+    turn_id: str | None = None
 
 
 class Problem(Exception):
@@ -136,6 +142,8 @@ def problem_for(err: Exception) -> Problem:
         return Problem(400, "bad-request", str(err))
     if isinstance(err, InvalidGraph):
         return Problem(422, "invalid-graph", str(err), problems=list(err.problems))
+    if isinstance(err, SessionBusy):
+        return Problem(409, "session-busy", str(err), busy=err.busy, turn_id=err.turn_id)
     if isinstance(err, (RequestRejected, MemoryAlreadyDecided)):
         return Problem(409, "request-rejected", str(err))
     if isinstance(err, QuotaExceeded):

@@ -27,6 +27,7 @@ from agentrt.schemas import (
     SandboxPolicy,
     Spend,
     nested_deeper_than,
+    title_problem,
     unsupported_keyword,
 )
 
@@ -135,11 +136,17 @@ class SessionCreated(BaseModel):
 
 
 class MessageCreate(Body):
-    """``POST /v1/sessions/{id}/messages``: a message, queued behind the active turn."""
+    """``POST /v1/sessions/{id}/messages``: a message, queued behind the active turn; with
+    ``if_idle``, refused (409 ``session-busy``, nothing queued) unless the session is idle."""
 
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     output: OutputSpec | None = Field(
         default=None, description="This turn's own output spec; overrides the session's (docs/structured-output.md)."
+    )
+    if_idle: bool = Field(
+        default=False,
+        description="Send only if the session is idle: while a turn runs, a compaction runs or anything is queued, "
+        "answer 409 `session-busy` and queue nothing.",
     )
 
     @field_validator("text")
@@ -165,6 +172,21 @@ class CancelRequest(Body):
     turn_id: Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)] | None = None
     reason: Reason | None = None
     include_queued: bool = False
+
+
+class RenameRequest(Body):
+    """``POST /v1/sessions/{id}/rename``: the session's new ``title`` (null clears it); an operator gives a ``reason``."""
+
+    title: Name | None
+    reason: Reason | None = None
+
+    @field_validator("title")
+    @classmethod
+    def _title_is_text(cls, value: str | None) -> str | None:
+        problem = None if value is None else title_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class ArchiveRequest(Body):

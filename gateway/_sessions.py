@@ -1,6 +1,6 @@
 """The gateway's session routes (``/v1/sessions``, scope ``sessions``): create a session with its
 first message, send, read state, wait for a turn, read and stream events, decide approvals,
-reconciles and questions, cancel, pause, resume and archive, each as the token's principal."""
+reconciles and questions, cancel, pause, resume, rename and archive, each as the token's principal."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from agentrt.gateway._models import (
     MessageCreate,
     MessageQueued,
     ReconcileRequest,
+    RenameRequest,
     SessionCreate,
     SessionCreated,
     SessionList,
@@ -115,7 +116,9 @@ def session_routes() -> APIRouter:
     ) -> MessageQueued:
         gateway, _ = await visible_session(request, caller, session_id)
         sent = await gateway.in_time(
-            caller.client.send(session_id, body.text, output=body.output, idempotency_key=key.get("idempotency_key"))
+            caller.client.send(
+                session_id, body.text, output=body.output, idempotency_key=key.get("idempotency_key"), if_idle=body.if_idle
+            )
         )
         gateway.wake_stream(session_id)
         return MessageQueued(session_id=session_id, turn_id=sent.turn_id, queued_behind=sent.queued_behind)
@@ -200,6 +203,13 @@ def session_routes() -> APIRouter:
     async def pause(request: Request, session_id: SessionId, caller: SessionsCaller, body: ControlRequest | None = None) -> Any:
         gateway, _ = await visible_session(request, caller, session_id)
         state = await gateway.in_time(caller.client.sessions.pause(session_id, (body or ControlRequest()).reason))
+        gateway.wake_stream(session_id)
+        return state
+
+    @router.post("/{session_id}/rename", response_model=SessionStateView, summary="Give a session another title (null clears it)")
+    async def rename(request: Request, session_id: SessionId, body: RenameRequest, caller: SessionsCaller) -> Any:
+        gateway, _ = await visible_session(request, caller, session_id)
+        state = await gateway.in_time(caller.client.sessions.rename(session_id, body.title, body.reason))
         gateway.wake_stream(session_id)
         return state
 

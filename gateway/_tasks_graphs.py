@@ -1,9 +1,12 @@
 """The gateway's autonomous-task routes (``/v1/tasks``, scope ``tasks``) and task-graph routes, the
 runs API (``/v1/runs``, and ``/apps/{app}/runs`` where the app names the profile; scope ``runs``),
-each as the token's principal."""
+each as the token's principal. A decision on a task or graph is bounded as a session update is
+(``Gateway.in_time``): 503 at once while no worker polls, 503 when none takes it in time, and a
+decision answered 503 is never applied later (its ``expires_at`` has passed when a worker takes it)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -105,7 +108,7 @@ def _task_control(action: str, visible: Any) -> Any:
     async def control(request: Request, task_id: ItemId, caller: TasksCaller, body: ControlRequest | None = None) -> Any:
         await visible(request, caller, task_id)
         method = {"cancel": caller.client.cancel_task, "pause": caller.client.pause_task, "resume": caller.client.resume_task}[action]
-        return await method(task_id, (body or ControlRequest()).reason)
+        return await gateway_of(request).in_time(method(task_id, (body or ControlRequest()).reason))
 
     return control
 
@@ -178,26 +181,33 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
         return await caller.client.graph_events(path_id(run_id, "run"), since_seq, limit)
 
     @router.post("/{run_id}/approve", response_model=RunView, summary="Approve a task graph's plan")
-    async def approve_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
-        return run_view(await caller.client.approve_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
+    async def approve_run(request: Request, run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return await _decided(request, caller.client.approve_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
     @router.post("/{run_id}/reject", response_model=RunView, summary="Reject a task graph's plan (the graph ends)")
-    async def reject_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
-        return run_view(await caller.client.reject_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
+    async def reject_run(request: Request, run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return await _decided(request, caller.client.reject_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
     @router.post("/{run_id}/cancel", response_model=RunView, summary="Cancel a task graph")
-    async def cancel_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
-        return run_view(await caller.client.cancel_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
+    async def cancel_run(request: Request, run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return await _decided(request, caller.client.cancel_graph(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
     @router.post("/{run_id}/pause", response_model=RunView, summary="Pause a task graph: no node starts, its sessions pause")
-    async def pause_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
-        return run_view(await caller.client.graphs.pause(path_id(run_id, "run"), (body or ControlRequest()).reason))
+    async def pause_run(request: Request, run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return await _decided(request, caller.client.graphs.pause(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
     @router.post("/{run_id}/resume", response_model=RunView, summary="Resume a paused task graph")
-    async def resume_run(run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
-        return run_view(await caller.client.graphs.resume(path_id(run_id, "run"), (body or ControlRequest()).reason))
+    async def resume_run(request: Request, run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return await _decided(request, caller.client.graphs.resume(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
     return router
+
+
+async def _decided(request: Request, decision: Awaitable[GraphSnapshot]) -> RunView:
+    """A graph's answer to a decision (approve, reject, cancel, pause, resume) as the session routes
+    wait for theirs (``Gateway.in_time``): 503 at once while no worker polls (nothing is sent), else
+    503 when none takes it in time (the client's ``WorkerUnavailable``: it expired, never applied)."""
+    return run_view(await gateway_of(request).in_time(decision))
 
 
 def run_view(snapshot: GraphSnapshot) -> RunView:

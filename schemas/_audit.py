@@ -21,7 +21,7 @@ __all__ = [
 # Every act the audit log records, by what it acts on (docs/audit.md lists the event behind each).
 AuditAction = Literal[
     # a session
-    "approve", "deny", "edit", "reconcile", "answer", "cancel", "archive", "raise_budget", "switch_model",
+    "approve", "deny", "edit", "reconcile", "answer", "cancel", "archive", "raise_budget", "switch_model", "rename",
     # an autonomous task (also "cancel" and "raise_budget"); "pause" and "resume" a session and a graph too
     "pause", "resume", "nudge", "amend_goal",
     # a task graph (also "cancel")

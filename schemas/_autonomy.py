@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AwareDatetime, Field, field_validator, model_validator
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
@@ -243,10 +243,16 @@ class AutonomousTaskResult(Model):
 
 class TaskControlInput(Model):
     """Updates ``pause``, ``resume``, ``nudge`` (wake now) and ``cancel``: by the owner, or by an
-    operator with a ``reason``."""
+    operator with a ``reason``.
+
+    ``expires_at`` (every task and graph update's input has it; UTC): when its caller stops waiting
+    for the answer. A worker that takes the update after it refuses it (type ``RequestExpired``), so
+    a request its caller gave up on, while no worker ran, is never applied later. The client sets it;
+    left out when None (never expires)."""
 
     principal: str
     reason: str | None = None
+    expires_at: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class AmendGoalInput(Model):
@@ -256,6 +262,7 @@ class AmendGoalInput(Model):
     goal: str = Field(min_length=1)
     criteria: list[str] | None = None
     reason: str | None = None
+    expires_at: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)  # as TaskControlInput's
 
 
 class TaskStatusView(Model):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import Field, model_validator
+from pydantic import AwareDatetime, Field, model_validator
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._messages import Usage
@@ -204,12 +204,14 @@ def _quantity(dimension: str, value: float) -> str:
 class RaiseBudgetInput(Model):
     """Update ``raise_budget`` (sessions and autonomous tasks): every limit ``budget`` sets replaces the
     current one (unset ones stay); a task also takes ``max_sessions``. Work stopped at
-    ``budget_exceeded`` goes on. Owner only (or an operator with a reason)."""
+    ``budget_exceeded`` goes on. Owner only (or an operator with a reason). ``expires_at``: as
+    ``TaskControlInput``'s (a task's; a session's ``raise_budget`` is not refused by it)."""
 
     principal: str
     budget: Budget = Field(default_factory=Budget)
     max_sessions: int | None = Field(default=None, ge=1, le=10_000)  # MAX_TASK_SESSIONS
     reason: str | None = None
+    expires_at: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)  # as TaskControlInput's
 
     @model_validator(mode="after")
     def _something_raised(self) -> RaiseBudgetInput:

@@ -15,6 +15,7 @@
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
     │   ├── RequestRejected         the session refused an update (validator said why)
+    │   │   └── SessionBusy         a send-only-if-idle message while a turn runs, a compaction runs or work is queued
     │   ├── ServerUnavailable       no Temporal server answers at the address
     │   ├── WorkerUnavailable       no worker polls the session's task queue (queries need one)
     │   ├── SessionStuck            the session's workflow task keeps failing: it cannot answer (`agentrt doctor`)
@@ -78,6 +79,7 @@ __all__ = [
     "PayloadStorageMismatch",
     "RequestRejected",
     "ServerUnavailable",
+    "SessionBusy",
     "SessionNotFound",
     "SessionStuck",
     "StoreUnavailable",
@@ -157,6 +159,19 @@ class RequestRejected(ClientError):
         self.request = request
         self.reason = reason
         super().__init__(f"session {session_id} rejected {request}: {reason}")
+
+
+class SessionBusy(RequestRejected):
+    """A message sent only if the session is idle (``if_idle``) was refused: nothing was queued.
+
+    ``busy`` says what the session is doing: ``turn`` (turn ``turn_id`` runs), ``compaction`` (its
+    context is being summarised) or ``queued`` (a message or operation waits to run, so the message
+    would queue behind it). A ``RequestRejected``: callers that catch refusals catch it too."""
+
+    def __init__(self, session_id: str, request: str, reason: str, busy: str = "turn", turn_id: str | None = None) -> None:
+        super().__init__(session_id, request, reason)
+        self.busy = busy
+        self.turn_id = turn_id
 
 
 class ServerUnavailable(ClientError):

@@ -35,6 +35,7 @@ __all__ = [
     "SessionDelegated",
     "SessionInitialized",
     "SessionPaused",
+    "SessionRenamed",
     "SessionResumed",
     "TurnEnded",
     "TurnStarted",
@@ -267,6 +268,16 @@ class BudgetRaised(EventBase):
     type: Literal["BudgetRaised"] = "BudgetRaised"
     principal: str
     budget: Budget
+    reason: str | None = None
+
+
+class SessionRenamed(EventBase):
+    """``rename`` on a session: its ``title`` is now ``title`` (None: it has none), was ``previous``."""
+
+    type: Literal["SessionRenamed"] = "SessionRenamed"
+    principal: str
+    title: str | None = None
+    previous: str | None = None
     reason: str | None = None
 
 

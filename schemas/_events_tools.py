@@ -50,12 +50,12 @@ class PermissionGranted(EventBase):
 
 class OperatorActed(EventBase):
     """An operator (``SessionConfig.operators``), not the owner, acted on the session: ``action``
-    is ``grant``, ``deny``, ``reconcile``, ``cancel``, ``archive``, ``answer`` (an elicitation) or
-    ``raise_budget``, ``target`` the request or turn (None for the session), ``reason`` the reason the operator gave."""
+    is ``grant``, ``deny``, ``reconcile``, ``cancel``, ``archive``, ``answer`` (an elicitation),
+    ``raise_budget`` or ``rename``, ``target`` the request or turn (None for the session), ``reason`` the reason the operator gave."""
 
     type: Literal["OperatorActed"] = "OperatorActed"
     principal: str
-    action: Literal["grant", "deny", "reconcile", "cancel", "archive", "answer", "raise_budget"]
+    action: Literal["grant", "deny", "reconcile", "cancel", "archive", "answer", "raise_budget", "rename"]
     target: str | None = None
     reason: str
 

@@ -17,7 +17,7 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AwareDatetime, Field, field_validator, model_validator
 
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, Spend
@@ -396,6 +396,7 @@ class ApprovePlanInput(Model):
     principal: str
     approve: bool = True
     reason: str | None = None
+    expires_at: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)  # as TaskControlInput's
 
 
 class GraphControlInput(Model):
@@ -403,6 +404,7 @@ class GraphControlInput(Model):
 
     principal: str
     reason: str | None = None
+    expires_at: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)  # as TaskControlInput's
 
 
 class NodeView(Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -32,9 +33,11 @@ __all__ = [
     "CompactRequest",
     "EventsQuery",
     "MAX_IDEMPOTENCY_KEY_CHARS",
+    "MAX_TITLE_CHARS",
     "PermissionDecision",
     "QueuedOperation",
     "ReconcileDecision",
+    "RenameInput",
     "SendMessageInput",
     "SendMessageResult",
     "SentMessage",
@@ -50,6 +53,7 @@ __all__ = [
     "WaitTurnInput",
     "idempotency_digest",
     "idempotency_key_problem",
+    "title_problem",
 ]
 
 SessionStatus = Literal["idle", "running", "awaiting_approval", "cancelling", "archived", "failed", "paused"]
@@ -97,12 +101,16 @@ class SendMessageInput(Model):
     rejected. Left out when None: a worker of an earlier version still reads the message.
     ``output``: the JSON object this turn's final answer must be (``OutputSpec``); overrides the
     session's ``SessionConfig.output`` for this turn. Left out when None.
+    ``if_idle``: send only if the session is idle; the update is rejected with type ``SessionBusy``
+    (nothing queued) while a turn runs, a compaction runs or anything is queued. A repeat of a message
+    sent with its ``idempotency_key`` answers the first one's turn, busy or not. Left out when False.
     """
 
     text: str
     principal: str
     idempotency_key: str | None = Field(default=None, exclude_if=lambda v: v is None)
     output: OutputSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+    if_idle: bool = Field(default=False, exclude_if=lambda v: v is False)
 
     @field_validator("idempotency_key")
     @classmethod
@@ -111,6 +119,37 @@ class SendMessageInput(Model):
         if problem is not None:
             raise ValueError(problem)
         return key
+
+
+# The longest session title (characters).
+MAX_TITLE_CHARS = 200
+
+
+class RenameInput(Model):
+    """Update ``rename``: the session's ``title`` becomes ``title`` (1 to ``MAX_TITLE_CHARS``
+    characters, no control characters; None clears it). The owner, or an operator with a ``reason``.
+    Recorded as ``SessionRenamed``; the store's session row and listings show the new title."""
+
+    principal: str
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
+    reason: str | None = None
+
+    @field_validator("title")
+    @classmethod
+    def _title_is_text(cls, title: str | None) -> str | None:
+        problem = None if title is None else title_problem(title)
+        if problem is not None:
+            raise ValueError(problem)
+        return title
+
+
+def title_problem(title: str) -> str | None:
+    """Why ``title`` cannot be a session's title (blank, or holding a control character), or None."""
+    if not title.strip():
+        return "a title is not blank (leave it out to clear the title)"
+    if any(unicodedata.category(c) == "Cc" for c in title):
+        return "a title holds no control characters (newlines, tabs, escapes)"
+    return None
 
 
 class SendMessageResult(Model):
@@ -405,6 +444,8 @@ class SessionStateView(Model):
     profile: str
     # The registered agent the session runs as (docs/agents.md); left out for none.
     agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The session's title (``SessionConfig.title``, changed by ``rename``); left out for none.
+    title: str | None = Field(default=None, exclude_if=lambda v: v is None)
     workspace: str
     active_turn_id: str | None = None
     queued_turn_ids: list[str] = Field(default_factory=list)

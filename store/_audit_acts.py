@@ -35,6 +35,7 @@ from agentrt.schemas import (
     PermissionDenied,
     PermissionGranted,
     SessionArchived,
+    SessionRenamed,
     SessionCancelled,
     SessionPaused,
     SessionResumed,
@@ -76,7 +77,7 @@ TEMPORAL = "temporal"
 # What an ``OperatorActed`` event's action is called in the audit log.
 _OPERATOR_ACTIONS = {
     "grant": "approve", "deny": "deny", "reconcile": "reconcile", "answer": "answer", "cancel": "cancel",
-    "archive": "archive", "raise_budget": "raise_budget",
+    "archive": "archive", "raise_budget": "raise_budget", "rename": "rename",
 }
 
 
@@ -172,6 +173,8 @@ def session_acts(session_id: str, events: list[Event]) -> list[Act]:
                 acts.append(_act(prefix, "archive", e, e.principal, "archive", e.reason))
             case BudgetRaised():
                 acts.append(_act(prefix, str(e.seq), e, e.principal, "raise_budget", e.reason, budget=e.budget.model_dump(mode="json", exclude_none=True)))
+            case SessionRenamed():
+                acts.append(_act(prefix, str(e.seq), e, e.principal, "rename", e.reason, title=e.title, previous=e.previous))
             case ModelProfileSwitched():
                 acts.append(_act(prefix, str(e.seq), e, e.principal, "switch_model", None, from_profile=e.from_profile, profile=e.profile))
             case SessionPaused():

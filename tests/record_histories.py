@@ -39,6 +39,7 @@ from agentrt.schemas import (
     RaiseBudgetInput,
     RequestRejected,
     SendMessageInput,
+    SessionBusy,
     SessionConfig,
     SessionDelegated,
     SessionInitialized,
@@ -1224,6 +1225,30 @@ def _mcp_servers(root: Path) -> dict[str, McpServerConfig]:
     return {"everything": everything_stdio(root), "probe": probe_stdio(root)}
 
 
+async def renamed_and_sent_if_idle(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn that runs while a message sent only if idle is refused (``SessionBusy``: nothing in
+    history); the owner renames the session, an operator renames it with a reason, then clears its
+    title; a message sent only if idle runs at once; then archived."""
+    config = r.config([{"text": "slow", "delay_seconds": 2}, {"text": "idle now"}], title="first", operators=["ops"])
+    sid = config.session_id
+    operator = AgentClient(r.temporal, task_queue=r.client.task_queue, principal="ops", operators=["ops"])
+    started = await r.client.start(config, "one")
+    await _state_until(r, sid, lambda s: s.active_turn_id == started.turn_id)
+    try:
+        await r.client.send(sid, "now?", if_idle=True)
+        raise AssertionError("a message sent only if idle was queued behind a running turn")
+    except SessionBusy:
+        pass
+    await r.wait_turn(sid, started.turn_id)
+    await r.client.sessions.rename(sid, "second")
+    await operator.sessions.rename(sid, "third", "ticket 42")
+    await r.client.sessions.rename(sid, None)
+    sent = await r.client.send(sid, "two", if_idle=True)
+    await r.wait_turn(sid, sent.turn_id)
+    await r.client.archive(sid)
+    return {"session-renamed-and-sent-if-idle": r.handle(sid)}
+
+
 async def model_queue_session(r: Recorder) -> dict[str, WorkflowHandle]:
     """Model calls on a queue of their own (``model_task_queue``), run by a providers-only worker."""
     queue = f"{r.client.task_queue}-models"
@@ -1303,6 +1328,7 @@ SCENARIOS: list[Scenario] = [
     model_queue_session,
     fused_rounds,
     fused_rounds_cancelled,
+    renamed_and_sent_if_idle,
 ]
 
 

@@ -212,6 +212,23 @@ async def run_ask(harness: Harness, workspace: Path, tmp_path: Path, capsys: pyt
     assert capsys.readouterr().out.splitlines() == ["A summary.", "completed Two questions."]
 
 
+@runs("python-client.md", "nudge_if_idle")
+async def run_nudge_if_idle(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nudge_if_idle = snippet("python-client.md", "nudge_if_idle")
+    turns = {"turns": [{"text": "working", "delay_seconds": 5}, {"text": "the changelog"}]}
+    (tmp_path / "slow.json").write_text(json.dumps(turns))
+    config = harness.client.new_config(str(workspace), profile="scripted", script=str(tmp_path / "slow.json"))
+    started = await harness.client.start(config, "write the notes")
+    while (await harness.client.state(started.session_id)).active_turn_id is None:
+        await asyncio.sleep(0.1)
+    assert await nudge_if_idle(harness.client, started.session_id) is None
+    assert capsys.readouterr().out.split() == ["not", "now:", "turn", started.turn_id]
+    await harness.client.wait(started.session_id, started.turn_id, timeout_seconds=60)
+    turn_id = await nudge_if_idle(harness.client, started.session_id)
+    assert (await harness.client.wait(started.session_id, turn_id, timeout_seconds=60)).answer == "the changelog"
+    assert (await harness.client.state(started.session_id)).title == "release notes"
+
+
 @runs("structured-output.md", "triage")
 async def run_triage(harness: Harness, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     triage = snippet("structured-output.md", "triage")

@@ -187,7 +187,15 @@ class Context:
         The current profile writes the summary in chunks that fit its window; the transcript
         in the store is never changed. Only the main loop calls it, one operation or turn
         end at a time, so compactions never overlap; ``compact`` requests join a queued one.
+        ``SessionRun.compacting`` is True meanwhile (a send-only-if-idle message is refused).
         """
+        self.run.compacting = True
+        try:
+            return await self._compact(reason, target)
+        finally:
+            self.run.compacting = False
+
+    async def _compact(self, reason: compaction.CompactionReason, target: ProfileInfo | None) -> CompactOutcome:
         if not self.run.gen.context:
             return CompactOutcome(compacted=False, reason="this session's history predates compaction")
         ctx = self.run.state.context

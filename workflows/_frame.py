@@ -9,6 +9,7 @@ workflow holds, given what it uses when it is made.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, NoReturn, Protocol
 
 from temporalio import workflow
@@ -201,8 +202,31 @@ class Standing:
         """Why ``principal`` may not ``verb`` it, or None (``standing_refusal``)."""
         return standing_refusal(self.owner, self.operators, principal, reason, verb, self.what)
 
-    def check(self, principal: str, reason: str | None, verb: str) -> None:
-        """Refuse (an update validator's rejection) a principal that may not ``verb`` it."""
-        refusal = self.refusal(principal, reason, verb)
+    def check(self, request: Decision, verb: str) -> None:
+        """Refuse (an update validator's rejection) a request whose ``expires_at`` has passed (type
+        ``RequestExpired``: its caller stopped waiting, so it is not applied behind its back; update
+        validators run only when a worker takes an update, never on replay), then a principal that
+        may not ``verb`` it."""
+        if request.expires_at is not None and workflow.now() > request.expires_at:
+            raise ApplicationError(
+                f"{self.what}: this request expired at {request.expires_at:%Y-%m-%d %H:%M:%S} UTC, before a worker took it "
+                "(its caller stopped waiting); nothing was changed",
+                type="RequestExpired",
+                non_retryable=True,
+            )
+        refusal = self.refusal(request.principal, request.reason, verb)
         if refusal is not None:
             raise rejected(refusal)
+
+
+class Decision(Protocol):
+    """A task's or graph's update input, as ``Standing.check`` reads it."""
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def expires_at(self) -> datetime | None: ...

@@ -170,7 +170,7 @@ class GraphPause:
 
     def validate(self, input: GraphControlInput, verb: str, *, cancelling: bool) -> None:
         """Refuse (update validator) a principal without standing, an ended graph, one being cancelled."""
-        self.standing.check(input.principal, input.reason, verb)
+        self.standing.check(input, verb)
         if self.state.status in TERMINAL_GRAPH_STATUSES:
             raise rejected(f"graph {self.graph_id} has ended ({self.state.status}): it cannot be {verb}d")
         if cancelling:

@@ -33,7 +33,9 @@ from agentrt.schemas import (
     PermissionDecisionIgnored,
     RaiseBudgetInput,
     ReconcileDecision,
+    RenameInput,
     SendMessageInput,
+    SessionRenamed,
     SessionStateView,
     StoreAppendInput,
     SwitchModelInput,
@@ -131,6 +133,40 @@ class SessionControl:
                 steer = f"; its answer goes to session {parent.id}, which delegated to it"
             raise rejected(f"session {config.session_id} runs one turn and ends: it takes no messages{steer}")
         self.check_idempotency_key(input)
+        self.check_idle(input)
+
+    def busy(self) -> tuple[str, str | None] | None:
+        """What keeps the session from starting a message's turn at once, or None when it is idle:
+        (``compaction``, None), (``turn``, the running turn's id), (``model_switch``, None), or
+        (``queued``, None) when a message or operation waits to run."""
+        run = self.run
+        if run.compacting:
+            return "compaction", None
+        if run.turn is not None:
+            return "turn", run.turn.id
+        if run.doing is not None:
+            kinds = {"message": "turn", "compact": "compaction", "switch_model": "model_switch"}
+            return kinds[run.doing.kind], run.doing.op_id if run.doing.kind == "message" else None
+        return ("queued", None) if run.inbox else None
+
+    def check_idle(self, message: SendMessageInput) -> None:
+        """Refuse a send-only-if-idle message (``if_idle``) with ``SessionBusy`` while the session is
+        ``busy``: nothing is queued. A repeat of a keyed message answers the first one's turn instead."""
+        busy = self.busy() if message.if_idle and self.run.sent_keys.first(message) is None else None
+        if busy is None:
+            return
+        what, turn_id = busy
+        doing = {
+            "turn": f"turn {turn_id} is running", "compaction": "its context is being compacted",
+            "model_switch": "it is switching its model", "queued": "messages or operations are queued",
+        }[what]
+        raise ApplicationError(
+            f"session {self.run.config.session_id} is busy: {doing}; the message was not queued "
+            "(send it without if_idle to queue it behind)",
+            {"busy": what, "turn_id": turn_id},
+            type="SessionBusy",
+            non_retryable=True,
+        )
 
     def queue_message(self, message: SendMessageInput) -> str:
         """Queue ``message`` as a turn; returns its turn id.
@@ -146,6 +182,7 @@ class SessionControl:
         if sent is not None:
             self.check_idempotency_key(message)
             return sent.turn_id
+        self.check_idle(message)  # two accepted in one workflow task: the second finds the first queued
         turn_id = run.inbox.add_message(message.principal, message.text, message.output)
         run.sent_keys.remember(message, turn_id)
         return turn_id
@@ -342,6 +379,35 @@ class SessionControl:
             summary="store budget raised",
         )
         return run.view()
+
+    async def rename(self, input: RenameInput) -> SessionStateView:
+        """What update ``rename`` does (see it): the new title in the config, ``SessionRenamed``, and
+        both written to the store now (the session row's ``title`` with them). The title it has already
+        changes nothing (no event)."""
+        run = self.run
+        if input.title == run.config.title:
+            return run.view()
+        if self.standing(input.principal, input.reason) == "operator":
+            run.emit(OperatorActed(principal=input.principal, action="rename", reason=input.reason or ""))
+        previous = run.config.title
+        run.config = run.config.model_copy(update={"title": input.title})  # a new object, as raise_budget's
+        run.emit(SessionRenamed(principal=input.principal, title=input.title, previous=previous, reason=input.reason))
+        events, messages = run.journal.unflushed()
+        await run.execute(
+            options.STORE_WRITE,
+            StoreAppendInput(session_id=run.config.session_id, config=run.config, messages=messages, events=events),
+            local=True,
+            summary="store session renamed",
+        )
+        return run.view()
+
+    def validate_rename(self, input: RenameInput) -> None:
+        run, session = self.run, self.run.config.session_id
+        if run.archive_request is not None:
+            raise rejected(f"session {session} is archived")
+        if run.ending():
+            raise rejected(f"session {session} is ending: its workflow was cancelled")
+        self.check_owner_or_operator(input.principal, input.reason, "rename")
 
     def validate_raise_budget(self, input: RaiseBudgetInput) -> None:
         run, session = self.run, self.run.config.session_id

@@ -77,6 +77,8 @@ class SessionRun:
         self.approvals = ApprovalBook(self.state, config.owner, check_edit=self.edit_problems, operators=tuple(config.operators))
         self.tools: dict[str, ToolSpec] = {t.name: t for t in self.state.tools}
         self.turn: Turn | None = None  # the running turn, from its start until its end is recorded
+        self.doing: QueuedOperation | None = None  # what the run loop works on (a turn, a compaction, a switch)
+        self.compacting = False  # a summary is being written (asked for, at the threshold, or for a switch)
         self.last_round = 0  # the rounds of the last turn that ended (the state query shows them between turns)
         self.archive_request: ArchiveInput | None = None
         self.initialized = self.carried  # SessionInitialized emitted (a continued run has it)
@@ -461,6 +463,7 @@ class SessionRun:
             error=self.failure,
             profile=config.profile,
             agent=config.agent,
+            title=config.title,
             workspace=config.workspace,
             active_turn_id=turn.id if turn is not None else None,
             queued_turn_ids=self.inbox.queued_turn_ids(),

@@ -379,7 +379,7 @@ class AutonomousTaskWorkflow:
 
     def _refuse(self, update: str, input: TaskControlInput | AmendGoalInput | RaiseBudgetInput) -> None:
         """An update validator: refuse a principal without standing, then what the task's state does not allow."""
-        self._standing.check(input.principal, input.reason, parts.CONTROL_VERBS[update][0])
+        self._standing.check(input, parts.CONTROL_VERBS[update][0])
         refusal = parts.control_refusal(
             update, self._config, self._state, input, cancelling=self._cancel is not None, waking=self._nudged is not None
         )

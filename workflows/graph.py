@@ -439,7 +439,7 @@ class TaskGraphWorkflow:
 
     @approve_plan.validator
     def _validate_approve_plan(self, input: ApprovePlanInput) -> None:
-        self._standing.check(input.principal, input.reason, "approve the plan of" if input.approve else "reject the plan of")
+        self._standing.check(input, "approve the plan of" if input.approve else "reject the plan of")
         if self._cancel is not None:
             raise rejected(f"graph {self._config.graph_id} is being cancelled")
         if self._state.status != "pending_approval":
@@ -455,7 +455,7 @@ class TaskGraphWorkflow:
 
     @cancel.validator
     def _validate_cancel(self, input: GraphControlInput) -> None:
-        self._standing.check(input.principal, input.reason, "cancel")
+        self._standing.check(input, "cancel")
         if self._state.status in TERMINAL_GRAPH_STATUSES:
             raise rejected(f"graph {self._config.graph_id} has ended ({self._state.status}): it cannot be cancelled")
         if self._cancel is not None:

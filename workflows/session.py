@@ -41,6 +41,7 @@ from agentrt.schemas import (
     QueuedOperation,
     RaiseBudgetInput,
     ReconcileDecision,
+    RenameInput,
     SendMessageInput,
     SendMessageResult,
     SessionArchived,
@@ -151,15 +152,19 @@ class SessionWorkflow:
         await self._context.open(cancelled=bool(early))
 
     async def _run_operation(self, operation: QueuedOperation) -> None:
-        if operation.kind == "message":
-            await self._run_message(operation)
-            return
-        result: SwitchModelResult | CompactOutcome | str = "the session ended first"
+        self._run.doing = operation  # a send-only-if-idle message is refused until it is done
         try:
-            result = await (self._context.compact("requested") if operation.kind == "compact" else self._context.switch_model(operation))
+            if operation.kind == "message":
+                await self._run_message(operation)
+                return
+            result: SwitchModelResult | CompactOutcome | str = "the session ended first"
+            try:
+                result = await (self._context.compact("requested") if operation.kind == "compact" else self._context.switch_model(operation))
+            finally:
+                self._run.inbox.finish(operation.op_id, result)  # the caller's update must never wait forever
+            self._run.set_status("idle")
         finally:
-            self._run.inbox.finish(operation.op_id, result)  # the caller's update must never wait forever
-        self._run.set_status("idle")
+            self._run.doing = None
 
     async def _run_message(self, operation: QueuedOperation) -> None:
         run = self._run
@@ -300,6 +305,16 @@ class SessionWorkflow:
     @raise_budget.validator
     def _validate_raise_budget(self, input: RaiseBudgetInput) -> None:
         self._control.validate_raise_budget(input)
+
+    @workflow.update
+    async def rename(self, input: RenameInput) -> SessionStateView:
+        """Give the session another title (None clears it): ``SessionRenamed``, written to the store
+        (its session row too) before this answers; the title it has already changes nothing."""
+        return await self._control.rename(input)
+
+    @rename.validator
+    def _validate_rename(self, input: RenameInput) -> None:
+        self._control.validate_rename(input)
 
     @workflow.update
     async def switch_model(self, input: SwitchModelInput) -> SwitchModelResult:

@@ -56,6 +56,7 @@ ROUTES = {
     ("/v1/sessions/{session_id}/events", "get"), ("/v1/sessions/{session_id}/stream", "get"),
     ("/v1/sessions/{session_id}/cancel", "post"), ("/v1/sessions/{session_id}/archive", "post"),
     ("/v1/sessions/{session_id}/pause", "post"), ("/v1/sessions/{session_id}/resume", "post"),
+    ("/v1/sessions/{session_id}/rename", "post"),
     ("/v1/sessions/{session_id}/approvals/{request_id}", "post"),
     ("/v1/sessions/{session_id}/approvals/{request_id}/reconcile", "post"),
     ("/v1/sessions/{session_id}/answers/{request_id}", "post"),
