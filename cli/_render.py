@@ -162,6 +162,8 @@ def describe(event: Event) -> str:
             return f"skill {event.name} activated ({event.source})"
         case SkillDeactivated():
             return f"skill {event.name} deactivated"
+        case PermissionGranted() if event.scope == "policy":
+            return f"{event.call_id} allowed by policy ({event.rule}): {event.reason}"
         case PermissionGranted():
             return f"approval {event.request_id} granted by {event.principal}" + (f": {event.reason}" if event.reason else "")
         case PermissionDenied():

@@ -5,7 +5,7 @@ replay without the commands it added; every run recorded after it has its marker
 session asks the generations that shape a whole run once, in ``@workflow.init``
 (``Generation.ask``), and holds the answer as a frozen value (``SessionRun.gen``): update
 validators and queries of the first activation run before ``run()`` does and may not ask a
-patch themselves. Seven patches gate a step that most runs never take, and are asked where it
+patch themselves. Several patches gate a step that most runs never take, and are asked where it
 is first taken (the methods below; the SDK keeps a run's first answer): asked at a run's
 start, a run recorded after the patch but before its step was ever taken would find no
 marker there, replay as the old generation and then diverge from its own history once it
@@ -66,6 +66,12 @@ STRANGER_LIMIT_PATCH = "stranger-limit-v1"
 # classified by their arguments: destructive and network commands). Runs recorded before it
 # replay with the first (a rule per the tool's own risk class).
 POLICY_PATCH = "policy-sandbox-v1"
+# policy-decisions-v1: the policy engine's third version (a file write outside the workspace is
+# refused before anyone is asked, read-only calls are never asked about, danger_full_access with
+# mode never runs destructive and network calls); a call the policy allows records
+# PermissionGranted (scope "policy", its rule); a batch's results take transcript positions in
+# call order, so the model reads them in the order it asked, refused calls included.
+POLICY_DECISIONS_PATCH = "policy-decisions-v1"
 # effect-key-position-v1: a call's idempotency key holds its result position, so a call id a
 # model sends again in a later round of the turn names a new effect.
 EFFECT_KEY_PATCH = "effect-key-position-v1"
@@ -154,6 +160,10 @@ class Generation:
     def policy_v2(self) -> bool:
         """policy-sandbox-v1, asked at a run's first batch of tool calls."""
         return self._has(POLICY_PATCH)
+
+    def policy_decisions(self) -> bool:
+        """policy-decisions-v1, asked at a run's first batch of tool calls (after policy-sandbox-v1)."""
+        return self._has(POLICY_DECISIONS_PATCH)
 
     def effect_key_position(self) -> bool:
         """effect-key-position-v1, asked by the first call that goes through the effect ledger."""
