@@ -163,7 +163,7 @@ def describe(event: Event) -> str:
         case SkillDeactivated():
             return f"skill {event.name} deactivated"
         case PermissionGranted() if event.scope == "policy":
-            return f"{event.call_id} allowed by policy ({event.rule}): {event.reason}"
+            return f"{_short(event.call_id, 80)} allowed by policy ({event.rule}): {_short(event.reason or '', 200)}"
         case PermissionGranted():
             return f"approval {event.request_id} granted by {event.principal}" + (f": {event.reason}" if event.reason else "")
         case PermissionDenied():
