@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from agentrt.activities._advisor import AdvisorActivities
 from agentrt.activities._attempts import WORKER_PROCESS, previous_attempt_elsewhere
 from agentrt.activities._autonomy import TaskActivities
+from agentrt.activities._fused_rounds import RoundFusion as _RoundFusion
 from agentrt.activities._graph import GraphActivities
 from agentrt.activities._mcp import McpActivities
 from agentrt.activities._memory import MemoryActivities
@@ -70,6 +71,8 @@ def build_activities(
         registry, store, secrets=lambda: configured_keys(config), skill_paths=getattr(config, "skill_paths", ()),
         vault=_SecretVault(getattr(config, "secrets", None)), egress_allow=egress_allow, cgroup=cgroup,
     )
+    if role == "all":  # the worker runs tool calls too: a model call may run read-only rounds itself
+        models.fusion = _RoundFusion(models, tools)
     writes = StoreActivities(store)
     advisor = AdvisorActivities(models, store)
     memory = MemoryActivities(store)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -91,11 +92,14 @@ class CallContext:
         *,
         system: str | None = None,
         with_reasoning: bool = False,
+        later: Sequence[tuple[int, Message]] = (),
     ) -> tuple[str | None, list[Message]]:
         """The system prompt and messages a call sees: by the plan's ranges, or everything before
         the reply (read on ``conn``, a store transaction, when given). ``system`` is the system
         prompt (default: ``input.system_prompt`` as it is); ``with_reasoning`` attaches each
         assistant message's stored reasoning blocks (for providers that take them back).
+        ``later``: ``(position, message)`` pairs after the reply's position that are not stored
+        yet (the rounds a fused model call ran itself), shown after the stored ones.
 
         Raises a retryable ``ApplicationError`` typed ``MissingSummary`` when the plan names a
         compaction summary the store does not hold."""
@@ -106,10 +110,11 @@ class CallContext:
             rows = self._store.messages(input.session_id, input.upto_position, conn=conn)
             if with_reasoning:
                 rows = self._with_reasoning(input.session_id, rows, conn)
-            return system, [m for _, m in rows]
+            return system, [m for _, m in [*rows, *later]]
         rows = self._store.messages_in(input.session_id, plan.ranges, conn=conn)
         if with_reasoning:
             rows = self._with_reasoning(input.session_id, rows, conn)
+        rows = [*rows, *later]
         superseded = superseded_positions((p, m.state_keys) for p, m in rows if m.role == "tool" and not m.is_error)
         limits = {t.position: t.max_bytes for t in plan.truncate}
         starts = {start for start, _ in plan.ranges[1:]}

@@ -10,7 +10,7 @@ import asyncio
 import os
 import traceback
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -39,6 +39,7 @@ from agentrt.schemas import (
     ConfigurationError,
     DescribeProfileInput,
     EmptyResponseError,
+    FusedRound,
     ListToolsResult,
     Message,
     ModelCallInput,
@@ -61,6 +62,7 @@ from agentrt.schemas import (
 from agentrt.workflows.context import BYTES_PER_TOKEN, truncate_middle
 
 if TYPE_CHECKING:
+    from agentrt.activities._fused_rounds import RoundFusion
     from agentrt.activities.tools import ToolRegistry
     from agentrt.store import Store
 
@@ -98,11 +100,14 @@ class ModelActivities:
     def __init__(self, config: ProfileSource, store: "Store", registry: "ToolRegistry") -> None:
         self._config = config
         self._store = store
-        self._registry = registry
+        self.registry = registry
         self.context = CallContext(store)
         self.gate = CallGate(store, config)  # the session's budget and the worker's [quotas]
         self._listings: OrderedDict[str, list[ToolSpec]] = OrderedDict()
         self.clients = ProviderClients()  # one HTTP client per profile, reused by every call
+        # Runs the read-only rounds a call may run itself (fused-rounds-v1); set by ``activities_for``
+        # where the worker runs tool calls too.
+        self.fusion: RoundFusion | None = None
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
         """The profile called ``name``; with a session ``script`` it becomes a scripted profile
@@ -151,13 +156,13 @@ class ModelActivities:
             self._claim(input.session_id, input.owner)
         names, profile, agent = input.tools, input.profile, None
         if input.agent is not None:
-            agent = self._registry.agent(input.agent)
+            agent = self.registry.agent(input.agent)
             if agent is None:
-                error = AgentNotRegistered(input.agent, activity.info().task_queue, self._registry.agent_names())
+                error = AgentNotRegistered(input.agent, activity.info().task_queue, self.registry.agent_names())
                 details = {"agent": input.agent, "task_queue": error.task_queue, "registered": error.registered}
                 raise ApplicationError(str(error), details, type="AgentNotRegistered", non_retryable=True)
             names, profile = agent_tools(agent, input.tools), agent.profile or input.profile
-        tools, unknown = self._registry.specs(names)
+        tools, unknown = self.registry.specs(names)
         skills: list[SkillInfo] = []
         if input.workspace is not None:
             paths = [Path(p) for p in getattr(self._config, "skill_paths", [])]
@@ -244,11 +249,11 @@ class ModelActivities:
             if input.store_writes is not None:
                 await asyncio.to_thread(self._store.append, input.store_writes)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
-        tools, _unknown = self._registry.specs(input.tool_names)
+        tools, _unknown = self.registry.specs(input.tool_names)
         if input.tool_listing is not None:
             tools = tools + await asyncio.to_thread(self._tool_listing, input.tool_listing)
         # One transaction: the call's own events, its context, its "started" receipt.
-        system, messages, refusal = await asyncio.to_thread(self._begin, input, info.attempt, profile, tools)
+        system, messages, refusal = await asyncio.to_thread(self.begin_call, input, info.attempt, profile, tools)
         if refusal is not None:
             raise refusal
         request = ModelRequest(
@@ -290,14 +295,14 @@ class ModelActivities:
             buffer.clear()
             try:
                 await asyncio.to_thread(
-                    self._end, input, info.attempt, texts, written, status, usage or Usage(), response, profile
+                    self.end_call, input, info.attempt, texts, written, status, usage or Usage(), response, profile
                 )
             except Exception:
                 if not quiet:
                     raise
                 activity.logger.exception("could not record the end (%s) of model call attempt %d", status, info.attempt)
 
-        # A receipt per attempt: "started" (in _begin), then "completed" or "interrupted". One
+        # A receipt per attempt: "started" (in begin_call), then "completed" or "interrupted". One
         # left "started" belongs to an attempt whose worker died; its retry is a fresh request.
         try:
             response = await provider.complete(request, on_delta)
@@ -327,6 +332,12 @@ class ModelActivities:
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)
             raise _provider_failure(empty, profile) from None
+        fused: list[FusedRound] = []
+        if input.fuse is not None and self.fusion is not None and not takes_reasoning_back(profile):
+            fused, last = await self.fusion.follow(input, profile, provider, tools, response)
+            if last is None:
+                return ModelCallResult(position=input.reply_position, fused=fused, call_again=True)
+            response = last
         check = None
         if input.output is not None:
             response, check = await checked_answer(input.output, response)
@@ -339,21 +350,26 @@ class ModelActivities:
             reasoning_chars=sum(len(block.text) for block in response.reasoning),
             output=check.output if check else None,
             output_problems=check.problems if check else [],
+            fused=fused,
         )
 
-    def _begin(
-        self, input: ModelCallInput, attempt: int, profile: ModelProfile, tools: list[ToolSpec]
+    def begin_call(
+        self, input: ModelCallInput, attempt: int, profile: ModelProfile, tools: list[ToolSpec],
+        later: Sequence[tuple[int, Message]] = (),
     ) -> tuple[str | None, list[Message], ApplicationError | None]:
         """In one transaction: write the call's staged writes (its own messages are part of its
         context), read its context (and the memories it shows; the budget note goes last), ask the
         ``CallGate``, write its "started" receipt. A context that cannot be read
         (a missing summary) writes nothing, so no receipt claims a request that was never sent;
-        a call the gate refuses keeps its staged writes, gets no receipt and returns the refusal."""
+        a call the gate refuses keeps its staged writes, gets no receipt and returns the refusal.
+        ``later``: messages after the reply's position not stored yet (a fused round's, ``RoundFusion``)."""
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
             system = self.context.system_prompt(input, profile, tools, conn)
-            system, messages = self.context.messages(input, conn, system=system, with_reasoning=takes_reasoning_back(profile))
+            system, messages = self.context.messages(
+                input, conn, system=system, with_reasoning=takes_reasoning_back(profile), later=later
+            )
             system = self.context.with_memories(input.session_id, system, messages, conn)
             budget = budget_section(input.budget_note)
             if budget:  # last: it changes every round, so everything before it stays in prompt caches
@@ -363,7 +379,7 @@ class ModelActivities:
                 self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
         return system, messages, refusal
 
-    def _end(
+    def end_call(
         self,
         input: ModelCallInput,
         attempt: int,

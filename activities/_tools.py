@@ -127,6 +127,13 @@ class ToolActivities:
             ok, text, error_type, keys, memory = self._run(input)
             return self._finish(input, ok, text, error_type, keys, staged=staged, memory=memory)
 
+    def run_unstored(self, input: ToolExecuteInput) -> tuple[bool, str, str | None, list[str], MemoryNote | None]:
+        """Run a read-only call and return ``(ok, text, error_type, state_keys, memory)`` without
+        storing anything, its text redacted as ``finish_call`` stores it (a round a model call
+        runs itself, ``RoundFusion``). Raises what the tool raised other than a ``ToolError``."""
+        ok, text, error_type, keys, memory = self._run(input)
+        return ok, redact(redact_secrets(text), self._secrets()), error_type, keys, memory
+
     @activity.defn(name=EFFECTS_RECONCILE)
     def reconcile(self, input: ReconcileEffectInput) -> None:
         """Record an operator's answer: ``applied`` closes the claim, ``not_applied`` releases it."""

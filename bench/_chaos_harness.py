@@ -24,11 +24,13 @@ phase each kill actually hit is counted in ``ChaosReport.kill_phases``.
 Every turn asks the scripted model for one or two rounds of ``chaos.append`` calls (one
 or two calls each; unique lines ``s<session> t<turn> c<call>``, random pauses before and
 after the effect) and then a final answer; some responses are delayed 0.2-1.5 s so model
-calls are in flight too. Every third session needs approval for ``chaos.append``; the
+calls are in flight too. Every second session has ``fused_rounds``: each of its turns first
+reads the log (``fs.read``) inside its model call (``fused-rounds-v1``), so kills land in fused
+calls too. Every third session needs approval for ``chaos.append``; the
 harness grants what it sees as the owner. Outcome-unknown effects (the effect ledger)
 come back as ``PermissionRequested`` with ``request.kind == "reconcile"``; the harness
-answers like an operator: the call's line is in the file -> ``applied``, else
-``not_applied`` (only when ``AgentClient.reconcile`` exists).
+answers like an operator (``bench/_reconciles.py``): the call's line is in the file ->
+``applied``, else ``not_applied``.
 
 Messages are sent with ``AgentClient.start`` / ``AgentClient.send`` and never resent
 blindly: a send that failed (server gone) is resent only after the session's ``state``
@@ -74,6 +76,7 @@ from agentrt.workflows.session import workflow_id_for
 from bench._chaos_worker import MARK
 from bench._turn_checks import count_lost, open_reconciles, read_lines
 from bench._chaos_zygote import ForkedWorker, WorkerForks
+from bench._reconciles import Reconciler, is_reconcile, line_in_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What a worker imports: copied into the run directory when the run starts, so every worker
@@ -184,9 +187,9 @@ class _Session:
     script: Path
     ask: bool
     turns: list[_Turn]
+    fused: bool = False  # fused_rounds: each turn first reads the log inside its model call
     config: SessionConfig | None = None
     approved: dict[str, float] = field(default_factory=dict)
-    reconciled: dict[str, float] = field(default_factory=dict)
     done: bool = False
 
     @property
@@ -237,6 +240,7 @@ class _Chaos:
         self.store: Store | None = None
         self.temporal: Client | None = None
         self.client: AgentClient | None = None
+        self._reconciler: Reconciler | None = None
         self.sessions: list[_Session] = []
         self.worker: asyncio.subprocess.Process | ForkedWorker | None = None
         self.worker_generation = 0
@@ -510,8 +514,11 @@ class _Chaos:
             workspace.mkdir(parents=True)
             responses: list[dict[str, Any]] = []
             turns: list[_Turn] = []
+            fused = i % 2 == 0
             for t in range(1, self.turns_per_session + 1):
                 lines: list[str] = []
+                if fused:  # a read-only round the model call runs itself (fused-rounds-v1)
+                    responses.append({"text": "", "tool_calls": [{"name": "fs.read", "arguments": {"path": LOG_FILE}}]})
                 for _round in range(self.rng.choice([1, 1, 2])):
                     calls = []
                     for _ in range(self.rng.choice([1, 1, 2])):
@@ -541,6 +548,7 @@ class _Chaos:
                     script=script,
                     ask=i % 3 == 0,
                     turns=turns,
+                    fused=fused,
                 )
             )
 
@@ -555,9 +563,10 @@ class _Chaos:
             session_id=session.session_id,
             profile="scripted",
             script=str(session.script),
-            tools=["chaos.append"],
+            tools=["chaos.append", "fs.read"] if session.fused else ["chaos.append"],
             approval=ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow", tools=tools),
             heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_SECONDS,
+            fused_rounds=session.fused,
         )
 
     async def drive(self, session: _Session) -> None:
@@ -647,14 +656,11 @@ class _Chaos:
             except Exception:  # noqa: BLE001 - not started yet, or server / worker gone
                 continue
             for request in state.pending_approvals:
-                kind = getattr(request, "kind", "tool_call")
                 now = time.monotonic()
                 try:
-                    if kind == "reconcile":
-                        if now - session.reconciled.get(request.request_id, -1e9) < 5.0:
-                            continue
-                        await self._reconcile(session, request)
-                        session.reconciled[request.request_id] = now
+                    if is_reconcile(request):
+                        if await self.reconciler.answer(session.session_id, request, line_in_file(session.file)):
+                            self.report.reconciles += 1
                     else:
                         if now - session.approved.get(request.request_id, -1e9) < 3.0:
                             continue
@@ -665,22 +671,13 @@ class _Chaos:
                 except Exception as err:  # noqa: BLE001 - retried on the next round
                     self.log(f"{session.session_id}: answering {request.request_id} failed: {type(err).__name__}: {err}")
 
-    async def _reconcile(self, session: _Session, request: Any) -> None:
-        assert self.client is not None
-        line = str((request.arguments or {}).get("line", ""))
-        lines = await asyncio.to_thread(read_lines, session.file)
-        outcome = "applied" if line in lines else "not_applied"
-        reconcile = getattr(self.client, "reconcile", None)
-        if reconcile is None:
-            self.problem(f"{session.session_id}: reconcile request {request.request_id} but AgentClient has no reconcile")
-            return
-        await asyncio.wait_for(
-            reconcile(session.session_id, request.request_id, outcome, note=f"chaos harness: line {line!r} {outcome}"),
-            RPC_TIMEOUT,
-        )
-        if request.request_id not in session.reconciled:
-            self.report.reconciles += 1
-            self.log(f"{session.session_id}: reconcile {request.request_id} ({line}) -> {outcome}")
+    @property
+    def reconciler(self) -> Reconciler:
+        """Answers reconcile requests from the sessions' files (made with the client)."""
+        if self._reconciler is None:
+            assert self.client is not None
+            self._reconciler = Reconciler(self.client, "chaos harness", self.log, RPC_TIMEOUT)
+        return self._reconciler
 
     # ------------------------------------------------------------ checks
 

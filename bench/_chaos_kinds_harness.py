@@ -60,9 +60,11 @@ from agentrt.schemas import (
 )
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin
+from bench._chaos_budgets import describe, largest_call, overspend, review_tokens, small_budget
 from bench._chaos_harness import LOG_FILE, LONG_PAUSE, OWNER, RPC_TIMEOUT, TOOL_PAUSE, _Chaos, _Session, _Turn
 from bench._chaos_session_kinds import KindRun, SessionKinds
 from bench._kinds_report import KindCounts, KindsReport
+from bench._reconciles import is_reconcile, line_in_file
 from bench._turn_checks import count_lost, open_reconciles, read_lines
 
 TASK_INTERVAL = (3.0, 8.0)  # seconds a task sleeps between sessions (a durable timer)
@@ -85,7 +87,7 @@ class _KindsChaos(SessionKinds, _Chaos):
     def __init__(
         self, tasks: int, graphs: int, kills: int, server_restarts: int, seed: int, workdir: Path,
         deadline_seconds: float, progress: Callable[[str], None], fork_workers: bool, append_risk: str,
-        delegations: int = 0, mcp: int = 0, mcp_kills: int = 0,
+        delegations: int = 0, mcp: int = 0, mcp_kills: int = 0, budgets: int = 0,
     ) -> None:
         super().__init__(
             tasks + graphs + delegations + mcp, 1, kills, server_restarts, seed, workdir, deadline_seconds, progress,
@@ -95,6 +97,7 @@ class _KindsChaos(SessionKinds, _Chaos):
         self.n_graphs = graphs
         self.n_delegations = delegations
         self.n_mcp = mcp
+        self.n_budgets = budgets  # of the tasks, and of the graphs, this many have a small budget
         self.mcp_kills_target = mcp_kills if mcp else 0
         self.task_queue = f"chaos-kinds-{seed}"
         self.kinds = KindsReport(run_dir=str(self.run_dir))
@@ -152,6 +155,7 @@ class _KindsChaos(SessionKinds, _Chaos):
         return _Run(
             kind="tasks", index=i, run_id=f"kinds{self.seed}-task{i}", workspace=workspace, script=script,
             start_at=start_at, lines=lines, sessions=needed, interval=round(self.rng.uniform(*TASK_INTERVAL), 1),
+            budget=small_budget(self.rng, needed) if i <= self.n_budgets else None,
         )
 
     def _plan_graph(self, i: int, start_at: float) -> _Run:
@@ -171,13 +175,15 @@ class _KindsChaos(SessionKinds, _Chaos):
             script_nodes[node_id] = [
                 {"turns": [self._append(line), self._answer(f"{line} done")], "review": PASS} for line in attempts
             ]
-        plan = [{"graph": {"max_parallel": 3, "nodes": spec_nodes}, "delay_seconds": self._model_delay()}]
+        budget = small_budget(self.rng, len(spec_nodes)) if i <= self.n_budgets else None
+        # A budgeted graph runs its nodes one at a time: side by side they may pass it together (documented).
+        plan = [{"graph": {"max_parallel": 1 if budget else 3, "nodes": spec_nodes}, "delay_seconds": self._model_delay()}]
         script = self.run_dir / f"script-graph{i}.json"
         script.write_text(json.dumps({"plan": plan, "nodes": script_nodes}, indent=1))
         return _Run(
             kind="graphs", index=i, run_id=f"kinds{self.seed}-graph{i}", workspace=workspace, script=script,
             start_at=start_at, lines={line for lines in lines_by_node.values() for line in lines},
-            shape=shape, nodes=lines_by_node,
+            shape=shape, nodes=lines_by_node, budget=budget,
         )
 
     # ------------------------------------------------------------ driving
@@ -224,13 +230,14 @@ class _KindsChaos(SessionKinds, _Chaos):
                         f"append the line of each session of task {run.index}",
                         workspace=str(run.workspace), task_id=run.run_id, script=str(run.script),
                         tools=["chaos.append"], every_seconds=run.interval, max_sessions=run.sessions + 2,
-                        max_rounds_per_session=10,
+                        max_rounds_per_session=10, budget=run.budget,
                     ), RPC_TIMEOUT + 10)
                 else:
                     await asyncio.wait_for(self.client.start_graph(
                         goal=f"append the line of each node of graph {run.index}",
                         workspace=str(run.workspace), graph_id=run.run_id, script=str(run.script),
                         approve_plan="auto", tools=["chaos.append"], max_retries=1, max_rounds_per_node=10,
+                        budget=run.budget,
                     ), RPC_TIMEOUT + 10)
                 run.started = True
                 self.log(f"{run.workflow_id} started ({self._describe_plan(run)})")
@@ -247,13 +254,14 @@ class _KindsChaos(SessionKinds, _Chaos):
         return False
 
     def _describe_plan(self, run: _Run) -> str:
+        budget = f", budget {run.budget.describe()}" if run.budget else ""
         if run.kind == "tasks":
-            return f"{run.sessions} sessions, every {run.interval} s"
+            return f"{run.sessions} sessions, every {run.interval} s{budget}"
         if run.kind == "delegations":
             return f"{run.sessions} delegated sessions"
         if run.kind == "mcp":
             return f"{len(run.lines)} MCP calls"
-        return f"{run.shape}: {len(run.nodes)} nodes"
+        return f"{run.shape}: {len(run.nodes)} nodes{budget}"
 
     async def _exists(self, run: _Run) -> bool:
         assert self.temporal is not None
@@ -264,20 +272,36 @@ class _KindsChaos(SessionKinds, _Chaos):
             return False
 
     async def _wait_run(self, run: _Run) -> None:
+        """Wait until the run ends; a budgeted task that stopped at ``budget_exceeded`` (it waits
+        there for a ``raise_budget``) is cancelled, as its owner would."""
         assert self.client is not None
         wait = self.client.wait_task if run.kind == "tasks" else self.client.wait_graph
+        patience = 5.0 if run.budget and run.kind == "tasks" else 15.0
         while time.monotonic() < self.turn_deadline:
             try:
-                left = max(1.0, min(15.0, self.turn_deadline - time.monotonic()))
+                left = max(1.0, min(patience, self.turn_deadline - time.monotonic()))
                 run.result = await asyncio.wait_for(wait(run.run_id), left)
                 self.log(f"{run.workflow_id} {run.result.status}")
                 return
             except asyncio.TimeoutError:
+                if run.budget and run.kind == "tasks":
+                    await self._cancel_at_budget(run)
                 continue
             except Exception as err:  # noqa: BLE001 - server or worker gone; ask again
                 if "not found" in str(err).lower() and not await self._exists(run):
                     self.problem(f"{run.workflow_id}: waiting failed: {type(err).__name__}: {err}")
                 await asyncio.sleep(0.5)
+
+    async def _cancel_at_budget(self, run: _Run) -> None:
+        assert self.client is not None
+        try:
+            status = await asyncio.wait_for(self.client.task_status(run.run_id), RPC_TIMEOUT)
+            if status.status == "budget_exceeded":
+                run.stopped_at_budget = True
+                self.log(f"{run.workflow_id} stopped at its budget ({status.budget_crossing.text() if status.budget_crossing else '?'}); cancelling it")
+                await asyncio.wait_for(self.client.cancel_task(run.run_id, reason="chaos harness: stopped at its budget"), RPC_TIMEOUT)
+        except Exception as err:  # noqa: BLE001 - server or worker gone; next time
+            self.log(f"{run.workflow_id}: budget stop not handled yet: {type(err).__name__}: {err}")
 
     # ------------------------------------------------------------ operating
 
@@ -321,10 +345,13 @@ class _KindsChaos(SessionKinds, _Chaos):
                 continue
             try:
                 await self.child_sessions(run)
-                if run.kind == "graphs":
-                    await self._approve_plan(run)
             except Exception:  # noqa: BLE001 - server or worker gone; next round
                 continue
+            if run.kind == "graphs":
+                try:
+                    await self._approve_plan(run)
+                except Exception:  # noqa: BLE001 - its query timed out; the reconciles below go on
+                    pass
             for sid in self._sessions_of(run, running=True):
                 try:
                     state = await asyncio.wait_for(self.client.state(sid), RPC_TIMEOUT)
@@ -333,11 +360,9 @@ class _KindsChaos(SessionKinds, _Chaos):
                 for request in state.pending_approvals:
                     now = time.monotonic()
                     try:
-                        if getattr(request, "kind", "tool_call") == "reconcile":
-                            if now - run.reconciled.get(request.request_id, -1e9) < 5.0:
-                                continue
-                            await self._reconcile_child(run, sid, request)
-                            run.reconciled[request.request_id] = now
+                        if is_reconcile(request):
+                            if await self.reconciler.answer(sid, request, line_in_file(run.file)):
+                                getattr(self.kinds, run.kind).reconciles += 1
                         elif now - run.approved.get(request.request_id, -1e9) >= 3.0:
                             await asyncio.wait_for(self.client.approve(sid, request.request_id), RPC_TIMEOUT)
                             if request.request_id not in run.approved:
@@ -350,19 +375,6 @@ class _KindsChaos(SessionKinds, _Chaos):
         """The sessions of ``run``: a session kind's own and its children (``running``: those not ended)."""
         own = [run.run_id] if run.is_session and not (running and run.result is not None) else []
         return own + [sid for sid, ended in run.children.items() if not (running and ended)]
-
-    async def _reconcile_child(self, run: _Run, sid: str, request: Any) -> None:
-        assert self.client is not None
-        line = str((request.arguments or {}).get("line", ""))
-        lines = await asyncio.to_thread(read_lines, run.file)
-        outcome = "applied" if line in lines else "not_applied"
-        await asyncio.wait_for(
-            self.client.reconcile(sid, request.request_id, outcome, note=f"chaos harness: line {line!r} {outcome}"),
-            RPC_TIMEOUT,
-        )
-        if request.request_id not in run.reconciled:
-            getattr(self.kinds, run.kind).reconciles += 1
-            self.log(f"{sid}: reconcile {request.request_id} ({line}) -> {outcome}")
 
     async def _approve_plan(self, run: _Run) -> None:
         assert self.client is not None
@@ -438,6 +450,8 @@ class _KindsChaos(SessionKinds, _Chaos):
                 )
             elif run.result.status == "completed":
                 counts.completed += 1
+            elif self._ended_at_budget(run):
+                counts.budget_stopped += 1
             else:
                 counts.failed += 1
                 why = run.result.error if isinstance(run.result, TurnOutcome) else f"{run.result.failure_reason} {run.result.failure}"
@@ -454,6 +468,9 @@ class _KindsChaos(SessionKinds, _Chaos):
             counts.child_sessions += len(run.children)
             for sid in run.children:
                 counts.lost += await self._check_child(sid, seen)
+            if run.budget is not None:
+                counts.budgeted += 1
+                counts.overspent += await self._check_budget(run, events)
 
     def _check_run(self, run: _Run, events: list[Any], seen: collections.Counter[str]) -> int:
         """Lost work of the run itself (see ``KindCounts.lost``)."""
@@ -495,6 +512,35 @@ class _KindsChaos(SessionKinds, _Chaos):
                 if not_completed or set(run.result.nodes) != set(run.nodes):
                     bad(f"completed, but its nodes are {run.result.nodes}")
         return lost
+
+    def _ended_at_budget(self, run: _Run) -> bool:
+        """A budgeted run that ended at its budget: a task the harness cancelled there, a graph
+        that failed ``budget_exceeded``."""
+        result = run.result
+        if run.budget is None or result is None:
+            return False
+        if run.kind == "tasks":
+            return run.stopped_at_budget and result.status == "cancelled"
+        return isinstance(result, TaskGraphResult) and result.status == "failed" and result.failure_reason == "budget_exceeded"
+
+    async def _check_budget(self, run: _Run, events: list[Any]) -> int:
+        """1 when the run's spend passed its budget by more than one call (``bench/_chaos_budgets.py``), else 0."""
+        assert self.client is not None and self.store is not None and run.budget is not None
+        if run.result is None or isinstance(run.result, TurnOutcome):
+            return 0
+        receipts = []
+        for sid in run.children:
+            receipts += await asyncio.to_thread(self.store.usage_receipts, sid)
+        if run.kind == "tasks":
+            status = await asyncio.wait_for(self.client.task_status(run.run_id), RPC_TIMEOUT)
+            others = review_tokens(status.receipts)
+        else:
+            others = [e.usage.input_tokens + e.usage.output_tokens for e in events if e.type == "TaskDecomposed"]
+        found = overspend(run.result.spend, run.budget, largest_call(receipts, others))
+        self.log(f"{run.workflow_id} budget: {describe(found)}")
+        for problem in found.problems:
+            self.problem(f"{run.workflow_id}: OVERSPENT {problem}")
+        return 1 if found.problems else 0
 
     async def _check_child(self, sid: str, seen: collections.Counter[str]) -> int:
         assert self.client is not None and self.store is not None
@@ -613,6 +659,7 @@ async def run_chaos_kinds(
     delegations: int = 0,
     mcp: int = 0,
     mcp_kills: int = 0,
+    budgets: int = 0,
 ) -> KindsReport:
     """Run ``tasks`` autonomous tasks and ``graphs`` task graphs under ``kills`` worker SIGKILLs
     and ``server_restarts`` server restarts (see the module docstring); return what was found.
@@ -629,7 +676,7 @@ async def run_chaos_kinds(
         deadline_seconds = 180 + SECONDS_PER_KILL * kills + 20.0 * server_restarts + 3.0 * (tasks + graphs + delegations + mcp)
     chaos = _KindsChaos(
         tasks, graphs, kills, server_restarts, seed, Path(workdir), deadline_seconds,
-        progress or (lambda _text: None), fork_workers, append_risk, delegations, mcp, mcp_kills,
+        progress or (lambda _text: None), fork_workers, append_risk, delegations, mcp, mcp_kills, budgets,
     )
     return await chaos.run()
 

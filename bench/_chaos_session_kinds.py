@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrt.schemas import (
+    Budget,
     ApprovalPolicy,
     AutonomousTaskResult,
     SessionConfig,
@@ -76,11 +77,12 @@ class KindRun:
     nodes: dict[str, list[str]] = field(default_factory=dict)  # graphs: node id -> lines, by attempt
     answers: list[str] = field(default_factory=list)  # delegations: child k's answer at k-1
     after_kills: bool = False  # mcp: starts once the worker kills are over
+    budget: Budget | None = None  # tasks and graphs: a small budget (bench/_chaos_budgets.py)
+    stopped_at_budget: bool = False  # a budgeted task seen at ``budget_exceeded`` (then cancelled)
     session: "_Session | None" = None
     started: bool = False
     result: AutonomousTaskResult | TaskGraphResult | TurnOutcome | None = None
     children: dict[str, bool] = field(default_factory=dict)  # child session id -> ended
-    reconciled: dict[str, float] = field(default_factory=dict)
     approved: dict[str, float] = field(default_factory=dict)
     pending_since: float | None = None
     done: bool = False

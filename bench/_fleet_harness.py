@@ -46,6 +46,7 @@ from agentrt.worker import AgentrtConfig, AgentrtPlugin, connect_when_ready
 from agentrt.workflows.session import workflow_id_for
 from bench._fleet_steps import HeldSession, held_session, live_task_timeouts, timeline
 from bench._fleet_tools import LOG_FILE
+from bench._reconciles import Reconciler, line_in_file
 from bench._turn_checks import count_lost, open_reconciles, read_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,6 @@ class _Session:
     session_id: str
     workspace: Path
     turns: list[_Turn]
-    reconciled: set[str] = field(default_factory=set)
 
 
 def die_with_parent() -> None:
@@ -163,6 +163,7 @@ class _Fleet:
         self.described_late: set[str] = set()  # sessions described after the heartbeat timeout
         self.temporal: Client | None = None
         self.client: AgentClient | None = None
+        self.reconciler: Reconciler | None = None
 
     def log(self, text: str) -> None:
         self.say(f"[fleet {self.result.label} {time.monotonic() - self.started:6.1f}s] {text}")
@@ -324,25 +325,9 @@ class _Fleet:
         """A turn that waits long may wait for a reconcile (a kill between the effect and its
         record): answer as an operator would, from the file."""
         assert self.client is not None
-        try:
-            state = await asyncio.wait_for(self.client.state(session.session_id), RPC_TIMEOUT)
-        except Exception:  # noqa: BLE001 - asked again on the next wait
-            return
-        for request in state.pending_approvals:
-            if getattr(request, "kind", "tool_call") != "reconcile" or request.request_id in session.reconciled:
-                continue
-            line = str((request.arguments or {}).get("line", ""))
-            outcome = "applied" if line in read_lines(session.workspace / LOG_FILE) else "not_applied"
-            try:
-                await asyncio.wait_for(
-                    self.client.reconcile(session.session_id, request.request_id, outcome, note=f"fleet: {outcome}"), RPC_TIMEOUT
-                )
-            except Exception as err:  # noqa: BLE001
-                self.log(f"{session.session_id}: reconcile {request.request_id} failed: {err}")
-                continue
-            session.reconciled.add(request.request_id)
-            self.result.reconciles += 1
-            self.log(f"{session.session_id}: reconcile {request.request_id} ({line}) -> {outcome}")
+        if self.reconciler is None:
+            self.reconciler = Reconciler(self.client, "fleet", self.log, RPC_TIMEOUT)
+        self.result.reconciles += await self.reconciler.answer_pending(session.session_id, line_in_file(session.workspace / LOG_FILE))
 
     # ------------------------------------------------------------ checks
 

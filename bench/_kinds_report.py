@@ -37,6 +37,10 @@ class KindCounts:
       ``applied_but_failed`` (``mcp``): calls that ended failed although their effect is in the
       file (an outcome the session did not know, told to the model as a failure, which a model
       answers by calling again: a duplicate in the making).
+    - ``budgeted`` (``tasks``, ``graphs``): runs given a small budget; ``budget_stopped``: those
+      that ended at it (a task stopped at ``budget_exceeded``, then cancelled by the harness; a
+      graph failed ``budget_exceeded``), not counted ``failed``; ``overspent``: those whose spend
+      passed their budget by more than one call (``bench/_chaos_budgets.py``).
     """
 
     started: int = 0
@@ -53,6 +57,9 @@ class KindCounts:
     leaked: int = 0
     call_errors: int = 0
     applied_but_failed: int = 0
+    budgeted: int = 0
+    budget_stopped: int = 0
+    overspent: int = 0
 
 
 @dataclass
@@ -86,13 +93,13 @@ class KindsReport:
 
     @property
     def ok(self) -> bool:
-        """Zeros where zeros are the bar: duplicates, lost work, stuck runs and replay failures of
-        every kind; failed turns and orphaned children of delegations; failed turns, leaked
+        """Zeros where zeros are the bar: duplicates, lost work, stuck runs, budgets overspent and
+        replay failures of every kind; failed turns and orphaned children of delegations; failed turns, leaked
         processes and calls applied but reported failed of the MCP sessions."""
         counts = [self.replay_failures]
         for name in KINDS:
             kind = getattr(self, name)
-            counts += [kind.duplicates, kind.lost, kind.stuck]
+            counts += [kind.duplicates, kind.lost, kind.stuck, kind.overspent]
         counts += [self.delegations.failed, self.delegations.orphaned, self.mcp.failed, self.mcp.leaked, self.mcp.applied_but_failed]
         return not any(counts)
 
@@ -101,8 +108,8 @@ class KindsReport:
         return (
             f"chaos_kinds tasks={t.started} graphs={g.started} delegations={d.started} mcp={m.started} "
             f"kills={self.kills} mcp_kills={self.mcp_kills} server_restarts={self.server_restarts} "
-            f"task_duplicates={t.duplicates} task_lost={t.lost} task_stuck={t.stuck} "
-            f"graph_duplicates={g.duplicates} graph_lost={g.lost} graph_stuck={g.stuck} "
+            f"task_duplicates={t.duplicates} task_lost={t.lost} task_stuck={t.stuck} task_budget_overspent={t.overspent} "
+            f"graph_duplicates={g.duplicates} graph_lost={g.lost} graph_stuck={g.stuck} graph_budget_overspent={g.overspent} "
             f"delegation_duplicates={d.duplicates} delegation_lost={d.lost} delegation_stuck={d.stuck} "
             f"delegation_orphaned={d.orphaned} "
             f"mcp_failed={m.failed} mcp_duplicates={m.duplicates} mcp_lost={m.lost} mcp_stuck={m.stuck} mcp_leaked={m.leaked} mcp_applied_but_failed={m.applied_but_failed} "
@@ -113,10 +120,12 @@ class KindsReport:
         columns = (
             "started", "completed", "failed", "stuck", "awaiting_reconcile", "duplicates", "lost",
             "replay_failures", "reconciles", "child_sessions", "orphaned", "leaked", "call_errors", "applied_but_failed",
+            "budgeted", "budget_stopped", "overspent",
         )
         headers = (
             "started", "completed", "failed", "stuck", "awaiting_rec", "duplicates", "lost",
             "replay_fail", "reconciles", "children", "orphaned", "leaked", "call_errors", "applied_failed",
+            "budgeted", "budget_stop", "overspent",
         )
         rows = [("kind", *headers)]
         for name in KINDS:

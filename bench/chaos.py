@@ -36,8 +36,9 @@ from pathlib import Path
 from bench._chaos_harness import run_chaos
 from bench._chaos_zygote import WorkerForks
 from bench._cli import print_progress, quiet_sdk_logs
+from bench._reconciles import Reconciler, file_written, is_reconcile, line_in_file
 
-__all__ = ["WorkerForks", "main", "run_chaos"]
+__all__ = ["Reconciler", "WorkerForks", "file_written", "is_reconcile", "line_in_file", "main", "run_chaos"]
 
 
 def main(argv: list[str] | None = None) -> int:

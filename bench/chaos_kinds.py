@@ -1,7 +1,7 @@
 """Chaos for every kind: tasks, graphs, delegations and MCP calls keep their promises while workers, MCP servers and the server die.
 
     python -m bench.chaos_kinds [--tasks 10] [--graphs 10] [--delegations 10] [--mcp 10]
-                                [--kills 40] [--mcp-kills 20] [--server-restarts 2]
+                                [--budgets 3] [--kills 40] [--mcp-kills 20] [--server-restarts 2]
                                 [--seed N] [--workdir DIR] [--deadline SECONDS] [--risk effectful]
                                 [--fork-workers]
 
@@ -29,11 +29,16 @@ effects (a line more than once in its file), lost work (a completed task or grap
 not each in the file exactly once, a session or node recorded as completed without its line, a
 delegating turn completed without each child's answer, a session's durable record broken), replay
 failures of every history; for delegations also orphaned children (running after their parent's
-turn ended), for MCP sessions leaked server processes and calls applied but reported failed. Progress goes to stdout, then a table per kind; run artefacts (server and
+turn ended), for MCP sessions leaked server processes and calls applied but reported failed.
+``--budgets B`` of the tasks, and of the graphs, get a small budget (fewer tool calls than they
+make, a few model calls' worth of tokens; a budgeted graph runs one node at a time): they end at
+it (a task stopped at ``budget_exceeded`` is cancelled, a graph fails ``budget_exceeded``), and
+``budget_overspent`` counts those whose spend passed the budget by more than the one call the
+rule allows (``bench/_chaos_budgets.py``, docs/autonomous-tasks.md#budgets). Progress goes to stdout, then a table per kind; run artefacts (server and
 worker logs, scripts, workspaces, database, histories) stay under ``--workdir`` (default: a new
 temporary directory). The last line is exactly
 
-    chaos_kinds tasks=N graphs=M delegations=D mcp=P kills=K mcp_kills=Q server_restarts=R task_duplicates=.. task_lost=.. task_stuck=.. graph_duplicates=.. graph_lost=.. graph_stuck=.. delegation_duplicates=.. delegation_lost=.. delegation_stuck=.. delegation_orphaned=.. mcp_failed=.. mcp_duplicates=.. mcp_lost=.. mcp_stuck=.. mcp_leaked=.. mcp_applied_but_failed=.. replay_failures=..
+    chaos_kinds tasks=N graphs=M delegations=D mcp=P kills=K mcp_kills=Q server_restarts=R task_duplicates=.. task_lost=.. task_stuck=.. task_budget_overspent=.. graph_duplicates=.. graph_lost=.. graph_stuck=.. graph_budget_overspent=.. delegation_duplicates=.. delegation_lost=.. delegation_stuck=.. delegation_orphaned=.. mcp_failed=.. mcp_duplicates=.. mcp_lost=.. mcp_stuck=.. mcp_leaked=.. mcp_applied_but_failed=.. replay_failures=..
 
 Exit status 0 when every one of those counts (and the delegations' failed turns) is zero, else 1.
 """
@@ -46,10 +51,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench._chaos_budgets import Overspend, largest_call, overspend, small_budget
 from bench._chaos_kinds_harness import KindCounts, KindsReport, run_chaos_kinds
 from bench._cli import print_progress, quiet_sdk_logs
 
-__all__ = ["KindCounts", "KindsReport", "main", "run_chaos_kinds"]
+__all__ = ["KindCounts", "KindsReport", "Overspend", "largest_call", "main", "overspend", "run_chaos_kinds", "small_budget"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delegations", type=int, default=10, help="sessions delegating to 1 or 2 child sessions (default 10)")
     parser.add_argument("--mcp", type=int, default=10, help="sessions calling the stdio MCP server 1 to 4 times (default 10)")
     parser.add_argument("--mcp-kills", type=int, default=20, help="SIGKILLs of the MCP server's processes (default 20)")
+    parser.add_argument(
+        "--budgets", type=int, default=3,
+        help="of the tasks, and of the graphs, this many get a small budget and are checked against it (default 3)",
+    )
     parser.add_argument("--kills", type=int, default=40, help="SIGKILLs of the worker's process group (default 40)")
     parser.add_argument("--server-restarts", type=int, default=2, help="stops (SIGKILL or SIGTERM) and starts of the Temporal server (default 2)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the scripts, start times and kill moments (default 1)")
@@ -96,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             delegations=args.delegations,
             mcp=args.mcp,
             mcp_kills=args.mcp_kills,
+            budgets=args.budgets,
         )
     )
     for problem in report.problems:

@@ -1,7 +1,7 @@
 """What one agent round costs on Temporal: agentrt beside the bare floor and two other agent integrations.
 
     python -m bench.overhead [--rounds 20,100,200] [--repeats 3] [--result-bytes 5120]
-                             [--systems floor,agentrt,agentrt-local,pai,oai] [--workdir DIR]
+                             [--systems floor,agentrt,agentrt-fused,agentrt-tools,agentrt-local,pai,oai] [--workdir DIR]
 
 Starts one Temporal dev server (free ports, headless, database in a temporary directory)
 and a SQLite store, and runs the same workload on each system, one run at a time, each on
@@ -15,6 +15,12 @@ answers at once (no latency). The systems:
 - ``agentrt``: an agentrt session with the scripted model (``bench.history``'s workload:
   R ``fs.read`` calls of R different workspace files), the tool as a regular activity
   (``local_tools=False`` where ``SessionConfig`` has that field).
+- ``agentrt-fused``: the same with ``fused_rounds=True``: the model call runs the read-only
+  ``fs.read`` calls and calls the model again itself (``fused-rounds-v1``), so a turn of R
+  rounds is one model activity.
+- ``agentrt-tools``: an effectful round: R ``fs.write`` calls (each writing ``--result-bytes``
+  bytes the model sent), through the effect ledger, run by a tools worker of its own
+  (``tool_task_queue``, ``role="tools"``) beside the session's worker (``role="models"``).
 - ``agentrt-local``: the same with ``local_tools=True`` (fast read-only tools as local
   activities); n/a where ``SessionConfig`` has no ``local_tools``.
 - ``pai``: pydantic-ai's Temporal integration (``Agent`` with ``TemporalDurability``,
@@ -56,7 +62,7 @@ reported with its reason and left out of the medians.
 
 Output: one table row per R and system, notes, and as the last line exactly
 
-    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z
+    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z fused_vs_floor=F tools_vs_floor=T
 
 with the × floor values at the largest R (two decimals; n/a where not measured).
 
@@ -71,6 +77,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import shutil
 import statistics
 import tempfile
@@ -90,7 +97,7 @@ from temporalio.worker import Worker
 
 from agentrt.activities.tools import MAX_READ_BYTES, default_registry
 from agentrt.client import AgentClient, StartedSession
-from agentrt.schemas import SessionConfig, TurnEnded, TurnOutcome
+from agentrt.schemas import ApprovalPolicy, SessionConfig, TurnEnded, TurnOutcome
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, DevServer, build_worker
 from bench._cli import print_progress, run_and_exit
@@ -106,7 +113,7 @@ from bench.history import (
     with_agentrt_plugin,
 )
 
-SYSTEMS = ("floor", "agentrt", "agentrt-local", "pai", "oai")
+SYSTEMS = ("floor", "agentrt", "agentrt-fused", "agentrt-tools", "agentrt-local", "pai", "oai")
 DEFAULT_ROUNDS = (20, 100, 200)
 DEFAULT_REPEATS = 3
 # Every measured workflow runs on a worker that has already run a workflow of WARM_ROUNDS
@@ -315,14 +322,17 @@ class OverheadReport:
         return lines
 
     def line(self) -> str:
-        """The last line: × floor at the largest R of agentrt, pai and oai (two decimals or n/a)."""
+        """The last line: × floor at the largest R of agentrt, pai, oai and agentrt-fused (two decimals or n/a)."""
         largest = max(self.rounds)
 
         def ratio(system: str) -> str:
             value = self.vs_floor(system, largest)
             return "n/a" if value is None else f"{value:.2f}"
 
-        return f"overhead agentrt_vs_floor={ratio('agentrt')} pai_vs_floor={ratio('pai')} oai_vs_floor={ratio('oai')}"
+        return (
+            f"overhead agentrt_vs_floor={ratio('agentrt')} pai_vs_floor={ratio('pai')} oai_vs_floor={ratio('oai')} "
+            f"fused_vs_floor={ratio('agentrt-fused')} tools_vs_floor={ratio('agentrt-tools')}"
+        )
 
 
 # ---------------------------------------------------------------------------- history reading
@@ -540,16 +550,17 @@ def _optional_runner(system: str, module: ModuleType) -> Callable[..., Awaitable
     return run
 
 
-def _agentrt_runner(local_tools: bool) -> Callable[..., Awaitable[Sample]]:
+def _agentrt_runner(local_tools: bool, fused: bool = False) -> Callable[..., Awaitable[Sample]]:
     async def run(ctx: _Context, rounds: int, *, breakdown: bool = False) -> Sample:
-        return await run_agentrt(ctx, rounds, local_tools=local_tools, breakdown=breakdown)
+        return await run_agentrt(ctx, rounds, local_tools=local_tools, fused=fused, breakdown=breakdown)
 
     return run
 
 
-async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, breakdown: bool = False) -> Sample:
-    """One agentrt session, one turn of ``rounds`` ``fs.read`` rounds, on an in-process worker of its own."""
-    system = "agentrt-local" if local_tools else "agentrt"
+async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, fused: bool = False, breakdown: bool = False) -> Sample:
+    """One agentrt session, one turn of ``rounds`` ``fs.read`` rounds, on an in-process worker of
+    its own; ``fused``: with ``fused_rounds`` (the model call runs the rounds itself)."""
+    system = "agentrt-fused" if fused else "agentrt-local" if local_tools else "agentrt"
     workspace, script = ctx.workload(rounds)
     temporal = with_agentrt_plugin(ctx.temporal, ctx.store)
     task_queue = f"overhead-{system}-{uuid.uuid4().hex[:8]}"
@@ -557,6 +568,8 @@ async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, breakdow
     fields: dict[str, object] = {"tools": [TOOL], "max_rounds_per_turn": rounds + 5}
     if has_local_tools():
         fields["local_tools"] = local_tools
+    if fused:
+        fields["fused_rounds"] = True
     session = agent.new_config(str(workspace), profile="scripted", script=str(script), **fields)
     sample = Sample(system=system, rounds=rounds, status="completed")
     config = AgentrtConfig(task_queue=task_queue)
@@ -581,6 +594,68 @@ async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, breakdow
     turn_ended = await asyncio.to_thread(_turn_ended, ctx.store, started.session_id, started.turn_id)
     if turn_ended is None or turn_ended.at is None:
         sample.note = "no TurnEnded event with a timestamp in the store"
+    end = turn_ended.at if turn_ended is not None else None
+    await _fill_from_history(sample, temporal, started.workflow_id, runs, end=end, breakdown=breakdown)
+    return sample
+
+
+def prepare_write_workload(directory: Path, rounds: int, result_bytes: int) -> tuple[Path, Path]:
+    """``directory/workspace`` (empty) and ``directory/script.json``: ``rounds`` replies that each
+    write one file of ``result_bytes`` bytes with ``fs.write``, then ``done``."""
+    workspace = directory / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    turns: list[dict[str, Any]] = [
+        {"text": f"Writing out-{k}.txt.", "tool_calls": [{"name": "fs.write", "arguments": {
+            "path": f"out-{k}.txt", "content": (f"line {k} " * result_bytes)[:result_bytes],
+        }}]}
+        for k in range(1, rounds + 1)
+    ]
+    turns.append({"text": "done"})
+    script = directory / "script.json"
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    return workspace, script
+
+
+async def run_agentrt_tools(ctx: _Context, rounds: int, *, breakdown: bool = False) -> Sample:
+    """One agentrt session whose turn writes ``rounds`` files (``fs.write``, effectful, through
+    the effect ledger), its tool calls on a tools worker of their own (``role="tools"``) beside the
+    session's worker (``role="models"``), both in this process."""
+    system = "agentrt-tools"
+    task_queue = f"overhead-{system}-{uuid.uuid4().hex[:8]}"
+    tools_queue = f"{task_queue}-tools"
+    temporal = with_agentrt_plugin(ctx.temporal, ctx.store)
+    agent = AgentClient(temporal, task_queue=task_queue, principal=PRINCIPAL)
+    allow = ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow")
+    fields: dict[str, object] = {
+        "tools": ["fs.write"], "max_rounds_per_turn": rounds + 5, "approval": allow, "tool_task_queue": tools_queue,
+    }
+    tag = uuid.uuid4().hex[:6]
+    workspace, script = prepare_write_workload(ctx.workdir / f"tools-r{rounds}-{tag}", rounds, ctx.result_bytes)
+    warm_workspace, warm_script = prepare_write_workload(ctx.workdir / f"tools-warm-{tag}", WARM_ROUNDS, ctx.result_bytes)
+    session = agent.new_config(str(workspace), profile="scripted", script=str(script), **fields)
+    warm_session = agent.new_config(str(warm_workspace), profile="scripted", script=str(warm_script), **fields)
+    sample = Sample(system=system, rounds=rounds, status="completed")
+    config = AgentrtConfig(task_queue=task_queue, tool_task_queue=tools_queue)
+    sessions = build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue, role="models")
+    tools = build_worker(temporal, config, ctx.store, default_registry(), task_queue=tools_queue, role="tools")
+    async with sessions, tools:
+        await asyncio.wait_for(agent.start_and_wait(warm_session, PROMPT), ctx.timeout_seconds(WARM_ROUNDS))
+        began = time.time()
+        try:
+            started, outcome = await asyncio.wait_for(agent.start_and_wait(session, PROMPT), ctx.timeout_seconds(rounds))
+        except TimeoutError:
+            started = StartedSession(session.session_id, "turn-1", f"session-{session.session_id}")
+            outcome = TurnOutcome(turn_id="turn-1", status="pending")
+        ended = time.time()
+        if outcome.status != "completed":
+            sample.status = f"turn {outcome.status}" + (f": {outcome.error}" if outcome.error else "")
+        runs = await settled_chain(temporal, started.workflow_id)
+    sample.wall_seconds = ended - began
+    sample.client_seconds = ended
+    written = len(list(workspace.glob("out-*.txt")))
+    if outcome.status == "completed" and written != rounds:
+        sample.note = f"the turn wrote {written} files, not {rounds}"
+    turn_ended = await asyncio.to_thread(_turn_ended, ctx.store, started.session_id, started.turn_id)
     end = turn_ended.at if turn_ended is not None else None
     await _fill_from_history(sample, temporal, started.workflow_id, runs, end=end, breakdown=breakdown)
     return sample
@@ -640,6 +715,10 @@ async def measure(
             runners[system] = run_floor
         elif system == "agentrt":
             runners[system] = _agentrt_runner(local_tools=False)
+        elif system == "agentrt-fused":
+            runners[system] = _agentrt_runner(local_tools=False, fused=True)
+        elif system == "agentrt-tools":
+            runners[system] = run_agentrt_tools
         elif system == "agentrt-local":
             if has_local_tools():
                 runners[system] = _agentrt_runner(local_tools=True)

@@ -10,22 +10,27 @@ Runs a dev server, an agentrt worker (``agentrt worker``, the command) and the g
 it and pause ``--think`` seconds, over and over, until ``--minutes`` have passed. Each turn asks
 the scripted model for one ``shell.run`` (sandboxed: a ``bwrap`` child of the worker) and one
 ``fs.write`` of the turn's line (effectful: the effect ledger), then an answer. Every
-``--kill-every`` seconds the worker's process group gets SIGKILL and a new worker starts.
+``--kill-every`` seconds the worker's process group gets SIGKILL and a new worker starts. A kill
+between an ``fs.write``'s effect-ledger claim and its record leaves the call's outcome unknown:
+the session asks for a reconcile, and the soak answers as an operator would, from the file in
+the session's workspace (``bench/_reconciles.py``: ``applied`` when it holds the call's content).
 
 Sampled every ``--sample-every`` seconds: the worker's and the gateway's resident set size (MiB)
 and open file descriptors, the worker's descendant processes (sandboxes, MCP servers), the
 store's bytes (the SQLite file with its WAL) and the server's, turns done. The table shows every
 sample; the last line is exactly
 
-    soak minutes=M turns=T failed=F lost=L duplicated=D kills=K worker_rss_mb=A->B gateway_rss_mb=A->B worker_fds=A->B gateway_fds=A->B children_max=C leaked_processes=P store_mb=A->B
+    soak minutes=M turns=T failed=F lost=L duplicated=D kills=K reconciles=R worker_rss_mb=A->B gateway_rss_mb=A->B worker_fds=A->B gateway_fds=A->B children_max=C leaked_processes=P store_mb=A->B
 
 (``A->B``: the second sample, after warm-up, and the last), then
-``stream_duplicates=… stream_out_of_order=… followers_ended=N/M``: each session has a client of the
+``stream_duplicates=… stream_out_of_order=… followers_ended=N/M task_timeouts=W``: each session has a client of the
 gateway following its stream (``GET /v1/sessions/{id}/stream``) from its first turn until it is
 archived at the end, dropping its connection every ``--drop-seconds`` on average and resuming
-with ``Last-Event-ID``. ``lost``: a completed turn whose line
+with ``Last-Event-ID``. ``reconciles``: reconcile requests answered; ``lost``: a completed turn whose line
 is not in its session's file; ``duplicated``: a line written twice; ``leaked_processes``: the
-worker's sandbox processes still alive once every session is idle and the worker stopped. Exit
+worker's sandbox processes still alive once every session is idle and the worker stopped;
+``task_timeouts``: workflow tasks a worker finished after their timeout (a replay too long for
+it: the task ran again, from the start). Exit
 status 0 when failed, lost, duplicated, leaked and the streams' duplicates and disorder are 0
 and every follower ended.
 """
@@ -44,21 +49,24 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrt.client import AgentClient
-from agentrt.schemas import ApprovalPolicy, SessionConfig
+from agentrt.schemas import ApprovalPolicy, SessionConfig, TurnOutcome
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig
 import httpx
 
 from bench._long_stream_clients import Tally, follow_sse, guarded
 from bench._long_stream_stack import PRINCIPAL, Stack, load_average, rss_mb
+from bench._reconciles import Reconciler, file_written
 
 ALLOW = ApprovalPolicy(read_only="allow", idempotent="allow", effectful="allow")
 SCRIPT_TURNS = 5000  # scripted replies per session: more turns than any soak sends
 TURN_TIMEOUT = 300.0  # seconds a turn may take across kills before it counts as failed
+RECONCILE_AFTER = 5.0  # seconds a turn waits before its session's reconcile requests are looked for, and between looks
 
 
 def open_fds(pid: int) -> int:
@@ -102,6 +110,16 @@ def sandbox_processes() -> list[int]:
     return pids
 
 
+def task_timeouts(worker_log: Path) -> int:
+    """Workflow tasks that a worker finished after their timeout (the server had given them to
+    another attempt): the SDK's ``Task not found when completing`` lines in ``worker_log``."""
+    try:
+        with open(worker_log, errors="replace") as f:
+            return sum("Task not found when completing" in line for line in f)
+    except FileNotFoundError:
+        return 0
+
+
 def file_mb(*paths: Path) -> float:
     return sum(p.stat().st_size for p in paths if p.exists()) / 2**20
 
@@ -133,7 +151,9 @@ class Report:
     lost: int = 0
     duplicated: int = 0
     kills: int = 0
+    reconciles: int = 0
     leaked: int = 0
+    task_timeouts: int = 0
     failures: list[str] = field(default_factory=list)
     tallies: list[Tally] = field(default_factory=list)
 
@@ -151,12 +171,12 @@ class Report:
         last = self.samples[-1]
         return (
             f"soak minutes={self.minutes:g} turns={self.turns} failed={self.failed} lost={self.lost} duplicated={self.duplicated} "
-            f"kills={self.kills} worker_rss_mb={first.worker_rss:.0f}->{last.worker_rss:.0f} "
+            f"kills={self.kills} reconciles={self.reconciles} worker_rss_mb={first.worker_rss:.0f}->{last.worker_rss:.0f} "
             f"gateway_rss_mb={first.gateway_rss:.0f}->{last.gateway_rss:.0f} worker_fds={first.worker_fds}->{last.worker_fds} "
             f"gateway_fds={first.gateway_fds}->{last.gateway_fds} children_max={max(s.children for s in self.samples)} "
             f"leaked_processes={self.leaked} store_mb={first.store_mb:.1f}->{last.store_mb:.1f} "
             f"stream_duplicates={self.stream_duplicates} stream_out_of_order={self.stream_out_of_order} "
-            f"followers_ended={sum(t.ended for t in self.tallies)}/{len(self.tallies)}"
+            f"followers_ended={sum(t.ended for t in self.tallies)}/{len(self.tallies)} task_timeouts={self.task_timeouts}"
         )
 
     @property
@@ -196,6 +216,7 @@ class Soak:
         self.ids: list[str] = []  # the sessions, once run has named them
         self.turn_ends: list[float] = []  # seconds since the start at which each turn completed
         self.followers: list[asyncio.Task[None]] = []
+        self.reconciler = Reconciler(agent, "soak", self.say)
         self.worker_ready = asyncio.Event()  # cleared while a killed worker's successor starts
         self.worker_ready.set()
 
@@ -222,15 +243,7 @@ class Soak:
             number += 1
             key = f"{session_id}-turn-{number}"
             try:
-                if number == 1:
-                    _, outcome = await asyncio.wait_for(
-                        self.agent.sessions.start_and_wait(self.config(session_id), f"turn {number}", idempotency_key=key),
-                        TURN_TIMEOUT,
-                    )
-                else:
-                    outcome = await asyncio.wait_for(
-                        self.agent.sessions.send_and_wait(session_id, f"turn {number}", idempotency_key=key), TURN_TIMEOUT
-                    )
+                outcome = await self.turn(session_id, number, key)
             except Exception as err:  # noqa: BLE001 - counted and shown: the soak goes on
                 self.report.failed += 1
                 self.report.failures.append(f"{session_id} turn {number}: {type(err).__name__}: {err}"[:300])
@@ -245,6 +258,27 @@ class Soak:
                 if number == 1:
                     self.follow(session_id, rng)
             await asyncio.sleep(rng.uniform(0.5, 1.5) * self.args.think)
+
+    async def turn(self, session_id: str, number: int, key: str) -> TurnOutcome:
+        """Send turn ``number`` and wait for its outcome, at most ``TURN_TIMEOUT`` seconds; while it
+        takes longer than ``RECONCILE_AFTER`` seconds, answer the reconcile requests the session
+        holds from its workspace's files (a kill between an ``fs.write``'s claim and its record)."""
+        if number == 1:
+            send = self.agent.sessions.start_and_wait(self.config(session_id), f"turn {number}", idempotency_key=key)
+            waiting: asyncio.Task[Any] = asyncio.ensure_future(send)
+        else:
+            waiting = asyncio.ensure_future(self.agent.sessions.send_and_wait(session_id, f"turn {number}", idempotency_key=key))
+        until = time.monotonic() + TURN_TIMEOUT
+        applied = file_written(self.stack.workspace_root / session_id)
+        try:
+            while not (await asyncio.wait({waiting}, timeout=min(RECONCILE_AFTER, max(0.0, until - time.monotonic()))))[0]:
+                if time.monotonic() >= until:
+                    raise TimeoutError(f"no outcome in {TURN_TIMEOUT:g} s")
+                self.report.reconciles += await self.reconciler.answer_pending(session_id, applied)
+        finally:
+            waiting.cancel()
+        result = waiting.result()
+        return result[1] if number == 1 else result
 
     async def disrupt(self) -> None:
         """What goes wrong while the sessions run (cancelled when they stop): here, ``kills``."""
@@ -322,7 +356,10 @@ class Soak:
         await self.worker_ready.wait()
         self.sample()
         self.check_files()
-        await asyncio.gather(*(self.agent.sessions.archive(sid) for sid in self.completed), return_exceptions=True)
+        archived = await asyncio.gather(*(self.agent.sessions.archive(sid) for sid in self.completed), return_exceptions=True)
+        for sid, result in zip(self.completed, archived):
+            if isinstance(result, BaseException):
+                self.report.failures.append(f"{sid} archive: {type(result).__name__}: {result}"[:300])
         _, pending = await asyncio.wait(self.followers, timeout=120) if self.followers else (set(), set())
         for task in pending:
             task.cancel()
@@ -331,6 +368,7 @@ class Soak:
         worker.wait(timeout=60)
         await asyncio.sleep(1)
         self.report.leaked = len(sandbox_processes())
+        self.report.task_timeouts = task_timeouts(self.stack.run_dir / "worker.log")
         return self.report
 
 

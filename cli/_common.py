@@ -448,6 +448,12 @@ def warn_unpriced(config: AgentrtConfig, profile: str, budget: Budget | None) ->
         )
 
 
+def acknowledge(as_json: bool, text: str, **fields: Any) -> None:
+    """Print what an action command did: ``text`` for a person, or with ``as_json`` one JSON
+    object of ``fields`` (a script's stable shape: ids, the decision, its scope)."""
+    typer.echo(json.dumps(fields) if as_json else text)
+
+
 def echo_listing(rows: list[Any], id_field: str, noun: str, as_json: bool) -> None:
     """Print a ``list_tasks``/``list_graphs`` result: one JSON array (``started_at`` as ISO 8601),
     or a line per row (id, status, start time in UTC), or ``no <noun>s``."""

@@ -131,6 +131,7 @@ def memory_show(
 @memory_app.command("forget")
 def memory_forget(
     memory_id: str = typer.Argument(..., help="A memory id (`agentrt memory list`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the forgotten memory as one JSON object."),
 ) -> None:
     """Delete one of your memories (any status): no session sees it from then on, and it no longer counts toward your limits."""
     config = load_config()
@@ -138,7 +139,10 @@ def memory_forget(
     async def go() -> None:
         with open_store(config) as store:
             record = await asyncio.to_thread(store.forget_memory, memory_id, default_principal())
-        typer.echo(f"memory {record.memory_id} ({record.scope} {record.key}) is forgotten")
+        if as_json:
+            typer.echo(json.dumps(_record_json(record)))
+        else:
+            typer.echo(f"memory {record.memory_id} ({record.scope} {record.key}) is forgotten")
 
     run_command(go)
 

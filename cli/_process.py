@@ -91,6 +91,9 @@ def run(
         help="Who decides what the sandbox allows: the rules (on_request), a person for every call but read-only ones (always), or no one (never).",
     ),
     max_rounds: int = typer.Option(250, "--max-rounds", min=1, max=10_000, help="Model calls per turn before the turn ends as round_limit."),
+    fused_rounds: bool = typer.Option(
+        False, "--fused-rounds", help="Let a model call run the read-only calls it asks for and call the model again itself (one activity)."
+    ),
     system_prompt: Optional[str] = typer.Option(
         None, "--system-prompt", help="Text appended to the default system prompt (see --replace-system-prompt)."
     ),
@@ -178,6 +181,7 @@ def run(
                 script=str(script) if script else None,
                 approval_timeout_seconds=approval_timeout,
                 max_rounds_per_turn=max_rounds,
+                fused_rounds=fused_rounds,
                 system_prompt=system_prompt,
                 system_prompt_mode="replace" if replace_system_prompt else "extend",
                 sandbox=sandbox.value,

@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 
 from agentrt.cli._common import (
     ApproveMode,
+    acknowledge,
     budget_from_options,
     drive_turn,
     load_config,
@@ -184,13 +185,17 @@ def _decision_command(decision: str) -> Callable[..., None]:
         session_id: str,
         request_id: str,
         reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the decision."),
+        as_json: bool = typer.Option(False, "--json", help="Print what was done as one JSON object."),
     ) -> None:
         config = load_config()
 
         async def go() -> None:
             async with _session_runtime(config) as rt:
                 await rt.client.deny(session_id, request_id, reason)
-            typer.echo(f"denied {request_id} in session {session_id}")
+            acknowledge(
+                as_json, f"denied {request_id} in session {session_id}",
+                session_id=session_id, request_id=request_id, decision="deny",
+            )
 
         run_command(go)
 
@@ -204,6 +209,7 @@ def _decision_command(decision: str) -> Callable[..., None]:
         arguments: Optional[str] = typer.Option(
             None, "--arguments", help="A JSON object: run the call with these arguments instead of the model's."
         ),
+        as_json: bool = typer.Option(False, "--json", help="Print what was done as one JSON object."),
     ) -> None:
         edited = None
         if arguments is not None:
@@ -221,7 +227,11 @@ def _decision_command(decision: str) -> Callable[..., None]:
             async with _session_runtime(config) as rt:
                 await rt.client.approve(session_id, request_id, reason, for_session=for_session, arguments=edited)
             scope = " for the rest of the session" if for_session else ""
-            typer.echo(f"granted {request_id} in session {session_id}{scope}{' with edited arguments' if edited else ''}")
+            acknowledge(
+                as_json, f"granted {request_id} in session {session_id}{scope}{' with edited arguments' if edited else ''}",
+                session_id=session_id, request_id=request_id, decision="grant", for_session=for_session,
+                edited_arguments=edited is not None,
+            )
 
         run_command(go)
 
@@ -248,6 +258,7 @@ def session_reconcile(
     request_id: str,
     outcome: ReconcileOutcome = typer.Argument(..., help="applied: the effect happened; not_applied: run the call once more."),
     note: Optional[str] = typer.Option(None, "--note", help="Recorded with the answer."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was done as one JSON object."),
 ) -> None:
     """Say whether an effect of unknown outcome was applied (a `reconcile` request)."""
     config = load_config()
@@ -255,7 +266,10 @@ def session_reconcile(
     async def go() -> None:
         async with _session_runtime(config) as rt:
             await rt.client.reconcile(session_id, request_id, outcome.value, note)
-        typer.echo(f"reconciled {request_id} in session {session_id}: {outcome.value}")
+        acknowledge(
+            as_json, f"reconciled {request_id} in session {session_id}: {outcome.value}",
+            session_id=session_id, request_id=request_id, outcome=outcome.value,
+        )
 
     run_command(go)
 
@@ -270,6 +284,7 @@ def session_answer(
     decline: bool = typer.Option(False, "--decline", help="Decline to answer (no content)."),
     cancel: bool = typer.Option(False, "--cancel", help="Cancel the question (no content)."),
     reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the answer (an operator must give one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was done as one JSON object."),
 ) -> None:
     """Answer what an MCP server asked in the middle of a call (a request of kind `elicitation`)."""
     if decline and cancel:
@@ -290,7 +305,10 @@ def session_answer(
     async def go() -> None:
         async with _session_runtime(config) as rt:
             await rt.client.answer(session_id, request_id, parsed, action=action, reason=reason)  # type: ignore[arg-type]
-        typer.echo(f"answered {request_id} in session {session_id}: {action}")
+        acknowledge(
+            as_json, f"answered {request_id} in session {session_id}: {action}",
+            session_id=session_id, request_id=request_id, action=action,
+        )
 
     run_command(go)
 
@@ -301,6 +319,7 @@ def session_cancel(
     turn_id: Optional[str] = typer.Option(None, "--turn", help="A queued turn to drop (default: the running turn)."),
     queued: bool = typer.Option(False, "--queued", help="Cancel the running turn and every queued turn."),
     reason: Optional[str] = typer.Option(None, "--reason"),
+    as_json: bool = typer.Option(False, "--json", help="Print what was done as one JSON object."),
 ) -> None:
     """Cancel the running turn wherever it is (model call, tool, approval wait); it ends `cancelled` within about a second."""
     config = load_config()
@@ -310,7 +329,10 @@ def session_cancel(
     async def go() -> None:
         async with _session_runtime(config) as rt:
             await rt.client.cancel(session_id, turn_id, reason, include_queued=queued)
-        typer.echo(f"cancel requested for session {session_id}")
+        acknowledge(
+            as_json, f"cancel requested for session {session_id}",
+            session_id=session_id, turn_id=turn_id, include_queued=queued, cancel_requested=True,
+        )
 
     run_command(go)
 
@@ -401,13 +423,20 @@ def session_raise_budget(
 
 
 @session_app.command("archive")
-def session_archive(session_id: str, reason: Optional[str] = typer.Option(None, "--reason")) -> None:
+def session_archive(
+    session_id: str,
+    reason: Optional[str] = typer.Option(None, "--reason"),
+    as_json: bool = typer.Option(False, "--json", help="The session's state afterwards as one JSON object."),
+) -> None:
     """End the session; its history stays readable."""
     config = load_config()
 
     async def go() -> None:
         async with _session_runtime(config) as rt:
             view = await rt.client.archive(session_id, reason)
-        typer.echo(f"archived session {session_id} after {view.turns_completed} turn(s)")
+        if as_json:
+            typer.echo(view.model_dump_json())
+        else:
+            typer.echo(f"archived session {session_id} after {view.turns_completed} turn(s)")
 
     run_command(go)

@@ -9,7 +9,7 @@ from pydantic import Field
 from agentrt.schemas._agents import AgentSpec
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, Spend
-from agentrt.schemas._config import ModelProfile, SandboxPolicy, SessionConfig
+from agentrt.schemas._config import ApprovalPolicy, ModelProfile, SandboxPolicy, SessionConfig
 from agentrt.schemas._context import ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
 from agentrt.schemas._memory import MemoryNote
@@ -18,6 +18,10 @@ from agentrt.schemas._output import OutputSpec
 from agentrt.schemas._skills import SkillInfo
 
 __all__ = [
+    "FUSED_RESULT_BYTES",
+    "FuseRounds",
+    "FusedRound",
+    "FusedToolResult",
     "ListToolsInput",
     "ListToolsResult",
     "ModelCallInput",
@@ -78,6 +82,60 @@ class StoreAppendInput(Model):
     events: list[Event] = Field(default_factory=list)
 
 
+# The most bytes of one tool result a fused round carries back to the workflow (UTF-8); a reply
+# whose calls return more is handed to the workflow unrun, which runs them as tool activities.
+FUSED_RESULT_BYTES = 16 * 1024
+
+
+class FuseRounds(Model):
+    """What a model call may run itself (``fused-rounds-v1``, ``SessionConfig.fused_rounds``).
+
+    After a reply whose every tool call names one of ``tools`` (read-only, fast) and that the
+    session's policy (``approval``, ``sandbox``, ``network``, ``interactive``, ``workspace``,
+    engine ``policy_version``) allows without asking, the activity runs those calls (each
+    bounded by ``timeout_seconds``) and calls the model again, at most ``max_rounds`` more
+    times. Results over ``max_result_bytes`` (bytes) stop it: that reply goes back unrun."""
+
+    max_rounds: int = Field(ge=1)
+    tools: list[str]
+    workspace: str
+    approval: ApprovalPolicy
+    sandbox: SandboxPolicy
+    network: bool = False
+    interactive: bool = True
+    policy_version: int = 2
+    timeout_seconds: float = Field(gt=0)
+    max_result_bytes: int = FUSED_RESULT_BYTES
+
+
+class FusedToolResult(Model):
+    """One call a fused round ran: its result ``text`` as the transcript holds it (secrets
+    redacted), ``ok`` False for a tool's error (``error_type``), and the state keys it read."""
+
+    call_id: str
+    ok: bool
+    text: str
+    error_type: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    state_keys: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+
+    def message(self, call: ToolCall) -> Message:
+        """The result as the transcript holds it (as ``tool.execute`` stores a call's result)."""
+        return Message(
+            role="tool", tool_call_id=call.id, name=call.name, text=self.text, is_error=not self.ok, state_keys=self.state_keys
+        )
+
+
+class FusedRound(Model):
+    """A round a model call ran itself: the model's reply and its calls' results, in call order."""
+
+    text: str = ""
+    tool_calls: list[ToolCall]
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: str | None = None
+    reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
+    results: list[FusedToolResult]
+
+
 class ModelCallInput(Model):
     """Activity ``provider.complete``: the transcript is read from the store.
 
@@ -120,6 +178,8 @@ class ModelCallInput(Model):
     # token or cost limit is refused before it is sent (``Budget.passed_by``). Left out when None.
     budget: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
     spend: Spend | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The read-only rounds the call may run itself (fused-rounds-v1); left out when None.
+    fuse: FuseRounds | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallResult(Model):
@@ -137,6 +197,11 @@ class ModelCallResult(Model):
     reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
     output: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
     output_problems: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # With ``ModelCallInput.fuse``: the rounds the call ran itself, before the reply above (whose
+    # ``position`` the workflow then assigns); ``call_again``: the call ended after those rounds
+    # with no reply of its own (its time, round limit or a refusal), so the fields above are empty.
+    fused: list[FusedRound] = Field(default_factory=list, exclude_if=lambda v: not v)
+    call_again: bool = Field(default=False, exclude_if=lambda v: v is False)
 
 
 class ListToolsInput(Model):

@@ -238,6 +238,11 @@ class SessionConfig(Model):
     - ``local_tools``: tools whose spec says ``local_activity`` (fast, read-only) run as
       Temporal local activities: no activity task and no extra workflow task per call. False
       runs every tool as a regular activity (each call then shows in the UI's timeline).
+    - ``fused_rounds``: a model call may run the read-only calls its reply asks for (tools whose
+      spec says ``local_activity``, that the policy allows without asking) and call the model
+      again, up to the round limit, in one activity; the session records those rounds when the
+      call returns (docs/round-cost.md). Only the first model call of such an activity streams
+      its tokens. Off by default.
     - ``agent``: the name of an agent the worker registered (``Agent``; ``agentrt worker
       --agents``): its instructions, tools and settings apply at the session's start
       (``apply_agent``); a worker that does not know it fails the session at once
@@ -261,6 +266,8 @@ class SessionConfig(Model):
     title: str | None = None
     # Left out when True (the default): a worker of an earlier version still reads the config.
     local_tools: bool = Field(default=True, exclude_if=lambda v: v is True)
+    # Left out when False (the default), for the same reason.
+    fused_rounds: bool = Field(default=False, exclude_if=lambda v: v is False)
     # Left out at their defaults, for the same reason.
     sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
     network: bool = Field(default=False, exclude_if=lambda v: v is False)

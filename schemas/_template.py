@@ -43,7 +43,7 @@ __all__ = [
 class SessionTemplate(Model):
     """The sessions a task, a graph or a delegating session starts, as ``SessionConfig`` has each
     field (same meanings, same defaults): model (``profile``, ``script``, ``system_prompt`` and its
-    mode), grants (``tools``, ``sandbox``, ``network``, ``mcp_servers``, ``local_tools``,
+    mode), grants (``tools``, ``sandbox``, ``network``, ``mcp_servers``, ``local_tools``, ``fused_rounds``,
     ``tool_task_queue``, ``model_task_queue``), approvals (``approval``, ``approval_timeout_seconds``, ``interactive``,
     ``operators``, ``advisor``), timeouts in seconds (model, tool, heartbeat), rounds per turn,
     ``budget`` and ``agent`` (a registered agent's name). A starter may override any of them per child (a task's remaining budget, a graph
@@ -61,6 +61,7 @@ class SessionTemplate(Model):
     tool_timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     heartbeat_timeout_seconds: float = Field(default=3.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     local_tools: bool = Field(default=True, exclude_if=lambda v: v is True)
+    fused_rounds: bool = Field(default=False, exclude_if=lambda v: v is False)
     sandbox: SandboxPolicy = Field(default="workspace_write", exclude_if=lambda v: v == "workspace_write")
     network: bool = Field(default=False, exclude_if=lambda v: v is False)
     interactive: bool = Field(default=True, exclude_if=lambda v: v is True)

@@ -63,6 +63,7 @@ from tests.e2e.agent_tools import order_desk, support
 from tests.mcp_servers import everything_stdio, probe_stdio
 
 SUGGEST_AFTER_EVENTS = 120
+RUN_HISTORY_EVENTS = 500  # a session run's bound (workflows/_continuation.py)
 OWNER = "alice"
 
 Scenario = Callable[["Recorder"], Awaitable[dict[str, WorkflowHandle]]]
@@ -186,6 +187,25 @@ async def continued_as_new(r: Recorder) -> dict[str, WorkflowHandle]:
     }
 
 
+async def history_bound(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A turn of 45 read-only rounds takes the run's history past ``RUN_HISTORY_EVENTS``: at the
+    turn's end the session continues as new (``history-bound-v1``); its second run answers the next turn."""
+    rounds = [{"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]} for _ in range(45)]
+    config = r.config([*rounds, {"text": "listed 45 times"}, {"text": "second run"}], local_tools=False)
+    started = await r.client.start(config, "list the workspace 45 times")
+    first_run = (await r.handle(config.session_id).describe()).run_id
+    await r.wait_turn(config.session_id, started.turn_id)
+    second = await r.client.send(config.session_id, "once more")
+    await r.wait_turn(config.session_id, second.turn_id)
+    history = await r.handle(config.session_id, first_run).fetch_history()
+    assert len(history.events) >= RUN_HISTORY_EVENTS, len(history.events)
+    completed = history.events[-1].workflow_execution_continued_as_new_event_attributes
+    return {
+        "history-bound-first-run": r.handle(config.session_id, first_run),
+        "history-bound-second-run": r.handle(config.session_id, completed.new_execution_run_id),
+    }
+
+
 async def _read_only_rounds(r: Recorder, local_tools: bool, name: str) -> dict[str, WorkflowHandle]:
     """Two turns of read-only tool rounds (``fs.read``, ``fs.list``: local activities unless ``local_tools`` is off)."""
     turns = [
@@ -212,6 +232,46 @@ async def read_only_rounds_local(r: Recorder) -> dict[str, WorkflowHandle]:
 
 async def read_only_rounds_regular(r: Recorder) -> dict[str, WorkflowHandle]:
     return await _read_only_rounds(r, False, "read-only-rounds-regular-tools")
+
+
+async def fused_rounds(r: Recorder) -> dict[str, WorkflowHandle]:
+    """``fused_rounds`` (``fused-rounds-v1``): read-only rounds run inside the model call, a write
+    that ends them (asked and granted, then run as a tool activity), a read after it; then a turn
+    that reaches its round limit inside one call."""
+    read = {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]}
+    turns = [
+        read,
+        {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}, {"name": "fs.read", "arguments": {"path": "b.txt"}}]},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "c.txt", "content": "c"}}]},
+        read,
+        {"text": "read and wrote"},
+        read, read, read,
+    ]
+    config = r.config(turns, fused_rounds=True, max_rounds_per_turn=3)
+    for file_name in ("a.txt", "b.txt"):
+        (Path(config.workspace) / file_name).write_text(f"content of {file_name}\n" * 20)
+    started = await r.client.start(config, "read and write")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await r.client.approve(config.session_id, requested.request.request_id)
+    await r.wait_turn(config.session_id, started.turn_id)
+    second = await r.client.send(config.session_id, "keep reading")
+    await r.wait_turn(config.session_id, second.turn_id)
+    await r.client.archive(config.session_id)
+    return {"reads-a-write-and-a-round-limit": r.handle(config.session_id)}
+
+
+async def fused_rounds_cancelled(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A cancel while a fused call waits for its follow-up model request, then a turn that answers."""
+    read = {"tool_calls": [{"name": "fs.list", "arguments": {"path": "."}}]}
+    config = r.config([read, {**read, "delay_seconds": 60}, {"text": "after the cancel"}], fused_rounds=True)
+    started = await r.client.start(config, "list")
+    await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, ModelRequestStarted))
+    await asyncio.sleep(1.0)
+    await r.client.cancel(config.session_id, reason="recorded")
+    await r.wait_turn(config.session_id, started.turn_id)
+    sent = await r.client.send(config.session_id, "answer")
+    await r.wait_turn(config.session_id, sent.turn_id)
+    return {"cancelled-during-a-fused-call": r.handle(config.session_id)}
 
 
 async def compaction_on_demand(r: Recorder) -> dict[str, WorkflowHandle]:
@@ -1230,6 +1290,7 @@ SCENARIOS: list[Scenario] = [
     cancel_with_queued_turns,
     workflow_cancelled,
     continued_as_new,
+    history_bound,
     started_idle_then_message,
     round_limit,
     send_and_wait,
@@ -1276,6 +1337,8 @@ SCENARIOS: list[Scenario] = [
     graph_paused_with_a_running_node,
     task_paused_during_a_session,
     model_queue_session,
+    fused_rounds,
+    fused_rounds_cancelled,
 ]
 
 

@@ -1,5 +1,5 @@
-"""When and how a session's run continues as new: Temporal suggests it (the history's size), or a
-newer build of the session's Worker Deployment is current.
+"""When and how a session's run continues as new: Temporal suggests it (the history's size), its
+history reached ``RUN_HISTORY_EVENTS``, or a newer build of the session's Worker Deployment is current.
 
 A session started by a versioned worker (``agentrt worker --deployment --build-id``) is ``PINNED``:
 the run lives on the build that started it. Once another version of that deployment is made
@@ -24,6 +24,12 @@ from agentrt.workflows._frame import BuildWatch, next_run_behavior
 from agentrt.workflows._session_run import SessionRun
 
 
+# Events a session run's history may reach before the run continues as new between turns, far
+# below Temporal's suggestion (4,096): a worker that takes over sessions from a dead one replays
+# every history it is handed at once, within each task's 4 s timeout (docs/long-sessions.md).
+RUN_HISTORY_EVENTS = 500
+
+
 class Continuation:
     """Decides and performs a session run's continue-as-new; ``draining`` is True while waiting
     update handlers are told to ask again (they answer ``pending`` with ``ask_again``)."""
@@ -40,7 +46,8 @@ class Continuation:
         return self._build.changed()
 
     def due(self) -> bool:
-        """Temporal suggests continue-as-new, or a newer build is current, and nothing holds it back
+        """Temporal suggests continue-as-new, the history is full (``history_full``), or a newer build
+        is current, and nothing holds it back
         (handlers are drained first; a delegated session still running keeps this run: its handle
         cannot travel to the next)."""
         run = self._run
@@ -50,9 +57,14 @@ class Continuation:
             return True
         return (
             run.gen.context
-            and workflow.info().is_continue_as_new_suggested()
+            and (self.history_full() or workflow.info().is_continue_as_new_suggested())
             and (run.gen.turn_control or workflow.all_handlers_finished())
         )
+
+    def history_full(self) -> bool:
+        """The run's history holds ``RUN_HISTORY_EVENTS`` events or more (``history-bound-v1``, asked
+        the first time it does: runs recorded before it go on to Temporal's suggestion)."""
+        return workflow.info().get_current_history_length() >= RUN_HISTORY_EVENTS and self._run.gen.history_bound()
 
     async def drain_handlers(self, run_operation: Callable[[QueuedOperation], Awaitable[None]]) -> bool:
         """Let every update handler finish before continue-as-new; False if the session was archived

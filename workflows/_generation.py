@@ -88,6 +88,14 @@ REGISTERED_TOOLS_PATCH = "registered-tools-v1"
 # upgrade-at-turn-boundary-v1: a pinned run whose deployment has a newer current build continues
 # as new onto it between turns (_continuation).
 UPGRADE_PATCH = _frame.UPGRADE_PATCH
+# fused-rounds-v1: a session with ``fused_rounds`` lets its model call run the read-only calls the
+# policy allows and call the model again, in one activity (_fused_rounds); the workflow then
+# records those rounds as its own.
+FUSED_ROUNDS_PATCH = "fused-rounds-v1"
+# history-bound-v1: a run continues as new once its history holds RUN_HISTORY_EVENTS events
+# (_continuation), not only when Temporal suggests it (4,096 by default): a worker that takes
+# sessions over from a dead one replays each history within the workflow task timeout.
+HISTORY_BOUND_PATCH = "history-bound-v1"
 
 
 @dataclass(frozen=True)
@@ -180,6 +188,15 @@ class Generation:
     def registered_tools(self) -> bool:
         """registered-tools-v1, asked when a session's listing names tools the worker lacks."""
         return self._has(REGISTERED_TOOLS_PATCH)
+
+    def fused_rounds(self) -> bool:
+        """fused-rounds-v1, asked before a model call that may run read-only rounds itself."""
+        return self._has(FUSED_ROUNDS_PATCH)
+
+    def history_bound(self) -> bool:
+        """history-bound-v1, asked when a run's history first reaches ``RUN_HISTORY_EVENTS`` at a
+        turn boundary (before Temporal suggests continue-as-new)."""
+        return self._has(HISTORY_BOUND_PATCH)
 
 
 # Every patch's behaviour, none asked: the generation of a run started on a versioned worker.

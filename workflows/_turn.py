@@ -23,7 +23,6 @@ from agentrt.schemas import (
     Message,
     ModelCallInput,
     ModelCallResult,
-    ModelRequestStarted,
     OutputSpec,
     OutputValidationFailed,
     QueuedOperation,
@@ -39,6 +38,7 @@ from agentrt.schemas import (
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import context
 from agentrt.workflows._errors import CallRefused, ModelCallFailed, TurnCancelled, call_refusal, error_code, error_text
+from agentrt.workflows._fused_rounds import FusedRounds, request_started
 from agentrt.workflows._mcp_steps import Mcp
 from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_steps import ToolCalls
@@ -121,6 +121,7 @@ class TurnLoop:
         self.run = run
         self.tool_calls = tool_calls
         self.mcp = mcp
+        self.fused = FusedRounds(run)
 
     async def play(self, queued: QueuedOperation) -> TurnOutcome:
         """Run the queued message's turn to its outcome; a cancelled turn's outcome is ``cancelled``."""
@@ -210,7 +211,9 @@ class TurnLoop:
             return self._budget_exceeded(turn, 0, crossing, calls, usage)  # no model call while it is spent
         if run.config.mcp_servers:
             await self.mcp.list_tools(turn)
-        for round_number in range(1, run.config.max_rounds_per_turn + 1):
+        round_number = 0
+        while round_number < run.config.max_rounds_per_turn:
+            round_number += 1
             turn.round = round_number
             await run.before_call()
             try:
@@ -222,6 +225,14 @@ class TurnLoop:
                     turn_id=turn_id, status="failed", error=failure.error, error_type=failure.error_type,
                     rounds=round_number, tool_calls=calls, usage=usage,
                 )
+            if reply.fused or reply.call_again:  # rounds the call ran itself (fused-rounds-v1)
+                accepted = self.fused.accept(turn, round_number, reply)
+                usage, calls = usage + accepted.usage, calls + accepted.calls
+                if accepted.reply is None:
+                    round_number = turn.round = accepted.round_number - 1
+                    continue
+                reply, round_number = accepted.reply, accepted.round_number
+                turn.round = round_number
             usage = turn.usage = usage + reply.usage
             run.add_usage(reply.usage)
             assistant = Message(role="assistant", text=reply.text, tool_calls=reply.tool_calls)
@@ -348,27 +359,8 @@ class TurnLoop:
         run, turn_id = self.run, turn.id
         config, state = run.config, run.state
         reply_position = run.journal.take_position()
-        plan = None
-        if run.gen.context:
-            plan = context.plan_context(
-                state.context,
-                context_window=run.profile.context_window,
-                max_output_tokens=run.profile.max_output_tokens,
-                fixed_tokens=run.fixed_tokens + turn.mcp_tokens,
-                upto_position=reply_position,
-            )
-        run.emit(
-            ModelRequestStarted(
-                turn_id=turn_id,
-                round=round_number,
-                profile=config.profile,
-                context_tokens=plan.estimated_tokens if plan else None,
-                context_messages=plan.messages if plan else None,
-                omitted_messages=plan.omitted if plan else 0,
-                summary_id=plan.summary_id if plan else None,
-                history_bytes=workflow.info().get_current_history_size(),
-            )
-        )
+        plan = request_started(run, turn, round_number, reply_position)
+        fuse = self.fused.spec(round_number)
         workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · waiting for model `{config.profile}`")
         writes = run.writes_for_call()
         try:
@@ -396,6 +388,7 @@ class TurnLoop:
                     spend=run.spend() if config.budget is not None else None,
                     script_session=config.parent.number if config.parent is not None else None,
                     script_node=config.parent.node if config.parent is not None else None,
+                    fuse=fuse,
                 ),
                 result_type=ModelCallResult,
                 task_queue=config.model_task_queue,
@@ -415,7 +408,8 @@ class TurnLoop:
         run.call_wrote(writes)
         state.assistant_messages += 1
         if plan is not None:
-            context.observe(state.context, plan.raw_tokens, reply.usage.input_tokens)
+            first = reply.fused[0].usage if reply.fused else reply.usage
+            context.observe(state.context, plan.raw_tokens, first.input_tokens)
         return reply
 
 

@@ -1,6 +1,6 @@
 """bench.chaos_kinds at a tiny size: 2 autonomous tasks and 2 task graphs under 4 worker SIGKILLs
-and a server restart all complete, with nothing applied twice, lost, left stuck or failing to
-replay; 2 delegating sessions and 2 sessions calling a stdio MCP server, under worker SIGKILLs and
+and a server restart all complete (one of each stops at its small budget instead), with nothing
+applied twice, lost, left stuck, failing to replay or spent past a budget by more than one call; 2 delegating sessions and 2 sessions calling a stdio MCP server, under worker SIGKILLs and
 SIGKILLs of the MCP server mid-call, complete too, with no orphaned child, no leaked server
 process and no call applied but reported failed."""
 
@@ -12,13 +12,15 @@ from bench import chaos_kinds
 
 LINE = (
     "chaos_kinds tasks=2 graphs=2 delegations=0 mcp=0 kills=4 mcp_kills=0 server_restarts=1 "
-    "task_duplicates=0 task_lost=0 task_stuck=0 graph_duplicates=0 graph_lost=0 graph_stuck=0 "
+    "task_duplicates=0 task_lost=0 task_stuck=0 task_budget_overspent=0 "
+    "graph_duplicates=0 graph_lost=0 graph_stuck=0 graph_budget_overspent=0 "
     "delegation_duplicates=0 delegation_lost=0 delegation_stuck=0 delegation_orphaned=0 "
     "mcp_failed=0 mcp_duplicates=0 mcp_lost=0 mcp_stuck=0 mcp_leaked=0 mcp_applied_but_failed=0 replay_failures=0"
 )
 SESSION_KINDS_LINE = (
     "chaos_kinds tasks=0 graphs=0 delegations=2 mcp=2 kills=2 mcp_kills=3 server_restarts=0 "
-    "task_duplicates=0 task_lost=0 task_stuck=0 graph_duplicates=0 graph_lost=0 graph_stuck=0 "
+    "task_duplicates=0 task_lost=0 task_stuck=0 task_budget_overspent=0 "
+    "graph_duplicates=0 graph_lost=0 graph_stuck=0 graph_budget_overspent=0 "
     "delegation_duplicates=0 delegation_lost=0 delegation_stuck=0 delegation_orphaned=0 "
     "mcp_failed=0 mcp_duplicates=0 mcp_lost=0 mcp_stuck=0 mcp_leaked=0 mcp_applied_but_failed=0 replay_failures=0"
 )
@@ -34,14 +36,16 @@ def show(report: chaos_kinds.KindsReport) -> None:
 async def test_tasks_and_graphs_complete_once_each_under_worker_kills_and_a_server_restart(tmp_path: Path) -> None:
     report = await chaos_kinds.run_chaos_kinds(
         tasks=2, graphs=2, kills=4, server_restarts=1, seed=3, workdir=tmp_path, deadline_seconds=240,
-        progress=print, fork_workers=True,
+        progress=print, fork_workers=True, budgets=1,
     )
     show(report)
 
     assert report.line() == LINE, report.problems
     assert report.ok
+    # One task and one graph of each pair have a small budget: each ends at it (or completes
+    # within it), its spend past the budget by no more than one call (budget_overspent=0 above).
     for kind in (report.tasks, report.graphs):
-        assert (kind.started, kind.completed, kind.failed) == (2, 2, 0), report.problems
+        assert (kind.started, kind.completed + kind.budget_stopped, kind.failed, kind.budgeted) == (2, 2, 0, 1), report.problems
     # Every task ran 2 or 3 sessions and every graph 3 or 4 nodes, each as a child session.
     assert 4 <= report.tasks.child_sessions <= 6, report.problems
     assert 6 <= report.graphs.child_sessions, report.problems

@@ -13,6 +13,7 @@ from bench import overhead
 
 LAST_LINE = re.compile(
     r"overhead agentrt_vs_floor=(\d+\.\d\d|n/a) pai_vs_floor=(\d+\.\d\d|n/a) oai_vs_floor=(\d+\.\d\d|n/a)"
+    r" fused_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor=(\d+\.\d\d|n/a)"
 )
 
 
@@ -24,7 +25,7 @@ async def small_report(temporal_client: Client, store: Store, tmp_path_factory: 
         tmp_path_factory.mktemp("overhead"),
         rounds=[3],
         repeats=1,
-        systems=("floor", "agentrt"),
+        systems=("floor", "agentrt", "agentrt-fused", "agentrt-tools"),
         warmup=False,
     )
 
@@ -73,7 +74,7 @@ async def test_pai_and_oai_rows_say_n_a_when_their_packages_are_absent(
     rows = {line.split()[1]: line for line in report.table().splitlines() if re.match(r"\s+2\s+(pai|oai)\s", line)}
     assert set(rows) == {"pai", "oai"} and all(row.rstrip().endswith("n/a") for row in rows.values())
     found = LAST_LINE.fullmatch(report.line())
-    assert found is not None and found.groups() == ("n/a", "n/a", "n/a")
+    assert found is not None and found.groups() == ("n/a", "n/a", "n/a", "n/a", "n/a")
 
 
 async def test_agentrt_local_is_n_a_without_the_local_tools_field(
@@ -90,3 +91,25 @@ def test_parameters_the_workload_cannot_have_are_refused() -> None:
         overhead.check_parameters([0], 1, 5120, ["floor"])
     with pytest.raises(ValueError, match="systems"):
         overhead.check_parameters([3], 1, 5120, ["floor", "langgraph"])
+
+
+async def test_a_fused_turn_is_one_model_activity_and_its_ratio_is_on_the_last_line(
+    small_report: overhead.OverheadReport,
+) -> None:
+    [sample] = small_report.samples[("agentrt-fused", 3)]
+    assert sample.status == "completed", sample
+    [plain] = small_report.samples[("agentrt", 3)]
+    # The session's own preparation and last store write, and one model call for all three rounds.
+    assert sample.activities == plain.activities - 2 * 3
+    found = LAST_LINE.fullmatch(small_report.line())
+    assert found is not None and found.group(4) != "n/a"
+
+
+async def test_an_effectful_turn_on_a_tools_worker_writes_each_file_once(small_report: overhead.OverheadReport) -> None:
+    [sample] = small_report.samples[("agentrt-tools", 3)]
+    assert sample.status == "completed" and sample.note is None, sample
+    # A model call and a tool call per round, the final answer's model call, the preparation and last write.
+    [plain] = small_report.samples[("agentrt", 3)]
+    assert sample.activities == plain.activities
+    found = LAST_LINE.fullmatch(small_report.line())
+    assert found is not None and found.group(5) != "n/a"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,8 +38,8 @@ def test_the_last_line_compares_the_sample_after_warm_up_with_the_last() -> None
     report = soak.Report(minutes=10, sessions=2, samples=[sample(0, 150), sample(1, 240, 2), sample(10, 246)], turns=500, kills=2)
     report.tallies = [Tally("sse-a", "sse", ended=True), Tally("sse-b", "sse", ended=True)]
     line = report.line()
-    assert line.startswith("soak minutes=10 turns=500 failed=0 lost=0 duplicated=0 kills=2 worker_rss_mb=240->246 ")
-    assert "children_max=2 leaked_processes=0" in line and line.endswith("followers_ended=2/2")
+    assert line.startswith("soak minutes=10 turns=500 failed=0 lost=0 duplicated=0 kills=2 reconciles=0 worker_rss_mb=240->246 ")
+    assert "children_max=2 leaked_processes=0" in line and line.endswith("followers_ended=2/2 task_timeouts=0")
     assert report.ok
 
 
@@ -60,3 +61,15 @@ def test_options_out_of_range_are_refused(args: list[str], capsys: pytest.Captur
     with pytest.raises(SystemExit) as exit:
         soak.parse(args)
     assert exit.value.code == 2 and "must be > 0" in capsys.readouterr().err
+
+
+def test_task_timeouts_are_the_workflow_tasks_the_worker_finished_too_late(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    log.write_text(
+        "INFO worker polling\n"
+        "WARN temporalio_sdk_core::worker::workflow: Task not found when completing error=...\n"
+        "WARN [TMPRL1104] Workflow task duration exceeded 5 seconds.\n"
+        "WARN temporalio_sdk_core::worker::workflow: Task not found when completing error=...\n"
+    )
+    assert soak.task_timeouts(log) == 2
+    assert soak.task_timeouts(tmp_path / "missing.log") == 0

@@ -444,3 +444,34 @@ async def test_ctrl_c_while_run_waits_for_its_first_message_to_be_taken_exits_13
         _, stderr = await asyncio.wait_for(process.communicate(), 60)
     text = stderr.decode()
     assert process.returncode == 130 and "interrupted" in text and "Traceback" not in text, text
+
+
+async def test_action_commands_print_one_json_object_with_json(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "j.txt", "content": "j"}}]},
+        {"text": "ok"},
+        {"tool_calls": [{"name": "shell.run", "arguments": {"command": "rm -rf ."}}]},
+        {"text": "never"},
+    ])
+    sid = harness.new_session_id()
+    config = harness.client.new_config(str(workspace), session_id=sid, profile="scripted", script=script)
+    started = await harness.client.start(config, "go")
+    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
+    request_id = requested.request.request_id
+
+    granted = await agentrt(harness, "session", "approve", sid, request_id, "--json", cwd=tmp_path)
+    assert granted.returncode == 0, granted.stderr
+    assert json.loads(granted.stdout) == {
+        "session_id": sid, "request_id": request_id, "decision": "grant", "for_session": False, "edited_arguments": False,
+    }
+    await harness.client.wait(sid, started.turn_id)
+    await harness.client.send(sid, "again")
+    await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested) and e.request.request_id != request_id)
+    cancelled = await agentrt(harness, "session", "cancel", sid, "--json", cwd=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout) == {"session_id": sid, "turn_id": None, "include_queued": False, "cancel_requested": True}
+    archived = await agentrt(harness, "session", "archive", sid, "--json", cwd=tmp_path)
+    assert archived.returncode == 0, archived.stderr
+    view = json.loads(archived.stdout)
+    assert view["session_id"] == sid and view["turns_completed"] == 2
+    assert (workspace / "j.txt").read_text() == "j" and any(workspace.iterdir())

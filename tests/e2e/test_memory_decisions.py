@@ -107,11 +107,12 @@ async def test_memory_show_prints_the_whole_text_escaped_and_forget_deletes_it(
 
     shown = await agentrt(harness, "memory", "show", memory_id, cwd=tmp_path)
     stranger = await agentrt(harness, "memory", "show", memory_id, cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
-    forgotten = await agentrt(harness, "memory", "forget", memory_id, cwd=tmp_path)
+    forgotten = await agentrt(harness, "memory", "forget", memory_id, "--json", cwd=tmp_path)
     listed = await agentrt(harness, "memory", "list", "--json", cwd=tmp_path)
 
     assert shown.returncode == 0, shown.stderr
     assert "\\U000e0072" in shown.stdout and "\x1b" not in shown.stdout and shown.stdout.count("tail") == 40
     assert stranger.returncode == 2 and f"no memory '{memory_id}'" in stranger.stderr
-    assert forgotten.returncode == 0 and "is forgotten" in forgotten.stdout, forgotten.stderr
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert json.loads(forgotten.stdout)["memory_id"] == memory_id
     assert memory_id not in [m["memory_id"] for m in json.loads(listed.stdout)]
