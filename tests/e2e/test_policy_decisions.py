@@ -168,3 +168,24 @@ async def test_danger_full_access_with_approval_never_runs_a_destructive_command
     [granted] = [e for e in await _events(harness, sid) if isinstance(e, PermissionGranted)]
     assert (granted.scope, granted.rule) == ("policy", "approval.mode = never")
     assert "shell.run (destructive: rm -r)" in (granted.reason or "")
+
+
+async def test_a_read_only_round_run_inside_the_model_call_records_the_policy_s_grant_too(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.read", "arguments": {"path": "README.md"}}]},
+        {"text": "read"},
+    ])
+    sid = harness.new_session_id()
+    config = session_config(harness.client, sid, workspace, script, fused_rounds=True)
+    started = await harness.client.start(config, "read")
+    outcome = await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
+
+    assert outcome.status == "completed", outcome.error
+    events = await _events(harness, sid)
+    history = await harness.handle(sid).fetch_history()
+    assert not [e for e in history.events if e.activity_task_scheduled_event_attributes.activity_type.name == "tool.execute"]
+    assert [(e.call_id, e.scope, e.rule) for e in events if isinstance(e, PermissionGranted)] == [
+        ("call_0_0", "policy", "approval.read_only = allow"),
+    ]
