@@ -88,7 +88,7 @@ def run(
     network: bool = typer.Option(False, "--network", help="Let sandboxed commands use the network."),
     approval_mode: ApprovalModeOption = typer.Option(
         ApprovalModeOption.on_request, "--approval-mode",
-        help="Who decides what the sandbox allows: the rules (on_request), a person for every call (always), or no one (never).",
+        help="Who decides what the sandbox allows: the rules (on_request), a person for every call but read-only ones (always), or no one (never).",
     ),
     max_rounds: int = typer.Option(250, "--max-rounds", min=1, max=10_000, help="Model calls per turn before the turn ends as round_limit."),
     fused_rounds: bool = typer.Option(

@@ -166,6 +166,8 @@ def describe(event: Event) -> str:
             return f"skill {event.name} activated ({event.source})"
         case SkillDeactivated():
             return f"skill {event.name} deactivated"
+        case PermissionGranted() if event.scope == "policy":
+            return f"{_short(event.call_id, 80)} allowed by policy ({event.rule}): {_short(event.reason or '', 200)}"
         case PermissionGranted():
             return f"approval {event.request_id} granted by {event.principal}" + (f": {event.reason}" if event.reason else "")
         case PermissionDenied():

@@ -129,9 +129,11 @@ class ApprovalPolicy(Model):
     classified ``destructive`` or ``network`` the stricter of the two applies. Defaults:
     read-only calls run; idempotent, effectful, destructive and network ones need approval.
     ``mode`` (``ApprovalMode``): ``on_request`` (the default) follows the rules; ``always``
-    asks about every call the sandbox and the rules allow; ``never`` asks no one: a call whose
-    rule says ``ask`` runs when it is read-only, idempotent or effectful (the sandbox confines
-    it) and is denied when destructive or network. See ``agentrt.workflows.policy``.
+    asks about every call the sandbox and the rules allow but a read-only one; ``never`` asks
+    no one: a call whose rule says ``ask`` runs when it is read-only, idempotent or effectful
+    (the sandbox confines it) and is denied when destructive or network, unless the sandbox is
+    ``danger_full_access``, where it runs too. A read-only call is never asked about (an ``ask``
+    rule runs it; ``deny`` still refuses it). See ``agentrt.workflows.policy``.
     """
 
     read_only: ApprovalRule = "allow"

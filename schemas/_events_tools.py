@@ -37,15 +37,19 @@ class PermissionRequested(EventBase):
 
 
 class PermissionGranted(EventBase):
-    """A call granted: by a decision on ``request_id``, or (``scope`` ``session``, ``request_id``
-    the request that granted it) by an earlier grant for the rest of the session."""
+    """A call allowed to run, and why: by a decision on ``request_id`` (``scope`` ``once``); by an
+    earlier grant for the rest of the session (``scope`` ``session``, ``request_id`` the request
+    that granted it, ``rule`` the rule it covers); or by the policy itself, no one asked (``scope``
+    ``policy``, no ``request_id`` or ``principal``; ``rule`` the setting that allowed it, such as
+    ``approval.read_only = allow``, ``reason`` the policy's sentence)."""
 
     type: Literal["PermissionGranted"] = "PermissionGranted"
-    request_id: str
+    request_id: str | None = None
     call_id: str
-    principal: str
+    principal: str | None = None
     reason: str | None = None
-    scope: Literal["once", "session"] = Field(default="once", exclude_if=lambda v: v == "once")
+    scope: Literal["once", "session", "policy"] = Field(default="once", exclude_if=lambda v: v == "once")
+    rule: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OperatorActed(EventBase):

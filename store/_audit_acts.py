@@ -131,10 +131,11 @@ def _act(prefix: str, what: str, event: Event, principal: str, action: str, reas
 def session_acts(session_id: str, events: list[Event]) -> list[Act]:
     """The acts among a session's ``events`` (a batch ``store.append`` writes), in order.
 
-    Not acts: a grant for the rest of the session used again (its decision is the act), a denial
-    by ``system`` (an approval that timed out), the cancel of turns that an archive or a workflow
-    cancellation ends (the archive is the act), the end of a session that runs one turn, and
-    ignored decisions and cancels (they changed nothing). An operator's reason recorded beside
+    Not acts: a call the policy allowed without asking (``PermissionGranted`` with ``scope``
+    ``policy``: no principal acted), a grant for the rest of the session used again (its
+    decision is the act), a denial by ``system`` (an approval that timed out), the cancel of
+    turns that an archive or a workflow cancellation ends (the archive is the act), the end of a
+    session that runs one turn, and ignored decisions and cancels (they changed nothing). An operator's reason recorded beside
     the act (``OperatorActed``) fills a reason the act's own event lacks (an elicitation's answer).
     What a model or a tool wrote stays in the events: an edit keeps the SHA-256 and the field names
     of the arguments it chose, an answer its action, never their values.
@@ -143,7 +144,7 @@ def session_acts(session_id: str, events: list[Event]) -> list[Act]:
     acts: list[Act] = []
     for e in events:
         match e:
-            case PermissionGranted():
+            case PermissionGranted() if e.principal is not None:  # not a call the policy allowed (scope "policy")
                 acts.append(_act(
                     prefix, f"decision:{e.request_id}", e, e.principal, "approve", e.reason,
                     request_id=e.request_id, call_id=e.call_id, scope=e.scope if e.scope != "once" else None,

@@ -25,6 +25,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from agentrt.client import AgentClient
 from agentrt.schemas import (
     AdvisorPolicy,
+    ApprovalPolicy,
     AutonomousTaskCheckpointed,
     Budget,
     CancelTurnInput,
@@ -393,6 +394,40 @@ async def policy_sandbox(r: Recorder) -> dict[str, WorkflowHandle]:
     return {
         "sandbox-denies-network-and-asks-about-destructive": r.handle(config.session_id),
         "no-interactive-route-denies": r.handle(unattended.session_id),
+    }
+
+
+async def policy_decisions(r: Recorder) -> dict[str, WorkflowHandle]:
+    """The third policy engine (``policy-decisions-v1``): one batch of a read the policy allows
+    (``PermissionGranted``, scope ``policy``), a file write outside the workspace denied before
+    anyone is asked, a write asked about and denied by the owner, an unknown tool and a listing,
+    their results in call order; then a session with ``danger_full_access`` and approval mode
+    ``never`` whose destructive command runs without asking."""
+    batch = [
+        {"name": "fs.read", "arguments": {"path": "README.md"}},
+        {"name": "fs.write", "arguments": {"path": "../escape.txt", "content": "x"}},
+        {"name": "fs.write", "arguments": {"path": "notes.md", "content": "n"}},
+        {"name": "no.such_tool", "arguments": {}},
+        {"name": "fs.list", "arguments": {}},
+    ]
+    config = r.config([{"tool_calls": batch}, {"text": "done"}])
+    Path(config.workspace, "README.md").write_text("hello\n")
+    started = await r.client.start(config, "look around")
+    requested = await wait_for_event(r.client, config.session_id, lambda e: isinstance(e, PermissionRequested))
+    await r.client.deny(config.session_id, requested.request.request_id, "not now")
+    await r.wait_turn(config.session_id, started.turn_id)
+    await r.client.archive(config.session_id)
+    full = r.config(
+        [{"tool_calls": [{"name": "shell.run", "arguments": {"command": "rm -rf build"}}]}, {"text": "cleaned"}],
+        sandbox="danger_full_access", approval=ApprovalPolicy(mode="never"),
+    )
+    Path(full.workspace, "build").mkdir()
+    second = await r.client.start(full, "clean up")
+    await r.wait_turn(full.session_id, second.turn_id)
+    await r.client.archive(full.session_id)
+    return {
+        "batch-in-call-order-with-policy-grants": r.handle(config.session_id),
+        "full-access-never-runs-destructive": r.handle(full.session_id),
     }
 
 
@@ -1286,6 +1321,7 @@ SCENARIOS: list[Scenario] = [
     send_and_wait,
     idempotent_sends,
     policy_sandbox,
+    policy_decisions,
     cancel_without_principal,
     session_grant_and_edit,
     operator_acts,

@@ -112,12 +112,16 @@ class Delegations:
 
     # ---------------------------------------------------------------- one call
 
-    async def delegate(self, turn: Turn, round_number: int, call: ToolCall, note: str | None = None) -> None:
-        """Carry out an allowed ``delegate`` call: start the child session, then wait for its answer
-        (``wait``) or answer with its handle. Raises ``TurnCancelled`` when the turn is cancelled
-        meanwhile (a foreground child is cancelled and has ended by then)."""
+    async def delegate(
+        self, turn: Turn, round_number: int, call: ToolCall, note: str | None = None, position: int | None = None
+    ) -> None:
+        """Carry out an allowed ``delegate`` call, its result at ``position`` (None: the next one):
+        start the child session, then wait for its answer (``wait``) or answer with its handle.
+        Raises ``TurnCancelled`` when the turn is cancelled meanwhile (a foreground child is
+        cancelled and has ended by then)."""
         turn_id = turn.id
-        position = self.run.journal.take_position()
+        if position is None:
+            position = self.run.journal.take_position()
         self.run.emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
         started = workflow.now()
         request = delegation.DelegateRequest.from_arguments(call.arguments)

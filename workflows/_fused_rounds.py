@@ -5,8 +5,8 @@
 workers; only the fast read-only tools (``local_activity``) of the worker's registry, and of
 those only the calls the policy allows without asking (the activity asks the same ``triage``).
 ``accept`` records each round the call ran as ``TurnLoop`` and ``ToolCalls`` record a round they
-run: its ``ModelRequestStarted``, the assistant message, for each call its request, start,
-result message, end and trajectory step; then the reply the call ended with gets its position.
+run: its ``ModelRequestStarted``, the assistant message, for each call its request, the policy's
+grant (``policy-decisions-v1``), start, result message, end and trajectory step; then the reply the call ended with gets its position.
 ``request_started`` is the ``ModelRequestStarted`` of any model call. Workflow code only.
 """
 
@@ -29,6 +29,7 @@ from agentrt.schemas import (
     ModelCallResult,
     ModelRequestStarted,
     ModelToolCallRequested,
+    PermissionGranted,
     ToolInvocationCompleted,
     ToolInvocationFailed,
     ToolInvocationStarted,
@@ -38,6 +39,8 @@ from agentrt.workflows import _activity_options as options
 from agentrt.workflows import context
 from agentrt.workflows._errors import TurnCancelled
 from agentrt.workflows._session_run import SessionRun
+from agentrt.workflows._tool_calls import triage
+from agentrt.workflows.policy import PolicyEngine
 
 if TYPE_CHECKING:
     from agentrt.workflows._turn import Turn
@@ -112,9 +115,17 @@ class FusedRounds:
             sandbox=config.sandbox,
             network=config.network,
             interactive=config.interactive,
-            policy_version=2 if run.gen.policy_v2() else 1,
+            policy_version=self._policy_version(),
             timeout_seconds=min(config.tool_timeout_seconds, options.LOCAL_TOOL_SECONDS - options.LOCAL_TOOL_GRACE_SECONDS),
         )
+
+    def _policy_version(self) -> int:
+        """The policy engine the session's tool calls are decided by: 1, 2 (``policy-sandbox-v1``)
+        or 3 (``policy-decisions-v1``), asked as ``ToolCalls.handle`` asks them."""
+        gen = self.run.gen
+        if not gen.policy_v2():
+            return 1
+        return 3 if gen.policy_decisions() else 2
 
     def accept(self, turn: Turn, round_number: int, reply: ModelCallResult) -> Accepted:
         """Record the rounds ``reply.fused`` (the first at the position ``reply.position`` taken
@@ -163,8 +174,19 @@ class FusedRounds:
         turn.tool_calls += len(fused.tool_calls)
         done.calls += len(fused.tool_calls)
         run.count_tool_calls(len(fused.tool_calls))
+        version = self._policy_version()
+        config = run.config
+        policy = PolicyEngine(
+            config.approval, config.sandbox, network=config.network, interactive=config.interactive,
+            workspace=config.workspace, version=version,
+        )
         for call in fused.tool_calls:
             run.emit(ModelToolCallRequested(turn_id=turn_id, round=number, call=call))
+            verdict = triage(call, run.tools, policy) if version >= 3 else None
+            if verdict is not None and verdict.action == "run":  # as ToolCalls.handle records the policy's grant
+                run.emit(PermissionGranted(
+                    turn_id=turn_id, call_id=call.id, reason=verdict.text, scope="policy", rule=verdict.rule,
+                ))
         started = workflow.now()
         for call, result in zip(fused.tool_calls, fused.results):
             at = run.journal.take_position()

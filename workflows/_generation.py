@@ -66,6 +66,12 @@ STRANGER_LIMIT_PATCH = "stranger-limit-v1"
 # classified by their arguments: destructive and network commands). Runs recorded before it
 # replay with the first (a rule per the tool's own risk class).
 POLICY_PATCH = "policy-sandbox-v1"
+# policy-decisions-v1: the policy engine's third version (a file write outside the workspace is
+# refused before anyone is asked, read-only calls are never asked about, danger_full_access with
+# mode never runs destructive and network calls); a call the policy allows records
+# PermissionGranted (scope "policy", its rule); a batch's results take transcript positions in
+# call order, so the model reads them in the order it asked, refused calls included.
+POLICY_DECISIONS_PATCH = "policy-decisions-v1"
 # effect-key-position-v1: a call's idempotency key holds its result position, so a call id a
 # model sends again in a later round of the turn names a new effect.
 EFFECT_KEY_PATCH = "effect-key-position-v1"
@@ -162,6 +168,10 @@ class Generation:
     def policy_v2(self) -> bool:
         """policy-sandbox-v1, asked at a run's first batch of tool calls."""
         return self._has(POLICY_PATCH)
+
+    def policy_decisions(self) -> bool:
+        """policy-decisions-v1, asked at a run's first batch of tool calls (after policy-sandbox-v1)."""
+        return self._has(POLICY_DECISIONS_PATCH)
 
     def effect_key_position(self) -> bool:
         """effect-key-position-v1, asked by the first call that goes through the effect ledger."""

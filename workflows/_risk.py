@@ -21,7 +21,16 @@ from typing import Any, Literal
 
 from agentrt.schemas import PROTECTED_FILE_PATTERN, ToolSpec
 
-__all__ = ["MAX_CLASSIFIED_COMMAND_CHARS", "CallRisk", "RiskClass", "classify_call", "classify_command", "is_outside"]
+__all__ = [
+    "FILE_WRITE_TOOLS",
+    "MAX_CLASSIFIED_COMMAND_CHARS",
+    "CallRisk",
+    "RiskClass",
+    "classify_call",
+    "classify_command",
+    "file_write_outside",
+    "is_outside",
+]
 
 RiskClass = Literal["read_only", "idempotent", "effectful", "destructive", "network"]
 
@@ -85,6 +94,9 @@ _WRAPPER_POSITIONALS = MappingProxyType({"taskset": 1, "flock": 1, "chrt": 1})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "busybox"})
 _REDIRECT = re.compile(r"^(\d*|&)>>?\|?(.*)$")
 _SECRET_FILE = re.compile(PROTECTED_FILE_PATTERN)
+# File tools that write, and the argument naming the path they write. They write only inside the
+# workspace whatever the sandbox policy (activities/tools/_workspace.resolve_in_workspace).
+FILE_WRITE_TOOLS = MappingProxyType({"fs.write": "path"})
 # Targets a write to is harmless whatever the workspace: the null device, the terminal, std streams.
 _SAFE_TARGETS = frozenset({"/dev/null", "/dev/tty", "/dev/stdout", "/dev/stderr"})
 # $(...), `...` and <(...) / >(...) whose text holds no further parentheses or backticks.
@@ -160,6 +172,21 @@ def is_outside(path: str, workspace: str) -> bool:
         return False  # the sandbox's own private /tmp
     root = workspace.rstrip("/")
     return not (path == root or path.startswith(root + "/"))
+
+
+def file_write_outside(spec: ToolSpec, arguments: dict[str, Any] | None, workspace: str) -> str | None:
+    """The path a file tool's write names (``FILE_WRITE_TOOLS``) when it lies outside ``workspace``
+    as written (``..`` resolved, no symlink followed: the tool itself checks the real path), else
+    None. Relative paths are taken from the workspace, as the file tools take them; ``~`` is
+    a name like any other there, and ``/tmp`` is the worker's, not a sandbox's."""
+    key = FILE_WRITE_TOOLS.get(spec.name)
+    path = (arguments or {}).get(key) if key is not None else None
+    if not isinstance(path, str) or not path:
+        return None
+    root = normpath(workspace)
+    resolved = normpath(join(root, path))
+    inside = root == "/" or resolved == root or resolved.startswith(root.rstrip("/") + "/")
+    return None if inside else path
 
 
 def classify_command(command: str, workspace: str = "/") -> CallRisk:

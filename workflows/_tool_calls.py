@@ -22,15 +22,16 @@ class Triage:
     """What happens to one call: ``run`` it, ``ask`` for approval first, or ``refuse`` it.
 
     ``failure`` names why a refused call did not run (``unknown_tool``, ``invalid_arguments``,
-    ``denied``, ``denied_by_sandbox``); ``text`` is the error the model sees, or the policy's reason for ``ask``;
-    ``rule`` (``ask`` only) the policy rule a grant for the session would cover.
+    ``denied``, ``denied_by_sandbox``); ``text`` is the error the model sees, or the policy's
+    reason for ``ask`` and ``run``; ``rule`` for ``ask`` the policy rule a grant for the session
+    would cover, for ``run`` the setting that allowed the call (``Allowed.rule``).
     """
 
     call: ToolCall
     action: Literal["run", "ask", "refuse"]
     text: str = ""
     failure: Literal["unknown_tool", "invalid_arguments", "denied", "denied_by_sandbox"] | None = None
-    rule: str = ""  # for ``ask``: the policy rule a grant for the session would cover
+    rule: str = ""  # ``ask``: the rule a grant for the session would cover; ``run``: the setting that allowed it
 
 
 def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> Triage:
@@ -58,7 +59,7 @@ def triage(call: ToolCall, tools: dict[str, ToolSpec], policy: PolicyEngine) -> 
     if isinstance(decision, DeniedByPolicy):
         return Triage(call, "refuse", f"tool call denied by policy ({decision.reason})", "denied")
     if isinstance(decision, Allowed):
-        return Triage(call, "run")
+        return Triage(call, "run", decision.reason, rule=decision.rule)
     return Triage(call, "ask", decision.reason, rule=decision.rule)
 
 

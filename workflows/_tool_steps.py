@@ -1,4 +1,5 @@
-"""The tool calls of one round: triage, approvals, execution under the effect ledger, reconciliation.
+"""The tool calls of one round: triage, approvals, execution under the effect ledger (its
+reconciliation: ``_reconcile_steps``).
 
 ``ToolCalls`` is one of ``SessionWorkflow``'s steps, over its ``SessionRun``, its MCP steps and its
 delegations; workflow code only.
@@ -32,7 +33,6 @@ from agentrt.schemas import (
     PermissionRequest,
     PermissionRequested,
     ReconcileDecision,
-    ReconcileEffectInput,
     ToolCall,
     ToolCallEdited,
     ToolExecuteInput,
@@ -46,7 +46,6 @@ from agentrt.schemas import (
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _advisor as advisor
 from agentrt.workflows import _delegation as delegation
-from agentrt.workflows._approvals import RECONCILE_REASON
 from agentrt.workflows._delegate_steps import Delegations
 from agentrt.workflows._errors import (
     OUTCOME_UNKNOWN,
@@ -55,6 +54,7 @@ from agentrt.workflows._errors import (
     error_type,
 )
 from agentrt.workflows._mcp_steps import MAX_ELICITATIONS_PER_CALL, Mcp
+from agentrt.workflows._reconcile_steps import Reconciles, key_without_position
 from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_calls import Triage, arguments_preview, triage
 from agentrt.workflows.policy import PolicyEngine
@@ -71,8 +71,7 @@ class ToolCalls:
         self.mcp = mcp
         self.delegations = delegations
         self.policy = self._policy(version=1)  # version 1 until the run's first batch asks policy-sandbox-v1 (handle)
-        # Reconcile answers of a cancelled turn not yet in the effect ledger (turn-control-v1).
-        self._owed: list[tuple[PermissionRequest, ReconcileDecision]] = []
+        self.reconciles = Reconciles(run)
 
     def _policy(self, *, version: int) -> PolicyEngine:
         config = self.run.config
@@ -85,13 +84,21 @@ class ToolCalls:
     async def handle(self, turn: Turn, round_number: int, calls: list[ToolCall]) -> str | None:
         """Have the advisor review the batch when its mode says so, triage every call, ask for all
         approvals the batch needs at once, then run the allowed calls in order. Returns the
-        advisor's reason when it rejected the batch (no call ran), else None."""
+        advisor's reason when it rejected the batch (no call ran), else None.
+
+        With ``policy-decisions-v1`` (policy version 3) a call the policy allows records
+        ``PermissionGranted`` with the rule that allowed it, and each call's result has its
+        transcript position taken in call order before any call runs, so the model reads the
+        results in the order it asked, whichever calls were refused, denied or run."""
         turn_id = turn.id
-        runnable: list[tuple[ToolCall, PermissionRequest | None]] = []
+        runnable: list[tuple[ToolCall, PermissionRequest | None, int | None]] = []
         if self._policy_config is not self.run.config:
             self.policy = self._policy(version=self.policy.version)  # the session's agent set its policy at its start
         if self.policy.version < 2 and self.run.gen.policy_v2():
             self.policy.version = 2
+        if self.policy.version == 2 and self.run.gen.policy_decisions():
+            self.policy.version = 3
+        decisions = self.policy.version >= 3
         reviewed = self.run.config.advisor.mode != "off"
         if reviewed:
             for call in calls:
@@ -101,30 +108,35 @@ class ToolCalls:
                 for call in calls:
                     turn.fail_call(call, "advisor_rejected", f"not run: the advisor rejected this batch ({rejection})")
                 return rejection
-        for call in calls:
+        positions = [self.run.journal.take_position() if decisions else None for _ in calls]  # results in call order
+        for call, position in zip(calls, positions, strict=True):
             if not reviewed:
                 self.run.emit(ModelToolCallRequested(turn_id=turn_id, round=round_number, call=call))
             verdict = self._triage(call)
             grant = self.run.approvals.session_grant(verdict.rule) if verdict.action == "ask" and verdict.rule else None
             if verdict.action == "refuse":
                 text = (self.mcp.unavailable_text(turn, call) if verdict.failure == "unknown_tool" else None) or verdict.text
-                turn.fail_call(call, verdict.failure, text)
+                turn.fail_call(call, verdict.failure, text, position)
             elif verdict.action == "run":
-                runnable.append((call, None))
+                if decisions:
+                    self.run.emit(PermissionGranted(
+                        turn_id=turn_id, call_id=call.id, reason=verdict.text, scope="policy", rule=verdict.rule,
+                    ))
+                runnable.append((call, None, position))
             elif grant is not None:
                 reason = f"granted for this session on {grant.request_id} ({grant.rule})"
                 self.run.emit(PermissionGranted(
                     turn_id=turn_id, request_id=grant.request_id, call_id=call.id, principal=grant.principal,
-                    reason=reason, scope="session",
+                    reason=reason, scope="session", rule=grant.rule if decisions else None,
                 ))
-                runnable.append((call, None))
+                runnable.append((call, None, position))
             else:
                 request = self.run.approvals.request(
                     turn_id, call, self.run.tools[call.name].risk, verdict.text, grant_rule=verdict.rule or None
                 )
                 self.run.emit(PermissionRequested(turn_id=turn_id, request=request))
-                runnable.append((call, request))
-        waiting = [r for _, r in runnable if r is not None]
+                runnable.append((call, request, position))
+        waiting = [r for _, r, _ in runnable if r is not None]
         if waiting:
             asked = workflow.now()
             turn.steps_in_flight = [
@@ -133,24 +145,24 @@ class ToolCalls:
             await self._await_decisions(waiting)
             turn.steps_in_flight = []
             self._record_approvals(turn, round_number, waiting, asked)
-        for call, request in runnable:
+        for call, request, position in runnable:
             note = None
             if request is not None:
                 decision = self.run.approvals.close(request.request_id)
                 assert isinstance(decision, PermissionDecision)
                 if decision.decision == "deny":
                     why = decision.reason or "no reason given"
-                    turn.fail_call(call, "denied", f"denied by {decision.principal}: {why}")
+                    turn.fail_call(call, "denied", f"denied by {decision.principal}: {why}", position)
                     continue
                 if decision.arguments is not None:
-                    edited = self._edited_call(turn, request, call, decision)
+                    edited = self._edited_call(turn, request, call, decision, position)
                     if edited is None:
                         continue
                     call, note = edited
             if call.name == DELEGATE_TOOL:
-                await self.delegations.delegate(turn, round_number, call, note)
+                await self.delegations.delegate(turn, round_number, call, note, position)
             else:
-                await self._execute_tool(turn, round_number, call, note)
+                await self._execute_tool(turn, round_number, call, note, position)
         return None
 
     def _triage(self, call: ToolCall) -> Triage:
@@ -246,11 +258,11 @@ class ToolCalls:
             )
 
     def _edited_call(
-        self, turn: Turn, request: PermissionRequest, call: ToolCall, decision: PermissionDecision
+        self, turn: Turn, request: PermissionRequest, call: ToolCall, decision: PermissionDecision, position: int | None
     ) -> tuple[ToolCall, str] | None:
         """The call with the arguments an approval chose, recorded as ``ToolCallEdited``, and the
-        note the model reads with its result; None (the call refused) when the sandbox or the
-        policy refuses the edited call."""
+        note the model reads with its result; None (the call refused, its result at ``position``)
+        when the sandbox or the policy refuses the edited call."""
         turn_id = turn.id
         arguments = decision.arguments or {}
         self.run.emit(ToolCallEdited(
@@ -260,7 +272,7 @@ class ToolCalls:
         edited = call.model_copy(update={"arguments": arguments, "arguments_raw": "", "arguments_error": None})
         verdict = self._triage(edited)
         if verdict.action == "refuse":
-            turn.fail_call(call, verdict.failure, f"the call as {decision.principal} edited it: {verdict.text}")
+            turn.fail_call(call, verdict.failure, f"the call as {decision.principal} edited it: {verdict.text}", position)
             return None
         shown = arguments_preview(arguments, 500)
         return edited, f"[{decision.principal} changed the arguments of this call before it ran; it ran with {shown}]"
@@ -289,14 +301,18 @@ class ToolCalls:
             raise TurnCancelled()
         self.run.set_status("running")
 
-    async def _execute_tool(self, turn: Turn, round_number: int, call: ToolCall, note: str | None = None) -> None:
-        """Run one call; an effect of unknown outcome waits for an operator's ``reconcile`` answer."""
+    async def _execute_tool(
+        self, turn: Turn, round_number: int, call: ToolCall, note: str | None = None, position: int | None = None
+    ) -> None:
+        """Run one call, its result at ``position`` (None: the next one); an effect of unknown
+        outcome waits for an operator's ``reconcile`` answer."""
         turn_id = turn.id
         if self.run.state.paused is not None:  # paused: the call neither starts nor is said to start
             await self.run.hold_while_paused()
             if self.run.stop_after_step():
                 raise TurnCancelled()
-        position = self.run.journal.take_position()
+        if position is None:
+            position = self.run.journal.take_position()
         spec = self.run.tools.get(call.name)
         idempotency_key = self._idempotency_key(turn_id, call.id, position, ledger=spec is None or spec.risk != "read_only")
         self.run.emit(ToolInvocationStarted(turn_id=turn_id, call_id=call.id, tool=call.name, arguments=call.arguments))
@@ -352,7 +368,7 @@ class ToolCalls:
                     if self.run.stop_after_step():
                         raise TurnCancelled() from err
                     return
-                decision = await self._reconcile(turn_id, call, idempotency_key, error_text(err))
+                decision = await self.reconciles.ask(turn_id, call, idempotency_key, error_text(err))
                 if decision.outcome == "not_applied":
                     continue  # the ledger released the claim: run the call once more
                 text = f"the effect of this call was applied (confirmed by {decision.principal}); its result is unknown"
@@ -410,49 +426,6 @@ class ToolCalls:
         if self.run.stop_after_step():
             raise TurnCancelled()
 
-    async def _reconcile(self, turn_id: str, call: ToolCall, idempotency_key: str, error: str) -> ReconcileDecision:
-        """Ask an operator whether a claimed-but-unrecorded effect happened; never re-run it silently."""
-        self.run.emit(ToolInvocationFailed(turn_id=turn_id, call_id=call.id, tool=call.name, reason="outcome_unknown", error=error))
-        risk = self.run.tools[call.name].risk if call.name in self.run.tools else "effectful"
-        request = self.run.approvals.request(
-            turn_id, call, risk, RECONCILE_REASON, kind="reconcile", idempotency_key=idempotency_key
-        )
-        self.run.emit(PermissionRequested(turn_id=turn_id, request=request))
-        self.run.set_status("awaiting_approval")
-        example = json.dumps({"request_id": request.request_id, "outcome": "applied", "principal": self.run.config.owner})
-        workflow.set_current_details(
-            f"**reconcile** {code_span(request.request_id, 80)} · {code_span(call.name, 80)} "
-            f"{code_span(arguments_preview(request.arguments, 120), 120)}\n\n"
-            f"Was it applied? Signal `reconcile` with `{example}` (or `\"outcome\": \"not_applied\"` to run it again)"
-        )
-        await self.run.flush()
-        await workflow.wait_condition(
-            lambda: self.run.approvals.decision(request.request_id) is not None or self.run.cancel_requested()
-        )
-        if self.run.cancel_requested():
-            raise TurnCancelled()  # an answer that came with the cancel is owed to the ledger (_cancelled_outcome)
-        # turn-control-v1: the request stays open until the ledger has the answer, so that a
-        # cancel meanwhile leaves the answer owed instead of lost.
-        if self.run.gen.turn_control:
-            decision = self.run.approvals.decision(request.request_id)
-        else:
-            decision = self.run.approvals.close(request.request_id)
-        assert isinstance(decision, ReconcileDecision)
-        await self._write_reconcile(idempotency_key, call.name, decision)
-        self.run.approvals.close(request.request_id)
-        self.run.set_status("running")
-        return decision
-
-    async def _write_reconcile(self, idempotency_key: str, tool: str, decision: ReconcileDecision) -> None:
-        await self.run.execute(
-            options.RECONCILE_EFFECT,
-            ReconcileEffectInput(
-                idempotency_key=idempotency_key, outcome=decision.outcome, principal=decision.principal, note=decision.note
-            ),
-            local=self.run.gen.lean_rounds,
-            summary=f"reconcile {tool}: {decision.outcome}",
-        )
-
     def _runs_locally(self, call: ToolCall) -> bool:
         """The call runs as a local activity: a fast read-only tool, ``local_tools`` on (``lean-rounds-v1``),
         no ``tool_task_queue`` (tools run on their own workers then), in a run from before
@@ -470,16 +443,11 @@ class ToolCalls:
 
     def owe_reconciles(self, answered: list[tuple[PermissionRequest, ReconcileDecision]]) -> None:
         """Keep reconcile answers a cancelled turn did not act on, for ``settle_owed_reconciles``."""
-        self._owed.extend(answered)
+        self.reconciles.owe(answered)
 
     async def settle_owed_reconciles(self) -> None:
         """Write the reconcile answers a cancelled turn did not act on to the effect ledger (idempotent)."""
-        while self._owed:
-            request, decision = self._owed[0]
-            # Requests opened before effect-key-position-v1 carry no key: theirs is the key without a position.
-            key = request.idempotency_key or self._key_without_position(request.turn_id, request.call_id)
-            await self._write_reconcile(key, request.tool, decision)
-            self._owed.pop(0)
+        await self.reconciles.settle_owed()
 
     def _idempotency_key(self, turn_id: str, call_id: str, position: int, *, ledger: bool) -> str:
         """The effect ledger's key of a call. With ``effect-key-position-v1`` it holds the call's result
@@ -489,10 +457,4 @@ class ToolCalls:
         ask for the patch, so a session of read-only rounds records no marker for it."""
         if ledger and self.run.gen.effect_key_position():
             return f"{workflow.info().workflow_id}/{turn_id}/{position}/{call_id}"
-        return self._key_without_position(turn_id, call_id)
-
-    @staticmethod
-    def _key_without_position(turn_id: str, call_id: str) -> str:
-        """A call's key before ``effect-key-position-v1`` (and a read-only call's)."""
-        return f"{workflow.info().workflow_id}/{turn_id}/{call_id}"
-
+        return key_without_position(turn_id, call_id)

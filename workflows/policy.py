@@ -18,7 +18,10 @@ reaches the network is ``network`` (``classify_command``); a file write to ``.en
 classification lives in ``_risk``; this module decides.
 
 A decision picks the commands a session workflow issues: a change to any rule here changes
-what running sessions replay, so it comes as a new ``version`` chosen with ``workflow.patched``.
+what running sessions replay, so it comes as a new ``version`` chosen with ``workflow.patched``
+(version 2: ``policy-sandbox-v1``; version 3: ``policy-decisions-v1``, which refuses a file
+write outside the workspace before anyone is asked, never asks about a read-only call, and
+lets ``danger_full_access`` with mode ``never`` run destructive and network calls).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentrt.schemas import DELEGATE_TOOL, ApprovalPolicy, SandboxPolicy, ToolSpec
-from agentrt.workflows._risk import CallRisk, RiskClass, classify_call, classify_command
+from agentrt.workflows._risk import CallRisk, RiskClass, classify_call, classify_command, file_write_outside
 from agentrt.workflows._risk import is_outside as _outside  # as workflows/_advisor.py imports it
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "Decision",
     "DeniedByPolicy",
     "DeniedBySandbox",
+    "LATEST_VERSION",
     "NeedsApproval",
     "PolicyEngine",
     "RiskClass",
@@ -51,9 +55,17 @@ SANDBOX_INHERITING_TOOLS = frozenset({DELEGATE_TOOL})
 NO_INTERACTIVE_ROUTE = "no_interactive_route"
 
 
+LATEST_VERSION = 3
+
+
 @dataclass(frozen=True)
 class Allowed:
+    """A call runs without asking; ``rule`` names the setting that allowed it
+    (``approval.read_only = allow``, ``approval.tools["fs.write"] = allow``, ``approval.mode = never``,
+    ``read-only call``), recorded with the grant (``PermissionGranted.rule``)."""
+
     reason: str
+    rule: str = ""
     kind: Literal["allowed"] = "allowed"
 
 
@@ -85,13 +97,15 @@ class PolicyEngine:
     ``approval``: the session's ``ApprovalPolicy``; ``sandbox`` and ``network``: its
     ``SandboxPolicy`` and network switch; ``interactive``: False when no person can answer an
     approval (then a call that needs one is denied with ``no_interactive_route`` instead of
-    waiting forever); ``workspace``: for paths in commands. ``version=1`` keeps the first
-    engine (a rule per the tool's own risk class; no sandbox, no mode), which sessions
-    recorded before ``policy-sandbox-v1`` replay with.
+    waiting forever); ``workspace``: for paths in commands and file writes. ``version=1`` keeps
+    the first engine (a rule per the tool's own risk class; no sandbox, no mode), which sessions
+    recorded before ``policy-sandbox-v1`` replay with; ``version=2`` the engine sessions recorded
+    before ``policy-decisions-v1`` replay with.
 
-    Order: the sandbox (structural), then a ``deny`` rule, then the mode and rule. A per-tool
-    rule in ``ApprovalPolicy.tools`` wins over the rule for the risk class; ``destructive`` and
-    ``network`` calls use the stricter of the two.
+    Order: a file write outside the workspace (version 3: ``DeniedByPolicy``), the sandbox
+    (structural), a ``deny`` rule, a read-only call (version 3: allowed in every mode), then the
+    mode and rule. A per-tool rule in ``ApprovalPolicy.tools`` wins over the rule for the risk
+    class; ``destructive`` and ``network`` calls use the stricter of the two.
     """
 
     def __init__(
@@ -102,7 +116,7 @@ class PolicyEngine:
         network: bool = False,
         interactive: bool = True,
         workspace: str = "/",
-        version: int = 2,
+        version: int = LATEST_VERSION,
     ) -> None:
         self._policy = policy
         self._sandbox = sandbox
@@ -115,15 +129,23 @@ class PolicyEngine:
         if self.version < 2:
             return self._decide_v1(spec)
         risk = classify_call(spec, arguments, self._workspace)
+        if self.version >= 3:
+            outside = file_write_outside(spec, arguments, self._workspace)
+            if outside is not None:  # the tool refuses it in every sandbox: refused before anyone is asked
+                return DeniedByPolicy(f"{spec.name} writes only inside the workspace, and {outside!r} is outside it")
         denied = self._sandbox_denies(spec, risk)
         if denied is not None:
             return denied
-        rule, source = self._rule(spec, risk)
+        rule, source, setting = self._rule(spec, risk)
         what = f"{spec.name} ({risk.risk}{': ' + risk.rule if risk.rule else ''})"
         grant_rule = f"{spec.name}:{risk.risk}:{risk.rule}"
         if rule == "deny":
             return DeniedByPolicy(f"{source}: deny")
         mode = self._policy.mode
+        if self.version >= 3 and risk.risk == "read_only" and not spec.untrusted:
+            if rule == "allow":
+                return Allowed(f"{source}: allow", setting)
+            return Allowed(f"{what} is read-only: it runs without approval in every approval mode", "read-only call")
         if mode == "always":
             return self._ask(f"approval policy always: every call is asked about; {what}", grant_rule)
         if spec.untrusted:
@@ -132,11 +154,13 @@ class PolicyEngine:
                 return DeniedByPolicy(f"{spec.source or spec.name} is untrusted: {what} needs an approval, and no one is asked")
             return self._ask(f"{spec.source or spec.name} is untrusted: every call is asked about; {what}", grant_rule)
         if rule == "allow":
-            return Allowed(f"{source}: allow")
+            return Allowed(f"{source}: allow", setting)
         if mode == "never":
-            if risk.risk in ("destructive", "network"):
+            unconfined = self.version >= 3 and self._sandbox == "danger_full_access"
+            if risk.risk in ("destructive", "network") and not unconfined:
                 return DeniedByPolicy(f"approval policy never: {what} would need an approval, and no one is asked")
-            return Allowed(f"approval policy never: {what} runs without asking, confined by the sandbox policy")
+            confined = "with full access (danger_full_access)" if unconfined else "confined by the sandbox policy"
+            return Allowed(f"approval policy never: {what} runs without asking, {confined}", "approval.mode = never")
         return self._ask(f"{source}: ask; {what}", grant_rule)
 
     def _ask(self, reason: str, rule: str) -> Decision:
@@ -157,17 +181,22 @@ class PolicyEngine:
                 return DeniedBySandbox(f"sandbox read_only: {spec.name} would change the workspace ({risk.risk})")
         return None
 
-    def _rule(self, spec: ToolSpec, risk: CallRisk) -> tuple[str, str]:
+    def _rule(self, spec: ToolSpec, risk: CallRisk) -> tuple[str, str, str]:
+        """The rule that applies (``allow``, ``ask``, ``deny``), said as a reason's start and as
+        the setting it comes from."""
         class_rule = getattr(self._policy, risk.risk)
         class_source = f"policy rule for {risk.risk} calls"
+        class_setting = f"approval.{risk.risk} = {class_rule}"
         tool_rule = self._policy.tools.get(spec.name)
         if tool_rule is None:
-            return class_rule, class_source
+            return class_rule, class_source, class_setting
         tool_source = f"policy rule for tool {spec.name}"
+        tool_setting = f'approval.tools["{spec.name}"] = {tool_rule}'
         if risk.risk in ("destructive", "network"):
             order = {"deny": 0, "ask": 1, "allow": 2}
-            return (tool_rule, tool_source) if order[tool_rule] <= order[class_rule] else (class_rule, class_source)
-        return tool_rule, tool_source
+            if order[tool_rule] > order[class_rule]:
+                return class_rule, class_source, class_setting
+        return tool_rule, tool_source, tool_setting
 
     def _decide_v1(self, spec: ToolSpec) -> Decision:
         rule = self._policy.tools.get(spec.name)
@@ -176,7 +205,7 @@ class PolicyEngine:
             rule = getattr(self._policy, spec.risk)
             source = f"policy rule for {spec.risk} tools"
         if rule == "allow":
-            return Allowed(f"{source}: allow")
+            return Allowed(f"{source}: allow", f"{source}: allow")
         if rule == "deny":
             return DeniedByPolicy(f"{source}: deny")
         return NeedsApproval(f"{source}: ask")

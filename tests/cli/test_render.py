@@ -11,6 +11,7 @@ from agentrt.schemas import (
     MemoryAccepted,
     MemoryProposed,
     MemoryRejected,
+    PermissionGranted,
     PermissionRequested,
     SessionPaused,
     SessionResumed,
@@ -66,6 +67,26 @@ def test_text_a_model_chose_cannot_drive_the_terminal() -> None:
 
     assert "\x1b" not in shown and "\u202e" not in shown and chr(0xE0041) not in shown
     assert shown == "ok\\u001b[8m hidden \\u001b[0m\\u202eevil\\U000e0041"
+
+
+def test_a_call_the_policy_allowed_shows_the_rule_and_the_reason() -> None:
+    event = PermissionGranted(
+        call_id="call_0_0", scope="policy", rule="approval.read_only = allow", reason="policy rule for read_only calls: allow"
+    )
+
+    assert describe(event) == "call_0_0 allowed by policy (approval.read_only = allow): policy rule for read_only calls: allow"
+
+
+def test_a_policy_grant_shows_a_model_chosen_call_id_and_command_inert() -> None:
+    event = PermissionGranted(
+        call_id="c\x1b[2J", scope="policy", rule="approval.mode = never",
+        reason="approval policy never: shell.run (destructive: tee writes /x\x1b]0;pwned\x07 outside the workspace) runs",
+    )
+
+    shown = describe(event)
+
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert shown.startswith("c\\u001b[2J allowed by policy (approval.mode = never): approval policy never: shell.run")
 
 
 def test_a_reconcile_answer_says_who_answered_what_about_which_call() -> None:

@@ -14,7 +14,6 @@ from agentrt.schemas import (
     FUSED_RESULT_BYTES,
     AssistantMessageCompleted,
     ModelRequestStarted,
-    PermissionRequested,
     ToolInvocationCompleted,
     ToolInvocationFailed,
 )
@@ -97,25 +96,27 @@ async def test_an_effectful_call_ends_the_fused_rounds_and_runs_as_a_tool_activi
     assert [m.text for _, m in harness.store.messages(sid) if m.role == "tool"][-1] == "out"
 
 
-async def test_a_call_the_policy_would_ask_about_is_not_run_inside_the_model_call(
+async def test_a_call_the_policy_would_not_run_unasked_is_not_run_inside_the_model_call(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
+    # Read-only calls are never asked about (policy-decisions-v1): a deny rule is what keeps one out.
     (workspace / "a.txt").write_text("a")
     script = write_script(tmp_path, [
         {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]},
         {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]},
         {"text": "done"},
     ])
-    asking = ALLOW_ALL.model_copy(update={"read_only": "ask"})
+    denying = ALLOW_ALL.model_copy(update={"tools": {"fs.read": "deny"}})
     sid = harness.new_session_id()
-    config = session_config(harness.client, sid, workspace, script, fused_rounds=True, approval=asking, approval_timeout_seconds=30)
+    config = session_config(harness.client, sid, workspace, script, fused_rounds=True, approval=denying)
     started = await harness.client.start(config, "read")
-    requested = await wait_for_event(harness.client, sid, lambda e: isinstance(e, PermissionRequested))
-    scheduled = await _scheduled(harness, sid)
-    assert scheduled["provider.complete"] == 1 and scheduled["tool.execute"] == 0
-    await harness.client.approve(sid, requested.request.request_id, for_session=True)
     outcome = await harness.client.wait(sid, started.turn_id)
+
     assert outcome.status == "completed" and outcome.rounds == 3
+    scheduled = await _scheduled(harness, sid)
+    assert scheduled["provider.complete"] == 3 and scheduled["tool.execute"] == 0
+    failures = [e for e in (await harness.client.events(sid)).events if isinstance(e, ToolInvocationFailed)]
+    assert [f.reason for f in failures] == ["denied", "denied"]
 
 
 async def test_a_hostile_path_in_a_fused_round_gets_the_tool_s_error_and_reads_nothing_outside(

@@ -163,21 +163,21 @@ async def test_a_decision_on_a_request_that_is_not_pending_is_a_conflict(
     assert "no pending request req-99" in assert_problem(response, 409)["detail"]
 
 
-async def test_an_edit_the_tool_refuses_when_it_runs_is_accepted_and_the_call_fails(
+async def test_an_edit_outside_the_workspace_is_accepted_and_the_policy_refuses_the_edited_call(
     harness: Harness, http: httpx.AsyncClient, workspace: Path, tmp_path: Path
 ) -> None:
     created = await create_session(harness, http, write_script(tmp_path, WRITE_THEN_ANSWER))
     sid = created["session_id"]
     request = await pending_request(http, sid)
 
-    # the arguments fit fs.write's schema; the path is outside the workspace, which the tool refuses
+    # the arguments fit fs.write's schema; the path is outside the workspace, which the policy refuses when it checks the edited call
     edit = {"decision": "edit", "arguments": {"path": "../escaped.md", "content": "from the caller"}}
     decided = await http.post(f"/v1/sessions/{sid}/approvals/{request['request_id']}", json=edit, headers=auth("alice"))
     assert decided.status_code == 202, decided.text
     outcome = await http.get(f"/v1/sessions/{sid}/turns/{created['turn_id']}?wait=30", headers=auth("alice"))
     assert outcome.json()["status"] == "completed"
     events = (await http.get(f"/v1/sessions/{sid}/events", headers=auth("alice"))).json()["events"]
-    assert "ToolInvocationFailed" in [e["type"] for e in events]
+    assert [e["reason"] for e in events if e["type"] == "ToolInvocationFailed"] == ["denied"]
     assert not (workspace.parent / "escaped.md").exists()
 
 

@@ -102,6 +102,17 @@ def test_a_grant_for_the_session_used_again_is_not_a_second_act(store: Store) ->
     assert entry.detail["call_id"] == "c1" and entry.detail["scope"] == "session"
 
 
+def test_a_call_the_policy_allowed_without_asking_is_not_an_act(store: Store) -> None:
+    append(
+        store,
+        PermissionGranted(
+            seq=3, at=AT, turn_id="turn-1", call_id="c1", scope="policy", rule="approval.read_only = allow",
+            reason="policy rule for read_only calls: allow",
+        ),
+    )
+    assert store.audit() == []
+
+
 def test_a_denial_by_timeout_and_the_end_of_a_one_turn_session_are_not_acts(store: Store) -> None:
     append(
         store,

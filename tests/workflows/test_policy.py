@@ -1,6 +1,7 @@
-"""The policy engine (workflows/policy.py): the whole ApprovalPolicy x SandboxPolicy matrix over every
-risk class, shell command classification, and the first version (a rule per the tool's risk class)
-that sessions recorded before ``policy-sandbox-v1`` replay with."""
+"""The policy engine (workflows/policy.py): the whole SandboxPolicy x network x approval mode matrix
+over every call class, shell command classification, and the earlier versions sessions recorded
+before ``policy-sandbox-v1`` (a rule per the tool's risk class) and ``policy-decisions-v1`` replay
+with."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_decisions_say_their_kind() -> None:
     assert kinds == ["allowed", "needs_approval", "denied"]
 
 
-# ---------------------------------------------------------------- version 2: the matrix
+# ---------------------------------------------------------------- the matrix
 
 WS = "/work/ws"
 SHELL = ToolSpec(name="shell.run", description="", risk="effectful")
@@ -83,9 +84,54 @@ CALLS = {
     "network": (SHELL, {"command": "curl https://example.com"}),
 }
 A, Q, D, S = "allowed", "needs_approval", "denied", "denied_by_sandbox"
-# (sandbox, network, mode) -> kinds for read_only, idempotent, effectful, effectful_shell, destructive, network,
-# with the default rules (read-only calls allowed, every other class asked about).
-MATRIX = {
+# Version 3 (policy-decisions-v1), with the default rules (read-only calls allowed, every other
+# class asked about): (sandbox, network, mode) -> kinds for each call of CALLS_V3, in its order.
+CALLS_V3 = {
+    **CALLS,
+    "file_write_outside": (FS_WRITE, {"path": "../other/a.txt", "content": "x"}),
+    "shell_write_outside": (SHELL, {"command": "echo x > /etc/cron.d/evil"}),
+}
+#    read_only, idempotent, effectful, effectful_shell, destructive, network, file_write_outside, shell_write_outside
+MATRIX_V3 = {
+    ("read_only", False, "never"):               (A, A, S, A, S, S, D, S),
+    ("read_only", False, "on_request"):          (A, Q, S, Q, S, S, D, S),
+    ("read_only", False, "always"):              (A, Q, S, Q, S, S, D, S),
+    ("read_only", True, "never"):                (A, A, S, A, S, D, D, S),
+    ("read_only", True, "on_request"):           (A, Q, S, Q, S, Q, D, S),
+    ("read_only", True, "always"):               (A, Q, S, Q, S, Q, D, S),
+    ("workspace_write", False, "never"):         (A, A, A, A, D, S, D, S),
+    ("workspace_write", False, "on_request"):    (A, Q, Q, Q, Q, S, D, S),
+    ("workspace_write", False, "always"):        (A, Q, Q, Q, Q, S, D, S),
+    ("workspace_write", True, "never"):          (A, A, A, A, D, D, D, S),
+    ("workspace_write", True, "on_request"):     (A, Q, Q, Q, Q, Q, D, S),
+    ("workspace_write", True, "always"):         (A, Q, Q, Q, Q, Q, D, S),
+    ("danger_full_access", False, "never"):      (A, A, A, A, A, A, D, A),
+    ("danger_full_access", False, "on_request"): (A, Q, Q, Q, Q, Q, D, Q),
+    ("danger_full_access", False, "always"):     (A, Q, Q, Q, Q, Q, D, Q),
+    ("danger_full_access", True, "never"):       (A, A, A, A, A, A, D, A),
+    ("danger_full_access", True, "on_request"):  (A, Q, Q, Q, Q, Q, D, Q),
+    ("danger_full_access", True, "always"):      (A, Q, Q, Q, Q, Q, D, Q),
+}  # fmt: skip
+
+
+def test_the_matrix_has_every_sandbox_network_and_mode_cell() -> None:
+    cells = {(s, n, m) for s in ("read_only", "workspace_write", "danger_full_access") for n in (False, True)
+             for m in ("never", "on_request", "always")}  # fmt: skip
+
+    assert set(MATRIX_V3) == cells
+
+
+@pytest.mark.parametrize(("sandbox", "network", "mode"), list(MATRIX_V3))
+def test_the_approval_policy_times_the_sandbox_policy_matrix(sandbox: str, network: bool, mode: str) -> None:
+    engine = PolicyEngine(ApprovalPolicy(mode=mode), sandbox, network=network, workspace=WS)  # type: ignore[arg-type]
+
+    kinds = {name: engine.decide(spec, arguments).kind for name, (spec, arguments) in CALLS_V3.items()}
+
+    assert kinds == dict(zip(CALLS_V3, MATRIX_V3[(sandbox, network, mode)], strict=True))
+
+
+# Version 2 (sessions recorded before policy-decisions-v1 replay with it): for CALLS only.
+MATRIX_V2 = {
     ("read_only", False, "never"):              (A, A, S, A, S, S),
     ("read_only", False, "on_request"):         (A, Q, S, Q, S, S),
     ("read_only", False, "always"):             (Q, Q, S, Q, S, S),
@@ -102,13 +148,85 @@ MATRIX = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("sandbox", "network", "mode"), list(MATRIX))
-def test_the_approval_policy_times_the_sandbox_policy_matrix(sandbox: str, network: bool, mode: str) -> None:
-    engine = PolicyEngine(ApprovalPolicy(mode=mode), sandbox, network=network, workspace=WS)  # type: ignore[arg-type]
+@pytest.mark.parametrize(("sandbox", "network", "mode"), list(MATRIX_V2))
+def test_version_2_keeps_its_matrix_for_sessions_recorded_before_policy_decisions(sandbox: str, network: bool, mode: str) -> None:
+    engine = PolicyEngine(ApprovalPolicy(mode=mode), sandbox, network=network, workspace=WS, version=2)  # type: ignore[arg-type]
 
     kinds = tuple(engine.decide(spec, arguments).kind for spec, arguments in CALLS.values())
 
-    assert kinds == MATRIX[(sandbox, network, mode)]
+    assert kinds == MATRIX_V2[(sandbox, network, mode)]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/cron.d/evil", "../other/a.txt", "sub/../../a.txt", "/work/ws/../wsx/a.txt", "/work/wsx/a.txt", "//etc/passwd", "/tmp/a"],
+)
+@pytest.mark.parametrize("sandbox", ["read_only", "workspace_write", "danger_full_access"])
+def test_a_file_write_outside_the_workspace_is_denied_by_policy_before_anyone_is_asked(path: str, sandbox: str) -> None:
+    # Even rules that allow everything: the file tools never write outside the workspace.
+    policy = ApprovalPolicy(mode="always", effectful="allow", destructive="allow", tools={"fs.write": "allow"})
+    engine = PolicyEngine(policy, sandbox, network=True, workspace=WS)  # type: ignore[arg-type]
+
+    decision = engine.decide(FS_WRITE, {"path": path, "content": "x"})
+
+    assert isinstance(decision, DeniedByPolicy)
+    assert decision.reason == f"fs.write writes only inside the workspace, and {path!r} is outside it"
+
+
+@pytest.mark.parametrize("path", ["a.txt", "sub/../a.txt", "/work/ws/notes/a.txt", "~/a.txt", "./x"])
+def test_a_file_write_inside_the_workspace_goes_on_to_the_rules(path: str) -> None:
+    engine = PolicyEngine(ApprovalPolicy(), workspace=WS)
+
+    assert isinstance(engine.decide(FS_WRITE, {"path": path, "content": "x"}), NeedsApproval)
+
+
+@pytest.mark.parametrize("mode", ["never", "on_request", "always"])
+def test_read_only_calls_are_never_asked_about_in_any_mode_even_under_an_ask_rule(mode: str) -> None:
+    policy = ApprovalPolicy(mode=mode, read_only="ask", tools={"fs.list": "ask"})  # type: ignore[arg-type]
+    engine = PolicyEngine(policy, "read_only", interactive=False, workspace=WS)
+
+    decision = engine.decide(FS_READ, {"path": "a"})
+    listing = engine.decide(ToolSpec(name="fs.list", description="", risk="read_only"), {"path": "."})
+
+    assert isinstance(decision, Allowed) and decision.rule == "read-only call"
+    assert isinstance(listing, Allowed) and listing.rule == "read-only call"
+
+
+def test_a_deny_rule_still_refuses_a_read_only_call() -> None:
+    engine = PolicyEngine(ApprovalPolicy(mode="always", tools={"fs.read": "deny"}), workspace=WS)
+
+    assert isinstance(engine.decide(FS_READ, {"path": "a"}), DeniedByPolicy)
+
+
+def test_danger_full_access_with_mode_never_runs_destructive_and_network_commands_a_deny_rule_still_refuses() -> None:
+    engine = PolicyEngine(ApprovalPolicy(mode="never"), "danger_full_access", workspace=WS)
+    denying = PolicyEngine(ApprovalPolicy(mode="never", destructive="deny"), "danger_full_access", workspace=WS)
+
+    destructive = engine.decide(SHELL, {"command": "sudo rm -rf /var/cache/app"})
+    network = engine.decide(SHELL, {"command": "git push origin main"})
+
+    assert isinstance(destructive, Allowed) and destructive.rule == "approval.mode = never"
+    assert "with full access (danger_full_access)" in destructive.reason
+    assert isinstance(network, Allowed)
+    assert isinstance(denying.decide(SHELL, {"command": "rm -rf build"}), DeniedByPolicy)
+
+
+def test_an_allowed_call_names_the_setting_that_allowed_it() -> None:
+    policy = ApprovalPolicy(effectful="allow", tools={"kv.put": "allow"})
+    engine = PolicyEngine(policy, network=True, workspace=WS)
+
+    assert engine.decide(FS_READ, {"path": "a"}) == Allowed("policy rule for read_only calls: allow", "approval.read_only = allow")
+    assert engine.decide(FS_WRITE, {"path": "a", "content": ""}) == Allowed(
+        "policy rule for effectful calls: allow", "approval.effectful = allow"
+    )
+    assert engine.decide(IDEMPOTENT, {"key": "k"}) == Allowed("policy rule for tool kv.put: allow", 'approval.tools["kv.put"] = allow')
+
+
+def test_a_read_only_tool_of_an_untrusted_server_is_still_asked_about() -> None:
+    # Its read-only annotation is the untrusted server's own word.
+    engine = PolicyEngine(ApprovalPolicy(mode="always"), workspace=WS)
+
+    assert isinstance(engine.decide(_mcp("read_only", untrusted=True), {}), NeedsApproval)
 
 
 @pytest.mark.parametrize("rule", ["allow", "ask"])

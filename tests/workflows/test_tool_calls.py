@@ -92,9 +92,17 @@ def test_a_tool_the_policy_denies_is_refused_with_the_policy_reason() -> None:
     assert verdict.text == "tool call denied by policy (policy rule for effectful calls: deny)"
 
 
-def test_a_tool_the_policy_allows_runs() -> None:
+def test_a_tool_the_policy_allows_runs_with_the_reason_and_the_setting_that_allowed_it() -> None:
     verdict = triage(_call("fs.read", {"path": "a"}), TOOLS, DEFAULT_POLICY)
-    assert (verdict.action, verdict.failure, verdict.text) == ("run", None, "")
+    assert (verdict.action, verdict.failure) == ("run", None)
+    assert (verdict.text, verdict.rule) == ("policy rule for read_only calls: allow", "approval.read_only = allow")
+
+
+def test_a_file_write_outside_the_workspace_is_refused_as_denied_before_any_approval() -> None:
+    policy = PolicyEngine(ApprovalPolicy(), workspace="/work/ws")
+    verdict = triage(_call("fs.write", {"path": "../../etc/passwd", "text": "x"}), TOOLS, policy)
+    assert (verdict.action, verdict.failure) == ("refuse", "denied")
+    assert verdict.text == "tool call denied by policy (fs.write writes only inside the workspace, and '../../etc/passwd' is outside it)"
 
 
 def test_a_tool_the_policy_asks_about_waits_for_approval_with_the_reason() -> None:
