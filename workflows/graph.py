@@ -14,7 +14,7 @@ One workflow per graph (id ``graph-<graph_id>``):
 ``cancel`` (update, or Temporal's cancel) cancels every running child and waits for it; queries
 ``snapshot`` (the graph with each node's status) and ``events``. A graph's history is bounded
 by its nodes and retries (``MAX_GRAPH_NODES``, ``MAX_NODE_RETRIES``): it continues as new only
-to move to its deployment's newer current build, once no node runs (``_move``; pinned runs).
+to move to its deployment's newer current build, once no node runs (``GraphFrame.move``; pinned runs).
 """
 
 from __future__ import annotations
@@ -34,26 +34,21 @@ from agentrt.schemas import (
     AgentTaskStarted,
     ApprovePlanInput,
     ChildSpendReport,
-    Event,
     EventsPage,
     EventsQuery,
     GraphConfig,
     GraphControlInput,
     GraphSnapshot,
     GraphState,
-    GraphStatus,
     InvalidGraph,
     NodeState,
     ReviewVerdict,
     Spend,
     TaskCancelled,
     TaskDecomposed,
-    TaskGraphCompleted,
     TaskGraphCreated,
-    TaskGraphFailed,
     TaskGraphInput,
     TaskGraphResult,
-    TaskGraphStatusChanged,
     TaskPlanApproved,
     TaskPlanRejected,
     TaskRetried,
@@ -65,11 +60,10 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _graph_parts as parts
 from agentrt.workflows import _graph_steps as steps
-from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
+from agentrt.workflows._children import ChildEnd, ChildSessions
 from agentrt.workflows._errors import error_text, error_type, rejected
-from agentrt.workflows._frame import STATUS_EVENTS_PATCH, BuildWatch, Standing, StatusBoard, StatusLog, frame_patches
-from agentrt.workflows._frame import next_run_behavior, require_workflow_id
-from agentrt.workflows._journal import Journal
+from agentrt.workflows._frame import Standing, require_workflow_id
+from agentrt.workflows._graph_frame import GraphFrame
 from agentrt.workflows._pause import GraphPause
 
 __all__ = ["TaskGraphWorkflow"]
@@ -84,26 +78,19 @@ class TaskGraphWorkflow:
     @workflow.init
     def __init__(self, input: TaskGraphInput) -> None:
         self._config: GraphConfig = input.config
-        self._carried = input.state is not None  # continued as new onto a newer build (_move)
+        self._carried = input.state is not None  # continued as new onto a newer build (GraphFrame.move)
         self._state = input.state or GraphState()
-        self._journal = Journal(self._state, self._state.events)
         self._cancel: GraphControlInput | None = None
         self._halting = False  # fail_fast after a node failed for good: start nothing more
-        # console-v1 (asked by the board, in the run's first workflow task): every search attribute
-        # of the graph kept current, child sessions started with their kind and profile.
-        # A run started pinned asks none (Patches). frame-v1: the graph's events and row are written to the
-        # store (graph.record), and a graph that closes asks its running sessions to end (REQUEST_CANCEL).
-        self._board = StatusBoard("graph", self._config.owner, self._config.profile, patches := frame_patches())
-        self._recorded = patches.has(FRAME_PATCH)
-        self._statuses = StatusLog(patches.has(STATUS_EVENTS_PATCH), self._state, TaskGraphStatusChanged, self._emit)
-        self._moves = BuildWatch(patches.latest)  # a run started pinned moves to a newer build after its running nodes
+        self._frame = GraphFrame(self._config, self._state)  # asks the frame's patches (console-v1, frame-v1, status-events-v1)
+        self._emit, self._set_status, self._snapshot = self._frame.emit, self._frame.set_status, self._frame.snapshot
+        self._recorded, self._moves, self._record = self._frame.recorded, self._frame.moves, self._frame.record
         close = workflow.ParentClosePolicy.REQUEST_CANCEL if self._recorded else workflow.ParentClosePolicy.TERMINATE
-        self._children = ChildSessions(self._config.owner, parent_close=close, console=self._board.console)
+        self._children = ChildSessions(self._config.owner, parent_close=close, console=self._frame.board.console)
         self._standing = Standing(self._config.owner, self._config.operators, f"graph {self._config.graph_id}")
         self._pauses = GraphPause(
             self._config.graph_id, self._state, self._children, self._standing, self._emit, lambda: self._set_status(self._state.status)
         )
-        self._record = steps.GraphRecord(self._config, self._state, self._journal)
 
     # ---------------------------------------------------------------- run
 
@@ -114,7 +101,7 @@ class TaskGraphWorkflow:
         if not self._carried:
             self._state.started_at = workflow.now()
             self._emit(TaskGraphCreated(graph_id=config.graph_id, owner=config.owner, goal=config.goal,
-                                        approve_plan=config.approve_plan, status_events=self._statuses.on))
+                                        approve_plan=config.approve_plan, status_events=self._frame.statuses.on))
         if self._recorded:
             self._record.start()
         try:
@@ -143,11 +130,11 @@ class TaskGraphWorkflow:
             return
         self._set_status("executing")
         if await self._execute():
-            await self._move()
+            await self._frame.move()
         if self._cancel is not None:
             await self._end_cancelled(self._cancel)
             return
-        self._finish()
+        self._frame.finish()
 
     # ---------------------------------------------------------------- plan and approval
 
@@ -165,7 +152,7 @@ class TaskGraphWorkflow:
                 await self._end_cancelled(self._cancel)
                 return False
             kind = error_type(err)
-            self._fail("invalid_plan" if kind in PLAN_ERRORS else "planner_failed", error_text(err))
+            self._frame.fail("invalid_plan" if kind in PLAN_ERRORS else "planner_failed", error_text(err))
             return False
         if self._cancel is not None:
             await self._end_cancelled(self._cancel)
@@ -176,7 +163,7 @@ class TaskGraphWorkflow:
             answer = plan.direct_answer or ""
             self._emit(TaskDecomposed(source=source, direct_answer=answer, usage=plan.usage))
             self._state.answer = answer
-            self._complete()
+            self._frame.complete()
             return True
         if config.goal is not None:
             # A planner (a model) chooses neither a node's model nor a file on the worker: the graph's apply.
@@ -184,7 +171,7 @@ class TaskGraphWorkflow:
         try:
             self._state.order = validate_graph(plan.graph, granted=parts.graph_tools(config, plan.tools), source="plan")
         except InvalidGraph as err:  # the activity checked it; a worker of another version may not have
-            self._fail("invalid_plan", f"{type(err).__name__}: {err}")
+            self._frame.fail("invalid_plan", f"{type(err).__name__}: {err}")
             return False
         self._state.plan = plan.graph
         self._state.tools = dict(plan.tools)
@@ -248,13 +235,6 @@ class TaskGraphWorkflow:
                 tasks.pop(node_id).result()
                 if self._state.nodes[node_id].status == "failed":
                     self._after_failure(node_id)
-
-    async def _move(self) -> None:
-        """Continue as new onto the deployment's current build (``AUTO_UPGRADE``), carrying the state,
-        once the staged events are stored and every handler has finished."""
-        await self._record.close()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(TaskGraphInput(config=self._config, state=self._state), initial_versioning_behavior=next_run_behavior(True))
 
     def _after_failure(self, node_id: str) -> None:
         """Block the dependants of a node that failed for good; under ``fail_fast``, halt the graph."""
@@ -370,29 +350,6 @@ class TaskGraphWorkflow:
 
     # ---------------------------------------------------------------- ending
 
-    def _finish(self) -> None:
-        failed = [n for n in self._state.order if self._state.nodes[n].status != "completed"]
-        if not failed:
-            self._state.answer = parts.final_answer(self._state)
-            self._complete()
-            return
-        first = next((n for n in self._state.order if self._state.nodes[n].status == "failed"), failed[0])
-        details = ", ".join(f"{n} {self._state.nodes[n].status}" for n in failed[:10])
-        self._state.answer = parts.final_answer(self._state) or None
-        self._fail(*parts.failure(self._config, self._state, first, details))
-
-    def _complete(self) -> None:
-        self._state.ended_at = workflow.now()
-        self._set_status("completed")
-        self._emit(TaskGraphCompleted(answer=parts.cut(self._state.answer or ""), spend=self._snapshot().spend))
-
-    def _fail(self, reason: str, error: str) -> None:
-        self._state.failure_reason = reason
-        self._state.failure = parts.cut(error, 4_000)
-        self._state.ended_at = workflow.now()
-        self._set_status("failed")
-        self._emit(TaskGraphFailed(reason=reason, error=self._state.failure, spend=self._snapshot().spend))
-
     async def _end_cancelled(self, request: GraphControlInput) -> None:
         """Cancel every running child session (waiting for each to end) and record the cancel."""
         await self._children.end_all()
@@ -402,22 +359,6 @@ class TaskGraphWorkflow:
         self._state.ended_at = workflow.now()
         self._set_status("cancelled")
         self._emit(TaskCancelled(principal=request.principal, reason=request.reason))
-
-    def _emit(self, event: Event) -> None:
-        self._journal.emit(event, workflow.now())
-        self._board.show(parts.current_details(self._config, self._state))
-
-    def _set_status(self, status: GraphStatus) -> None:
-        """Record ``status`` (the shown one as an event when it changed), show the details and write
-        the search attributes that changed (its plan approval counted as one waiting)."""
-        self._state.status = status
-        details = parts.current_details(self._config, self._state)
-        shown = parts.shown_status(self._state)
-        self._statuses.seen(shown)
-        self._board.set(shown, details, cost_usd=self._state.spend.cost_usd, pending_approvals=int(status == "pending_approval"))
-
-    def _snapshot(self) -> GraphSnapshot:
-        return parts.snapshot(self._config, self._state, workflow.now())
 
     # ---------------------------------------------------------------- updates
 
@@ -487,7 +428,7 @@ class TaskGraphWorkflow:
 
     @workflow.signal(name=UPGRADE_SIGNAL)
     def upgrade(self) -> None:
-        """A newer build is current: wakes a run with no node running, which moves to it (``_move``)."""
+        """A newer build is current: wakes a run with no node running, which moves to it (``GraphFrame.move``)."""
 
     # ---------------------------------------------------------------- queries
 
@@ -497,4 +438,4 @@ class TaskGraphWorkflow:
 
     @workflow.query
     def events(self, input: EventsQuery) -> EventsPage:
-        return self._journal.page(input.since_seq, input.limit)
+        return self._frame.journal.page(input.since_seq, input.limit)
