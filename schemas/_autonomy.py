@@ -354,6 +354,21 @@ class ReviewVerdict(Model):
     error: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
+class WorkspaceCommitInput(Model):
+    """Activity ``task.workspace_commit``: the git commit of task ``task_id``'s ``workspace`` (a path
+    on the worker of the task's tool queue)."""
+
+    task_id: str
+    workspace: str
+
+
+class WorkspaceCommit(Model):
+    """Result of ``task.workspace_commit``: ``commit``, the id HEAD names (40 or 64 lower-case hex
+    digits), or None when the workspace is no git repository or HEAD names no commit."""
+
+    commit: str | None = None
+
+
 class NextWakeInput(Model):
     """Local activity ``task.next_wake``: the first time of ``cron`` (UTC) strictly after ``after``."""
 
@@ -398,5 +413,7 @@ __all__ = [
     "TaskStatusView",
     "TriggerVerdict",
     "UsageReceipt",
+    "WorkspaceCommit",
+    "WorkspaceCommitInput",
     "format_seconds",
 ]

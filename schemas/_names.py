@@ -42,6 +42,7 @@ __all__ = [
     "TASK_GRAPH_WORKFLOW",
     "TASK_ID_PREFIX",
     "TASK_NEXT_WAKE",
+    "TASK_WORKSPACE_COMMIT",
     "TASK_RECORD",
     "TASK_REVIEW",
     "TOOLS_LIST",
@@ -73,6 +74,7 @@ TASK_CHECK_COMMAND: Final = "task.check_command"
 TASK_EVALUATE_TRIGGER: Final = "task.evaluate_trigger"
 TASK_REVIEW: Final = "task.review"
 TASK_NEXT_WAKE: Final = "task.next_wake"
+TASK_WORKSPACE_COMMIT: Final = "task.workspace_commit"
 GRAPH_PLAN: Final = "graph.plan"
 GRAPH_REVIEW: Final = "graph.review"
 GRAPH_RECORD: Final = "graph.record"

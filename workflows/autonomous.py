@@ -141,6 +141,7 @@ class AutonomousTaskWorkflow:
         source = "nudge" if self._nudged is not None else "continuation" if self._state.continue_now else "schedule"
         self._nudged = None
         self._state.continue_now = False
+        self._state.dismissed = False
         verdict = TriggerVerdict(decision="execute", reason=f"{source}")
         if self._config.schedule.trigger_command and source != "continuation":
             verdict = await self._checks.trigger()
@@ -148,7 +149,13 @@ class AutonomousTaskWorkflow:
         if verdict.decision == "defer":
             # A trigger (whose output a session may have written) cannot make the task spin.
             verdict.seconds = min(max(verdict.seconds or 0.0, MIN_DEFER_SECONDS), MAX_TASK_INTERVAL_SECONDS)
-        self._emit(AutonomyDecision(decision=verdict.decision, source=source, seconds=verdict.seconds, reason=verdict.reason))
+        # ignore-dismisses-v1: with no clock, an ignored run is dismissed for good (no wake until a nudge);
+        # before it, the task asked the trigger again an hour later, and every hour after.
+        dismissed = verdict.decision == "ignore" and parts.clockless(self._config) and self._patches.has(parts.DISMISS_PATCH)
+        self._emit(AutonomyDecision(decision=verdict.decision, source=source, seconds=verdict.seconds, reason=verdict.reason, dismissed=dismissed))
+        if dismissed:
+            self._state.dismissed, self._state.next_wake = True, None
+            return
         if verdict.decision == "defer":
             assert verdict.seconds is not None  # set just above
             self._state.next_wake = workflow.now() + timedelta(seconds=verdict.seconds)
@@ -178,14 +185,14 @@ class AutonomousTaskWorkflow:
                 return True
             if self._next_run.due():
                 return False  # continue as new first (updates during a long sleep grow the history; a new build)
-            wake = self._state.next_wake
+            wake = None if self._state.dismissed else self._state.next_wake  # dismissed: no wake until a nudge
             now = workflow.now()
-            if wake is None or wake <= now:
+            if not self._state.dismissed and (wake is None or wake <= now):
                 return True
             self._set_status("waiting")
             await self._flush()
-            delay = wake - now
-            summary = f"task {self._config.task_id}: next wake at {wake:%Y-%m-%d %H:%M:%S} UTC (in {format_seconds(delay.total_seconds())})"
+            delay = wake - now if wake is not None else None
+            summary = f"task {self._config.task_id}: next wake at {wake:%Y-%m-%d %H:%M:%S} UTC (in {format_seconds(delay.total_seconds())})" if wake and delay else None
             try:
                 await workflow.wait_condition(
                     lambda: self._cancel is not None
@@ -215,6 +222,11 @@ class AutonomousTaskWorkflow:
     # ---------------------------------------------------------------- one session
 
     async def _run_session(self) -> None:
+        commit = None
+        if self._patches.has(parts.WORKSPACE_COMMIT_PATCH):  # workspace-commit-v1: for the orientation prompt
+            commit = await self._checks.workspace_commit()
+            if self._cancel is not None or self._hold.holds():
+                return  # cancelled or paused while it was read: no session starts
         number = self._state.sessions_started + 1
         session_id = task_session_id(self._config.task_id, number, workflow.uuid4().hex[:8])
         self._state.sessions_started = number
@@ -229,7 +241,7 @@ class AutonomousTaskWorkflow:
             interactive=False,
             title=f"task {self._config.task_id} · session {number}",
             budget=None if self._state.budget.is_unbounded() else remaining,
-            prompt=parts.orientation_prompt(self._config, self._state, number),
+            prompt=parts.orientation_prompt(self._config, self._state, number, commit),
             ends_after_turn=True,
             parent=SessionParent(id=self._config.task_id, number=number),
         )
