@@ -352,6 +352,8 @@ class ReviewVerdict(Model):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     error: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # ``high``: a finding is of high severity (a graph node's answer holds a destructive command).
+    severity: Literal["low", "medium", "high"] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class WorkspaceCommitInput(Model):

@@ -8,8 +8,10 @@ One workflow per graph (id ``graph-<graph_id>``):
        mints the capability token: every node's grants, frozen for the run
     -> ready nodes run as child SessionWorkflows, at most ``max_parallel`` at once
     -> the reviewer (activity ``graph.review``, fail-open) passes or fails each answer; a fail
-       reruns the node with the findings, up to ``max_retries``
-    -> a node that fails for good blocks its dependants (``failure_policy``)
+       reruns the node with the findings, up to ``max_retries`` (an answer that starts with
+       ``Error:`` fails without a review, ``graph-error-answer-v1``)
+    -> a node that fails for good blocks its dependants (``failure_policy``); update ``retry_node``
+       runs it again and unblocks them (the graph waits ``retry_window_seconds`` for one)
 
 ``cancel`` (update, or Temporal's cancel) cancels every running child and waits for it; queries
 ``snapshot`` (the graph with each node's status) and ``events``. A graph's history is bounded
@@ -20,6 +22,7 @@ to move to its deployment's newer current build, once no node runs (``GraphFrame
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
@@ -42,6 +45,7 @@ from agentrt.schemas import (
     GraphState,
     InvalidGraph,
     NodeState,
+    RetryNodeInput,
     ReviewVerdict,
     Spend,
     TaskCancelled,
@@ -82,6 +86,7 @@ class TaskGraphWorkflow:
         self._state = input.state or GraphState()
         self._cancel: GraphControlInput | None = None
         self._halting = False  # fail_fast after a node failed for good: start nothing more
+        self._hand_retries = 0  # retry_node updates taken by this run (each wakes the execution loop)
         self._frame = GraphFrame(self._config, self._state)  # asks the frame's patches (console-v1, frame-v1, status-events-v1)
         self._emit, self._set_status, self._snapshot = self._frame.emit, self._frame.set_status, self._frame.snapshot
         self._recorded, self._moves, self._record = self._frame.recorded, self._frame.moves, self._frame.record
@@ -218,11 +223,13 @@ class TaskGraphWorkflow:
                     self._state.nodes[node_id].status = "delegated"  # taken: not ready again
                     tasks[node_id] = asyncio.create_task(self._run_node(node_id))
             if not tasks and (self._halting or not self._pauses.paused):
+                if await self._await_hand_retry():
+                    continue  # a node was retried by hand: it is ready now
                 return False
-            resumes = self._pauses.resumes  # a resume wakes the wait: ready nodes start
+            resumes, retries = self._pauses.resumes, self._hand_retries  # a resume or a retry wakes the wait: ready nodes start
             await workflow.wait_condition(
                 lambda: any(t.done() for t in tasks.values()) or self._cancel is not None or self._pauses.resumes != resumes
-                or (not tasks and self._moves.changed())
+                or (not tasks and self._moves.changed()) or self._hand_retries != retries
             )
             if self._cancel is not None:
                 self._children.cancel_all()
@@ -236,6 +243,23 @@ class TaskGraphWorkflow:
                 if self._state.nodes[node_id].status == "failed":
                     self._after_failure(node_id)
 
+    async def _await_hand_retry(self) -> bool:
+        """Nodes failed for good and nothing runs: wait up to ``retry_window_seconds`` for
+        ``retry_node`` (True) or a cancel (False). False at once without a window, under a halt or
+        with no failed node (the graph then ends)."""
+        window = self._config.retry_window_seconds
+        if not window or self._halting or self._cancel is not None or not any(n.status == "failed" for n in self._state.nodes.values()):
+            return False
+        retries, self._state.retry_until = self._hand_retries, workflow.now() + timedelta(seconds=window)
+        self._set_status(self._state.status)
+        try:
+            await workflow.wait_condition(lambda: self._hand_retries != retries or self._cancel is not None, timeout=timedelta(seconds=window),
+                                          timeout_summary=f"graph {self._config.graph_id}: wait for a retry by hand")
+        except asyncio.TimeoutError:
+            pass
+        self._state.retry_until = None
+        return self._hand_retries != retries and self._cancel is None
+
     def _after_failure(self, node_id: str) -> None:
         """Block the dependants of a node that failed for good; under ``fail_fast``, halt the graph."""
         if steps.after_failure(self._config, self._state, node_id, self._emit, halting=self._halting):
@@ -248,7 +272,8 @@ class TaskGraphWorkflow:
         spec = self._state.plan.node(node_id)
         node = self._state.nodes[node_id]
         node.started_at = workflow.now()
-        feedback = ""
+        first = node.attempts + 1  # a retry by hand (retry_node) gives 1 + max_retries attempts more
+        feedback = node.error or ""  # after a retry by hand: why the last attempt failed
         while True:
             if not await self._held(node_id):
                 return
@@ -268,7 +293,11 @@ class TaskGraphWorkflow:
                 self._node_cancelled(node_id)
                 return
             answer = end.answer or ""
-            if end.status == "completed" and answer.strip():
+            # graph-error-answer-v1: an answer that is an error report fails the attempt without a review.
+            if end.status == "completed" and parts.error_answer(answer) and self._frame.patches.has(parts.ERROR_ANSWER_PATCH):
+                node.answer = parts.cut(answer)
+                error = feedback = f"the node answered with an error: {parts.cut(answer.strip(), 1_000)}"
+            elif end.status == "completed" and answer.strip():
                 if not await self._held(node_id):
                     return
                 verdict = await self._review(node_id, session_id, attempt, answer)
@@ -289,7 +318,7 @@ class TaskGraphWorkflow:
                 status = end.status
                 error = f"session {status}" + (f": {error}" if error else "") if status != "completed" else "the session gave no final answer"
                 feedback = error
-            final = attempt > self._config.max_retries or parts.out_of_budget(self._config, self._state, workflow.now(), end.crossing is not None)
+            final = attempt - first >= self._config.max_retries or parts.out_of_budget(self._config, self._state, workflow.now(), end.crossing is not None)
             self._emit(AgentTaskFailed(node_id=node_id, attempt=attempt, session_id=session_id, error=parts.cut(error or "", 2_000), final=final, spend=spend))
             if final:
                 node.status = "failed"
@@ -326,7 +355,7 @@ class TaskGraphWorkflow:
         self._emit(
             TaskReviewed(
                 node_id=node_id, attempt=attempt, passed=verdict.passed, findings=list(verdict.findings),
-                summary=verdict.summary, error=verdict.error,
+                summary=verdict.summary, error=verdict.error, severity=verdict.severity,
             )
         )
         return verdict
@@ -421,6 +450,26 @@ class TaskGraphWorkflow:
     @resume.validator
     def _validate_resume(self, input: GraphControlInput) -> None:
         self._pauses.validate(input, "resume", cancelling=self._cancel is not None)
+
+    @workflow.update
+    def retry_node(self, input: RetryNodeInput) -> GraphSnapshot:
+        """Run a node that failed for good again (``1 + max_retries`` attempts more); the dependants
+        it blocked wait for it again. Recorded as ``TaskRetried`` with the principal."""
+        node = self._state.nodes[input.node_id]
+        node.status, node.ended_at, node.hand_retries = "pending", None, node.hand_retries + 1
+        unblocked = parts.unblock(self._state, input.node_id)
+        self._hand_retries += 1
+        self._emit(TaskRetried(node_id=input.node_id, attempt=node.attempts + 1, feedback=parts.cut(node.error or "", parts.FEEDBACK_CHARS),
+                               principal=input.principal, reason=input.reason, unblocked=unblocked))
+        self._set_status("executing")
+        return self._snapshot()
+
+    @retry_node.validator
+    def _validate_retry_node(self, input: RetryNodeInput) -> None:
+        self._standing.check(input.principal, input.reason, "retry a node of")
+        refusal = parts.retry_refusal(self._config, self._state, input.node_id, cancelling=self._cancel is not None, halting=self._halting)
+        if refusal is not None:
+            raise rejected(refusal)
 
     @workflow.signal(name=CHILD_SPEND_SIGNAL)
     def child_spend(self, input: ChildSpendReport) -> None:
