@@ -457,6 +457,7 @@ class TaskGraphWorkflow:
         it blocked wait for it again. Recorded as ``TaskRetried`` with the principal."""
         node = self._state.nodes[input.node_id]
         node.status, node.ended_at, node.hand_retries = "pending", None, node.hand_retries + 1
+        self._state.retry_until = None  # the graph no longer waits: the node is ready
         unblocked = parts.unblock(self._state, input.node_id)
         self._hand_retries += 1
         self._emit(TaskRetried(node_id=input.node_id, attempt=node.attempts + 1, feedback=parts.cut(node.error or "", parts.FEEDBACK_CHARS),
