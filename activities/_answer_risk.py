@@ -4,7 +4,7 @@ gets a high-severity finding, whatever the reviewer model says.
 
 Read with the policy engine's classifier (``agentrt.workflows.policy.classify_command``): each
 line of the answer, with a shell prompt (``$ ``), a quote (``> ``) or a diff's ``+`` taken off,
-and each inline code span, is read as a command. Bounded work on untrusted text: at most
+or each inline code span of a line that has some, is read as a command. Bounded work on untrusted text: at most
 ``MAX_ANSWER_LINES`` lines and ``MAX_CANDIDATES`` candidates, none over ``MAX_CANDIDATE_CHARS``.
 """
 
@@ -33,8 +33,11 @@ def _candidates(answer: str) -> list[str]:
         text = line.strip()
         if text.startswith("```"):
             continue
-        found.append(_PREFIX.sub("", text, count=1).strip())
-        found.extend(span.strip() for span in _CODE_SPAN.findall(text))
+        spans = _CODE_SPAN.findall(text)
+        if spans:  # a line with code spans is prose around them: the spans are the commands
+            found.extend(span.strip() for span in spans)
+        else:
+            found.append(_PREFIX.sub("", text, count=1).strip())
         if len(found) >= MAX_CANDIDATES:
             break
     return [c for c in found[:MAX_CANDIDATES] if c and len(c) <= MAX_CANDIDATE_CHARS]

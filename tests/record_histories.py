@@ -872,6 +872,28 @@ async def graph_diamond(r: Recorder) -> dict[str, WorkflowHandle]:
     return await _graph_histories(r, graph_id, "diamond-retry-and-blocked-branch")
 
 
+async def graph_error_answer_and_retry_by_hand(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A chain a -> b (max_retries 1, a retry window of an hour): a answers ``Error: ...`` (no
+    review; graph-error-answer-v1), then fails review for good, blocking b; the graph waits; its
+    owner retries a by hand (update retry_node), a passes, b runs, the graph completes."""
+    run_dir, ws = r.task_dir()
+    spec = GraphSpec.model_validate({"nodes": [
+        {"id": "a", "prompt": "lay the foundation"}, {"id": "b", "prompt": "build on it", "depends_on": ["a"]},
+    ]})
+    script = write_graph_script(run_dir, {
+        "a": [{"turns": [answer("Error: the mixer broke")]}, {"turns": [answer("half laid")], "review": fail("half")},
+              {"turns": [answer("foundation laid")], "review": NODE_PASS}],
+        "b": [{"turns": [answer("built")]}],
+    })
+    config = r.graphs.config(ws, script, graph=spec, approve_plan="auto", max_retries=1, retry_window_seconds=3600)
+    graph_id = await r.graphs.start(config)
+    await r.graphs.wait_until(graph_id, lambda v: v.retry_until is not None)
+    await r.client.graphs.retry_node(graph_id, "a", "the mixer is fixed")
+    result = await r.graphs.wait(graph_id)
+    assert result.status == "completed", result
+    return await _graph_histories(r, graph_id, "graph-error-answer-then-retried-by-hand")
+
+
 async def graph_planned_and_approved(r: Recorder) -> dict[str, WorkflowHandle]:
     """A goal planned into two nodes, approved by its owner; the first node's call outside its
     grant is refused; both complete. The graph's history and the first node's session's."""
@@ -1276,6 +1298,7 @@ SCENARIOS: list[Scenario] = [
     model_queue_session,
     task_trigger_ignore_dismissed,
     task_in_a_git_workspace,
+    graph_error_answer_and_retry_by_hand,
 ]
 
 

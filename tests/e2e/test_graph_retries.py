@@ -5,9 +5,11 @@ reviewer failed for a destructive command."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.testing import TimeSkipper
 
@@ -20,8 +22,11 @@ from agentrt.schemas import (
     TaskRetried,
     TaskReviewed,
 )
+from tests.cli.test_cli import agentrt
 from tests.conftest import RECORDED_HISTORIES, Harness
 from tests.e2e._graphs import OWNER, PASS, GraphRig, answer, fail, write_graph_script
+from tests.e2e.test_gateway import auth, http  # noqa: F401 (http: the gateway fixture, over the harness)
+from tests.gateway.test_gateway import assert_problem
 
 
 @pytest.fixture
@@ -172,3 +177,39 @@ async def test_the_reviewer_fails_an_answer_holding_a_destructive_command_with_a
     assert (result.status, result.nodes) == ("failed", {"a": "failed"})
     assert [(r.passed, r.severity) for r in reviews] == [(False, "high")]
     assert reviews[0].findings[0].startswith("high: a destructive command in the node's answer: ") and "rm -rf" in reviews[0].findings[0]
+
+
+async def test_the_cli_retries_a_failed_node_for_its_owner_and_a_stranger_sees_no_graph(
+    rig: GraphRig, harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    graph_id = await _failed_and_waiting(rig, workspace, tmp_path)
+
+    stranger = await agentrt(harness, "graph", "retry", graph_id, "a", cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
+    done = await agentrt(harness, "graph", "retry", graph_id, "a", "--reason", "fixed", "--json", cwd=tmp_path)
+    again = await agentrt(harness, "graph", "retry", graph_id, "x", cwd=tmp_path)
+    result = await rig.wait(graph_id)
+
+    assert stranger.returncode == 2 and f"no task graph {graph_id!r}" in stranger.stderr
+    assert done.returncode == 0, done.stderr
+    assert {n["id"]: n["status"] for n in json.loads(done.stdout)["nodes"]}["b"] == "pending"
+    assert again.returncode == 2 and "only a node that failed for good can be retried" in again.stderr
+    assert result.status == "completed"
+
+
+async def test_the_gateway_retries_a_failed_node_for_its_owner_and_refuses_a_bad_node_id(
+    rig: GraphRig, http: httpx.AsyncClient, workspace: Path, tmp_path: Path
+) -> None:
+    graph_id = await _failed_and_waiting(rig, workspace, tmp_path)
+
+    hidden = await http.post(f"/v1/runs/{graph_id}/nodes/a/retry", json={"reason": "x"}, headers=auth("mallory"))
+    malformed = await http.post(f"/v1/runs/{graph_id}/nodes/-a/retry", headers=auth("alice"))
+    retried = await http.post(f"/v1/runs/{graph_id}/nodes/a/retry", json={"reason": "fixed"}, headers=auth("alice"))
+    again = await http.post(f"/v1/graphs/{graph_id}/nodes/x/retry", headers=auth("alice"))
+    result = await rig.wait(graph_id)
+
+    assert_problem(hidden, 404)
+    assert_problem(malformed, 422)
+    assert retried.status_code == 200, retried.text
+    assert {n["id"]: n["status"] for n in retried.json()["nodes"]}["b"] == "pending"
+    assert "only a node that failed for good" in assert_problem(again, 409)["detail"]
+    assert result.status == "completed"
