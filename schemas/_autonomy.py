@@ -53,8 +53,8 @@ class TaskSchedule(Model):
       ``defer <seconds>`` sleeps that long (at least ``MIN_DEFER_SECONDS``) and asks again. A failing command (non-zero exit,
       no answer) is ``ignore`` with its output as the reason.
 
-    Neither ``every_seconds`` nor ``cron``: sessions run back to back (a trigger then needs
-    ``every_seconds`` for when to ask again; without it the task asks again after an hour).
+    Neither ``every_seconds`` nor ``cron``: sessions run back to back (a trigger's ``ignore`` then
+    dismisses the run for good: the task sleeps until a ``nudge``).
     """
 
     every_seconds: float | None = Field(default=None, gt=0, le=MAX_TASK_INTERVAL_SECONDS, allow_inf_nan=False)
