@@ -23,6 +23,7 @@ from agentrt.schemas._events_session import *
 from agentrt.schemas._events_task import *
 from agentrt.schemas._events_tools import *
 from agentrt.schemas._graph import *
+from agentrt.schemas._graph_control import *
 from agentrt.schemas._graph_state import *
 from agentrt.schemas._health import *
 from agentrt.schemas._lanes import *

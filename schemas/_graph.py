@@ -3,7 +3,7 @@ in dependency order with a reviewer judging each result (``TaskGraphWorkflow``, 
 
 Here: the graph a user writes or a planner answers (``GraphSpec`` of ``GraphNode``), its checks
 (``validate_graph``: acyclic, bounded, well-formed), the configuration a run starts with, the
-capability token an approval mints, the control messages and the ``snapshot`` view.
+capability token an approval mints and the ``snapshot`` view (the control updates' inputs: ``_graph_control``).
 
 Lifecycle of a graph: ``planning -> pending_approval -> approved -> executing -> completed |
 failed`` (or ``rejected`` by its approver, ``cancelled``). A node: ``pending -> delegated`` (its
@@ -28,13 +28,11 @@ from agentrt.schemas._pause import PauseState
 from agentrt.schemas._template import SessionTemplate
 
 __all__ = [
-    "ApprovePlanInput",
     "CapabilityToken",
     "DELEGATE_TOOL",
     "ERROR_ANSWER_PREFIX",
     "FailurePolicy",
     "GraphConfig",
-    "GraphControlInput",
     "GraphNode",
     "GraphPlan",
     "GraphPlanInput",
@@ -58,7 +56,6 @@ __all__ = [
     "NodeView",
     "PlanApprovalMode",
     "RISK_ORDER",
-    "RetryNodeInput",
     "RiskLevel",
     "TERMINAL_GRAPH_STATUSES",
     "TERMINAL_NODE_STATUSES",
@@ -410,32 +407,6 @@ class NodeState(Model):
     ended_at: datetime | None = None
     # Retries by hand so far (update ``retry_node``), at most ``MAX_HAND_RETRIES``.
     hand_retries: int = 0
-
-
-class ApprovePlanInput(Model):
-    """Update ``approve_plan``: ``approve`` (default) mints the capability token and runs the
-    graph; False rejects the plan (the graph ends ``rejected``). The owner, or an operator with a ``reason``."""
-
-    principal: str
-    approve: bool = True
-    reason: str | None = None
-
-
-class GraphControlInput(Model):
-    """Updates ``cancel``, ``pause`` and ``resume``: who asks and why (an operator must give a reason)."""
-
-    principal: str
-    reason: str | None = None
-
-
-class RetryNodeInput(Model):
-    """Update ``retry_node``: run node ``node_id``, which failed for good, again (``1 + max_retries``
-    attempts more), its dependants blocked by it waiting for it again. The owner, or an operator
-    with a ``reason``; at most ``MAX_HAND_RETRIES`` times a node."""
-
-    principal: str
-    node_id: str = Field(min_length=1, max_length=MAX_NODE_ID_CHARS)
-    reason: str | None = None
 
 
 class NodeView(Model):
