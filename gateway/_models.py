@@ -378,6 +378,8 @@ class RunView(BaseModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     paused: PauseState | None = None
+    # Nodes failed for good and the graph waits for a retry by hand until then (UTC; ``retry_window_seconds``).
+    retry_until: datetime | None = None
 
 
 class RunSummary(BaseModel):

@@ -217,5 +217,5 @@ def run_view(snapshot: GraphSnapshot) -> RunView:
         risk_reasons=snapshot.risk_reasons, approved_by=snapshot.approved_by, nodes=snapshot.nodes,
         running_nodes=snapshot.running, spend=snapshot.spend, answer=snapshot.answer, failure=snapshot.failure,
         failure_reason=snapshot.failure_reason, started_at=snapshot.started_at, ended_at=snapshot.ended_at,
-        paused=snapshot.paused,
+        paused=snapshot.paused, retry_until=snapshot.retry_until,
     )
