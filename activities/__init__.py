@@ -54,7 +54,7 @@ def build_activities(
     listing, effect reconciliation, memory decisions, autonomous tasks' store writes,
     acceptance reviews and cron times, and task graphs' plans and node reviews: ``graph.plan``,
     ``graph.review``), ``tools`` (what runs processes only: ``tool.execute`` and autonomous
-    tasks' ``task.check_command`` and ``task.evaluate_trigger``, for a worker on a
+    tasks' ``task.check_command``, ``task.evaluate_trigger`` and ``task.workspace_commit``, for a worker on a
     ``tool_task_queue``), ``providers`` (what calls a model provider only: ``provider.complete``,
     ``context.compact``, ``advisor.review``, ``task.review``, ``graph.plan``, ``graph.review``, for
     a worker on a ``model_task_queue``), ``workflows`` (what ``models`` runs but the calls
@@ -79,7 +79,7 @@ def build_activities(
     tasks = TaskActivities(store, models, secrets=lambda: configured_keys(config), egress_allow=egress_allow, cgroup=cgroup)
     graphs = GraphActivities(store, models, registry)
     # Task commands run processes in the OS sandbox: they go where tool calls go.
-    tool_side: list[Callable[..., Any]] = [tools.execute, tasks.check_command, tasks.evaluate_trigger]
+    tool_side: list[Callable[..., Any]] = [tools.execute, tasks.check_command, tasks.evaluate_trigger, tasks.workspace_commit]
     if mcp is not None:
         servers = McpActivities(mcp, store, secrets=lambda: configured_keys(config))
         tool_side += [servers.list_tools, servers.call_tool]

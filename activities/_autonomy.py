@@ -5,6 +5,7 @@ reviewer model's verdict on a session's answer, and the next time of a cron sche
 - ``task.record``: the task's row, events and checkpoint (idempotent; a local activity).
 - ``task.check_command``: an acceptance command; exit 0 passes, anything else fails.
 - ``task.evaluate_trigger``: a trigger command; the first word of its output decides.
+- ``task.workspace_commit``: the git commit the workspace is at, for a session's orientation prompt.
 - ``task.review``: a reviewer model judges the answer; anything but a verdict fails (fail-closed).
 - ``task.next_wake``: the first time of a five-field cron expression (UTC) after a time.
 
@@ -30,6 +31,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from agentrt.activities import _attempts
 from agentrt.activities._advisor import _verdict_objects, ask_model
 from agentrt.activities._owners import claim_workflow_id
+from agentrt.activities._workspace_git import head_commit
 from agentrt.activities.providers import redact
 from agentrt.activities.tools import CommandRun, ToolContext, redact_secrets, run_command
 from agentrt.schemas import (
@@ -39,6 +41,7 @@ from agentrt.schemas import (
     TASK_NEXT_WAKE,
     TASK_RECORD,
     TASK_REVIEW,
+    TASK_WORKSPACE_COMMIT,
     CommandCheckResult,
     NextWakeInput,
     ReviewInput,
@@ -47,6 +50,8 @@ from agentrt.schemas import (
     TaskRecordInput,
     ToolError,
     TriggerVerdict,
+    WorkspaceCommit,
+    WorkspaceCommitInput,
     cut_middle,
     shorten,
     task_workflow_id,
@@ -140,6 +145,13 @@ class TaskActivities:
         non-retryable ``ApplicationError`` typed ``InvalidCron`` for an expression that is not a
         valid five-field cron expression, or one no date matches."""
         return next_cron_time(input.cron, input.after)
+
+    @activity.defn(name=TASK_WORKSPACE_COMMIT)
+    def workspace_commit(self, input: WorkspaceCommitInput) -> WorkspaceCommit:
+        """The git commit id HEAD names in ``input.workspace`` (``_workspace_git.head_commit``: read
+        from the repository's files, no ``git`` process, so nothing in it runs); ``commit`` None
+        for a workspace that is no git repository or whose files are not what git writes. Never raises."""
+        return WorkspaceCommit(commit=head_commit(Path(input.workspace)))
 
     # ------------------------------------------------------------ commands
 

@@ -4,7 +4,8 @@ before anyone is asked to approve it, and the reviewer model's verdict on each n
 - ``graph.plan``: a goal planned into a graph (or a given graph checked), with the tools a node
   may be granted and their risks, so the workflow mints grants and a risk level without I/O.
 - ``graph.review``: a reviewer model judges a node's answer; an unreadable answer passes
-  (fail-open: the node's session did the work, a reviewer that cannot say no does not undo it).
+  (fail-open: the node's session did the work, a reviewer that cannot say no does not undo it);
+  a destructive command in the answer (or a diff in it) fails it with a high-severity finding.
 - ``graph.record``: the graph's row and its new events into the store (idempotent).
 
 The planner's answer is untrusted input: it is read with bounded work (its length, the JSON
@@ -24,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
 from agentrt.activities._advisor import ask_model
+from agentrt.activities._answer_risk import destructive_findings
 from agentrt.activities._autonomy import (
     _VERDICT_MENTION,
     MAX_REVIEW_TEXT_CHARS,
@@ -196,6 +198,9 @@ class GraphActivities:
         meets ``input.acceptance`` (the node's prompt when None). Fail-open: an answer that holds
         no pass or fail verdict passes, with no findings and ``error`` saying why. ``usage`` is
         the call's (tokens) and ``cost_usd`` its price by the profile's ``price`` (0 without one).
+        An answer holding a destructive command (``destructive_findings``: ``rm -rf``, ``sudo``, a
+        write to ``.env`` ..., in a line, a diff's added line or a code span) fails, ``severity``
+        ``high``, those findings first, whatever the model answered.
         Raises ``ApplicationError`` for a provider failure (``ProviderHTTPError`` ..., retryable
         per status) or a configuration mistake (non-retryable): the workflow decides."""
         async with _attempts.heartbeating():
@@ -216,6 +221,9 @@ class GraphActivities:
                 input.graph_id, input.node_id, input.attempt, verdict.findings[0],
             )
             verdict = ReviewVerdict(passed=True, error=verdict.findings[0])
+        destructive = await asyncio.to_thread(destructive_findings, input.answer)
+        if destructive:  # whatever the model said: a destructive command fails the answer
+            verdict = verdict.model_copy(update={"passed": False, "severity": "high", "findings": [*destructive, *verdict.findings]})
         verdict.usage = response.usage
         verdict.cost_usd = profile.price.cost(response.usage) if profile.price is not None else 0.0
         return verdict

@@ -22,6 +22,7 @@ from agentrt.cli._task_render import cut
 from agentrt.schemas import (
     MAX_NODE_RETRIES,
     MAX_PARALLEL_LIMIT,
+    MAX_RETRY_WINDOW_SECONDS,
     TERMINAL_GRAPH_STATUSES,
     ConfigurationError,
     GraphSnapshot,
@@ -271,6 +272,10 @@ def graph_run(
         FailurePolicyOption.block_dependents, "--failure-policy",
         help="When a node fails for good: block_dependents (others go on), fail_fast (stop all), allow_orphans (dependants run anyway).",
     ),
+    retry_window: float = typer.Option(
+        0.0, "--retry-window", min=0, max=MAX_RETRY_WINDOW_SECONDS, metavar="SECONDS",
+        help="When nodes failed for good: wait this long for `graph retry` before the graph ends failed (default 0: at once).",
+    ),
     risk_level: RiskLevelOption = typer.Option(RiskLevelOption.low, "--risk-level", help="The least risk the plan is taken to have."),
     tools: Optional[list[str]] = typer.Option(None, "--tool", help="A tool the nodes may be granted (repeat for more; default: every tool)."),
     sandbox: SandboxMode = typer.Option(SandboxMode.workspace_write, "--sandbox", help="How the nodes' processes are confined."),
@@ -316,7 +321,7 @@ def graph_run(
                 goal=goal, graph=spec, workspace=str(workspace), graph_id=graph_id, profile=chosen,
                 script=str(script) if script else None, planner_profile=planner_profile, reviewer_profile=reviewer_profile,
                 approve_plan=approve_plan.value, risk_level=risk_level.value, max_parallel=max_parallel, max_retries=max_retries,
-                failure_policy=failure_policy.value, tools=tools or None, sandbox=sandbox.value, network=network,
+                failure_policy=failure_policy.value, retry_window_seconds=retry_window, tools=tools or None, sandbox=sandbox.value, network=network,
                 max_rounds_per_node=max_rounds, idempotency_key=idempotency_key, budget=budget,
             )
             started["id"] = gid
@@ -418,6 +423,24 @@ def graph_cancel(
         async with _graph_runtime(config) as rt:
             snapshot = await rt.client.cancel_graph(graph_id, reason)
         _print_snapshot(snapshot, as_json, "cancelled")
+
+    run_command(go)
+
+
+@graph_app.command("retry")
+def graph_retry(
+    graph_id: str,
+    node_id: str = typer.Argument(..., metavar="NODE", help="The node that failed for good."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Recorded with the retry (an operator must give one)."),
+    as_json: bool = typer.Option(False, "--json", help="The graph's snapshot afterwards as one JSON object."),
+) -> None:
+    """Run a node that failed for good again; the dependants it blocked wait for it again (the graph must still run)."""
+    config = load_config()
+
+    async def go() -> None:
+        async with _graph_runtime(config) as rt:
+            snapshot = await rt.client.graphs.retry_node(graph_id, node_id, reason)
+        _print_snapshot(snapshot, as_json, f"node {node_id} retried")
 
     run_command(go)
 

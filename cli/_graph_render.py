@@ -270,9 +270,13 @@ def graph_event_text(event: Event) -> str:
             verdict = "passed" if event.passed else "failed"
             findings = f": {'; '.join(cut(f, 100) for f in event.findings[:3])}" if event.findings else ""
             error = f" (review error: {cut(event.error, 100)})" if event.error else ""
-            return f"node {event.node_id} attempt {event.attempt} review {verdict}{findings}{error}"
+            severity = f" [{event.severity}]" if event.severity else ""
+            return f"node {event.node_id} attempt {event.attempt} review {verdict}{severity}{findings}{error}"
         case TaskRetried():
             feedback = f": {cut(event.feedback)}" if event.feedback else ""
+            if event.principal is not None:
+                unblocked = f"; unblocked {', '.join(event.unblocked)}" if event.unblocked else ""
+                return f"node {event.node_id} retried by hand as attempt {event.attempt}" + _by(event.principal, event.reason) + unblocked
             return f"node {event.node_id} retried as attempt {event.attempt}{feedback}"
         case TaskBlocked():
             return f"node {event.node_id} blocked: {event.blocked_by} failed"

@@ -53,7 +53,7 @@ class AgentClient:
     - ``tasks``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``pause``, ``resume``,
       ``nudge``, ``cancel``, ``amend_goal``, ``raise_budget``;
     - ``graphs``: ``start``, ``status``, ``events``, ``list``, ``wait``, ``approve``, ``reject``, ``cancel``,
-      ``pause``, ``resume``;
+      ``pause``, ``resume``, ``retry_node``;
     - ``quotas``: ``show``, ``raise_quota`` (and ``check_start``, which every start asks first).
 
     The flat methods of earlier releases are aliases of those (the same bound methods):

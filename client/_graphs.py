@@ -33,6 +33,7 @@ from agentrt.client._visibility import check_visible, may_see
 from agentrt.schemas import (
     GRAPH_ID_PREFIX,
     MAX_GRAPH_ID_BYTES,
+    MAX_NODE_ID_CHARS,
     TASK_GRAPH_WORKFLOW,
     TERMINAL_GRAPH_STATUSES,
     ApprovePlanInput,
@@ -43,6 +44,7 @@ from agentrt.schemas import (
     GraphControlInput,
     GraphNotFound,
     GraphSnapshot,
+    RetryNodeInput,
     GraphSpec,
     GraphStatus,
     InvalidGraph,
@@ -211,6 +213,7 @@ class Graphs:
         max_parallel: int | None = None,
         max_retries: int = 1,
         failure_policy: str = "block_dependents",
+        retry_window_seconds: float = 0.0,
         tools: Sequence[str] | None = None,
         sandbox: SandboxPolicy = "workspace_write",
         network: bool = False,
@@ -238,6 +241,8 @@ class Graphs:
           (``block_dependents``, ``fail_fast``, ``allow_orphans``), ``tools`` the nodes may be
           granted (None: every tool but ``delegate``), ``sandbox``, ``network``,
           ``max_rounds_per_node``. Operators and the tool task queue are the client's.
+        - ``retry_window_seconds``: how long a graph whose nodes failed for good waits for
+          ``retry_node`` before it ends ``failed`` (0, the default: it ends at once; at most a week).
         - ``budget``: the graph's own (``Budget``), which its planner, nodes and reviews draw from;
           once spent no node starts or retries and the graph fails ``budget_exceeded`` (docs/task-graphs.md).
 
@@ -280,6 +285,7 @@ class Graphs:
             max_parallel=max_parallel,
             max_retries=max_retries,
             failure_policy=failure_policy,
+            retry_window_seconds=retry_window_seconds,
             tools=list(tools) if tools is not None else None,
             sandbox=sandbox,
             network=network,
@@ -375,6 +381,19 @@ class Graphs:
         is not paused changes nothing."""
         await self._check_visible(graph_id)
         return await self._update(graph_id, "resume", GraphControlInput(principal=self._connection.principal, reason=reason))
+
+    async def retry_node(self, graph_id: str, node_id: str, reason: str | None = None) -> GraphSnapshot:
+        """Update ``retry_node``: node ``node_id``, which failed for good, runs again (``1 +
+        max_retries`` attempts more) and the dependants it blocked wait for it again. Returns the
+        snapshot after it. The owner, or an operator with a ``reason``; at most ``MAX_HAND_RETRIES``
+        times a node. Raises ``RequestRejected`` (request ``retry_node``, nothing changed) for a node
+        that is not failed, an unknown node, a graph that has ended (set ``retry_window_seconds`` to
+        keep one open after its nodes fail) and a principal without standing; ``GraphNotFound``."""
+        await self._check_visible(graph_id)
+        if not node_id or len(node_id) > MAX_NODE_ID_CHARS:
+            raise graph_rejected(graph_id, "retry_node", f"a node id has 1 to {MAX_NODE_ID_CHARS} characters, this one {len(node_id)}")
+        request = RetryNodeInput(principal=self._connection.principal, node_id=node_id, reason=reason)
+        return await self._update(graph_id, "retry_node", request)
 
     # ------------------------------------------------------------ plumbing
 

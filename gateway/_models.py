@@ -13,6 +13,7 @@ from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
     MAX_ARGUMENT_DEPTH,
     MAX_GRAPH_NODES,
+    MAX_RETRY_WINDOW_SECONDS,
     ApprovalMode,
     ApprovalPolicy,
     Budget,
@@ -343,6 +344,8 @@ class RunCreate(Body):
     max_parallel: int | None = Field(default=None, ge=1, le=16)
     max_retries: int = Field(default=1, ge=0, le=5)
     failure_policy: FailurePolicy = "block_dependents"
+    # How long a graph whose nodes failed for good waits for a retry by hand (seconds; 0: it ends at once).
+    retry_window_seconds: float = Field(default=0.0, ge=0, le=MAX_RETRY_WINDOW_SECONDS, allow_inf_nan=False)
     tools: list[Name] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
     sandbox: SandboxPolicy = "workspace_write"
     network: bool = False
@@ -397,6 +400,8 @@ class RunView(BaseModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     paused: PauseState | None = None
+    # Nodes failed for good and the graph waits for a retry by hand until then (UTC; ``retry_window_seconds``).
+    retry_until: datetime | None = None
 
 
 class RunSummary(BaseModel):

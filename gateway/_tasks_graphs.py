@@ -29,6 +29,7 @@ from agentrt.gateway._models import (
     TaskSummary,
 )
 from agentrt.schemas import (
+    MAX_NODE_ID_CHARS,
     ApprovalPolicy,
     EventsPage,
     GraphSnapshot,
@@ -44,6 +45,7 @@ TasksCaller = Annotated[Caller, Depends(caller_for("tasks"))]
 RunsCaller = Annotated[Caller, Depends(caller_for("runs"))]
 Key = Annotated[dict[str, str], Depends(idempotency_key)]
 ItemId = Annotated[str, Path(description="An id (letters, digits, `_`, `.`, `-`).")]
+NodeId = Annotated[str, Path(description="A node's id in its graph.", max_length=MAX_NODE_ID_CHARS, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 
 
 # ---------------------------------------------------------------- tasks
@@ -163,7 +165,7 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
             goal=body.goal, graph=graph, workspace=workspace, graph_id=body.graph_id or body.run_id, profile=profile, script=script,
             planner_profile=body.planner_profile, reviewer_profile=body.reviewer_profile, approve_plan=body.approve_plan,
             risk_level=body.risk_level, max_parallel=body.max_parallel, max_retries=body.max_retries,
-            failure_policy=body.failure_policy, tools=body.tools, sandbox=body.sandbox, network=body.network,
+            failure_policy=body.failure_policy, retry_window_seconds=body.retry_window_seconds, tools=body.tools, sandbox=body.sandbox, network=body.network,
             max_rounds_per_node=body.max_rounds_per_node, budget=body.budget, **key,
         )
         await gateway.watch("run", run_id, caller.principal)
@@ -200,6 +202,13 @@ def graph_routes(prefix: str, tag: str = "graphs") -> APIRouter:
     async def resume_run(request: Request, run_id: ItemId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
         return await _decided(request, caller.client.graphs.resume(path_id(run_id, "run"), (body or ControlRequest()).reason))
 
+    @router.post(
+        "/{run_id}/nodes/{node_id}/retry", response_model=RunView,
+        summary="Retry a node of a task graph that failed for good: it runs again, its blocked dependants wait for it",
+    )
+    async def retry_run_node(run_id: ItemId, node_id: NodeId, caller: RunsCaller, body: ControlRequest | None = None) -> RunView:
+        return run_view(await caller.client.graphs.retry_node(path_id(run_id, "run"), node_id, (body or ControlRequest()).reason))
+
     return router
 
 
@@ -218,5 +227,5 @@ def run_view(snapshot: GraphSnapshot) -> RunView:
         risk_reasons=snapshot.risk_reasons, approved_by=snapshot.approved_by, nodes=snapshot.nodes,
         running_nodes=snapshot.running, spend=snapshot.spend, answer=snapshot.answer, failure=snapshot.failure,
         failure_reason=snapshot.failure_reason, started_at=snapshot.started_at, ended_at=snapshot.ended_at,
-        paused=snapshot.paused,
+        paused=snapshot.paused, retry_until=snapshot.retry_until,
     )

@@ -23,6 +23,7 @@ from agentrt.schemas._events_session import *
 from agentrt.schemas._events_task import *
 from agentrt.schemas._events_tools import *
 from agentrt.schemas._graph import *
+from agentrt.schemas._graph_control import *
 from agentrt.schemas._graph_state import *
 from agentrt.schemas._health import *
 from agentrt.schemas._lanes import *
@@ -136,6 +137,7 @@ __all__ = [
     "DescribeProfileInput",
     "EFFECTS_RECONCILE",
     "ELLIPSIS",
+    "ERROR_ANSWER_PREFIX",
     "EVENT_ADAPTER",
     "EVENT_LIST_ADAPTER",
     "EffectOutcomeUnknown",
@@ -188,12 +190,16 @@ __all__ = [
     "MAX_FAIRNESS_KEY_BYTES",
     "MAX_GRAPH_ID_BYTES",
     "MAX_GRAPH_NODES",
+    "MAX_HAND_RETRIES",
     "MAX_IDEMPOTENCY_KEY_CHARS",
     "MAX_MEMORIES_PER_OWNER",
     "MAX_MEMORY_TEXT_CHARS",
+    "MAX_NODE_ATTEMPTS",
+    "MAX_NODE_ID_CHARS",
     "MAX_NODE_RETRIES",
     "MAX_PARALLEL_LIMIT",
     "MAX_PENDING_PROPOSALS_PER_SESSION",
+    "MAX_RETRY_WINDOW_SECONDS",
     "MAX_SESSION_MEMORIES_PER_SESSION",
     "MAX_TASK_ID_BYTES",
     "MAX_TASK_INTERVAL_SECONDS",
@@ -308,6 +314,7 @@ __all__ = [
     "ReconcileEffectInput",
     "RenameInput",
     "RequestRejected",
+    "RetryNodeInput",
     "ReviewInput",
     "ReviewVerdict",
     "RiskLevel",
@@ -380,6 +387,7 @@ __all__ = [
     "TASK_NEXT_WAKE",
     "TASK_RECORD",
     "TASK_REVIEW",
+    "TASK_WORKSPACE_COMMIT",
     "TERMINAL_GRAPH_STATUSES",
     "TERMINAL_NODE_STATUSES",
     "TERMINAL_TASK_STATUSES",
@@ -449,6 +457,8 @@ __all__ = [
     "WaitTurnInput",
     "WebhookSignatureInvalid",
     "WorkerUnavailable",
+    "WorkspaceCommit",
+    "WorkspaceCommitInput",
     "WorkspaceEscapeError",
     "agent_tools",
     "apply_agent",

@@ -53,8 +53,8 @@ class TaskSchedule(Model):
       ``defer <seconds>`` sleeps that long (at least ``MIN_DEFER_SECONDS``) and asks again. A failing command (non-zero exit,
       no answer) is ``ignore`` with its output as the reason.
 
-    Neither ``every_seconds`` nor ``cron``: sessions run back to back (a trigger then needs
-    ``every_seconds`` for when to ask again; without it the task asks again after an hour).
+    Neither ``every_seconds`` nor ``cron``: sessions run back to back (a trigger's ``ignore`` then
+    dismisses the run for good: the task sleeps until a ``nudge``).
     """
 
     every_seconds: float | None = Field(default=None, gt=0, le=MAX_TASK_INTERVAL_SECONDS, allow_inf_nan=False)
@@ -359,6 +359,23 @@ class ReviewVerdict(Model):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     error: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # ``high``: a finding is of high severity (a graph node's answer holds a destructive command).
+    severity: Literal["low", "medium", "high"] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class WorkspaceCommitInput(Model):
+    """Activity ``task.workspace_commit``: the git commit of task ``task_id``'s ``workspace`` (a path
+    on the worker of the task's tool queue)."""
+
+    task_id: str
+    workspace: str
+
+
+class WorkspaceCommit(Model):
+    """Result of ``task.workspace_commit``: ``commit``, the id HEAD names (40 or 64 lower-case hex
+    digits), or None when the workspace is no git repository or HEAD names no commit."""
+
+    commit: str | None = None
 
 
 class NextWakeInput(Model):
@@ -405,5 +422,7 @@ __all__ = [
     "TaskStatusView",
     "TriggerVerdict",
     "UsageReceipt",
+    "WorkspaceCommit",
+    "WorkspaceCommitInput",
     "format_seconds",
 ]

@@ -124,7 +124,8 @@ class AgentTaskFailed(EventBase):
 
 class TaskReviewed(EventBase):
     """The reviewer's verdict on attempt ``attempt`` of ``node_id``: ``passed`` or not, with
-    ``findings``; ``error``: the review could not be read or run (it then passes: fail-open)."""
+    ``findings``; ``error``: the review could not be read or run (it then passes: fail-open);
+    ``severity``: ``high`` when a finding is (a destructive command in the node's answer)."""
 
     type: Literal["TaskReviewed"] = "TaskReviewed"
     node_id: str
@@ -133,15 +134,21 @@ class TaskReviewed(EventBase):
     findings: list[str] = Field(default_factory=list)
     summary: str = ""
     error: str | None = None
+    severity: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class TaskRetried(EventBase):
-    """Node ``node_id`` runs again as attempt ``attempt`` with ``feedback`` (findings or the error)."""
+    """Node ``node_id`` runs again as attempt ``attempt`` with ``feedback`` (findings or the error).
+    A retry by hand (update ``retry_node``) of a node that failed for good names its ``principal``
+    and ``reason``, and ``unblocked``: the dependants that were blocked by it and wait for it again."""
 
     type: Literal["TaskRetried"] = "TaskRetried"
     node_id: str
     attempt: int
     feedback: str = ""
+    principal: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    unblocked: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class TaskBlocked(EventBase):

@@ -61,14 +61,16 @@ class AutonomousTaskStatusChanged(EventBase):
 
 class AutonomyDecision(EventBase):
     """A wake's decision: ``execute`` a session now, ``defer`` (ask again in ``seconds``) or
-    ``ignore`` (sleep until the next scheduled wake), with ``source`` (``schedule``, ``trigger``,
-    ``nudge``, ``continuation``) and why."""
+    ``ignore`` (the run is dismissed: sleep until the next scheduled wake), with ``source``
+    (``schedule``, ``trigger``, ``nudge``, ``continuation``) and why. ``dismissed``: an ``ignore``
+    of a task whose schedule has no clock dismissed the run for good: no wake until a ``nudge``."""
 
     type: Literal["AutonomyDecision"] = "AutonomyDecision"
     decision: AutonomyDecisionKind
     source: str
     seconds: float | None = None
     reason: str = ""
+    dismissed: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class AutonomousTaskSessionStarted(EventBase):

@@ -3,7 +3,7 @@ in dependency order with a reviewer judging each result (``TaskGraphWorkflow``, 
 
 Here: the graph a user writes or a planner answers (``GraphSpec`` of ``GraphNode``), its checks
 (``validate_graph``: acyclic, bounded, well-formed), the configuration a run starts with, the
-capability token an approval mints, the control messages and the ``snapshot`` view.
+capability token an approval mints and the ``snapshot`` view (the control updates' inputs: ``_graph_control``).
 
 Lifecycle of a graph: ``planning -> pending_approval -> approved -> executing -> completed |
 failed`` (or ``rejected`` by its approver, ``cancelled``). A node: ``pending -> delegated`` (its
@@ -28,12 +28,11 @@ from agentrt.schemas._pause import PauseState
 from agentrt.schemas._template import SessionTemplate
 
 __all__ = [
-    "ApprovePlanInput",
     "CapabilityToken",
     "DELEGATE_TOOL",
+    "ERROR_ANSWER_PREFIX",
     "FailurePolicy",
     "GraphConfig",
-    "GraphControlInput",
     "GraphNode",
     "GraphPlan",
     "GraphPlanInput",
@@ -42,8 +41,12 @@ __all__ = [
     "GraphStatus",
     "MAX_GRAPH_ID_BYTES",
     "MAX_GRAPH_NODES",
+    "MAX_HAND_RETRIES",
+    "MAX_NODE_ATTEMPTS",
+    "MAX_NODE_ID_CHARS",
     "MAX_NODE_RETRIES",
     "MAX_PARALLEL_LIMIT",
+    "MAX_RETRY_WINDOW_SECONDS",
     "NODE_ANSWER_CHARS",
     "NodeGrant",
     "NodeReviewInput",
@@ -91,9 +94,19 @@ MAX_NODE_PROMPT_CHARS = 20_000
 MAX_ACCEPTANCE_CHARS = 4_000
 MAX_PARALLEL_LIMIT = 16
 MAX_NODE_RETRIES = 5
+# Retries by hand (update ``retry_node``) of one node that failed for good; each gives the node
+# ``1 + max_retries`` attempts again.
+MAX_HAND_RETRIES = 3
+# The most attempts one node may have.
+MAX_NODE_ATTEMPTS = (MAX_NODE_RETRIES + 1) * (MAX_HAND_RETRIES + 1)
+# The longest wait for a retry by hand of a graph whose nodes failed (``retry_window_seconds``): a week.
+MAX_RETRY_WINDOW_SECONDS = 7 * 86_400.0
+# A node whose final answer starts so is an error, not an answer: the attempt fails without a
+# review and is retried as a failed session is (``max_retries``; ``graph-error-answer-v1``).
+ERROR_ANSWER_PREFIX = "Error:"
 # The longest graph id (UTF-8 bytes): node sessions' workflow ids
 # ``session-<graph>-<node>-a<attempt>-<8 hex>`` must fit Temporal's 1,000-byte id limit.
-MAX_GRAPH_ID_BYTES = 1_000 - len("session-") - 1 - MAX_NODE_ID_CHARS - len(f"-a{MAX_NODE_RETRIES + 1}-") - 8
+MAX_GRAPH_ID_BYTES = 1_000 - len("session-") - 1 - MAX_NODE_ID_CHARS - len(f"-a{MAX_NODE_ATTEMPTS}-") - 8
 # Characters of a node's answer the graph keeps (the session's transcript has it whole).
 NODE_ANSWER_CHARS = 8_000
 NODE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # the whole id (fullmatch)
@@ -223,7 +236,11 @@ class GraphConfig(Model):
       level is not ``high`` (one that is still waits). ``risk_level``: the least level the plan
       is taken to have (the plan's tools, sandbox and network may raise it).
     - ``max_parallel``: overrides the graph's; ``max_retries``: reruns of a node the reviewer
-      failed or whose session failed; ``failure_policy``: see ``FailurePolicy``.
+      failed, whose session failed or whose answer starts with ``Error:`` (``ERROR_ANSWER_PREFIX``);
+      ``failure_policy``: see ``FailurePolicy``.
+    - ``retry_window_seconds``: how long a graph whose nodes failed for good (and nothing else
+      runs) waits for a retry by hand (update ``retry_node``) before it ends ``failed``; 0 (the
+      default): it ends at once. At most ``MAX_RETRY_WINDOW_SECONDS``.
     - ``tools``: what the graph may grant its nodes (None: every registered tool but ``delegate``);
       ``approval``, ``sandbox``, ``network``: the nodes' sessions' (approval mode ``never`` by
       default: nobody sits at a node's session; the sandbox confines what runs).
@@ -257,6 +274,7 @@ class GraphConfig(Model):
     max_parallel: int | None = Field(default=None, ge=1, le=MAX_PARALLEL_LIMIT)
     max_retries: int = Field(default=1, ge=0, le=MAX_NODE_RETRIES)
     failure_policy: FailurePolicy = "block_dependents"
+    retry_window_seconds: float = Field(default=0.0, ge=0, le=MAX_RETRY_WINDOW_SECONDS, allow_inf_nan=False, exclude_if=lambda v: not v)
     tools: list[str] | None = None
     approval: ApprovalPolicy = Field(default_factory=lambda: ApprovalPolicy(mode="never"))
     sandbox: SandboxPolicy = "workspace_write"
@@ -387,24 +405,8 @@ class NodeState(Model):
     spend: Spend = Field(default_factory=Spend)
     started_at: datetime | None = None
     ended_at: datetime | None = None
-
-
-class ApprovePlanInput(Model):
-    """Update ``approve_plan``: ``approve`` (default) mints the capability token and runs the
-    graph; False rejects the plan (the graph ends ``rejected``). The owner, or an operator with a ``reason``."""
-
-    principal: str
-    approve: bool = True
-    reason: str | None = None
-    expires_at: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)  # as TaskControlInput's
-
-
-class GraphControlInput(Model):
-    """Updates ``cancel``, ``pause`` and ``resume``: who asks and why (an operator must give a reason)."""
-
-    principal: str
-    reason: str | None = None
-    expires_at: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)  # as TaskControlInput's
+    # Retries by hand so far (update ``retry_node``), at most ``MAX_HAND_RETRIES``.
+    hand_retries: int = 0
 
 
 class NodeView(Model):
@@ -457,6 +459,8 @@ class GraphSnapshot(Model):
     remaining: Budget | None = Field(default=None, exclude_if=lambda v: v is None)
     # While the graph is paused (status ``paused``): who paused it, why and since when.
     paused: PauseState | None = Field(default=None, exclude_if=lambda v: v is None)
+    # While nodes failed for good and the graph waits for a retry by hand (``retry_window_seconds``): until when (UTC).
+    retry_until: datetime | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class TaskGraphResult(Model):

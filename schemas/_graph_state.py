@@ -58,6 +58,8 @@ class GraphState(Model):
     # The last status recorded as TaskGraphStatusChanged and how many were (status-events-v1).
     recorded_status: str | None = None
     status_changes: int = 0
+    # Nodes failed for good and nothing runs: the graph waits for ``retry_node`` until then (``retry_window_seconds``).
+    retry_until: datetime | None = None
 
 
 class TaskGraphInput(Model):

@@ -44,6 +44,7 @@ __all__ = [
     "TASK_NEXT_WAKE",
     "TASK_RECORD",
     "TASK_REVIEW",
+    "TASK_WORKSPACE_COMMIT",
     "TOOLS_LIST",
     "TOOL_EXECUTE",
     "UPGRADE_SIGNAL",
@@ -73,6 +74,7 @@ TASK_CHECK_COMMAND: Final = "task.check_command"
 TASK_EVALUATE_TRIGGER: Final = "task.evaluate_trigger"
 TASK_REVIEW: Final = "task.review"
 TASK_NEXT_WAKE: Final = "task.next_wake"
+TASK_WORKSPACE_COMMIT: Final = "task.workspace_commit"
 GRAPH_PLAN: Final = "graph.plan"
 GRAPH_REVIEW: Final = "graph.review"
 GRAPH_RECORD: Final = "graph.record"

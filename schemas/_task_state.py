@@ -25,7 +25,7 @@ class TaskState(Model):
     ``goal``, ``criteria``, ``budget`` and ``max_sessions`` start from the config and change with
     ``amend_goal`` and ``raise_budget``; ``spend`` is the sum of ``receipts``; ``checkpoints`` keeps
     the latest ``CHECKPOINTS_KEPT`` (the store has them all); ``continue_now``: the last session
-    stopped at its round limit, so the next runs without waiting for the schedule.
+    stopped at its round limit, so the next runs without waiting for the schedule; ``dismissed``: see below.
     """
 
     run: int = 1
@@ -42,6 +42,9 @@ class TaskState(Model):
     running_session: str | None = None
     paused_by: str | None = None
     continue_now: bool = False
+    # A trigger said ``ignore`` and the schedule has no clock: the run is dismissed for good and the
+    # task sleeps with no wake (``next_wake`` None) until a ``nudge`` (ignore-dismisses-v1).
+    dismissed: bool = False
     spend: Spend = Field(default_factory=Spend)
     receipts: list[UsageReceipt] = Field(default_factory=list)
     checkpoints: list[TaskCheckpoint] = Field(default_factory=list)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -27,6 +29,7 @@ from agentrt.schemas import (
     AdvisorPolicy,
     ApprovalPolicy,
     AutonomousTaskCheckpointed,
+    AutonomyDecision,
     Budget,
     CancelTurnInput,
     GraphControlInput,
@@ -758,6 +761,37 @@ async def task_trigger_continuation_amend_nudge(r: Recorder) -> dict[str, Workfl
     return {"task-trigger-round-limit-amend-and-nudge": r.tasks.handle(task_id)}
 
 
+async def task_trigger_ignore_dismissed(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task with no clock whose trigger says ignore: the run is dismissed for good (no timer);
+    the owner makes the trigger's file and nudges it, the trigger says execute, the session passes."""
+    run_dir, ws = r.task_dir()
+    script = write_task_script(run_dir, [[{"text": "went"}]], reviews=[PASS])
+    trigger = "if [ -f go ]; then echo execute; else echo ignore nothing to do; fi"
+    task_id = await r.tasks.start(r.tasks.config(ws, script, schedule={"trigger_command": trigger}), skipping=False)
+    await r.tasks.wait_stored(task_id, lambda e: isinstance(e, AutonomyDecision))
+    await r.tasks.wait_status(task_id, "waiting")
+    (ws / "go").write_text("")
+    await r.tasks.client.nudge_task(task_id)
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 1, result
+    return {"task-trigger-ignore-dismissed-then-nudged": r.tasks.handle(task_id)}
+
+
+async def task_in_a_git_workspace(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A task whose workspace is a git repository: before each of its two sessions it reads the
+    commit (``task.workspace_commit``) for the orientation prompt; the second session's answer passes."""
+    run_dir, ws = r.task_dir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", *args], cwd=ws, env=env, check=True, capture_output=True)
+    script = write_task_script(run_dir, [[{"text": "half done"}], [{"text": "all done"}]], reviews=[FAIL, PASS])
+    task_id = await r.tasks.start(r.tasks.config(ws, script, schedule={"every_seconds": DAY}))
+    result = await r.tasks.wait(task_id, timeout=120)
+    assert result.status == "completed" and result.sessions == 2, result
+    return {"task-two-sessions-in-a-git-workspace": r.tasks.handle(task_id)}
+
+
 async def task_max_sessions(r: Recorder) -> dict[str, WorkflowHandle]:
     """A task whose acceptance command never passes fails after its two sessions (``max_sessions``)."""
     run_dir, ws = r.task_dir()
@@ -932,6 +966,28 @@ async def graph_diamond(r: Recorder) -> dict[str, WorkflowHandle]:
     result = await r.graphs.wait(graph_id)
     assert result.status == "failed" and result.nodes["d"] == "blocked", result
     return await _graph_histories(r, graph_id, "diamond-retry-and-blocked-branch")
+
+
+async def graph_error_answer_and_retry_by_hand(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A chain a -> b (max_retries 1, a retry window of an hour): a answers ``Error: ...`` (no
+    review; graph-error-answer-v1), then fails review for good, blocking b; the graph waits; its
+    owner retries a by hand (update retry_node), a passes, b runs, the graph completes."""
+    run_dir, ws = r.task_dir()
+    spec = GraphSpec.model_validate({"nodes": [
+        {"id": "a", "prompt": "lay the foundation"}, {"id": "b", "prompt": "build on it", "depends_on": ["a"]},
+    ]})
+    script = write_graph_script(run_dir, {
+        "a": [{"turns": [answer("Error: the mixer broke")]}, {"turns": [answer("half laid")], "review": fail("half")},
+              {"turns": [answer("foundation laid")], "review": NODE_PASS}],
+        "b": [{"turns": [answer("built")]}],
+    })
+    config = r.graphs.config(ws, script, graph=spec, approve_plan="auto", max_retries=1, retry_window_seconds=3600)
+    graph_id = await r.graphs.start(config)
+    await r.graphs.wait_until(graph_id, lambda v: v.retry_until is not None)
+    await r.client.graphs.retry_node(graph_id, "a", "the mixer is fixed")
+    result = await r.graphs.wait(graph_id)
+    assert result.status == "completed", result
+    return await _graph_histories(r, graph_id, "graph-error-answer-then-retried-by-hand")
 
 
 async def graph_planned_and_approved(r: Recorder) -> dict[str, WorkflowHandle]:
@@ -1365,6 +1421,9 @@ SCENARIOS: list[Scenario] = [
     fused_rounds,
     fused_rounds_cancelled,
     renamed_and_sent_if_idle,
+    task_trigger_ignore_dismissed,
+    task_in_a_git_workspace,
+    graph_error_answer_and_retry_by_hand,
 ]
 
 

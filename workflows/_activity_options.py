@@ -37,6 +37,7 @@ from agentrt.schemas import TASK_EVALUATE_TRIGGER as EVALUATE_TRIGGER_ACTIVITY
 from agentrt.schemas import TASK_NEXT_WAKE as NEXT_WAKE_ACTIVITY
 from agentrt.schemas import TASK_RECORD as RECORD_ACTIVITY
 from agentrt.schemas import TASK_REVIEW as REVIEW_ACTIVITY
+from agentrt.schemas import TASK_WORKSPACE_COMMIT as WORKSPACE_COMMIT_ACTIVITY
 
 CONFIGURATION_ERRORS = ("ConfigurationError", "UnknownProfileError", "InvalidScriptError")
 
@@ -236,6 +237,9 @@ TASK_CHECK_COMMAND = ActivityConfig(CHECK_COMMAND_ACTIVITY, TASK_COMMAND_RETRY, 
 TASK_EVALUATE_TRIGGER = ActivityConfig(EVALUATE_TRIGGER_ACTIVITY, TASK_COMMAND_RETRY, heartbeats=True, cancellable=True)
 TASK_REVIEW = ActivityConfig(REVIEW_ACTIVITY, MODEL_RETRY, start_to_close=600, heartbeats=True, cancellable=True)
 TASK_NEXT_WAKE = ActivityConfig(NEXT_WAKE_ACTIVITY, NEXT_WAKE_RETRY, start_to_close=10)
+# Reading the workspace's git commit reads a few small files: a few attempts cover a lost worker
+# (TOOL_RETRY's five); what it cannot read is no commit, never a failure.
+TASK_WORKSPACE_COMMIT = ActivityConfig(WORKSPACE_COMMIT_ACTIVITY, TOOL_RETRY, start_to_close=10)
 
 # Task graphs. Planning and a node's review are model calls: the model calls' bounded retries
 # (MODEL_RETRY), configuration mistakes (and an invalid plan) final; one attempt takes at most

@@ -33,6 +33,12 @@ UPGRADE_PATCH = "upgrade-at-turn-boundary-v1"
 STATUS_EVENTS_PATCH = "status-events-v1"
 
 
+# Patches added after Worker Versioning that change a task's or graph's commands: every run asks
+# them, a pinned one too (the pinned histories an earlier build recorded lack their markers and
+# replay with the old branch; tests/histories/README.md, "When each patch retires").
+ASKED_BY_PINNED_RUNS = frozenset({"workspace-commit-v1", "ignore-dismisses-v1", "graph-error-answer-v1"})
+
+
 def started_pinned() -> bool:
     """The run's first workflow task was completed by a worker of a Worker Deployment version (a
     pinned run). Temporal records the version with each completed task and
@@ -59,8 +65,9 @@ class Patches:
         self.latest = started_pinned() and not (workflow.unsafe.is_replaying() and workflow.patched(probe))
 
     def has(self, patch_id: str) -> bool:
-        """True where the run has ``patch_id``'s behaviour: always for ``latest``, else asked."""
-        return self.latest or workflow.patched(patch_id)
+        """True where the run has ``patch_id``'s behaviour: always for ``latest`` (but a patch of
+        ``ASKED_BY_PINNED_RUNS``), else asked."""
+        return (self.latest and patch_id not in ASKED_BY_PINNED_RUNS) or workflow.patched(patch_id)
 
 
 def frame_patches() -> Patches:

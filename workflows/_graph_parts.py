@@ -10,6 +10,8 @@ from datetime import datetime
 
 from agentrt.schemas import (
     DELEGATE_TOOL,
+    ERROR_ANSWER_PREFIX,
+    MAX_HAND_RETRIES,
     NODE_ANSWER_CHARS,
     RISK_ORDER,
     TERMINAL_GRAPH_STATUSES,
@@ -36,6 +38,9 @@ from agentrt.workflows import _console as console
 DEPENDENCY_ANSWER_CHARS = 4_000
 FEEDBACK_CHARS = 4_000
 RUNNING_STATUSES = ("delegated", "reviewing")
+# graph-error-answer-v1: a node whose answer starts with ``Error:`` fails that attempt without a
+# review (and is retried within ``max_retries``); before it, the reviewer judged such an answer.
+ERROR_ANSWER_PATCH = "graph-error-answer-v1"
 
 
 def goal_text(config: GraphConfig) -> str:
@@ -145,6 +150,50 @@ def dependants(plan: GraphSpec, node_id: str) -> list[str]:
     return [n.id for n in plan.nodes if n.id in found]
 
 
+def error_answer(answer: str) -> bool:
+    """The answer is an error report (it starts with ``Error:`` after any leading space), not an answer."""
+    return answer.lstrip().startswith(ERROR_ANSWER_PREFIX)
+
+
+def retry_refusal(config: GraphConfig, state: GraphState, node_id: str, *, cancelling: bool, halting: bool) -> str | None:
+    """Why node ``node_id`` cannot be retried by hand now, or None: the graph has ended or is being
+    cancelled, a ``fail_fast`` graph halted, no such node, the node did not fail for good, or it
+    was retried by hand ``MAX_HAND_RETRIES`` times."""
+    graph = config.graph_id
+    if state.status in TERMINAL_GRAPH_STATUSES:
+        return f"graph {graph} has ended ({state.status}): its nodes cannot be retried"
+    if cancelling:
+        return f"graph {graph} is being cancelled"
+    if halting:
+        return f"graph {graph} halted (failure_policy fail_fast): no node starts again"
+    node = state.nodes.get(node_id)
+    if node is None:
+        return f"graph {graph} has no node {node_id[:80]!r}"
+    if node.status != "failed":
+        return f"node {node_id} of graph {graph} is {node.status}: only a node that failed for good can be retried"
+    if node.hand_retries >= MAX_HAND_RETRIES:
+        return f"node {node_id} of graph {graph} was retried by hand {MAX_HAND_RETRIES} times already"
+    return None
+
+
+def unblock(state: GraphState, node_id: str) -> list[str]:
+    """Node ``node_id`` runs again: the dependants it blocked go back to ``pending``, unless another
+    node they depend on (directly or not) failed for good, which then blocks them. Returns the
+    nodes now pending, in the plan's order."""
+    assert state.plan is not None
+    freed = [n for n in dependants(state.plan, node_id) if state.nodes[n].status == "blocked"]
+    for other in state.order:
+        if other != node_id and state.nodes[other].status == "failed":
+            for held in dependants(state.plan, other):
+                if held in freed:
+                    freed.remove(held)
+                    state.nodes[held].blocked_by = other
+    for free in freed:
+        state.nodes[free].status = "pending"
+        state.nodes[free].blocked_by = None
+    return freed
+
+
 def running(state: GraphState) -> list[str]:
     return [node_id for node_id in state.order if state.nodes[node_id].status in RUNNING_STATUSES]
 
@@ -221,6 +270,7 @@ def snapshot(config: GraphConfig, state: GraphState, now: datetime) -> GraphSnap
         failure_reason=state.failure_reason, started_at=state.started_at, ended_at=state.ended_at,
         budget=config.budget, remaining=config.budget.remaining(spend) if config.budget is not None else None,
         paused=state.paused if shown_status(state) == "paused" else None,
+        retry_until=state.retry_until if state.status not in TERMINAL_GRAPH_STATUSES else None,
     )
 
 
@@ -315,6 +365,9 @@ def current_details(config: GraphConfig, state: GraphState) -> str:
         lines.append(f"risk {state.risk_level}" + (f": {console.code('; '.join(state.risk_reasons[:3]), 300)}" if state.risk_reasons else ""))
     if state.failure:
         lines.append(f"failed: {console.code(state.failure, 300)}")
+    if state.retry_until is not None and state.status not in TERMINAL_GRAPH_STATUSES:
+        retry = console.code(f"agentrt graph retry {graph} NODE", 200)
+        lines.append(f"nodes failed: waiting until {state.retry_until:%Y-%m-%d %H:%M:%S} UTC for a retry by hand ({retry})")
     sections = [console.block(lines)]
     workflow_id = graph_workflow_id(graph)
     if state.paused is not None and state.status not in TERMINAL_GRAPH_STATUSES:

@@ -1,9 +1,9 @@
 """What an autonomous task asks outside itself: when its schedule wakes it next (a cron's next
-time), the trigger command before a wake, and the acceptance check after a session (a command in
+time), the trigger command before a wake, the workspace's git commit before a session, and the acceptance check after a session (a command in
 the sandbox, a reviewer model).
 
 ``TaskChecks`` runs the activities (``task.next_wake``, ``task.evaluate_trigger``,
-``task.check_command``, ``task.review``), records what they find in the task's journal
+``task.workspace_commit``, ``task.check_command``, ``task.review``), records what they find in the task's journal
 (``AutonomousTaskWaiting``, ``AutonomousTaskAcceptanceChecked``, ``AutonomousTaskFailed`` for a
 cron that never fires) and adds a review's spend to the task's. Workflow code only; held by
 ``AutonomousTaskWorkflow``.
@@ -30,6 +30,8 @@ from agentrt.schemas import (
     TaskState,
     TriggerVerdict,
     UsageReceipt,
+    WorkspaceCommit,
+    WorkspaceCommitInput,
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import _task_parts as parts
@@ -97,6 +99,21 @@ class TaskChecks:
             )
         except ActivityError as err:
             return TriggerVerdict(decision="ignore", reason=f"the trigger could not run: {error_text(err)}")
+
+    async def workspace_commit(self) -> str | None:
+        """The git commit the workspace is at (``task.workspace_commit``, where the task's commands
+        run); None when it is no git repository, or the read could not run (a session starts anyway)."""
+        try:
+            found = await workflow.execute_activity(
+                options.TASK_WORKSPACE_COMMIT.name,
+                WorkspaceCommitInput(task_id=self._config.task_id, workspace=self._config.workspace),
+                result_type=WorkspaceCommit,
+                task_queue=self._config.tool_task_queue or workflow.info().task_queue,
+                **options.TASK_WORKSPACE_COMMIT.options(summary="the workspace's git commit"),
+            )
+        except ActivityError:
+            return None
+        return found.commit
 
     async def acceptance(self, number: int, session_id: str, answer: str, *, reviewed: bool) -> tuple[bool, str]:
         """Run the acceptance command and/or (``reviewed``: the session gave a final answer) the

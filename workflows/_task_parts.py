@@ -33,8 +33,15 @@ from agentrt.workflows import _console as console
 
 CHECKPOINT_OPEN = "<<<checkpoint"
 CHECKPOINT_CLOSE = "checkpoint>>>"
-# When a trigger says ``ignore`` and the schedule has no clock: ask again after this long (seconds).
+# When a trigger says ``ignore`` and the schedule has no clock, in runs from before
+# workspace-commit-v1: before each session the task reads the workspace's git commit (activity
+# ``task.workspace_commit``) for the session's orientation prompt; before it, no activity ran there.
+WORKSPACE_COMMIT_PATCH = "workspace-commit-v1"
+# ignore-dismisses-v1: ask again after this long (seconds).
 IGNORED_TRIGGER_RETRY_SECONDS = 3600.0
+# ignore-dismisses-v1: a trigger's ``ignore`` when the schedule has no clock dismisses the run for
+# good (the task sleeps with no timer until a nudge); before it, the trigger was asked again hourly.
+DISMISS_PATCH = "ignore-dismisses-v1"
 # refused-call-v1: a session whose model call was refused before it was sent (budget or quota)
 # stops the task at ``budget_exceeded``; before it, the task scheduled its next session.
 REFUSED_CALL_PATCH = "refused-call-v1"
@@ -45,9 +52,10 @@ def cut(text: str, limit: int = CHECKPOINT_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 15] + " … [truncated]"
 
 
-def orientation_prompt(config: TaskConfig, state: TaskState, number: int) -> str:
+def orientation_prompt(config: TaskConfig, state: TaskState, number: int, commit: str | None = None) -> str:
     """The first message of session ``number``: the goal, what the last checkpoint says is done
-    and remaining, the acceptance criteria and how completion is checked."""
+    and remaining, the acceptance criteria, how completion is checked and, when the workspace is
+    a git repository, the ``commit`` (hex id, checked by the activity that read it) it is at."""
     lines = [
         f"You are session {number} of at most {state.max_sessions} of an autonomous task (task `{config.task_id}`) "
         "that works towards one goal across several sessions, possibly over days.",
@@ -83,6 +91,8 @@ def orientation_prompt(config: TaskConfig, state: TaskState, number: int) -> str
         if last.error:
             lines.append("error: " + json.dumps(last.error, ensure_ascii=False))
         lines.append(CHECKPOINT_CLOSE)
+    if commit is not None:
+        lines += ["", "## Workspace", f"The workspace is a git repository at commit {commit} (HEAD as this session starts)."]
     lines += [
         "",
         "Work in the workspace towards the goal. End with a short final answer saying what you did "
@@ -136,6 +146,11 @@ def keep_checkpoint(state: TaskState, checkpoint: TaskCheckpoint) -> None:
     del state.checkpoints[:-CHECKPOINTS_KEPT]
 
 
+def clockless(config: TaskConfig) -> bool:
+    """The schedule has no clock (neither ``every_seconds`` nor ``cron``): sessions run back to back."""
+    return config.schedule.every_seconds is None and config.schedule.cron is None
+
+
 def interval_wake(config: TaskConfig, now: datetime) -> datetime | None:
     """The next wake of an interval schedule, or None (cron: ask the ``task.next_wake`` activity)."""
     if config.schedule.cron is not None:
@@ -184,7 +199,9 @@ def current_details(config: TaskConfig, state: TaskState, now: datetime) -> str:
     lines = [" · ".join(head)]
     if state.running_session:
         lines.append(f"running session `{state.running_session}` (workflow `{session_workflow_id(state.running_session)}`)")
-    if state.status == "waiting" and state.next_wake is not None:
+    if state.status == "waiting" and state.dismissed:
+        lines.append("no wake: the trigger dismissed the last run (a nudge wakes the task)")
+    elif state.status == "waiting" and state.next_wake is not None:
         wait = max((state.next_wake - now).total_seconds(), 0.0)
         lines.append(f"next wake {state.next_wake:%Y-%m-%d %H:%M:%S} UTC (in {format_seconds(wait)})")
     if state.checkpoints:

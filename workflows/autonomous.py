@@ -10,7 +10,7 @@ One workflow per task (id ``task-<task_id>``). Its loop:
 Every session's spend rolls up into the task's (``UsageReceipt``s); a task whose spend reaches its
 budget stops at ``budget_exceeded`` until ``raise_budget``. ``pause``, ``resume``, ``nudge``,
 ``cancel``, ``amend_goal`` and ``raise_budget`` are updates (owner, or an operator with a reason);
-``status`` and ``events`` are queries. It continues as new with one ``TaskState`` (``_frame.NextRun``).
+``status`` and ``events`` are queries. It continues as new with one ``TaskState`` (``_task_frame.TaskFrame``).
 """
 
 from __future__ import annotations
@@ -41,12 +41,10 @@ from agentrt.schemas import (
     AutonomousTaskResult,
     AutonomousTaskSessionEnded,
     AutonomousTaskSessionStarted,
-    AutonomousTaskStatusChanged,
     AutonomousTaskWaiting,
     AutonomyDecision,
     BudgetCrossing,
     ChildSpendReport,
-    Event,
     EventsPage,
     EventsQuery,
     RaiseBudgetInput,
@@ -54,9 +52,7 @@ from agentrt.schemas import (
     Spend,
     TaskCheckpoint,
     TaskControlInput,
-    TaskRecordInput,
     TaskState,
-    TaskStatus,
     TaskStatusView,
     TriggerVerdict,
     UsageReceipt,
@@ -66,13 +62,13 @@ from agentrt.schemas import (
     task_session_id,
     task_workflow_id,
 )
-from agentrt.workflows import _activity_options as options, _task_parts as parts
-from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
+from agentrt.workflows import _task_parts as parts
+from agentrt.workflows._children import ChildEnd, ChildSessions
 from agentrt.workflows._errors import rejected
-from agentrt.workflows._frame import STATUS_EVENTS_PATCH, NextRun, Standing, StatusBoard, StatusLog, frame_patches, require_workflow_id
-from agentrt.workflows._journal import Journal
+from agentrt.workflows._frame import Standing, require_workflow_id
 from agentrt.workflows._pause import TaskPause
 from agentrt.workflows._task_checks import TaskChecks
+from agentrt.workflows._task_frame import TaskFrame
 
 __all__ = ["AutonomousTaskWorkflow"]
 
@@ -89,27 +85,19 @@ class AutonomousTaskWorkflow:
         self._state: TaskState = input.state or TaskState(
             goal=config.goal, criteria=list(config.criteria), budget=config.budget, max_sessions=config.max_sessions
         )
-        self._journal = Journal(self._state)
         self._nudged: TaskControlInput | None = None
         self._cancel: TaskControlInput | None = None
         self._cancelled_session: str | None = None  # the session a cancel ended (for AutonomousTaskCancelled)
-        self._checkpoint_unwritten: TaskCheckpoint | None = None
-        # console-v1 (asked by the board, in the run's first workflow task): every search attribute
-        # of the task kept current, child sessions started with their kind and profile.
-        self._patches = frame_patches()  # none asked by a run started pinned
-        self._board = StatusBoard("task", config.owner, config.profile, self._patches)
-        self._statuses = StatusLog(self._patches.has(STATUS_EVENTS_PATCH), self._state, AutonomousTaskStatusChanged, self._emit)
-        # regular-activities-v1: the task's store writes and cron lookups are regular activities, not
-        # local ones (the SDK's local-activity/query race: options.REGULAR_ACTIVITIES_PATCH).
-        self._local_activities = not self._patches.has(options.REGULAR_ACTIVITIES_PATCH)
+        # The journal, status board and log, store writes and next run; asks console-v1 (every search
+        # attribute kept current), status-events-v1, regular-activities-v1, frame-v1 and upgrade-at-turn-boundary-v1.
+        self._frame = TaskFrame(config, self._state)
+        self._patches, self._journal, self._next_run = self._frame.patches, self._frame.journal, self._frame.next_run
+        self._emit, self._set_status, self._flush = self._frame.emit, self._frame.set_status, self._frame.flush
+        self._local_activities = self._frame.local_activities
         self._checks = TaskChecks(config, self._state, self._journal, local_activities=self._local_activities)
-        # frame-v1: a task that closes asks its running session to end (ParentClosePolicy.REQUEST_CANCEL).
-        close = workflow.ParentClosePolicy.REQUEST_CANCEL if self._patches.has(FRAME_PATCH) else workflow.ParentClosePolicy.TERMINATE
-        self._next_run = NextRun(self._patches)  # asks upgrade-at-turn-boundary-v1: a newer build takes the next run
-        self._children = ChildSessions(config.owner, parent_close=close, console=self._board.console)
+        self._children = ChildSessions(config.owner, parent_close=self._frame.parent_close, console=self._frame.board.console)
         self._hold = TaskPause(self._state, self._children, self._patches)  # pause-v1: the session pauses with the task
         self._standing = Standing(config.owner, config.operators, f"task {config.task_id}")
-        self._write_lock = asyncio.Lock()  # one store write at a time: the run's and the updates' (_answer)
 
     # ---------------------------------------------------------------- run
 
@@ -123,7 +111,7 @@ class AutonomousTaskWorkflow:
                     AutonomousTaskCreated(
                         task_id=self._config.task_id, owner=self._config.owner, goal=self._state.goal,
                         criteria=list(self._state.criteria), max_sessions=self._state.max_sessions,
-                        budget=self._state.budget, schedule=self._config.schedule.describe(), status_events=self._statuses.on,
+                        budget=self._state.budget, schedule=self._config.schedule.describe(), status_events=self._frame.statuses.on,
                     )
                 )
                 self._state.next_wake = workflow.now()
@@ -132,7 +120,7 @@ class AutonomousTaskWorkflow:
             await self._flush()
             while self._state.status not in TERMINAL_TASK_STATUSES and self._cancel is None:
                 if self._next_run.due():
-                    await self._continue_as_new()
+                    await self._frame.continue_as_new()
                 if self._state.status in ("paused", "budget_exceeded"):
                     await self._wait_while_stopped()
                     continue
@@ -153,6 +141,7 @@ class AutonomousTaskWorkflow:
         source = "nudge" if self._nudged is not None else "continuation" if self._state.continue_now else "schedule"
         self._nudged = None
         self._state.continue_now = False
+        self._state.dismissed = False
         verdict = TriggerVerdict(decision="execute", reason=f"{source}")
         if self._config.schedule.trigger_command and source != "continuation":
             verdict = await self._checks.trigger()
@@ -160,7 +149,13 @@ class AutonomousTaskWorkflow:
         if verdict.decision == "defer":
             # A trigger (whose output a session may have written) cannot make the task spin.
             verdict.seconds = min(max(verdict.seconds or 0.0, MIN_DEFER_SECONDS), MAX_TASK_INTERVAL_SECONDS)
-        self._emit(AutonomyDecision(decision=verdict.decision, source=source, seconds=verdict.seconds, reason=verdict.reason))
+        # ignore-dismisses-v1: with no clock, an ignored run is dismissed for good (no wake until a nudge);
+        # before it, the task asked the trigger again an hour later, and every hour after.
+        dismissed = verdict.decision == "ignore" and parts.clockless(self._config) and self._patches.has(parts.DISMISS_PATCH)
+        self._emit(AutonomyDecision(decision=verdict.decision, source=source, seconds=verdict.seconds, reason=verdict.reason, dismissed=dismissed))
+        if dismissed:
+            self._state.dismissed, self._state.next_wake = True, None
+            return
         if verdict.decision == "defer":
             assert verdict.seconds is not None  # set just above
             self._state.next_wake = workflow.now() + timedelta(seconds=verdict.seconds)
@@ -190,14 +185,14 @@ class AutonomousTaskWorkflow:
                 return True
             if self._next_run.due():
                 return False  # continue as new first (updates during a long sleep grow the history; a new build)
-            wake = self._state.next_wake
+            wake = None if self._state.dismissed else self._state.next_wake  # dismissed: no wake until a nudge
             now = workflow.now()
-            if wake is None or wake <= now:
+            if not self._state.dismissed and (wake is None or wake <= now):
                 return True
             self._set_status("waiting")
             await self._flush()
-            delay = wake - now
-            summary = f"task {self._config.task_id}: next wake at {wake:%Y-%m-%d %H:%M:%S} UTC (in {format_seconds(delay.total_seconds())})"
+            delay = wake - now if wake is not None else None
+            summary = f"task {self._config.task_id}: next wake at {wake:%Y-%m-%d %H:%M:%S} UTC (in {format_seconds(delay.total_seconds())})" if wake and delay else None
             try:
                 await workflow.wait_condition(
                     lambda: self._cancel is not None
@@ -227,6 +222,11 @@ class AutonomousTaskWorkflow:
     # ---------------------------------------------------------------- one session
 
     async def _run_session(self) -> None:
+        commit = None
+        if self._patches.has(parts.WORKSPACE_COMMIT_PATCH):  # workspace-commit-v1: for the orientation prompt
+            commit = await self._checks.workspace_commit()
+            if self._cancel is not None or self._hold.holds():
+                return  # cancelled or paused while it was read: no session starts
         number = self._state.sessions_started + 1
         session_id = task_session_id(self._config.task_id, number, workflow.uuid4().hex[:8])
         self._state.sessions_started = number
@@ -241,7 +241,7 @@ class AutonomousTaskWorkflow:
             interactive=False,
             title=f"task {self._config.task_id} · session {number}",
             budget=None if self._state.budget.is_unbounded() else remaining,
-            prompt=parts.orientation_prompt(self._config, self._state, number),
+            prompt=parts.orientation_prompt(self._config, self._state, number, commit),
             ends_after_turn=True,
             parent=SessionParent(id=self._config.task_id, number=number),
         )
@@ -291,7 +291,7 @@ class AutonomousTaskWorkflow:
         )
         parts.keep_checkpoint(self._state, checkpoint)
         self._emit(AutonomousTaskCheckpointed(checkpoint=checkpoint))
-        self._checkpoint_unwritten = checkpoint
+        self._frame.checkpoint_unwritten = checkpoint
         if accepted:
             self._state.status = "completed"
             self._emit(AutonomousTaskCompleted(sessions=number, spend=self._spend_now()))
@@ -341,39 +341,6 @@ class AutonomousTaskWorkflow:
             )
         self._state.running_session = None
         await self._flush()
-
-    def _emit(self, event: Event) -> None:
-        self._journal.emit(event, workflow.now())
-
-    def _set_status(self, status: TaskStatus) -> None:
-        """Record ``status`` (an event when it changed), show the details, write the search attributes that changed."""
-        self._state.status = status
-        self._statuses.seen(status)
-        details = parts.current_details(self._config, self._state, workflow.now())
-        self._board.set(status, details, cost_usd=self._state.spend.cost_usd)
-
-    async def _flush(self) -> None:
-        """Write staged events, the latest checkpoint and the task's row to the store (activity
-        ``task.record``; a local one in runs from before ``regular-activities-v1``)."""
-        async with self._write_lock:
-            await self._write()
-
-    async def _write(self) -> None:
-        self._set_status(self._state.status)
-        events = self._journal.take()
-        config, checkpoint = self._config, self._checkpoint_unwritten
-        record = TaskRecordInput(task_id=config.task_id, owner=config.owner, goal=self._state.goal, status=self._state.status,
-                                 workspace=config.workspace, spend=self._spend_now(), events=events, checkpoint=checkpoint)
-        await options.TASK_RECORD.execute(record, local=self._local_activities, summary=f"store {len(events)} task events")
-        self._journal.written(events)
-        if self._checkpoint_unwritten is checkpoint:
-            self._checkpoint_unwritten = None
-
-    async def _continue_as_new(self) -> None:
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        await self._flush()
-        self._state.run += 1
-        self._next_run.go(AutonomousTaskInput(config=self._config, state=self._state))
 
     # ---------------------------------------------------------------- updates
 

@@ -8,18 +8,21 @@ One workflow per graph (id ``graph-<graph_id>``):
        mints the capability token: every node's grants, frozen for the run
     -> ready nodes run as child SessionWorkflows, at most ``max_parallel`` at once
     -> the reviewer (activity ``graph.review``, fail-open) passes or fails each answer; a fail
-       reruns the node with the findings, up to ``max_retries``
-    -> a node that fails for good blocks its dependants (``failure_policy``)
+       reruns the node with the findings, up to ``max_retries`` (an answer that starts with
+       ``Error:`` fails without a review, ``graph-error-answer-v1``)
+    -> a node that fails for good blocks its dependants (``failure_policy``); update ``retry_node``
+       runs it again and unblocks them (the graph waits ``retry_window_seconds`` for one)
 
 ``cancel`` (update, or Temporal's cancel) cancels every running child and waits for it; queries
 ``snapshot`` (the graph with each node's status) and ``events``. A graph's history is bounded
 by its nodes and retries (``MAX_GRAPH_NODES``, ``MAX_NODE_RETRIES``): it continues as new only
-to move to its deployment's newer current build, once no node runs (``_move``; pinned runs).
+to move to its deployment's newer current build, once no node runs (``GraphFrame.move``; pinned runs).
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
@@ -34,26 +37,22 @@ from agentrt.schemas import (
     AgentTaskStarted,
     ApprovePlanInput,
     ChildSpendReport,
-    Event,
     EventsPage,
     EventsQuery,
     GraphConfig,
     GraphControlInput,
     GraphSnapshot,
     GraphState,
-    GraphStatus,
     InvalidGraph,
     NodeState,
+    RetryNodeInput,
     ReviewVerdict,
     Spend,
     TaskCancelled,
     TaskDecomposed,
-    TaskGraphCompleted,
     TaskGraphCreated,
-    TaskGraphFailed,
     TaskGraphInput,
     TaskGraphResult,
-    TaskGraphStatusChanged,
     TaskPlanApproved,
     TaskPlanRejected,
     TaskRetried,
@@ -65,11 +64,10 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _graph_parts as parts
 from agentrt.workflows import _graph_steps as steps
-from agentrt.workflows._children import FRAME_PATCH, ChildEnd, ChildSessions
+from agentrt.workflows._children import ChildEnd, ChildSessions
 from agentrt.workflows._errors import error_text, error_type, rejected
-from agentrt.workflows._frame import STATUS_EVENTS_PATCH, BuildWatch, Standing, StatusBoard, StatusLog, frame_patches
-from agentrt.workflows._frame import next_run_behavior, require_workflow_id
-from agentrt.workflows._journal import Journal
+from agentrt.workflows._frame import Standing, require_workflow_id
+from agentrt.workflows._graph_frame import GraphFrame
 from agentrt.workflows._pause import GraphPause
 
 __all__ = ["TaskGraphWorkflow"]
@@ -84,26 +82,20 @@ class TaskGraphWorkflow:
     @workflow.init
     def __init__(self, input: TaskGraphInput) -> None:
         self._config: GraphConfig = input.config
-        self._carried = input.state is not None  # continued as new onto a newer build (_move)
+        self._carried = input.state is not None  # continued as new onto a newer build (GraphFrame.move)
         self._state = input.state or GraphState()
-        self._journal = Journal(self._state, self._state.events)
         self._cancel: GraphControlInput | None = None
         self._halting = False  # fail_fast after a node failed for good: start nothing more
-        # console-v1 (asked by the board, in the run's first workflow task): every search attribute
-        # of the graph kept current, child sessions started with their kind and profile.
-        # A run started pinned asks none (Patches). frame-v1: the graph's events and row are written to the
-        # store (graph.record), and a graph that closes asks its running sessions to end (REQUEST_CANCEL).
-        self._board = StatusBoard("graph", self._config.owner, self._config.profile, patches := frame_patches())
-        self._recorded = patches.has(FRAME_PATCH)
-        self._statuses = StatusLog(patches.has(STATUS_EVENTS_PATCH), self._state, TaskGraphStatusChanged, self._emit)
-        self._moves = BuildWatch(patches.latest)  # a run started pinned moves to a newer build after its running nodes
+        self._hand_retries = 0  # retry_node updates taken by this run (each wakes the execution loop)
+        self._frame = GraphFrame(self._config, self._state)  # asks the frame's patches (console-v1, frame-v1, status-events-v1)
+        self._emit, self._set_status, self._snapshot = self._frame.emit, self._frame.set_status, self._frame.snapshot
+        self._recorded, self._moves, self._record = self._frame.recorded, self._frame.moves, self._frame.record
         close = workflow.ParentClosePolicy.REQUEST_CANCEL if self._recorded else workflow.ParentClosePolicy.TERMINATE
-        self._children = ChildSessions(self._config.owner, parent_close=close, console=self._board.console)
+        self._children = ChildSessions(self._config.owner, parent_close=close, console=self._frame.board.console)
         self._standing = Standing(self._config.owner, self._config.operators, f"graph {self._config.graph_id}")
         self._pauses = GraphPause(
             self._config.graph_id, self._state, self._children, self._standing, self._emit, lambda: self._set_status(self._state.status)
         )
-        self._record = steps.GraphRecord(self._config, self._state, self._journal)
 
     # ---------------------------------------------------------------- run
 
@@ -114,7 +106,7 @@ class TaskGraphWorkflow:
         if not self._carried:
             self._state.started_at = workflow.now()
             self._emit(TaskGraphCreated(graph_id=config.graph_id, owner=config.owner, goal=config.goal,
-                                        approve_plan=config.approve_plan, status_events=self._statuses.on))
+                                        approve_plan=config.approve_plan, status_events=self._frame.statuses.on))
         if self._recorded:
             self._record.start()
         try:
@@ -143,11 +135,11 @@ class TaskGraphWorkflow:
             return
         self._set_status("executing")
         if await self._execute():
-            await self._move()
+            await self._frame.move()
         if self._cancel is not None:
             await self._end_cancelled(self._cancel)
             return
-        self._finish()
+        self._frame.finish()
 
     # ---------------------------------------------------------------- plan and approval
 
@@ -165,7 +157,7 @@ class TaskGraphWorkflow:
                 await self._end_cancelled(self._cancel)
                 return False
             kind = error_type(err)
-            self._fail("invalid_plan" if kind in PLAN_ERRORS else "planner_failed", error_text(err))
+            self._frame.fail("invalid_plan" if kind in PLAN_ERRORS else "planner_failed", error_text(err))
             return False
         if self._cancel is not None:
             await self._end_cancelled(self._cancel)
@@ -176,7 +168,7 @@ class TaskGraphWorkflow:
             answer = plan.direct_answer or ""
             self._emit(TaskDecomposed(source=source, direct_answer=answer, usage=plan.usage))
             self._state.answer = answer
-            self._complete()
+            self._frame.complete()
             return True
         if config.goal is not None:
             # A planner (a model) chooses neither a node's model nor a file on the worker: the graph's apply.
@@ -184,7 +176,7 @@ class TaskGraphWorkflow:
         try:
             self._state.order = validate_graph(plan.graph, granted=parts.graph_tools(config, plan.tools), source="plan")
         except InvalidGraph as err:  # the activity checked it; a worker of another version may not have
-            self._fail("invalid_plan", f"{type(err).__name__}: {err}")
+            self._frame.fail("invalid_plan", f"{type(err).__name__}: {err}")
             return False
         self._state.plan = plan.graph
         self._state.tools = dict(plan.tools)
@@ -231,11 +223,13 @@ class TaskGraphWorkflow:
                     self._state.nodes[node_id].status = "delegated"  # taken: not ready again
                     tasks[node_id] = asyncio.create_task(self._run_node(node_id))
             if not tasks and (self._halting or not self._pauses.paused):
+                if await self._await_hand_retry():
+                    continue  # a node was retried by hand: it is ready now
                 return False
-            resumes = self._pauses.resumes  # a resume wakes the wait: ready nodes start
+            resumes, retries = self._pauses.resumes, self._hand_retries  # a resume or a retry wakes the wait: ready nodes start
             await workflow.wait_condition(
                 lambda: any(t.done() for t in tasks.values()) or self._cancel is not None or self._pauses.resumes != resumes
-                or (not tasks and self._moves.changed())
+                or (not tasks and self._moves.changed()) or self._hand_retries != retries
             )
             if self._cancel is not None:
                 self._children.cancel_all()
@@ -249,12 +243,22 @@ class TaskGraphWorkflow:
                 if self._state.nodes[node_id].status == "failed":
                     self._after_failure(node_id)
 
-    async def _move(self) -> None:
-        """Continue as new onto the deployment's current build (``AUTO_UPGRADE``), carrying the state,
-        once the staged events are stored and every handler has finished."""
-        await self._record.close()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(TaskGraphInput(config=self._config, state=self._state), initial_versioning_behavior=next_run_behavior(True))
+    async def _await_hand_retry(self) -> bool:
+        """Nodes failed for good and nothing runs: wait up to ``retry_window_seconds`` for
+        ``retry_node`` (True) or a cancel (False). False at once without a window, under a halt or
+        with no failed node (the graph then ends)."""
+        window = self._config.retry_window_seconds
+        if not window or self._halting or self._cancel is not None or not any(n.status == "failed" for n in self._state.nodes.values()):
+            return False
+        retries, self._state.retry_until = self._hand_retries, workflow.now() + timedelta(seconds=window)
+        self._set_status(self._state.status)
+        try:
+            await workflow.wait_condition(lambda: self._hand_retries != retries or self._cancel is not None, timeout=timedelta(seconds=window),
+                                          timeout_summary=f"graph {self._config.graph_id}: wait for a retry by hand")
+        except asyncio.TimeoutError:
+            pass
+        self._state.retry_until = None
+        return self._hand_retries != retries and self._cancel is None
 
     def _after_failure(self, node_id: str) -> None:
         """Block the dependants of a node that failed for good; under ``fail_fast``, halt the graph."""
@@ -268,7 +272,8 @@ class TaskGraphWorkflow:
         spec = self._state.plan.node(node_id)
         node = self._state.nodes[node_id]
         node.started_at = workflow.now()
-        feedback = ""
+        first = node.attempts + 1  # a retry by hand (retry_node) gives 1 + max_retries attempts more
+        feedback = node.error or ""  # after a retry by hand: why the last attempt failed
         while True:
             if not await self._held(node_id):
                 return
@@ -288,7 +293,11 @@ class TaskGraphWorkflow:
                 self._node_cancelled(node_id)
                 return
             answer = end.answer or ""
-            if end.status == "completed" and answer.strip():
+            # graph-error-answer-v1: an answer that is an error report fails the attempt without a review.
+            if end.status == "completed" and parts.error_answer(answer) and self._frame.patches.has(parts.ERROR_ANSWER_PATCH):
+                node.answer = parts.cut(answer)
+                error = feedback = f"the node answered with an error: {parts.cut(answer.strip(), 1_000)}"
+            elif end.status == "completed" and answer.strip():
                 if not await self._held(node_id):
                     return
                 verdict = await self._review(node_id, session_id, attempt, answer)
@@ -309,7 +318,7 @@ class TaskGraphWorkflow:
                 status = end.status
                 error = f"session {status}" + (f": {error}" if error else "") if status != "completed" else "the session gave no final answer"
                 feedback = error
-            final = attempt > self._config.max_retries or parts.out_of_budget(self._config, self._state, workflow.now(), end.crossing is not None)
+            final = attempt - first >= self._config.max_retries or parts.out_of_budget(self._config, self._state, workflow.now(), end.crossing is not None)
             self._emit(AgentTaskFailed(node_id=node_id, attempt=attempt, session_id=session_id, error=parts.cut(error or "", 2_000), final=final, spend=spend))
             if final:
                 node.status = "failed"
@@ -346,7 +355,7 @@ class TaskGraphWorkflow:
         self._emit(
             TaskReviewed(
                 node_id=node_id, attempt=attempt, passed=verdict.passed, findings=list(verdict.findings),
-                summary=verdict.summary, error=verdict.error,
+                summary=verdict.summary, error=verdict.error, severity=verdict.severity,
             )
         )
         return verdict
@@ -370,29 +379,6 @@ class TaskGraphWorkflow:
 
     # ---------------------------------------------------------------- ending
 
-    def _finish(self) -> None:
-        failed = [n for n in self._state.order if self._state.nodes[n].status != "completed"]
-        if not failed:
-            self._state.answer = parts.final_answer(self._state)
-            self._complete()
-            return
-        first = next((n for n in self._state.order if self._state.nodes[n].status == "failed"), failed[0])
-        details = ", ".join(f"{n} {self._state.nodes[n].status}" for n in failed[:10])
-        self._state.answer = parts.final_answer(self._state) or None
-        self._fail(*parts.failure(self._config, self._state, first, details))
-
-    def _complete(self) -> None:
-        self._state.ended_at = workflow.now()
-        self._set_status("completed")
-        self._emit(TaskGraphCompleted(answer=parts.cut(self._state.answer or ""), spend=self._snapshot().spend))
-
-    def _fail(self, reason: str, error: str) -> None:
-        self._state.failure_reason = reason
-        self._state.failure = parts.cut(error, 4_000)
-        self._state.ended_at = workflow.now()
-        self._set_status("failed")
-        self._emit(TaskGraphFailed(reason=reason, error=self._state.failure, spend=self._snapshot().spend))
-
     async def _end_cancelled(self, request: GraphControlInput) -> None:
         """Cancel every running child session (waiting for each to end) and record the cancel."""
         await self._children.end_all()
@@ -402,22 +388,6 @@ class TaskGraphWorkflow:
         self._state.ended_at = workflow.now()
         self._set_status("cancelled")
         self._emit(TaskCancelled(principal=request.principal, reason=request.reason))
-
-    def _emit(self, event: Event) -> None:
-        self._journal.emit(event, workflow.now())
-        self._board.show(parts.current_details(self._config, self._state))
-
-    def _set_status(self, status: GraphStatus) -> None:
-        """Record ``status`` (the shown one as an event when it changed), show the details and write
-        the search attributes that changed (its plan approval counted as one waiting)."""
-        self._state.status = status
-        details = parts.current_details(self._config, self._state)
-        shown = parts.shown_status(self._state)
-        self._statuses.seen(shown)
-        self._board.set(shown, details, cost_usd=self._state.spend.cost_usd, pending_approvals=int(status == "pending_approval"))
-
-    def _snapshot(self) -> GraphSnapshot:
-        return parts.snapshot(self._config, self._state, workflow.now())
 
     # ---------------------------------------------------------------- updates
 
@@ -481,13 +451,34 @@ class TaskGraphWorkflow:
     def _validate_resume(self, input: GraphControlInput) -> None:
         self._pauses.validate(input, "resume", cancelling=self._cancel is not None)
 
+    @workflow.update
+    def retry_node(self, input: RetryNodeInput) -> GraphSnapshot:
+        """Run a node that failed for good again (``1 + max_retries`` attempts more); the dependants
+        it blocked wait for it again. Recorded as ``TaskRetried`` with the principal."""
+        node = self._state.nodes[input.node_id]
+        node.status, node.ended_at, node.hand_retries = "pending", None, node.hand_retries + 1
+        self._state.retry_until = None  # the graph no longer waits: the node is ready
+        unblocked = parts.unblock(self._state, input.node_id)
+        self._hand_retries += 1
+        self._emit(TaskRetried(node_id=input.node_id, attempt=node.attempts + 1, feedback=parts.cut(node.error or "", parts.FEEDBACK_CHARS),
+                               principal=input.principal, reason=input.reason, unblocked=unblocked))
+        self._set_status("executing")
+        return self._snapshot()
+
+    @retry_node.validator
+    def _validate_retry_node(self, input: RetryNodeInput) -> None:
+        self._standing.check(input, "retry a node of")
+        refusal = parts.retry_refusal(self._config, self._state, input.node_id, cancelling=self._cancel is not None, halting=self._halting)
+        if refusal is not None:
+            raise rejected(refusal)
+
     @workflow.signal(name=CHILD_SPEND_SIGNAL)
     def child_spend(self, input: ChildSpendReport) -> None:
         self._children.record(input)  # a child session's, as it ends cancelled
 
     @workflow.signal(name=UPGRADE_SIGNAL)
     def upgrade(self) -> None:
-        """A newer build is current: wakes a run with no node running, which moves to it (``_move``)."""
+        """A newer build is current: wakes a run with no node running, which moves to it (``GraphFrame.move``)."""
 
     # ---------------------------------------------------------------- queries
 
@@ -497,4 +488,4 @@ class TaskGraphWorkflow:
 
     @workflow.query
     def events(self, input: EventsQuery) -> EventsPage:
-        return self._journal.page(input.since_seq, input.limit)
+        return self._frame.journal.page(input.since_seq, input.limit)

@@ -34,6 +34,7 @@ from agentrt.schemas import (
     TASK_NEXT_WAKE,
     TASK_RECORD,
     TASK_REVIEW,
+    TASK_WORKSPACE_COMMIT,
     AutonomousTaskCreated,
     Budget,
     CommandCheckResult,
@@ -496,9 +497,9 @@ def test_an_invalid_cron_expression_is_a_final_invalid_cron_error(cron: str) -> 
 @pytest.mark.parametrize(
     ("role", "expected"),
     [
-        ("tools", {TASK_CHECK_COMMAND, TASK_EVALUATE_TRIGGER}),
+        ("tools", {TASK_CHECK_COMMAND, TASK_EVALUATE_TRIGGER, TASK_WORKSPACE_COMMIT}),
         ("models", {TASK_RECORD, TASK_REVIEW, TASK_NEXT_WAKE}),
-        ("all", {TASK_CHECK_COMMAND, TASK_EVALUATE_TRIGGER, TASK_RECORD, TASK_REVIEW, TASK_NEXT_WAKE}),
+        ("all", {TASK_CHECK_COMMAND, TASK_EVALUATE_TRIGGER, TASK_WORKSPACE_COMMIT, TASK_RECORD, TASK_REVIEW, TASK_NEXT_WAKE}),
     ],
 )
 def test_task_commands_run_where_tool_calls_run_and_the_rest_beside_the_model_calls(

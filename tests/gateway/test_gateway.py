@@ -70,7 +70,7 @@ ROUTES = {
         for path, method in (
             ("", "get"), ("", "post"), ("/{run_id}", "get"), ("/{run_id}/events", "get"),
             ("/{run_id}/approve", "post"), ("/{run_id}/reject", "post"), ("/{run_id}/cancel", "post"),
-            ("/{run_id}/pause", "post"), ("/{run_id}/resume", "post"),
+            ("/{run_id}/pause", "post"), ("/{run_id}/resume", "post"), ("/{run_id}/nodes/{node_id}/retry", "post"),
         )
     },
 }
@@ -459,7 +459,7 @@ async def test_v1_graphs_is_the_task_graph_route_and_v1_runs_its_alias(http: htt
     schema = (await http.get("/openapi.json")).json()
     graphs = {path.removeprefix("/v1/graphs"): ops for path, ops in schema["paths"].items() if path.startswith("/v1/graphs")}
     runs = {path.removeprefix("/v1/runs"): ops for path, ops in schema["paths"].items() if path.startswith("/v1/runs")}
-    assert graphs.keys() == runs.keys() and len(graphs) == 8
+    assert graphs.keys() == runs.keys() and len(graphs) == 9
     for path in graphs:
         assert graphs[path].keys() == runs[path].keys()
         for method in graphs[path]:

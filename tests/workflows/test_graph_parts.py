@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from agentrt.schemas import GraphConfig, GraphSpec, GraphState, NodeState, ToolRisk, validate_graph
+from agentrt.schemas import MAX_HAND_RETRIES, GraphConfig, GraphSpec, GraphState, NodeState, ToolRisk, validate_graph
 from agentrt.workflows import _graph_parts as parts
 
 NOW = datetime(2026, 1, 5, tzinfo=timezone.utc)
@@ -149,3 +149,48 @@ def test_a_planners_nodes_lose_their_model_and_script_choices() -> None:
     cleared = parts.without_model_choices(planned)
     assert (cleared.nodes[0].profile, cleared.nodes[0].script, cleared.nodes[0].tools) == (None, None, ["fs.read"])
     assert planned.nodes[0].script == "/etc/passwd"  # the original is left as it was
+
+
+def test_a_node_retried_by_hand_unblocks_its_dependants_unless_another_failed_node_still_holds_them() -> None:
+    cfg = config()
+    state = state_for(diamond(), cfg)
+    state.nodes["a"].status = "completed"
+    for failed in ("b", "c"):
+        state.nodes[failed].status = "failed"
+    for held, by in (("d", "b"), ("e", "b")):
+        state.nodes[held].status, state.nodes[held].blocked_by = "blocked", by
+    state.nodes["b"].status = "pending"  # b is retried by hand; c still failed, and d needs it
+
+    assert parts.unblock(state, "b") == []
+    assert {n: (state.nodes[n].status, state.nodes[n].blocked_by) for n in "de"} == {"d": ("blocked", "c"), "e": ("blocked", "c")}
+    state.nodes["c"].status = "pending"
+    assert parts.unblock(state, "c") == ["d", "e"]
+    assert {n: (state.nodes[n].status, state.nodes[n].blocked_by) for n in "de"} == {"d": ("pending", None), "e": ("pending", None)}
+
+
+def test_only_a_failed_node_of_a_running_graph_may_be_retried_by_hand_and_at_most_max_hand_retries_times() -> None:
+    cfg = config()
+    state = state_for(diamond(), cfg)
+    state.status = "executing"
+    state.nodes["a"].status = "failed"
+    assert parts.retry_refusal(cfg, state, "a", cancelling=False, halting=False) is None
+    assert "has no node 'zz'" in (parts.retry_refusal(cfg, state, "zz", cancelling=False, halting=False) or "")
+    assert "is pending" in (parts.retry_refusal(cfg, state, "b", cancelling=False, halting=False) or "")
+    assert "being cancelled" in (parts.retry_refusal(cfg, state, "a", cancelling=True, halting=False) or "")
+    assert "fail_fast" in (parts.retry_refusal(cfg, state, "a", cancelling=False, halting=True) or "")
+    state.nodes["a"].hand_retries = MAX_HAND_RETRIES
+    assert f"{MAX_HAND_RETRIES} times already" in (parts.retry_refusal(cfg, state, "a", cancelling=False, halting=False) or "")
+    state.status = "failed"
+    assert "has ended (failed)" in (parts.retry_refusal(cfg, state, "a", cancelling=False, halting=False) or "")
+
+
+def test_an_answer_is_an_error_report_only_when_it_starts_with_error_colon() -> None:
+    assert parts.error_answer("Error: the tool crashed") and parts.error_answer("\n  Error: x")
+    assert not parts.error_answer("The build printed Error: x, which I fixed") and not parts.error_answer("error: lower case")
+
+
+def test_the_patches_that_change_a_task_or_graph_since_versioning_are_asked_by_pinned_runs_too() -> None:
+    from agentrt.workflows import _task_parts
+    from agentrt.workflows._frame import ASKED_BY_PINNED_RUNS
+
+    assert ASKED_BY_PINNED_RUNS == {_task_parts.WORKSPACE_COMMIT_PATCH, _task_parts.DISMISS_PATCH, parts.ERROR_ANSWER_PATCH}

@@ -162,3 +162,19 @@ def test_a_failed_task_records_why() -> None:
     st = state(config())
     event = parts.failed(st, "max_sessions", "all ran")
     assert (st.status, st.failure_reason, event.reason, event.error) == ("failed", "max_sessions", "max_sessions", "all ran")
+
+
+def test_the_orientation_prompt_names_the_workspace_commit_when_there_is_one() -> None:
+    cfg = config()
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert f"## Workspace\nThe workspace is a git repository at commit {commit} " in parts.orientation_prompt(cfg, state(cfg), 2, commit)
+    assert "## Workspace" not in parts.orientation_prompt(cfg, state(cfg), 2)
+
+
+def test_a_task_whose_trigger_dismissed_its_run_shows_it_waits_for_a_nudge() -> None:
+    cfg = config()
+    st = state(cfg)
+    st.status, st.dismissed, st.next_wake = "waiting", True, None
+    details = parts.current_details(cfg, st, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert "no wake: the trigger dismissed the last run (a nudge wakes the task)" in details
+    assert parts.clockless(cfg) and not parts.clockless(config(schedule={"every_seconds": 60}))
