@@ -24,6 +24,7 @@ from agentrt.schemas import (
     CancelTurnInput,
     Event,
     MemoryAccepted,
+    MemoryDropped,
     MemoryNote,
     MemoryProposal,
     MemoryProposed,
@@ -330,7 +331,14 @@ class SessionRun:
 
     def memory_written(self, turn_id: str, call: ToolCall, note: MemoryNote) -> None:
         """Record what ``memory.write`` stored: a session memory is accepted at once; a workspace
-        or user one waits for the owner's ``decide_memory``."""
+        or user one waits for the owner's ``decide_memory``; a workspace status note was dropped
+        (``MemoryDropped``, with why)."""
+        if note.status == "dropped":
+            self.emit(MemoryDropped(
+                turn_id=turn_id, memory_id=note.memory_id, scope=note.scope, key=note.key, preview=note.preview,
+                reason=note.reason or "status note", call_id=call.id,
+            ))
+            return
         if note.status == "accepted":
             self.emit(MemoryAccepted(turn_id=turn_id, memory_id=note.memory_id, scope=note.scope, key=note.key, call_id=call.id))
             return
