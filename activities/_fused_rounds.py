@@ -168,7 +168,7 @@ class RoundFusion:
         with model_call(input.session_id, attempt, turn_id=input.turn_id, round=step.round) as call:
             call.request(profile)
             try:
-                system, messages, refusal = await asyncio.to_thread(models.begin_call, step, attempt, profile, tools, later)
+                system, messages, _, refusal = await asyncio.to_thread(models.begin_call, step, attempt, profile, tools, later)
             except Exception as err:
                 activity.logger.info("fused round stopped: its context could not be read (%s)", type(err).__name__)
                 return None

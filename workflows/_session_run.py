@@ -93,6 +93,7 @@ class SessionRun:
         self.end_written = False  # the session's end is in the store (archive answers then)
         self.owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
         self.fixed_tokens = 0  # tokens every model call carries besides messages (system prompt, tool specs)
+        self.compacting = False  # a compaction's summary calls are under way
         self.turn_outcome: TurnOutcome | None = None  # ``ends_after_turn``: how its turn ended (the run's result carries it)
         # The start of this run: of the session for a new one (where its spend's wall time counts from).
         self.run_started = workflow.now()
