@@ -6,6 +6,7 @@ to the sliding window when its summary fails."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from agentrt.client import AgentClient
@@ -215,3 +216,14 @@ async def test_a_compact_request_while_one_is_queued_is_recorded_as_already_comp
     await client.approve(sid, requested.request.request_id)
     assert (await client.wait(sid, started.turn_id)).status == "completed"
     assert await first == await second  # one compaction answered both
+
+
+async def test_agentrt_run_gives_the_session_its_compaction_threshold(harness: Harness, workspace: Path, tmp_path: Path) -> None:
+    from tests.cli.test_cli import agentrt
+
+    script = write_script(tmp_path, [{"text": "ok"}])
+    ran = await agentrt(harness, "run", "hi", "-w", str(workspace), "--script", script, "--compact-threshold", "1.0", "--json", cwd=tmp_path)
+
+    assert ran.returncode == 0, ran.stderr
+    session_id = json.loads(ran.stdout)["session_id"]
+    assert harness.store.session_config(session_id).compact_threshold == 1.0
