@@ -57,7 +57,8 @@ async def test_each_model_call_records_its_input_by_source_with_the_memories_it_
 
     first, second = [e for e in await _events(harness, sid) if isinstance(e, ContextAssembled)]
     assert (first.round, second.round, first.overflow) == (1, 2, False)
-    assert first.breakdown.memories == 0 and second.breakdown.memories > 0  # the memory written in round 1
+    # The memory written in round 1 joins round 2's (the owner's memories of other tests may be there too).
+    assert second.breakdown.memories > first.breakdown.memories
     for event in (first, second):
         b = event.breakdown
         assert min(b.system_prompt, b.tool_specs, b.current_message) > 0
