@@ -9,7 +9,9 @@ keeps it inside the profile's input budget (``context_window`` − ``max_output_
   alone over the budget: the call is not sent; a non-retryable ``ApplicationError`` typed
   ``ContextOverflow`` (the turn fails ``context_overflow``) carries the breakdown;
 - the whole over the budget: the memories section is left out, then the oldest messages
-  before the latest user message (a tool result never without its call), with a note.
+  before the latest user message (a tool result never without its call), with a note; then
+  the messages after it (the newest reply and its tool results) share what is left, cut in
+  the middle. Still over: ``ContextOverflow`` too; no request above the window is sent.
 
 Sizes are estimated as the workflow does (``estimate_tokens``) and calibrated by the plan's
 ratio of calibrated to raw tokens, so both sides count alike.
@@ -24,9 +26,12 @@ from dataclasses import dataclass
 
 from temporalio.exceptions import ApplicationError
 
-from agentrt.activities._call_context import OMITTED_NOTE
+from agentrt.activities._call_context import OMITTED_NOTE, fit
 from agentrt.schemas import ContextBreakdown, Message, ModelCallInput, ModelProfile, ToolSpec
-from agentrt.workflows.context import estimate_tokens, input_budget, specs_bytes
+from agentrt.workflows.context import BYTES_PER_TOKEN, estimate_tokens, input_budget, specs_bytes
+
+# Tokens of a cut message's overhead and "[… N bytes omitted …]" note.
+_CUT_NOTE_TOKENS = 24
 
 __all__ = ["AssembledContext", "fit_context"]
 
@@ -126,7 +131,17 @@ def fit_context(
         if current is not None:
             current += 1
         described = breakdown(memories_dropped=memories > 0, omitted_messages=omitted)
-    if described.total > budget:  # what follows the latest user message alone does not fit
+    if described.total > budget and current is not None:
+        # What follows the latest user message (the newest reply and its tool results) shares what is left.
+        tail = list(range(current + 1, len(messages)))
+        room = budget - described.total + sum(cal(_message_tokens(messages[i])) for i in tail)
+        if tail and room > 0:
+            share = room // len(tail)
+            for i in tail:
+                if cal(_message_tokens(messages[i])) > share:
+                    messages[i] = fit(messages[i], max(int(share / calibration) - _CUT_NOTE_TOKENS, 16) * BYTES_PER_TOKEN)
+            described = breakdown(memories_dropped=memories > 0, omitted_messages=omitted)
+    if described.total > budget:
         return _overflow(profile, budget, described)
     return AssembledContext(_joined(summarised, budget_note), messages, described)
 

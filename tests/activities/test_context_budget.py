@@ -83,3 +83,19 @@ def test_sizes_follow_the_plan_s_calibration() -> None:
 
     assert isinstance(plain, AssembledContext) and isinstance(doubled, AssembledContext)
     assert (plain.breakdown.current_message, doubled.breakdown.current_message) == (103, 206)
+
+
+def test_the_newest_tool_results_share_what_the_current_message_leaves() -> None:
+    call = ToolCall(id="c1", name="fs.read", arguments={"path": "a"})
+    messages = [
+        Message(role="user", text="q" * 3_000),  # pinned: never cut
+        Message(role="assistant", text="", tool_calls=[call, call.model_copy(update={"id": "c2"})]),
+        Message(role="tool", tool_call_id="c1", name="fs.read", text="r" * 4_000),
+        Message(role="tool", tool_call_id="c2", name="fs.read", text="s" * 4_000),
+    ]
+    fitted = fit(messages)
+
+    assert isinstance(fitted, AssembledContext)
+    assert fitted.messages[0].text == "q" * 3_000
+    assert all("omitted to fit the context window" in m.text for m in fitted.messages[2:])
+    assert fitted.breakdown.total <= fitted.breakdown.budget
