@@ -23,17 +23,22 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from temporalio.exceptions import ApplicationError
 
-from agentrt.activities._call_context import OMITTED_NOTE, fit
+from agentrt.activities._call_context import OMITTED_NOTE, CallContext, fit, takes_reasoning_back
+from agentrt.activities._system_prompt import budget_section
 from agentrt.schemas import ContextBreakdown, Message, ModelCallInput, ModelProfile, ToolSpec
 from agentrt.workflows.context import BYTES_PER_TOKEN, estimate_tokens, input_budget, specs_bytes
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 # Tokens of a cut message's overhead and "[… N bytes omitted …]" note.
 _CUT_NOTE_TOKENS = 24
 
-__all__ = ["AssembledContext", "fit_context"]
+__all__ = ["AssembledContext", "assemble_context", "fit_context"]
 
 
 @dataclass
@@ -43,6 +48,29 @@ class AssembledContext:
     system: str | None
     messages: list[Message]
     breakdown: ContextBreakdown
+
+
+def assemble_context(
+    context: CallContext,
+    input: ModelCallInput,
+    profile: ModelProfile,
+    tools: Sequence[ToolSpec],
+    conn: "Connection | None",
+    *,
+    later: Sequence[tuple[int, Message]] = (),
+) -> AssembledContext | ApplicationError:
+    """Read the call's system prompt, messages (``later``: ones not stored yet) and memories from
+    the store (on ``conn``) and ``fit_context`` them; the budget note goes last, as it changes
+    every round and everything before it stays in providers' prompt caches."""
+    base = context.system_prompt(input, profile, list(tools), conn)
+    summarised, messages = context.messages(
+        input, conn, system=base, with_reasoning=takes_reasoning_back(profile), later=later
+    )
+    return fit_context(
+        input, profile, tools, base=base, summarised=summarised, messages=messages,
+        with_memories=context.with_memories(input.session_id, summarised, messages, conn),
+        budget_note=budget_section(input.budget_note),
+    )
 
 
 def _text_tokens(text: str | None) -> int:

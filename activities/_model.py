@@ -20,10 +20,9 @@ from temporalio.exceptions import ApplicationError
 from agentrt.activities import _attempts
 from agentrt.activities._call_context import CallContext, takes_reasoning_back
 from agentrt.activities._call_gate import CallGate
-from agentrt.activities._context_budget import fit_context
+from agentrt.activities._context_budget import assemble_context
 from agentrt.activities._output import checked_answer, with_output_tool
 from agentrt.activities._owners import claim_workflow_id
-from agentrt.activities._system_prompt import budget_section
 from agentrt.activities._telemetry import ModelCall, model_call
 from agentrt.activities.providers import ProviderClients, application_error_from, bounded_message, provider_for, redact
 from agentrt.activities.tools import discover_skills
@@ -366,7 +365,7 @@ class ModelActivities:
     ) -> tuple[str | None, list[Message], ContextBreakdown | None, ApplicationError | None]:
         """In one transaction: write the call's staged writes (its own messages are part of its
         context), read its context (and the memories it shows; the budget note goes last), fit it
-        to the window (``fit_context``: a ``ContextOverflow`` is returned like a refusal), ask the
+        to the window (``assemble_context``: a ``ContextOverflow`` is returned like a refusal), ask the
         ``CallGate``, write its "started" receipt. A context that cannot be read
         (a missing summary) writes nothing, so no receipt claims a request that was never sent;
         a call the gate refuses keeps its staged writes, gets no receipt and returns the refusal.
@@ -374,16 +373,7 @@ class ModelActivities:
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
-            base = self.context.system_prompt(input, profile, tools, conn)
-            summarised, messages = self.context.messages(
-                input, conn, system=base, with_reasoning=takes_reasoning_back(profile), later=later
-            )
-            fitted = fit_context(
-                input, profile, tools, base=base, summarised=summarised, messages=messages,
-                with_memories=self.context.with_memories(input.session_id, summarised, messages, conn),
-                # last: it changes every round, so everything before it stays in prompt caches
-                budget_note=budget_section(input.budget_note),
-            )
+            fitted = assemble_context(self.context, input, profile, tools, conn, later=later)
             if isinstance(fitted, ApplicationError):  # its pinned parts alone pass the window: not sent
                 return None, [], None, fitted
             system, messages = fitted.system, fitted.messages
