@@ -339,7 +339,7 @@ class ModelActivities:
             raise _provider_failure(empty, profile) from None
         fused: list[FusedRound] = []
         if input.fuse is not None and self.fusion is not None and not takes_reasoning_back(profile):
-            fused, last = await self.fusion.follow(input, profile, provider, tools, response)
+            fused, last, breakdown = await self.fusion.follow(input, profile, provider, tools, response, breakdown)
             if last is None:
                 return ModelCallResult(position=input.reply_position, fused=fused, call_again=True)
             response = last

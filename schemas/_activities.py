@@ -134,6 +134,8 @@ class FusedRound(Model):
     stop_reason: str | None = None
     reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
     results: list[FusedToolResult]
+    # The input by source of the call that gave this reply (event ``ContextAssembled``).
+    context: ContextBreakdown | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallInput(Model):

@@ -20,8 +20,6 @@ from agentrt.schemas import (
     BudgetCrossing,
     BudgetExceededEvent,
     CancelTurnInput,
-    ContextAssembled,
-    ContextBreakdown,
     Message,
     ModelCallInput,
     ModelCallResult,
@@ -42,7 +40,7 @@ from agentrt.workflows import context
 from agentrt.workflows._errors import (
     CallRefused, ModelCallFailed, TurnCancelled, call_refusal, context_overflow, error_code, error_text,
 )
-from agentrt.workflows._fused_rounds import FusedRounds, request_started
+from agentrt.workflows._fused_rounds import FusedRounds, context_assembled, request_started
 from agentrt.workflows._mcp_steps import Mcp
 from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_steps import ToolCalls
@@ -408,22 +406,15 @@ class TurnLoop:
             refused = call_refusal(err)
             if refused is not None:
                 raise refused from err
-            self._context_assembled(turn, round_number, context_overflow(err), overflow=True)
+            context_assembled(run, turn, round_number, context_overflow(err), overflow=True)
             raise ModelCallFailed(error_text(err), error_code(err)) from err
         run.call_wrote(writes)
-        self._context_assembled(turn, round_number, reply.context)
+        context_assembled(run, turn, round_number, reply.fused[0].context if reply.fused else reply.context)
         state.assistant_messages += 1
         if plan is not None:
             first = reply.fused[0].usage if reply.fused else reply.usage
             context.observe(state.context, plan.raw_tokens, first.input_tokens)
         return reply
-
-    def _context_assembled(self, turn: Turn, round_number: int, breakdown: ContextBreakdown | None, overflow: bool = False) -> None:
-        """Record what the call was sent by source (or, ``overflow``, why nothing was); context-events-v1."""
-        if breakdown is not None and self.run.gen.context_events():
-            self.run.emit(ContextAssembled(
-                turn_id=turn.id, round=round_number, profile=self.run.config.profile, breakdown=breakdown, overflow=overflow,
-            ))
 
 
 def output_feedback(errors: list[str]) -> str:
