@@ -126,7 +126,8 @@ class CallContext:
                 keys = ", ".join(superseded[position])
                 text = f"[superseded: {keys} was updated by a later tool result; this earlier result is not shown]"
                 message = message.model_copy(update={"text": text})
-            elif position in limits:
+            elif position in limits and message.role != "user":
+                # A user message is never cut: one that does not fit fails the call (fit_context).
                 message = fit(message, limits[position])
             messages.append(message)
         if (plan.omitted or plan.summary_id is not None) and (not messages or messages[0].role != "user"):

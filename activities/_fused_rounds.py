@@ -26,6 +26,7 @@ from temporalio import activity
 from agentrt.activities._output import with_output_tool
 from agentrt.activities._telemetry import model_call
 from agentrt.schemas import (
+    ContextBreakdown,
     FusedRound,
     FusedToolResult,
     Message,
@@ -74,8 +75,11 @@ class RoundFusion:
         provider: "Provider",
         tools: list[ToolSpec],
         first: ModelResponse,
-    ) -> tuple[list[FusedRound], ModelResponse | None]:
-        """The rounds run after ``first`` (the call's own reply) and the reply they ended with.
+        context: ContextBreakdown | None = None,
+    ) -> tuple[list[FusedRound], ModelResponse | None, ContextBreakdown | None]:
+        """The rounds run after ``first`` (the call's own reply) and the reply they ended with,
+        with the input by source of the call that gave that reply (``context``: ``first``'s; each
+        round carries its own).
 
         Returns ``([], first)`` when ``first``'s calls may not run here. The reply is the first
         one that asks for a call that may not run here, or for no call (an answer); None when
@@ -101,14 +105,14 @@ class RoundFusion:
         while True:
             calls = response.tool_calls
             if not calls or not all(runs_without_asking(call, specs, policy) for call in calls):
-                return rounds, response
+                return rounds, response, context
             results = await self._run_calls(input, calls, min(fuse.max_result_bytes, room))
             if results is None:
-                return rounds, response
+                return rounds, response, context
             room -= sum(len(r.text.encode()) for r in results)
             rounds.append(FusedRound(
                 text=response.text, tool_calls=calls, usage=response.usage, stop_reason=response.stop_reason,
-                reasoning_chars=sum(len(block.text) for block in response.reasoning), results=results,
+                reasoning_chars=sum(len(block.text) for block in response.reasoning), results=results, context=context,
             ))
             later.append((position, Message(role="assistant", text=response.text, tool_calls=calls)))
             for call, result in zip(calls, results):
@@ -116,11 +120,11 @@ class RoundFusion:
                 later.append((position, result.message(call)))
             position += 1
             if len(rounds) > fuse.max_rounds or loop.time() > deadline:
-                return rounds, None
+                return rounds, None, None
             follow_up = await self._follow_up(input, len(rounds), position, profile, provider, tools, later)
             if follow_up is None:
-                return rounds, None
-            response = follow_up
+                return rounds, None, None
+            response, context = follow_up
 
     async def _run_calls(self, input: ModelCallInput, calls: list[ToolCall], max_bytes: int) -> list[FusedToolResult] | None:
         """Each call's result, in call order; None (none of them is kept) when one raised
@@ -156,9 +160,9 @@ class RoundFusion:
         provider: "Provider",
         tools: list[ToolSpec],
         later: list[tuple[int, Message]],
-    ) -> ModelResponse | None:
-        """Follow-up call ``k`` (its reply at ``position``, after the messages ``later``); None
-        when it was refused, failed or came back empty."""
+    ) -> tuple[ModelResponse, ContextBreakdown | None] | None:
+        """Follow-up call ``k`` (its reply at ``position``, after the messages ``later``) and its
+        input by source; None when it was refused, failed or came back empty."""
         models = self._models
         attempt = FOLLOW_UP_ATTEMPTS * activity.info().attempt + k
         step = input.model_copy(update={
@@ -168,7 +172,7 @@ class RoundFusion:
         with model_call(input.session_id, attempt, turn_id=input.turn_id, round=step.round) as call:
             call.request(profile)
             try:
-                system, messages, refusal = await asyncio.to_thread(models.begin_call, step, attempt, profile, tools, later)
+                system, messages, context, refusal = await asyncio.to_thread(models.begin_call, step, attempt, profile, tools, later)
             except Exception as err:
                 activity.logger.info("fused round stopped: its context could not be read (%s)", type(err).__name__)
                 return None
@@ -197,7 +201,7 @@ class RoundFusion:
             call.reply(response.usage, response.stop_reason, profile)
         if not response.text.strip() and not response.tool_calls:
             return None
-        return response
+        return response, context
 
 
 

@@ -20,9 +20,9 @@ from temporalio.exceptions import ApplicationError
 from agentrt.activities import _attempts
 from agentrt.activities._call_context import CallContext, takes_reasoning_back
 from agentrt.activities._call_gate import CallGate
+from agentrt.activities._context_budget import assemble_context
 from agentrt.activities._output import checked_answer, with_output_tool
 from agentrt.activities._owners import claim_workflow_id
-from agentrt.activities._system_prompt import budget_section
 from agentrt.activities._telemetry import ModelCall, model_call
 from agentrt.activities.providers import ProviderClients, application_error_from, bounded_message, provider_for, redact
 from agentrt.activities.tools import discover_skills
@@ -37,6 +37,7 @@ from agentrt.schemas import (
     CompactInput,
     CompactResult,
     ConfigurationError,
+    ContextBreakdown,
     DescribeProfileInput,
     EmptyResponseError,
     FusedRound,
@@ -111,14 +112,17 @@ class ModelActivities:
 
     def _profile(self, name: str, script: str | None, strict: bool = False) -> ModelProfile:
         """The profile called ``name``; with a session ``script`` it becomes a scripted profile
-        that keeps the configured profile's context limits and price (defaults and no price when
+        that keeps the configured profile's context limits, compaction threshold and price (defaults and no price when
         unknown, unless ``strict``)."""
         if script:
             known = self._config.profiles.get(name)
             if known is None and strict:
                 raise UnknownProfileError(name, list(self._config.profiles), self._profiles_read_from())
             limits = (
-                {"context_window": known.context_window, "max_output_tokens": known.max_output_tokens, "price": known.price}
+                {
+                    "context_window": known.context_window, "max_output_tokens": known.max_output_tokens, "price": known.price,
+                    "compact_threshold": known.compact_threshold,
+                }
                 if known
                 else {}
             )
@@ -200,6 +204,7 @@ class ModelActivities:
                 context_window=profile.context_window,
                 max_output_tokens=profile.max_output_tokens,
                 price=profile.price,
+                compact_threshold=profile.compact_threshold,
             )
         )
 
@@ -253,7 +258,7 @@ class ModelActivities:
         if input.tool_listing is not None:
             tools = tools + await asyncio.to_thread(self._tool_listing, input.tool_listing)
         # One transaction: the call's own events, its context, its "started" receipt.
-        system, messages, refusal = await asyncio.to_thread(self.begin_call, input, info.attempt, profile, tools)
+        system, messages, breakdown, refusal = await asyncio.to_thread(self.begin_call, input, info.attempt, profile, tools)
         if refusal is not None:
             raise refusal
         request = ModelRequest(
@@ -334,7 +339,7 @@ class ModelActivities:
             raise _provider_failure(empty, profile) from None
         fused: list[FusedRound] = []
         if input.fuse is not None and self.fusion is not None and not takes_reasoning_back(profile):
-            fused, last = await self.fusion.follow(input, profile, provider, tools, response)
+            fused, last, breakdown = await self.fusion.follow(input, profile, provider, tools, response, breakdown)
             if last is None:
                 return ModelCallResult(position=input.reply_position, fused=fused, call_again=True)
             response = last
@@ -351,14 +356,16 @@ class ModelActivities:
             output=check.output if check else None,
             output_problems=check.problems if check else [],
             fused=fused,
+            context=breakdown,
         )
 
     def begin_call(
         self, input: ModelCallInput, attempt: int, profile: ModelProfile, tools: list[ToolSpec],
         later: Sequence[tuple[int, Message]] = (),
-    ) -> tuple[str | None, list[Message], ApplicationError | None]:
+    ) -> tuple[str | None, list[Message], ContextBreakdown | None, ApplicationError | None]:
         """In one transaction: write the call's staged writes (its own messages are part of its
-        context), read its context (and the memories it shows; the budget note goes last), ask the
+        context), read its context (and the memories it shows; the budget note goes last), fit it
+        to the window (``assemble_context``: a ``ContextOverflow`` is returned like a refusal), ask the
         ``CallGate``, write its "started" receipt. A context that cannot be read
         (a missing summary) writes nothing, so no receipt claims a request that was never sent;
         a call the gate refuses keeps its staged writes, gets no receipt and returns the refusal.
@@ -366,18 +373,14 @@ class ModelActivities:
         with self._store.transaction() as conn:
             if input.store_writes is not None:
                 self._store.append(input.store_writes, conn=conn)
-            system = self.context.system_prompt(input, profile, tools, conn)
-            system, messages = self.context.messages(
-                input, conn, system=system, with_reasoning=takes_reasoning_back(profile), later=later
-            )
-            system = self.context.with_memories(input.session_id, system, messages, conn)
-            budget = budget_section(input.budget_note)
-            if budget:  # last: it changes every round, so everything before it stays in prompt caches
-                system = f"{system}\n\n{budget}" if system else budget
+            fitted = assemble_context(self.context, input, profile, tools, conn, later=later)
+            if isinstance(fitted, ApplicationError):  # its pinned parts alone pass the window: not sent
+                return None, [], None, fitted
+            system, messages = fitted.system, fitted.messages
             refusal = self.gate.refusal(input, profile, self.gate.prompt_tokens(input, system, messages, tools), conn)
             if refusal is None:
                 self._store.record_usage(input.session_id, input.turn_id, input.round, attempt, "started", conn=conn)
-        return system, messages, refusal
+        return system, messages, fitted.breakdown, refusal
 
     def end_call(
         self,

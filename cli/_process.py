@@ -94,6 +94,11 @@ def run(
     fused_rounds: bool = typer.Option(
         False, "--fused-rounds", help="Let a model call run the read-only calls it asks for and call the model again itself (one activity)."
     ),
+    compact_threshold: Optional[float] = typer.Option(
+        None, "--compact-threshold", min=0.01, max=1.0,
+        help="Compact at a turn's end past this fraction of the input budget (1.0: never by tokens).",
+        show_default="the profile's compact_threshold, else 0.8",
+    ),
     system_prompt: Optional[str] = typer.Option(
         None, "--system-prompt", help="Text appended to the default system prompt (see --replace-system-prompt)."
     ),
@@ -182,6 +187,7 @@ def run(
                 approval_timeout_seconds=approval_timeout,
                 max_rounds_per_turn=max_rounds,
                 fused_rounds=fused_rounds,
+                compact_threshold=compact_threshold,
                 system_prompt=system_prompt,
                 system_prompt_mode="replace" if replace_system_prompt else "extend",
                 sandbox=sandbox.value,

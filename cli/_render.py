@@ -13,8 +13,10 @@ from agentrt.schemas import (
     BudgetRaised,
     CancelIgnored,
     CancelRequested,
+    ContextAssembled,
     ContextCompactionCompleted,
     ContextCompactionFailed,
+    ContextCompactionSkipped,
     ContextCompactionStarted,
     DelegatedSessionEnded,
     EffectReconciled,
@@ -22,6 +24,7 @@ from agentrt.schemas import (
     Event,
     McpToolsListed,
     MemoryAccepted,
+    MemoryDropped,
     MemoryProposed,
     MemoryRejected,
     Message,
@@ -126,7 +129,18 @@ def describe(event: Event) -> str:
                 f"context now ~{event.estimated_tokens} tokens" + (f": {_short(event.preview, 120)}" if event.preview else "")
             )
         case ContextCompactionFailed():
-            return f"compaction failed: {_short(event.error)}"
+            fallback = "; the sliding window goes on" if event.fallback_used else ""
+            return f"compaction failed: {_short(event.error)}{fallback}"
+        case ContextCompactionSkipped():
+            return f"compaction ({event.trigger}) skipped: {event.reason.replace('_', ' ')}, context ~{event.estimated_tokens} tokens"
+        case ContextAssembled():
+            b = event.breakdown
+            sources = (
+                f"system {b.system_prompt}, tools {b.tool_specs}, memories {b.memories}, summary {b.summary}, "
+                f"history {b.history}, message {b.current_message}"
+            )
+            head = "not sent: pinned parts pass the window" if event.overflow else f"round {event.round} sent"
+            return f"{head}: ~{b.total} of {b.budget} tokens ({sources})"
         case ModelProfileSwitched():
             compacted = " after compacting" if event.compacted else ""
             return (
@@ -210,6 +224,8 @@ def describe(event: Event) -> str:
             summary = f": {_short(event.summary, 160)}" if event.summary else ""
             concerns = "; ".join(f"{n}) {_short(c, 120)}" for n, c in enumerate(event.concerns, 1))
             return f"advisor: {event.verdict}{summary}" + (f" · concerns: {concerns}" if concerns else "")
+        case MemoryDropped():
+            return f"memory {event.key} ({event.scope}) dropped, not proposed: {_short(event.reason, 120)}"
         case MemoryProposed():
             return (
                 f"memory {event.memory_id} proposed ({event.scope} {event.key}): {_short(event.preview, 80)} · "

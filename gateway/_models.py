@@ -108,6 +108,10 @@ class SessionCreate(Body):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     approval_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_SECONDS, allow_inf_nan=False)
     max_rounds_per_turn: int = Field(default=250, ge=1, le=10_000)
+    compact_threshold: float | None = Field(
+        default=None, gt=0, le=1, allow_inf_nan=False,
+        description="Fraction of the input budget past which a turn's end compacts; 1.0: never by tokens; default the profile's, else 0.8.",
+    )
     title: Name | None = None
     sandbox: SandboxPolicy = "workspace_write"
     network: bool = False

@@ -10,7 +10,7 @@ from agentrt.schemas._agents import AgentSpec
 from agentrt.schemas._base import Model
 from agentrt.schemas._budget import Budget, Spend
 from agentrt.schemas._config import ApprovalPolicy, ModelProfile, SandboxPolicy, SessionConfig
-from agentrt.schemas._context import ContextPlan, ProfileLookup
+from agentrt.schemas._context import ContextBreakdown, ContextPlan, ProfileLookup
 from agentrt.schemas._events import Event
 from agentrt.schemas._memory import MemoryNote
 from agentrt.schemas._messages import Message, PositionedMessage, ReasoningBlock, ToolCall, ToolSpec, Usage
@@ -134,6 +134,8 @@ class FusedRound(Model):
     stop_reason: str | None = None
     reasoning_chars: int = Field(default=0, exclude_if=lambda v: v == 0)
     results: list[FusedToolResult]
+    # The input by source of the call that gave this reply (event ``ContextAssembled``).
+    context: ContextBreakdown | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ModelCallInput(Model):
@@ -202,6 +204,8 @@ class ModelCallResult(Model):
     # with no reply of its own (its time, round limit or a refusal), so the fields above are empty.
     fused: list[FusedRound] = Field(default_factory=list, exclude_if=lambda v: not v)
     call_again: bool = Field(default=False, exclude_if=lambda v: v is False)
+    # The call's input by source (event ``ContextAssembled``); None from workers before it.
+    context: ContextBreakdown | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ListToolsInput(Model):

@@ -59,6 +59,9 @@ class ModelProfile(Model):
     - ``api_key_env``: the *name* of the worker's environment variable holding the key;
       the key itself never enters workflow history.
     - ``context_window`` and ``max_output_tokens`` are in tokens.
+    - ``compact_threshold``: the fraction of the input budget (more than 0, at most 1) past which
+      a session on this profile compacts at a turn's end; 1.0 turns automatic compaction by
+      tokens off; None: 0.8 (``COMPACT_THRESHOLD``). A session's own ``compact_threshold`` wins.
     - ``script``: path to a scripted-model file (``scripted`` only).
     - ``timeout_seconds``: bound on one HTTP request (seconds).
     - ``system_prompt``: replaces (``system_prompt_mode = "replace"``) or extends (``"extend"``,
@@ -94,6 +97,7 @@ class ModelProfile(Model):
     api_key_env: str | None = None
     context_window: int = Field(default=128_000, ge=1)
     max_output_tokens: int = Field(default=4_096, ge=1)
+    compact_threshold: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
     temperature: float | None = None
     script: str | None = None
     timeout_seconds: float = 600.0
@@ -197,6 +201,9 @@ class SessionConfig(Model):
     - ``approval_timeout_seconds``: a pending approval is denied after this many seconds
       (finite, > 0, at most ``MAX_APPROVAL_TIMEOUT_SECONDS``, a year); None waits forever.
     - ``max_rounds_per_turn``: model calls per turn before the turn ends as ``round_limit``.
+    - ``compact_threshold``: the fraction of the input budget (more than 0, at most 1) past which
+      the session compacts at a turn's end; 1.0 turns automatic compaction by tokens off (the
+      2,000-message bound still applies); None: the profile's, else 0.8.
     - ``model_timeout_seconds``, ``tool_timeout_seconds``: the bound on one attempt of a model or
       tool call (seconds; finite, > 0, at most ``MAX_CALL_TIMEOUT_SECONDS``, a year).
     - ``heartbeat_timeout_seconds``: how soon a dead worker's model or tool call is retried
@@ -260,6 +267,7 @@ class SessionConfig(Model):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     approval_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_SECONDS, allow_inf_nan=False)
     max_rounds_per_turn: int = Field(default=250, ge=1)
+    compact_threshold: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False, exclude_if=lambda v: v is None)
     model_timeout_seconds: float = Field(default=600.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     tool_timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     heartbeat_timeout_seconds: float = Field(default=3.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)

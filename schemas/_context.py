@@ -19,6 +19,7 @@ from agentrt.schemas._messages import Usage
 __all__ = [
     "CompactInput",
     "CompactResult",
+    "ContextBreakdown",
     "ContextEntry",
     "ContextPlan",
     "ContextState",
@@ -84,6 +85,32 @@ class ContextPlan(Model):
     omitted: int = 0
 
 
+class ContextBreakdown(Model):
+    """One model call's assembled input by source, in estimated tokens (bytes ÷ 4 plus 4 per
+    message, calibrated by the provider's reports as the context plan is).
+
+    ``system_prompt``: agentrt's default prompt as the profile and session extend it, the
+    skills and the budget note; ``tool_specs``: the tools' JSON specs; ``memories``: the
+    "Relevant memories" section; ``summary``: the compaction summary; ``current_message``: the
+    latest user message; ``history``: every other message sent. ``pinned`` is what the call
+    cannot leave out (system prompt, tool specs, summary, current message); ``budget`` the input
+    budget (``context_window`` − ``max_output_tokens``). ``omitted_messages``: older messages the
+    worker left out beyond the plan to fit; ``memories_dropped``: the memories were left out to fit.
+    """
+
+    system_prompt: int
+    tool_specs: int
+    memories: int = 0
+    summary: int = 0
+    history: int = 0
+    current_message: int = 0
+    total: int
+    pinned: int
+    budget: int
+    omitted_messages: int = 0
+    memories_dropped: bool = False
+
+
 class ProfileInfo(Model):
     """The context limits of a model profile (tokens), as the worker's configuration declares them."""
 
@@ -93,6 +120,9 @@ class ProfileInfo(Model):
     context_window: int
     max_output_tokens: int
     price: ModelPrice | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The fraction of the input budget past which a turn's end compacts (1.0: never by tokens);
+    # None: the session's, else the default ``COMPACT_THRESHOLD`` (0.8).
+    compact_threshold: float | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ProfileLookup(Model):

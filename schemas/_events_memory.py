@@ -10,6 +10,7 @@ from agentrt.schemas._events_base import EventBase
 
 __all__ = [
     "MemoryAccepted",
+    "MemoryDropped",
     "MemoryProposed",
     "MemoryRejected",
     "TrajectoryCompleted",
@@ -27,6 +28,20 @@ class MemoryProposed(EventBase):
     scope: Literal["session", "workspace", "user"]
     key: str
     preview: str
+    call_id: str
+
+
+class MemoryDropped(EventBase):
+    """``memory.write`` at ``workspace`` scope wrote a status note (progress of the current work,
+    e.g. text opening with "TODO:" or "currently working on"; docs/memory.md gives the rule):
+    nothing was stored or proposed. ``reason`` names the phrasing that made it one."""
+
+    type: Literal["MemoryDropped"] = "MemoryDropped"
+    memory_id: str
+    scope: Literal["session", "workspace", "user"]
+    key: str
+    preview: str
+    reason: str
     call_id: str
 
 

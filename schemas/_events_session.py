@@ -9,6 +9,7 @@ from pydantic import Field
 
 from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
 from agentrt.schemas._config import SessionConfig
+from agentrt.schemas._context import ContextBreakdown
 from agentrt.schemas._events_base import EventBase
 from agentrt.schemas._messages import ToolCall, Usage
 from agentrt.schemas._turns import TurnStatus
@@ -19,8 +20,10 @@ __all__ = [
     "BudgetRaised",
     "CancelIgnored",
     "CancelRequested",
+    "ContextAssembled",
     "ContextCompactionCompleted",
     "ContextCompactionFailed",
+    "ContextCompactionSkipped",
     "ContextCompactionStarted",
     "DelegatedSessionEnded",
     "ModelProfileSwitchFailed",
@@ -184,10 +187,41 @@ class ContextCompactionCompleted(EventBase):
 
 
 class ContextCompactionFailed(EventBase):
-    """Compaction failed (the model call's retries were spent); the context is unchanged."""
+    """Compaction failed (the model call's retries were spent); no summary was stored.
+
+    ``fallback_used``: the session goes on with the sliding window instead (each call sends the
+    newest messages that fit and leaves the older ones out; they stay in the store). Events
+    recorded before the field was added lack it and read True: the fallback was the same.
+    """
 
     type: Literal["ContextCompactionFailed"] = "ContextCompactionFailed"
     error: str
+    fallback_used: bool = True
+
+
+class ContextCompactionSkipped(EventBase):
+    """A compaction was asked for (``trigger``: ``threshold``, ``requested`` or ``switch``) and
+    not run. ``reason``: ``not_enough_history`` (the conversation since the last summary is its
+    newest part, which is kept verbatim) or ``already_compacting`` (a compaction is running or
+    queued; a requested one joins it). ``estimated_tokens``: the context now (tokens)."""
+
+    type: Literal["ContextCompactionSkipped"] = "ContextCompactionSkipped"
+    trigger: Literal["threshold", "requested", "switch"]
+    reason: Literal["not_enough_history", "already_compacting"]
+    principal: str | None = None
+    estimated_tokens: int = 0
+
+
+class ContextAssembled(EventBase):
+    """What model call ``round`` of the turn was sent, by source (``breakdown``, tokens), as the
+    worker assembled it; or, with ``overflow`` True, what it would have been: its pinned parts
+    alone passed the input budget, so nothing was sent and the turn failed ``context_overflow``."""
+
+    type: Literal["ContextAssembled"] = "ContextAssembled"
+    round: int
+    profile: str
+    breakdown: ContextBreakdown
+    overflow: bool = False
 
 
 class ModelProfileSwitched(EventBase):

@@ -74,13 +74,15 @@ class MemoryRecord(Model):
 
 class MemoryNote(Model):
     """What a ``memory.write`` result tells the workflow: the memory it wrote and whether that
-    is ``accepted`` (session scope) or ``proposed`` (waits for the owner)."""
+    is ``accepted`` (session scope) or ``proposed`` (waits for the owner); or ``dropped``: a
+    status note at workspace scope, not stored (``reason`` says which phrasing made it one)."""
 
     memory_id: str
     scope: MemoryScope
     key: str
-    status: Literal["proposed", "accepted"]
+    status: Literal["proposed", "accepted", "dropped"]
     preview: str = ""
+    reason: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class MemoryProposal(Model):

@@ -328,8 +328,9 @@ class CompactRequest(Model):
 
 
 class CompactOutcome(Model):
-    """What a compaction did. ``compacted`` False: nothing old enough to summarise (``reason``
-    says why) or the summary call failed (``error``). Token counts are estimates."""
+    """What a compaction did. ``compacted`` False: nothing old enough to summarise or a
+    compaction already running (``reason`` says why), or the summary call failed (``error``;
+    ``fallback_used``: the session goes on with the sliding window). Token counts are estimates."""
 
     compacted: bool
     summary_id: int | None = None
@@ -338,6 +339,7 @@ class CompactOutcome(Model):
     tokens_after: int = 0
     reason: str | None = None
     error: str | None = None
+    fallback_used: bool = Field(default=False, exclude_if=lambda v: v is False)
 
 
 class QueuedOperation(Model):

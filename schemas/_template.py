@@ -46,7 +46,7 @@ class SessionTemplate(Model):
     mode), grants (``tools``, ``sandbox``, ``network``, ``mcp_servers``, ``local_tools``, ``fused_rounds``,
     ``tool_task_queue``, ``model_task_queue``), approvals (``approval``, ``approval_timeout_seconds``, ``interactive``,
     ``operators``, ``advisor``), timeouts in seconds (model, tool, heartbeat), rounds per turn,
-    ``budget`` and ``agent`` (a registered agent's name). A starter may override any of them per child (a task's remaining budget, a graph
+    ``budget``, ``agent`` (a registered agent's name) and ``compact_threshold``. A starter may override any of them per child (a task's remaining budget, a graph
     node's grant)."""
 
     profile: str = "default"
@@ -57,6 +57,7 @@ class SessionTemplate(Model):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     approval_timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_SECONDS, allow_inf_nan=False)
     max_rounds_per_turn: int = Field(default=250, ge=1)
+    compact_threshold: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False, exclude_if=lambda v: v is None)
     model_timeout_seconds: float = Field(default=600.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     tool_timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     heartbeat_timeout_seconds: float = Field(default=3.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)

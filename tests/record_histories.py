@@ -32,11 +32,13 @@ from agentrt.schemas import (
     AutonomyDecision,
     Budget,
     CancelTurnInput,
+    ContextCompactionSkipped,
     GraphControlInput,
     GraphSnapshot,
     GraphSpec,
     McpServerConfig,
     MemoryProposed,
+    ModelProfile,
     ModelRequestStarted,
     OutputSpec,
     PermissionRequested,
@@ -286,6 +288,41 @@ async def compaction_on_demand(r: Recorder) -> dict[str, WorkflowHandle]:
     await r.client.compact(config.session_id)
     await r.client.archive(config.session_id)
     return {"compaction-on-demand": r.handle(config.session_id)}
+
+
+async def context_budget_and_compaction_events(r: Recorder) -> dict[str, WorkflowHandle]:
+    """context-events-v1 on a 4k-token profile with a low compaction threshold: a message too big for
+    the window (the turn fails context_overflow, no call sent), a turn that fits (ContextAssembled),
+    compactions at the session's own threshold, and two compact requests while a turn waits for an
+    approval (the second ``already_compacting``)."""
+    r.config_of_worker.profiles["tiny"] = ModelProfile(name="tiny", provider="scripted", context_window=4_000, max_output_tokens=1_000)
+    turns = [
+        {"text": "fits"},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"text": "written"},
+    ]
+    config = r.config(turns, compact_threshold=0.2).model_copy(update={"profile": "tiny"})
+    sid = config.session_id
+    started = await r.client.start(config, "x" * 20_000)
+    first_run = (await r.handle(sid).describe()).run_id
+    await r.wait_turn(sid, started.turn_id)
+    sent = await r.client.send(sid, "a short one")
+    await r.wait_turn(sid, sent.turn_id)
+    sent = await r.client.send(sid, "write a file")
+    requested = await wait_for_event(r.client, sid, lambda e: isinstance(e, PermissionRequested))
+    compactions = [asyncio.create_task(r.client.compact(sid)) for _ in range(2)]
+    await wait_for_event(r.client, sid, lambda e: isinstance(e, ContextCompactionSkipped) and e.reason == "already_compacting")
+    await r.client.approve(sid, requested.request.request_id)
+    await r.wait_turn(sid, sent.turn_id)
+    await asyncio.gather(*compactions)
+    await r.client.archive(sid)
+    runs, run_id = {}, first_run
+    while run_id:  # every run (the session continues as new after SUGGEST_AFTER_EVENTS)
+        handle = r.handle(sid, run_id)
+        runs[f"context-budget-and-compaction-events-run-{len(runs) + 1}"] = handle
+        last = (await handle.fetch_history()).events[-1]
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return runs
 
 
 async def started_idle_then_message(r: Recorder) -> dict[str, WorkflowHandle]:
@@ -1364,6 +1401,7 @@ SCENARIOS: list[Scenario] = [
     read_only_rounds_local,
     read_only_rounds_regular,
     compaction_on_demand,
+    context_budget_and_compaction_events,
     tool_call_approved,
     cancel_during_model_call,
     cancel_during_tool,

@@ -107,17 +107,30 @@ def take_summary_id(ctx: ContextState) -> int:
     return new_id
 
 
+def compact_threshold(session_threshold: float | None, profile: ProfileInfo) -> float:
+    """The fraction of the input budget past which a turn's end compacts: the session's
+    (``SessionConfig.compact_threshold``), else the profile's, else ``COMPACT_THRESHOLD`` (0.8);
+    1.0 turns automatic compaction by tokens off."""
+    if session_threshold is not None:
+        return session_threshold
+    if profile.compact_threshold is not None:
+        return profile.compact_threshold
+    return context.COMPACT_THRESHOLD
+
+
 def needs_auto_compaction(
-    ctx: ContextState, pause_turns: int, *, fixed_tokens: int, profile: ProfileInfo
+    ctx: ContextState, pause_turns: int, *, fixed_tokens: int, profile: ProfileInfo, threshold: float | None = None
 ) -> tuple[bool, int]:
     """Whether to compact at the end of a turn, and the pause left after this turn.
 
+    ``threshold``: the session's own (``compact_threshold`` picks between it and the profile's).
     After a failed automatic compaction the session waits ``AUTO_COMPACTION_PAUSE_TURNS``
     turns before trying again (the plan still fits the window by omission meanwhile).
     """
     if pause_turns > 0:
         return False, pause_turns - 1
-    return context.needs_compaction(ctx, fixed_tokens, profile.context_window, profile.max_output_tokens), 0
+    limit = compact_threshold(threshold, profile)
+    return context.needs_compaction(ctx, fixed_tokens, profile.context_window, profile.max_output_tokens, limit), 0
 
 
 def switch_needs_compaction(ctx: ContextState, *, fixed_tokens: int, target: ProfileInfo) -> bool:

@@ -19,6 +19,7 @@ from agentrt.schemas import (
     CompactResult,
     ContextCompactionCompleted,
     ContextCompactionFailed,
+    ContextCompactionSkipped,
     ContextCompactionStarted,
     DescribeProfileInput,
     ListToolsInput,
@@ -181,13 +182,17 @@ class Context:
 
     # ---------------------------------------------------------------- compaction and model switching
 
-    async def compact(self, reason: compaction.CompactionReason, target: ProfileInfo | None = None) -> CompactOutcome:
+    async def compact(
+        self, reason: compaction.CompactionReason, target: ProfileInfo | None = None, principal: str | None = None
+    ) -> CompactOutcome:
         """Summarise the older part of the conversation so the rest fits ``target``'s window.
 
         The current profile writes the summary in chunks that fit its window; the transcript
         in the store is never changed. Only the main loop calls it, one operation or turn
         end at a time, so compactions never overlap; ``compact`` requests join a queued one.
         ``SessionRun.compacting`` is True meanwhile (a send-only-if-idle message is refused).
+        Nothing old enough to summarise: ``ContextCompactionSkipped`` (``not_enough_history``,
+        ``context-events-v1``). A failed summary leaves the sliding window (``fallback_used``).
         """
         self.run.compacting = True
         try:
@@ -203,7 +208,20 @@ class Context:
             ctx, fixed_tokens=self.run.fixed_tokens, target=target or self.run.profile, summarizer=self.run.profile, reason=reason
         )
         if isinstance(plan, CompactOutcome):
+            if self.run.gen.context_events():
+                self.run.emit(ContextCompactionSkipped(
+                    trigger=reason, reason="not_enough_history", principal=principal, estimated_tokens=plan.tokens_before,
+                ))
+                await self.run.flush()
             return plan
+        self.run.compacting = True
+        try:
+            return await self._run_plan(plan, reason)
+        finally:
+            self.run.compacting = False
+
+    async def _run_plan(self, plan: compaction.CompactionPlan, reason: compaction.CompactionReason) -> CompactOutcome:
+        ctx = self.run.state.context
         if self.run.state.paused is not None:  # a summary is a model call: none while the session is paused
             await self.run.hold_while_paused()
             if self.run.ending():
@@ -243,10 +261,12 @@ class Context:
                 )
                 summary_id, usage = new_id, usage + result.usage
         except ActivityError as err:
-            self.run.emit(ContextCompactionFailed(error=error_text(err)))
+            # The session goes on with the sliding window: each call sends the newest messages that fit.
+            self.run.emit(ContextCompactionFailed(error=error_text(err), fallback_used=True))
             await self.run.flush()
             return CompactOutcome(
-                compacted=False, error=error_text(err), tokens_before=plan.tokens_before, tokens_after=plan.tokens_before
+                compacted=False, error=error_text(err), tokens_before=plan.tokens_before, tokens_after=plan.tokens_before,
+                fallback_used=True,
             )
         assert result is not None and summary_id is not None
         context.apply_compaction(ctx, summary_id, plan.upto, context.estimate_tokens(result.summary_chars))

@@ -6,7 +6,7 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from agentrt.schemas import BudgetCrossing
+from agentrt.schemas import BudgetCrossing, ContextBreakdown
 
 OUTCOME_UNKNOWN = "EffectOutcomeUnknown"
 # The types of a model call's refusal before it was sent (activities/_call_gate.py): the turn ends
@@ -53,6 +53,18 @@ def call_refusal(err: BaseException) -> CallRefused | None:
             except ValueError:
                 return None
             return CallRefused(cause.type, crossing, cause.message)
+    return None
+
+
+def context_overflow(err: BaseException) -> ContextBreakdown | None:
+    """The breakdown a ``ContextOverflow`` in ``err``'s cause chain carries (the call was not
+    sent: its pinned parts alone pass the window), or None for any other failure."""
+    for cause in _application_errors(err):
+        if cause.type == "ContextOverflow" and cause.details and isinstance(cause.details[0], dict):
+            try:
+                return ContextBreakdown.model_validate(cause.details[0])
+            except ValueError:
+                return None
     return None
 
 

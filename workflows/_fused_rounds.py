@@ -5,9 +5,11 @@
 workers; only the fast read-only tools (``local_activity``) of the worker's registry, and of
 those only the calls the policy allows without asking (the activity asks the same ``triage``).
 ``accept`` records each round the call ran as ``TurnLoop`` and ``ToolCalls`` record a round they
-run: its ``ModelRequestStarted``, the assistant message, for each call its request, the policy's
-grant (``policy-decisions-v1``), start, result message, end and trajectory step; then the reply the call ended with gets its position.
-``request_started`` is the ``ModelRequestStarted`` of any model call. Workflow code only.
+run: its ``ModelRequestStarted`` (and ``ContextAssembled``), the assistant message, for each call
+its request, the policy's grant (``policy-decisions-v1``), start, result message, end and
+trajectory step; then the reply the call ended with gets its position. ``request_started`` is the
+``ModelRequestStarted`` of any model call, ``context_assembled`` its ``ContextAssembled``.
+Workflow code only.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from agentrt.schemas import (
     SKILL_ACTIVATE,
     SKILL_DEACTIVATE,
     AssistantMessageCompleted,
+    ContextAssembled,
+    ContextBreakdown,
     ContextPlan,
     FusedRound,
     FuseRounds,
@@ -87,6 +91,17 @@ def request_started(run: SessionRun, turn: Turn, round_number: int, reply_positi
     return plan
 
 
+def context_assembled(
+    run: SessionRun, turn: Turn, round_number: int, breakdown: ContextBreakdown | None, overflow: bool = False
+) -> None:
+    """Emit the ``ContextAssembled`` of round ``round_number``'s model call, its input by source
+    (``overflow``: why nothing was sent), when the worker reported one (``context-events-v1``)."""
+    if breakdown is not None and run.gen.context_events():
+        run.emit(ContextAssembled(
+            turn_id=turn.id, round=round_number, profile=run.config.profile, breakdown=breakdown, overflow=overflow,
+        ))
+
+
 class FusedRounds:
     """Says what a session's model call may run itself, and records what it ran."""
 
@@ -140,6 +155,7 @@ class FusedRounds:
             if index:
                 position = run.journal.take_position()
                 plan = request_started(run, turn, number, position)
+                context_assembled(run, turn, number, fused.context)
                 run.state.assistant_messages += 1
                 if plan is not None:
                     context.observe(run.state.context, plan.raw_tokens, fused.usage.input_tokens)
@@ -153,6 +169,7 @@ class FusedRounds:
             return done
         position = run.journal.take_position()
         plan = request_started(run, turn, done.round_number, position)
+        context_assembled(run, turn, done.round_number, reply.context)
         run.state.assistant_messages += 1
         if plan is not None:
             context.observe(run.state.context, plan.raw_tokens, reply.usage.input_tokens)

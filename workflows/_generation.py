@@ -85,6 +85,12 @@ STRUCTURED_OUTPUT_PATCH = "structured-output-v1"
 # registered-tools-v1: a session whose tools (its own or its agent's) are not all registered on
 # the worker fails at its start (ToolNotRegistered); runs recorded before it went on without them.
 REGISTERED_TOOLS_PATCH = "registered-tools-v1"
+# context-events-v1: the context is described and compactions not run are recorded: each model
+# call's result is followed by ContextAssembled (its input by source) and a compaction with nothing
+# to summarise by ContextCompactionSkipped (with a store write); a compact request while one runs
+# is answered at once (ContextCompactionSkipped ``already_compacting``) instead of queued after it.
+# Runs recorded before it replay without these events, so their sequence numbers hold.
+CONTEXT_EVENTS_PATCH = "context-events-v1"
 # upgrade-at-turn-boundary-v1: a pinned run whose deployment has a newer current build continues
 # as new onto it between turns (_continuation).
 UPGRADE_PATCH = _frame.UPGRADE_PATCH
@@ -184,6 +190,11 @@ class Generation:
     def child_spend_report(self) -> bool:
         """child-spend-v1, asked when a child session ends cancelled."""
         return self._has(CHILD_SPEND_PATCH)
+
+    def context_events(self) -> bool:
+        """context-events-v1, asked at a run's first model call result, compaction with nothing to
+        summarise or compact request while one runs, whichever comes first."""
+        return self._has(CONTEXT_EVENTS_PATCH)
 
     def registered_tools(self) -> bool:
         """registered-tools-v1, asked when a session's listing names tools the worker lacks."""

@@ -21,7 +21,9 @@ from agentrt.schemas import (
     CancelIgnored,
     CancelRequested,
     CancelTurnInput,
+    CompactOutcome,
     CompactRequest,
+    ContextCompactionSkipped,
     ElicitationAnswer,
     Event,
     MemoryAccepted,
@@ -43,6 +45,7 @@ from agentrt.schemas import (
     WaitTurnInput,
 )
 from agentrt.workflows import _activity_options as options
+from agentrt.workflows import context
 from agentrt.workflows._approvals import Standing, ignored_text, standing
 from agentrt.workflows._errors import error_text, rejected
 from agentrt.workflows._idempotency import key_reused_text
@@ -193,6 +196,21 @@ class SessionControl:
         if sent is not None:
             assert message.idempotency_key is not None
             raise rejected(key_reused_text(message.idempotency_key, sent.turn_id, self.run.config.session_id))
+
+    async def request_compaction(self, principal: str) -> Any:
+        """An update ``compact``: queued behind the active turn, joining a compaction already queued.
+        One that comes while a compaction runs or is queued records ``ContextCompactionSkipped``
+        (``already_compacting``, ``context-events-v1``); while one runs it is answered at once."""
+        run = self.run
+        queued = any(q.kind == "compact" for q in run.state.inbox)
+        if (run.compacting or queued) and run.gen.context_events():
+            run.emit(ContextCompactionSkipped(
+                trigger="requested", reason="already_compacting", principal=principal,
+                estimated_tokens=context.context_tokens(run.state.context, run.fixed_tokens),
+            ))
+            if not queued:
+                return CompactOutcome(compacted=False, reason="already compacting: a compaction is running now")
+        return await self.queue_operation("compact", principal)
 
     async def queue_operation(self, kind: Any, principal: str, profile: str | None = None) -> Any:
         """Queue a model switch or compaction behind the active turn; its result once it ran."""

@@ -24,6 +24,7 @@ from agentrt.schemas import (
     CancelTurnInput,
     Event,
     MemoryAccepted,
+    MemoryDropped,
     MemoryNote,
     MemoryProposal,
     MemoryProposed,
@@ -94,6 +95,7 @@ class SessionRun:
         self.end_written = False  # the session's end is in the store (archive answers then)
         self.owner_unwritten = False  # lean-start-v1: AgentOwner goes with the first status
         self.fixed_tokens = 0  # tokens every model call carries besides messages (system prompt, tool specs)
+        self.compacting = False  # a compaction's summary calls are under way
         self.turn_outcome: TurnOutcome | None = None  # ``ends_after_turn``: how its turn ended (the run's result carries it)
         # The start of this run: of the session for a new one (where its spend's wall time counts from).
         self.run_started = workflow.now()
@@ -332,7 +334,14 @@ class SessionRun:
 
     def memory_written(self, turn_id: str, call: ToolCall, note: MemoryNote) -> None:
         """Record what ``memory.write`` stored: a session memory is accepted at once; a workspace
-        or user one waits for the owner's ``decide_memory``."""
+        or user one waits for the owner's ``decide_memory``; a workspace status note was dropped
+        (``MemoryDropped``, with why)."""
+        if note.status == "dropped":
+            self.emit(MemoryDropped(
+                turn_id=turn_id, memory_id=note.memory_id, scope=note.scope, key=note.key, preview=note.preview,
+                reason=note.reason or "status note", call_id=call.id,
+            ))
+            return
         if note.status == "accepted":
             self.emit(MemoryAccepted(turn_id=turn_id, memory_id=note.memory_id, scope=note.scope, key=note.key, call_id=call.id))
             return

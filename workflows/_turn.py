@@ -37,8 +37,10 @@ from agentrt.schemas import (
 )
 from agentrt.workflows import _activity_options as options
 from agentrt.workflows import context
-from agentrt.workflows._errors import CallRefused, ModelCallFailed, TurnCancelled, call_refusal, error_code, error_text
-from agentrt.workflows._fused_rounds import FusedRounds, request_started
+from agentrt.workflows._errors import (
+    CallRefused, ModelCallFailed, TurnCancelled, call_refusal, context_overflow, error_code, error_text,
+)
+from agentrt.workflows._fused_rounds import FusedRounds, context_assembled, request_started
 from agentrt.workflows._mcp_steps import Mcp
 from agentrt.workflows._session_run import SessionRun
 from agentrt.workflows._tool_steps import ToolCalls
@@ -404,8 +406,10 @@ class TurnLoop:
             refused = call_refusal(err)
             if refused is not None:
                 raise refused from err
+            context_assembled(run, turn, round_number, context_overflow(err), overflow=True)
             raise ModelCallFailed(error_text(err), error_code(err)) from err
         run.call_wrote(writes)
+        context_assembled(run, turn, round_number, reply.fused[0].context if reply.fused else reply.context)
         state.assistant_messages += 1
         if plan is not None:
             first = reply.fused[0].usage if reply.fused else reply.usage

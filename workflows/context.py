@@ -169,13 +169,18 @@ def context_tokens(state: ContextState, fixed_tokens: int) -> int:
     return math.ceil(raw * state.calibration)
 
 
-def needs_compaction(state: ContextState, fixed_tokens: int, context_window: int, max_output_tokens: int) -> bool:
-    """True when the live context passes ``COMPACT_THRESHOLD`` of the input budget, or holds
-    more than ``MAX_LIVE_ENTRIES`` messages."""
+def needs_compaction(
+    state: ContextState, fixed_tokens: int, context_window: int, max_output_tokens: int, threshold: float = COMPACT_THRESHOLD
+) -> bool:
+    """True when the live context passes ``threshold`` of the input budget (never for a
+    threshold of 1.0 or more: automatic compaction by tokens is off), or holds more than
+    ``MAX_LIVE_ENTRIES`` messages."""
     if len(state.entries) > MAX_LIVE_ENTRIES:
         return True
+    if threshold >= 1.0:
+        return False
     budget = input_budget(context_window, max_output_tokens)
-    return context_tokens(state, fixed_tokens) > COMPACT_THRESHOLD * budget
+    return context_tokens(state, fixed_tokens) > threshold * budget
 
 
 def plan_context(

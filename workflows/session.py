@@ -159,7 +159,7 @@ class SessionWorkflow:
                 return
             result: SwitchModelResult | CompactOutcome | str = "the session ended first"
             try:
-                result = await (self._context.compact("requested") if operation.kind == "compact" else self._context.switch_model(operation))
+                result = await (self._context.compact("requested", principal=operation.principal) if operation.kind == "compact" else self._context.switch_model(operation))
             finally:
                 self._run.inbox.finish(operation.op_id, result)  # the caller's update must never wait forever
             self._run.set_status("idle")
@@ -186,7 +186,8 @@ class SessionWorkflow:
             return  # an ending session summarises nothing more
         state = run.state
         compact, state.auto_compaction_pause = compaction.needs_auto_compaction(
-            state.context, state.auto_compaction_pause, fixed_tokens=run.fixed_tokens, profile=run.profile
+            state.context, state.auto_compaction_pause, fixed_tokens=run.fixed_tokens, profile=run.profile,
+            threshold=run.config.compact_threshold,
         )
         if compact:
             if (await self._context.compact("threshold")).error is not None:
@@ -336,7 +337,7 @@ class SessionWorkflow:
     @workflow.update
     async def compact(self, input: CompactRequest) -> CompactOutcome:
         """Compact the context now (behind the active turn); joins a compaction already queued."""
-        result = await self._control.queue_operation("compact", input.principal)
+        result = await self._control.request_compaction(input.principal)
         if isinstance(result, str):
             raise ApplicationError(result, type="CompactionFailed", non_retryable=True)
         assert isinstance(result, CompactOutcome)

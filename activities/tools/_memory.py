@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from agentrt.activities.tools._registry import Tool, ToolArgs, ToolContext, ToolOutput
+from agentrt.activities.tools._status_note import status_note_marker
 from agentrt.schemas import (
     MAX_MEMORIES_PER_OWNER,
     MAX_MEMORY_TEXT_CHARS,
@@ -190,6 +191,9 @@ class MemoryWrite(Tool):
 
     def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
         store, config = _session(ctx, self.name)
+        marker = status_note_marker(args.key, args.text) if args.scope == "workspace" else None
+        if marker is not None:
+            return _dropped_status_note(args.key, args.text, marker, memory_id_for(ctx.call_key))
         record = MemoryRecord(
             memory_id=memory_id_for(ctx.call_key),
             owner=config.owner,
@@ -210,6 +214,20 @@ class MemoryWrite(Tool):
         else:
             text = f"proposed {stored.scope} memory {stored.key} (id {stored.memory_id}): it is used once the owner accepts it"
         return ToolOutput(text=text, memory=note)
+
+
+def _dropped_status_note(key: str, text: str, marker: str, memory_id: str) -> ToolOutput:
+    """The result of a workspace write that is a status note (``_status_note``): nothing stored,
+    the model told why, the workflow given a ``dropped`` note (event ``MemoryDropped``)."""
+    reason = f"status note ({marker}): a workspace memory must be a lasting fact, not the progress of current work"
+    note = MemoryNote(
+        memory_id=memory_id, scope="workspace", key=key, status="dropped",
+        preview=" ".join(text.split())[:PREVIEW_CHARS], reason=reason,
+    )
+    return ToolOutput(
+        text=f"not stored: workspace memory {key} reads as a {reason}; keep progress notes at session scope",
+        memory=note,
+    )
 
 
 class MemoryRecall(Tool):

@@ -202,7 +202,7 @@ def _system_of(store: Store, call: ModelCallInput) -> str:
     from tests.activities.test_model_context import Profiles
 
     profile = ModelProfile(name="scripted", provider="scripted", script="s.json")
-    system, _, _ = ModelActivities(Profiles(), store, default_registry()).begin_call(call, 1, profile, TOOLS)
+    system, _, _, _ = ModelActivities(Profiles(), store, default_registry()).begin_call(call, 1, profile, TOOLS)
     assert system is not None
     return system
 

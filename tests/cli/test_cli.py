@@ -132,6 +132,7 @@ async def test_unknown_profile_is_rejected_before_a_session_starts(harness: Harn
         (["run", "x", "--workspace", "/definitely/not/here"], "does not exist"),
         (["run", "x", "--workspace", ".", "--approve", "maybe"], "'maybe' is not one of"),
         (["run", "x", "--workspace", ".", "--max-rounds", "0"], "greater than or equal to 1"),
+        (["run", "x", "--workspace", ".", "--compact-threshold", "1.5"], "Input should be less than or equal to 1"),
         # --approval-timeout 1e308 crashed the workflow task for good (OverflowError), -5 denied at
         # once, nan and inf meant never.
         (["run", "x", "--workspace", ".", "--approval-timeout", "1e308"], "at most 31622400 seconds, not 1e+308"),

@@ -653,3 +653,14 @@ async def test_a_stream_past_the_gateway_s_most_open_streams_is_unavailable(harn
                 assert (await open_stream(stack, http, alice_sid, "alice")).status_code == 200
             refused = await open_stream(stack, http, mallory_sid, "mallory")
             assert "streams open" in assert_problem(refused, 503)["detail"] and refused.headers["retry-after"] == "5"
+
+
+async def test_a_session_created_over_http_keeps_its_compaction_threshold(
+    harness: Harness, http: httpx.AsyncClient, workspace: Path, tmp_path: Path
+) -> None:
+    created = await create_session(harness, http, write_script(tmp_path, [{"text": "ok"}]), compact_threshold=0.5)
+    await harness.client.wait(created["session_id"], created["turn_id"])
+
+    assert harness.store.session_config(created["session_id"]).compact_threshold == 0.5
+    refused = await http.post("/v1/sessions", json={"text": "hi", "workspace": "ws", "compact_threshold": 0}, headers=auth("alice"))
+    assert refused.status_code == 422 and "compact_threshold" in refused.text

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentrt.client import AgentClient
-from agentrt.schemas import MemoryAccepted, MemoryAlreadyDecided, MemoryNotFound, MemoryProposed, MemoryRejected
+from agentrt.schemas import MemoryAccepted, MemoryAlreadyDecided, MemoryDropped, MemoryNotFound, MemoryProposed, MemoryRejected
 from tests.cli.test_cli import agentrt
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import ALLOW_ALL, session_config, write_script
@@ -116,3 +116,30 @@ async def test_memory_show_prints_the_whole_text_escaped_and_forget_deletes_it(
     assert forgotten.returncode == 0, forgotten.stderr
     assert json.loads(forgotten.stdout)["memory_id"] == memory_id
     assert memory_id not in [m["memory_id"] for m in json.loads(listed.stdout)]
+
+
+async def test_a_workspace_status_note_is_dropped_while_a_session_note_and_a_workspace_fact_are_kept(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    note = "Currently working on the parser rewrite"
+    script = write_script(tmp_path, [
+        {"tool_calls": [
+            {"name": "memory.write", "arguments": {"key": "parser", "text": note, "scope": "workspace"}},
+            {"name": "memory.write", "arguments": {"key": "parser", "text": note, "scope": "session"}},
+            {"name": "memory.write", "arguments": {"key": "build.cmd", "text": "run make test", "scope": "workspace"}},
+        ]},
+        {"text": "noted"},
+    ])
+    sid = harness.new_session_id()
+    client = with_store(harness)
+    started = await client.start(session_config(client, sid, workspace, script, approval=ALLOW_ALL), "remember what matters")
+    assert (await client.wait(sid, started.turn_id)).status == "completed"
+
+    events = harness.store.events(sid, 0, 1000)
+    [dropped] = [e for e in events if isinstance(e, MemoryDropped)]
+    assert (dropped.scope, dropped.key) == ("workspace", "parser")
+    assert dropped.reason.startswith("status note (currently working on)")
+    assert [(e.scope, e.key) for e in events if isinstance(e, MemoryAccepted)] == [("session", "parser")]
+    assert [(e.scope, e.key) for e in events if isinstance(e, MemoryProposed)] == [("workspace", "build.cmd")]
+    written = [m for m in await client.memories() if m.session_id == sid]  # the store is the test run's
+    assert sorted((m.scope, m.key) for m in written) == [("session", "parser"), ("workspace", "build.cmd")]

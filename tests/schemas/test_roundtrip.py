@@ -162,3 +162,9 @@ def test_models_answer_the_sdks_transfer_type_lookup_without_the_metaclass() -> 
         assert _payload_converter._get_transfer_type_converter(Message) is None
     (payload,) = pydantic_data_converter.payload_converter.to_payloads([Message(role="user", text="hi")])
     assert pydantic_data_converter.payload_converter.from_payloads([payload], [Message]) == [Message(role="user", text="hi")]
+
+
+@pytest.mark.parametrize("threshold", [0.0, -0.5, 1.5, float("nan"), float("inf")])
+def test_a_compaction_threshold_outside_0_to_1_is_refused(threshold: float) -> None:
+    with pytest.raises(ValidationError, match="compact_threshold"):
+        SessionConfig(session_id="s", owner="o", workspace="/w", compact_threshold=threshold)

@@ -10,6 +10,7 @@ from agentrt.workflows import context
 from agentrt.workflows._compaction import (
     AUTO_COMPACTION_PAUSE_TURNS,
     CompactionPlan,
+    compact_threshold,
     needs_auto_compaction,
     plan_compaction,
     planned_tokens,
@@ -188,6 +189,33 @@ def test_after_a_failed_compaction_the_session_waits_the_pause_turns_then_compac
         compact, pause = needs_auto_compaction(ctx, pause, fixed_tokens=FIXED, profile=SMALL)
         verdicts.append(compact)
     assert verdicts == [False] * AUTO_COMPACTION_PAUSE_TURNS + [True]
+
+
+def test_the_session_s_threshold_wins_over_the_profile_s_and_the_profile_s_over_the_default() -> None:
+    tuned = SMALL.model_copy(update={"compact_threshold": 0.5})
+    assert compact_threshold(0.9, tuned) == 0.9
+    assert compact_threshold(None, tuned) == 0.5
+    assert compact_threshold(None, SMALL) == context.COMPACT_THRESHOLD
+
+
+def test_a_threshold_of_1_never_compacts_by_tokens() -> None:
+    overflowing = _conversation(30)
+    assert needs_auto_compaction(overflowing, 0, fixed_tokens=FIXED, profile=SMALL, threshold=1.0) == (False, 0)
+    off = SMALL.model_copy(update={"compact_threshold": 1.0})
+    assert needs_auto_compaction(overflowing, 0, fixed_tokens=FIXED, profile=off) == (False, 0)
+
+
+def test_a_threshold_of_1_still_compacts_past_the_live_message_bound() -> None:
+    ctx = ContextState()
+    for position in range(context.MAX_LIVE_ENTRIES + 1):
+        context.add_entry(ctx, position, "user" if position % 2 == 0 else "assistant", 4)
+    assert needs_auto_compaction(ctx, 0, fixed_tokens=FIXED, profile=BIG, threshold=1.0) == (True, 0)
+
+
+def test_a_lower_threshold_compacts_a_conversation_the_default_keeps() -> None:
+    ctx = _conversation(2)
+    assert needs_auto_compaction(ctx, 0, fixed_tokens=FIXED, profile=SMALL) == (False, 0)
+    assert needs_auto_compaction(ctx, 0, fixed_tokens=FIXED, profile=SMALL, threshold=0.1) == (True, 0)
 
 
 # ---------------------------------------------------------------- switch and planned tokens

@@ -87,6 +87,29 @@ def test_the_owner_and_workspace_come_from_the_session_s_stored_config(store: St
     assert (stored.owner, stored.workspace, stored.session_id) == ("alice", "/srv/ws", "s1")
 
 
+def test_a_status_note_at_workspace_scope_is_dropped_with_its_reason_and_nothing_is_stored(store: Store) -> None:
+    out = write(store, key="parser", text="Currently working on the parser rewrite", scope="workspace")
+
+    assert out.memory is not None and (out.memory.status, out.memory.scope) == ("dropped", "workspace")
+    assert out.memory.reason is not None and out.memory.reason.startswith("status note (currently working on)")
+    assert out.text.startswith("not stored: workspace memory parser reads as a status note")
+    assert store.memories("alice") == []
+
+
+def test_the_same_status_note_at_session_scope_is_kept(store: Store) -> None:
+    out = write(store, key="parser", text="Currently working on the parser rewrite", scope="session")
+
+    assert out.memory.status == "accepted"
+    assert [m.text for m in store.memories("alice")] == ["Currently working on the parser rewrite"]
+
+
+def test_a_lasting_fact_at_workspace_scope_is_still_proposed(store: Store) -> None:
+    out = write(store, key="build.cmd", text="run make test to build and test", scope="workspace")
+
+    assert out.memory.status == "proposed"
+    assert store.memory(out.memory.memory_id).status == "proposed"
+
+
 def test_an_owner_argument_is_refused(store: Store) -> None:
     with pytest.raises(ToolArgumentsError, match="extra field 'owner' not allowed"):
         write(store, key="k", text="t", owner="mallory")
