@@ -174,6 +174,17 @@ class McpTables(AuditTable):
             )
         return change
 
+    def added_mcp_servers(self) -> list[str]:
+        """The names of the servers operators added at run time that are not revoked, sorted."""
+        changes, decisions = mcp_server_changes.c, mcp_trust_decisions.c
+        latest = select(func.max(decisions.id)).group_by(decisions.server)
+        with self._engine.connect() as conn:
+            added = set(conn.execute(select(changes.server).distinct()).scalars())
+            revoked = set(conn.execute(
+                select(decisions.server).where(decisions.id.in_(latest), decisions.trust == "revoked")
+            ).scalars())
+        return sorted(added - revoked)
+
     def mcp_server_changes(self) -> dict[str, McpServerChange]:
         """Server name → its latest change (its configuration), for every server an operator added
         or changed at run time."""
