@@ -158,7 +158,7 @@ class McpTables(AuditTable):
         with self.transaction() as conn:
             stored = conn.execute(select(func.count()).select_from(mcp_server_changes).where(c.server == name)).scalar() or 0
             if action == "add" and (name in configured or stored):
-                raise McpServerExists(name, "agentrt.toml" if name in configured else "the store: an operator added it")
+                raise McpServerExists(name, "the store: an operator added it" if stored else "agentrt.toml")
             if action == "change" and name not in configured and not stored:
                 known = set(configured) | set(conn.execute(select(c.server).distinct()).scalars())
                 raise McpServerNotFound(name, sorted(known))
