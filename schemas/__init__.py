@@ -366,6 +366,7 @@ __all__ = [
     "StoreAppendInput",
     "StoreFileChanged",
     "StoreUnavailable",
+    "StreamStalled",
     "StuckCause",
     "StuckWorkflow",
     "SwitchModelInput",

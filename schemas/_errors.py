@@ -36,6 +36,7 @@
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
         │   ├── ProviderTransportError  no HTTP answer (connect, read, stream cut)
+        │   │   └── StreamStalled   the stream went idle (no byte for the profile's stream_idle_timeout_seconds)
         │   ├── ProviderProtocolError   an answer the provider's API does not define (unknown chunk shape)
         │   ├── EmptyResponseError  the model answered with no text and no tool call
         │   └── ScriptExhaustedError    the scripted model has no reply left
