@@ -9,7 +9,7 @@ import pytest
 
 from agentrt.activities.providers import AnthropicProvider, OpenAIProvider, application_error_from
 from agentrt.schemas import Message, ModelProfile, ModelRequest, StreamStalled
-from agentrt.workflows._errors import error_code
+from agentrt.activities._retries import failure_code
 from tests.activities.providers._loopback import LoopbackServer, Reply, sse_data, sse_typed
 from tests.activities.providers.test_openai import chunk
 
@@ -52,7 +52,7 @@ async def test_a_stalled_stream_is_a_retryable_failure_coded_stream_stalled(serv
     with pytest.raises(StreamStalled) as stalled:
         await OpenAIProvider(req.profile, "sk-test").complete(req)
     failure = application_error_from(stalled.value)
-    assert (failure.type, failure.non_retryable, error_code(failure)) == ("StreamStalled", False, "stream_stalled")
+    assert (failure.type, failure.non_retryable, failure_code(failure)) == ("StreamStalled", False, "stream_stalled")
 
 
 def test_a_profile_s_idle_timeout_defaults_to_a_minute_and_refuses_nonsense() -> None:
