@@ -418,7 +418,7 @@ class McpServerExists(ClientError):
 
 
 class McpServerNotFound(ClientError):
-    """An MCP server changed, trusted or revoked that neither the caller's agentrt.toml nor the
+    """An MCP server changed or revoked that neither the caller's agentrt.toml nor the
     store's registry has; ``known``: the names that are. Nothing was recorded."""
 
     def __init__(self, server: str, known: list[str]) -> None:
