@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
+from agentrt.activities._retries import announce_retry
 from agentrt.activities._call_context import CallContext, takes_reasoning_back
 from agentrt.activities._call_gate import CallGate
 from agentrt.activities._context_budget import assemble_context
@@ -316,7 +317,9 @@ class ModelActivities:
             await end("interrupted", partial, quiet=True)
             if partial is not None:
                 call.reply(partial, None, profile)
-            raise _provider_failure(err, profile) from None
+            failure = _provider_failure(err, profile)
+            await announce_retry(failure, profile, input.turn_id, input.round)  # the session's ModelCallRetried
+            raise failure from None
         except ConfigurationError as err:
             await end("interrupted", quiet=True)
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err

@@ -20,6 +20,7 @@ from agentrt.client._connection import Connection, connect
 from agentrt.client._decisions import Decisions
 from agentrt.client._filters import SessionListing
 from agentrt.client._graphs import GRAPH_STATUSES, GraphListing, Graphs, load_graph_file
+from agentrt.client._mcp_servers import McpServerView, change_mcp_server, mcp_servers_view, revoke_mcp_server
 from agentrt.client._mcp_trust import TRUST_LEVELS, decide_mcp_trust
 from agentrt.client._memories import Memories
 from agentrt.client._health import MAX_EXAMINED, failing_workflow_task, find_stuck_workflows
@@ -49,6 +50,7 @@ __all__ = [
     "Graphs",
     "MAX_EXAMINED",
     "MOVED",
+    "McpServerView",
     "Memories",
     "Patience",
     "SessionListing",
@@ -63,6 +65,7 @@ __all__ = [
     "Trajectories",
     "TrajectoryDiff",
     "TurnDiff",
+    "change_mcp_server",
     "connect",
     "decide_mcp_trust",
     "default_principal",
@@ -72,7 +75,9 @@ __all__ = [
     "find_stuck_workflows",
     "load_graph_file",
     "load_trajectory",
+    "mcp_servers_view",
     "query_workflow",
+    "revoke_mcp_server",
     "select_turn",
     "start_failure",
     "stored_trajectory",

@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import getpass
 import os
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from temporalio.client import Client
 
 from agentrt.client._connection import DECISION_SECONDS, MAX_DECISION_SECONDS, Connection, connect
 from agentrt.client._decisions import Decisions
 from agentrt.client._graphs import Graphs
+from agentrt.client._mcp_servers import McpServerView, change_mcp_server, mcp_servers_view, revoke_mcp_server
 from agentrt.client._mcp_trust import decide_mcp_trust
 from agentrt.client._memories import Memories
 from agentrt.client._owner_pause import change_owner
@@ -24,7 +27,18 @@ from agentrt.client._tasks import Tasks
 from agentrt.client._trajectories import Trajectories
 from agentrt.client._visibility import may_read
 from agentrt.client._workers import workflow_pollers
-from agentrt.schemas import AdvisorPolicy, AuditEntry, ConfigurationError, Lanes, McpTrustDecision, OwnerPauseReport, QuotaPolicy, ServerUnavailable
+from agentrt.schemas import (
+    AdvisorPolicy,
+    AuditEntry,
+    ConfigurationError,
+    Lanes,
+    McpServerChange,
+    McpServerConfig,
+    McpTrustDecision,
+    OwnerPauseReport,
+    QuotaPolicy,
+    ServerUnavailable,
+)
 from agentrt.store import Store
 from agentrt.worker import AgentrtClientPlugin, AgentrtConfig
 
@@ -150,25 +164,29 @@ class AgentClient:
     def for_config(
         cls, temporal: Client, config: AgentrtConfig, *, principal: str | None = None, store: Store | None = None
     ) -> "AgentClient":
-        """A client on ``temporal`` with ``config``'s task queue, advisor, MCP servers, default profile,
-        operators, tool and model task queues, quotas and lanes (every client the CLI makes)."""
+        """A client on ``temporal`` with ``config``'s task queue, advisor, MCP servers (and those
+        operators added at run time that ``store`` has, not revoked), default profile, operators, tool
+        and model task queues, quotas and lanes (every client the CLI makes)."""
+        added = store.added_mcp_servers() if store is not None else []
         return cls(
             temporal, task_queue=config.task_queue, principal=principal, store=store, advisor=config.advisor,
-            mcp_servers=sorted(config.mcp_servers), default_profile=config.default_profile, operators=config.operators,
+            mcp_servers=sorted({*config.mcp_servers, *added}), default_profile=config.default_profile, operators=config.operators,
             tool_task_queue=config.tool_task_queue, quotas=config.quotas, model_task_queue=config.model_task_queue,
             lanes=config.lanes,
         )
 
     def with_principal(self, principal: str) -> "AgentClient":
         """This client acting as ``principal``: a new client sharing its Temporal connection, store and
-        settings (the HTTP gateway makes one per request, for the caller's bearer token)."""
+        settings, its list of MCP servers included (the HTTP gateway makes one per request, for the caller's bearer token)."""
         c = self.connection
-        return type(self)(
+        client = type(self)(
             c.temporal, task_queue=c.task_queue, principal=principal, store=c.store, advisor=c.advisor,
             mcp_servers=c.mcp_servers, default_profile=c.default_profile, operators=c.operators,
             tool_task_queue=c.tool_task_queue, quotas=c.quotas, model_task_queue=c.model_task_queue, lanes=c.lanes,
             decision_seconds=c.decision_seconds,
         )
+        client.connection.mcp_servers = c.mcp_servers  # one list: a server one of them adds, all of them use
+        return client
 
     async def audit(
         self,
@@ -218,6 +236,46 @@ class AgentClient:
         is no server name; ``ConfigurationError`` without a store."""
         store = self.connection.needs_store("trust_mcp_server")
         return await decide_mcp_trust(store, self.principal, self.operators, server, trust, reason)
+
+    async def add_mcp_server(self, config: McpServerConfig | Mapping[str, Any], *, reason: str) -> McpServerChange:
+        """Add MCP server ``config`` (an ``McpServerConfig``, or its ``[mcp.servers.NAME]`` table as a
+        dict with its ``name``) for every worker, from its next listing of the server's tools on
+        (no restart), recorded with this principal, the time and ``reason`` (audit action
+        ``add_mcp_server``); this client's sessions use it from now on. Operators only.
+
+        Raises ``RequestRejected`` (not an operator, no reason), ``InvalidMcpServer`` (not a valid
+        table, or ``sandbox = "none"``), ``McpServerExists`` (agentrt.toml or the store has the
+        name); ``ConfigurationError`` without a store. Nothing is recorded then."""
+        store = self.connection.needs_store("add_mcp_server")
+        configured = self.connection.mcp_servers
+        change = await change_mcp_server(store, self.principal, self.operators, configured, "add", config, reason)
+        if change.server not in configured:
+            configured.append(change.server)
+        return change
+
+    async def change_mcp_server(self, config: McpServerConfig | Mapping[str, Any], *, reason: str) -> McpServerChange:
+        """Replace the configuration of MCP server ``config.name`` (agentrt.toml's or an earlier
+        change's) by ``config`` for every worker, from its next listing or call on: a worker starts
+        the server anew (its old process ends once its calls in flight have). Recorded as
+        ``add_mcp_server`` is (audit action ``change_mcp_server``). Operators only. Raises as
+        ``add_mcp_server``, with ``McpServerNotFound`` for a name neither has."""
+        store = self.connection.needs_store("change_mcp_server")
+        return await change_mcp_server(store, self.principal, self.operators, self.connection.mcp_servers, "change", config, reason)
+
+    async def revoke_mcp_server(self, server: str, *, reason: str) -> McpTrustDecision:
+        """Revoke MCP server ``server``: no worker lists or calls its tools from now on (a turn that
+        listed them fails their calls with ``McpServerUnavailable``) and workers stop it, until
+        ``trust_mcp_server`` trusts it again. A trust decision ``revoked`` (audit action
+        ``revoke_mcp_server``). Operators only. Raises ``RequestRejected`` (not an operator, no
+        reason, not a server name), ``McpServerNotFound``; ``ConfigurationError`` without a store."""
+        store = self.connection.needs_store("revoke_mcp_server")
+        return await revoke_mcp_server(store, self.principal, self.operators, self.connection.mcp_servers, server, reason)
+
+    async def mcp_server_views(self) -> list[McpServerView]:
+        """The MCP servers of this client's configuration and of the store's registry as workers
+        see them now: where each comes from, its change and trust decision (``McpServerView``)."""
+        store = self.connection.needs_store("mcp_server_views")
+        return await mcp_servers_view(store, {name: None for name in self.connection.mcp_servers})
 
     async def may_read(self, workflow_id: str) -> bool:
         """True when the workflow ``workflow_id`` (``session-ID``, ``task-ID``, ``graph-ID``) exists and

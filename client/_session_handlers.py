@@ -16,7 +16,9 @@ from temporalio import workflow
 
 from agentrt.schemas import (
     CHILD_SPEND_SIGNAL,
+    MODEL_CALL_RETRIED_SIGNAL,
     ChildSpendReport,
+    ModelCallRetry,
     SESSION_WORKFLOW,
     ArchiveInput,
     CancelTurnInput,
@@ -138,6 +140,10 @@ class SessionHandlers:
 
     @workflow.signal(name=CHILD_SPEND_SIGNAL)
     def child_spend(self, input: ChildSpendReport) -> None:
+        _declared()
+
+    @workflow.signal(name=MODEL_CALL_RETRIED_SIGNAL)
+    def model_call_retried(self, input: ModelCallRetry) -> None:
         _declared()
 
     @workflow.signal(name=SET_PAUSED_SIGNAL)

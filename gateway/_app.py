@@ -18,6 +18,7 @@ Routes (every ``/v1`` and ``/apps`` route needs ``Authorization: Bearer <token>`
     GET  /v1/health/stuck                                       scope admin
     GET  /v1/audit                                              scope admin (gateway/_audit.py)
     POST /v1/pause · POST /v1/resume                            scope admin: everything of one owner (gateway/_pause.py)
+    GET  /v1/mcp/servers · POST /v1/mcp/servers · PUT …/{name} · POST …/{name}/trust|revoke   scope admin (gateway/_mcp.py)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from agentrt.gateway._auth import MAX_STREAMS, MAX_STREAMS_PER_PRINCIPAL, Gatewa
 from agentrt.gateway._docs import install_docs
 from agentrt.gateway._errors import MAX_BODY_BYTES, BodyLimit, Problem, ProblemBody, install_error_handlers
 from agentrt.gateway._audit import audit_routes
+from agentrt.gateway._mcp import mcp_routes
 from agentrt.gateway._health import health_routes
 from agentrt.gateway._models import Health
 from agentrt.gateway._pause import pause_routes
@@ -276,5 +278,6 @@ def create_app(
     app.include_router(health_routes(), responses=ERROR_RESPONSES)
     app.include_router(audit_routes(), responses=ERROR_RESPONSES)
     app.include_router(pause_routes(), responses=ERROR_RESPONSES)
+    app.include_router(mcp_routes(), responses=ERROR_RESPONSES)
     install_docs(app)
     return app

@@ -10,10 +10,11 @@ bodies are bounded before any route reads them.
     403     urn:agentrt:problem:forbidden         the token's scopes do not cover the route; without
                                                   authentication, a request of a page not on a loopback origin;
                                                   PauseNotAllowed (an owner-wide pause by a stranger)
-    404     urn:agentrt:problem:not-found         SessionNotFound, TaskNotFound, GraphNotFound, TurnNotFound,
+    404     urn:agentrt:problem:not-found         SessionNotFound, TaskNotFound, GraphNotFound, TurnNotFound, McpServerNotFound,
                                                   an unknown turn, an id that cannot name anything, another
                                                   principal's work
-    409     urn:agentrt:problem:request-rejected  RequestRejected (the session, task or run refused), an id taken
+    409     urn:agentrt:problem:request-rejected  RequestRejected (the session, task or run refused), an id taken,
+                                                  McpServerExists
     409     urn:agentrt:problem:session-busy      SessionBusy: a send-only-if-idle message while the session is
                                                   busy (``busy``, ``turn_id``); nothing was queued
     413     urn:agentrt:problem:body-too-large    a body of more than ``MAX_BODY_BYTES``
@@ -56,6 +57,8 @@ from agentrt.schemas import (
     GraphNotFound,
     InvalidGraph,
     InvalidStreamCursor,
+    McpServerExists,
+    McpServerNotFound,
     MemoryAlreadyDecided,
     MemoryNotFound,
     PauseNotAllowed,
@@ -134,7 +137,7 @@ class Problem(Exception):
 def problem_for(err: Exception) -> Problem:
     """The problem an agentrt error (or a Temporal RPC failure) is for an HTTP caller (see the
     module's table). Details of server-side trouble are logged, not sent."""
-    if isinstance(err, (SessionNotFound, TaskNotFound, GraphNotFound, TurnNotFound, MemoryNotFound)):
+    if isinstance(err, (SessionNotFound, TaskNotFound, GraphNotFound, TurnNotFound, MemoryNotFound, McpServerNotFound)):
         return Problem(404, "not-found", str(err))
     if isinstance(err, PauseNotAllowed):
         return Problem(403, "forbidden", str(err))
@@ -144,7 +147,7 @@ def problem_for(err: Exception) -> Problem:
         return Problem(422, "invalid-graph", str(err), problems=list(err.problems))
     if isinstance(err, SessionBusy):
         return Problem(409, "session-busy", str(err), busy=err.busy, turn_id=err.turn_id)
-    if isinstance(err, (RequestRejected, MemoryAlreadyDecided)):
+    if isinstance(err, (RequestRejected, MemoryAlreadyDecided, McpServerExists)):
         return Problem(409, "request-rejected", str(err))
     if isinstance(err, QuotaExceeded):
         return _quota_problem(err)

@@ -31,7 +31,7 @@ AuditAction = Literal[
     # a tenant
     "raise_quota",
     # an MCP server
-    "trust_mcp_server",
+    "trust_mcp_server", "revoke_mcp_server", "add_mcp_server", "change_mcp_server",
 ]
 AUDIT_ACTIONS: tuple[str, ...] = AuditAction.__args__  # type: ignore[attr-defined]
 

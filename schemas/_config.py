@@ -64,6 +64,9 @@ class ModelProfile(Model):
       tokens off; None: 0.8 (``COMPACT_THRESHOLD``). A session's own ``compact_threshold`` wins.
     - ``script``: path to a scripted-model file (``scripted`` only).
     - ``timeout_seconds``: bound on one HTTP request (seconds).
+    - ``stream_idle_timeout_seconds``: a stream that sends no byte for this long (seconds; the
+      response's headers included) fails the attempt as ``StreamStalled`` (code ``stream_stalled``,
+      retried), well before ``timeout_seconds``. Raise it for a model that thinks in silence.
     - ``system_prompt``: replaces (``system_prompt_mode = "replace"``) or extends (``"extend"``,
       the default) agentrt's default system prompt for sessions on this profile; a session's
       own ``system_prompt`` applies after the profile's.
@@ -101,6 +104,7 @@ class ModelProfile(Model):
     temperature: float | None = None
     script: str | None = None
     timeout_seconds: float = 600.0
+    stream_idle_timeout_seconds: float = Field(default=60.0, gt=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     system_prompt: str | None = None
     system_prompt_mode: Literal["replace", "extend"] = "extend"
     token_limit_parameter: Literal["max_tokens", "max_completion_tokens"] | None = None

@@ -11,6 +11,7 @@
     │   ├── MissingSearchAttributes the namespace lacks the session search attributes (worker/_startup.py)
     │   ├── AgentNotRegistered      a session names an agent its worker did not register
     │   ├── ToolNotRegistered       a session names tools its worker did not register
+    │   ├── InvalidMcpServer        an MCP server's configuration given at run time that does not validate
     │   └── SecretsMissing          at worker start: declared secrets no source has (_secrets.py)
     ├── ClientError                 a client request the runtime could not serve
     │   ├── SessionNotFound         no session workflow with that id
@@ -27,6 +28,8 @@
     │   ├── TaskNotFound            no autonomous task workflow with that id
     │   ├── GraphNotFound           no task graph workflow with that id
     │   ├── PauseNotAllowed         an owner-wide pause or resume by a principal that is neither the owner nor an operator
+    │   ├── McpServerExists         an MCP server added under a name a server has already
+    │   ├── McpServerNotFound       an MCP server changed or revoked that neither agentrt.toml nor the store has
     │   └── InvalidStreamCursor     a stream position (Last-Event-ID) that is no item of the session's stream
     ├── WebhookSignatureInvalid     a webhook request whose signature, timestamp or headers do not check out
     └── RunError                    something failed while work was running
@@ -34,6 +37,7 @@
         ├── ProviderError           a model provider call failed
         │   ├── ProviderHTTPError   the provider answered with a non-2xx status (or an error event in the stream)
         │   ├── ProviderTransportError  no HTTP answer (connect, read, stream cut)
+        │   │   └── StreamStalled   the stream went idle (no byte for the profile's stream_idle_timeout_seconds)
         │   ├── ProviderProtocolError   an answer the provider's API does not define (unknown chunk shape)
         │   ├── EmptyResponseError  the model answered with no text and no tool call
         │   └── ScriptExhaustedError    the scripted model has no reply left
@@ -69,9 +73,12 @@ __all__ = [
     "GraphNotFound",
     "InvalidGraph",
     "InvalidListFilter",
+    "InvalidMcpServer",
     "InvalidScriptError",
     "InvalidStreamCursor",
     "InvalidTrajectoryFile",
+    "McpServerExists",
+    "McpServerNotFound",
     "MemoryAlreadyDecided",
     "MemoryNotFound",
     "NodeCannotDecompose",
@@ -400,3 +407,37 @@ class ToolNotRegistered(ConfigurationError):
             f"every worker polling {task_queue!r} needs the module defining them "
             "(agentrt dev --agents MODULE, agentrt worker --agents MODULE)"
         )
+
+
+class InvalidMcpServer(ConfigurationError):
+    """An MCP server's configuration given at run time (``agentrt mcp add``/``change``,
+    ``AgentClient.add_mcp_server``, ``POST /v1/mcp/servers``) that is no valid
+    ``[mcp.servers.NAME]`` table, or asks what only agentrt.toml may (``sandbox = "none"``).
+    ``server``: the name it was given under; ``problems``: each problem, with where."""
+
+    def __init__(self, server: str, problems: list[str]) -> None:
+        self.server = server
+        self.problems = problems
+        super().__init__(f"MCP server {server[:64]!r} is not a valid configuration: {'; '.join(problems)}")
+
+
+class McpServerExists(ClientError):
+    """An MCP server added (``agentrt mcp add``) under a name a server has already: ``where`` says
+    whose (``agentrt.toml``, or ``the store``: an operator added it at run time). Change it
+    instead (``agentrt mcp change``); nothing was recorded."""
+
+    def __init__(self, server: str, where: str) -> None:
+        self.server = server
+        self.where = where
+        super().__init__(f"MCP server {server!r} exists already ({where}); change it with agentrt mcp change")
+
+
+class McpServerNotFound(ClientError):
+    """An MCP server changed or revoked that neither the caller's agentrt.toml nor the
+    store's registry has; ``known``: the names that are. Nothing was recorded."""
+
+    def __init__(self, server: str, known: list[str]) -> None:
+        self.server = server
+        self.known = known
+        listed = ", ".join(known[:20]) or "none"
+        super().__init__(f"no MCP server {server[:64]!r} in agentrt.toml or the store (known: {listed}); add it with agentrt mcp add")

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from agentrt.schemas._budget import Budget, BudgetCrossing, Spend
 from agentrt.schemas._config import SessionConfig
+from agentrt.schemas._base import Model
 from agentrt.schemas._context import ContextBreakdown
 from agentrt.schemas._events_base import EventBase
 from agentrt.schemas._messages import ToolCall, Usage
@@ -26,6 +27,8 @@ __all__ = [
     "ContextCompactionSkipped",
     "ContextCompactionStarted",
     "DelegatedSessionEnded",
+    "ModelCallRetried",
+    "ModelCallRetry",
     "ModelProfileSwitchFailed",
     "ModelProfileSwitched",
     "ModelRequestStarted",
@@ -61,6 +64,38 @@ class UserMessageAdded(EventBase):
 
 class TurnStarted(EventBase):
     type: Literal["TurnStarted"] = "TurnStarted"
+
+
+class ModelCallRetry(Model):
+    """Signal ``model_call_retried``: a model call's attempt failed and Temporal will run it again
+    (the model activity sends it, at most once per failed attempt). ``attempt``: the attempt that
+    comes next (2 for the first retry); ``cause``: the failure's code (``stream_stalled``,
+    ``provider_http``, ``provider_transport`` ...) and ``detail`` its message (bounded, redacted);
+    ``profile``, ``model`` and ``base_url`` (None: the provider's default) say where it went."""
+
+    turn_id: str | None = None
+    round: int = 0
+    profile: str
+    model: str = ""
+    base_url: str | None = None
+    attempt: int = Field(ge=2)
+    cause: str = Field(max_length=64)
+    detail: str = Field(default="", max_length=2_000)
+
+
+class ModelCallRetried(EventBase):
+    """A model call of the turn failed and is being tried again (signal ``model_call_retried``, from
+    the worker that ran the failed attempt): ``profile``, ``model``, ``base_url``, the next
+    ``attempt`` and the ``cause`` (``stream_stalled`` ...) with its ``detail``."""
+
+    type: Literal["ModelCallRetried"] = "ModelCallRetried"
+    round: int = 0
+    profile: str
+    model: str = ""
+    base_url: str | None = None
+    attempt: int
+    cause: str
+    detail: str = ""
 
 
 class ModelRequestStarted(EventBase):

@@ -27,12 +27,14 @@ __all__ = [
     "McpListToolsInput",
     "McpListToolsResult",
     "McpRisk",
+    "McpServerChange",
     "McpServerConfig",
     "McpServerEvent",
     "McpServerState",
     "McpToolInfo",
     "McpTrust",
     "McpTrustDecision",
+    "McpTrustLevel",
     "SECRET_REFERENCE",
     "SERVER_NAME_PATTERN",
     "VARIABLE_REFERENCE",
@@ -54,6 +56,8 @@ RESERVED_SERVER_NAMES = frozenset({"fs", "shell", "memory", "skill", "mcp", "del
 McpRisk = Literal["read_only", "idempotent", "effectful"]
 # How far an MCP server is trusted: agentrt.toml's ``trust``, or an operator's decision.
 McpTrust = Literal["trusted", "untrusted"]
+# An operator's decision on a server: a trust, or ``revoked`` (no worker offers or calls its tools).
+McpTrustLevel = Literal["trusted", "untrusted", "revoked"]
 McpServerState = Literal["starting", "ready", "stopped", "failed"]
 
 
@@ -255,14 +259,32 @@ class McpServerEvent(Model):
 
 
 class McpTrustDecision(Model):
-    """An operator's decision on how far an MCP server is trusted (``agentrt mcp trust``), kept in
-    the store's ``mcp_trust_decisions`` table and the audit log. The latest decision on ``server``
-    overrides its ``trust`` in agentrt.toml from the next tool listing of every worker on: ``trusted``
-    (the policy decides by risk class) or ``untrusted`` (every call needs an approval).
-    ``principal``: who decided; ``reason``: why; ``at``: when (UTC)."""
+    """An operator's decision on how far an MCP server is trusted (``agentrt mcp trust``, ``agentrt
+    mcp revoke``), kept in the store's ``mcp_trust_decisions`` table and the audit log. The latest
+    decision on ``server`` overrides its ``trust`` in agentrt.toml from the next tool listing of
+    every worker on: ``trusted`` (the policy decides by risk class), ``untrusted`` (every call needs
+    an approval) or ``revoked`` (no worker lists or calls its tools, and workers stop it, until a
+    later decision trusts it again). ``principal``: who decided; ``reason``: why; ``at``: when (UTC)."""
 
     server: str = Field(pattern=SERVER_NAME_PATTERN)
-    trust: McpTrust
+    trust: McpTrustLevel
+    principal: str
+    reason: str
+    at: datetime
+
+
+class McpServerChange(Model):
+    """An operator's change of the MCP servers at run time (``agentrt mcp add`` and ``agentrt mcp
+    change``, ``AgentClient.add_mcp_server``, ``POST /v1/mcp/servers``), kept in the store's
+    ``mcp_server_changes`` table and the audit log (``add_mcp_server``, ``change_mcp_server``). The
+    latest change of ``server`` is its configuration for every worker from its next listing of the
+    server's tools on (a few seconds: workers cache the registry briefly), whatever agentrt.toml
+    says. ``action``: ``add`` (a new name) or ``change``; ``config``: the server's table;
+    ``principal``: who; ``reason``: why; ``at``: when (UTC)."""
+
+    server: str = Field(pattern=SERVER_NAME_PATTERN)
+    action: Literal["add", "change"]
+    config: McpServerConfig
     principal: str
     reason: str
     at: datetime

@@ -25,6 +25,7 @@ __all__ = [
     "MCP_CALL_TOOL",
     "MCP_LIST_TOOLS",
     "MEMORY_DECIDE",
+    "MODEL_CALL_RETRIED_SIGNAL",
     "PENDING_APPROVALS",
     "PROFILES_DESCRIBE",
     "PROVIDER_COMPLETE",
@@ -87,6 +88,8 @@ TASK_GRAPH_WORKFLOW: Final = "TaskGraphWorkflow"
 # Signal every workflow that starts child sessions (session, task, graph) takes: a child session
 # that ends cancelled reports its spend (``ChildSpendReport``) to its parent first.
 CHILD_SPEND_SIGNAL: Final = "child_spend"
+# The signal a model activity sends its session when an attempt failed and will be retried.
+MODEL_CALL_RETRIED_SIGNAL: Final = "model_call_retried"
 # Signal a pinned session or task takes from the workers of a newer current build of its Worker
 # Deployment: it wakes an idle run, which continues as new onto that build (no input).
 UPGRADE_SIGNAL: Final = "upgrade"

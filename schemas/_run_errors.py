@@ -29,6 +29,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SkillNotFound",
     "StoreFileChanged",
+    "StreamStalled",
     "ToolArgumentsError",
     "ToolCrashedError",
     "ToolError",
@@ -112,6 +113,16 @@ class ProviderTransportError(ProviderError):
         super().__init__(f"provider request to {url} failed: {reason}")
 
     retryable = True
+
+
+class StreamStalled(ProviderTransportError):
+    """A model stream that went idle: no byte for ``idle_seconds`` (``ModelProfile.stream_idle_timeout_seconds``)
+    after the request was sent, well before the call's whole bound. Retryable; its failure code is
+    ``stream_stalled``."""
+
+    def __init__(self, url: str, idle_seconds: float) -> None:
+        self.idle_seconds = idle_seconds
+        super().__init__(url, f"stream_stalled: no bytes for {idle_seconds:g} s (stream_idle_timeout_seconds)")
 
 
 class ProviderProtocolError(ProviderError):

@@ -1,17 +1,27 @@
 """MCP servers' connection events (per worker process), the tool listings turns offered, and
-operators' trust decisions on servers (each in the audit log too)."""
+operators' trust decisions on servers and the servers they added or changed at run time (each
+in the audit log too)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 
 from sqlalchemy import Connection, RowMapping, func, insert, select
 
-from agentrt.schemas import McpServerEvent, McpTrustDecision, ToolSpec
+from agentrt.schemas import (
+    McpServerChange,
+    McpServerConfig,
+    McpServerEvent,
+    McpServerExists,
+    McpServerNotFound,
+    McpTrustDecision,
+    ToolSpec,
+)
 from agentrt.store._audit import AuditTable
 from agentrt.store._base import text_column, utc
-from agentrt.store._models import mcp_server_events, mcp_trust_decisions, tool_listings
+from agentrt.store._models import mcp_server_changes, mcp_server_events, mcp_trust_decisions, tool_listings
 
 # Rows of mcp_server_events kept per server: older ones are pruned as new ones come.
 MAX_SERVER_EVENTS_PER_SERVER = 1000
@@ -32,7 +42,7 @@ def _digest(data: str) -> str:
 
 
 class McpTables(AuditTable):
-    """Tables ``mcp_server_events``, ``tool_listings`` and ``mcp_trust_decisions``."""
+    """Tables ``mcp_server_events``, ``tool_listings``, ``mcp_trust_decisions`` and ``mcp_server_changes``."""
 
     def record_mcp_server_event(self, event: McpServerEvent, *, conn: Connection | None = None) -> None:
         """Append one server event; keeps the latest ``MAX_SERVER_EVENTS_PER_SERVER`` per server."""
@@ -91,10 +101,11 @@ class McpTables(AuditTable):
 
 
     def decide_mcp_trust(self, server: str, trust: str, principal: str, reason: str) -> McpTrustDecision:
-        """Record that ``principal`` set how far MCP server ``server`` is trusted (``trusted`` or
-        ``untrusted``) because of ``reason``, with an audit row (action ``trust_mcp_server``), in one
-        transaction; the latest decision holds. Raises ``ValueError`` (pydantic's) for a server name
-        that is not ``SERVER_NAME_PATTERN``, another ``trust`` or an empty reason."""
+        """Record that ``principal`` set how far MCP server ``server`` is trusted (``trusted``,
+        ``untrusted`` or ``revoked``) because of ``reason``, with an audit row (action
+        ``trust_mcp_server``, or ``revoke_mcp_server``), in one transaction; the latest decision
+        holds. Raises ``ValueError`` (pydantic's) for a server name that is not
+        ``SERVER_NAME_PATTERN``, another ``trust`` or an empty reason."""
         if not reason.strip():
             raise ValueError("a trust decision needs a reason")
         decision = McpTrustDecision(server=server, trust=trust, principal=principal, reason=reason, at=self._now())  # type: ignore[arg-type]
@@ -104,7 +115,8 @@ class McpTables(AuditTable):
             ))
             decision_id = row.inserted_primary_key[0] if row.inserted_primary_key is not None else decision.at.isoformat()
             self.record_act(
-                principal, "trust_mcp_server", "mcp_server", server, reason=reason, detail={"trust": trust},
+                principal, "revoke_mcp_server" if trust == "revoked" else "trust_mcp_server", "mcp_server", server,
+                reason=reason, detail={"trust": trust},
                 key=f"mcp_server:{server}:trust:{decision_id}", at=decision.at, conn=conn,
             )
         return decision
@@ -117,11 +129,83 @@ class McpTables(AuditTable):
             row = conn.execute(
                 select(mcp_trust_decisions).where(c.server == server).order_by(c.id.desc()).limit(1)
             ).mappings().first()
-        if row is None:
-            return None
-        return McpTrustDecision(
-            server=row["server"], trust=row["trust"], principal=row["principal"], reason=row["reason"], at=utc(row["created_at"]),
-        )
+        return None if row is None else _decision(row)
+
+    def mcp_trust_decisions(self) -> dict[str, McpTrustDecision]:
+        """Server name → the latest trust decision on it, for every server an operator decided on."""
+        c = mcp_trust_decisions.c
+        latest = select(func.max(c.id)).group_by(c.server)
+        with self._engine.connect() as conn:
+            rows = conn.execute(select(mcp_trust_decisions).where(c.id.in_(latest))).mappings()
+            return {row["server"]: _decision(row) for row in rows}
+
+    def change_mcp_server(
+        self, action: str, config: McpServerConfig, principal: str, reason: str, configured: Collection[str] = ()
+    ) -> McpServerChange:
+        """Record that ``principal`` added (``action`` ``add``) or changed (``change``) MCP server
+        ``config.name`` to ``config`` because of ``reason``, with an audit row (``add_mcp_server``,
+        ``change_mcp_server``), in one transaction; the latest change of a server is its
+        configuration. ``configured``: the servers of the caller's agentrt.toml, by name.
+
+        Raises ``McpServerExists`` (an ``add`` of a name in ``configured`` or in the store),
+        ``McpServerNotFound`` (a ``change`` of a name in neither), ``ValueError`` (an empty reason,
+        another ``action``). Nothing is recorded then."""
+        if not reason.strip():
+            raise ValueError("a change of an MCP server needs a reason")
+        name = config.name
+        change = McpServerChange(server=name, action=action, config=config, principal=principal, reason=reason, at=self._now())  # type: ignore[arg-type]
+        c = mcp_server_changes.c
+        with self.transaction() as conn:
+            stored = conn.execute(select(func.count()).select_from(mcp_server_changes).where(c.server == name)).scalar() or 0
+            if action == "add" and (name in configured or stored):
+                raise McpServerExists(name, "the store: an operator added it" if stored else "agentrt.toml")
+            if action == "change" and name not in configured and not stored:
+                known = set(configured) | set(conn.execute(select(c.server).distinct()).scalars())
+                raise McpServerNotFound(name, sorted(known))
+            row = conn.execute(insert(mcp_server_changes).values(
+                server=name, action=action, config=self._seal(config.model_dump_json(), f"mcp_server:{name}"),
+                principal=principal, reason=reason, created_at=change.at,
+            ))
+            change_id = row.inserted_primary_key[0] if row.inserted_primary_key is not None else change.at.isoformat()
+            self.record_act(
+                principal, f"{action}_mcp_server", "mcp_server", name, reason=reason,
+                detail={"transport": config.transport, "target": config.url or config.command},
+                key=f"mcp_server:{name}:{action}:{change_id}", at=change.at, conn=conn,
+            )
+        return change
+
+    def added_mcp_servers(self) -> list[str]:
+        """The names of the servers operators added at run time that are not revoked, sorted."""
+        changes, decisions = mcp_server_changes.c, mcp_trust_decisions.c
+        latest = select(func.max(decisions.id)).group_by(decisions.server)
+        with self._engine.connect() as conn:
+            added = set(conn.execute(select(changes.server).distinct()).scalars())
+            revoked = set(conn.execute(
+                select(decisions.server).where(decisions.id.in_(latest), decisions.trust == "revoked")
+            ).scalars())
+        return sorted(added - revoked)
+
+    def mcp_server_changes(self) -> dict[str, McpServerChange]:
+        """Server name → its latest change (its configuration), for every server an operator added
+        or changed at run time."""
+        c = mcp_server_changes.c
+        latest = select(func.max(c.id)).group_by(c.server)
+        with self._engine.connect() as conn:
+            rows = list(conn.execute(select(mcp_server_changes).where(c.id.in_(latest))).mappings())
+        return {
+            row["server"]: McpServerChange(
+                server=row["server"], action=row["action"], principal=row["principal"], reason=row["reason"],
+                at=utc(row["created_at"]),
+                config=McpServerConfig.model_validate_json(self._open(row["config"], f"mcp_server:{row['server']}")),
+            )
+            for row in rows
+        }
+
+
+def _decision(row: RowMapping) -> McpTrustDecision:
+    return McpTrustDecision(
+        server=row["server"], trust=row["trust"], principal=row["principal"], reason=row["reason"], at=utc(row["created_at"]),
+    )
 
 
 def _event(row: RowMapping) -> McpServerEvent:

@@ -37,6 +37,7 @@ __all__ = [
     "events",
     "graph_events",
     "graphs",
+    "mcp_server_changes",
     "mcp_server_events",
     "mcp_trust_decisions",
     "memories",
@@ -283,7 +284,23 @@ mcp_trust_decisions = Table(
     Column("principal", String(255), nullable=False),
     Column("reason", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
-    CheckConstraint("trust IN ('trusted', 'untrusted')", name="trust"),
+    CheckConstraint("trust IN ('trusted', 'untrusted', 'revoked')", name="trust"),
+    Index(None, "server", "id"),
+)
+
+# Operators' MCP server configurations given at run time (migration 0017): one row per add or
+# change; the latest row of a server is its configuration (``config``: its JSON, sealed).
+mcp_server_changes = Table(
+    "mcp_server_changes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("server", String(64), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("config", Text, nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("action IN ('add', 'change')", name="action"),
     Index(None, "server", "id"),
 )
 

@@ -196,9 +196,9 @@ def build_worker(
     that decides where big payloads go, and gets the workflows, the sandbox and its identity from
     ``AgentrtPlugin`` (or an ``AgentrtWorkerPlugin`` of its own). Raises ``ConfigurationError`` otherwise.
 
-    ``mcp``: the process's MCP servers (default: an ``McpManager`` of ``config.mcp_servers``,
-    none for ``models``, recording their events in ``store``); the worker starts and stops them
-    with itself.
+    ``mcp``: the process's MCP servers (default: an ``McpManager`` of ``config.mcp_servers`` and of
+    the servers operators add or change at run time in ``store``, none for ``models``, recording
+    their events in ``store``); the worker starts and stops them with itself.
 
     The secrets the tools and MCP servers declare must be in ``config.secrets``' sources
     (``check_secrets``): ``SecretsMissing`` names those that are not.
@@ -253,6 +253,7 @@ def build_worker(
             home=agentrt_home(),
             vault=SecretVault(config.secrets),
             egress_allow=getattr(config, "egress_allow", ()),
+            runtime_servers=role in ("all", "tools"),
         )
     return AgentrtWorker(
         client,

@@ -23,6 +23,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from agentrt.schemas import (
     CHILD_SPEND_SIGNAL,
+    MODEL_CALL_RETRIED_SIGNAL,
     SEARCH_ATTRIBUTE_KEYS,
     SESSION_WORKFLOW,
     SET_PAUSED_SIGNAL,
@@ -36,6 +37,8 @@ from agentrt.schemas import (
     EventsPage,
     EventsQuery,
     MemoryDecision,
+    ModelCallRetried,
+    ModelCallRetry,
     PauseInput,
     PermissionDecision,
     QueuedOperation,
@@ -448,6 +451,12 @@ class SessionWorkflow:
     @workflow.signal(name=CHILD_SPEND_SIGNAL)
     def child_spend(self, input: ChildSpendReport) -> None:
         self._delegations.children.record(input)  # a delegated session's, as it ends cancelled
+
+    @workflow.signal(name=MODEL_CALL_RETRIED_SIGNAL)
+    def model_call_retried(self, input: ModelCallRetry) -> None:
+        """A model call's attempt failed and is retried (sent by the activity): recorded as
+        ``ModelCallRetried``, so the session's events show each retry as it happens."""
+        self._run.emit(ModelCallRetried(**input.model_dump()))
 
     # ---------------------------------------------------------------- queries
 

@@ -1,6 +1,8 @@
 """The live connections to a worker's MCP servers: one per configured server per worker process,
 started on first use (or at worker start), restarted with backoff when it breaks, and shared
-by every call the worker runs.
+by every call the worker runs. A server whose configuration changed, or that an operator
+revoked, is retired: its connection ends once no call is in flight on it (``RETIRE_GRACE_SECONDS``
+at most).
 
 Each connection is an ``mcp.Client`` owned by one long-lived asyncio task (anyio context
 managers must be entered and exited in the same task); calls run in their callers' tasks
@@ -33,6 +35,8 @@ BACKOFF_MAX_SECONDS = 60.0
 # How long close() waits for connections to shut down before cancelling them (seconds); a
 # stdio server gets 2 s to exit after its stdin closes, then SIGTERM, then SIGKILL.
 CLOSE_TIMEOUT_SECONDS = 10.0
+# How long a retired server's connection is kept for the calls in flight on it (seconds).
+RETIRE_GRACE_SECONDS = 600.0
 
 
 class Server:
@@ -91,6 +95,7 @@ class Connections:
         self._launcher = launcher
         self._events = events
         self._closed = False
+        self._retiring: dict[asyncio.Task[None], Server] = {}
 
     def state(self, name: str) -> McpServerState | None:
         """The state of server ``name``; None for a server not configured or not used yet."""
@@ -104,6 +109,24 @@ class Connections:
             raise McpServerUnavailable(name, "this worker has no [mcp.servers." + name + "] in its configuration")
         return srv
 
+    def server_for(self, config: McpServerConfig) -> Server:
+        """The server of ``config.name`` with exactly ``config``: the current one, or a new one
+        (started on first use) in place of one whose configuration differs, which is retired."""
+        srv = self._servers.get(config.name)
+        if srv is not None and srv.config == config:
+            return srv
+        self.retire(config.name)
+        srv = self._servers[config.name] = Server(config)
+        return srv
+
+    def retire(self, name: str) -> None:
+        """Forget server ``name``; its connection, if any, ends once no call is in flight on it."""
+        srv = self._servers.pop(name, None)
+        if srv is not None and srv.owner is not None and not srv.owner.done():
+            task = asyncio.create_task(_wind_down(srv), name=f"mcp-server-{name}-retired")
+            self._retiring[task] = srv
+            task.add_done_callback(lambda done: self._retiring.pop(done, None))
+
     async def start_eager(self) -> None:
         """Start the servers configured ``start = "eager"``, concurrently; never raises."""
         eager = [srv for srv in self._servers.values() if srv.config.start == "eager"]
@@ -115,7 +138,10 @@ class Connections:
         ``McpServerUnavailable``."""
         self._closed = True
         owners: list[asyncio.Task[None]] = []
-        for srv in self._servers.values():
+        retired = list(self._retiring.values())
+        for task in list(self._retiring):
+            task.cancel()
+        for srv in [*self._servers.values(), *retired]:
             if srv.owner is None or srv.owner.done():
                 continue
             if srv.conn is not None:
@@ -312,6 +338,27 @@ class _WatchedReadStream:
 async def _watched(transport: Any, on_end: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
     async with transport as (read_stream, write_stream):
         yield _WatchedReadStream(read_stream, on_end), write_stream
+
+
+async def _wind_down(srv: Server) -> None:
+    """End the connection of a retired ``srv`` once its calls in flight are done (or after
+    ``RETIRE_GRACE_SECONDS``); its owner records ``McpServerStopped``."""
+    try:
+        if srv.conn is None and srv.starting is not None:
+            await asyncio.wait({srv.starting}, timeout=RETIRE_GRACE_SECONDS)
+        conn = srv.conn
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RETIRE_GRACE_SECONDS
+        while conn is not None and conn.calls and not conn.ended.is_set() and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+    finally:
+        if srv.conn is not None:
+            srv.conn.stopping = True
+            srv.conn.ended.set()
+        elif srv.owner is not None:
+            srv.owner.cancel()
+    if srv.owner is not None:
+        await asyncio.wait({srv.owner}, timeout=CLOSE_TIMEOUT_SECONDS)
 
 
 def _backoff(failures: int) -> float:

@@ -1,8 +1,8 @@
 """The worker's MCP servers behind one object: the tools they list and the calls made to them,
 over one live connection per configured server per worker process (``_connections``), each
-reached as its configuration says (``_launch``), its changes recorded as ``McpServerEvent``
-rows (``_events``), its calls run and their questions returned as ``_calls`` and
-``_elicitation`` describe.
+reached as its configuration says (``_launch``): agentrt.toml's, or an operator's change at run
+time (``_registry``), its changes recorded as ``McpServerEvent`` rows (``_events``), its calls
+run and their questions returned as ``_calls`` and ``_elicitation`` describe.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrt.activities.mcp._calls import run_call
-from agentrt.activities.mcp._connections import CLOSE_TIMEOUT_SECONDS, Connections
+from agentrt.activities.mcp._connections import CLOSE_TIMEOUT_SECONDS, Connections, Server
 from agentrt.activities.mcp._events import ServerEvents
 from agentrt.activities.mcp._launch import Launcher
 from agentrt.activities.mcp._listing import McpListing, list_tools
+from agentrt.activities.mcp._registry import REGISTRY_TTL_SECONDS, ServerRegistry
 from agentrt.activities.mcp._results import result_text
 from agentrt.activities.tools import SecretVault
 from agentrt.schemas import (
@@ -28,6 +29,7 @@ from agentrt.schemas import (
     McpServerConfig,
     McpServerState,
     McpServerUnavailable,
+    McpTrustDecision,
     ToolError,
 )
 
@@ -57,7 +59,11 @@ class McpManager:
     ``${VAR}`` references read (default ``os.environ``); ``listing_ttl_seconds``: how long a
     server's tool listing is reused; ``vault``: where the secrets servers declare are read
     (``SecretVault``; default: ``env``); ``egress_allow``: internal destinations sandboxed servers
-    with network may reach (``[sandbox] egress_allow``).
+    with network may reach (``[sandbox] egress_allow``). ``runtime_servers``: whether the servers
+    operators add or change at run time (the store's registry, read at most every
+    ``registry_ttl_seconds``) are used too, over agentrt.toml's for the same name; a server whose
+    configuration changed is started anew on next use (the old process ends once its calls in
+    flight have), and one an operator revoked is neither listed nor called, and is stopped.
 
     Call ``start()`` when the worker starts and ``close()`` when it stops. Raises
     ``ConfigurationError`` when a key of ``servers`` is not its server's ``name``.
@@ -74,6 +80,8 @@ class McpManager:
         listing_ttl_seconds: float = 60.0,
         vault: SecretVault | None = None,
         egress_allow: Sequence[str] = (),
+        runtime_servers: bool = True,
+        registry_ttl_seconds: float = REGISTRY_TTL_SECONDS,
     ) -> None:
         for key, config in servers.items():
             if key != config.name:
@@ -82,14 +90,14 @@ class McpManager:
         self._launcher = Launcher(
             self._configs, home=Path(home), env=os.environ if env is None else env, vault=vault, egress_allow=egress_allow
         )
-        self._store = store
         self._events = ServerEvents(store, worker)
         self._connections = Connections(servers, launcher=self._launcher, events=self._events)
         self._ttl = listing_ttl_seconds
+        self._registry = ServerRegistry(servers, store if runtime_servers else None, registry_ttl_seconds)
 
     @property
     def servers(self) -> Mapping[str, McpServerConfig]:
-        """The configured servers by name."""
+        """The servers by name: agentrt.toml's, and those of the store's registry this manager used."""
         return self._configs
 
     async def start(self) -> None:
@@ -119,22 +127,32 @@ class McpManager:
         """The tools of ``server``, from a listing at most ``listing_ttl_seconds`` old unless
         ``refresh``; starts the server if needed. Bounded by its ``timeout_seconds``. Its specs
         are ``untrusted`` as the latest operator's decision in the store says (``agentrt mcp
-        trust``), else as its ``trust`` in agentrt.toml does, read at every listing.
+        trust``), else as its ``trust`` in its configuration does, read at every listing.
 
-        Raises ``McpServerUnavailable`` (not configured, cannot start, broke, listing failed or
-        timed out).
+        Raises ``McpServerUnavailable`` (not configured nor added, revoked, cannot start, broke,
+        listing failed or timed out).
         """
-        listing = await self._listing(server, refresh)
-        if self._store is None:
-            return listing
-        decision = await asyncio.to_thread(self._store.mcp_trust, server)
+        srv, decision = await self._server(server)
+        listing = await self._listing(srv, refresh)
         if decision is None:
             return listing
         untrusted = decision.trust == "untrusted"
         return McpListing(tools=listing.tools, specs=[spec.model_copy(update={"untrusted": untrusted}) for spec in listing.specs])
 
-    async def _listing(self, server: str, refresh: bool) -> McpListing:
-        srv = self._connections.server(server)
+    async def _server(self, name: str) -> tuple[Server, McpTrustDecision | None]:
+        """The server ``name`` as its configuration is now (a changed one replaces the old), and the
+        latest trust decision on it. Raises ``McpServerUnavailable`` (unknown, or revoked: its
+        running process is stopped)."""
+        try:
+            resolved = await self._registry.resolve(name)
+        except McpServerUnavailable:
+            self._connections.retire(name)
+            raise
+        self._configs[name] = resolved.config  # the launcher redacts what its ${VAR}s expand to
+        return self._connections.server_for(resolved.config), resolved.decision
+
+    async def _listing(self, srv: Server, refresh: bool) -> McpListing:
+        server = srv.config.name
         loop = asyncio.get_running_loop()
         timeout = srv.config.timeout_seconds
         if not refresh and srv.fresh_listing(loop.time(), self._ttl):
@@ -178,13 +196,13 @@ class McpManager:
         user something beyond ``answers``; the call was stopped and should run again with one
         more answer.
 
-        Raises ``McpServerUnavailable`` (the server is not configured, cannot start, or its
-        connection broke during the call), ``McpToolError`` (a JSON-RPC error or an invalid
+        Raises ``McpServerUnavailable`` (the server is not configured nor added, revoked, cannot
+        start, or its connection broke during the call), ``McpToolError`` (a JSON-RPC error or an invalid
         result), ``ToolError`` (timed out; the request is cancelled at the server). When the
         awaiting task is cancelled, the request is cancelled at the server and
         ``CancelledError`` propagates.
         """
-        srv = self._connections.server(server)
+        srv, _ = await self._server(server)
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_seconds) as scope:

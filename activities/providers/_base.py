@@ -25,6 +25,7 @@ from agentrt.schemas import (
     OutputSpec,
     ProviderHTTPError,
     ProviderTransportError,
+    StreamStalled,
     ToolCall,
     strict_json,
 )
@@ -296,8 +297,13 @@ async def stream_sse(
     body: Mapping[str, Any],
     timeout_seconds: float,
     client: httpx.AsyncClient | None = None,
+    idle_timeout_seconds: float | None = None,
 ) -> AsyncGenerator[ServerSentEvent, None]:
     """POST ``body`` as JSON to ``url`` and yield its server-sent events.
+
+    ``idle_timeout_seconds``: the longest wait for the next bytes (the response's headers, then
+    each chunk of the stream); past it the call raises ``StreamStalled`` (retryable). None: each
+    read waits up to ``timeout_seconds``.
 
     Use under ``contextlib.aclosing`` so an early stop releases the connection. A non-2xx
     status raises ``ProviderHTTPError`` with the response body and Retry-After; httpx
@@ -309,7 +315,8 @@ async def stream_sse(
     owned = client is None
     http = client if client is not None else new_client(timeout_seconds)
     try:
-        async with aconnect_sse(http, "POST", url, headers=dict(headers), json=dict(body)) as source:
+        idle = httpx.Timeout(timeout_seconds, read=idle_timeout_seconds) if idle_timeout_seconds is not None else httpx.USE_CLIENT_DEFAULT
+        async with aconnect_sse(http, "POST", url, headers=dict(headers), json=dict(body), timeout=idle) as source:
             response = source.response
             if not response.is_success:
                 text = (await _read_at_most(response, MAX_ERROR_BODY_BYTES)).decode("utf-8", errors="replace")
@@ -324,6 +331,10 @@ async def stream_sse(
                 raise
     except SSEError as e:  # before RequestError: httpx-sse derives it from httpx.TransportError
         raise ProviderTransportError(url, f"response is not an event stream: {e}") from e
+    except httpx.ReadTimeout as e:
+        if idle_timeout_seconds is not None:
+            raise StreamStalled(url, idle_timeout_seconds) from e
+        raise ProviderTransportError(url, f"timed out ({type(e).__name__})") from e
     except httpx.TimeoutException as e:
         raise ProviderTransportError(url, f"timed out ({type(e).__name__})") from e
     except httpx.LocalProtocolError:

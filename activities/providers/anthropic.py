@@ -158,6 +158,7 @@ class AnthropicProvider:
                     headers=self.headers(),
                     body=body,
                     timeout_seconds=self.profile.timeout_seconds,
+                    idle_timeout_seconds=self.profile.stream_idle_timeout_seconds,
                     client=self._client,
                 )
                 async with aclosing(events):

@@ -177,6 +177,7 @@ class OpenAIProvider:
                 headers=self.headers(),
                 body=body,
                 timeout_seconds=self.profile.timeout_seconds,
+                idle_timeout_seconds=self.profile.stream_idle_timeout_seconds,
                 client=self._client,
             )
             async with aclosing(events):

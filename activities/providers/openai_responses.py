@@ -189,6 +189,7 @@ class OpenAIResponsesProvider:
                 headers=self.headers(),
                 body=self.request_body(request, names),
                 timeout_seconds=self.profile.timeout_seconds,
+                idle_timeout_seconds=self.profile.stream_idle_timeout_seconds,
                 client=self._client,
             )
             async with aclosing(events):

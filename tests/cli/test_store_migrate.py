@@ -34,11 +34,13 @@ def test_a_new_store_is_migrated_then_current_and_an_older_one_is_brought_up(tmp
 
     with sqlite3.connect(db) as conn:  # as a store of the release before the last migration left it
         conn.execute("DROP TABLE mcp_trust_decisions")
+        conn.execute("DROP TABLE mcp_server_changes")
         conn.execute("UPDATE alembic_version SET version_num = '0015'")
     older = migrate(url)
     assert older.stdout.strip() == f"agentrt store {url}: schema migrated from revision 0015 to {head}"
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM mcp_trust_decisions").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM mcp_server_changes").fetchone() == (0,)
 
 
 def test_a_store_that_does_not_answer_is_one_line_with_its_password_hidden(tmp_path: Path) -> None:

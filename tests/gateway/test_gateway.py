@@ -64,6 +64,8 @@ ROUTES = {
     ("/v1/tasks", "get"), ("/v1/tasks", "post"), ("/v1/tasks/{task_id}", "get"), ("/v1/tasks/{task_id}/events", "get"),
     ("/v1/tasks/{task_id}/cancel", "post"), ("/v1/tasks/{task_id}/pause", "post"), ("/v1/tasks/{task_id}/resume", "post"),
     ("/v1/health/stuck", "get"), ("/v1/audit", "get"), ("/v1/pause", "post"), ("/v1/resume", "post"),
+    ("/v1/mcp/servers", "get"), ("/v1/mcp/servers", "post"), ("/v1/mcp/servers/{name}", "put"),
+    ("/v1/mcp/servers/{name}/trust", "post"), ("/v1/mcp/servers/{name}/revoke", "post"),
     *{
         (f"{prefix}{path}", method)
         for prefix in ("/v1/graphs", "/v1/runs", "/apps/{app}/graphs", "/apps/{app}/runs")

@@ -17,7 +17,8 @@ class Reply:
     ``chunks`` are written and flushed one by one. ``content_length`` declares a length
     (set it larger than the chunks to cut the stream mid-body); without it the response is
     HTTP/1.0 ended by closing the connection. ``hang`` stops after the headers until the
-    server shuts down (a provider that never answers).
+    server shuts down (a provider that never answers); ``stall_after`` stops after that many
+    chunks, the connection open (a stream that goes idle mid-answer).
     """
 
     status: int = 200
@@ -25,6 +26,7 @@ class Reply:
     chunks: list[bytes] = field(default_factory=list)
     content_length: int | None = None
     hang: bool = False
+    stall_after: int | None = None
 
 
 @dataclass
@@ -84,7 +86,10 @@ class LoopbackServer:
                 if reply.hang:
                     server._release.wait()
                     return
-                for chunk in reply.chunks:
+                for n, chunk in enumerate(reply.chunks):
+                    if n == reply.stall_after:
+                        server._release.wait()
+                        return
                     self.wfile.write(chunk)
                     self.wfile.flush()
 

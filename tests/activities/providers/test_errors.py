@@ -70,7 +70,8 @@ def test_retry_after_header_is_read_in_seconds(headers: dict[str, str], seconds:
     assert retry_after_seconds(httpx.Headers(headers), now=now) == seconds
 
 
-async def test_read_timeout_from_httpx_becomes_a_chained_transport_error() -> None:
+async def test_read_timeout_from_httpx_becomes_a_chained_stream_stalled_transport_error() -> None:
+    # httpx's read timeout is the profile's stream_idle_timeout_seconds: no bytes for that long.
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("timed out", request=request)
 
@@ -78,7 +79,7 @@ async def test_read_timeout_from_httpx_becomes_a_chained_transport_error() -> No
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     provider = OpenAIProvider(profile, "k", client=client)
 
-    with pytest.raises(ProviderTransportError, match="timed out") as caught:
+    with pytest.raises(ProviderTransportError, match="stream_stalled: no bytes for 60 s") as caught:
         await provider.complete(ModelRequest(profile=profile, messages=[Message(role="user", text="x")]))
 
     assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
