@@ -190,17 +190,10 @@ class Context:
         The current profile writes the summary in chunks that fit its window; the transcript
         in the store is never changed. Only the main loop calls it, one operation or turn
         end at a time, so compactions never overlap; ``compact`` requests join a queued one.
-        ``SessionRun.compacting`` is True meanwhile (a send-only-if-idle message is refused).
+        ``SessionRun.compacting`` is True while a summary runs (a send-only-if-idle message is refused).
         Nothing old enough to summarise: ``ContextCompactionSkipped`` (``not_enough_history``,
         ``context-events-v1``). A failed summary leaves the sliding window (``fallback_used``).
         """
-        self.run.compacting = True
-        try:
-            return await self._compact(reason, target)
-        finally:
-            self.run.compacting = False
-
-    async def _compact(self, reason: compaction.CompactionReason, target: ProfileInfo | None) -> CompactOutcome:
         if not self.run.gen.context:
             return CompactOutcome(compacted=False, reason="this session's history predates compaction")
         ctx = self.run.state.context
