@@ -74,7 +74,7 @@ from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, DevServer, connect_when_ready
 from agentrt.workflows.session import workflow_id_for
 from bench._chaos_worker import MARK
-from bench._turn_checks import count_lost, open_reconciles, read_lines
+from bench._turn_checks import count_lost, open_reconciles, read_lines, workflow_events
 from bench._chaos_zygote import ForkedWorker, WorkerForks
 from bench._reconciles import Reconciler, is_reconcile, line_in_file
 
@@ -701,15 +701,8 @@ class _Chaos:
                 await asyncio.sleep(0.5)
 
     async def workflow_events(self, session_id: str) -> list[Any]:
-        assert self.client is not None
-        events: list[Any] = []
-        since = 0
-        while True:
-            page = await asyncio.wait_for(self.client.events(session_id, since_seq=since, limit=1000), RPC_TIMEOUT)
-            events.extend(page.events)
-            if not page.events or page.events[-1].seq >= page.last_seq:
-                return events
-            since = page.events[-1].seq
+        assert self.client is not None and self.store is not None
+        return await workflow_events(self.client, self.store, session_id, RPC_TIMEOUT)
 
     async def check(self) -> None:
         assert self.store is not None

@@ -47,7 +47,7 @@ from agentrt.workflows.session import workflow_id_for
 from bench._fleet_steps import HeldSession, held_session, live_task_timeouts, timeline
 from bench._fleet_tools import LOG_FILE
 from bench._reconciles import Reconciler, line_in_file
-from bench._turn_checks import count_lost, open_reconciles, read_lines
+from bench._turn_checks import count_lost, open_reconciles, read_lines, workflow_events
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OWNER = "fleet-operator"
@@ -358,7 +358,8 @@ class _Fleet:
                 result.turns_failed += 1
                 self.problem(f"{sid}: {turn.turn_id} ended {turn.outcome.status}: {turn.outcome.error}")
         async with gate:
-            events = await self._workflow_events(sid)
+            assert self.client is not None
+            events = await workflow_events(self.client, store, sid, RPC_TIMEOUT)
             history = await self.temporal.get_workflow_handle(workflow_id_for(sid)).fetch_history()
         stored = await asyncio.to_thread(store.events, sid, 0, 100_000)
         messages = await asyncio.to_thread(store.messages, sid)
@@ -377,16 +378,6 @@ class _Fleet:
                 out.write(f"{sid} {held.kind}: next step {held.next_step} after {held.delay} s, {held.queued} s of it queued\n")
                 out.writelines(f"  {entry}\n" for entry in timeline(history.events, self.kill_time))
 
-    async def _workflow_events(self, session_id: str) -> list[Any]:
-        assert self.client is not None
-        events: list[Any] = []
-        since = 0
-        while True:
-            page = await asyncio.wait_for(self.client.events(session_id, since_seq=since, limit=1000), RPC_TIMEOUT)
-            events.extend(page.events)
-            if not page.events or page.events[-1].seq >= page.last_seq:
-                return events
-            since = page.events[-1].seq
 
     async def settle(self, store: Store) -> None:
         """Wait (at most 60 s) until the store holds each session's last event."""

@@ -8,12 +8,15 @@ still waiting for an operator.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from agentrt.client import AgentClient
 from agentrt.schemas import TurnOutcome
+from agentrt.store import Store
 
 
 class SentTurn(Protocol):
@@ -24,6 +27,24 @@ class SentTurn(Protocol):
     text: str
     turn_id: str | None
     outcome: TurnOutcome | None
+
+
+async def workflow_events(client: AgentClient, store: Store, session_id: str, rpc_timeout: float) -> list[Any]:
+    """Every event the session's workflow says it emitted, in ``seq`` order, across its runs: the
+    current run's from the ``events`` query (``client`` has no store, so it reads only those), the
+    runs before a continue-as-new (``first_seq`` > 1) from ``store``, where each run wrote them
+    before it continued."""
+    events: list[Any] = []
+    since = 0
+    while True:
+        page = await asyncio.wait_for(client.events(session_id, since_seq=since, limit=1000), rpc_timeout)
+        if page.first_seq > since + 1:
+            older = await asyncio.to_thread(store.events, session_id, since, page.first_seq - 1 - since)
+            events.extend(e for e in older if e.seq < page.first_seq)
+        events.extend(page.events)
+        if not page.events or page.events[-1].seq >= page.last_seq:
+            return events
+        since = page.events[-1].seq
 
 
 def count_lost(

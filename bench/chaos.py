@@ -37,8 +37,9 @@ from bench._chaos_harness import run_chaos
 from bench._chaos_zygote import WorkerForks
 from bench._cli import print_progress, quiet_sdk_logs
 from bench._reconciles import Reconciler, file_written, is_reconcile, line_in_file
+from bench._turn_checks import workflow_events
 
-__all__ = ["Reconciler", "WorkerForks", "file_written", "is_reconcile", "line_in_file", "main", "run_chaos"]
+__all__ = ["Reconciler", "WorkerForks", "file_written", "is_reconcile", "line_in_file", "main", "run_chaos", "workflow_events"]
 
 
 def main(argv: list[str] | None = None) -> int:

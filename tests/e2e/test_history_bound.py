@@ -15,6 +15,7 @@ from agentrt.client import AgentClient
 from agentrt.schemas import SessionContinuedAsNew
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtPlugin, build_worker
+from bench.chaos import workflow_events
 from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
 
@@ -43,6 +44,10 @@ async def test_a_run_whose_history_reaches_the_bound_continues_as_new_at_the_tur
         continued = [e async for e in client.all_events(sid) if isinstance(e, SessionContinuedAsNew)]
         assert len(continued) == 1 and continued[0].reason == "history"
         assert RUN_HISTORY_EVENTS <= continued[0].history_events < 4_096
+        # The chaos and fleet checks read every run's events with a client that has no store.
+        storeless = AgentClient(temporal_client, task_queue=config.task_queue, principal=OWNER)
+        events = await workflow_events(storeless, store, sid, rpc_timeout=30)
+        assert [e.seq for e in events] == [e.seq for e in store.events(sid, 0, 100_000)] == list(range(1, len(events) + 1))
         # The first run, which continued as new at the bound, replays.
         history = await temporal_client.get_workflow_handle(f"session-{sid}", run_id=first_run).fetch_history()
         await Replayer(workflows=[], plugins=[AgentrtPlugin(config, store)]).replay_workflow(history)
