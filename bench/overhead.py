@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import shutil
@@ -176,6 +177,7 @@ class Sample:
     eager_activities: int = 0
     spans: dict[str, float] = field(default_factory=dict)  # SPANS, seconds over the run
     note: str | None = None
+    rounds_made: int = 0  # agentrt: the model calls its turn made
 
     @property
     def completed(self) -> bool:
@@ -571,11 +573,34 @@ async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, fused: b
     if fused:
         fields["fused_rounds"] = True
     session = agent.new_config(str(workspace), profile="scripted", script=str(script), **fields)
-    sample = Sample(system=system, rounds=rounds, status="completed")
+    warm_workspace, warm_script = ctx.workload(WARM_ROUNDS)
+    warm_session = agent.new_config(str(warm_workspace), profile="scripted", script=str(warm_script), **fields)
     config = AgentrtConfig(task_queue=task_queue)
-    async with build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue):
-        warm_workspace, warm_script = ctx.workload(WARM_ROUNDS)
-        warm_session = agent.new_config(str(warm_workspace), profile="scripted", script=str(warm_script), **fields)
+    workers = [build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue)]
+    sample = await _measured_turn(ctx, system, rounds, temporal, agent, workers, warm_session, session, breakdown=breakdown)
+    if sample.status == "completed" and sample.note is None and sample.rounds_made != rounds + 1:
+        sample.note = f"the turn made {sample.rounds_made} model calls, not {rounds + 1}"
+    return sample
+
+
+async def _measured_turn(
+    ctx: _Context,
+    system: str,
+    rounds: int,
+    temporal: Client,
+    agent: AgentClient,
+    workers: list[Any],
+    warm_session: SessionConfig,
+    session: SessionConfig,
+    *,
+    breakdown: bool,
+) -> Sample:
+    """Run ``warm_session``'s turn, then ``session``'s, measured, on ``workers`` (started here);
+    the sample from the client's wall time and the session's history."""
+    sample = Sample(system=system, rounds=rounds, status="completed")
+    async with contextlib.AsyncExitStack() as stack:
+        for worker in workers:
+            await stack.enter_async_context(worker)
         await asyncio.wait_for(agent.start_and_wait(warm_session, PROMPT), ctx.timeout_seconds(WARM_ROUNDS))
         began = time.time()
         try:
@@ -589,8 +614,7 @@ async def run_agentrt(ctx: _Context, rounds: int, *, local_tools: bool, fused: b
         runs = await settled_chain(temporal, started.workflow_id)
     sample.wall_seconds = ended - began
     sample.client_seconds = ended
-    if outcome.status == "completed" and outcome.rounds != rounds + 1:
-        sample.note = f"the turn made {outcome.rounds} model calls, not {rounds + 1}"
+    sample.rounds_made = outcome.rounds
     turn_ended = await asyncio.to_thread(_turn_ended, ctx.store, started.session_id, started.turn_id)
     if turn_ended is None or turn_ended.at is None:
         sample.note = "no TurnEnded event with a timestamp in the store"
@@ -634,30 +658,15 @@ async def run_agentrt_tools(ctx: _Context, rounds: int, *, breakdown: bool = Fal
     warm_workspace, warm_script = prepare_write_workload(ctx.workdir / f"tools-warm-{tag}", WARM_ROUNDS, ctx.result_bytes)
     session = agent.new_config(str(workspace), profile="scripted", script=str(script), **fields)
     warm_session = agent.new_config(str(warm_workspace), profile="scripted", script=str(warm_script), **fields)
-    sample = Sample(system=system, rounds=rounds, status="completed")
     config = AgentrtConfig(task_queue=task_queue, tool_task_queue=tools_queue)
-    sessions = build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue, role="models")
-    tools = build_worker(temporal, config, ctx.store, default_registry(), task_queue=tools_queue, role="tools")
-    async with sessions, tools:
-        await asyncio.wait_for(agent.start_and_wait(warm_session, PROMPT), ctx.timeout_seconds(WARM_ROUNDS))
-        began = time.time()
-        try:
-            started, outcome = await asyncio.wait_for(agent.start_and_wait(session, PROMPT), ctx.timeout_seconds(rounds))
-        except TimeoutError:
-            started = StartedSession(session.session_id, "turn-1", f"session-{session.session_id}")
-            outcome = TurnOutcome(turn_id="turn-1", status="pending")
-        ended = time.time()
-        if outcome.status != "completed":
-            sample.status = f"turn {outcome.status}" + (f": {outcome.error}" if outcome.error else "")
-        runs = await settled_chain(temporal, started.workflow_id)
-    sample.wall_seconds = ended - began
-    sample.client_seconds = ended
+    workers = [
+        build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue, role="models"),
+        build_worker(temporal, config, ctx.store, default_registry(), task_queue=tools_queue, role="tools"),
+    ]
+    sample = await _measured_turn(ctx, system, rounds, temporal, agent, workers, warm_session, session, breakdown=breakdown)
     written = len(list(workspace.glob("out-*.txt")))
-    if outcome.status == "completed" and written != rounds:
+    if sample.status == "completed" and sample.note is None and written != rounds:
         sample.note = f"the turn wrote {written} files, not {rounds}"
-    turn_ended = await asyncio.to_thread(_turn_ended, ctx.store, started.session_id, started.turn_id)
-    end = turn_ended.at if turn_ended is not None else None
-    await _fill_from_history(sample, temporal, started.workflow_id, runs, end=end, breakdown=breakdown)
     return sample
 
 

@@ -44,93 +44,17 @@ from agentrt.schemas._trajectory import *
 from agentrt.schemas._turns import *
 from agentrt.schemas._validation import *
 
-from agentrt.schemas import (  # the modules, for their __all__
-    _activities,
-    _agents,
-    _audit,
-    _advisor,
-    _autonomy,
-    _base,
-    _budget,
-    _config,
-    _context,
-    _contract,
-    _errors,
-    _events,
-    _events_graph,
-    _events_memory,
-    _events_session,
-    _events_task,
-    _events_tools,
-    _graph,
-    _graph_control,
-    _graph_state,
-    _health,
-    _lanes,
-    _mcp,
-    _memory,
-    _messages,
-    _names,
-    _output,
-    _pause,
-    _quotas,
-    _run_errors,
-    _secrets,
-    _session,
-    _skills,
-    _task_state,
-    _template,
-    _text,
-    _trajectory,
-    _turns,
-    _validation,
-)
+import types as _types
 
-# Star imports above give pyright the names; the list is computed so that it is kept in one place.
+# The star imports above give pyright the names, and each bound its module here (``_activities``
+# ...): the package's list is theirs, kept in one place. A module imported only on the way has no
+# star import here, so its names are not attributes of the package: tests/test_exported_members.py
+# would catch one that crept in.
 __all__ = sorted(  # pyright: ignore[reportUnsupportedDunderAll]
     {
         name
-        for module in (
-            _activities,
-            _agents,
-            _audit,
-            _advisor,
-            _autonomy,
-            _base,
-            _budget,
-            _config,
-            _context,
-            _contract,
-            _errors,
-            _events,
-            _events_graph,
-            _events_memory,
-            _events_session,
-            _events_task,
-            _events_tools,
-            _graph,
-            _graph_control,
-            _graph_state,
-            _health,
-            _lanes,
-            _mcp,
-            _memory,
-            _messages,
-            _names,
-            _output,
-            _pause,
-            _quotas,
-            _run_errors,
-            _secrets,
-            _session,
-            _skills,
-            _task_state,
-            _template,
-            _text,
-            _trajectory,
-            _turns,
-            _validation,
-        )
-        for name in module.__all__
+        for module in list(globals().values())
+        if isinstance(module, _types.ModuleType) and module.__name__.startswith(__name__ + "._")
+        for name in getattr(module, "__all__", ())
     }
 )
