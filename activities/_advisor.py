@@ -12,7 +12,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
-from agentrt.activities._model import _provider_failure
+from agentrt.activities._call_failures import provider_failure
 from agentrt.activities._telemetry import model_call
 from agentrt.activities.providers import provider_for
 from agentrt.schemas import (
@@ -103,7 +103,7 @@ async def ask_model(
     at most ``max_output_tokens`` output tokens, ``system`` and one user message ``prompt``.
     ``review_index``, ``script_node`` and ``script_session`` pick the scripted model's answer (see
     ``ModelRequest``). Returns the profile used and the response. Raises ``ApplicationError``:
-    non-retryable for a configuration mistake, per status for a provider failure (``_provider_failure``).
+    non-retryable for a configuration mistake, per status for a provider failure (``provider_failure``).
     Traced and measured as every model call is (``model_call``: a ``chat {model}`` span with
     ``agentrt.model_call.purpose`` ``purpose``; ``conversation_id``: the session, task or graph it is for)."""
     try:
@@ -121,7 +121,7 @@ async def ask_model(
         try:
             response = await provider.complete(request, None)
         except ProviderError as err:
-            raise _provider_failure(err, profile) from None
+            raise provider_failure(err, profile) from None
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         call.reply(response.usage, response.stop_reason, profile)

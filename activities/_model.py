@@ -7,7 +7,6 @@ session's tool specs and profile limits, in one call). What a call sees is read 
 from __future__ import annotations
 
 import asyncio
-import os
 import traceback
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -18,14 +17,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities import _attempts
-from agentrt.activities._retries import announce_retry
+from agentrt.activities._retries import announce_lost_attempt, announce_retry
 from agentrt.activities._call_context import CallContext, takes_reasoning_back
+from agentrt.activities._call_failures import provider_failure, secrets_of
 from agentrt.activities._call_gate import CallGate
 from agentrt.activities._context_budget import assemble_context
 from agentrt.activities._output import checked_answer, with_output_tool
 from agentrt.activities._owners import claim_workflow_id
 from agentrt.activities._telemetry import ModelCall, model_call
-from agentrt.activities.providers import ProviderClients, application_error_from, bounded_message, provider_for, redact
+from agentrt.activities.providers import ProviderClients, bounded_message, provider_for, redact
 from agentrt.activities.tools import discover_skills
 from agentrt.schemas import (
     CONTEXT_COMPACT,
@@ -258,6 +258,7 @@ class ModelActivities:
         tools, _unknown = self.registry.specs(input.tool_names)
         if input.tool_listing is not None:
             tools = tools + await asyncio.to_thread(self._tool_listing, input.tool_listing)
+        await announce_lost_attempt(profile, input.turn_id, input.round)  # a retry no failing attempt announced
         # One transaction: the call's own events, its context, its "started" receipt.
         system, messages, breakdown, refusal = await asyncio.to_thread(self.begin_call, input, info.attempt, profile, tools)
         if refusal is not None:
@@ -317,7 +318,7 @@ class ModelActivities:
             await end("interrupted", partial, quiet=True)
             if partial is not None:
                 call.reply(partial, None, profile)
-            failure = _provider_failure(err, profile)
+            failure = provider_failure(err, profile)
             await announce_retry(failure, profile, input.turn_id, input.round)  # the session's ModelCallRetried
             raise failure from None
         except ConfigurationError as err:
@@ -330,7 +331,7 @@ class ModelActivities:
             # Not a provider's error (a store write of a delta failed, or an answer broke the
             # adapter): keep what streamed, and retry with the cause in a failure the server keeps.
             await end("interrupted", quiet=True)
-            secrets = _secrets_of(profile)
+            secrets = secrets_of(profile)
             # The traceback as text, redacted: the exception's own message may quote the key.
             activity.logger.warning("model call failed: %s", redact("".join(traceback.format_exception(err)), secrets))
             text = f"model call to {profile.provider} model {profile.model!r} failed: {type(err).__name__}: {err}"
@@ -339,7 +340,7 @@ class ModelActivities:
         call.reply(response.usage, response.stop_reason, profile)
         if not response.text.strip() and not response.tool_calls:
             empty = EmptyResponseError(profile.provider, profile.model, response.stop_reason)
-            raise _provider_failure(empty, profile) from None
+            raise provider_failure(empty, profile) from None
         fused: list[FusedRound] = []
         if input.fuse is not None and self.fusion is not None and not takes_reasoning_back(profile):
             fused, last, breakdown = await self.fusion.follow(input, profile, provider, tools, response, breakdown)
@@ -446,7 +447,7 @@ class ModelActivities:
                 response = await provider.complete(request, None)
         except ProviderError as err:
             # A summary is an optimisation: never wait long on a provider's Retry-After for it.
-            raise _provider_failure(err, profile, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from None
+            raise provider_failure(err, profile, max_retry_delay=COMPACT_MAX_RETRY_DELAY_SECONDS) from None
         except ConfigurationError as err:
             raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
         call.reply(response.usage, response.stop_reason, profile)
@@ -456,33 +457,6 @@ class ModelActivities:
         )
         preview = " ".join(text.split())[:PREVIEW_CHARS]
         return CompactResult(summary_id=input.summary_id, summary_chars=len(text), preview=preview, usage=response.usage)
-
-
-def _provider_failure(err: ProviderError, profile: ModelProfile, max_retry_delay: float | None = None) -> ApplicationError:
-    """The ``ApplicationError`` for ``err``, to be raised ``from None``, with the profile's API key
-    and any URL credentials redacted (``providers.redact``). The server keeps a retrying
-    activity's last failure only up to 4 KB (``limit.mutableStateActivityFailureSize.error``) and
-    shows "Failure exceeds size limit." for a bigger one: with every cause's stack trace a
-    refused connection is bigger, and the user would not see why the call failed. The worker's
-    log gets the redacted message and the chain of causes by type."""
-    secrets = _secrets_of(profile)
-    activity.logger.warning("model call failed: %s%s", redact(str(err), secrets), _cause_types(err))
-    return application_error_from(err, max_retry_delay=max_retry_delay, secrets=secrets)
-
-
-def _secrets_of(profile: ModelProfile) -> list[str | None]:
-    """The API key ``profile`` reads from the worker's environment (to keep it out of errors)."""
-    return [os.environ.get(profile.api_key_env)] if profile.api_key_env else []
-
-
-def _cause_types(err: BaseException) -> str:
-    """`` (caused by httpx.ConnectError <- httpcore.ConnectError ...)``, or nothing."""
-    names = []
-    cause = err.__cause__ or err.__context__
-    while cause is not None and len(names) < 8:
-        names.append(f"{type(cause).__module__}.{type(cause).__qualname__}")
-        cause = cause.__cause__ or cause.__context__
-    return f" (caused by {' <- '.join(names)})" if names else ""
 
 
 def _summary_prompt(previous: str | None, rows: list[tuple[int, Message]], max_message_bytes: int, max_tokens: int) -> str:

@@ -13,10 +13,11 @@ import re
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentrt.activities._attempts import previous_attempt_elsewhere
 from agentrt.activities.providers import redact
 from agentrt.schemas import MODEL_CALL_RETRIED_SIGNAL, SESSION_WORKFLOW, ModelCallRetry, ModelProfile
 
-__all__ = ["announce_retry", "failure_code"]
+__all__ = ["announce_lost_attempt", "announce_retry", "failure_code"]
 
 # The longest wait for the signal to reach the server (seconds): the retry must not wait on it.
 SIGNAL_TIMEOUT_SECONDS = 5.0
@@ -38,14 +39,34 @@ async def announce_retry(failure: ApplicationError, profile: ModelProfile, turn_
     last = policy is not None and policy.maximum_attempts > 0 and info.attempt >= policy.maximum_attempts
     if failure.non_retryable or last or info.is_local or info.workflow_type != SESSION_WORKFLOW or info.workflow_id is None:
         return
+    await _signal(profile, turn_id, round, info.attempt + 1, failure_code(failure), failure.message)
+
+
+async def announce_lost_attempt(profile: ModelProfile, turn_id: str | None, round: int) -> None:
+    """At the start of a retried attempt whose previous attempt left no heartbeat from a live
+    process (``previous_attempt_elsewhere``: its worker died mid-call, so no failing attempt could
+    announce the retry), signal the session as ``announce_retry`` does, cause ``worker_lost``. The
+    session records one ``ModelCallRetried`` per attempt: a retry its failing attempt announced
+    first is not recorded twice."""
+    info = activity.info()
+    if info.is_local or info.workflow_type != SESSION_WORKFLOW or not previous_attempt_elsewhere(info):
+        return
+    detail = f"attempt {info.attempt - 1} ended without an answer: its worker stopped heartbeating (it died or lost the server)"
+    await _signal(profile, turn_id, round, info.attempt, "worker_lost", detail)
+
+
+async def _signal(profile: ModelProfile, turn_id: str | None, round: int, attempt: int, cause: str, detail: str) -> None:
+    info = activity.info()
+    if info.workflow_id is None:
+        return
     report = ModelCallRetry(
         turn_id=turn_id, round=round, profile=profile.name, model=profile.model,
         base_url=redact(profile.base_url, []) if profile.base_url else None,
-        attempt=info.attempt + 1, cause=failure_code(failure), detail=failure.message[:2_000],
+        attempt=attempt, cause=cause, detail=detail[:2_000],
     )
     try:
         handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
         async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
             await handle.signal(MODEL_CALL_RETRIED_SIGNAL, report)
-    except Exception as err:  # noqa: BLE001 - best effort: the call's own failure is what counts
-        activity.logger.warning("could not record the retry of model call attempt %d: %s", info.attempt, type(err).__name__)
+    except Exception as err:  # noqa: BLE001 - best effort: the call's own work is what counts
+        activity.logger.warning("could not record the retry of model call attempt %d: %s", attempt, type(err).__name__)

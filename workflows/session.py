@@ -97,6 +97,7 @@ class SessionWorkflow:
         self._control = SessionControl(run)
         self._continuation = Continuation(run, self._delegations)  # wait_turn answers "ask again" while it drains
         self._pause = SessionPause(run, self._control, self._delegations.children)
+        self._retries_recorded: set[tuple[str | None, int, int]] = set()  # (turn, round, attempt): ModelCallRetried
 
     # ---------------------------------------------------------------- run
 
@@ -455,8 +456,11 @@ class SessionWorkflow:
     @workflow.signal(name=MODEL_CALL_RETRIED_SIGNAL)
     def model_call_retried(self, input: ModelCallRetry) -> None:
         """A model call's attempt failed and is retried (sent by the activity): recorded as
-        ``ModelCallRetried``, so the session's events show each retry as it happens."""
-        self._run.emit(ModelCallRetried(**input.model_dump()))
+        ``ModelCallRetried``, once per attempt, so the session's events show each retry as it happens."""
+        attempt = (input.turn_id, input.round, input.attempt)
+        if attempt not in self._retries_recorded:  # the failing attempt and its retry may both say so
+            self._retries_recorded.add(attempt)
+            self._run.emit(ModelCallRetried(**input.model_dump()))
 
     # ---------------------------------------------------------------- queries
 

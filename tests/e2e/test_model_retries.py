@@ -1,15 +1,18 @@
 """Stalls and retries are visible, end to end: a loopback OpenAI-compatible server whose first
 stream goes idle mid-answer fails that attempt as ``stream_stalled`` after the profile's short idle
 bound; Temporal retries the call, the session records ``ModelCallRetried`` (profile, model, base
-URL, attempt, cause) in its events, and the turn completes on the second attempt."""
+URL, attempt, cause) in its events, and the turn completes on the second attempt. A call whose
+worker died mid-call is announced by its retry instead (``worker_lost``)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from agentrt.schemas import ModelCallRetried, ModelProfile, TurnEnded
+from agentrt.schemas import ModelCallRetried, ModelProfile, ModelRequestStarted, TurnEnded
 from tests.activities.providers._loopback import LoopbackServer, Reply
 from tests.conftest import Harness
+from tests.e2e._support import kill_hard, session_config, wait_for_event, worker_process, write_script
 from tests.e2e.conftest import KEY_ENV
 from tests.e2e.test_memory_recall import RECORDED_TEXT
 
@@ -40,3 +43,26 @@ async def test_a_stalled_stream_is_retried_and_the_retry_is_an_event_of_the_sess
     assert "no bytes for 0.5 s" in retried.detail
     [ended] = [e for e in events if isinstance(e, TurnEnded)]
     assert retried.seq < ended.seq
+
+
+async def test_a_model_call_retried_after_its_worker_died_is_an_event_of_the_session(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "answered after the crash", "delay_seconds": 4}])
+    client = harness.client_on(harness.task_queue + "-proc")
+    log = tmp_path / "worker.log"
+    with worker_process(harness, log) as first:
+        sid = harness.new_session_id()
+        config = session_config(client, sid, workspace, script, heartbeat_timeout_seconds=2.0)
+        started = await client.start(config, "think slowly")
+        await wait_for_event(client, sid, lambda e: isinstance(e, ModelRequestStarted))
+        await asyncio.sleep(1.5)  # the call is in flight and has heartbeated
+        kill_hard(first)
+    with worker_process(harness, log):
+        outcome = await asyncio.wait_for(client.wait(sid, started.turn_id), timeout=120)
+        events = (await client.events(sid)).events
+
+    assert outcome.status == "completed" and outcome.answer == "answered after the crash"
+    [retried] = [e for e in events if isinstance(e, ModelCallRetried)]
+    assert (retried.attempt, retried.cause, retried.turn_id, retried.round) == (2, "worker_lost", started.turn_id, 1)
+    assert "attempt 1 ended without an answer" in retried.detail
