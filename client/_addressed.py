@@ -112,6 +112,7 @@ class WorkflowKind:
     async def update(
         self, handle: WorkflowHandle[Any, Any], item_id: str, update: str, argument: BaseModel, result_type: type[Any],
         decision_seconds: float = DECISION_SECONDS,
+        expire: bool = True,
     ) -> Any:
         """Execute ``update``; raises ``RequestRejected`` (refused, or the workflow ended), the
         kind's not-found error, or ``WorkerUnavailable``. An update the server rejected because the
@@ -123,16 +124,20 @@ class WorkflowKind:
         the answer at most ``DECISION_GRACE_SECONDS`` longer. No answer by then (no worker took it)
         is ``WorkerUnavailable`` saying it was not applied: a worker that takes the update later
         refuses it (``RequestExpired``), as it does one that comes in the grace (also
-        ``WorkerUnavailable``). Clocks of the client and the Temporal server must agree within the grace."""
+        ``WorkerUnavailable``). Clocks of the client and the Temporal server must agree within the grace.
+        ``expire`` False (a client of workflows on a virtual clock, ``AgentClient(virtual_clock=True)``):
+        no ``expires_at``, so one no worker took in time may still be applied when one does, and
+        ``WorkerUnavailable`` says so."""
         update_id = f"{update}-{uuid.uuid4().hex}"
-        if "expires_at" in type(argument).model_fields:
+        if expire and "expires_at" in type(argument).model_fields:
             argument = argument.model_copy(
                 update={"expires_at": datetime.now(timezone.utc) + timedelta(seconds=decision_seconds)}
             )
         bound = decision_seconds + DECISION_GRACE_SECONDS
         patience = Patience(item_id, f"update {update}", bound)
         deadline = asyncio.get_running_loop().time() + bound
-        unanswered = f"no worker took update {update} within {decision_seconds:g} s; it was not applied and never will be"
+        fate = "it was not applied and never will be" if expire else "it may still be applied when a worker takes it"
+        unanswered = f"no worker took update {update} within {decision_seconds:g} s; {fate}"
         accepted: WorkflowUpdateHandle[Any] | None = None
         while True:
             try:

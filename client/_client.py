@@ -97,14 +97,16 @@ class AgentClient:
     ``decision_seconds``: how long a decision on a task or graph (approve, reject, cancel, pause,
     resume, nudge, amend, raise budget) waits for a worker to take it (default ``DECISION_SECONDS``,
     50; at most ``MAX_DECISION_SECONDS``): past it, and a few seconds of grace, the call raises
-    ``WorkerUnavailable`` and the decision is never applied (docs/python-client.md)."""
+    ``WorkerUnavailable`` and the decision is never applied (docs/python-client.md). ``virtual_clock``:
+    for workflows on a virtual clock (a time-skipping test server), whose time runs ahead of this
+    client's: decisions then carry no expiry, and one no worker took in time may be applied later."""
 
     def __init__(
         self, temporal: Client, *, task_queue: str = "agentrt", principal: str | None = None, store: Store | None = None,
         advisor: AdvisorPolicy | None = None, mcp_servers: list[str] | None = None, default_profile: str = "default",
         operators: list[str] | None = None, tool_task_queue: str | None = None, quotas: QuotaPolicy | None = None,
         model_task_queue: str | None = None,
-        lanes: Lanes | None = None, decision_seconds: float = DECISION_SECONDS,
+        lanes: Lanes | None = None, decision_seconds: float = DECISION_SECONDS, virtual_clock: bool = False,
     ) -> None:
         if not 0 < decision_seconds <= MAX_DECISION_SECONDS:
             raise ConfigurationError(f"decision_seconds must be over 0 and at most {MAX_DECISION_SECONDS:g}, not {decision_seconds!r}")
@@ -113,7 +115,7 @@ class AgentClient:
             advisor=advisor or AdvisorPolicy(), mcp_servers=list(mcp_servers or []), default_profile=default_profile,
             operators=list(operators or []), tool_task_queue=tool_task_queue, quotas=quotas or QuotaPolicy(),
             model_task_queue=model_task_queue,
-            lanes=lanes or Lanes(), decision_seconds=decision_seconds,
+            lanes=lanes or Lanes(), decision_seconds=decision_seconds, virtual_clock=virtual_clock,
         )
         calls = SessionCalls(self.connection)
         self.sessions = Sessions(self.connection, calls)
@@ -183,7 +185,7 @@ class AgentClient:
             c.temporal, task_queue=c.task_queue, principal=principal, store=c.store, advisor=c.advisor,
             mcp_servers=c.mcp_servers, default_profile=c.default_profile, operators=c.operators,
             tool_task_queue=c.tool_task_queue, quotas=c.quotas, model_task_queue=c.model_task_queue, lanes=c.lanes,
-            decision_seconds=c.decision_seconds,
+            decision_seconds=c.decision_seconds, virtual_clock=c.virtual_clock,
         )
         client.connection.mcp_servers = c.mcp_servers  # one list: a server one of them adds, all of them use
         return client

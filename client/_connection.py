@@ -41,7 +41,9 @@ class Connection:
     ``quotas``: the tenants' quotas every start is checked against (``[quotas]``, ``[tenants]``).
     ``lanes``: the priority and fairness key every start sets (``[lanes]``; ``lane``).
     ``decision_seconds``: how long a decision on a task or graph waits for a worker to take it
-    before it expires, never to be applied (``WorkflowKind.update``)."""
+    before it expires, never to be applied (``WorkflowKind.update``); ``virtual_clock``: the
+    workflows run on a virtual clock (a time-skipping test server), whose time runs ahead of the
+    client's, so decisions carry no expiry (one no worker took in time may be applied later)."""
 
     temporal: Client
     task_queue: str
@@ -57,6 +59,7 @@ class Connection:
     quotas: QuotaPolicy = field(default_factory=QuotaPolicy)
     lanes: Lanes = field(default_factory=Lanes)
     decision_seconds: float = DECISION_SECONDS
+    virtual_clock: bool = False
 
     def lane(self, kind: LaneKind, owner: str) -> Priority:
         """The Temporal priority of a start of ``kind`` (``interactive``, ``task``, ``graph``) owned by

@@ -413,7 +413,8 @@ class Graphs:
 
     async def _update(self, graph_id: str, update: str, argument: BaseModel) -> GraphSnapshot:
         return await GRAPH.update(
-            self._handle(graph_id), graph_id, update, argument, GraphSnapshot, self._connection.decision_seconds
+            self._handle(graph_id), graph_id, update, argument, GraphSnapshot, self._connection.decision_seconds,
+            expire=not self._connection.virtual_clock,
         )
 
     async def _query(self, graph_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:

@@ -317,7 +317,8 @@ class Tasks:
     async def _update(self, task_id: str, update: str, argument: BaseModel) -> TaskStatusView:
         await self._check_visible(task_id)
         return await TASK.update(
-            self._handle(task_id), task_id, update, argument, TaskStatusView, self._connection.decision_seconds
+            self._handle(task_id), task_id, update, argument, TaskStatusView, self._connection.decision_seconds,
+            expire=not self._connection.virtual_clock,
         )
 
     async def _query(self, task_id: str, query: str, argument: BaseModel | None, result_type: type[Any]) -> Any:

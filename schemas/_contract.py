@@ -34,8 +34,11 @@ __all__ = [
 ]
 
 # This build's activity contract, and the oldest one whose builds it reads and writes for.
-ACTIVITY_CONTRACT: Final = 2
-ACTIVITY_CONTRACT_OLDEST: Final = 1
+# 3: store writes carry events builds of 2 cannot read (PermissionGranted for every allowed call,
+# ContextAssembled, ModelCallRetried, SessionRenamed, MemoryDropped, ...): builds of 2 and 3 refuse
+# each other's activity calls, typed, instead of failing to read them on every attempt.
+ACTIVITY_CONTRACT: Final = 3
+ACTIVITY_CONTRACT_OLDEST: Final = 3
 # The header an activity call carries the caller's contract in (JSON: {"version": N, "oldest": M}).
 ACTIVITY_CONTRACT_HEADER: Final = "agentrt-activity-contract"
 

@@ -1395,6 +1395,26 @@ async def model_queue_session(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"model-calls-on-their-own-queue-then-archived": r.handle(config.session_id)}
 
 
+async def tools_queue_session(r: Recorder) -> dict[str, WorkflowHandle]:
+    """Tool calls on a queue of their own (``tool_task_queue``), run by a tools-only worker; the
+    session writes its staged events with a store.append before each (``tools-queue-writes-v1``)."""
+    queue = f"{r.client.task_queue}-tools"
+    assert r.client.store is not None
+    tools = build_worker(
+        r.temporal, AgentrtConfig(task_queue=r.client.task_queue, tool_task_queue=queue), r.client.store, role="tools"
+    )
+    config = r.config(
+        [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+         {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]}, {"text": "done"}],
+        approval=ALLOW_ALL, tool_task_queue=queue,
+    )
+    async with tools:
+        started = await r.client.start(config, "write a file and read it")
+        await r.wait_turn(config.session_id, started.turn_id)
+        await r.client.archive(config.session_id)
+    return {"tool-calls-on-their-own-queue-then-archived": r.handle(config.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
     budget_refused_before_call,
     task_session_refused_before_call,
@@ -1456,6 +1476,7 @@ SCENARIOS: list[Scenario] = [
     graph_paused_with_a_running_node,
     task_paused_during_a_session,
     model_queue_session,
+    tools_queue_session,
     fused_rounds,
     fused_rounds_cancelled,
     renamed_and_sent_if_idle,

@@ -102,6 +102,11 @@ FUSED_ROUNDS_PATCH = "fused-rounds-v1"
 # (_continuation), not only when Temporal suggests it (4,096 by default): a worker that takes
 # sessions over from a dead one replays each history within the workflow task timeout.
 HISTORY_BOUND_PATCH = "history-bound-v1"
+# tools-queue-writes-v1: a session whose tool calls go to a tools queue of their own
+# (``tool_task_queue``) writes its staged events and messages with a store.append of its own before
+# each tool call, so they do not travel in the call's input: a tools worker of another build (its
+# activity contract refuses the call, typed) never has to read events this build added.
+TOOLS_QUEUE_WRITES_PATCH = "tools-queue-writes-v1"
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,10 @@ class Generation:
         """history-bound-v1, asked when a run's history first reaches ``RUN_HISTORY_EVENTS`` at a
         turn boundary (before Temporal suggests continue-as-new)."""
         return self._has(HISTORY_BOUND_PATCH)
+
+    def tools_queue_writes(self) -> bool:
+        """tools-queue-writes-v1, asked before a session's first tool call on a tools queue of its own."""
+        return self._has(TOOLS_QUEUE_WRITES_PATCH)
 
 
 # Every patch's behaviour, none asked: the generation of a run started on a versioned worker.

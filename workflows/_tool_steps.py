@@ -329,6 +329,8 @@ class ToolCalls:
         while True:
             await self.run.before_call()
             workflow.set_current_details(f"turn `{turn_id}` · round {round_number} · running tool {code_span(call.name, 80)}")
+            if self.run.config.tool_task_queue is not None and self.run.gen.tools_queue_writes():
+                await self.run.flush()  # a tools worker of another build need not read this build's events
             writes = self.run.writes_for_call()
             fields = dict(
                 session_id=self.run.config.session_id,

@@ -71,7 +71,7 @@ class TaskRig:
     @classmethod
     def create(cls, temporal: Client, store: Store, task_queue: str) -> "TaskRig":
         skipper = TimeSkipper(temporal)
-        client = AgentClient(skipper.client, task_queue=task_queue, principal=OWNER, store=store)
+        client = AgentClient(skipper.client, task_queue=task_queue, principal=OWNER, store=store, virtual_clock=True)
         return cls(temporal, store, task_queue, skipper, client)
 
     @classmethod
@@ -80,7 +80,7 @@ class TaskRig:
         return cls.create(harness.temporal, harness.store, task_queue or harness.task_queue)
 
     def as_principal(self, principal: str, operators: list[str] | None = None) -> AgentClient:
-        return AgentClient(self.temporal, task_queue=self.task_queue, principal=principal, operators=operators)
+        return AgentClient(self.temporal, task_queue=self.task_queue, principal=principal, operators=operators, virtual_clock=True)
 
     def config(self, workspace: Path, script: str, goal: str = "build the thing", **fields: Any) -> TaskConfig:
         """A task owned by ``OWNER`` on the scripted model (fields as ``TaskConfig``'s)."""

@@ -224,7 +224,8 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
 ) -> None:
     """lean-start-v1 stands for the three patches before it: one marker (and one TemporalChangeVersion
     upsert) at the start, trajectory-v1, regular-activities-v1 and console-v1 one each beside it;
-    policy-sandbox-v1 and policy-decisions-v1 one each at the run's first tool call, not per round."""
+    context-events-v1 at the first model call (its ContextAssembled); policy-sandbox-v1 and
+    policy-decisions-v1 one each at the run's first tool call, not per round."""
     sid = await _run_turn(harness, workspace, _read_rounds(tmp_path, workspace))
 
     patches = [
@@ -234,8 +235,8 @@ async def test_a_new_session_records_one_patch_marker_per_patch_since_lean_start
         and e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
     assert patches == [
-        "lean-start-v1", "trajectory-v1", "regular-activities-v1", "upgrade-at-turn-boundary-v1", "console-v1", "policy-sandbox-v1",
-        "policy-decisions-v1",
+        "lean-start-v1", "trajectory-v1", "regular-activities-v1", "upgrade-at-turn-boundary-v1", "console-v1", "context-events-v1",
+        "policy-sandbox-v1", "policy-decisions-v1",
     ]
 
 

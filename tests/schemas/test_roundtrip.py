@@ -11,7 +11,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ValidationError
+from pydantic import AwareDatetime, BaseModel, ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentrt import schemas
@@ -52,7 +52,7 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.integers(1, 10**6)
     if annotation is float:
         return st.floats(0.5, 1e6, allow_nan=False)
-    if annotation is datetime:
+    if annotation in (datetime, AwareDatetime):
         return st.datetimes(timezones=st.just(timezone.utc))
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return model_strategy(annotation)

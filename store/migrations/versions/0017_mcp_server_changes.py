@@ -34,18 +34,19 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_mcp_server_changes"),
     )
     op.create_index("ix_mcp_server_changes_server_id", "mcp_server_changes", ["server", "id"])
-    _trust_levels("trust IN ('trusted', 'untrusted', 'revoked')")
+    # 0016 named its constraint through the naming convention (ck_<table>_<name>); this one is named as is.
+    _trust_levels("trust IN ('trusted', 'untrusted', 'revoked')", drop=_TRUST, create=op.f(_TRUST))
 
 
 def downgrade() -> None:
     op.execute("DELETE FROM mcp_trust_decisions WHERE trust = 'revoked'")
-    _trust_levels("trust IN ('trusted', 'untrusted')")
+    _trust_levels("trust IN ('trusted', 'untrusted')", drop=op.f(_TRUST), create=_TRUST)
     op.drop_index("ix_mcp_server_changes_server_id", table_name="mcp_server_changes")
     op.drop_table("mcp_server_changes")
 
 
-def _trust_levels(check: str) -> None:
+def _trust_levels(check: str, *, drop: str, create: str) -> None:
     # SQLite cannot alter a constraint: batch mode copies the table under the new one.
     with op.batch_alter_table("mcp_trust_decisions") as batch:
-        batch.drop_constraint(_TRUST, type_="check")
-        batch.create_check_constraint(op.f(_TRUST), check)
+        batch.drop_constraint(drop, type_="check")
+        batch.create_check_constraint(create, check)
