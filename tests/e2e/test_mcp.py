@@ -297,7 +297,7 @@ async def test_the_cli_offers_the_configured_servers_and_asks_their_questions_at
 
     servers = await agentrt(harness, "mcp", "list", "--json", cwd=tmp_path, env=queue)
     assert servers.returncode == 0, servers.stderr
-    [probe] = json.loads(servers.stdout)["servers"]
+    [probe] = [s for s in json.loads(servers.stdout)["servers"] if s["name"] == "probe"]
     assert (probe["name"], probe["state"]) == ("probe", "stopped")  # run's worker stopped it when the run ended
     missing = await agentrt(harness, "mcp", "tools", "nope", cwd=tmp_path, env=queue)
     assert missing.returncode == 2 and "no MCP server 'nope'" in missing.stderr and "configured: probe" in missing.stderr

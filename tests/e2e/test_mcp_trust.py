@@ -102,7 +102,8 @@ async def test_the_cli_records_an_operator_s_decision_and_lists_it_and_refuses_a
         "server": server, "trust": "untrusted", "principal": OPS, "reason": "wrote outside its dir", "at": None,
     }
     listed = await agentrt(harness, "mcp", "list", "--json", cwd=tmp_path)
-    [row] = json.loads(listed.stdout)["servers"]
+    # Other tests' servers added at run time share the store: this test's server by name.
+    [row] = [r for r in json.loads(listed.stdout)["servers"] if r["name"] == server]
     assert row["trust"] == "untrusted" and row["trust_decision"]["principal"] == OPS
     shown = await agentrt(harness, "mcp", "list", cwd=tmp_path)
     assert f"untrusted by {OPS}" in shown.stdout and "wrote outside its dir" in shown.stdout
