@@ -202,7 +202,9 @@ async def test_the_wait_heartbeats_while_a_probe_of_the_store_hangs(
     harness: Harness, workspace: Path, tmp_path: Path
 ) -> None:
     """A probe's connect waits up to 10 s for a silent host; the wait heartbeated only between
-    probes, so a session's heartbeat timeout (here 2 s) ended the attempt during the first one.
+    probes, so a session's heartbeat timeout (here 5 s) ended the attempt during the first one.
+    The SDK sends heartbeats at most every 0.8 × the timeout: a 2 s timeout left a loaded machine
+    0.4 s of slack, and an attempt timed out under CI's load.
     (The tool opens a store of its own there: its engine's errors are a store's, as the worker's.)"""
     silent = SilentPostgres()
     queue = f"{harness.task_queue}-silent"
@@ -212,12 +214,12 @@ async def test_the_wait_heartbeats_while_a_probe_of_the_store_hangs(
             sid = harness.new_session_id()
             call = {"name": "silent_store", "arguments": {"port": silent.port}}
             script = write_script(tmp_path, [{"tool_calls": [call]}, {"text": "done"}])
-            config = session_config(client, sid, workspace, script, agent="silent-desk", heartbeat_timeout_seconds=2.0)
+            config = session_config(client, sid, workspace, script, agent="silent-desk", heartbeat_timeout_seconds=5.0)
             started = await client.start(config, "go")
             handle = harness.temporal.get_workflow_handle(started.workflow_id)
             while silent.accepted < 2:  # the store went away; the wait's first probe hangs
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(5)  # two and a half heartbeat timeouts, within the probe's 10 s
+            await asyncio.sleep(9)  # past a heartbeat timeout after the probe began, within its 10 s
             [pending] = [p for p in (await handle.describe()).raw_description.pending_activities if p.activity_type.name == "tool.execute"]
             await handle.terminate("test over")
     finally:
