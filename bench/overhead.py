@@ -1,7 +1,8 @@
 """What one agent round costs on Temporal: agentrt beside the bare floor and two other agent integrations.
 
     python -m bench.overhead [--rounds 20,100,200] [--repeats 3] [--result-bytes 5120]
-                             [--systems floor,agentrt,agentrt-fused,agentrt-tools,agentrt-local,pai,oai] [--workdir DIR]
+                             [--systems floor,floor-tools,agentrt,agentrt-fused,agentrt-tools,agentrt-local,pai,oai]
+                             [--workdir DIR]
 
 Starts one Temporal dev server (free ports, headless, database in a temporary directory)
 and a SQLite store, and runs the same workload on each system, one run at a time, each on
@@ -12,6 +13,11 @@ answers at once (no latency). The systems:
 
 - ``floor``: ``bench._floor`` (bare Temporal, two activities per round, Temporal's default
   data converter): the least a round can cost.
+- ``floor-tools``: the floor's effectful twin (``bench._floor`` with ``tool_task_queue`` and
+  ``write_dir``): each round's model call returns an ``fs.write`` call carrying ``--result-bytes``
+  bytes, and the tool call, on a task queue of its own served by a second worker, writes them to a
+  file. The least an effectful round on a separate tools worker can cost: ``agentrt-tools`` is
+  reported against it too (``× fl-tools``).
 - ``agentrt``: an agentrt session with the scripted model (``bench.history``'s workload:
   R ``fs.read`` calls of R different workspace files), the tool as a regular activity
   (``local_tools=False`` where ``SessionConfig`` has that field).
@@ -62,9 +68,10 @@ reported with its reason and left out of the medians.
 
 Output: one table row per R and system, notes, and as the last line exactly
 
-    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z fused_vs_floor=F tools_vs_floor=T
+    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z fused_vs_floor=F tools_vs_floor=T tools_vs_floor_tools=U
 
-with the × floor values at the largest R (two decimals; n/a where not measured).
+with the × floor values at the largest R (two decimals; n/a where not measured); ``U`` is
+``agentrt-tools`` over ``floor-tools``.
 
 From a test (small parameters, reusing a running server, store and client):
 
@@ -102,7 +109,7 @@ from agentrt.schemas import ApprovalPolicy, SessionConfig, TurnEnded, TurnOutcom
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, DevServer, build_worker
 from bench._cli import print_progress, run_and_exit
-from bench._floor import FLOOR_ACTIVITIES, FloorAgentWorkflow, FloorInput
+from bench._floor import FLOOR_ACTIVITIES, FloorAgentWorkflow, FloorInput, floor_model, floor_tool
 from bench.history import (
     PRINCIPAL,
     PROMPT,
@@ -114,7 +121,7 @@ from bench.history import (
     with_agentrt_plugin,
 )
 
-SYSTEMS = ("floor", "agentrt", "agentrt-fused", "agentrt-tools", "agentrt-local", "pai", "oai")
+SYSTEMS = ("floor", "floor-tools", "agentrt", "agentrt-fused", "agentrt-tools", "agentrt-local", "pai", "oai")
 DEFAULT_ROUNDS = (20, 100, 200)
 DEFAULT_REPEATS = 3
 # Every measured workflow runs on a worker that has already run a workflow of WARM_ROUNDS
@@ -210,9 +217,9 @@ class OverheadReport:
     def ms_per_round(self, system: str, rounds: int) -> float | None:
         return self.per_round(system, rounds, lambda s: s.wall_seconds * 1000)
 
-    def vs_floor(self, system: str, rounds: int) -> float | None:
-        """ms/round of ``system`` over the floor's at the same R; None when either is unknown."""
-        mine, floor = self.ms_per_round(system, rounds), self.ms_per_round("floor", rounds)
+    def vs_floor(self, system: str, rounds: int, floor_system: str = "floor") -> float | None:
+        """ms/round of ``system`` over ``floor_system``'s at the same R; None when either is unknown."""
+        mine, floor = self.ms_per_round(system, rounds), self.ms_per_round(floor_system, rounds)
         if mine is None or not floor:
             return None
         return mine / floor
@@ -287,6 +294,12 @@ class OverheadReport:
             "client ms (end in history -> outcome at the client; agentrt: TurnEnded.at -> AgentClient.start_and_wait() "
             f"returned, others: WorkflowExecutionCompleted -> handle.result() returned), median of all runs: {latency}"
         )
+        if "agentrt-tools" in measured and "floor-tools" in measured:
+            ratios = ", ".join(
+                f"R={r} {'n/a' if (v := self.vs_floor('agentrt-tools', r, 'floor-tools')) is None else f'{v:.2f}'}"
+                for r in self.rounds
+            )
+            lines.append(f"agentrt-tools × floor-tools (effectful rounds, tool calls on a tools worker of their own): {ratios}")
         largest = max(self.rounds)
         for system in measured:
             done = self.completed(system, largest)
@@ -327,13 +340,14 @@ class OverheadReport:
         """The last line: × floor at the largest R of agentrt, pai, oai and agentrt-fused (two decimals or n/a)."""
         largest = max(self.rounds)
 
-        def ratio(system: str) -> str:
-            value = self.vs_floor(system, largest)
+        def ratio(system: str, floor_system: str = "floor") -> str:
+            value = self.vs_floor(system, largest, floor_system)
             return "n/a" if value is None else f"{value:.2f}"
 
         return (
             f"overhead agentrt_vs_floor={ratio('agentrt')} pai_vs_floor={ratio('pai')} oai_vs_floor={ratio('oai')} "
-            f"fused_vs_floor={ratio('agentrt-fused')} tools_vs_floor={ratio('agentrt-tools')}"
+            f"fused_vs_floor={ratio('agentrt-fused')} tools_vs_floor={ratio('agentrt-tools')} "
+            f"tools_vs_floor_tools={ratio('agentrt-tools', 'floor-tools')}"
         )
 
 
@@ -521,6 +535,33 @@ async def run_floor(ctx: _Context, rounds: int, *, breakdown: bool = False) -> S
         )
 
     return await _run_workflow(ctx, "floor", rounds, temporal, worker, start, breakdown=breakdown)
+
+
+async def run_floor_tools(ctx: _Context, rounds: int, *, breakdown: bool = False) -> Sample:
+    """``bench._floor``'s effectful rounds: the tool calls on a task queue of their own, served by a
+    second worker in this process, each writing its content to a file."""
+    temporal = _client(ctx.temporal)
+    task_queue = f"overhead-floor-tools-{uuid.uuid4().hex[:8]}"
+    tools_queue = f"{task_queue}-tools"
+    write_dir = ctx.workdir / f"floor-tools-r{rounds}-{uuid.uuid4().hex[:6]}"
+    write_dir.mkdir(parents=True)
+    worker = Worker(temporal, task_queue=task_queue, workflows=[FloorAgentWorkflow], activities=[floor_model])
+    tools_worker = Worker(temporal, task_queue=tools_queue, activities=[floor_tool])
+
+    def start(workflow_id: str, task_queue: str, rounds: int) -> Awaitable[Any]:
+        return temporal.start_workflow(
+            FloorAgentWorkflow.run,
+            FloorInput(rounds=rounds, result_bytes=ctx.result_bytes, tool_task_queue=tools_queue, write_dir=str(write_dir)),
+            id=workflow_id,
+            task_queue=task_queue,
+        )
+
+    async with tools_worker:
+        sample = await _run_workflow(ctx, "floor-tools", rounds, temporal, worker, start, breakdown=breakdown)
+    written = len(list(write_dir.glob("out-*.txt")))
+    if sample.completed and sample.note is None and written < rounds:
+        sample.note = f"the run wrote {written} files, not {rounds}"
+    return sample
 
 
 def _optional_runner(system: str, module: ModuleType) -> Callable[..., Awaitable[Sample]]:
@@ -722,6 +763,8 @@ async def measure(
     for system in systems:
         if system == "floor":
             runners[system] = run_floor
+        elif system == "floor-tools":
+            runners[system] = run_floor_tools
         elif system == "agentrt":
             runners[system] = _agentrt_runner(local_tools=False)
         elif system == "agentrt-fused":

@@ -13,7 +13,7 @@ from bench import overhead
 
 LAST_LINE = re.compile(
     r"overhead agentrt_vs_floor=(\d+\.\d\d|n/a) pai_vs_floor=(\d+\.\d\d|n/a) oai_vs_floor=(\d+\.\d\d|n/a)"
-    r" fused_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor=(\d+\.\d\d|n/a)"
+    r" fused_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor_tools=(\d+\.\d\d|n/a)"
 )
 
 
@@ -25,7 +25,7 @@ async def small_report(temporal_client: Client, store: Store, tmp_path_factory: 
         tmp_path_factory.mktemp("overhead"),
         rounds=[3],
         repeats=1,
-        systems=("floor", "agentrt", "agentrt-fused", "agentrt-tools"),
+        systems=("floor", "floor-tools", "agentrt", "agentrt-fused", "agentrt-tools"),
         warmup=False,
     )
 
@@ -74,7 +74,7 @@ async def test_pai_and_oai_rows_say_n_a_when_their_packages_are_absent(
     rows = {line.split()[1]: line for line in report.table().splitlines() if re.match(r"\s+2\s+(pai|oai)\s", line)}
     assert set(rows) == {"pai", "oai"} and all(row.rstrip().endswith("n/a") for row in rows.values())
     found = LAST_LINE.fullmatch(report.line())
-    assert found is not None and found.groups() == ("n/a", "n/a", "n/a", "n/a", "n/a")
+    assert found is not None and found.groups() == ("n/a", "n/a", "n/a", "n/a", "n/a", "n/a")
 
 
 async def test_agentrt_local_is_n_a_without_the_local_tools_field(
@@ -115,3 +115,17 @@ async def test_an_effectful_turn_on_a_tools_worker_writes_each_file_once(small_r
     assert sample.activities == plain.activities + 3
     found = LAST_LINE.fullmatch(small_report.line())
     assert found is not None and found.group(5) != "n/a"
+
+
+async def test_the_effectful_floor_runs_its_tool_calls_on_their_own_queue_and_agentrt_tools_is_compared_with_it(
+    small_report: overhead.OverheadReport,
+) -> None:
+    [sample] = small_report.samples[("floor-tools", 3)]
+    assert sample.status == "completed" and sample.note is None, sample
+    assert sample.activities == 2 * 3 + 1 and sample.local_activities == 0
+    # Each write's content crosses history at least twice (the model's reply, the tool call's input).
+    [floor] = small_report.samples[("floor", 3)]
+    assert sample.history_bytes > floor.history_bytes + 2 * small_report.result_bytes
+    found = LAST_LINE.fullmatch(small_report.line())
+    assert found is not None and found.group(6) != "n/a"
+    assert "agentrt-tools × floor-tools" in small_report.table()
