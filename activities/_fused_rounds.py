@@ -106,7 +106,7 @@ class RoundFusion:
             calls = response.tool_calls
             if not calls or not all(runs_without_asking(call, specs, policy) for call in calls):
                 return rounds, response, context
-            results = await self._run_calls(input, calls, min(fuse.max_result_bytes, room))
+            results = await self._run_calls(input, calls, specs, min(fuse.max_result_bytes, room), deadline)
             if results is None:
                 return rounds, response, context
             room -= sum(len(r.text.encode()) for r in results)
@@ -126,19 +126,32 @@ class RoundFusion:
                 return rounds, None, None
             response, context = follow_up
 
-    async def _run_calls(self, input: ModelCallInput, calls: list[ToolCall], max_bytes: int) -> list[FusedToolResult] | None:
+    async def _run_calls(
+        self, input: ModelCallInput, calls: list[ToolCall], specs: dict[str, ToolSpec], max_bytes: int, deadline: float
+    ) -> list[FusedToolResult] | None:
         """Each call's result, in call order; None (none of them is kept) when one raised
         something else than a ``ToolError`` (a user tool's crash, retried as a tool activity),
-        wrote a memory, or returned more than ``max_bytes`` bytes in all."""
+        wrote a memory, or returned more than ``max_bytes`` bytes in all, or when ``deadline``
+        (the event loop's clock) passed before a call started: a reply may ask for hundreds of
+        calls, which run one after another here, and together they must not hold the model
+        call past its start-to-close timeout (unfused, each is a tool activity of its own).
+        Each call is bounded as the session bounds it unfused: ``fuse.timeout_seconds``, or its
+        tool's own bound (``@tool(timeout_seconds=...)``, ``specs``) when shorter."""
         fuse = input.fuse
         assert fuse is not None
+        loop = asyncio.get_running_loop()
         results: list[FusedToolResult] = []
         for call in calls:
+            if loop.time() > deadline:
+                activity.logger.info("fused round stopped: the call's time share passed before %s ran", call.name)
+                return None
+            own = specs[call.name].timeout_seconds
             tool_input = ToolExecuteInput(
                 session_id=input.session_id, turn_id=input.turn_id, call=call, workspace=fuse.workspace,
                 idempotency_key=f"{session_workflow_id(input.session_id)}/{input.turn_id}/{call.id}",
-                result_position=input.reply_position, timeout_seconds=fuse.timeout_seconds, sandbox=fuse.sandbox,
-                network=fuse.network,
+                result_position=input.reply_position,
+                timeout_seconds=fuse.timeout_seconds if own is None else min(fuse.timeout_seconds, own),
+                sandbox=fuse.sandbox, network=fuse.network,
             )
             try:
                 ok, text, error_type, keys, memory = await asyncio.to_thread(self._tools.run_unstored, tool_input)

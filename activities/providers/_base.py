@@ -169,7 +169,7 @@ def valid_text(text: str) -> str:
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
-def _arguments_problem(value: dict[str, Any]) -> str | None:
+def arguments_problem(value: dict[str, Any]) -> str | None:
     """Why parsed arguments cannot be kept (nested too deep, a lone surrogate), or None."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -222,7 +222,7 @@ def tool_call_from_text(call_id: str, name: str, raw: str) -> ToolCall:
             arguments_raw=_kept(raw),
             arguments_error=f"arguments must be a JSON object, got {type(value).__name__}",
         )
-    problem = _arguments_problem(value)
+    problem = arguments_problem(value)
     if problem is not None:
         return ToolCall(id=call_id, name=name, arguments_raw=_kept(raw), arguments_error=problem)
     return ToolCall(id=call_id, name=name, arguments=value)

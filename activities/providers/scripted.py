@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentrt.activities.providers._base import OnDelta, tool_call_from_text
+from agentrt.activities.providers._base import OnDelta, arguments_problem, tool_call_from_text, valid_text
 from agentrt.activities.tools import read_regular_file
 from agentrt.schemas import (
     InvalidScriptError,
@@ -284,13 +284,14 @@ class ScriptedProvider:
             raise err
         turn = turns[index]
         await _sleep_in_steps(turn.delay_seconds)
+        text = valid_text(turn.text)  # as a real model's text is kept: no lone surrogate
         if on_delta is not None:
-            for chunk in _word_groups(turn.text):
+            for chunk in _word_groups(text):
                 await on_delta(chunk)
         calls = [_tool_call(f"call_{index}_{k}", spec) for k, spec in enumerate(turn.tool_calls)]
-        output_chars = len(turn.text) + sum(len(c.name) + len(_arguments_text(c)) for c in calls)
+        output_chars = len(text) + sum(len(c.name) + len(_arguments_text(c)) for c in calls)
         return ModelResponse(
-            text=turn.text,
+            text=text,
             tool_calls=calls,
             usage=Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(output_chars)),
             stop_reason="tool_use" if calls else "end_turn",
@@ -389,9 +390,15 @@ def _extractive_summary(prompt: str, max_chars: int) -> str:
 
 
 def _tool_call(call_id: str, spec: ScriptToolCall) -> ToolCall:
+    """The call a script asks for, kept as a real model's would be: arguments holding a lone
+    surrogate or nested deeper than ``MAX_ARGUMENT_DEPTH`` are refused with their text, not
+    kept (a reply holding them cannot be written to workflow history or read back from it)."""
     if spec.arguments_raw is not None:
         return tool_call_from_text(call_id, spec.name, spec.arguments_raw)
-    return ToolCall(id=call_id, name=spec.name, arguments=spec.arguments or {})
+    arguments = spec.arguments or {}
+    if arguments_problem(arguments) is not None:
+        return tool_call_from_text(call_id, spec.name, json.dumps(arguments))
+    return ToolCall(id=call_id, name=spec.name, arguments=arguments)
 
 
 def _arguments_text(call: ToolCall) -> str:

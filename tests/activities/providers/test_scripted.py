@@ -96,6 +96,30 @@ async def test_raw_arguments_that_parse_become_arguments(tmp_path: Path) -> None
     assert response.tool_calls[0].arguments == {"path": "x"}
 
 
+async def test_a_reply_with_lone_surrogates_or_deep_arguments_comes_back_as_a_real_model_s_would(tmp_path: Path) -> None:
+    # Kept as they were, these made provider.complete fail on every attempt: its result could not
+    # be written to workflow history (surrogates), or not read back from it (nesting).
+    deep: dict = {}
+    inner = deep
+    for _ in range(100):
+        inner["a"] = {}
+        inner = inner["a"]
+    path = write_json(tmp_path / "s.json", {"turns": [{"text": "bad \ud800 text", "tool_calls": [
+        {"name": "fs.read", "arguments": {"path": "README.md\udcff"}},
+        {"name": "fs.read", "arguments": deep},
+        {"name": "fs.read", "arguments": {"path": "README.md", "limit": 2}},
+    ]}]})
+
+    response = await provider(path).complete(request(path, [Message(role="user", text="hi")]))
+
+    surrogate, nested, fine = response.tool_calls
+    assert response.text == "bad \ufffd text"
+    assert surrogate.arguments is None and "lone UTF-16 surrogate" in (surrogate.arguments_error or "")
+    assert nested.arguments is None and "nest deeper than" in (nested.arguments_error or "")
+    assert fine == ToolCall(id="call_0_2", name="fs.read", arguments={"path": "README.md", "limit": 2})
+    response.model_dump_json()  # what history holds
+
+
 async def test_yaml_script_is_read(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(
