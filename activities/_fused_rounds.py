@@ -7,8 +7,8 @@ the model again, up to its limits; the workflow records those rounds when the ca
 (``workflows/_fused_rounds.py``).
 
 Nothing a fused round does is written to the transcript here: its messages travel back in the
-result (each tool result at most ``FuseRounds.max_result_bytes``, all of them at most
-``MAX_FUSED_BYTES``), so a call that is cancelled or retried leaves nothing the workflow did
+result (the results of one round at most ``FuseRounds.max_result_bytes`` together, those of
+all its rounds at most ``MAX_FUSED_BYTES``), so a call that is cancelled or retried leaves nothing the workflow did
 not accept, except its usage receipts. A follow-up model call records its receipt under attempt
 ``FOLLOW_UP_ATTEMPTS × activity attempt + k`` (k = 1, 2, ...), apart from the attempts Temporal
 numbers; it streams no token deltas (a stream shows a call's deltas after the call's

@@ -65,9 +65,12 @@ class ToolContext:
       (agentrt.toml ``[skills] paths``); ``shell.run`` lets a sandboxed command read them.
     - ``turn_id`` (``turn-N``), ``call_id`` (the model's id of the call) and ``principal`` (the
       session's owner, on whose behalf the call runs; read from the store when asked, ``principal_of``).
-    - ``idempotency_key`` (= ``call_key``): ``<workflow id>/<turn>/<position>/<call id>``, the same on
-      every retry of this call and on no other call: pass it to the service the tool changes (a
-      payment API's ``Idempotency-Key``) so a retried call cannot apply twice there either.
+    - ``idempotency_key`` (= ``call_key``): for a tool that is not read-only,
+      ``<workflow id>/<turn>/<position>/<call id>``, the same on every retry of this call and on no
+      other call: pass it to the service the tool changes (a payment API's ``Idempotency-Key``) so a
+      retried call cannot apply twice there either. A read-only tool's key is ``<turn>/<call id>``
+      (it goes through no effect ledger): a model that sends one call id in two rounds of a turn
+      gives both calls that key.
     - ``deps``: the worker's dependencies (``AgentrtPlugin(deps=...)``: a factory called once per
       worker); None without. Never serialized, never in history.
     - ``final_attempt``: this is the retry policy's last attempt (a crash now becomes the call's result).
