@@ -34,6 +34,7 @@ from agentrt.cli._runtime import runtime, state_dir
 from agentrt.cli._temporal_ui import noted_dev_server, ui_port_for
 from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_TITLE_CHARS,
     AgentNotRegistered,
     ApprovalPolicy,
     ConfigurationError,
@@ -41,6 +42,7 @@ from agentrt.schemas import (
     TurnOutcome,
     UnknownProfileError,
     idempotency_key_problem,
+    title_problem,
 )
 # The worker's own modules load in the commands that run one: `agentrt run` refuses a bad argument
 # without loading them.
@@ -74,6 +76,9 @@ def run(
     approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, error, error_type, rounds, tool_calls, usage, output."),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
+    title: Optional[str] = typer.Option(
+        None, "--title", help="The session's title (at most 200 characters), shown by session list and state; session rename changes it."
+    ),
     approval_timeout: Optional[float] = typer.Option(
         None, "--approval-timeout", help="Deny approvals not decided within this many seconds (more than 0, at most a year)."
     ),
@@ -143,6 +148,8 @@ def run(
             f"must be more than 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} seconds, not {approval_timeout}",
             param_hint="--approval-timeout",
         )
+    if title is not None and (problem := title_problem(title) or (f"longer than {MAX_TITLE_CHARS} characters" if len(title) > MAX_TITLE_CHARS else None)):
+        raise typer.BadParameter(problem, param_hint="--title")
     if replace_system_prompt and not (system_prompt or "").strip():
         raise typer.BadParameter("--replace-system-prompt needs a --system-prompt", param_hint="--replace-system-prompt")
     if script:
@@ -195,6 +202,7 @@ def run(
                 budget=budget,
                 output=output,
                 agent=agent,
+                title=title,
             )
             if profile or not script:
                 try:

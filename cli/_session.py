@@ -27,6 +27,7 @@ from agentrt.cli._output import output_attempts_option, output_schema_option, ou
 from agentrt.client import failing_workflow_task
 from agentrt.cli._render import event_line, pending_request_line, printable, usage_text
 from agentrt.cli._runtime import runtime
+from agentrt.cli._task_render import cut
 from agentrt.schemas import RequestRejected, SessionBusy, SessionStuck, idempotency_key_problem, session_workflow_id
 from agentrt.worker import AgentrtConfig
 
@@ -57,7 +58,8 @@ def session_list(
             typer.echo("no sessions")
         for s in listing:
             started = s.started_at.strftime("%Y-%m-%d %H:%M:%S") if s.started_at else "-"
-            typer.echo(f"{s.session_id:<14} {s.status:<18} {s.owner or '-':<12} {started}")
+            title = f"  {cut(s.title, 60)}" if s.title else ""
+            typer.echo(f"{s.session_id:<14} {s.status:<18} {s.owner or '-':<12} {started}{title}")
 
     run_command(go)
 
