@@ -399,10 +399,15 @@ def dev(
     `export AGENTRT_TEMPORAL_ADDRESS=...` line other shells need to reach it.
     """
     config = _with_agent_modules(load_config(), agents)
+    ui_port = ui_port or ui_port_for(port)
+    try:  # before anything is made or started (keys, the codec server) for a server that cannot start
+        DevServer(port=port, ui_port=ui_port).check_ports()
+    except ConfigurationError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
     config = without_encryption(config) if no_encryption else with_home_keys(config, sys.stderr)
     config.temporal_address = f"localhost:{port}"
     db = db or state_dir() / "temporal.db"
-    ui_port = ui_port or ui_port_for(port)
     _log_to_stderr()
 
     async def go() -> None:
