@@ -1,6 +1,6 @@
 """The `agentrt` command line: run a prompt, drive sessions, run a worker or the embedded dev server.
 
-The commands live beside this module: `_cli_process` (run, worker, dev, demo),
+The commands live beside this module: `_cli_process` (run, worker, dev), `_demo` (demo),
 `_cli_session` (the `session` group), `_cli_memory` (the `memory` group), `_cli_skills` (the
 `skills` group), `_cli_task` (the `task` group: autonomous tasks), `_cli_graph` (the `graph`
 group: task graphs), `_cli_trajectory` (`session trajectory` and the `trajectory` group),
@@ -104,7 +104,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "demo": LazyCommand(
         "Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer.",
-        _attribute("agentrt.cli._process", "demo"),
+        _attribute("agentrt.cli._demo", "demo"),
     ),
     "serve": LazyCommand(
         "Serve the HTTP gateway: sessions, autonomous tasks and task graphs over HTTP, with an\n"

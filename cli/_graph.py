@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 import threading
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -15,7 +16,7 @@ import typer
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentrt.cli._common import SandboxMode, budget_from_options, echo_listing, load_config, load_script, run_command
-from agentrt.cli._graph_render import dag_lines, graph_event_line, graph_lines, graph_result_lines, plan_lines
+from agentrt.cli._graph_render import dag_lines, graph_event_line, graph_lines, graph_result_lines, plan_lines, retry_wait_line
 from agentrt.client import load_graph_file
 from agentrt.cli._runtime import runtime
 from agentrt.cli._task_render import cut
@@ -202,6 +203,7 @@ async def follow_graph(client: Any, graph_id: str, approve_plan: str) -> GraphSn
     shown: tuple[tuple[str, str, int], ...] | None = None
     asked = False
     noted_no_worker = False
+    noted_retry_wait: datetime | None = None  # the retry_until of the wait last said
     while True:
         try:
             snapshot: GraphSnapshot = await client.graph_status(graph_id)
@@ -226,6 +228,10 @@ async def follow_graph(client: Any, graph_id: str, approve_plan: str) -> GraphSn
             for line in dag_lines(snapshot):
                 typer.echo(line)
             shown = nodes
+        if snapshot.retry_until != noted_retry_wait:
+            noted_retry_wait = snapshot.retry_until
+            if (waiting := retry_wait_line(snapshot)) is not None:
+                typer.echo(waiting)
         if snapshot.status == "pending_approval" and not asked:
             asked = True
             for line in plan_lines(snapshot):

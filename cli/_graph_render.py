@@ -11,6 +11,7 @@ from datetime import timezone
 from agentrt.cli._render import describe, printable
 from agentrt.cli._task_render import cut, spend_text
 from agentrt.schemas import (
+    TERMINAL_GRAPH_STATUSES,
     AgentTaskCompleted,
     AgentTaskFailed,
     AgentTaskStarted,
@@ -52,6 +53,8 @@ PLAN_TEXT_CHARS = 20_000  # a node's prompt is at most this long (MAX_NODE_PROMP
 ANSWER_CHARS = 4_000
 # Deepest indentation of a node's line (two spaces per level of dependency).
 MAX_INDENT_LEVELS = 8
+# Failed nodes named (and given a `graph retry` command) while a graph waits for a retry by hand.
+RETRY_NODES_SHOWN = 3
 
 
 def node_depths(nodes: list[NodeView]) -> dict[str, int]:
@@ -167,10 +170,32 @@ def answer_lines(text: str, limit: int = ANSWER_CHARS) -> list[str]:
     return [("  " + printable(line)).rstrip() for line in shown.splitlines()] or ["  (empty)"]
 
 
+def waiting_for_retry(snapshot: GraphSnapshot) -> list[NodeView]:
+    """The nodes that failed for good while the graph waits for a retry by hand of one
+    (``retry_until``, ``--retry-window``); empty when it does not wait."""
+    if snapshot.retry_until is None or snapshot.status in TERMINAL_GRAPH_STATUSES:
+        return []
+    return [n for n in snapshot.nodes if n.status == "failed"]
+
+
+def retry_wait_line(snapshot: GraphSnapshot) -> str | None:
+    """``nodes a, b failed for good: waiting until ... UTC for a retry by hand (agentrt graph retry ID NODE)``,
+    or None when the graph does not wait for one."""
+    failed = waiting_for_retry(snapshot)
+    if not failed or snapshot.retry_until is None:
+        return None
+    until = snapshot.retry_until.astimezone(timezone.utc)
+    ids = ", ".join(n.id for n in failed[:RETRY_NODES_SHOWN]) + (", …" if len(failed) > RETRY_NODES_SHOWN else "")
+    return printable(
+        f"node{'s' if len(failed) != 1 else ''} {ids} failed for good: waiting until {until:%Y-%m-%d %H:%M:%S} UTC for a retry "
+        f"by hand (agentrt graph retry {snapshot.graph_id} NODE), else the graph ends failed"
+    )
+
+
 def next_steps(snapshot: GraphSnapshot) -> list[str]:
     """Commands that fit the graph's state."""
     gid = snapshot.graph_id
-    steps: list[str] = []
+    steps = [f"agentrt graph retry {gid} {n.id}" for n in waiting_for_retry(snapshot)[:RETRY_NODES_SHOWN]]
     if snapshot.status == "pending_approval":
         steps += [f"agentrt graph approve {gid}", f"agentrt graph approve {gid} --reject --reason WHY"]
     elif snapshot.status in ("planning", "approved", "executing"):
@@ -195,8 +220,9 @@ def graph_lines(snapshot: GraphSnapshot) -> list[str]:
     risk = s.risk_level or ("not assessed yet" if s.status in ("planning",) else "- (no plan was assessed)")
     if s.risk_reasons:
         risk += f" ({'; '.join(cut(r, 80) for r in s.risk_reasons[:3])})"
+    waiting = " · waiting for a retry by hand" if waiting_for_retry(s) else ""
     lines = [
-        f"graph      {s.graph_id} ({s.status}) owner {s.owner}",
+        f"graph      {s.graph_id} ({s.status}{waiting}) owner {s.owner}",
         f"goal       {cut(s.goal, 400) if s.goal else '(a given graph)'}",
         f"risk       {risk}",
         f"approval   {approval}",
@@ -217,6 +243,8 @@ def graph_lines(snapshot: GraphSnapshot) -> list[str]:
         lines += answer_lines(s.answer)
     if s.failure or s.failure_reason:
         lines.append(printable(f"failure    {s.failure_reason or '-'}: {cut(s.failure or '', 400)}"))
+    if (retry := retry_wait_line(s)) is not None:
+        lines.append(f"retry      {retry}")
     steps = next_steps(s)
     if steps:
         lines.append("next steps")

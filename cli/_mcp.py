@@ -19,6 +19,9 @@ from agentrt.worker import open_store
 
 mcp_app = typer.Typer(help="MCP servers: their state in the workers, and the tools they offer.", no_args_is_help=True)
 
+# An operator's act on a server as its listing and its answer say it.
+DONE = {"add": "added", "change": "changed"}
+
 STATES = {"McpServerStarting": "starting", "McpServerReady": "ready", "McpServerStopped": "stopped", "McpServerFailed": "failed"}
 
 
@@ -70,7 +73,10 @@ def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object
             typer.echo(json.dumps({"servers": rows}, indent=2))
             return
         if not rows:
-            typer.echo("no MCP servers configured: add [mcp.servers.NAME] to agentrt.toml (see docs/mcp.md)")
+            typer.echo(
+                "no MCP servers configured: add [mcp.servers.NAME] to agentrt.toml, or (operators) "
+                "`agentrt mcp add NAME --command CMD | --url URL --reason TEXT` for every worker (see docs/mcp.md)"
+            )
             return
         for row in rows:
             tools = f" · {row['tools']} tools" if row["tools"] is not None else ""
@@ -81,7 +87,7 @@ def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object
                 typer.echo(f"{'':<16} {printable(row['diagnostic'])[:500]}")
             if row["change"]:
                 c = row["change"]
-                typer.echo(f"{'':<16} {c['action']}ed by {printable(c['principal'])} at {c['at']}: {printable(c['reason'])[:500]}")
+                typer.echo(f"{'':<16} {DONE.get(c['action'], c['action'])} by {printable(c['principal'])} at {c['at']}: {printable(c['reason'])[:500]}")
             if row["trust_decision"]:
                 d = row["trust_decision"]
                 typer.echo(f"{'':<16} {d['trust']} by {printable(d['principal'])} at {d['at']}: {printable(d['reason'])[:500]}")
@@ -91,24 +97,34 @@ def mcp_list(as_json: bool = typer.Option(False, "--json", help="One JSON object
 
 @mcp_app.command("tools")
 def mcp_tools(
-    name: str = typer.Argument(..., help="The server's name in agentrt.toml (its table mcp.servers.NAME)."),
+    name: str = typer.Argument(..., help="The server's name: its table mcp.servers.NAME, or one an operator added (mcp add)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object: {\"server\": ..., \"tools\": \\[...]}."),
 ) -> None:
-    """Start server NAME here (in its sandbox, as a worker would), list its tools and stop it: each
-    tool with the name the model sees, its risk class and why (an annotation, an override in
-    agentrt.toml, none). Tools a model cannot see are listed as skipped, with why."""
+    """Start server NAME here (in its sandbox, as a worker would, with its configuration as workers use it: an operator's
+    run-time change wins over agentrt.toml), list its tools and stop it: each tool with the name the model sees, its risk
+    class and why (an annotation, an override in agentrt.toml, none). Tools a model cannot see are listed as skipped,
+    with why. A revoked server is not started."""
     config = load_config()
-    if name not in config.mcp_servers:
-        known = ", ".join(sorted(config.mcp_servers)) or "(none)"
-        typer.echo(f"error: {ConfigurationError(f'no MCP server {name!r} in the configuration; configured: {known}')}", err=True)
-        raise typer.Exit(2)
 
     async def go() -> None:
         from agentrt.activities.mcp import McpManager  # starts servers: loaded by this command only
         from agentrt.activities.tools import SecretVault
 
+        with open_store(config) as store:  # the run-time registry, as workers read it
+            changes = await asyncio.to_thread(store.mcp_server_changes)
+            decision = await asyncio.to_thread(store.mcp_trust, name)
+        servers = {**config.mcp_servers, **{n: change.config for n, change in changes.items()}}
+        if name not in servers:
+            configured = ", ".join(sorted(config.mcp_servers)) or "(none)"
+            added = ", ".join(sorted(changes)) or "(none)"
+            raise ConfigurationError(f"no MCP server {name!r} in the configuration; configured: {configured}; added by operators: {added}")
+        if decision is not None and decision.trust == "revoked":
+            raise ConfigurationError(
+                f"MCP server {name!r} is revoked (by {decision.principal}: {decision.reason[:200]}); no worker starts it, "
+                f"nor does this command (agentrt mcp trust {name} trusted|untrusted lifts it)"
+            )
         manager = McpManager(
-            config.mcp_servers,
+            servers,
             store=None,
             worker=f"cli/{os.getpid()}",
             home=agentrt_home(),
@@ -207,7 +223,7 @@ def _register(action: str, table_options: dict[str, Any], reason: str, as_json: 
         if as_json:
             typer.echo(change.model_dump_json())
             return
-        typer.echo(f"MCP server {change.server} {action}ed ({change.config.transport}): every worker uses it from its next listing of its tools")
+        typer.echo(f"MCP server {change.server} {DONE[action]} ({change.config.transport}): every worker uses it from its next listing of its tools")
 
     run_command(go)
 
@@ -224,7 +240,7 @@ _NETWORK = typer.Option(False, "--network", help="Let a sandboxed stdio server u
 _TRUST = typer.Option("trusted", "--trust", help="trusted (the policy decides by risk class) or untrusted (every call needs an approval).")
 _START = typer.Option("lazy", "--start", help="lazy (on first use) or eager (a worker starts it as it starts).")
 _TIMEOUT = typer.Option(None, "--timeout", help="Seconds to connect and list its tools (default 30).")
-_SECRET = typer.Option([], "--secret", help="VARIABLE=SECRET_NAME, a declared secret the worker reads from its [secrets] (repeat).")
+_SECRET = typer.Option([], "--secret", help="VARIABLE=SECRET_NAME, a declared secret the worker reads from its \\[secrets] sources (repeat).")
 _REASON = typer.Option(..., "--reason", help="Why (recorded with who and when, in the audit log too).")
 _JSON = typer.Option(False, "--json", help="Print what was recorded as one JSON object.")
 

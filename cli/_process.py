@@ -7,16 +7,14 @@ import asyncio
 import dataclasses
 import logging
 import os
-import shutil
 import sys
-import tempfile
 from datetime import timedelta
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 from urllib.parse import urlsplit
 
 import typer
+from temporalio.service import RPCError
 
 from agentrt.cli._common import (
     AdvisorModeOption,
@@ -33,11 +31,11 @@ from agentrt.cli._common import (
 )
 from agentrt.cli._encryption import local_codec_server, no_encryption_option, with_home_keys, without_encryption
 from agentrt.cli._output import output_attempts_option, output_schema_option, output_spec
-from agentrt.cli._render import event_line, transcript_lines
-from agentrt.cli._runtime import Runtime, runtime, state_dir
+from agentrt.cli._runtime import runtime, state_dir
 from agentrt.cli._temporal_ui import noted_dev_server, ui_port_for
 from agentrt.schemas import (
     MAX_APPROVAL_TIMEOUT_SECONDS,
+    MAX_TITLE_CHARS,
     AgentNotRegistered,
     ApprovalPolicy,
     ConfigurationError,
@@ -45,12 +43,15 @@ from agentrt.schemas import (
     TurnOutcome,
     UnknownProfileError,
     idempotency_key_problem,
+    title_problem,
 )
 # The worker's own modules load in the commands that run one: `agentrt run` refuses a bad argument
 # without loading them.
 from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, DevServer, connect_when_ready, open_store
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from agentrt.worker import WorkerRole
 
 log = logging.getLogger("agentrt.worker")
@@ -78,6 +79,9 @@ def run(
     approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: session_id, turn_id, outcome, answer, error, error_type, rounds, tool_calls, usage, output."),
     session_id: Optional[str] = typer.Option(None, "--session-id", help="Session id to use (default: a new random one)."),
+    title: Optional[str] = typer.Option(
+        None, "--title", help="The session's title (at most 200 characters), shown by session list and state; session rename changes it."
+    ),
     approval_timeout: Optional[float] = typer.Option(
         None, "--approval-timeout", help="Deny approvals not decided within this many seconds (more than 0, at most a year)."
     ),
@@ -147,6 +151,8 @@ def run(
             f"must be more than 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} seconds, not {approval_timeout}",
             param_hint="--approval-timeout",
         )
+    if title is not None and (problem := title_problem(title) or (f"longer than {MAX_TITLE_CHARS} characters" if len(title) > MAX_TITLE_CHARS else None)):
+        raise typer.BadParameter(problem, param_hint="--title")
     if replace_system_prompt and not (system_prompt or "").strip():
         raise typer.BadParameter("--replace-system-prompt needs a --system-prompt", param_hint="--replace-system-prompt")
     if script:
@@ -199,6 +205,7 @@ def run(
                 budget=budget,
                 output=output,
                 agent=agent,
+                title=title,
             )
             if profile or not script:
                 try:
@@ -320,6 +327,8 @@ def worker(
 
     async def serve(store: Store, plugin: AgentrtPlugin, runtime: temporalio.runtime.Runtime | None) -> None:
         temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin], runtime=runtime)
+        if config.agent_modules:
+            await _note_other_workers(temporal, config.task_queue)
         shutdown = timedelta(seconds=graceful_shutdown)
         async with running_worker(temporal, config, store, role=role, graceful_shutdown=shutdown, deployment=version) as running:
             log.info(
@@ -338,6 +347,25 @@ def worker(
             await asyncio.Event().wait()
 
     run_command(go, service=True)
+
+
+async def _note_other_workers(temporal: Client, task_queue: str) -> None:
+    """Warn, before a worker with agents polls, when another worker polled ``task_queue`` in the last
+    minutes (an `agentrt dev` left running): sessions go to any worker of the queue, so one that lacks
+    their agent fails them ``AgentNotRegistered``."""
+    from agentrt.client import AgentClient
+
+    try:
+        shared = await AgentClient(temporal, task_queue=task_queue, principal="agentrt").has_worker()
+    except RPCError:
+        return  # the worker starts all the same; this is a hint
+    if shared:
+        log.warning(
+            "another worker polled task queue %r recently (an `agentrt dev` or `agentrt worker` still running?): sessions "
+            "go to any worker of the queue, so each must register the same agents (--agents), else a session that lands "
+            "on one without its agent fails AgentNotRegistered; stop the other, or give this worker and its clients a "
+            "task queue of their own (AGENTRT_TASK_QUEUE)", task_queue,
+        )
 
 
 def _with_agent_modules(config: AgentrtConfig, modules: list[str], agent: str | None = None) -> AgentrtConfig:
@@ -395,10 +423,15 @@ def dev(
     `export AGENTRT_TEMPORAL_ADDRESS=...` line other shells need to reach it.
     """
     config = _with_agent_modules(load_config(), agents)
+    ui_port = ui_port or ui_port_for(port)
+    try:  # before anything is made or started (keys, the codec server) for a server that cannot start
+        DevServer(port=port, ui_port=ui_port).check_ports()
+    except ConfigurationError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
     config = without_encryption(config) if no_encryption else with_home_keys(config, sys.stderr)
     config.temporal_address = f"localhost:{port}"
     db = db or state_dir() / "temporal.db"
-    ui_port = ui_port or ui_port_for(port)
     _log_to_stderr()
 
     async def go() -> None:
@@ -439,62 +472,3 @@ def dev(
                         await asyncio.Event().wait()
 
     run_command(go, service=True)
-
-
-async def _temporal_ui_line(rt: Runtime, workflow_id: str) -> str:
-    """Where a workflow is in the Temporal UI of ``rt``'s server, or that the UI is not known."""
-    ui_url = await rt.temporal_ui_url()
-    if ui_url is None:
-        return f"Temporal UI: not known for the server at {rt.config.temporal_address} (workflow {workflow_id})"
-    line = f"Temporal UI: {ui_url}/namespaces/{rt.config.namespace}/workflows/{workflow_id}"
-    if rt.embedded_server is None:
-        return line
-    if rt.embedded_server.db_file is None:
-        return f"{line}  (embedded server with its history in memory: it stops with this demo)"
-    return f"{line}  (embedded server: run `agentrt dev` to browse it after this demo)"
-
-
-DEMO_PROMPT = "Look around this repository, read its README and write a short NOTES.md about it."
-IGNORED = shutil.ignore_patterns(".git", ".venv", ".agentrt", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis")
-
-
-def demo(
-    source: Path = typer.Option(Path("."), "--source", help="Repository to copy into the demo workspace.", exists=True, file_okay=False, resolve_path=True),
-    script_file: Optional[Path] = typer.Option(
-        None, "--script", help="A scripted-model file to play instead of the demo's own (to compare trajectories).",
-        exists=True, dir_okay=False, resolve_path=True,
-    ),
-    no_encryption: bool = no_encryption_option(),
-) -> None:
-    """Run a scripted session on a temporary copy of SOURCE: list, read, write NOTES.md (approved), answer."""
-    config = without_encryption(load_config()) if no_encryption else load_config()
-    script = script_file or resources.files("agentrt.cli") / "demo" / "script.yaml"
-
-    async def go() -> int:
-        with tempfile.TemporaryDirectory(prefix="agentrt-demo-") as tmp:
-            workspace = Path(tmp) / source.name
-            shutil.copytree(source, workspace, symlinks=True, ignore=IGNORED)  # links as links: a link to ".." loops
-            async with runtime(config, notice=sys.stdout, default_keys=True) as rt:
-                session_config = rt.client.new_config(str(workspace), profile="scripted", script=str(script))
-                typer.echo(f"workspace: {workspace} (a copy of {source})")
-                started = await rt.client.start(session_config, DEMO_PROMPT)
-                typer.echo(f"session {started.session_id} (workflow {started.workflow_id})\n")
-                outcome = await drive_turn(rt, started.session_id, started.turn_id, ApproveMode.auto, sys.stdout)
-                print_outcome(started.session_id, outcome, False)
-                typer.echo("\n--- transcript (from the store) ---")
-                for line in transcript_lines(rt.store.messages(started.session_id)):
-                    typer.echo(line)
-                typer.echo("\n--- events ---")
-                for event in (await rt.client.events(started.session_id)).events:
-                    typer.echo(event_line(event))
-                notes = workspace / "NOTES.md"
-                typer.echo(f"\n--- {notes.name} as written by the session ---")
-                typer.echo(notes.read_text() if notes.exists() else "(missing)")
-                typer.echo(
-                    f"\nTrajectory: agentrt session trajectory {started.session_id}  "
-                    f"(compare runs: agentrt trajectory diff {started.session_id} OTHER_SESSION)"
-                )
-                typer.echo(f"\n{await _temporal_ui_line(rt, started.workflow_id)}")
-                return 0 if outcome.status == "completed" and notes.exists() else 1
-
-    raise typer.Exit(run_command(go))

@@ -40,7 +40,7 @@ def _print_view(view: QuotaView) -> None:
 
 @quota_app.command("show")
 def quota_show(
-    tenant: Optional[str] = typer.Argument(None, help="A tenant (default: yours, from $AGENTRT_PRINCIPAL and [tenants])."),
+    tenant: Optional[str] = typer.Argument(None, help="A tenant (default: yours, from $AGENTRT_PRINCIPAL and \\[tenants])."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object: limits, usage, resets_at, raises."),
 ) -> None:
     """Show a tenant's quotas: limits after raises, what it used today (UTC), when they reset and who raised them."""
@@ -59,7 +59,7 @@ def quota_show(
 
 @quota_app.command("raise")
 def quota_raise(
-    tenant: str = typer.Argument(..., help="The tenant ([tenants] maps owners to tenants; an owner not mapped is its own)."),
+    tenant: str = typer.Argument(..., help="The tenant (\\[tenants] maps owners to tenants; an owner not mapped is its own)."),
     reason: str = typer.Option(..., "--reason", help="Why (recorded with who and when)."),
     tokens_per_day: Optional[int] = typer.Option(None, "--tokens-per-day", min=0, help="Input plus output tokens per UTC day."),
     cost_usd_per_day: Optional[float] = typer.Option(None, "--cost-usd-per-day", min=0, help="US dollars per UTC day."),

@@ -27,6 +27,7 @@ from agentrt.cli._output import output_attempts_option, output_schema_option, ou
 from agentrt.client import failing_workflow_task
 from agentrt.cli._render import event_line, pending_request_line, printable, usage_text
 from agentrt.cli._runtime import runtime
+from agentrt.cli._task_render import cut
 from agentrt.schemas import RequestRejected, SessionBusy, SessionStuck, idempotency_key_problem, session_workflow_id
 from agentrt.worker import AgentrtConfig
 
@@ -42,7 +43,7 @@ def session_list(
     query: Optional[str] = typer.Option(None, "--query", "-q", help="Extra visibility filter, e.g. \"AgentSessionStatus = 'idle'\"."),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="Show at most this many sessions."),
     include_archived: bool = typer.Option(False, "--all", help="Include archived sessions."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="One JSON array: a row per session."),
 ) -> None:
     """List sessions, one row each (its latest run), most recently started run first; archived ones only with --all."""
     config = load_config()
@@ -57,13 +58,14 @@ def session_list(
             typer.echo("no sessions")
         for s in listing:
             started = s.started_at.strftime("%Y-%m-%d %H:%M:%S") if s.started_at else "-"
-            typer.echo(f"{s.session_id:<14} {s.status:<18} {s.owner or '-':<12} {started}")
+            title = f"  {cut(s.title, 60)}" if s.title else ""
+            typer.echo(f"{s.session_id:<14} {s.status:<18} {s.owner or '-':<12} {started}{title}")
 
     run_command(go)
 
 
 @session_app.command("state")
-def session_state(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def session_state(session_id: str, as_json: bool = typer.Option(False, "--json", help="The state as one JSON object.")) -> None:
     """Show a session's status, active turn, pending approvals and token usage; exit 1 when it is stuck (its workflow task keeps failing)."""
     config = load_config()
 
@@ -146,8 +148,8 @@ def session_send(
     session_id: str,
     text: str,
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the turn and print its outcome."),
-    approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve"),
-    as_json: bool = typer.Option(False, "--json"),
+    approve: ApproveMode = typer.Option(ApproveMode.ask, "--approve", help="Answer approvals: ask at the terminal, auto-grant, or deny."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: the outcome (with --no-wait, the turn id)."),
     idempotency_key: Optional[str] = typer.Option(
         None, "--idempotency-key", metavar="KEY",
         help="Send this message once for KEY (1-200 of A-Z a-z 0-9 . _ : -): sent again with the same KEY, it names the "
@@ -332,7 +334,7 @@ def session_cancel(
     session_id: str,
     turn_id: Optional[str] = typer.Option(None, "--turn", help="A queued turn to drop (default: the running turn)."),
     queued: bool = typer.Option(False, "--queued", help="Cancel the running turn and every queued turn."),
-    reason: Optional[str] = typer.Option(None, "--reason"),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Why (recorded with the cancel; an operator must give one)."),
     as_json: bool = typer.Option(False, "--json", help="Print what was done as one JSON object."),
 ) -> None:
     """Cancel the running turn wherever it is (model call, tool, approval wait); it ends `cancelled` within about a second."""
@@ -352,7 +354,7 @@ def session_cancel(
 
 
 @session_app.command("compact")
-def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json", help="The outcome as one JSON object.")) -> None:
     """Summarise the older part of the conversation now (after the running turn).
 
     The transcript stays whole in the store and in `session events`; the model sees the summary in place of the older messages.
@@ -379,7 +381,7 @@ def session_compact(session_id: str, as_json: bool = typer.Option(False, "--json
 def session_switch_model(
     session_id: str,
     profile: str = typer.Argument(..., help="A profile name from agentrt.toml (a \\[profiles.NAME] table)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="The outcome as one JSON object."),
 ) -> None:
     """Use another model profile from the next turn on (compacts first if the conversation would not fit)."""
     config = load_config()
@@ -463,7 +465,7 @@ def session_rename(
 @session_app.command("archive")
 def session_archive(
     session_id: str,
-    reason: Optional[str] = typer.Option(None, "--reason"),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Why (recorded with the archive; an operator must give one)."),
     as_json: bool = typer.Option(False, "--json", help="The session's state afterwards as one JSON object."),
 ) -> None:
     """End the session; its history stays readable."""

@@ -19,7 +19,7 @@ store_app = typer.Typer(help="The application store: its schema, migrated on its
 
 @store_app.command("migrate")
 def store_migrate(as_json: bool = typer.Option(False, "--json", help="One JSON object: url, from, to.")) -> None:
-    """Bring the store ([store] url / AGENTRT_DATABASE_URL) to this release's schema and say from which
+    """Bring the store (\\[store] url / AGENTRT_DATABASE_URL) to this release's schema and say from which
     revision. Safe to run again and from several processes at once (migrations take a lock); workers and
     the gateway would migrate it too when they start, so a deployment runs this first to stop a rollout
     on a failed migration instead of crash-looping every pod."""

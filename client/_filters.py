@@ -21,7 +21,9 @@ __all__ = ["MAX_LIST_FILTER_CHARS", "SessionListing", "check_list_filter", "list
 @dataclass
 class SessionListing:
     """One session in ``AgentClient.list_sessions``: ``status`` is its ``AgentSessionStatus``
-    search attribute, ``started_at`` when its latest run started."""
+    search attribute, ``started_at`` when its latest run started, ``title`` its title in the
+    store (``SessionConfig.title``, as ``rename`` last set it; None without one, or on a client
+    without a store)."""
 
     session_id: str
     workflow_id: str
@@ -29,6 +31,7 @@ class SessionListing:
     owner: str | None
     started_at: datetime | None
     closed: bool
+    title: str | None = None
 
 MAX_LIST_FILTER_CHARS = 2000
 

@@ -8,7 +8,7 @@ import asyncio
 import builtins
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
 from pydantic import ValidationError
@@ -471,7 +471,12 @@ class Sessions:
         adds a visibility filter, which must stay inside its group (``InvalidListFilter``
         otherwise: unbalanced parentheses or quotes, or a filter Temporal refuses, with its
         reason); only session workflows are listed. Only this client's principal's sessions, unless
-        it is one of the client's operators (who see everyone's)."""
+        it is one of the client's operators (who see everyone's). With a store, each row has the
+        session's ``title`` (one read of the store for the page)."""
         connection = self._connection
         owner = None if connection.principal in connection.operators else connection.principal
-        return await list_session_rows(connection.temporal, query, limit, include_archived, owner)
+        rows = await list_session_rows(connection.temporal, query, limit, include_archived, owner)
+        if connection.store is not None and rows:
+            titles = await asyncio.to_thread(connection.store.session_titles, [r.session_id for r in rows])
+            rows = [replace(r, title=titles.get(r.session_id)) for r in rows]
+        return rows

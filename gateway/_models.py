@@ -244,11 +244,14 @@ class DecisionAccepted(BaseModel):
 
 
 class SessionSummary(BaseModel):
+    """One session of ``GET /v1/sessions``; ``title``: its title (``rename``, or the start's), null without one."""
+
     session_id: str
     status: str
     owner: str | None
     started_at: datetime | None
     closed: bool
+    title: str | None = None
 
 
 class SessionList(BaseModel):

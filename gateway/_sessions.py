@@ -72,7 +72,9 @@ def session_routes() -> APIRouter:
             f"{SESSION_OWNER.name} = {visibility_literal(caller.principal)}", limit, include_archived=include_archived
         )
         return SessionList(sessions=[
-            SessionSummary(session_id=r.session_id, status=r.status, owner=r.owner, started_at=r.started_at, closed=r.closed)
+            SessionSummary(
+                session_id=r.session_id, status=r.status, owner=r.owner, started_at=r.started_at, closed=r.closed, title=r.title
+            )
             for r in rows
         ])
 

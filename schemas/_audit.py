@@ -25,7 +25,7 @@ AuditAction = Literal[
     # an autonomous task (also "cancel" and "raise_budget"); "pause" and "resume" a session and a graph too
     "pause", "resume", "nudge", "amend_goal",
     # a task graph (also "cancel")
-    "approve_plan", "reject_plan",
+    "approve_plan", "reject_plan", "retry_node",
     # a memory
     "accept_memory", "reject_memory", "forget_memory",
     # a tenant

@@ -44,6 +44,7 @@ from agentrt.schemas import (
     TaskGraphResumed,
     TaskPlanApproved,
     TaskPlanRejected,
+    TaskRetried,
     ToolCallEdited,
     shorten,
 )
@@ -232,9 +233,9 @@ def task_acts(task_id: str, events: list[Event]) -> list[Act]:
 
 def graph_acts(graph_id: str, events: list[Event]) -> list[Act]:
     """The acts among a task graph's ``events`` (a batch ``graph.record`` writes): a plan approved
-    or rejected by a principal, the graph paused or resumed, and the graph cancelled. A plan the graph approved itself
-    (``approve_plan = "auto"``) and the cancel of each node that a graph's cancel (or a failed
-    node) ends are not acts."""
+    or rejected by a principal, a node retried by hand, the graph paused or resumed, and the graph cancelled. A plan the
+    graph approved itself (``approve_plan = "auto"``), a retry the graph made itself (no principal) and the cancel of
+    each node that a graph's cancel (or a failed node) ends are not acts."""
     prefix = f"graph:{graph_id}"
     acts: list[Act] = []
     for e in events:
@@ -249,6 +250,10 @@ def graph_acts(graph_id: str, events: list[Event]) -> list[Act]:
                 acts.append(_act(prefix, what, e, e.principal, "reject_plan", e.reason))
             case TaskCancelled() if e.node_id is None and e.principal is not None:
                 acts.append(_act(prefix, what, e, e.principal, "cancel", e.reason))
+            case TaskRetried() if e.principal is not None:  # by hand (update retry_node); not a retry the graph made itself
+                acts.append(_act(
+                    prefix, what, e, e.principal, "retry_node", e.reason, node_id=e.node_id, attempt=e.attempt, unblocked=e.unblocked or None,
+                ))
             case TaskGraphPaused():
                 acts.append(_act(prefix, what, e, e.principal, "pause", e.reason))
             case TaskGraphResumed():

@@ -5,6 +5,7 @@ the client, so a session's content never has to travel through workflow history.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,6 +18,8 @@ from agentrt.store._models import context_summaries, events, messages, sessions
 
 # messages_in queries for up to this many ranges are built once (a context plan has a few).
 CACHED_RANGE_COUNTS = 8
+# Session ids ``session_titles`` reads in one query.
+TITLE_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -246,3 +249,17 @@ class TranscriptTables(AuditTable):
             )
             for r in rows
         ]
+
+    def session_titles(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """The title of each of ``session_ids`` that has one (``SessionConfig.title``, as update
+        ``rename`` last set it), by session id; ids without a title or a row are left out. Reads
+        ``TITLE_BATCH`` ids a query."""
+        found: dict[str, str] = {}
+        ids = list(dict.fromkeys(session_ids))
+        with self._engine.connect() as conn:
+            for start in range(0, len(ids), TITLE_BATCH):
+                q = select(sessions.c.session_id, sessions.c.title).where(
+                    sessions.c.session_id.in_(ids[start : start + TITLE_BATCH]), sessions.c.title.is_not(None)
+                )
+                found.update({r.session_id: r.title for r in conn.execute(q)})
+        return found

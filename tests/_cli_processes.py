@@ -36,6 +36,7 @@ PRELOAD = (
     "agentrt.cli._mcp",
     "agentrt.cli._memory",
     "agentrt.cli._process",
+    "agentrt.cli._demo",
     "agentrt.cli._serve",
     "agentrt.cli._session",
     "agentrt.cli._skills",

@@ -178,7 +178,9 @@ class DevServer:
             if flag in self.extra_args[:-1]:
                 self.extra_args[self.extra_args.index(flag) + 1] = str(free_port())
 
-    async def _start_once(self, timeout: float) -> "DevServer":
+    def check_ports(self) -> None:
+        """Raise ``ConfigurationError`` when something already listens on the frontend port or the
+        UI port (``start`` checks this first; ``agentrt dev`` checks it before it starts anything else)."""
         if port_is_open(self.host, self.port):
             raise ConfigurationError(
                 f"port {self.port} is already in use; pass --port to pick another (when it is a Temporal server, "
@@ -186,6 +188,9 @@ class DevServer:
             )
         if self.ui_port and port_is_open(self.host, self.ui_port):
             raise ConfigurationError(f"UI port {self.ui_port} is already in use; pass --ui-port to pick another")
+
+    async def _start_once(self, timeout: float) -> "DevServer":
+        self.check_ports()
         if self.log_file:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL

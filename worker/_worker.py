@@ -119,8 +119,9 @@ def check_deployment_version(version: WorkerDeploymentVersion) -> None:
 
 class AgentrtWorker(Worker):
     """A Temporal ``Worker`` that owns the process's MCP servers (``mcp``, an ``McpManager``):
-    ``run()`` (and ``async with``) starts the eager ones first and stops every server the
-    worker started once it has shut down. A worker that runs workflows also logs the ones of its
+    ``run()`` (and ``async with``) starts the eager ones first, stops those an operator revokes while
+    it runs (``McpManager.watch_revocations``) and stops every server the worker started once it
+    has shut down. A worker that runs workflows also logs the ones of its
     task queue that are stuck on a failing workflow task (``StuckWatch``) and, when it is a
     Worker Deployment Version, wakes the runs pinned to older builds while its own is current
     (``Upgrades``)."""
@@ -132,7 +133,7 @@ class AgentrtWorker(Worker):
 
     async def run(self) -> None:
         await self.mcp.start()
-        watches: list[asyncio.Task[None]] = []
+        watches: list[asyncio.Task[None]] = [asyncio.create_task(self.mcp.watch_revocations())]  # stops revoked servers
         if self.config().get("workflows"):
             watches.append(asyncio.create_task(StuckWatch(self.client, self.task_queue).run()))
             deployment = self.config().get("deployment_config")

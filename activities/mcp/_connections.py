@@ -127,6 +127,10 @@ class Connections:
             self._retiring[task] = srv
             task.add_done_callback(lambda done: self._retiring.pop(done, None))
 
+    def running(self) -> list[str]:
+        """The names of the servers whose connection is up or starting (not retired ones)."""
+        return [name for name, srv in self._servers.items() if srv.owner is not None and not srv.owner.done()]
+
     async def start_eager(self) -> None:
         """Start the servers configured ``start = "eager"``, concurrently; never raises."""
         eager = [srv for srv in self._servers.values() if srv.config.start == "eager"]

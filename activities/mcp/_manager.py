@@ -8,6 +8,7 @@ run and their questions returned as ``_calls`` and ``_elicitation`` describe.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,11 @@ if TYPE_CHECKING:
 
 __all__ = ["McpCallOutcome", "McpManager"]
 
+log = logging.getLogger(__name__)
+
+# How often a worker looks for running servers an operator revoked, to stop them (seconds).
+REVOCATION_CHECK_SECONDS = 5.0
+
 
 @dataclass
 class McpCallOutcome:
@@ -63,9 +69,11 @@ class McpManager:
     operators add or change at run time (the store's registry, read at most every
     ``registry_ttl_seconds``) are used too, over agentrt.toml's for the same name; a server whose
     configuration changed is started anew on next use (the old process ends once its calls in
-    flight have), and one an operator revoked is neither listed nor called, and is stopped.
+    flight have), and one an operator revoked is neither listed nor called, and is stopped: at its
+    next use, or by ``watch_revocations`` within ``revocation_check_seconds`` when nothing uses it.
 
-    Call ``start()`` when the worker starts and ``close()`` when it stops. Raises
+    Call ``start()`` when the worker starts and ``close()`` when it stops (and run
+    ``watch_revocations()`` while it runs, as ``AgentrtWorker`` does). Raises
     ``ConfigurationError`` when a key of ``servers`` is not its server's ``name``.
     """
 
@@ -82,6 +90,7 @@ class McpManager:
         egress_allow: Sequence[str] = (),
         runtime_servers: bool = True,
         registry_ttl_seconds: float = REGISTRY_TTL_SECONDS,
+        revocation_check_seconds: float = REVOCATION_CHECK_SECONDS,
     ) -> None:
         for key, config in servers.items():
             if key != config.name:
@@ -94,6 +103,7 @@ class McpManager:
         self._connections = Connections(servers, launcher=self._launcher, events=self._events)
         self._ttl = listing_ttl_seconds
         self._registry = ServerRegistry(servers, store if runtime_servers else None, registry_ttl_seconds)
+        self._revocation_check = revocation_check_seconds
 
     @property
     def servers(self) -> Mapping[str, McpServerConfig]:
@@ -112,6 +122,37 @@ class McpManager:
         was started. Later uses raise ``McpServerUnavailable``."""
         await self._connections.close()
         await self._events.flush(CLOSE_TIMEOUT_SECONDS)
+
+    async def stop_revoked(self) -> list[str]:
+        """Stop each running server that may not run any more: an operator revoked it, or neither
+        agentrt.toml nor the store's registry has it now (its connection ends once its calls in
+        flight have, ``McpServerStopped``). A running server whose configuration changed is retired
+        the same way, to start anew on next use. Returns the names stopped. Raises what the
+        store raises."""
+        stopped: list[str] = []
+        for name in self._connections.running():
+            try:
+                await self._server(name)  # retires it when it may not run
+            except McpServerUnavailable:
+                stopped.append(name)
+        return stopped
+
+    async def watch_revocations(self) -> None:
+        """Until cancelled: every ``revocation_check_seconds``, ``stop_revoked``, so that a server
+        an operator revoked stops though no session lists or calls it any more. Returns at once
+        when this manager does not follow the store (nothing can revoke a server then); a round
+        the store fails is logged and the next one tries again."""
+        if not self._registry.follows_store:
+            return
+        while True:
+            await asyncio.sleep(self._revocation_check)
+            try:
+                stopped = await self.stop_revoked()
+            except Exception:  # the store does not answer: the next round asks again
+                log.warning("could not check the MCP servers for revocations", exc_info=True)
+                continue
+            if stopped:
+                log.info("stopped MCP server(s) %s: revoked, or no longer configured", ", ".join(stopped))
 
     def state(self, server: str) -> McpServerState | None:
         """The state of ``server`` in this process: ``starting``, ``ready``, ``failed`` or ``stopped``;

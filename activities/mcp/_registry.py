@@ -43,6 +43,11 @@ class ServerRegistry:
         self._read_at: float | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def follows_store(self) -> bool:
+        """Whether this registry reads the store (its changes and trust decisions) at all."""
+        return self._store is not None
+
     async def resolve(self, name: str) -> Resolved:
         """The configuration ``name`` has now and the latest trust decision on it.
 

@@ -528,3 +528,39 @@ def test_the_plan_an_approver_sees_has_each_nodes_prompt_check_and_tools_and_the
     assert "  b (worker) <- a" in text and "checked against: it exists" in text
     assert "tools: fs.read" in text and "tools: (none)" in text
     assert "\x1b" not in text
+
+
+def waiting_snapshot() -> GraphSnapshot:
+    """A graph whose node a failed for good and b is blocked, waiting for a retry by hand."""
+    return a_snapshot(
+        nodes=[node("a", "failed", attempts=1, error="the reviewer failed it", session_ids=["s-a"]),
+               node("b", "blocked", depends_on=["a"], blocked_by="a"), node("x", "completed", attempts=1)],
+        running=0, retry_until=AT,
+    )
+
+
+def test_a_graph_waiting_for_a_retry_by_hand_says_so_with_its_deadline_and_the_retry_command() -> None:
+    lines = graph_lines(waiting_snapshot())
+    text = "\n".join(lines)
+    assert lines[0] == "graph      g1 (executing · waiting for a retry by hand) owner alice"
+    assert (
+        "retry      node a failed for good: waiting until 2030-01-02 03:04:05 UTC for a retry by hand "
+        "(agentrt graph retry g1 NODE), else the graph ends failed"
+    ) in text
+    steps = text.split("next steps\n", 1)[1].splitlines()
+    assert steps[0] == "  agentrt graph retry g1 a"
+    assert "  agentrt graph cancel g1" in steps
+
+
+def test_a_graph_that_does_not_wait_for_a_retry_names_no_retry() -> None:
+    text = "\n".join(graph_lines(a_snapshot()))
+    assert "waiting for a retry" not in text and "graph retry" not in text
+
+
+def test_graph_run_says_when_the_graph_waits_for_a_retry_by_hand(files: SimpleNamespace, fake: FakeClient) -> None:
+    waiting = waiting_snapshot()
+    fake.timeline = [waiting, waiting, a_snapshot("failed", nodes=waiting.nodes, running=0, failure="node a failed")]
+    result = run(files, "--goal", "g", "--script", str(files.script), "--approve-plan", "auto")
+
+    out = result.stdout
+    assert out.count("node a failed for good: waiting until 2030-01-02 03:04:05 UTC for a retry by hand (agentrt graph retry g1 NODE)") == 1

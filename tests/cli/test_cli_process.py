@@ -201,3 +201,14 @@ async def test_demo_copies_a_source_that_holds_a_link_to_its_own_parent(dev: Dev
     )
 
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+async def test_dev_on_a_taken_port_refuses_before_it_starts_a_codec_server(tmp_path: Path) -> None:
+    port, ui_port = free_port(), free_port()
+    with held_by_another_program(port):
+        done = await agentrt("dev", "--port", str(port), "--ui-port", str(ui_port), env=user_env(tmp_path / "home"), cwd=tmp_path, timeout=60)
+
+    assert done.returncode == 2, done.stderr
+    assert f"error: port {port} is already in use" in done.stderr
+    assert "codec server" not in done.stderr and "temporal server at" not in done.stderr
+    assert not (tmp_path / "home" / "codec-keys.toml").exists()  # nothing made for a server that cannot start

@@ -184,16 +184,24 @@ async def test_the_cli_retries_a_failed_node_for_its_owner_and_a_stranger_sees_n
 ) -> None:
     graph_id = await _failed_and_waiting(rig, workspace, tmp_path)
 
+    waiting = await agentrt(harness, "graph", "status", graph_id, cwd=tmp_path)
     stranger = await agentrt(harness, "graph", "retry", graph_id, "a", cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
     done = await agentrt(harness, "graph", "retry", graph_id, "a", "--reason", "fixed", "--json", cwd=tmp_path)
     again = await agentrt(harness, "graph", "retry", graph_id, "x", cwd=tmp_path)
     result = await rig.wait(graph_id)
+    audit = await agentrt(harness, "audit", "--target", graph_id, cwd=tmp_path)
 
+    assert waiting.returncode == 0, waiting.stderr
+    assert f"graph      {graph_id} (executing · waiting for a retry by hand)" in waiting.stdout
+    assert "node a failed for good: waiting until " in waiting.stdout
+    assert f"  agentrt graph retry {graph_id} a\n" in waiting.stdout.split("next steps", 1)[1]
     assert stranger.returncode == 2 and f"no task graph {graph_id!r}" in stranger.stderr
     assert done.returncode == 0, done.stderr
     assert {n["id"]: n["status"] for n in json.loads(done.stdout)["nodes"]}["b"] == "pending"
     assert again.returncode == 2 and "only a node that failed for good can be retried" in again.stderr
     assert result.status == "completed"
+    assert audit.returncode == 0, audit.stderr
+    assert f"alice  retry_node  graph {graph_id}" in audit.stdout and "reason: fixed" in audit.stdout
 
 
 async def test_the_gateway_retries_a_failed_node_for_its_owner_and_refuses_a_bad_node_id(

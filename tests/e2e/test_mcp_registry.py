@@ -6,6 +6,7 @@ refused with a typed error and nothing recorded."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -37,14 +38,14 @@ OPS = "ops"
 
 
 @asynccontextmanager
-async def running_worker(harness: Harness, servers: dict[str, McpServerConfig]) -> AsyncIterator[str]:
+async def running_worker(harness: Harness, servers: dict[str, McpServerConfig], **options: float) -> AsyncIterator[str]:
     """A worker on a task queue of its own with ``servers`` in its agentrt.toml, reading the store's
-    registry at each use (no cache); yields its task queue."""
+    registry at each use (no cache); yields its task queue. ``options``: more of ``McpManager``'s."""
     queue = f"mcpreg-{uuid.uuid4().hex[:8]}"
     config = AgentrtConfig(
         temporal_address=harness.server.address, task_queue=queue, database_url=harness.config.database_url, mcp_servers=servers,
     )
-    manager = McpManager(servers, store=harness.store, worker="test-worker", home=agentrt_home(), registry_ttl_seconds=0)
+    manager = McpManager(servers, store=harness.store, worker="test-worker", home=agentrt_home(), registry_ttl_seconds=0, **options)
     async with build_worker(harness.temporal, config, harness.store, default_registry(), task_queue=queue, mcp=manager):
         yield queue
 
@@ -116,6 +117,24 @@ async def test_a_server_an_operator_revokes_is_not_listed_until_it_is_trusted_ag
         await ops.trust_mcp_server(server, "trusted", reason="rotated and reviewed")
         assert (await listed_turn(owner, harness, workspace, tmp_path, call=f"{server}.get_current_time")).tools == 2
     assert [a.action for a in await ops.audit(target=server)] == ["trust_mcp_server", "revoke_mcp_server"]
+
+
+async def test_a_running_server_an_operator_revokes_is_stopped_though_no_session_uses_it_again(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    server = f"s{uuid.uuid4().hex[:8]}"
+    async with running_worker(harness, {server: time_stdio(tmp_path, name=server)}, revocation_check_seconds=0.2) as queue:
+        owner, ops = clients(harness, queue, [server], [server])
+        await listed_turn(owner, harness, workspace, tmp_path, call=f"{server}.get_current_time")  # it runs now
+        assert harness.store.latest_mcp_server_events()[server].type == "McpServerReady"
+
+        await ops.revoke_mcp_server(server, reason="it exfiltrated a token")
+        for _ in range(300):  # no turn lists or calls it: the worker's own check stops it
+            if harness.store.latest_mcp_server_events()[server].type == "McpServerStopped":
+                break
+            await asyncio.sleep(0.1)
+        latest = harness.store.latest_mcp_server_events()[server]
+    assert latest.type == "McpServerStopped" and latest.worker == "test-worker"
 
 
 @pytest.mark.parametrize(

@@ -151,6 +151,8 @@ async def test_a_session_renamed_over_http_answers_its_state_and_a_hostile_title
     renamed = await http.post(f"/v1/sessions/{sid}/rename", json={"title": "from http"}, headers=AUTH)
     assert renamed.status_code == 200, renamed.text
     assert renamed.json()["title"] == "from http" and (await harness.client.state(sid)).title == "from http"
+    listed = (await http.get("/v1/sessions", headers=AUTH)).json()["sessions"]
+    assert [row["title"] for row in listed if row["session_id"] == sid] == ["from http"]
 
 
 async def test_agentrt_session_rename_sets_and_clears_the_title(harness: Harness, workspace: Path, tmp_path: Path) -> None:
@@ -165,6 +167,27 @@ async def test_agentrt_session_rename_sets_and_clears_the_title(harness: Harness
     assert "title" not in json.loads(cleared.stdout) and (await harness.client.state(sid)).title is None
     stranger = await agentrt(harness, "session", "rename", sid, "mine", cwd=tmp_path, env={"AGENTRT_PRINCIPAL": "mallory"})
     assert stranger.returncode == 2 and f"no session '{sid}'" in stranger.stderr
+
+
+async def test_agentrt_run_titles_a_session_and_session_list_shows_the_title_as_renamed(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, [{"text": "hi"}])
+    bad = await agentrt(harness, "run", "hi", "-w", str(workspace), "--script", script, "--title", "a\tb", cwd=tmp_path)
+    assert bad.returncode == 2 and "control characters" in bad.stderr
+    run = await agentrt(harness, "run", "hi", "-w", str(workspace), "--script", script, "--title", "release notes", "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    sid = json.loads(run.stdout)["session_id"]
+    harness.session_ids.append(sid)
+    only = ("-q", f"WorkflowId = 'session-{sid}'")
+
+    listed = await agentrt(harness, "session", "list", *only, "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert [row["title"] for row in json.loads(listed.stdout)] == ["release notes"]
+    await harness.client.sessions.rename(sid, "release notes, v2")
+    text = await agentrt(harness, "session", "list", *only, cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith(sid) and text.stdout.rstrip().endswith("  release notes, v2")
 
 
 # ---------------------------------------------------------------- send only if idle

@@ -38,6 +38,7 @@ from agentrt.schemas import (
     TaskGraphResumed,
     TaskPlanApproved,
     TaskPlanRejected,
+    TaskRetried,
     TaskRecordInput,
     ToolCallEdited,
 )
@@ -244,6 +245,19 @@ def test_graph_plan_decisions_and_cancel_are_acts_and_automatic_ones_are_not(sto
     ]
     store.record_graph(GraphRecordInput(graph_id="g1", owner="alice", goal="g", status="cancelled", workspace="/w", events=events))
     assert [e.action for e in store.audit(target="g1")] == ["cancel", "reject_plan", "approve_plan"]
+
+
+def test_a_node_retried_by_hand_is_an_act_and_a_retry_the_graph_made_itself_is_not(store: Store) -> None:
+    events = [
+        TaskRetried(seq=2, at=AT, node_id="a", attempt=2, feedback="findings"),
+        TaskRetried(seq=3, at=AT, node_id="a", attempt=3, feedback="error", principal="alice", reason="try again", unblocked=["b"]),
+    ]
+    record = GraphRecordInput(graph_id="g1", owner="alice", goal="g", status="executing", workspace="/w", events=events)
+    store.record_graph(record)
+    store.record_graph(record)  # a retried graph.record
+    [entry] = store.audit(target="g1")
+    assert (entry.principal, entry.action, entry.target_kind, entry.reason) == ("alice", "retry_node", "graph", "try again")
+    assert (entry.detail["node_id"], entry.detail["attempt"], entry.detail["unblocked"]) == ("a", 3, ["b"])
 
 
 def test_a_pause_and_a_resume_of_a_session_and_of_a_graph_are_acts(store: Store) -> None:

@@ -169,6 +169,14 @@ def test_appending_a_new_config_updates_the_session_and_keeps_created_at(store: 
     assert summary.updated_at >= created
 
 
+def test_session_titles_answers_the_titled_sessions_asked_for(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agentrt.store._transcript.TITLE_BATCH", 2)  # more ids than one query reads
+    for sid, title in (("a", "first"), ("b", None), ("c", "third"), ("d", "fourth")):
+        store.append(StoreAppendInput(session_id=sid, config=config(sid, title=title)))
+    assert store.session_titles(["a", "b", "c", "missing", "a"]) == {"a": "first", "c": "third"}
+    assert store.session_titles([]) == {}
+
+
 def test_list_sessions_is_newest_first(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     ticks = iter(AT + timedelta(seconds=n) for n in range(100))
     monkeypatch.setattr(store, "_now", lambda: next(ticks))
