@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Optional
 from urllib.parse import urlsplit
 
 import typer
-from temporalio.service import RPCError
 
 from agentrt.cli._common import (
     AdvisorModeOption,
@@ -50,8 +49,6 @@ from agentrt.schemas import (
 from agentrt.worker import DEFAULT_ADDRESS, AgentrtConfig, DevServer, connect_when_ready, open_store
 
 if TYPE_CHECKING:
-    from temporalio.client import Client
-
     from agentrt.worker import WorkerRole
 
 log = logging.getLogger("agentrt.worker")
@@ -327,8 +324,6 @@ def worker(
 
     async def serve(store: Store, plugin: AgentrtPlugin, runtime: temporalio.runtime.Runtime | None) -> None:
         temporal = await connect_when_ready(config.temporal_address, config.namespace, [plugin], runtime=runtime)
-        if config.agent_modules:
-            await _note_other_workers(temporal, config.task_queue)
         shutdown = timedelta(seconds=graceful_shutdown)
         async with running_worker(temporal, config, store, role=role, graceful_shutdown=shutdown, deployment=version) as running:
             log.info(
@@ -347,25 +342,6 @@ def worker(
             await asyncio.Event().wait()
 
     run_command(go, service=True)
-
-
-async def _note_other_workers(temporal: Client, task_queue: str) -> None:
-    """Warn, before a worker with agents polls, when another worker polled ``task_queue`` in the last
-    minutes (an `agentrt dev` left running): sessions go to any worker of the queue, so one that lacks
-    their agent fails them ``AgentNotRegistered``."""
-    from agentrt.client import AgentClient
-
-    try:
-        shared = await AgentClient(temporal, task_queue=task_queue, principal="agentrt").has_worker()
-    except RPCError:
-        return  # the worker starts all the same; this is a hint
-    if shared:
-        log.warning(
-            "another worker polled task queue %r recently (an `agentrt dev` or `agentrt worker` still running?): sessions "
-            "go to any worker of the queue, so each must register the same agents (--agents), else a session that lands "
-            "on one without its agent fails AgentNotRegistered; stop the other, or give this worker and its clients a "
-            "task queue of their own (AGENTRT_TASK_QUEUE)", task_queue,
-        )
 
 
 def _with_agent_modules(config: AgentrtConfig, modules: list[str], agent: str | None = None) -> AgentrtConfig:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -336,32 +334,3 @@ async def test_a_session_created_over_http_by_agent_name_runs_as_that_agent(
     assert outcome["status"] == "completed" and outcome["answer"] == "D-4 has shipped"
     config = harness.store.session_config(sid)
     assert config is not None and config.agent == "support" and "lookup_order" in (config.tools or [])
-
-
-async def _polling_log(log: Path, process: subprocess.Popen[bytes]) -> str:
-    """The worker's log once it polls (its line "worker polling ...")."""
-    for _ in range(600):
-        text = log.read_text() if log.exists() else ""
-        if "worker polling" in text or process.poll() is not None:
-            return text
-        await asyncio.sleep(0.1)
-    raise AssertionError(log.read_text())
-
-
-async def test_a_worker_with_agents_warns_when_another_worker_already_polls_its_task_queue(
-    harness: Harness, tmp_path: Path
-) -> None:
-    """As when the quickstart's `agentrt dev` still runs: sessions would land on either worker."""
-    shared, alone = f"shared-{uuid.uuid4().hex[:8]}", f"alone-{uuid.uuid4().hex[:8]}"
-    async with build_worker(harness.temporal, harness.config, harness.store, task_queue=shared):
-        for _ in range(300):  # until the server lists it as polling
-            if await harness.client_on(shared).has_worker():
-                break
-            await asyncio.sleep(0.05)
-        with worker_process(harness, tmp_path / "shared.log", "--agents", "tests.e2e.agent_tools", env={"AGENTRT_TASK_QUEUE": shared}) as p:
-            beside = await _polling_log(tmp_path / "shared.log", p)
-    with worker_process(harness, tmp_path / "alone.log", "--agents", "tests.e2e.agent_tools", env={"AGENTRT_TASK_QUEUE": alone}) as p:
-        own = await _polling_log(tmp_path / "alone.log", p)
-
-    assert f"another worker polled task queue '{shared}' recently" in beside and "AgentNotRegistered" in beside
-    assert "worker polling" in own and "another worker polled" not in own
