@@ -243,10 +243,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture
-def closed_port_url() -> str:
-    """A loopback URL nothing listens on (connections are refused)."""
+@pytest.fixture(scope="session")
+def closed_port_url() -> Iterator[str]:
+    """A loopback URL nothing listens on (connections are refused), the same for the whole run.
+
+    Its port stays bound (never listening) until the run ends: a port given back at once was
+    taken by a loopback provider a later test started, and a session still retrying against the
+    "closed" URL took that provider's queued replies."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
