@@ -9,9 +9,12 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from temporalio.api.enums.v1 import EventType
 
 from agentrt.client import AgentClient
 from agentrt.schemas import ApprovalPolicy, Event, SessionConfig
@@ -115,3 +118,14 @@ def shell_round_script(tmp_path: Path, commands: list[str]) -> str:
         {"tool_calls": [{"name": "shell.run", "arguments": {"command": c}} for c in commands]},
         {"text": "done"},
     ])
+
+
+async def scheduled_activity_counts(harness: "Harness", session_id: str) -> Counter[str]:
+    """How many activities of each type the session's current run scheduled (its history's
+    ``ActivityTaskScheduled`` events, by activity type)."""
+    history = await harness.handle(session_id).fetch_history()
+    return Counter(
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    )

@@ -16,20 +16,18 @@ import json
 import os
 import shutil
 import tempfile
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 
 from agentrt import Agent, ToolContext, tool
 from agentrt.schemas import ModelProfile, ModelRequestStarted, ToolInvocationCompleted
 from agentrt.worker import build_worker
 from tests.activities.providers._loopback import LoopbackServer, Reply, sse_typed
 from tests.conftest import Harness
-from tests.e2e._support import data_fields, session_config, write_script
+from tests.e2e._support import data_fields, scheduled_activity_counts, session_config, write_script
 from tests.e2e.conftest import KEY_ENV
 
 SECRET = "hostile-fused-secret-7f3a9c"
@@ -47,15 +45,6 @@ async def _turn(harness: Harness, workspace: Path, script: str | None, text: str
         config = session_config(harness.client, sid, workspace, script, **fields)
     started = await harness.client.start(config, text)
     return sid, await harness.client.wait(sid, started.turn_id, timeout_seconds=60)
-
-
-async def _scheduled(harness: Harness, session_id: str) -> Counter[str]:
-    history = await harness.handle(session_id).fetch_history()
-    return Counter(
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    )
 
 
 def _shape(harness: Harness, sid: str, ids: bool = True) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -125,7 +114,7 @@ async def test_fused_reads_of_paths_leaving_the_workspace_leak_nothing_and_match
     plain, plain_outcome = await _turn(harness, workspace, script)
 
     assert outcome.status == plain_outcome.status == "completed"
-    assert (await _scheduled(harness, fused))["tool.execute"] == 0  # every round ran inside the model call
+    assert (await scheduled_activity_counts(harness, fused))["tool.execute"] == 0  # every round ran inside the model call
     texts = _tool_texts(harness, fused)
     assert len(texts) == len(reads) + len(lists) + 1
     assert all(t.startswith("error: ") for t in texts[:-1]), texts
@@ -170,7 +159,7 @@ async def test_fused_reads_of_a_huge_sparse_file_and_a_directory_of_100k_entries
     assert long_listing.splitlines()[-1] == "[truncated: showing the first 10000 entries]"
     # The first round ran inside the call; the 1 MiB read and the long listing are over the fused
     # bound, so each went back to the workflow and ran as a tool activity.
-    assert (await _scheduled(harness, sid))["tool.execute"] == 2
+    assert (await scheduled_activity_counts(harness, sid))["tool.execute"] == 2
 
 
 # ---------------------------------------------------------- a model on the wire: ids and broken streams
@@ -243,7 +232,7 @@ async def test_colliding_empty_and_repeated_call_ids_in_fused_rounds_keep_each_r
     plain, plain_outcome = await _wire_turn(harness, workspace, provider_server, replies)
 
     assert outcome.status == plain_outcome.status == "completed" and outcome.rounds == 4
-    assert (await _scheduled(harness, fused))["tool.execute"] == 0
+    assert (await scheduled_activity_counts(harness, fused))["tool.execute"] == 0
     messages = [m for _, m in harness.store.messages(fused)]
     for n, message in enumerate(messages):
         if message.role == "assistant" and message.tool_calls:
@@ -388,7 +377,7 @@ async def test_a_call_id_repeated_across_fused_rounds_gets_the_idempotency_key_i
             assert outcome.status == "completed"
             keys.append(_tool_texts(harness, sid))
             if fused:
-                assert (await _scheduled(harness, sid))["tool.execute"] == 0
+                assert (await scheduled_activity_counts(harness, sid))["tool.execute"] == 0
 
     assert keys[0] == keys[1] == ["turn-1/toolu_same", "turn-1/toolu_same"]
 
@@ -415,7 +404,7 @@ async def test_a_wedged_user_tool_and_one_that_prints_its_secret_in_a_fused_roun
             sids.append(sid)
 
     fused, plain = sids
-    assert (await _scheduled(harness, fused))["tool.execute"] == 0
+    assert (await scheduled_activity_counts(harness, fused))["tool.execute"] == 0
     stuck, lookup, env = _tool_texts(harness, fused)
     assert stuck == "error: stopped after 1 s: the call's time bound"
     assert lookup == "A-1: in stock (asked with token [secret:FUSED_WAREHOUSE_TOKEN])"
@@ -462,7 +451,7 @@ async def test_hostile_arguments_in_fused_rounds_are_refused_or_failed_as_unfuse
     plain, plain_outcome = await _turn(harness, workspace, script)
 
     assert outcome.status == plain_outcome.status == "completed" and outcome.rounds == 3
-    scheduled = await _scheduled(harness, fused)
+    scheduled = await scheduled_activity_counts(harness, fused)
     assert scheduled["provider.complete"] == 2 and scheduled["tool.execute"] == 1  # the refused batch's valid read
     first = _tool_texts(harness, fused)[:4]
     assert [t.startswith("error: ") for t in first] == [True, True, False, True], first
@@ -482,7 +471,7 @@ async def test_five_hundred_read_only_calls_in_one_reply_run_in_one_model_call_a
     sid, outcome = await _turn(harness, workspace, script, fused_rounds=True)
 
     assert outcome.status == "completed" and outcome.tool_calls == 500 and outcome.answer == "read 500"
-    assert (await _scheduled(harness, sid))["tool.execute"] == 0
+    assert (await scheduled_activity_counts(harness, sid))["tool.execute"] == 0
     messages = harness.store.messages(sid)
     assert [p for p, _ in messages] == list(range(503))
     tools = [m for _, m in messages if m.role == "tool"]
@@ -508,7 +497,7 @@ async def test_a_model_that_reads_forever_is_stopped_at_the_round_limit_across_f
 
     assert outcome == plain_outcome
     assert outcome.status == "round_limit" and outcome.rounds == limit and outcome.tool_calls == limit
-    scheduled = await _scheduled(harness, fused)
+    scheduled = await scheduled_activity_counts(harness, fused)
     # Some calls ran inside model calls, some (met at the time share) as tool activities.
     assert 1 < scheduled["provider.complete"] < limit and scheduled["tool.execute"] < limit
     events = harness.store.events(fused, 0, 1000)
@@ -538,7 +527,7 @@ async def test_memory_recall_with_hostile_queries_in_a_fused_round_answers_as_un
     plain, plain_outcome = await _turn(harness, workspace, script, tools=tools)
 
     assert outcome.status == plain_outcome.status == "completed"
-    assert (await _scheduled(harness, fused))["provider.complete"] == 2
+    assert (await scheduled_activity_counts(harness, fused))["provider.complete"] == 2
     assert _tool_texts(harness, fused)[:4] == ["no memories found", "no memories found", "no memories found", "no memories found of scope user"]
     assert _shape(harness, fused) == _shape(harness, plain)
 
@@ -567,7 +556,7 @@ async def test_many_slow_read_only_calls_in_one_reply_do_not_hold_the_model_call
 
     fused, plain = sids
     assert _tool_texts(harness, fused) == [f"looked {n} up" for n in range(6)]
-    scheduled = await _scheduled(harness, fused)
+    scheduled = await scheduled_activity_counts(harness, fused)
     # No attempt timed out: the model call handed the reply back, the calls ran as tool activities.
     assert scheduled["provider.complete"] == 2 and scheduled["tool.execute"] == 6
     assert _shape(harness, fused) == _shape(harness, plain)

@@ -5,7 +5,6 @@ rounds as its own. The transcript and the event log are the ones the same turn l
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
@@ -18,7 +17,15 @@ from agentrt.schemas import (
     ToolInvocationFailed,
 )
 from tests.conftest import Harness
-from tests.e2e._support import ALLOW_ALL, kill_hard, session_config, wait_for_event, worker_process, write_script
+from tests.e2e._support import (
+    ALLOW_ALL,
+    kill_hard,
+    scheduled_activity_counts,
+    session_config,
+    wait_for_event,
+    worker_process,
+    write_script,
+)
 
 ROUNDS = 5
 
@@ -28,15 +35,6 @@ def _read_rounds(tmp_path: Path, workspace: Path) -> str:
         (workspace / f"file-{n}.txt").write_text(f"file {n}\n" * 40)
     turns = [{"tool_calls": [{"name": "fs.read", "arguments": {"path": f"file-{n}.txt"}}]} for n in range(ROUNDS)]
     return write_script(tmp_path, [*turns, {"text": "read them all"}])
-
-
-async def _scheduled(harness: Harness, session_id: str) -> Counter[str]:
-    history = await harness.handle(session_id).fetch_history()
-    return Counter(
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    )
 
 
 async def _turn(harness: Harness, workspace: Path, script: str, text: str = "read", **fields: object) -> tuple[str, object]:
@@ -50,7 +48,7 @@ async def test_read_only_rounds_run_inside_one_model_call(harness: Harness, work
 
     assert outcome.status == "completed" and outcome.answer == "read them all"  # type: ignore[attr-defined]
     assert outcome.rounds == ROUNDS + 1 and outcome.tool_calls == ROUNDS  # type: ignore[attr-defined]
-    scheduled = await _scheduled(harness, sid)
+    scheduled = await scheduled_activity_counts(harness, sid)
     assert scheduled["provider.complete"] == 1 and scheduled["tool.execute"] == 0
     results = [m for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert [m.text for m in results] == [f"file {n}\n" * 40 for n in range(ROUNDS)]
@@ -91,7 +89,7 @@ async def test_an_effectful_call_ends_the_fused_rounds_and_runs_as_a_tool_activi
     assert outcome.status == "completed" and outcome.rounds == 4  # type: ignore[attr-defined]
     assert (workspace / "out.txt").read_text() == "out"
     # The first call ran the read and ended with the write's reply; the second ran the last read.
-    scheduled = await _scheduled(harness, sid)
+    scheduled = await scheduled_activity_counts(harness, sid)
     assert scheduled["provider.complete"] == 2 and scheduled["tool.execute"] == 1
     assert [m.text for _, m in harness.store.messages(sid) if m.role == "tool"][-1] == "out"
 
@@ -113,7 +111,7 @@ async def test_a_call_the_policy_would_not_run_unasked_is_not_run_inside_the_mod
     outcome = await harness.client.wait(sid, started.turn_id)
 
     assert outcome.status == "completed" and outcome.rounds == 3
-    scheduled = await _scheduled(harness, sid)
+    scheduled = await scheduled_activity_counts(harness, sid)
     assert scheduled["provider.complete"] == 3 and scheduled["tool.execute"] == 0
     failures = [e for e in (await harness.client.events(sid)).events if isinstance(e, ToolInvocationFailed)]
     assert [f.reason for f in failures] == ["denied", "denied"]
@@ -135,7 +133,7 @@ async def test_a_hostile_path_in_a_fused_round_gets_the_tool_s_error_and_reads_n
     sid, outcome = await _turn(harness, workspace, script, fused_rounds=True)
 
     assert outcome.status == "completed"  # type: ignore[attr-defined]
-    assert (await _scheduled(harness, sid))["tool.execute"] == 0
+    assert (await scheduled_activity_counts(harness, sid))["tool.execute"] == 0
     texts = [m.text for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert len(texts) == 3 and not any("TOP-SECRET" in t for t in texts)
     failed = [e for e in harness.store.events(sid, 0, 1000) if isinstance(e, ToolInvocationFailed)]
@@ -146,7 +144,7 @@ async def test_the_round_limit_holds_inside_a_fused_call(harness: Harness, works
     sid, outcome = await _turn(harness, workspace, _read_rounds(tmp_path, workspace), fused_rounds=True, max_rounds_per_turn=3)
 
     assert outcome.status == "round_limit" and outcome.rounds == 3 and outcome.tool_calls == 3  # type: ignore[attr-defined]
-    assert (await _scheduled(harness, sid))["provider.complete"] == 1
+    assert (await scheduled_activity_counts(harness, sid))["provider.complete"] == 1
     events = harness.store.events(sid, 0, 1000)
     assert [e.round for e in events if isinstance(e, ModelRequestStarted)] == [1, 2, 3]
     assert len([e for e in events if isinstance(e, ToolInvocationCompleted)]) == 3
@@ -163,7 +161,7 @@ async def test_a_result_over_the_fused_limit_runs_as_a_tool_activity(harness: Ha
     sid, outcome = await _turn(harness, workspace, script, fused_rounds=True)
 
     assert outcome.status == "completed" and outcome.rounds == 3  # type: ignore[attr-defined]
-    scheduled = await _scheduled(harness, sid)
+    scheduled = await scheduled_activity_counts(harness, sid)
     assert scheduled["provider.complete"] == 2 and scheduled["tool.execute"] == 1
     texts = [m.text for _, m in harness.store.messages(sid) if m.role == "tool"]
     assert texts[0] == "small" and texts[1].startswith("b" * 1000)
@@ -225,4 +223,4 @@ async def test_a_worker_killed_during_a_fused_call_leaves_each_round_recorded_on
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
     ]
-    assert max(attempts) >= 2 and (await _scheduled(harness, sid))["provider.complete"] == 1
+    assert max(attempts) >= 2 and (await scheduled_activity_counts(harness, sid))["provider.complete"] == 1
