@@ -1,7 +1,8 @@
 """What one agent round costs on Temporal: agentrt beside the bare floor and two other agent integrations.
 
     python -m bench.overhead [--rounds 20,100,200] [--repeats 3] [--result-bytes 5120]
-                             [--systems floor,floor-tools,agentrt,agentrt-fused,agentrt-tools,agentrt-local,pai,oai]
+                             [--systems floor,floor-tools,agentrt,agentrt-fused,agentrt-tools,agentrt-pinned-tools,
+                                        agentrt-local,pai,oai]
                              [--workdir DIR]
 
 Starts one Temporal dev server (free ports, headless, database in a temporary directory)
@@ -27,6 +28,9 @@ answers at once (no latency). The systems:
 - ``agentrt-tools``: an effectful round: R ``fs.write`` calls (each writing ``--result-bytes``
   bytes the model sent), through the effect ledger, run by a tools worker of its own
   (``tool_task_queue``, ``role="tools"``) beside the session's worker (``role="models"``).
+- ``agentrt-pinned-tools``: the same with both workers one Worker Deployment Version, made
+  current: the session runs pinned, so its tool calls carry its staged events in their input
+  (``pinned-tools-writes-v1``) instead of a ``store.append`` of their own before each.
 - ``agentrt-local``: the same with ``local_tools=True`` (fast read-only tools as local
   activities); n/a where ``SessionConfig`` has no ``local_tools``.
 - ``pai``: pydantic-ai's Temporal integration (``Agent`` with ``TemporalDurability``,
@@ -68,10 +72,10 @@ reported with its reason and left out of the medians.
 
 Output: one table row per R and system, notes, and as the last line exactly
 
-    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z fused_vs_floor=F tools_vs_floor=T tools_vs_floor_tools=U
+    overhead agentrt_vs_floor=X pai_vs_floor=Y oai_vs_floor=Z fused_vs_floor=F tools_vs_floor=T tools_vs_floor_tools=U pinned_tools_vs_floor_tools=P
 
 with the × floor values at the largest R (two decimals; n/a where not measured); ``U`` is
-``agentrt-tools`` over ``floor-tools``.
+``agentrt-tools`` over ``floor-tools``, ``P`` ``agentrt-pinned-tools`` over it.
 
 From a test (small parameters, reusing a running server, store and client):
 
@@ -84,6 +88,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import importlib
 import json
 import shutil
@@ -99,9 +104,11 @@ from types import ModuleType
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.converter import DataConverter
-from temporalio.worker import Worker
+from temporalio.service import RPCError
+from temporalio.worker import Worker, WorkerDeploymentVersion
 
 from agentrt.activities.tools import MAX_READ_BYTES, default_registry
 from agentrt.client import AgentClient, StartedSession
@@ -121,7 +128,7 @@ from bench.history import (
     with_agentrt_plugin,
 )
 
-SYSTEMS = ("floor", "floor-tools", "agentrt", "agentrt-fused", "agentrt-tools", "agentrt-local", "pai", "oai")
+SYSTEMS = ("floor", "floor-tools", "agentrt", "agentrt-fused", "agentrt-tools", "agentrt-pinned-tools", "agentrt-local", "pai", "oai")
 DEFAULT_ROUNDS = (20, 100, 200)
 DEFAULT_REPEATS = 3
 # Every measured workflow runs on a worker that has already run a workflow of WARM_ROUNDS
@@ -242,7 +249,7 @@ class OverheadReport:
 
     def table(self) -> str:
         head = (
-            f"{'R':>4}  {'system':<14}{'ms/round':>10}{'× floor':>9}{'in-hist ms/rd':>15}{'client ms':>11}"
+            f"{'R':>4}  {'system':<21}{'ms/round':>10}{'× floor':>9}{'in-hist ms/rd':>15}{'client ms':>11}"
             f"{'wf tasks/rd':>13}{'act./rd':>9}{'local/rd':>10}{'history bytes':>15}{'runs':>6}  status"
         )
         lines = [
@@ -261,7 +268,7 @@ class OverheadReport:
             for system in self.systems:
                 if system in self.unavailable:
                     lines.append(
-                        f"{r:>4}  {system:<14}{'n/a':>10}{'n/a':>9}{'':>15}{'':>11}{'':>13}{'':>9}{'':>10}"
+                        f"{r:>4}  {system:<21}{'n/a':>10}{'n/a':>9}{'':>15}{'':>11}{'':>13}{'':>9}{'':>10}"
                         f"{'':>15}{'':>6}  n/a"
                     )
                     continue
@@ -269,7 +276,7 @@ class OverheadReport:
                 hist = _median([float(s.history_bytes) for s in done])
                 runs = _median([float(s.runs) for s in done])
                 lines.append(
-                    f"{r:>4}  {system:<14}"
+                    f"{r:>4}  {system:<21}"
                     + cell(self.ms_per_round(system, r), 10, ".1f")
                     + cell(self.vs_floor(system, r), 9, ".2f")
                     + cell(
@@ -294,12 +301,15 @@ class OverheadReport:
             "client ms (end in history -> outcome at the client; agentrt: TurnEnded.at -> AgentClient.start_and_wait() "
             f"returned, others: WorkflowExecutionCompleted -> handle.result() returned), median of all runs: {latency}"
         )
-        if "agentrt-tools" in measured and "floor-tools" in measured:
-            ratios = ", ".join(
-                f"R={r} {'n/a' if (v := self.vs_floor('agentrt-tools', r, 'floor-tools')) is None else f'{v:.2f}'}"
-                for r in self.rounds
-            )
-            lines.append(f"agentrt-tools × floor-tools (effectful rounds, tool calls on a tools worker of their own): {ratios}")
+        for system, how in (("agentrt-tools", "unversioned"), ("agentrt-pinned-tools", "pinned to one Worker Deployment Version")):
+            if system in measured and "floor-tools" in measured:
+                ratios = ", ".join(
+                    f"R={r} {'n/a' if (v := self.vs_floor(system, r, 'floor-tools')) is None else f'{v:.2f}'}"
+                    for r in self.rounds
+                )
+                lines.append(
+                    f"{system} × floor-tools (effectful rounds, tool calls on a tools worker of their own, {how}): {ratios}"
+                )
         largest = max(self.rounds)
         for system in measured:
             done = self.completed(system, largest)
@@ -323,7 +333,7 @@ class OverheadReport:
         if not measured:
             return []
         lines = ["", f"where a round's time goes at R={largest} (ms per round, from history event times):"]
-        lines.append(f"  {'system':<14}" + "".join(f"{name:>10}" for name in SPANS) + f"{'eager act.':>12}")
+        lines.append(f"  {'system':<21}" + "".join(f"{name:>10}" for name in SPANS) + f"{'eager act.':>12}")
         for system in measured:
             cells = "".join(
                 f"{v:>10.1f}" if (v := self.per_round(system, largest, lambda x, n=name: x.spans.get(n, 0.0) * 1000)) is not None
@@ -332,7 +342,7 @@ class OverheadReport:
             )
             done = self.completed(system, largest)
             eager = sum(x.eager_activities for x in done) / max(1, sum(x.activities for x in done))
-            lines.append(f"  {system:<14}{cells}{eager:>11.0%}")
+            lines.append(f"  {system:<21}{cells}{eager:>11.0%}")
         lines += [f"  {name}: {what}" for name, what in SPANS.items()]
         return lines
 
@@ -347,7 +357,8 @@ class OverheadReport:
         return (
             f"overhead agentrt_vs_floor={ratio('agentrt')} pai_vs_floor={ratio('pai')} oai_vs_floor={ratio('oai')} "
             f"fused_vs_floor={ratio('agentrt-fused')} tools_vs_floor={ratio('agentrt-tools')} "
-            f"tools_vs_floor_tools={ratio('agentrt-tools', 'floor-tools')}"
+            f"tools_vs_floor_tools={ratio('agentrt-tools', 'floor-tools')} "
+            f"pinned_tools_vs_floor_tools={ratio('agentrt-pinned-tools', 'floor-tools')}"
         )
 
 
@@ -635,13 +646,16 @@ async def _measured_turn(
     session: SessionConfig,
     *,
     breakdown: bool,
+    started: Callable[[], Awaitable[None]] | None = None,
 ) -> Sample:
-    """Run ``warm_session``'s turn, then ``session``'s, measured, on ``workers`` (started here);
-    the sample from the client's wall time and the session's history."""
+    """Run ``warm_session``'s turn, then ``session``'s, measured, on ``workers`` (started here,
+    then ``started`` awaited); the sample from the client's wall time and the session's history."""
     sample = Sample(system=system, rounds=rounds, status="completed")
     async with contextlib.AsyncExitStack() as stack:
         for worker in workers:
             await stack.enter_async_context(worker)
+        if started is not None:
+            await started()
         await asyncio.wait_for(agent.start_and_wait(warm_session, PROMPT), ctx.timeout_seconds(WARM_ROUNDS))
         began = time.time()
         try:
@@ -681,11 +695,13 @@ def prepare_write_workload(directory: Path, rounds: int, result_bytes: int) -> t
     return workspace, script
 
 
-async def run_agentrt_tools(ctx: _Context, rounds: int, *, breakdown: bool = False) -> Sample:
+async def run_agentrt_tools(ctx: _Context, rounds: int, *, pinned: bool = False, breakdown: bool = False) -> Sample:
     """One agentrt session whose turn writes ``rounds`` files (``fs.write``, effectful, through
     the effect ledger), its tool calls on a tools worker of their own (``role="tools"``) beside the
-    session's worker (``role="models"``), both in this process."""
-    system = "agentrt-tools"
+    session's worker (``role="models"``), both in this process. ``pinned``: both workers are one
+    Worker Deployment Version, made current, so the session runs pinned to it and its tool calls
+    carry its staged events (``pinned-tools-writes-v1``) as Temporal gives them to that build."""
+    system = "agentrt-pinned-tools" if pinned else "agentrt-tools"
     task_queue = f"overhead-{system}-{uuid.uuid4().hex[:8]}"
     tools_queue = f"{task_queue}-tools"
     temporal = with_agentrt_plugin(ctx.temporal, ctx.store)
@@ -700,15 +716,34 @@ async def run_agentrt_tools(ctx: _Context, rounds: int, *, breakdown: bool = Fal
     session = agent.new_config(str(workspace), profile="scripted", script=str(script), **fields)
     warm_session = agent.new_config(str(warm_workspace), profile="scripted", script=str(warm_script), **fields)
     config = AgentrtConfig(task_queue=task_queue, tool_task_queue=tools_queue)
+    version = WorkerDeploymentVersion(deployment_name=f"bench-{tag}", build_id="build") if pinned else None
     workers = [
-        build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue, role="models"),
-        build_worker(temporal, config, ctx.store, default_registry(), task_queue=tools_queue, role="tools"),
+        build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue, role="models", deployment=version),
+        build_worker(temporal, config, ctx.store, default_registry(), task_queue=tools_queue, role="tools", deployment=version),
     ]
-    sample = await _measured_turn(ctx, system, rounds, temporal, agent, workers, warm_session, session, breakdown=breakdown)
+    started = None if version is None else functools.partial(make_current, temporal, version)
+    sample = await _measured_turn(
+        ctx, system, rounds, temporal, agent, workers, warm_session, session, breakdown=breakdown, started=started,
+    )
     written = len(list(workspace.glob("out-*.txt")))
     if sample.status == "completed" and sample.note is None and written != rounds:
         sample.note = f"the turn wrote {written} files, not {rounds}"
     return sample
+
+
+async def make_current(temporal: Client, version: WorkerDeploymentVersion) -> None:
+    """Make ``version`` its deployment's current version (as `temporal worker deployment
+    set-current-version` does), once its workers' first poll has registered it (retried for 30 s)."""
+    request = SetWorkerDeploymentCurrentVersionRequest(
+        namespace=temporal.namespace, deployment_name=version.deployment_name, build_id=version.build_id, identity="bench",
+    )
+    for _ in range(300):
+        try:
+            await temporal.workflow_service.set_worker_deployment_current_version(request)
+            return
+        except RPCError:
+            await asyncio.sleep(0.1)  # not registered yet
+    await temporal.workflow_service.set_worker_deployment_current_version(request)
 
 
 def _turn_ended(store: Store, session_id: str, turn_id: str) -> TurnEnded | None:
@@ -771,6 +806,8 @@ async def measure(
             runners[system] = _agentrt_runner(local_tools=False, fused=True)
         elif system == "agentrt-tools":
             runners[system] = run_agentrt_tools
+        elif system == "agentrt-pinned-tools":
+            runners[system] = functools.partial(run_agentrt_tools, pinned=True)
         elif system == "agentrt-local":
             if has_local_tools():
                 runners[system] = _agentrt_runner(local_tools=True)

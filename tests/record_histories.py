@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.worker import WorkerDeploymentVersion
 
 from agentrt.client import AgentClient
 from agentrt.schemas import (
@@ -1415,6 +1417,32 @@ async def tools_queue_session(r: Recorder) -> dict[str, WorkflowHandle]:
     return {"tool-calls-on-their-own-queue-then-archived": r.handle(config.session_id)}
 
 
+
+async def pinned_tools_queue_session(r: Recorder) -> dict[str, WorkflowHandle]:
+    """A pinned session (one build, its workflows worker and its tools worker) whose tool calls go
+    to a tools queue of their own: a write and a read, each call carrying the staged events in its
+    input (``pinned-tools-writes-v1``; before it, a store.append before each), then archived."""
+    queue, deployment = f"{r.client.task_queue}-pinned", f"recorded-{uuid.uuid4().hex[:6]}"
+    tools_queue = f"{queue}-tools"
+    assert r.client.store is not None
+    config = dataclasses.replace(r.config_of_worker, task_queue=queue, tool_task_queue=tools_queue)
+    version = WorkerDeploymentVersion(deployment_name=deployment, build_id="build-a")
+    models = build_worker(r.temporal, config, r.client.store, task_queue=queue, role="models", deployment=version)
+    tools = build_worker(r.temporal, config, r.client.store, task_queue=tools_queue, role="tools", deployment=version)
+    client = AgentClient(r.temporal, task_queue=queue, principal=OWNER, store=r.client.store)
+    session = r.config(
+        [{"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.txt", "content": "a"}}]},
+         {"tool_calls": [{"name": "fs.read", "arguments": {"path": "a.txt"}}]}, {"text": "done"}],
+        approval=ALLOW_ALL, tool_task_queue=tools_queue,
+    )
+    async with models, tools:
+        await make_current(r.temporal, deployment, "build-a")
+        _, outcome = await client.start_and_wait(session, "write a file and read it")
+        assert outcome.answer == "done", outcome
+        await client.archive(session.session_id)
+    return {"tool-calls-on-their-own-queue-then-archived": r.handle(session.session_id)}
+
+
 SCENARIOS: list[Scenario] = [
     budget_refused_before_call,
     task_session_refused_before_call,
@@ -1477,6 +1505,7 @@ SCENARIOS: list[Scenario] = [
     task_paused_during_a_session,
     model_queue_session,
     tools_queue_session,
+    pinned_tools_queue_session,
     fused_rounds,
     fused_rounds_cancelled,
     renamed_and_sent_if_idle,

@@ -107,6 +107,11 @@ HISTORY_BOUND_PATCH = "history-bound-v1"
 # each tool call, so they do not travel in the call's input: a tools worker of another build (its
 # activity contract refuses the call, typed) never has to read events this build added.
 TOOLS_QUEUE_WRITES_PATCH = "tools-queue-writes-v1"
+# pinned-tools-writes-v1: a pinned run sends its staged events in the tool call's input on a tools
+# queue too, as on its own queue: Temporal gives a pinned run's activity to the workers of the
+# run's own version on that queue (tests/e2e/test_versioned_deploys.py), so the build that reads
+# them is its own. Asked by pinned runs (those an earlier build recorded wrote them first).
+PINNED_TOOLS_WRITES_PATCH = "pinned-tools-writes-v1"
 
 
 @dataclass(frozen=True)
@@ -215,8 +220,13 @@ class Generation:
         return self._has(HISTORY_BOUND_PATCH)
 
     def tools_queue_writes(self) -> bool:
-        """tools-queue-writes-v1, asked before a session's first tool call on a tools queue of its own."""
-        return self._has(TOOLS_QUEUE_WRITES_PATCH)
+        """Whether staged events are written by a store.append of their own before a tool call on a
+        tools queue of the session's own, asked before its first such call: an unversioned run
+        asks tools-queue-writes-v1 (a tools worker of any build may take the call); a pinned one
+        asks pinned-tools-writes-v1 and, with it, sends them in the call (its own build takes it)."""
+        if self.latest:
+            return not workflow.patched(PINNED_TOOLS_WRITES_PATCH)
+        return workflow.patched(TOOLS_QUEUE_WRITES_PATCH)
 
 
 # Every patch's behaviour, none asked: the generation of a run started on a versioned worker.

@@ -14,6 +14,7 @@ from bench import overhead
 LAST_LINE = re.compile(
     r"overhead agentrt_vs_floor=(\d+\.\d\d|n/a) pai_vs_floor=(\d+\.\d\d|n/a) oai_vs_floor=(\d+\.\d\d|n/a)"
     r" fused_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor_tools=(\d+\.\d\d|n/a)"
+    r" pinned_tools_vs_floor_tools=(\d+\.\d\d|n/a)"
 )
 
 
@@ -25,7 +26,7 @@ async def small_report(temporal_client: Client, store: Store, tmp_path_factory: 
         tmp_path_factory.mktemp("overhead"),
         rounds=[3],
         repeats=1,
-        systems=("floor", "floor-tools", "agentrt", "agentrt-fused", "agentrt-tools"),
+        systems=("floor", "floor-tools", "agentrt", "agentrt-fused", "agentrt-tools", "agentrt-pinned-tools"),
         warmup=False,
     )
 
@@ -74,7 +75,7 @@ async def test_pai_and_oai_rows_say_n_a_when_their_packages_are_absent(
     rows = {line.split()[1]: line for line in report.table().splitlines() if re.match(r"\s+2\s+(pai|oai)\s", line)}
     assert set(rows) == {"pai", "oai"} and all(row.rstrip().endswith("n/a") for row in rows.values())
     found = LAST_LINE.fullmatch(report.line())
-    assert found is not None and found.groups() == ("n/a", "n/a", "n/a", "n/a", "n/a", "n/a")
+    assert found is not None and found.groups() == ("n/a",) * 7
 
 
 async def test_agentrt_local_is_n_a_without_the_local_tools_field(
@@ -129,3 +130,17 @@ async def test_the_effectful_floor_runs_its_tool_calls_on_their_own_queue_and_ag
     found = LAST_LINE.fullmatch(small_report.line())
     assert found is not None and found.group(6) != "n/a"
     assert "agentrt-tools × floor-tools" in small_report.table()
+
+
+async def test_a_pinned_effectful_turn_on_a_tools_worker_sends_its_events_in_the_tool_calls(
+    small_report: overhead.OverheadReport,
+) -> None:
+    [sample] = small_report.samples[("agentrt-pinned-tools", 3)]
+    assert sample.status == "completed" and sample.note is None, sample
+    # Pinned to one build, whose tools worker Temporal gives the calls to: no store write of its own
+    # before each tool call (pinned-tools-writes-v1), as many activities as a turn on one queue.
+    [plain] = small_report.samples[("agentrt", 3)]
+    assert sample.activities == plain.activities
+    found = LAST_LINE.fullmatch(small_report.line())
+    assert found is not None and found.group(7) != "n/a"
+    assert "agentrt-pinned-tools × floor-tools" in small_report.table()

@@ -6,13 +6,19 @@ onto the new build (an idle one at once: the new build's workers wake it); new o
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import WorkerDeploymentVersion
+
 from agentrt.client import AgentClient
-from agentrt.worker import build_worker
+from agentrt.worker import AgentrtPlugin, build_worker
 from agentrt.schemas import GraphSpec, PermissionRequested, SessionContinuedAsNew, graph_workflow_id, task_workflow_id
 from tests.conftest import OWNER, RECORDED_HISTORIES, Harness
 from tests.e2e._graphs import PASS, GraphRig, answer, write_graph_script
@@ -226,3 +232,75 @@ async def test_a_graph_moves_to_the_new_build_after_its_running_node_and_runs_th
     # Pinned runs ask no patch (workflows/_frame.py: Patches): the graph's runs, its nodes' sessions.
     assert await patch_markers(harness.temporal, graph_workflow_id(graph_id)) == [[]] * len(runs)
     assert [await patch_markers(harness.temporal, session_wf(s)) for s in sessions] == [[[]], [[]]]
+
+
+async def test_a_pinned_sessions_tool_calls_go_to_the_tools_worker_of_its_own_build_while_another_is_current(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    """Temporal sends a pinned run's activity on another task queue to that queue's workers of the
+    run's own version when it has some: the tool call of a turn begun on build A runs on A's tools
+    worker though B is current, and the next turn's (on B, after the move) on B's. A pinned session
+    relies on it to send its staged events in the tool call's input (workflows/_generation.py,
+    ``pinned-tools-writes-v1``)."""
+    queue, deployment = f"{harness.task_queue}-versioned", f"agentrt-{uuid.uuid4().hex[:8]}"
+    tools_queue = f"{queue}-tools"
+    config = dataclasses.replace(harness.config, task_queue=queue, tool_task_queue=tools_queue)
+    client = AgentClient(harness.temporal, task_queue=queue, principal=OWNER, store=harness.store)
+    script = write_script(tmp_path, [
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "a.md", "content": "on a\n"}}]},
+        {"text": "written"},
+        {"tool_calls": [{"name": "fs.write", "arguments": {"path": "b.md", "content": "on b\n"}}]},
+        {"text": "written again"},
+    ])
+
+    @contextlib.asynccontextmanager
+    async def build(build_id: str):  # type: ignore[no-untyped-def]
+        version = WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id)
+        tools_client = await Client.connect(
+            harness.server.address, namespace=harness.temporal.namespace, identity=f"tools-{build_id}",
+            plugins=[AgentrtPlugin(harness.config, harness.store)],
+        )
+        models = build_worker(harness.temporal, config, harness.store, task_queue=queue, role="models", deployment=version)
+        tools = build_worker(tools_client, config, harness.store, task_queue=tools_queue, role="tools", deployment=version)
+        async with models, tools:
+            yield
+
+    async def activities() -> list[tuple[str, str]]:
+        """Each activity the session's runs scheduled, in order, with the identity of the worker that ran it."""
+        ran: list[tuple[str, str]] = []
+        for run in await run_handles(harness.temporal, session_wf(sid)):
+            scheduled: dict[int, int] = {}
+            async for event in run.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    scheduled[event.event_id] = len(ran)
+                    ran.append((event.activity_task_scheduled_event_attributes.activity_type.name, ""))
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    attributes = event.activity_task_started_event_attributes
+                    index = scheduled[attributes.scheduled_event_id]
+                    ran[index] = (ran[index][0], attributes.identity.split()[0])  # the client's, before its payload tags
+        return ran
+
+    async def tool_call_identities() -> list[str]:
+        return [identity for name, identity in await activities() if name == "tool.execute"]
+
+    sid = harness.new_session_id()
+    async with build("build-a"):
+        await make_current(harness.temporal, deployment, "build-a")
+        started = await client.start(session_config(client, sid, workspace, script, tool_task_queue=tools_queue), "write a")
+        asked = await wait_for_event(client, sid, lambda e: isinstance(e, PermissionRequested), timeout=WAIT)
+        async with build("build-b"):
+            await make_current(harness.temporal, deployment, "build-b")
+            await asyncio.sleep(4)  # B's workers look for pinned runs every 3 s: the waiting turn stays
+            await client.approve(sid, asked.request.request_id, for_session=True)
+            assert (await client.wait(sid, started.turn_id, timeout_seconds=WAIT)).answer == "written"
+            assert await tool_call_identities() == ["tools-build-a"]
+            await settled_on(harness.temporal, session_wf(sid), "build-b")
+            again = await client.send(sid, "write b")  # granted for the session: it runs without asking
+            assert (await client.wait(sid, again.turn_id, timeout_seconds=WAIT)).answer == "written again"
+            assert await tool_call_identities() == ["tools-build-a", "tools-build-b"]
+    assert (workspace / "a.md").read_text() == "on a\n" and (workspace / "b.md").read_text() == "on b\n"
+    # On B, the call's input carries the staged events: no store.append between the model call and it.
+    second_run = [name for name, _ in await activities()][-4:]
+    assert second_run == ["provider.complete", "tool.execute", "provider.complete", "store.append"], second_run
+    RECORDED_HISTORIES.extend(await run_handles(harness.temporal, session_wf(sid)))
+    assert await patch_markers(harness.temporal, session_wf(sid)) == [["pinned-tools-writes-v1"]] * 2
