@@ -312,6 +312,8 @@ def _warn_without_local_activities(config: WorkerConfig) -> None:
         return
     names = {getattr(a, "__temporal_activity_definition").name for a in config.get("activities") or []}
     missing = [name for name in LOCAL_ACTIVITY_NAMES if name not in names]
+    if missing == [TOOL_EXECUTE]:
+        return  # a models or workflows worker: its sessions' tool calls run on a tools queue
     if missing:
         logging.getLogger(__name__).warning(
             "this worker runs %s without the activities its sessions run as local activities (%s): their "

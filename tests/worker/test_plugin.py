@@ -88,6 +88,16 @@ async def test_a_worker_that_runs_sessions_without_their_local_activities_says_w
     assert "local activities" not in caplog.text
 
 
+async def test_a_models_worker_whose_tool_calls_run_on_a_tools_queue_warns_of_nothing(
+    temporal_client: Client, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A models (or workflows) worker has no tool.execute: its sessions send their tool calls to a tools queue."""
+    config = AgentrtConfig(task_queue="q", tool_task_queue="q-tools")
+    with caplog.at_level("WARNING", logger="agentrt.worker._plugin"):
+        build_worker(temporal_client, config, store, default_registry(), role="models")
+    assert "local activities" not in caplog.text, caplog.text
+
+
 async def test_a_plain_sdk_worker_on_a_client_with_the_plugin_runs_a_session(
     temporal_server: DevServer, store: Store, store_url: str, workspace: Path, tmp_path: Path
 ) -> None:
