@@ -193,6 +193,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "replay_last: runs after every other test (replays their histories)")
+    config.addinivalue_line("markers", "runs_first: a long test, handed out before the others so that it does not end the run late")
 
 
 def module_fixtures(item: pytest.Item) -> list[str]:
@@ -205,7 +206,9 @@ def module_fixtures(item: pytest.Item) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("replay_last") is not None)
+    # Long tests (marked runs_first) go out first and the replay test last: a long test handed out
+    # near the end would hold the run open while the other processes sit idle.
+    items.sort(key=lambda item: (item.get_closest_marker("replay_last") is not None, item.get_closest_marker("runs_first") is None))
     # Under `pytest -n N --dist loadgroup` the tests of a module that share a module-scoped fixture
     # (a built wheel, a server of their own) run in one worker, which sets the fixture up once.
     for item in items:

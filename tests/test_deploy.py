@@ -38,8 +38,10 @@ import psycopg
 import pytest
 import yaml
 from sqlalchemy import create_engine, text
+from typer.testing import CliRunner
 
 import agentrt.store
+from agentrt.cli import app
 from agentrt.worker import SEARCH_ATTRIBUTES, AgentrtConfig, DevServer
 from tests._packages import REPO_ROOT, package_dirs
 from tests._pg import create_temp_database, drop_database
@@ -792,12 +794,10 @@ def agentrt_commands() -> list[list[str]]:
 
 @pytest.mark.parametrize("argv", agentrt_commands(), ids=lambda argv: " ".join(argv[1:]))
 def test_every_agentrt_command_of_the_deployment_is_one_the_cli_accepts(argv: list[str]) -> None:
-    # --help is eager: the command line is parsed (an unknown option fails), nothing runs.
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "agentrt"), *argv[1:], "--help"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"},
-    )
-    assert result.returncode == 0, f"{shlex.join(argv)}: {result.stderr or result.stdout}"
+    # --help is eager: the command line is parsed (an unknown option fails), nothing runs. In this
+    # process (the console script itself is run by tests/cli/test_cli_process.py).
+    result = CliRunner().invoke(app, [*argv[1:], "--help"], env={"COLUMNS": "300", "NO_COLOR": "1"}, terminal_width=300)
+    assert result.exit_code == 0, f"{shlex.join(argv)}: {result.output}"
     if argv[1] == "worker":
         # The Kubernetes workers give their version in these variables alone (no --deployment, --build-id).
         versioned = {name for build in BUILDS for w in workers(build).values() for name in env_values(w)}

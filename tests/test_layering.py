@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 from tests._packages import REPO_ROOT, package_dirs
 
 # Which agentrt packages each agentrt package may import (its own included).
@@ -106,6 +108,10 @@ def imports_in(source: str, importer: str, is_package: bool, known_modules: froz
             for alias in node.names:
                 if f"{module}.{alias.name}" in known_modules:
                     yield node.lineno, f"{module}.{alias.name}"
+
+
+# Every test of this module in one process: the scan below (every file of the repository) is made once.
+pytestmark = pytest.mark.xdist_group("test_layering")
 
 
 @cache

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import chaos_kinds
+
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
 
 LINE = (
     "chaos_kinds tasks=2 graphs=2 delegations=0 mcp=0 kills=4 mcp_kills=0 server_restarts=1 "

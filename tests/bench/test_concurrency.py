@@ -10,6 +10,8 @@ import pytest
 from agentrt.worker import DevServer
 from bench import concurrency
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 LINE = re.compile(r"concurrency agentrt_vs_floor_rps=\d+\.\d\d p95_vs_lone=\d+\.\d\d")
 
 

@@ -11,6 +11,8 @@ import pytest
 from agentrt.worker import DevServer
 from bench import fairness
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 LINE = re.compile(r"fairness no_lanes_p95_vs_unloaded=\d+\.\d\d lanes_p95_vs_unloaded=\d+\.\d\d")
 
 

@@ -11,6 +11,8 @@ import pytest
 from bench import gateway_load
 from bench.gateway_load import Reference, Report, Settings, TimedTally
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 LINE = re.compile(
     r"gateway_load clients=3 sends_per_s=2 minutes=0\.05 errors=0 send_accepted_p50=\d+\.\d{3} p95=\d+\.\d{3} "
     r"delta_to_client_p50=\d+\.\d{3} p95=\d+\.\d{3} gateway_rss_mb=\d+->\d+"

@@ -11,6 +11,8 @@ from temporalio.client import Client
 from agentrt.store import Store
 from bench import overhead
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 LAST_LINE = re.compile(
     r"overhead agentrt_vs_floor=(\d+\.\d\d|n/a) pai_vs_floor=(\d+\.\d\d|n/a) oai_vs_floor=(\d+\.\d\d|n/a)"
     r" fused_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor=(\d+\.\d\d|n/a) tools_vs_floor_tools=(\d+\.\d\d|n/a)"

@@ -10,6 +10,8 @@ import pytest
 from agentrt.worker import DevServer
 from bench import recovery
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 LINE = re.compile(r"recovery resume_p50=\d+\.\d\d resume_p95=\d+\.\d\d resume_max=\d+\.\d\d")
 
 

@@ -11,6 +11,8 @@ import pytest
 from bench import stream_chaos
 from bench.stream_chaos import Reference, Tally, by_turn
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 
 async def test_sse_clients_resume_through_gateway_worker_and_server_kills_with_every_item_once(tmp_path: Path) -> None:
     report = await stream_chaos.run_stream_chaos(

@@ -4,9 +4,14 @@ the store's event logs owe arrives, none under a second id, none unowed, none gi
 
 from __future__ import annotations
 
+import pytest
 import re
 
+import pytest
+
 from bench import webhook_chaos
+
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
 
 # A session (an approval, two turn ends), a task (waiting, running, waiting, running, completed) and
 # a graph approved automatically (planning, approved, executing, completed).

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.chaos import run_chaos
+
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
 
 SEED = 20240601
 

@@ -32,6 +32,8 @@ from agentrt.worker import DevServer, ensure_home_keys, temporal_binary
 from tests.cli.test_cli_process import agentrt, agentrt_dev, line_with, user_env
 from tests.e2e._support import data_fields, write_script
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 SECRET = f"sk-live-{uuid.uuid4().hex}"
 
 

@@ -2,7 +2,7 @@
 
 The dev server here suggests continue-as-new after 300 history events (server default:
 4,096), so a session moves to a new run every ~20 turns. ``AGENTRT_CAN_TURNS`` sets the
-number of turns (CI: 200; the by-hand run in the README: 10,000).
+number of turns (CI: 100; the by-hand run in the README: 10,000).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ from agentrt.workflows.session import SessionWorkflow
 from tests.conftest import OWNER
 from tests.e2e._support import session_config, write_script
 
-TURNS = int(os.environ.get("AGENTRT_CAN_TURNS", "200"))
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
+TURNS = int(os.environ.get("AGENTRT_CAN_TURNS", "100"))
 BATCH = 25
 SUGGEST_AFTER_EVENTS = 300
 

@@ -22,6 +22,8 @@ from agentrt.schemas import (
 from tests.conftest import OWNER, Harness
 from tests.e2e._support import session_config, write_script
 
+pytestmark = pytest.mark.runs_first  # long: handed out first (tests/conftest.py)
+
 KB = 1024
 
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import WorkerDeploymentVersion
+from typer.testing import CliRunner
 
+from agentrt.cli import app
 from agentrt.client import AgentClient
 from agentrt.worker import AgentrtPlugin, build_worker
 from agentrt.schemas import GraphSpec, PermissionRequested, SessionContinuedAsNew, graph_workflow_id, task_workflow_id
@@ -177,16 +177,16 @@ async def test_a_task_asleep_between_sessions_moves_to_the_new_build_and_its_nex
     assert (tmp_path / "ws" / "one.txt").read_text() == "1" and (tmp_path / "ws" / "two.txt").read_text() == "2"
 
 
-def test_a_deployment_and_a_build_id_are_given_together_or_the_worker_names_the_missing_one(tmp_path: Path) -> None:
-    agentrt = str(Path(sys.executable).parent / "agentrt")
+def test_a_deployment_and_a_build_id_are_given_together_or_the_worker_names_the_missing_one() -> None:
+    # Parsed in this process: each is refused before a worker starts (tests/cli/test_cli_process.py runs the console script).
     for args, said in (
         (["--deployment", "agentrt"], "Invalid value for --deployment: a deployment needs a non-empty build id"),
         (["--build-id", "b1"], "Invalid value for --build-id: a build id needs a deployment name"),
         (["--deployment", "agentrt", "--build-id", " "], "a deployment needs a non-empty build id"),
         (["--deployment", "my.dep", "--build-id", "b1"], "deployment name 'my.dep' holds a '.'"),
     ):
-        result = subprocess.run([agentrt, "worker", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-        assert result.returncode == 2 and said in " ".join(result.stderr.replace("│", " ").split()), result.stderr
+        result = CliRunner().invoke(app, ["worker", *args], env={"COLUMNS": "300"}, terminal_width=300)
+        assert result.exit_code == 2 and said in " ".join(result.output.replace("│", " ").split()), result.output
 
 
 async def test_a_graph_moves_to_the_new_build_after_its_running_node_and_runs_the_next_one_there(

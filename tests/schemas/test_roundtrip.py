@@ -119,7 +119,7 @@ MODELS = sorted(
 
 
 @pytest.mark.parametrize("cls", MODELS, ids=lambda c: c.__name__)
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_model_round_trips_through_the_data_converter(cls: type[BaseModel], data: st.DataObject) -> None:
     value = data.draw(model_strategy(cls))
