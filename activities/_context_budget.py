@@ -77,11 +77,25 @@ def _text_tokens(text: str | None) -> int:
     return estimate_tokens(len(text.encode())) if text else 0
 
 
+# Each message's estimate, by the message object: the store hands out one parsed Message per stored
+# row (ParsedMessages), so a turn's later calls measure only what is new. A hit checks it holds the
+# very object, so a reused id() never answers for another message; cleared when full.
+_MESSAGE_TOKENS: dict[int, tuple[Message, int]] = {}
+_MESSAGE_TOKENS_LIMIT = 8192
+
+
 def _message_tokens(message: Message) -> int:
+    cached = _MESSAGE_TOKENS.get(id(message))
+    if cached is not None and cached[0] is message:
+        return cached[1]
     size = len(message.text.encode()) + sum(
         len(c.name) + len(c.arguments_raw or json.dumps(c.arguments)) for c in message.tool_calls
     )
-    return estimate_tokens(size)
+    tokens = estimate_tokens(size)
+    if len(_MESSAGE_TOKENS) >= _MESSAGE_TOKENS_LIMIT:
+        _MESSAGE_TOKENS.clear()
+    _MESSAGE_TOKENS[id(message)] = (message, tokens)
+    return tokens
 
 
 def _joined(*parts: str | None) -> str | None:

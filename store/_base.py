@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from agentrt.store._changes import NOTIFY, StreamChanges, stream_changes
 from agentrt.store._cipher import StoreCipher, open_text, seal_text
+from agentrt.store._parsed_messages import ParsedMessages
 
 # ``Connection.info`` key: the sessions whose streams the connection's transaction wrote to.
 _CHANGED = "agentrt_stream_changes"
@@ -52,6 +53,8 @@ class StoreBase:
         # more CPU than running it; execute them with parameters.
         self._statements: dict[str, Any] = {}
         self._changes = stream_changes(engine)
+        # The transcript's messages, each parsed once (_transcript.py, ParsedMessages).
+        self._parsed_messages = ParsedMessages()
 
     @property
     def engine(self) -> Engine:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, Select, Update, and_, bindparam, or_, select, update
 
@@ -133,7 +134,7 @@ class TranscriptTables(AuditTable):
             q = q.where(messages.c.position < upto_position)
         with self._reading(conn) as conn:
             rows = conn.execute(q.order_by(messages.c.position)).all()
-        return [(pos, Message.model_validate_json(self._open(body, f"messages/{session_id}"))) for pos, body in rows]
+        return self._parsed(session_id, rows)
 
     def messages_in(
         self, session_id: str, ranges: list[tuple[int, int]], *, conn: Connection | None = None
@@ -146,7 +147,16 @@ class TranscriptTables(AuditTable):
             values[f"start{i}"], values[f"end{i}"] = start, end
         with self._reading(conn) as conn:
             rows = conn.execute(self._messages_in_statement(len(ranges)), values).all()
-        return [(pos, Message.model_validate_json(self._open(body, f"messages/{session_id}"))) for pos, body in rows]
+        return self._parsed(session_id, rows)
+
+    def _parsed(self, session_id: str, rows: Sequence[Any]) -> list[tuple[int, Message]]:
+        """``(position, Message)`` of ``(position, stored value)`` rows, each parsed once per process
+        (``ParsedMessages``: the messages are shared, never to be changed in place)."""
+        context = f"messages/{session_id}"
+        return [
+            (pos, self._parsed_messages.parse(session_id, pos, body, lambda value: self._open(value, context)))
+            for pos, body in rows
+        ]
 
     def _messages_in_statement(self, count: int) -> Select:
         """The ``messages_in`` query for ``count`` ranges (bound as ``start<i>``, ``end<i>``), built

@@ -289,7 +289,7 @@ class ScriptedProvider:
             for chunk in _word_groups(text):
                 await on_delta(chunk)
         calls = [_tool_call(f"call_{index}_{k}", spec) for k, spec in enumerate(turn.tool_calls)]
-        output_chars = len(text) + sum(len(c.name) + len(_arguments_text(c)) for c in calls)
+        output_chars = len(text) + sum(len(c.name) + _argument_chars(c) for c in calls)
         return ModelResponse(
             text=text,
             tool_calls=calls,
@@ -401,8 +401,21 @@ def _tool_call(call_id: str, spec: ScriptToolCall) -> ToolCall:
     return ToolCall(id=call_id, name=spec.name, arguments=arguments)
 
 
-def _arguments_text(call: ToolCall) -> str:
-    return json.dumps(call.arguments) if call.arguments is not None else call.arguments_raw
+# Characters of each tool call's arguments, by the call object (a stored message is parsed once per
+# process, so its calls are the same objects call after call); as _SPEC_CHARS below.
+_ARGUMENT_CHARS: dict[int, tuple[ToolCall, int]] = {}
+_ARGUMENT_CHARS_LIMIT = 8192
+
+
+def _argument_chars(call: ToolCall) -> int:
+    cached = _ARGUMENT_CHARS.get(id(call))
+    if cached is not None and cached[0] is call:
+        return cached[1]
+    chars = len(json.dumps(call.arguments) if call.arguments is not None else call.arguments_raw)
+    if len(_ARGUMENT_CHARS) >= _ARGUMENT_CHARS_LIMIT:
+        _ARGUMENT_CHARS.clear()
+    _ARGUMENT_CHARS[id(call)] = (call, chars)
+    return chars
 
 
 # Characters of each tool spec's JSON, by the spec object (a registry hands out the same ones):
@@ -428,7 +441,7 @@ def _input_chars(request: ModelRequest) -> int:
     specs = sum(_spec_chars(t) for t in request.tools) + 2 * max(len(request.tools) - 1, 0) + 2
     chars = len(request.system or "") + specs
     for message in request.messages:
-        chars += len(message.text) + sum(len(c.name) + len(_arguments_text(c)) for c in message.tool_calls)
+        chars += len(message.text) + sum(len(c.name) + _argument_chars(c) for c in message.tool_calls)
     return chars
 
 
