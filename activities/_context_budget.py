@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from temporalio.exceptions import ApplicationError
 
 from agentrt.activities._call_context import OMITTED_NOTE, CallContext, fit, takes_reasoning_back
+from agentrt.activities._object_memo import ObjectMemo
 from agentrt.activities._system_prompt import budget_section
 from agentrt.schemas import ContextBreakdown, Message, ModelCallInput, ModelProfile, ToolSpec
 from agentrt.workflows.context import BYTES_PER_TOKEN, estimate_tokens, input_budget, specs_bytes
@@ -77,25 +78,20 @@ def _text_tokens(text: str | None) -> int:
     return estimate_tokens(len(text.encode())) if text else 0
 
 
-# Each message's estimate, by the message object: the store hands out one parsed Message per stored
-# row (ParsedMessages), so a turn's later calls measure only what is new. A hit checks it holds the
-# very object, so a reused id() never answers for another message; cleared when full.
-_MESSAGE_TOKENS: dict[int, tuple[Message, int]] = {}
-_MESSAGE_TOKENS_LIMIT = 8192
-
-
-def _message_tokens(message: Message) -> int:
-    cached = _MESSAGE_TOKENS.get(id(message))
-    if cached is not None and cached[0] is message:
-        return cached[1]
+def _measure_message(message: Message) -> int:
     size = len(message.text.encode()) + sum(
         len(c.name) + len(c.arguments_raw or json.dumps(c.arguments)) for c in message.tool_calls
     )
-    tokens = estimate_tokens(size)
-    if len(_MESSAGE_TOKENS) >= _MESSAGE_TOKENS_LIMIT:
-        _MESSAGE_TOKENS.clear()
-    _MESSAGE_TOKENS[id(message)] = (message, tokens)
-    return tokens
+    return estimate_tokens(size)
+
+
+# Each message's estimate, by the message object: the store hands out one parsed Message per stored
+# row (ParsedMessages), so a turn's later calls measure only what is new.
+_MESSAGE_TOKENS: ObjectMemo[Message, int] = ObjectMemo(_measure_message, limit=8192)
+
+
+def _message_tokens(message: Message) -> int:
+    return _MESSAGE_TOKENS.of(message)
 
 
 def _joined(*parts: str | None) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentrt.activities._object_memo import ObjectMemo
 from agentrt.activities.providers._base import OnDelta, arguments_problem, tool_call_from_text, valid_text
 from agentrt.activities.tools import read_regular_file
 from agentrt.schemas import (
@@ -402,38 +403,23 @@ def _tool_call(call_id: str, spec: ScriptToolCall) -> ToolCall:
 
 
 # Characters of each tool call's arguments, by the call object (a stored message is parsed once per
-# process, so its calls are the same objects call after call); as _SPEC_CHARS below.
-_ARGUMENT_CHARS: dict[int, tuple[ToolCall, int]] = {}
-_ARGUMENT_CHARS_LIMIT = 8192
+# process, so its calls are the same objects call after call).
+_ARGUMENT_CHARS: ObjectMemo[ToolCall, int] = ObjectMemo(
+    lambda call: len(json.dumps(call.arguments) if call.arguments is not None else call.arguments_raw or ""), limit=8192
+)
+# Characters of each tool spec's JSON, by the spec object (a registry hands out the same ones):
+# dumping every spec for every call was a tenth of a scripted call's CPU.
+_SPEC_CHARS: ObjectMemo[ToolSpec, int] = ObjectMemo(
+    lambda spec: len(json.dumps(spec.model_dump(mode="json", exclude={"local_activity"}))), limit=1024
+)
 
 
 def _argument_chars(call: ToolCall) -> int:
-    cached = _ARGUMENT_CHARS.get(id(call))
-    if cached is not None and cached[0] is call:
-        return cached[1]
-    chars = len(json.dumps(call.arguments) if call.arguments is not None else call.arguments_raw)
-    if len(_ARGUMENT_CHARS) >= _ARGUMENT_CHARS_LIMIT:
-        _ARGUMENT_CHARS.clear()
-    _ARGUMENT_CHARS[id(call)] = (call, chars)
-    return chars
-
-
-# Characters of each tool spec's JSON, by the spec object (a registry hands out the same ones):
-# dumping every spec for every call was a tenth of a scripted call's CPU. Bounded; a hit
-# checks it holds the very object, so a reused id() never answers for another spec.
-_SPEC_CHARS: dict[int, tuple[ToolSpec, int]] = {}
-_SPEC_CHARS_LIMIT = 1024
+    return _ARGUMENT_CHARS.of(call)
 
 
 def _spec_chars(spec: ToolSpec) -> int:
-    cached = _SPEC_CHARS.get(id(spec))
-    if cached is not None and cached[0] is spec:
-        return cached[1]
-    chars = len(json.dumps(spec.model_dump(mode="json", exclude={"local_activity"})))
-    if len(_SPEC_CHARS) >= _SPEC_CHARS_LIMIT:
-        _SPEC_CHARS.clear()
-    _SPEC_CHARS[id(spec)] = (spec, chars)
-    return chars
+    return _SPEC_CHARS.of(spec)
 
 
 def _input_chars(request: ModelRequest) -> int:
