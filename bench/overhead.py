@@ -104,10 +104,8 @@ from types import ModuleType
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.converter import DataConverter
-from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentVersion
 
 from agentrt.activities.tools import MAX_READ_BYTES, default_registry
@@ -116,6 +114,7 @@ from agentrt.schemas import ApprovalPolicy, SessionConfig, TurnEnded, TurnOutcom
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, DevServer, build_worker
 from bench._cli import print_progress, run_and_exit
+from bench.deployments import make_current
 from bench._floor import FLOOR_ACTIVITIES, FloorAgentWorkflow, FloorInput, floor_model, floor_tool
 from bench.history import (
     PRINCIPAL,
@@ -721,7 +720,7 @@ async def run_agentrt_tools(ctx: _Context, rounds: int, *, pinned: bool = False,
         build_worker(temporal, config, ctx.store, default_registry(), task_queue=task_queue, role="models", deployment=version),
         build_worker(temporal, config, ctx.store, default_registry(), task_queue=tools_queue, role="tools", deployment=version),
     ]
-    started = None if version is None else functools.partial(make_current, temporal, version)
+    started = None if version is None else functools.partial(make_current, temporal, version.deployment_name, version.build_id)
     sample = await _measured_turn(
         ctx, system, rounds, temporal, agent, workers, warm_session, session, breakdown=breakdown, started=started,
     )
@@ -729,21 +728,6 @@ async def run_agentrt_tools(ctx: _Context, rounds: int, *, pinned: bool = False,
     if sample.status == "completed" and sample.note is None and written != rounds:
         sample.note = f"the turn wrote {written} files, not {rounds}"
     return sample
-
-
-async def make_current(temporal: Client, version: WorkerDeploymentVersion) -> None:
-    """Make ``version`` its deployment's current version (as `temporal worker deployment
-    set-current-version` does), once its workers' first poll has registered it (retried for 30 s)."""
-    request = SetWorkerDeploymentCurrentVersionRequest(
-        namespace=temporal.namespace, deployment_name=version.deployment_name, build_id=version.build_id, identity="bench",
-    )
-    for _ in range(300):
-        try:
-            await temporal.workflow_service.set_worker_deployment_current_version(request)
-            return
-        except RPCError:
-            await asyncio.sleep(0.1)  # not registered yet
-    await temporal.workflow_service.set_worker_deployment_current_version(request)
 
 
 def _turn_ended(store: Store, session_id: str, turn_id: str) -> TurnEnded | None:

@@ -7,13 +7,12 @@ import asyncio
 import json
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
 from temporalio.worker import WorkerDeploymentVersion
 
 from agentrt.store import Store
 from agentrt.worker import AgentrtConfig, AgentrtWorker, build_worker
+from bench.deployments import make_current as _make_current
 
 WAIT = 60  # seconds: only so that a broken run fails the test instead of hanging it
 
@@ -25,18 +24,8 @@ def versioned_worker(temporal: Client, config: AgentrtConfig, store: Store, task
 
 
 async def make_current(temporal: Client, deployment: str, build_id: str) -> None:
-    """Make ``build_id`` the current version of ``deployment`` (as `temporal worker deployment
-    set-current-version` does), once its workers' first poll has registered it."""
-    request = SetWorkerDeploymentCurrentVersionRequest(
-        namespace=temporal.namespace, deployment_name=deployment, build_id=build_id, identity="test",
-    )
-    for _ in range(300):
-        try:
-            await temporal.workflow_service.set_worker_deployment_current_version(request)
-            return
-        except RPCError:
-            await asyncio.sleep(0.1)  # the version is not registered yet
-    await temporal.workflow_service.set_worker_deployment_current_version(request)
+    """Make ``build_id`` the current version of ``deployment`` once its workers' first poll has registered it."""
+    await _make_current(temporal, deployment, build_id, identity="test")
 
 
 async def pinned_build(temporal: Client, workflow_id: str) -> str:
